@@ -1,0 +1,127 @@
+"""Cases: plain data that says exactly which inputs a check uses.
+
+A :class:`Case` is op + parameters + storage format + value family + seed +
+layouts (+ a few overlaid special values). It prints, saves to JSON and
+materialises the same float64 host arrays anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import InvalidArgument
+from .oracle.formats import get_format, quantize
+from .oracle.ops import get_op
+from .target import LAYOUTS
+from .values import FAMILIES, generate_inputs
+
+__all__ = ["Case"]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One test case.
+
+    Parameters
+    ----------
+    op : str
+        Op name (``"linear"``).
+    params : dict
+        The op's parameters (dimensions and flags), validated by the op.
+    storage : str
+        Storage format of the inputs (``"fp32"``, ``"bf16"``, ...).
+    family : str
+        Value family (see :data:`numoracle.values.FAMILIES`).
+    seed : int
+        Seed of the host generator that makes the bulk values.
+    layouts : dict
+        Layout of each input (see :data:`numoracle.target.LAYOUTS`); missing
+        inputs are row-major (``"C"``).
+    overlays : tuple
+        ``(input, flat_index, value)`` triples written over the bulk values
+        (special values: signed zeros, subnormals, infinities, NaN).
+    """
+
+    op: str
+    params: dict[str, Any]
+    storage: str = "fp32"
+    family: str = "normal"
+    seed: int = 0
+    layouts: dict[str, str] = field(default_factory=dict)
+    overlays: tuple[tuple[str, int, float], ...] = ()
+
+    def __post_init__(self) -> None:
+        op = get_op(self.op)
+        object.__setattr__(self, "params", op.validate(self.params))
+        get_format(self.storage)
+        if self.family not in FAMILIES:
+            raise InvalidArgument(f"family={self.family!r} is unknown; use one of {FAMILIES}")
+        if not isinstance(self.seed, (int, np.integer)) or isinstance(self.seed, bool):
+            raise InvalidArgument(f"seed={self.seed!r} must be an int")
+        shapes = op.input_shapes(self.params)
+        for name, lay in self.layouts.items():
+            if name not in shapes:
+                raise InvalidArgument(f"layouts names {name!r}, which is not an input of "
+                                      f"{self.op}; inputs are {sorted(shapes)}")
+            if lay not in LAYOUTS:
+                raise InvalidArgument(f"layout {lay!r} of {name!r} must be one of {LAYOUTS}")
+        for name, idx, _ in self.overlays:
+            if name not in shapes or not 0 <= idx < max(1, int(np.prod(shapes[name]))):
+                raise InvalidArgument(f"overlay ({name!r}, {idx}) is outside the inputs {shapes}")
+
+    # -- materialisation -------------------------------------------------
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        """Shape of each input."""
+        return get_op(self.op).input_shapes(self.params)
+
+    def layout(self, name: str) -> str:
+        """Layout of input ``name`` (``"C"`` unless the case says otherwise)."""
+        return self.layouts.get(name, "C")
+
+    def inputs(self) -> dict[str, np.ndarray]:
+        """The inputs as float64 host arrays, every value exact in the storage format."""
+        op = get_op(self.op)
+        rng = np.random.default_rng(self.seed)
+        arrays = generate_inputs(
+            self.family, self.shapes(), op.products(self.params), get_format(self.storage), rng
+        )
+        for name, idx, value in self.overlays:
+            arrays[name].reshape(-1)[idx] = value
+        fmt = get_format(self.storage)
+        return {k: quantize(v, fmt) for k, v in arrays.items()}
+
+    # -- plain data --------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (floats of overlays as repr strings so inf/NaN survive)."""
+        d = asdict(self)
+        d["overlays"] = [[n, int(i), repr(float(v))] for n, i, v in self.overlays]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Case:
+        """Inverse of :meth:`to_dict`."""
+        d = dict(d)
+        d["overlays"] = tuple((n, int(i), float(v)) for n, i, v in d.get("overlays", ()))
+        d["layouts"] = dict(d.get("layouts", {}))
+        return cls(**d)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    def size(self) -> int:
+        """Total number of input elements: what shrinking minimises."""
+        return int(sum(np.prod(s) for s in self.shapes().values()))
+
+    def describe(self) -> str:
+        """One line: ``linear(batch=2, in_features=3, ...) fp32 normal seed=7 x:F``."""
+        ps = ", ".join(f"{k}={v}" for k, v in self.params.items())
+        lay = " ".join(f"{k}:{v}" for k, v in sorted(self.layouts.items()) if v != "C")
+        ov = f" +{len(self.overlays)} special" if self.overlays else ""
+        return f"{self.op}({ps}) {self.storage} {self.family} seed={self.seed}{ov}" + (
+            f" {lay}" if lay else ""
+        )

@@ -1,0 +1,149 @@
+"""Checking one case on one target: inputs in, kernel run, outputs judged.
+
+:func:`check_case` never raises for a misbehaving kernel: a kernel that
+raises, hangs, returns the wrong shape, dtype or device, or leaves outputs
+unwritten gets a failing :class:`~numoracle.verdict.Verdict` that says so.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .case import Case
+from .errors import InvalidArgument
+from .kernels.backends import get_backend
+from .oracle.ops import get_op
+from .oracle.precision import PrecisionModel
+from .oracle.tracked import Tracked
+from .target import Target
+from .verdict import Verdict, compare, diagnose
+
+__all__ = ["check_case", "run_kernel", "judge", "DEFAULT_TIMEOUT"]
+
+#: seconds a kernel may run before it counts as hung
+DEFAULT_TIMEOUT = 120.0
+
+
+class _Hung(Exception):
+    pass
+
+
+def _call_with_timeout(fn: Any, kwargs: Mapping[str, Any], timeout: float) -> Any:
+    """Run ``fn(**kwargs)`` in a worker thread; raise _Hung past ``timeout``."""
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["out"] = fn(**kwargs)
+        except BaseException as exc:  # noqa: BLE001 - reported as the verdict
+            box["exc"] = exc
+
+    th = threading.Thread(target=work, daemon=True, name="numoracle-kernel")
+    th.start()
+    th.join(timeout)
+    if th.is_alive():
+        raise _Hung(f"the kernel did not return within {timeout:g} s (hung?)")
+    if "exc" in box:
+        raise box["exc"]
+    return box["out"]
+
+
+def run_kernel(case: Case, target: Target, inputs: Mapping[str, np.ndarray],
+               timeout: float = DEFAULT_TIMEOUT) -> tuple[dict[str, np.ndarray] | None, str | None]:
+    """Run ``target`` on the case's inputs; return (host outputs, None) or
+    (None, a sentence saying what went wrong)."""
+    op = get_op(case.op)
+    backend = get_backend(target.backend)
+    storage = target.precision.storage
+    args = {
+        name: backend.to_device(arr, storage,
+                                case.layout(name) if case.layout(name) in target.layouts else "C")
+        for name, arr in inputs.items()
+    }
+    try:
+        out = _call_with_timeout(target.fn, args, timeout)
+        backend.synchronize()
+    except _Hung as exc:
+        return None, str(exc)
+    except Exception as exc:  # noqa: BLE001 - a raising kernel is a failing verdict
+        return None, f"the kernel raised {type(exc).__name__}: {exc}"
+    if not isinstance(out, Mapping):
+        return None, (f"the kernel returned {type(out).__name__}; it must return a dict "
+                      "of outputs by name")
+    wanted = target.outputs or op.outputs(case.params)
+    missing = [k for k in wanted if k not in out]
+    if missing:
+        return None, f"the kernel did not return {missing} (returned {sorted(out)})"
+    expected = op.output_shapes(case.params)
+    host: dict[str, np.ndarray] = {}
+    for name in wanted:
+        arr = out[name]
+        problem = backend.check_output(arr, storage)
+        if problem:
+            return None, f"output {name!r}: {problem}"
+        shape = tuple(getattr(arr, "shape", ()))
+        if shape != expected[name]:
+            return None, f"output {name!r} has shape {shape}, expected {expected[name]}"
+        host[name] = backend.to_host(arr)
+    return host, None
+
+
+def judge(case: Case, model: PrecisionModel, inputs: Mapping[str, np.ndarray],
+          got: Mapping[str, np.ndarray], *, with_diagnosis: bool = True) -> dict[str, Any]:
+    """Compare host outputs with the reference under ``model``; per output verdicts."""
+    op = get_op(case.op)
+    names = tuple(got)
+
+    def reference_for(m: PrecisionModel) -> dict[str, Tracked]:
+        return op.reference(inputs, case.params, m, names)
+
+    refs = reference_for(model)
+    verdicts = {}
+    for name in names:
+        v = compare(name, got[name], refs[name], probabilistic=model.probabilistic)
+        if with_diagnosis or not v.passed:
+            diagnose(v, got[name], model, lambda m, _n=name: reference_for(m)[_n])
+        verdicts[name] = v
+    return verdicts
+
+
+def check_case(case: Case, target: Target, *, timeout: float = DEFAULT_TIMEOUT,
+               with_diagnosis: bool = False) -> Verdict:
+    """Run one case on one target and judge every output it returns.
+
+    Parameters
+    ----------
+    case : Case
+        The case; its storage format must be the target's.
+    target : Target
+        The kernel under test.
+    timeout : float
+        Seconds before a kernel counts as hung.
+    with_diagnosis : bool
+        Also diagnose passing outputs (failing ones always are).
+    """
+    if case.op != target.op:
+        raise InvalidArgument(f"case is for op {case.op!r} but target {target.name!r} "
+                              f"computes {target.op!r}")
+    if case.storage != target.precision.storage.name:
+        raise InvalidArgument(
+            f"case storage {case.storage!r} differs from target {target.name!r}'s storage "
+            f"{target.precision.storage.name!r}; draw cases with storage="
+            f"{target.precision.storage.name!r}"
+        )
+    t0 = time.perf_counter()
+    inputs = case.inputs()
+    got, error = run_kernel(case, target, inputs, timeout)
+    verdict = Verdict(case=case, target=target.name, op=target.op,
+                      precision=target.precision.name, passed=False, error=error, got=got)
+    if got is not None:
+        verdict.outputs = judge(case, target.precision, inputs, got,
+                                with_diagnosis=with_diagnosis)
+        verdict.passed = all(v.passed for v in verdict.outputs.values())
+    verdict.seconds = time.perf_counter() - t0
+    return verdict

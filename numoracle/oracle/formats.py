@@ -1,0 +1,148 @@
+"""Floating-point formats and bit-exact quantization in NumPy.
+
+A :class:`Format` is described by its explicit mantissa bits ``t`` and its
+exponent range; ``u = 2**-(t+1)`` is the unit roundoff of round-to-nearest and
+``2**-t`` that of truncation (round toward zero).
+
+:func:`quantize` rounds float64 values into a format exactly as hardware does:
+round-to-nearest-even (``"rne"``) or truncation (``"rz"``), with gradual
+underflow, overflow to infinity (``rne``) or to the largest finite value
+(``rz``), and NaN kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InvalidArgument
+
+__all__ = [
+    "Format",
+    "FP64",
+    "FP32",
+    "TF32",
+    "BF16",
+    "FP16",
+    "FORMATS",
+    "ROUNDINGS",
+    "get_format",
+    "quantize",
+    "representable",
+]
+
+ROUNDINGS = ("rne", "rz")
+
+
+@dataclass(frozen=True)
+class Format:
+    """A binary floating-point format.
+
+    Parameters
+    ----------
+    name : str
+        Short name (``"fp32"``).
+    t : int
+        Explicit mantissa bits (23 for fp32); precision ``p = t + 1``.
+    emin, emax : int
+        Exponent of the smallest normal and of the largest finite number.
+    """
+
+    name: str
+    t: int
+    emin: int
+    emax: int
+
+    @property
+    def p(self) -> int:
+        """Significant bits, the implicit one included."""
+        return self.t + 1
+
+    def unit_roundoff(self, rounding: str = "rne") -> float:
+        """``u``: 2^-p for round-to-nearest, 2^-t for truncation."""
+        _check_rounding(rounding)
+        return 2.0 ** -(self.p if rounding == "rne" else self.t)
+
+    @property
+    def u(self) -> float:
+        """Unit roundoff of round-to-nearest."""
+        return 2.0**-self.p
+
+    @property
+    def tiny(self) -> float:
+        """Smallest positive normal number, 2^emin."""
+        return 2.0**self.emin
+
+    @property
+    def max(self) -> float:
+        """Largest finite number, (2 - 2^-t) * 2^emax."""
+        return (2.0 - 2.0**-self.t) * 2.0**self.emax
+
+    def __str__(self) -> str:
+        return self.name
+
+
+FP64 = Format("fp64", 52, -1022, 1023)
+FP32 = Format("fp32", 23, -126, 127)
+TF32 = Format("tf32", 10, -126, 127)
+BF16 = Format("bf16", 7, -126, 127)
+FP16 = Format("fp16", 10, -14, 15)
+
+FORMATS: dict[str, Format] = {f.name: f for f in (FP64, FP32, TF32, BF16, FP16)}
+
+
+def get_format(name: str | Format) -> Format:
+    """Look a format up by name (``"fp32"``, ``"bf16"``, ...)."""
+    if isinstance(name, Format):
+        return name
+    try:
+        return FORMATS[name]
+    except (KeyError, TypeError):
+        raise InvalidArgument(
+            f"format {name!r} is unknown; use one of {sorted(FORMATS)}"
+        ) from None
+
+
+def _check_rounding(rounding: str) -> None:
+    if rounding not in ROUNDINGS:
+        raise InvalidArgument(
+            f"{rounding=} is not a rounding mode; use 'rne' (round to nearest, "
+            "ties to even) or 'rz' (truncation)"
+        )
+
+
+def quantize(x: np.ndarray | float, fmt: Format | str, rounding: str = "rne") -> np.ndarray:
+    """Round float64 values into ``fmt``, bit-exactly; returns float64.
+
+    Examples
+    --------
+    >>> float(quantize(1 + 2**-11, "tf32"))   # a tie: rounds to even
+    1.0
+    >>> float(quantize(1 + 3 * 2**-12, "tf32", "rz"))
+    1.0
+    """
+    fmt = get_format(fmt)
+    _check_rounding(rounding)
+    x = np.asarray(x, dtype=np.float64)
+    if fmt.t >= 52:
+        return x.copy()
+    with np.errstate(invalid="ignore", over="ignore"):
+        _, e = np.frexp(x)  # |x| = m * 2**e, m in [0.5, 1)
+        exp = np.maximum(e.astype(np.int64) - 1, fmt.emin)
+        quantum = np.ldexp(1.0, (exp - fmt.t).astype(np.int32))
+        scaled = x / quantum  # exact: division by a power of two, no underflow
+        r = np.rint(scaled) if rounding == "rne" else np.trunc(scaled)
+        y = r * quantum
+        big = np.abs(y) > fmt.max
+        if np.any(big):
+            y = np.where(big, np.copysign(np.inf if rounding == "rne" else fmt.max, x), y)
+        y = np.where(np.isfinite(x), y, x)
+    return y
+
+
+def representable(x: np.ndarray, fmt: Format | str) -> np.ndarray:
+    """True where ``x`` is exactly a value of ``fmt`` (NaN counts as representable)."""
+    x = np.asarray(x, dtype=np.float64)
+    q = quantize(x, fmt)
+    return (q == x) | np.isnan(x)

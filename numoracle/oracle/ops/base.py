@@ -1,0 +1,97 @@
+"""The Op interface: parameters, shapes, accumulation lengths and a reference."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ...errors import InvalidArgument
+from ..precision import PrecisionModel
+from ..tracked import Tracked
+
+__all__ = ["Op", "Product", "check_positive_int"]
+
+
+@dataclass(frozen=True)
+class Product:
+    """Two inputs multiplied together and summed over ``n`` terms (plus ``extra``
+    added terms such as a bias) somewhere in the op: what the exact-integer value
+    family budgets its bit widths by."""
+
+    a: str
+    b: str
+    n: int
+
+
+def check_positive_int(name: str, value: Any, *, upper: int | None = None) -> int:
+    """Validate a dimension: a positive int (bool rejected), at most ``upper``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise InvalidArgument(f"{name}={value!r} must be a positive int")
+    if upper is not None and value > upper:
+        raise InvalidArgument(f"{name}={value!r} exceeds the limit {upper}; use a smaller {name}")
+    return int(value)
+
+
+class Op(ABC):
+    """A named operation with validated parameters and an error-tracking reference.
+
+    Subclasses define ``name``, :meth:`validate`, :meth:`input_shapes`,
+    :meth:`outputs`, :meth:`reductions`, :meth:`products` and :meth:`reference`.
+    """
+
+    name: str = ""
+    #: parameter names a case must give (dimensions and flags)
+    param_names: tuple[str, ...] = ()
+
+    @abstractmethod
+    def validate(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Return the params normalised, or raise InvalidArgument."""
+
+    @abstractmethod
+    def input_shapes(self, params: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+        """Shape of each input, by name, in the op's canonical (row-major) axis order."""
+
+    @abstractmethod
+    def outputs(self, params: Mapping[str, Any]) -> tuple[str, ...]:
+        """Names of the outputs the op defines."""
+
+    @abstractmethod
+    def output_shapes(self, params: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+        """Shape of each output, by name."""
+
+    @abstractmethod
+    def reductions(self, params: Mapping[str, Any]) -> dict[str, int]:
+        """Accumulation length of each output element (terms summed), by output."""
+
+    @abstractmethod
+    def products(self, params: Mapping[str, Any]) -> tuple[Product, ...]:
+        """The input pairs multiplied inside the op with their reduction lengths."""
+
+    @abstractmethod
+    def reference(
+        self,
+        inputs: Mapping[str, np.ndarray],
+        params: Mapping[str, Any],
+        model: PrecisionModel,
+        outputs: tuple[str, ...] = (),
+    ) -> dict[str, Tracked]:
+        """Exact value and bound of each requested output (all when empty)."""
+
+    def _check_inputs(self, inputs: Mapping[str, np.ndarray], params: Mapping[str, Any]) -> None:
+        for name, shape in self.input_shapes(params).items():
+            if name not in inputs:
+                raise InvalidArgument(f"{self.name}: input {name!r} is missing; give all of "
+                                      f"{sorted(self.input_shapes(params))}")
+            got = tuple(np.shape(inputs[name]))
+            if got != shape:
+                raise InvalidArgument(
+                    f"{self.name}: input {name!r} has shape {got}, expected {shape} "
+                    f"for params {dict(params)}"
+                )
+
+    def __repr__(self) -> str:
+        return f"<op {self.name}>"

@@ -1,0 +1,104 @@
+"""``linear``: y = x W^T + b and its gradients.
+
+Inputs ``x`` (batch, in_features), ``weight`` (out_features, in_features),
+``bias`` (out_features,) when ``bias=True``, and ``grad_output``
+(batch, out_features) for the backward outputs. Outputs ``y``,
+``grad_input`` = grad_output W, ``grad_weight`` = grad_output^T x and
+``grad_bias`` = sum over the batch of grad_output.
+
+Accumulation lengths: ``y`` in_features (+1 with the bias, which counts as one
+more term of the reduction, wherever the kernel adds it), ``grad_input``
+out_features, ``grad_weight`` and ``grad_bias`` batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ...errors import InvalidArgument
+from ..precision import PrecisionModel
+from ..tracked import Tracked, exact, matmul, store, sum_
+from .base import Op, Product, check_positive_int
+
+__all__ = ["Linear"]
+
+MAX_DIM = 1 << 20
+
+
+class Linear(Op):
+    name = "linear"
+    param_names = ("batch", "in_features", "out_features", "bias")
+
+    def validate(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        unknown = set(params) - set(self.param_names)
+        if unknown:
+            raise InvalidArgument(
+                f"linear: unknown parameters {sorted(unknown)}; give {self.param_names}"
+            )
+        out = {k: check_positive_int(k, params.get(k), upper=MAX_DIM)
+               for k in ("batch", "in_features", "out_features")}
+        bias = params.get("bias", True)
+        if not isinstance(bias, (bool, np.bool_)):
+            raise InvalidArgument(f"{bias=} must be True or False")
+        out["bias"] = bool(bias)
+        return out
+
+    def input_shapes(self, params: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+        b, i, o = params["batch"], params["in_features"], params["out_features"]
+        shapes = {"x": (b, i), "weight": (o, i), "grad_output": (b, o)}
+        if params["bias"]:
+            shapes["bias"] = (o,)
+        return shapes
+
+    def outputs(self, params: Mapping[str, Any]) -> tuple[str, ...]:
+        base = ("y", "grad_input", "grad_weight")
+        return base + (("grad_bias",) if params["bias"] else ())
+
+    def output_shapes(self, params: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+        b, i, o = params["batch"], params["in_features"], params["out_features"]
+        shapes = {"y": (b, o), "grad_input": (b, i), "grad_weight": (o, i)}
+        if params["bias"]:
+            shapes["grad_bias"] = (o,)
+        return shapes
+
+    def reductions(self, params: Mapping[str, Any]) -> dict[str, int]:
+        r = {
+            "y": params["in_features"] + int(params["bias"]),
+            "grad_input": params["out_features"],
+            "grad_weight": params["batch"],
+        }
+        if params["bias"]:
+            r["grad_bias"] = params["batch"]
+        return r
+
+    def products(self, params: Mapping[str, Any]) -> tuple[Product, ...]:
+        return (
+            Product("x", "weight", params["in_features"] + int(params["bias"])),
+            Product("grad_output", "weight", params["out_features"]),
+            Product("grad_output", "x", params["batch"]),
+        )
+
+    def reference(
+        self,
+        inputs: Mapping[str, np.ndarray],
+        params: Mapping[str, Any],
+        model: PrecisionModel,
+        outputs: tuple[str, ...] = (),
+    ) -> dict[str, Tracked]:
+        self._check_inputs(inputs, params)
+        want = outputs or self.outputs(params)
+        x, w, g = exact(inputs["x"]), exact(inputs["weight"]), exact(inputs["grad_output"])
+        res: dict[str, Tracked] = {}
+        if "y" in want:
+            b = exact(inputs["bias"]) if params["bias"] else None
+            res["y"] = matmul(x, w.T, model, bias=b)
+        if "grad_input" in want:
+            res["grad_input"] = matmul(g, w, model)
+        if "grad_weight" in want:
+            res["grad_weight"] = matmul(g.T, x, model)
+        if "grad_bias" in want:
+            res["grad_bias"] = sum_(g, axis=0, model=model)
+        return {k: store(v, model) for k, v in res.items()}

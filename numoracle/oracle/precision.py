@@ -1,0 +1,233 @@
+"""Precision models: what a kernel claims about how it computes.
+
+A :class:`PrecisionModel` names the storage format of the arrays, the format
+the multiplier sees (``compute``), the format partial sums live in
+(``accumulate``), the reduction :class:`Order`, and how the kernel rounds.
+The oracle turns a model into a bound; the kernel is judged against it.
+"""
+
+from __future__ import annotations
+
+
+import re
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..errors import InvalidArgument
+from .formats import Format, get_format
+
+__all__ = ["Order", "PrecisionModel", "PRESETS", "STANDARD_MODELS", "get_model", "gamma", "gamma_tilde", "lam"]
+
+_ORDER_RE = re.compile(r"^(any|sequential|pairwise|blocked\((\d+)\))$")
+
+
+@dataclass(frozen=True)
+class Order:
+    """The reduction tree of a sum of ``n`` terms, through its height.
+
+    ``any`` (atomics, split-K, unknown) and ``sequential`` have height n-1,
+    ``pairwise`` ceil(log2 n), ``blocked(b)`` b + ceil(n/b) - 2: the number of
+    additions the longest path from a term to the result goes through.
+    """
+
+    kind: str
+    block: int = 0
+
+    @classmethod
+    def parse(cls, spec: str | Order) -> Order:
+        """``"any"``, ``"sequential"``, ``"pairwise"`` or ``"blocked(b)"``."""
+        if isinstance(spec, Order):
+            return spec
+        m = _ORDER_RE.match(str(spec).strip())
+        if not m:
+            raise InvalidArgument(
+                f"order {spec!r} is unknown; use 'any', 'sequential', 'pairwise' or "
+                "'blocked(b)' with a positive block length b, e.g. 'blocked(32)'"
+            )
+        if m.group(2) is not None:
+            b = int(m.group(2))
+            if b < 1:
+                raise InvalidArgument(f"block length {b=} must be a positive int")
+            return cls("blocked", b)
+        return cls(m.group(1))
+
+    def height(self, n: np.ndarray | int) -> np.ndarray:
+        """Additions on the longest path of a reduction of ``n`` terms (0 for n <= 1)."""
+        n = np.asarray(n, dtype=np.int64)
+        one = np.maximum(n, 1)
+        if self.kind in ("any", "sequential"):
+            h = one - 1
+        elif self.kind == "pairwise":
+            h = np.ceil(np.log2(one)).astype(np.int64)
+        else:
+            b = self.block
+            h = np.where(one <= b, one - 1, b + -(-one // b) - 2)
+        return h.astype(np.int64)
+
+    def __str__(self) -> str:
+        return f"blocked({self.block})" if self.kind == "blocked" else self.kind
+
+
+@dataclass(frozen=True)
+class PrecisionModel:
+    """How a kernel computes, as it claims.
+
+    Parameters
+    ----------
+    storage : Format
+        Format of inputs and outputs in memory.
+    compute : Format
+        Format the multiplier sees; narrower than ``storage`` means the kernel
+        rounds its inputs (fp32 storage, tf32 compute).
+    accumulate : Format
+        Format of partial sums.
+    order : Order
+        Reduction order.
+    input_rounding : str or None
+        How inputs are rounded to ``compute``: ``"rne"``, ``"rz"``, or None when
+        unknown (the oracle then charges ``c_in = 2u + u^2`` with the larger u).
+    accumulate_rounding : str
+        ``"rne"`` for round-to-nearest adders; ``"rz"`` where partial sums are
+        truncated (tensor cores): the probabilistic bound is not sound there.
+    probabilistic : bool
+        Judge by the probabilistic bound (Higham & Mary) instead of the
+        deterministic one. Only allowed with round-to-nearest accumulation.
+    alpha : float
+        Failure budget per element of the probabilistic bound.
+    deterministic_runs : bool
+        Whether the target promises bit-identical results across runs.
+    """
+
+    name: str
+    storage: Format
+    compute: Format
+    accumulate: Format
+    order: Order = Order("any")
+    input_rounding: str | None = "rne"
+    accumulate_rounding: str = "rne"
+    probabilistic: bool = False
+    alpha: float = 1e-6
+    deterministic_runs: bool = False
+
+    def __post_init__(self) -> None:
+        if self.probabilistic and self.accumulate_rounding != "rne":
+            raise InvalidArgument(
+                f"model {self.name!r}: probabilistic=True needs round-to-nearest "
+                f"accumulation, got accumulate_rounding={self.accumulate_rounding!r}; "
+                "use the deterministic bound for truncating adders"
+            )
+        if not (0.0 < self.alpha < 1.0):
+            raise InvalidArgument(f"alpha={self.alpha!r} must lie in (0, 1), e.g. 1e-6")
+        if self.input_rounding not in (None, "rne", "rz"):
+            raise InvalidArgument(
+                f"input_rounding={self.input_rounding!r} must be 'rne', 'rz' or None"
+            )
+
+    @property
+    def rounds_inputs(self) -> bool:
+        """True when the compute format is narrower than the storage format."""
+        return self.compute.t < self.storage.t
+
+    def input_unit(self) -> float:
+        """Relative error of one input rounding (0 when inputs are not rounded)."""
+        if not self.rounds_inputs:
+            return 0.0
+        return self.compute.unit_roundoff(self.input_rounding or "rz")
+
+    def acc_unit(self) -> float:
+        """Unit roundoff of one accumulation step."""
+        return self.accumulate.unit_roundoff(self.accumulate_rounding)
+
+    def with_(self, **changes: object) -> PrecisionModel:
+        """A copy with fields changed (``model.with_(order=Order.parse('pairwise'))``)."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    def describe(self) -> str:
+        """One line: ``fp32 storage, tf32 compute (rne), fp32 accumulate, order any``."""
+        s = f"{self.storage} storage"
+        if self.rounds_inputs:
+            s += f", {self.compute} compute ({self.input_rounding or 'rounding unknown'})"
+        s += f", {self.accumulate} accumulate"
+        if self.accumulate_rounding != "rne":
+            s += f" ({self.accumulate_rounding})"
+        s += f", order {self.order}"
+        if self.probabilistic:
+            s += f", probabilistic (alpha={self.alpha:g})"
+        return s
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _m(name: str, storage: str, compute: str, acc: str, **kw: object) -> PrecisionModel:
+    return PrecisionModel(
+        name, get_format(storage), get_format(compute), get_format(acc), **kw  # type: ignore[arg-type]
+    )
+
+
+PRESETS: dict[str, PrecisionModel] = {
+    m.name: m
+    for m in (
+        _m("fp64", "fp64", "fp64", "fp64"),
+        _m("fp32", "fp32", "fp32", "fp32"),
+        # cuBLAS/cuDNN TF32: fp32 arrays, inputs rounded to tf32 (mode not documented).
+        _m("tf32", "fp32", "tf32", "fp32", input_rounding=None),
+        _m("bf16", "bf16", "bf16", "fp32"),
+        _m("fp16", "fp16", "fp16", "fp32"),
+        # fp32 arrays, bf16/fp16 multiplies (autocast-like), fp32 accumulation
+        _m("fp32-bf16in", "fp32", "bf16", "fp32", input_rounding=None),
+        _m("fp32-fp16in", "fp32", "fp16", "fp32", input_rounding=None),
+        # fp16 accumulation
+        _m("fp16-acc16", "fp16", "fp16", "fp16"),
+    )
+}
+
+# The ladder the diagnosis climbs for fp32 storage, narrowest first is NOT the
+# order: it goes from the most precise to the least.
+STANDARD_MODELS: tuple[str, ...] = ("fp32", "tf32", "fp32-fp16in", "fp32-bf16in")
+
+
+def get_model(spec: str | PrecisionModel, **overrides: object) -> PrecisionModel:
+    """A preset by name, optionally with fields changed.
+
+    Examples
+    --------
+    >>> get_model("fp32", order="pairwise").order.kind
+    'pairwise'
+    """
+    if isinstance(spec, PrecisionModel):
+        model = spec
+    else:
+        try:
+            model = PRESETS[spec]
+        except (KeyError, TypeError):
+            raise InvalidArgument(
+                f"precision model {spec!r} is unknown; use one of {sorted(PRESETS)}"
+            ) from None
+    if "order" in overrides:
+        overrides["order"] = Order.parse(overrides["order"])  # type: ignore[arg-type]
+    return model.with_(**overrides) if overrides else model
+
+
+def gamma(h: np.ndarray, u: float) -> np.ndarray:
+    """Deterministic ``gamma_h(u) = h u / (1 - h u)``; inf where h u >= 1."""
+    hu = np.asarray(h, dtype=np.float64) * u
+    with np.errstate(divide="ignore"):
+        return np.where(hu < 1.0, hu / np.maximum(1.0 - hu, 0.0), np.inf)
+
+
+def lam(h: np.ndarray, alpha: float) -> np.ndarray:
+    """``lambda = sqrt(2 ln(2h/alpha))`` of the probabilistic bound (h >= 1)."""
+    return np.sqrt(2.0 * np.log(2.0 * np.maximum(np.asarray(h, dtype=np.float64), 1.0) / alpha))
+
+
+def gamma_tilde(h: np.ndarray, u: float, alpha: float) -> np.ndarray:
+    """Probabilistic ``exp(lambda sqrt(h) u + h u^2 / (1 - u)) - 1`` (Higham & Mary 2019),
+    never above the deterministic gamma_h(u)."""
+    h = np.asarray(h, dtype=np.float64)
+    g = np.expm1(lam(h, alpha) * np.sqrt(h) * u + h * u * u / (1.0 - u))
+    return np.where(h > 0, np.minimum(g, gamma(h, u)), 0.0)
+
+
+

@@ -1,0 +1,299 @@
+"""Error-tracking reference arithmetic (DESIGN §2).
+
+A :class:`Tracked` array carries, per element,
+
+* ``value`` (+ ``lo``): the oracle's estimate of the exact result (a float64,
+  or a double-double ``value + lo`` once escalated to the exact context);
+* ``ref_err``: a bound on the oracle's own error, ``|value + lo - exact|``;
+* ``det``: a deterministic bound on ``|kernel - exact|`` under the kernel's
+  precision model (always sound);
+* ``prob``: the probabilistic bound (Higham & Mary 2019), tighter, for
+  round-to-nearest adders;
+* ``mag``: ``S``, the sum of the magnitudes of the terms behind the element;
+* ``n``: the accumulation length.
+
+Every primitive (contraction :func:`matmul`, :func:`sum_`, output rounding
+:func:`store`) maps tracked inputs to a tracked output under a
+:class:`~numoracle.oracle.precision.PrecisionModel`; ops are written once
+against them and get their bounds by composition.
+
+The exact regime is built in: where every input is exact and lies on a grid
+``2^e`` such that ``S <= 2^(p_acc + e)``, every product and every partial sum
+is representable in the accumulation format, so in any order the kernel's
+result is exact and the bound is 0.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from .formats import FP64, Format, quantize, representable
+from .precision import PrecisionModel, gamma, gamma_tilde
+
+__all__ = ["Tracked", "exact", "matmul", "sum_", "store", "lsb_exponent", "ESCALATE_SHARE"]
+
+U64 = FP64.u
+#: escalate to the exact context when the float64 reference error is not below
+#: this share of the kernel's bound
+ESCALATE_SHARE = 0.01
+#: largest number of (element x term) products the exact context takes on
+EXACT_BUDGET = 1 << 26
+
+
+@dataclass(frozen=True)
+class Tracked:
+    """An array of exact values with error radii (see the module docstring)."""
+
+    value: np.ndarray
+    ref_err: np.ndarray
+    det: np.ndarray
+    prob: np.ndarray
+    mag: np.ndarray
+    n: int = 1
+    lo: np.ndarray | None = None
+    escalated: bool = False
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.value.shape)
+
+    @property
+    def T(self) -> Tracked:  # noqa: N802 - mirrors ndarray.T (last two axes)
+        """Transpose of the last two axes."""
+        sw = _swap_last
+        return replace(
+            self,
+            value=sw(self.value), ref_err=sw(self.ref_err), det=sw(self.det),
+            prob=sw(self.prob), mag=sw(self.mag), lo=None if self.lo is None else sw(self.lo),
+        )
+
+    def bound(self, probabilistic: bool = False) -> np.ndarray:
+        """The bound a kernel's result is judged by: kernel radius + oracle error."""
+        return (self.prob if probabilistic else self.det) + self.ref_err
+
+    @property
+    def is_exact(self) -> bool:
+        """True when the kernel must reproduce the value exactly."""
+        return bool(not np.any(self.det) and not np.any(self.ref_err))
+
+
+def _swap_last(a: np.ndarray) -> np.ndarray:
+    return a if a.ndim < 2 else np.swapaxes(a, -1, -2)
+
+
+def _xp(a: Any) -> Any:
+    """The array module of ``a`` (NumPy, or CuPy for device arrays)."""
+    mod = type(a).__module__
+    if mod.startswith("cupy"):
+        import cupy  # noqa: PLC0415 - optional, only for device arrays
+
+        return cupy
+    return np
+
+
+def exact(x: Any) -> Tracked:
+    """Wrap exact input values (radius 0)."""
+    xp = _xp(x)
+    v = xp.asarray(x, dtype=xp.float64)
+    z = xp.zeros_like(v)
+    return Tracked(value=v, ref_err=z, det=z, prob=z, mag=xp.abs(v), n=1)
+
+
+def lsb_exponent(x: np.ndarray) -> int:
+    """Exponent of the lowest set bit over all nonzero finite elements of ``x``
+    (the grid ``2^e`` they all lie on); a large number when there are none."""
+    xp = _xp(x)
+    v = x[xp.isfinite(x) & (x != 0)]
+    if v.size == 0:
+        return 1 << 20
+    m, e = xp.frexp(v)  # v = m 2^e, |m| in [0.5, 1): m 2^53 is an integer
+    mi = xp.abs(m * 2.0**53).astype(xp.int64)
+    tz = _trailing_zeros(mi, xp)
+    return int(xp.min(e.astype(xp.int64) - 53 + tz))
+
+
+def _trailing_zeros(mi: Any, xp: Any) -> Any:
+    low = mi & -mi  # lowest set bit as a power of two (exact in float64)
+    return xp.log2(low.astype(xp.float64)).astype(xp.int64)
+
+
+def _operand(t: Tracked, model: PrecisionModel) -> tuple[Any, float]:
+    """Values the kernel multiplies, and the relative error of its input rounding
+    that the oracle could not apply itself."""
+    if not model.rounds_inputs:
+        return t.value, 0.0
+    xp = _xp(t.value)
+    if xp is np and model.input_rounding is not None and not np.any(t.det):
+        return quantize(t.value, model.compute, model.input_rounding), 0.0
+    ok = bool(np.all(representable(xp.asnumpy(t.value) if xp is not np else t.value,
+                                   model.compute)))
+    return t.value, 0.0 if ok else model.input_unit()
+
+
+def matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None = None) -> Tracked:
+    """Contraction ``a @ b (+ bias)`` over the last axis of ``a`` under ``model``.
+
+    Bound (deterministic), with ``S = (|a|+ra) @ (|b|+rb) + |bias| + rbias`` and
+    ``h`` the order's height for ``k (+1)`` terms plus one product rounding::
+
+        (c_in + gamma_h(u_acc) (1 + c_in)) S + propagated radii + (h+1) * 2^emin_acc
+
+    zero in the exact regime. The probabilistic bound replaces gamma by
+    gamma~_h(lambda).
+    """
+    xp = _xp(a.value)
+    av, ca = _operand(a, model)
+    bv, cb = _operand(b, model)
+    c_in = ca + cb + ca * cb
+    k = a.shape[-1]
+    terms = k + (1 if bias is not None else 0)
+    h = int(model.order.height(terms)) + 1  # + one rounding of the product
+
+    abs_a, abs_b = xp.abs(av), xp.abs(bv)
+    value = av @ bv
+    S = abs_a @ abs_b
+    if bias is not None:
+        value = value + bias.value
+        S = S + xp.abs(bias.value)
+    has_rad = any(bool(xp.any(t.det)) for t in (a, b) + ((bias,) if bias else ()))
+    has_ref = any(bool(xp.any(t.ref_err)) for t in (a, b) + ((bias,) if bias else ()))
+    prop = xp.zeros_like(value)
+    prop_p = xp.zeros_like(value)
+    ref_prop = xp.zeros_like(value)
+    if has_rad:
+        prop = abs_a @ b.det + a.det @ abs_b + a.det @ b.det
+        prop_p = abs_a @ b.prob + a.prob @ abs_b + a.prob @ b.prob
+        S = S + a.det @ abs_b + abs_a @ b.det + a.det @ b.det
+        if bias is not None:
+            prop, prop_p, S = prop + bias.det, prop_p + bias.prob, S + bias.det
+    if has_ref:
+        ref_prop = abs_a @ b.ref_err + a.ref_err @ abs_b + a.ref_err @ b.ref_err
+        if bias is not None:
+            ref_prop = ref_prop + bias.ref_err
+    # S itself was summed in float64: make it an upper bound
+    S = S * (1.0 + 2.0 * float(gamma(np.asarray(terms), U64))) + terms * 2.0**-1074
+
+    acc = model.accumulate
+    u_acc = model.acc_unit()
+    eta = (h + 1) * acc.tiny  # absolute slack for underflow (flush to zero included)
+    det_acc = (c_in + float(gamma(np.asarray(h), u_acc)) * (1 + c_in)) * S + eta
+    prob_acc = (c_in + float(gamma_tilde(np.asarray(h), u_acc, model.alpha)) * (1 + c_in)) * S + eta
+    ref_err = float(gamma(np.asarray(terms), U64)) * S + ref_prop + terms * 2.0**-1074
+
+    # exact regime: exact inputs on a grid 2^e, all partial sums fit
+    if not has_rad and c_in == 0.0:
+        e = lsb_exponent(av) + lsb_exponent(bv)
+        if bias is not None:
+            e = min(e, lsb_exponent(bias.value))
+        if e < (1 << 19):
+            fits_acc = (S <= 2.0 ** (acc.p + e)) & (e >= acc.emin)
+            det_acc = xp.where(fits_acc, 0.0, det_acc)
+            prob_acc = xp.where(fits_acc, 0.0, prob_acc)
+            if not has_ref and e >= FP64.emin - 52:
+                ref_err = xp.where(S <= 2.0 ** (FP64.p + e), 0.0, ref_err)
+    overflow = S > acc.max
+    det = xp.where(overflow, xp.inf, det_acc + prop)
+    prob = xp.where(overflow, xp.inf, prob_acc + prop_p)
+    out = Tracked(value=value, ref_err=ref_err, det=det, prob=prob, mag=S, n=terms)
+    return _escalate(out, av, bv, bias, model)
+
+
+def sum_(x: Tracked, axis: int, model: PrecisionModel) -> Tracked:
+    """Sum over ``axis``: a contraction with a vector of ones (exact factors)."""
+    xp = _xp(x.value)
+    moved = _moveaxis(x, axis)  # (..., n) with the summed axis last
+    ones = exact(xp.ones((moved.shape[-1], 1)))
+    r = matmul(moved, ones, model)
+    return _squeeze_last(r)
+
+
+def _moveaxis(t: Tracked, axis: int) -> Tracked:
+    mv = lambda a: np.moveaxis(a, axis, -1) if a is not None else None  # noqa: E731
+    return replace(t, value=mv(t.value), ref_err=mv(t.ref_err), det=mv(t.det),
+                   prob=mv(t.prob), mag=mv(t.mag), lo=mv(t.lo))
+
+
+def _squeeze_last(t: Tracked) -> Tracked:
+    sq = lambda a: a[..., 0] if a is not None else None  # noqa: E731
+    return replace(t, value=sq(t.value), ref_err=sq(t.ref_err), det=sq(t.det),
+                   prob=sq(t.prob), mag=sq(t.mag), lo=sq(t.lo))
+
+
+def store(t: Tracked, model: PrecisionModel, fmt: Format | None = None) -> Tracked:
+    """Round to the output format (the storage format by default):
+    adds ``u_out (|value| + radius) + 2^emin_out``; exact where the value is
+    exact and representable; unbounded where the output may overflow."""
+    xp = _xp(t.value)
+    fmt = fmt or model.storage
+    if fmt.t >= 52 and model.accumulate.t >= 52:
+        return t
+    u = fmt.u
+    mag = xp.abs(t.value) + t.ref_err
+    det = t.det + u * (mag + t.det) + fmt.tiny
+    prob = t.prob + u * (mag + t.prob) + fmt.tiny
+    if xp is np:
+        exact_here = (t.det == 0) & (t.ref_err == 0) & representable(t.value, fmt)
+        det = np.where(exact_here, 0.0, det)
+        prob = np.where(exact_here, 0.0, prob)
+    over = mag + det >= fmt.max
+    det = xp.where(over, xp.inf, det)
+    prob = xp.where(over, xp.inf, prob)
+    return replace(t, det=det, prob=prob)
+
+
+# -- the exact context ---------------------------------------------------------
+
+def _split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Veltkamp splitting: x = hi + lo with 26-bit halves (products exact)."""
+    c = 134217729.0 * x  # 2^27 + 1
+    hi = c - (c - x)
+    return hi, x - hi
+
+
+def _escalate(out: Tracked, av: Any, bv: Any, bias: Tracked | None,
+              model: PrecisionModel) -> Tracked:
+    """Recompute elements whose float64 error is not below ESCALATE_SHARE of the
+    kernel's bound exactly: error-free products summed by ``math.fsum``
+    (correctly rounded), kept as a double-double ``value + lo``."""
+    xp = _xp(out.value)
+    kernel = xp.minimum(out.det, out.prob)
+    need = (out.ref_err > ESCALATE_SHARE * kernel) & xp.isfinite(out.value)
+    if not bool(xp.any(need)):
+        return out
+    if xp is not np:  # the exact context runs on the host
+        host = Tracked(*(xp.asnumpy(v) if hasattr(v, "shape") else v for v in (
+            out.value, out.ref_err, out.det, out.prob, out.mag)), n=out.n)
+        bh = None if bias is None else replace(bias, value=xp.asnumpy(bias.value))
+        return _escalate(host, xp.asnumpy(av), xp.asnumpy(bv), bh, model)
+    idx = np.argwhere(need)
+    k = av.shape[-1]
+    if len(idx) * k > EXACT_BUDGET:
+        from ..errors import UnsupportedCase  # noqa: PLC0415
+
+        raise UnsupportedCase(
+            f"the exact reference would need {len(idx)} x {k} products (limit "
+            f"{EXACT_BUDGET}); float64 kernels are checked on smaller cases"
+        )
+    a_hi, a_lo = _split(av)
+    b_hi, b_lo = _split(bv)
+    value, lo, ref = out.value.copy(), np.zeros_like(out.value), out.ref_err.copy()
+    for ix in map(tuple, idx):
+        lead, i, j = ix[:-2], ix[-2], ix[-1]
+        ai = (a_hi[lead + (i,)] if a_hi.ndim > 2 else a_hi[i],
+              a_lo[lead + (i,)] if a_lo.ndim > 2 else a_lo[i])
+        bj = (b_hi[lead + (slice(None), j)] if b_hi.ndim > 2 else b_hi[:, j],
+              b_lo[lead + (slice(None), j)] if b_lo.ndim > 2 else b_lo[:, j])
+        parts = [ai[p] * bj[q] for p in (0, 1) for q in (0, 1)]
+        if bias is not None:
+            parts.append(np.atleast_1d(bias.value[ix[:-2] + (j,)] if bias.value.ndim > 1
+                                       else bias.value[j]))
+        terms = np.concatenate(parts).tolist()
+        hi = math.fsum(terms)
+        rest = math.fsum(terms + [-hi]) if math.isfinite(hi) else 0.0
+        value[ix], lo[ix] = hi, rest
+        ref[ix] = 2.0**-104 * abs(hi) + 4 * (k + 1) * 2.0**-1074
+    return replace(out, value=value, lo=lo, ref_err=ref, escalated=True)

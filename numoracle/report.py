@@ -1,0 +1,108 @@
+"""Reports: the failure message of one verdict and the table of a run."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .verdict import OutputVerdict, Verdict
+
+__all__ = ["format_verdict", "format_output", "results_table", "write_json", "fmt_ratio"]
+
+
+def fmt_ratio(r: float) -> str:
+    """A ratio for humans: ``0.031``, ``12.5``, ``inf``."""
+    if r is None or not np.isfinite(r):
+        return "inf"
+    return f"{r:.3g}"
+
+
+def format_output(o: OutputVerdict, probabilistic: bool) -> list[str]:
+    """Lines about one output: criterion, NaN/Inf placement, counts, worst elements."""
+    kind = "probabilistic" if probabilistic else "deterministic"
+    crit = "bound 0 (exact regime)" if o.exact else f"{kind} bound"
+    lines = [f"  {o.name} {o.shape}: |got - ref| / bound < 1 with the {crit}, n = {o.n}"]
+    if o.nonfinite:
+        lines.append(f"    non-finite: {o.nonfinite}")
+    share = o.mismatched / max(o.count, 1)
+    lines.append(f"    mismatched elements: {o.mismatched} / {o.count} ({share:.1%}); "
+                 f"worst ratio {fmt_ratio(o.worst_ratio)}, median {fmt_ratio(o.median_ratio)}")
+    if not o.passed and o.worst:
+        lines.append(f"    {'index':<16}{'reference':>16}{'got':>16}{'error':>12}"
+                     f"{'bound':>12}{'ratio':>10}")
+        for e in o.worst:
+            lines.append(f"    {str(e.index):<16}{e.reference:>16.8g}{e.got:>16.8g}"
+                         f"{e.error:>12.3g}{e.bound:>12.3g}{fmt_ratio(e.ratio):>10}")
+    if o.per_model:
+        lines.append("    worst ratio by model: " + ", ".join(
+            f"{k} {fmt_ratio(v)}" for k, v in o.per_model.items()))
+    if o.diagnosis:
+        lines.append(f"    diagnosis: {o.diagnosis}")
+    return lines
+
+
+def format_verdict(v: Verdict, *, probabilistic: bool = False) -> str:
+    """numpy.testing-style message for a verdict; ends with the replay command."""
+    head = "PASS" if v.passed else "FAIL"
+    lines = [f"{head}: {v.target} on {v.op}, claiming {v.precision}",
+             f"  case: {v.case.describe()}"]
+    if v.error:
+        lines.append(f"  error: {v.error}")
+    for o in v.outputs.values():
+        if not v.passed and o.passed and not o.per_model:
+            lines.append(f"  {o.name}: ok (worst ratio {fmt_ratio(o.worst_ratio)})")
+            continue
+        lines.extend(format_output(o, probabilistic))
+    if v.repro:
+        lines.append(f"  repro: {v.repro}")
+        lines.append(f"  replay: numoracle replay {v.repro}")
+    return "\n".join(lines)
+
+
+def results_table(rows: Sequence[dict[str, Any]], title: str, columns: Sequence[str]) -> Any:
+    """A rich Table of result dicts, one row each, with the given columns."""
+    from rich.table import Table  # noqa: PLC0415 - rich only for terminal output
+
+    table = Table(title=title)
+    for c in columns:
+        table.add_column(c, justify="right" if c in ("cases", "failures", "worst_ratio",
+                                                      "time_s", "cases_to_catch") else "left")
+    for r in rows:
+        cells = []
+        for c in columns:
+            val = r.get(c)
+            if c == "worst_ratio":
+                cells.append(fmt_ratio(val))
+            elif c == "verdict":
+                style = {"pass": "green", "FAIL": "bold red", "caught": "green",
+                         "MISSED": "bold red"}.get(str(val), "yellow")
+                cells.append(f"[{style}]{val}[/{style}]")
+            elif isinstance(val, float):
+                cells.append(f"{val:.2f}")
+            else:
+                cells.append("" if val is None else str(val))
+        table.add_row(*cells)
+    return table
+
+
+def write_json(path: Path | str, rows: Iterable[dict[str, Any]]) -> Path:
+    """Write result dicts as a JSON list (non-finite numbers as strings)."""
+    def clean(x: Any) -> Any:
+        if isinstance(x, float) and not np.isfinite(x):
+            return repr(x)
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [clean(v) for v in x]
+        if isinstance(x, np.generic):
+            return clean(x.item())
+        return x
+
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps([clean(r) for r in rows], indent=2) + "\n")
+    return p

@@ -1,0 +1,159 @@
+"""Running many cases on a target: Hypothesis draws, the oracle judges,
+a failure shrinks to a minimal case and is saved as a repro."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+from hypothesis.errors import FlakyFailure, HypothesisException
+
+from .case import Case
+from .check import check_case
+from .errors import KernelMismatch, UnsupportedCase
+from .repro import DEFAULT_STORE, save_repro
+from .target import Target
+from .verdict import Verdict
+
+__all__ = ["TargetResult", "run_target", "default_strategy"]
+
+
+@dataclass
+class TargetResult:
+    """What a run of one target on one op found."""
+
+    target: str
+    op: str
+    precision: str
+    cases: int = 0
+    failures: int = 0
+    worst_ratio: float = 0.0
+    verdict: str = "pass"
+    repro: str | None = None
+    seconds: float = 0.0
+    diagnosis: str = ""
+    cases_to_catch: int | None = None
+    repro_shape: str | None = None
+    message: str = ""
+    #: per case and output: (output, n, worst det, worst prob, median det, median prob, exact)
+    samples: list[tuple[str, int, float, float, float, float, bool]] = field(default_factory=list)
+
+    def row(self) -> dict[str, Any]:
+        """The fields of the report (``report.json``)."""
+        return {"target": self.target, "op": self.op, "precision": self.precision,
+                "cases": self.cases, "failures": self.failures,
+                "worst_ratio": self.worst_ratio, "verdict": self.verdict,
+                "repro": self.repro, "time_s": round(self.seconds, 3),
+                "diagnosis": self.diagnosis, "cases_to_catch": self.cases_to_catch,
+                "repro_shape": self.repro_shape}
+
+
+def default_strategy(target: Target, **overrides: Any) -> st.SearchStrategy[Case]:
+    """Cases for ``target``: its op, its storage format, its reduction limit."""
+    from .strategies import cases  # noqa: PLC0415 - strategies need hypothesis
+
+    kw: dict[str, Any] = {"op": target.op, "storage": target.precision.storage.name,
+                          "max_reduction": target.max_reduction}
+    kw.update(overrides)
+    return cases(**kw)
+
+
+def run_target(
+    target: Target,
+    *,
+    examples: int = 100,
+    seed: int | None = 0,
+    strategy: st.SearchStrategy[Case] | None = None,
+    store: Path | str | None = DEFAULT_STORE,
+    on_case: Callable[[Verdict], None] | None = None,
+    shrink: bool = True,
+) -> TargetResult:
+    """Check ``examples`` cases of ``target``; shrink and save the first failure.
+
+    Parameters
+    ----------
+    target : Target
+        The kernel under test.
+    examples : int
+        Cases to generate (shrinking adds more runs after a failure).
+    seed : int or None
+        Hypothesis seed; None for a random run.
+    strategy : SearchStrategy of Case, optional
+        Defaults to :func:`default_strategy`.
+    store : path or None
+        Folder for repros; None saves none.
+    on_case : callable, optional
+        Called with each verdict (progress bars).
+    shrink : bool
+        Shrink a failure to a minimal case.
+    """
+    res = TargetResult(target.name, target.op, target.precision.name)
+    reason = target.unavailable_reason()
+    if reason:
+        res.verdict, res.diagnosis = "skipped", reason
+        return res
+    strat = strategy if strategy is not None else default_strategy(target)
+    state: dict[str, Any] = {"failed": False, "last": None}
+    t0 = time.perf_counter()
+
+    @settings(max_examples=examples, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
+              phases=[Phase.explicit, Phase.generate] + ([Phase.shrink] if shrink else []),
+              report_multiple_bugs=False, print_blob=False)
+    @given(strat)
+    def prop(case: Case) -> None:
+        try:
+            v = check_case(case, target)
+        except UnsupportedCase:
+            return
+        if not state["failed"]:
+            res.cases += 1
+            res.worst_ratio = max(res.worst_ratio, v.worst_ratio)
+            for o in v.outputs.values():
+                res.samples.append((o.name, o.n, o.worst_ratio_det, o.worst_ratio_prob,
+                                    o.median_ratio_det, o.median_ratio_prob, o.exact))
+        if on_case is not None:
+            on_case(v)
+        if not v.passed:
+            if not state["failed"]:
+                state["failed"] = True
+                res.cases_to_catch = res.cases
+            state["last"] = v
+            raise KernelMismatch(v.diagnosis, v)
+
+    if seed is not None:
+        prop = hypothesis_seed(seed)(prop)
+    try:
+        prop()
+    except KernelMismatch as exc:
+        _record_failure(res, exc.verdict, target, store)
+    except (FlakyFailure, HypothesisException, ExceptionGroup) as exc:
+        last = state["last"]
+        if last is not None:
+            _record_failure(res, last, target, store)
+            res.diagnosis += f" (the failure did not reproduce while shrinking: " \
+                             f"{type(exc).__name__}; nondeterministic or racy?)"
+        else:
+            res.verdict, res.diagnosis = "error", f"{type(exc).__name__}: {exc}"
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def _record_failure(res: TargetResult, verdict: Verdict, target: Target,
+                    store: Path | str | None) -> None:
+    res.failures = max(res.failures, 1)
+    res.verdict = "FAIL"
+    res.worst_ratio = max(res.worst_ratio, verdict.worst_ratio)
+    res.diagnosis = verdict.diagnosis
+    shapes = verdict.case.shapes()
+    res.repro_shape = ", ".join(f"{k}{tuple(s)}" for k, s in shapes.items())
+    if store is not None:
+        save_repro(verdict, target, store=store)
+        res.repro = verdict.repro
+    res.message = verdict.message()
