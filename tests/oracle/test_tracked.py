@@ -1,0 +1,174 @@
+"""The error-tracking arithmetic: sound on simulated kernels in every order,
+zero in the exact regime, sharp enough to catch the wrong precision."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from numoracle.oracle.formats import quantize
+from numoracle.oracle.precision import get_model
+from numoracle.oracle.tracked import exact, lsb_exponent, matmul, store, sum_
+
+DTYPES = {"fp32": np.float32, "fp16": np.float16, "fp64": np.float64}
+
+
+def simulated_matmul(a: np.ndarray, b: np.ndarray, acc: str, order: str, rng: np.random.Generator,
+                     bias: np.ndarray | None = None) -> np.ndarray:
+    """A kernel in NumPy: products rounded to ``acc``, summed in ``acc`` in ``order``."""
+    dt = DTYPES[acc]
+    A, B = a.astype(dt), b.astype(dt)
+    k = a.shape[-1]
+    prods = A[:, :, None] * B[None, :, :]  # (m, k, n), each product rounded to acc
+    if bias is not None:
+        prods = np.concatenate([prods, bias.astype(dt)[None, None, :].repeat(a.shape[0], 0)], 1)
+        k += 1
+    if order == "pairwise":
+        return np.add.reduce(np.ascontiguousarray(np.moveaxis(prods, 1, -1)), axis=-1, dtype=dt)
+    idx = {"sequential": np.arange(k), "reverse": np.arange(k)[::-1],
+           "random": rng.permutation(k)}[order]
+    s = np.zeros((a.shape[0], b.shape[1]), dt)
+    for i in idx:
+        s = (s + prods[:, i, :]).astype(dt)
+    return s
+
+
+def _values(rng: np.random.Generator, family: str, shape: tuple[int, ...]) -> np.ndarray:
+    if family == "normal":
+        return rng.standard_normal(shape)
+    if family == "positive":
+        return rng.uniform(0, 1, shape)
+    if family == "heavy":
+        return rng.standard_t(1.5, shape)
+    if family == "cancel":
+        x = rng.standard_normal(shape) * 1e3
+        x[..., 1::2] = -x[..., ::2][..., : x[..., 1::2].shape[-1]] + rng.standard_normal(
+            x[..., 1::2].shape)
+        return x
+    return rng.integers(-7, 8, shape).astype(np.float64)
+
+
+@settings(max_examples=150, deadline=None)
+@given(m=st.integers(1, 6), k=st.integers(1, 300), n=st.integers(1, 6),
+       family=st.sampled_from(["normal", "positive", "heavy", "cancel", "ints"]),
+       order=st.sampled_from(["sequential", "reverse", "random", "pairwise"]),
+       with_bias=st.booleans(), seed=st.integers(0, 2**32 - 1))
+def test_fp32_bound_is_sound_in_every_order(m, k, n, family, order, with_bias, seed) -> None:
+    rng = np.random.default_rng(seed)
+    a = quantize(_values(rng, family, (m, k)), "fp32")
+    b = quantize(_values(rng, family, (k, n)), "fp32")
+    bias = quantize(_values(rng, family, (n,)), "fp32") if with_bias else None
+    model = get_model("fp32")
+    ref = store(matmul(exact(a), exact(b), model, bias=None if bias is None else exact(bias)),
+                model)
+    got = simulated_matmul(a, b, "fp32", order, rng, bias).astype(np.float64)
+    err = np.abs(got - ref.value)
+    assert np.all(err <= ref.bound()), "deterministic bound violated"
+    assert np.all(err <= ref.bound(probabilistic=True)), "probabilistic bound violated"
+
+
+@settings(max_examples=60, deadline=None)
+@given(k=st.integers(1, 64), order=st.sampled_from(["sequential", "random", "pairwise"]),
+       seed=st.integers(0, 2**32 - 1))
+def test_fp16_accumulation_bound_is_sound(k, order, seed) -> None:
+    rng = np.random.default_rng(seed)
+    a = quantize(rng.standard_normal((3, k)), "fp16")
+    b = quantize(rng.standard_normal((k, 4)), "fp16")
+    model = get_model("fp16-acc16")
+    ref = store(matmul(exact(a), exact(b), model), model)
+    got = simulated_matmul(a, b, "fp16", order, rng).astype(np.float64)
+    assert np.all(np.abs(got - ref.value) <= ref.bound())
+
+
+@pytest.mark.parametrize("order", ["sequential", "reverse", "random", "pairwise"])
+def test_exact_regime_bound_is_zero_and_holds(order: str) -> None:
+    rng = np.random.default_rng(1)
+    a = rng.integers(-2**10, 2**10, (8, 100)) * 2.0**-10
+    b = rng.integers(-2**6, 2**6, (100, 8)) * 2.0**-6
+    model = get_model("fp32")
+    ref = store(matmul(exact(a), exact(b), model), model)
+    assert ref.is_exact
+    got = simulated_matmul(a, b, "fp32", order, rng).astype(np.float64)
+    np.testing.assert_array_equal(got, ref.value)
+
+
+def test_exact_regime_ends_where_sums_outgrow_the_accumulator() -> None:
+    a = np.full((1, 3), 2.0**23 + 1)  # grid 2^0
+    b = np.ones((3, 1))
+    ref = matmul(exact(a), exact(b), get_model("fp32"))
+    assert not ref.is_exact  # S > 2^24: 3 (2^23 + 1) needs 26 bits
+    got = simulated_matmul(a, b, "fp32", "sequential", np.random.default_rng(0))
+    assert got[0, 0] != ref.value[0, 0] and abs(got[0, 0] - ref.value[0, 0]) <= ref.bound()[0, 0]
+    big_grid = matmul(exact(np.full((1, 3), 2.0**23)), exact(b), get_model("fp32"))
+    assert big_grid.is_exact  # grid 2^23: S = 2^25 <= 2^(24 + 23)
+    ref_ok = matmul(exact(a[:, :1]), exact(b[:1]), get_model("fp32"))
+    assert ref_ok.is_exact
+
+
+def test_tf32_inputs_are_caught_under_fp32_and_pass_under_tf32() -> None:
+    rng = np.random.default_rng(2)
+    a = rng.integers(-2**12, 2**12, (16, 32)) * 2.0**-12  # 13 significant bits: not tf32
+    b = rng.integers(-4, 5, (32, 16)).astype(np.float64)
+    got = simulated_matmul(quantize(a, "tf32", "rz"), b, "fp32", "random", rng).astype(float)
+    fp32 = get_model("fp32")
+    ref32 = store(matmul(exact(a), exact(b), fp32), fp32)
+    assert ref32.is_exact and np.any(got != ref32.value)
+    tf32 = get_model("tf32")  # rounding mode unknown: charges c_in
+    ref_tf = store(matmul(exact(a), exact(b), tf32), tf32)
+    assert np.all(np.abs(got - ref_tf.value) <= ref_tf.bound())
+
+
+def test_known_input_rounding_is_applied_exactly() -> None:
+    rng = np.random.default_rng(3)
+    a = rng.integers(-2**12, 2**12, (4, 8)) * 2.0**-12
+    b = rng.integers(-4, 5, (8, 4)).astype(np.float64)
+    model = get_model("tf32", input_rounding="rz")
+    ref = store(matmul(exact(a), exact(b), model), model)
+    assert ref.is_exact
+    got = simulated_matmul(quantize(a, "tf32", "rz"), b, "fp32", "sequential",
+                           np.random.default_rng(0))
+    np.testing.assert_array_equal(got, ref.value)
+
+
+def test_sum_is_a_contraction_with_ones() -> None:
+    rng = np.random.default_rng(4)
+    x = quantize(rng.standard_normal((50, 7)), "fp32")
+    model = get_model("fp32")
+    r = sum_(exact(x), axis=0, model=model)
+    assert r.shape == (7,) and r.n == 50
+    np.testing.assert_allclose(r.value, x.sum(0), rtol=1e-15)
+    got = x.astype(np.float32).sum(0).astype(np.float64)
+    assert np.all(np.abs(got - r.value) <= r.bound())
+
+
+def test_store_rounds_to_bf16_and_keeps_representable_values_exact() -> None:
+    model = get_model("bf16")
+    t = exact(np.array([1.0, 1.0 + 2**-7, 1 + 2**-9]))
+    s = store(t, model)
+    assert s.det[0] == 0 and s.det[1] == 0 and s.det[2] > 0
+    assert abs(quantize(t.value[2], "bf16") - t.value[2]) <= s.det[2]
+
+
+def test_float64_targets_escalate_to_the_exact_context() -> None:
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((3, 40)), rng.standard_normal((40, 2))
+    model = get_model("fp64")
+    ref = store(matmul(exact(a), exact(b), model), model)
+    assert ref.escalated
+    assert np.all(ref.ref_err < 0.01 * ref.det)
+    assert np.all(np.abs(a @ b - ref.value - ref.lo) <= ref.bound())
+
+
+def test_lsb_exponent() -> None:
+    assert lsb_exponent(np.array([3.0, 0.5, 0.0])) == -1
+    assert lsb_exponent(np.array([12.0])) == 2
+    assert lsb_exponent(np.array([0.0, np.nan])) > 1000
+
+
+def test_nonfinite_inputs_make_nonfinite_references() -> None:
+    a = np.array([[1.0, np.inf]])
+    b = np.array([[1.0], [1.0]])
+    ref = matmul(exact(a), exact(b), get_model("fp32"))
+    assert np.isinf(ref.value[0, 0])
