@@ -33,6 +33,7 @@ __all__ = [
 ]
 
 ROUNDINGS = ("rne", "rz")
+_CHUNK = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -144,5 +145,9 @@ def quantize(x: np.ndarray | float, fmt: Format | str, rounding: str = "rne") ->
 def representable(x: np.ndarray, fmt: Format | str) -> np.ndarray:
     """True where ``x`` is exactly a value of ``fmt`` (NaN counts as representable)."""
     x = np.asarray(x, dtype=np.float64)
-    q = quantize(x, fmt)
-    return (q == x) | np.isnan(x)
+    flat = x.reshape(-1)
+    out = np.empty(flat.shape, dtype=bool)
+    for lo in range(0, flat.size, _CHUNK):  # chunks keep the temporaries small
+        part = flat[lo:lo + _CHUNK]
+        out[lo:lo + _CHUNK] = (quantize(part, fmt) == part) | np.isnan(part)
+    return out.reshape(x.shape)

@@ -9,7 +9,8 @@ A :class:`Tracked` array carries, per element,
   precision model (always sound);
 * ``prob``: the probabilistic bound (Higham & Mary 2019), tighter, for
   round-to-nearest adders;
-* ``mag``: ``S``, the sum of the magnitudes of the terms behind the element;
+* ``mag``: ``S``, the sum of the magnitudes of the terms of the contraction
+  that made the element (0 for inputs);
 * ``n``: the accumulation length.
 
 Every primitive (contraction :func:`matmul`, :func:`sum_`, output rounding
@@ -99,21 +100,24 @@ def exact(x: Any) -> Tracked:
     """Wrap exact input values (radius 0)."""
     xp = _xp(x)
     v = xp.asarray(x, dtype=xp.float64)
-    z = xp.zeros_like(v)
-    return Tracked(value=v, ref_err=z, det=z, prob=z, mag=xp.abs(v), n=1)
+    z = xp.broadcast_to(xp.zeros((), dtype=xp.float64), v.shape)  # read-only, no memory
+    return Tracked(value=v, ref_err=z, det=z, prob=z, mag=z, n=1)
 
 
 def lsb_exponent(x: np.ndarray) -> int:
     """Exponent of the lowest set bit over all nonzero finite elements of ``x``
     (the grid ``2^e`` they all lie on); a large number when there are none."""
     xp = _xp(x)
-    v = x[xp.isfinite(x) & (x != 0)]
-    if v.size == 0:
-        return 1 << 20
-    m, e = xp.frexp(v)  # v = m 2^e, |m| in [0.5, 1): m 2^53 is an integer
-    mi = xp.abs(m * 2.0**53).astype(xp.int64)
-    tz = _trailing_zeros(mi, xp)
-    return int(xp.min(e.astype(xp.int64) - 53 + tz))
+    flat = x.reshape(-1)
+    best = 1 << 20
+    for lo in range(0, flat.size, 1 << 16):  # chunks keep the temporaries small
+        part = flat[lo:lo + (1 << 16)]
+        v = part[xp.isfinite(part) & (part != 0)]
+        if v.size:
+            m, e = xp.frexp(v)  # v = m 2^e, |m| in [0.5, 1): m 2^53 is an integer
+            tz = _trailing_zeros(xp.abs(m * 2.0**53).astype(xp.int64), xp)
+            best = min(best, int(xp.min(e.astype(xp.int64) - 53 + tz)))
+    return best
 
 
 def _trailing_zeros(mi: Any, xp: Any) -> Any:
@@ -161,9 +165,9 @@ def matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None =
         S = S + xp.abs(bias.value)
     has_rad = any(bool(xp.any(t.det)) for t in (a, b) + ((bias,) if bias else ()))
     has_ref = any(bool(xp.any(t.ref_err)) for t in (a, b) + ((bias,) if bias else ()))
-    prop = xp.zeros_like(value)
-    prop_p = xp.zeros_like(value)
-    ref_prop = xp.zeros_like(value)
+    prop: Any = 0.0
+    prop_p: Any = 0.0
+    ref_prop: Any = 0.0
     if has_rad:
         prop = abs_a @ b.det + a.det @ abs_b + a.det @ b.det
         prop_p = abs_a @ b.prob + a.prob @ abs_b + a.prob @ b.prob
@@ -175,14 +179,16 @@ def matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None =
         if bias is not None:
             ref_prop = ref_prop + bias.ref_err
     # S itself was summed in float64: make it an upper bound
-    S = S * (1.0 + 2.0 * float(gamma(np.asarray(terms), U64))) + terms * 2.0**-1074
+    S *= 1.0 + 2.0 * float(gamma(np.asarray(terms), U64))
+    S += terms * 2.0**-1074
 
     acc = model.accumulate
     u_acc = model.acc_unit()
     eta = (h + 1) * acc.tiny  # absolute slack for underflow (flush to zero included)
-    det_acc = (c_in + float(gamma(np.asarray(h), u_acc)) * (1 + c_in)) * S + eta
-    prob_acc = (c_in + float(gamma_tilde(np.asarray(h), u_acc, model.alpha)) * (1 + c_in)) * S + eta
-    ref_err = float(gamma(np.asarray(terms), U64)) * S + ref_prop + terms * 2.0**-1074
+    det_acc = _affine(S, c_in + float(gamma(np.asarray(h), u_acc)) * (1 + c_in), eta)
+    prob_acc = _affine(S, c_in + float(gamma_tilde(np.asarray(h), u_acc, model.alpha))
+                       * (1 + c_in), eta)
+    ref_err = _affine(S, float(gamma(np.asarray(terms), U64)), terms * 2.0**-1074) + ref_prop
 
     # exact regime: exact inputs on a grid 2^e, all partial sums fit
     if not has_rad and c_in == 0.0:
@@ -191,15 +197,32 @@ def matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None =
             e = min(e, lsb_exponent(bias.value))
         if e < (1 << 19):
             fits_acc = (S <= 2.0 ** (acc.p + e)) & (e >= acc.emin)
-            det_acc = xp.where(fits_acc, 0.0, det_acc)
-            prob_acc = xp.where(fits_acc, 0.0, prob_acc)
+            det_acc[fits_acc] = 0.0
+            prob_acc[fits_acc] = 0.0
             if not has_ref and e >= FP64.emin - 52:
-                ref_err = xp.where(S <= 2.0 ** (FP64.p + e), 0.0, ref_err)
-    overflow = S > acc.max
-    det = xp.where(overflow, xp.inf, det_acc + prop)
-    prob = xp.where(overflow, xp.inf, prob_acc + prop_p)
+                ref_err[S <= 2.0 ** (FP64.p + e)] = 0.0
+    if has_rad:
+        det_acc += prop
+        prob_acc += prop_p
+    det, prob = _overflow_to_inf(S > acc.max, det_acc, prob_acc)
     out = Tracked(value=value, ref_err=ref_err, det=det, prob=prob, mag=S, n=terms)
     return _escalate(out, av, bv, bias, model)
+
+
+def _affine(S: Any, coef: float, const: float) -> Any:
+    """``coef * S + const`` in a fresh array, with no temporary."""
+    out = S * coef
+    out += const
+    return out
+
+
+def _overflow_to_inf(mask: Any, *arrays: Any) -> tuple[Any, ...]:
+    """Bounds become infinite (unjudgeable) where the result may overflow."""
+    if not bool(mask.any()):
+        return arrays
+    for a in arrays:
+        a[mask] = float("inf")
+    return arrays
 
 
 def sum_(x: Tracked, axis: int, model: PrecisionModel) -> Tracked:
@@ -231,18 +254,32 @@ def store(t: Tracked, model: PrecisionModel, fmt: Format | None = None) -> Track
     fmt = fmt or model.storage
     if fmt.t >= 52 and model.accumulate.t >= 52:
         return t
-    u = fmt.u
-    mag = xp.abs(t.value) + t.ref_err
-    det = t.det + u * (mag + t.det) + fmt.tiny
-    prob = t.prob + u * (mag + t.prob) + fmt.tiny
+    mag = xp.abs(t.value)
+    mag += t.ref_err
+    over = (mag + t.det) >= fmt.max
+    exact_here = None
     if xp is np:
         exact_here = (t.det == 0) & (t.ref_err == 0) & representable(t.value, fmt)
-        det = np.where(exact_here, 0.0, det)
-        prob = np.where(exact_here, 0.0, prob)
-    over = mag + det >= fmt.max
-    det = xp.where(over, xp.inf, det)
-    prob = xp.where(over, xp.inf, prob)
+    mag *= fmt.u
+    mag += fmt.tiny
+    det, prob = _rounded(t.det, mag, fmt.u), _rounded(t.prob, mag, fmt.u)
+    del mag
+    if exact_here is not None:
+        det[exact_here] = 0.0
+        prob[exact_here] = 0.0
+    det, prob = _overflow_to_inf(over, det, prob)
     return replace(t, det=det, prob=prob)
+
+
+def _rounded(radius: Any, scaled_mag: Any, u: float) -> Any:
+    """``radius (1 + u) + scaled_mag``, where ``scaled_mag = u |value| + 2^emin``:
+    one more rounding; in place when ``radius`` is an array of its own."""
+    own = getattr(radius, "base", 0) is None and getattr(radius, "flags", None) is not None \
+        and radius.flags.writeable
+    out = radius if own else radius.copy()
+    out *= 1.0 + u
+    out += scaled_mag
+    return out
 
 
 # -- the exact context ---------------------------------------------------------

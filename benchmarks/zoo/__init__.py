@@ -1,0 +1,1 @@
+"""The bug zoo: deliberately broken kernels the oracle must catch."""
