@@ -83,12 +83,9 @@ def run_kernel(case: Case, target: Target, inputs: Mapping[str, np.ndarray],
     host: dict[str, np.ndarray] = {}
     for name in wanted:
         arr = out[name]
-        problem = backend.check_output(arr, storage)
+        problem = backend.check_output(arr, storage=storage, shape=expected[name])
         if problem:
             return None, f"output {name!r}: {problem}"
-        shape = tuple(getattr(arr, "shape", ()))
-        if shape != expected[name]:
-            return None, f"output {name!r} has shape {shape}, expected {expected[name]}"
         host[name] = backend.to_host(arr)
     return host, None
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .oracle.precision import PRESETS, PrecisionModel
+from .oracle.precision import PRESETS, STANDARD_MODELS, PrecisionModel
 from .oracle.tracked import Tracked
 
 __all__ = ["ElementReport", "OutputVerdict", "Verdict", "compare", "diagnose", "ladder_for"]
@@ -149,7 +149,10 @@ def compare(name: str, got: np.ndarray, ref: Tracked, *, probabilistic: bool = F
     ratio = np.where(bad_place, np.inf, ratio)
     failing = ratio >= 1.0
     bound = prob_b if probabilistic else det_b
-    order = np.argsort(-ratio, axis=None, kind="stable")[:WORST_SHOWN]
+    flat_r = ratio.reshape(-1)
+    top = np.argpartition(-flat_r, min(WORST_SHOWN, flat_r.size) - 1)[:WORST_SHOWN] \
+        if flat_r.size > WORST_SHOWN else np.arange(flat_r.size)
+    order = top[np.argsort(-flat_r[top], kind="stable")]
     worst = []
     for flat in order:
         ix = tuple(int(i) for i in np.unravel_index(flat, ratio.shape)) if ratio.ndim else ()
@@ -178,7 +181,7 @@ def ladder_for(model: PrecisionModel) -> tuple[str, ...]:
     """The standard models a result of ``model``'s storage is tried against,
     from the most precise to the least."""
     by_storage = {
-        "fp32": ("fp32", "tf32", "fp32-fp16in", "fp32-bf16in"),
+        "fp32": STANDARD_MODELS,
         "bf16": ("bf16",),
         "fp16": ("fp16", "fp16-acc16"),
         "fp64": ("fp64",),
@@ -210,8 +213,9 @@ def diagnose(
         return
     fits = [n for n, r in out.per_model.items() if r < 1.0 and n != claimed.name]
     if fits:
+        also = f"; also consistent with {', '.join(fits[1:])}" if fits[1:] else ""
         out.diagnosis = (f"exceeds {claimed.name}; consistent with {fits[0]} "
-                         f"({PRESETS[fits[0]].describe()})")
+                         f"({PRESETS[fits[0]].describe()}){also}")
     elif out.exact:
         out.diagnosis = ("exceeds every precision model: the bound is 0 here (exact "
                          "regime), so this is a logic bug (wrong index or layout, a "

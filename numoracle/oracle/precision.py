@@ -180,12 +180,12 @@ PRESETS: dict[str, PrecisionModel] = {
         _m("fp32-fp16in", "fp32", "fp16", "fp32", input_rounding=None),
         # fp16 accumulation
         _m("fp16-acc16", "fp16", "fp16", "fp16"),
+        _m("fp32-acc16", "fp32", "fp32", "fp16"),
     )
 }
 
-# The ladder the diagnosis climbs for fp32 storage, narrowest first is NOT the
-# order: it goes from the most precise to the least.
-STANDARD_MODELS: tuple[str, ...] = ("fp32", "tf32", "fp32-fp16in", "fp32-bf16in")
+# The models the diagnosis tries for fp32 storage, from the most precise to the least.
+STANDARD_MODELS: tuple[str, ...] = ("fp32", "tf32", "fp32-fp16in", "fp32-acc16", "fp32-bf16in")
 
 
 def get_model(spec: str | PrecisionModel, **overrides: object) -> PrecisionModel:

@@ -1,0 +1,319 @@
+"""The user-facing checks: :func:`check_kernel` and the :func:`validate` decorator.
+
+Both wrap a kernel function in a :class:`~numoracle.target.Target`, draw cases
+with Hypothesis (:func:`numoracle.runner.run_target`), judge every output
+against the oracle's bound under the claimed precision model, shrink the
+first failure to a minimal case and save it as a repro.
+
+A kernel takes the op's inputs as keyword arguments (backend arrays named as
+the op names them) and returns a dict of its outputs by name. For ``linear``::
+
+    def my_linear(x, weight, grad_output, bias=None):
+        y = x @ weight.T + bias
+        return {"y": y, "grad_input": grad_output @ weight,
+                "grad_weight": grad_output.T @ x, "grad_bias": grad_output.sum(0)}
+
+    numoracle.check_kernel(my_linear, op="linear", precision="fp32")
+
+    # or, as a pytest test of its own
+    test_my_linear = numoracle.validate(op="linear", precision="fp32")(my_linear)
+
+Results are also handed to every listener added with :func:`add_listener`;
+the pytest plugin summarises them at the end of a run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import InvalidArgument, KernelMismatch, NumoracleError
+from .oracle.ops import get_op
+from .oracle.precision import PrecisionModel
+from .repro import DEFAULT_STORE
+from .target import BACKENDS, Target
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
+
+    from .case import Case
+    from .runner import TargetResult
+
+__all__ = ["check_kernel", "validate", "op_outputs", "add_listener", "remove_listener",
+           "GPU_BACKENDS"]
+
+#: backends whose checks need a CUDA GPU (their validate() tests get the ``gpu`` marker)
+GPU_BACKENDS = ("torch-cuda", "cupy")
+
+Listener = Callable[["TargetResult"], None]
+_listeners: list[Listener] = []
+
+
+def add_listener(listener: Listener) -> None:
+    """Call ``listener(result)`` after every :func:`check_kernel`, pass or fail."""
+    if not callable(listener):
+        raise InvalidArgument(f"listener={listener!r} must be callable: listener(result)")
+    _listeners.append(listener)
+
+
+def remove_listener(listener: Listener) -> None:
+    """Stop calling a listener added with :func:`add_listener` (no-op if absent)."""
+    if listener in _listeners:
+        _listeners.remove(listener)
+
+
+def op_outputs(op: str) -> tuple[str, ...]:
+    """Every output ``op`` can have: its outputs with each flag parameter on
+    (``linear`` has ``grad_bias`` only with ``bias=True``).
+
+    Examples
+    --------
+    >>> op_outputs("linear")
+    ('y', 'grad_input', 'grad_weight', 'grad_bias')
+    """
+    from .strategies import PLANS, Flag  # noqa: PLC0415 - the plans say which params are flags
+
+    o = get_op(op)
+    params: dict[str, Any] = {name: 1 for name in o.param_names}
+    params.update({s.name: True if isinstance(s, Flag) else s.smallest
+                   for s in PLANS.get(o.name, ())})
+    return o.outputs(o.validate(params))
+
+
+def _check_outputs(op: str, outputs: Sequence[str]) -> tuple[str, ...]:
+    names = _check_names("outputs", outputs)
+    known = op_outputs(op)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise InvalidArgument(f"outputs={names!r} names {unknown}, which {op} does not "
+                              f"compute; its outputs are {known}")
+    return names
+
+
+def _check_examples(examples: int | None) -> int:
+    if examples is None:
+        from hypothesis import settings  # noqa: PLC0415 - hypothesis only when checking
+
+        return int(settings.default.max_examples)
+    if isinstance(examples, bool) or not isinstance(examples, int) or examples < 1:
+        raise InvalidArgument(f"{examples=} must be a positive int (cases to draw), e.g. 100")
+    return examples
+
+
+def _check_seed(seed: int | None) -> None:
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise InvalidArgument(f"{seed=} must be an int, or None for a random run")
+
+
+def _check_names(what: str, value: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+        raise InvalidArgument(
+            f"{what}={value!r} must be a tuple of names, e.g. {what}=('y',), not a string"
+        )
+    return tuple(value)
+
+
+def _make_target(
+    fn: Callable[..., Any],
+    *,
+    op: str,
+    precision: str | PrecisionModel = "fp32",
+    backend: str = "numpy",
+    outputs: Sequence[str] = (),
+    layouts: Sequence[str] = ("C",),
+    name: str | None = None,
+) -> Target:
+    """The :class:`~numoracle.target.Target` :func:`check_kernel` runs ``fn`` as.
+
+    Its availability is the backend's: a ``cupy`` target is unavailable where
+    cupy or a GPU is missing.
+    """
+    from .kernels.backends import get_backend  # noqa: PLC0415 - kernels load on first use
+
+    get_op(op)
+    if not isinstance(backend, str):
+        raise InvalidArgument(f"{backend=} must be a backend name, one of {BACKENDS}")
+    if name is None:
+        name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    if not isinstance(name, str) or not name:
+        raise InvalidArgument(f"{name=} must be a non-empty str naming the kernel")
+    return Target(
+        name=name, op=op, backend=backend, precision=precision, fn=fn,
+        outputs=_check_outputs(op, outputs), layouts=_check_names("layouts", layouts),
+        available=get_backend(backend).available,
+        description=(getattr(fn, "__doc__", None) or "").strip().split("\n")[0],
+    )
+
+
+def _strategy(target: Target, overrides: dict[str, Any]) -> SearchStrategy[Case]:
+    """Cases for ``target``, built now so that a bad override fails here, not mid-run."""
+    from .runner import default_strategy  # noqa: PLC0415 - hypothesis only when checking
+
+    return default_strategy(target, **overrides)
+
+
+def _run(target: Target, strategy: SearchStrategy[Case], examples: int | None,
+         seed: int | None, store: Path | str | None) -> TargetResult:
+    """Run the cases, tell the listeners, raise when the kernel failed."""
+    from .runner import run_target  # noqa: PLC0415 - hypothesis only when checking
+
+    result = run_target(target, examples=_check_examples(examples), seed=seed,
+                        strategy=strategy, store=store)
+    for listener in tuple(_listeners):
+        listener(result)
+    if result.verdict == "FAIL":
+        raise KernelMismatch(result.message or result.diagnosis)
+    if result.verdict == "skipped":
+        raise NumoracleError(f"kernel {target.name!r} cannot run here: {result.diagnosis}")
+    if result.verdict != "pass":
+        raise NumoracleError(f"checking {target.name!r} did not complete: {result.diagnosis}")
+    if result.cases == 0:
+        raise NumoracleError(
+            f"no case of {target.name!r} could be checked: the oracle found every drawn case "
+            "unsupported; draw smaller cases (max_elements=..., max_reduction=...)"
+        )
+    return result
+
+
+def check_kernel(
+    fn: Callable[..., Any],
+    *,
+    op: str,
+    precision: str | PrecisionModel = "fp32",
+    backend: str = "numpy",
+    outputs: Sequence[str] = (),
+    layouts: Sequence[str] = ("C",),
+    examples: int | None = None,
+    seed: int | None = 0,
+    name: str | None = None,
+    store: Path | str | None = DEFAULT_STORE,
+    **strategy_overrides: Any,
+) -> TargetResult:
+    """Check a kernel against the oracle on Hypothesis-drawn cases.
+
+    Every output element is judged by ``|got - ref| / bound < 1``, with the
+    bound the claimed precision model gives (DESIGN §2): for a reduction of
+    ``n`` terms of magnitude sum ``S``, ``(c_in + gamma_h(u_acc)) S + u_out |y|``
+    plus the oracle's own error; in the exact regime the bound is 0 and any
+    deviation fails.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(**inputs) -> dict``: the op's inputs as backend arrays, by name;
+        returns the outputs it computes, by name.
+    op : str
+        The op ``fn`` computes (``"linear"``, ``"matmul"``).
+    precision : str or PrecisionModel
+        The precision model ``fn`` claims (``"fp32"``, ``"tf32"``, ``"bf16"``...).
+    backend : str
+        Where its arrays live: ``"numpy"``, ``"torch-cpu"``, ``"torch-cuda"``
+        or ``"cupy"``.
+    outputs : tuple of str
+        The outputs ``fn`` returns; empty means every output of the op.
+    layouts : tuple of str
+        The input layouts ``fn`` accepts (``"C"``, ``"F"``, ``"T"``, ``"S"``);
+        inputs drawn in other layouts are made contiguous first.
+    examples : int or None
+        Cases to draw; None takes the active Hypothesis profile's
+        ``max_examples`` (100 by default; the pytest plugin's profiles set it).
+    seed : int or None
+        Hypothesis seed (0: the same cases every run); None draws at random.
+    name : str or None
+        Name in reports and repros; defaults to ``fn.__qualname__``.
+    store : path or None
+        Folder for the repro of a failure; None saves none.
+    **strategy_overrides
+        Passed to :func:`numoracle.strategies.cases` (``families=``,
+        ``max_elements=``, ``max_reduction=``, ...).
+
+    Returns
+    -------
+    TargetResult
+        Cases checked, worst ratio, time, when every case passed.
+
+    Raises
+    ------
+    KernelMismatch
+        When an output left its bound (or the kernel raised, or returned a
+        wrong shape, dtype or device). The message gives the worst elements,
+        the diagnosis, the repro path and ``numoracle replay PATH``.
+    InvalidArgument
+        For a bad argument.
+    NumoracleError
+        When the backend cannot run here, or no case could be checked.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> def mm(a, b):
+    ...     return {"out": np.matmul(a, b)}
+    >>> check_kernel(mm, op="matmul", examples=5, store=None).verdict
+    'pass'
+    """
+    target = _make_target(fn, op=op, precision=precision, backend=backend, outputs=outputs,
+                         layouts=layouts, name=name)
+    _check_examples(examples)
+    _check_seed(seed)
+    return _run(target, _strategy(target, strategy_overrides), examples, seed, store)
+
+
+def validate(
+    *,
+    op: str,
+    precision: str | PrecisionModel = "fp32",
+    backend: str = "numpy",
+    outputs: Sequence[str] = (),
+    layouts: Sequence[str] = ("C",),
+    examples: int | None = None,
+    seed: int | None = 0,
+    name: str | None = None,
+    store: Path | str | None = DEFAULT_STORE,
+    **strategy_overrides: Any,
+) -> Callable[[Callable[..., Any]], Callable[[], None]]:
+    """Turn a kernel into a zero-argument pytest test that runs :func:`check_kernel`.
+
+    The arguments are :func:`check_kernel`'s and are checked at once, so a bad
+    one fails at collection. The test skips when the backend cannot run here;
+    tests of GPU backends (``torch-cuda``, ``cupy``) carry the ``gpu`` marker.
+
+    Examples
+    --------
+    Keep the kernel and add a test for it::
+
+        test_my_linear = numoracle.validate(op="linear", precision="fp32")(my_linear)
+
+    The returned test is named ``test_<kernel name>`` and keeps the kernel as
+    its ``kernel`` attribute and the target as ``target``.
+    """
+    _check_examples(examples)
+    _check_seed(seed)
+
+    def decorate(fn: Callable[..., Any]) -> Callable[[], None]:
+        target = _make_target(fn, op=op, precision=precision, backend=backend,
+                             outputs=outputs, layouts=layouts, name=name)
+        strategy = _strategy(target, strategy_overrides)
+
+        def test() -> None:
+            reason = target.unavailable_reason()
+            if reason is not None:
+                import pytest  # noqa: PLC0415 - only a test run skips
+
+                pytest.skip(f"{target.name} on {target.backend}: {reason}")
+            _run(target, strategy, examples, seed, store)
+
+        fname = getattr(fn, "__name__", target.name)
+        test.__name__ = fname if fname.startswith("test") else f"test_{fname}"
+        test.__qualname__ = test.__name__
+        test.__module__ = getattr(fn, "__module__", __name__)
+        test.__doc__ = f"{target.name} computes {op} within {target.precision.name}."
+        test.kernel = fn  # type: ignore[attr-defined]
+        test.target = target  # type: ignore[attr-defined]
+        if target.backend in GPU_BACKENDS:
+            import pytest  # noqa: PLC0415 - the marker only matters under pytest
+
+            return pytest.mark.gpu(test)  # type: ignore[no-any-return]
+        return test
+
+    return decorate

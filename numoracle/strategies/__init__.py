@@ -1,0 +1,48 @@
+"""Hypothesis strategies for numoracle: sizes, formats, layouts, values, cases.
+
+Every strategy takes keyword-only arguments, accepts a value or a strategy
+where it makes sense, and checks its arguments when it is called (raising
+:class:`~numoracle.errors.InvalidArgument`), not at the first draw.
+
+Examples
+--------
+>>> from hypothesis import given
+>>> from numoracle.strategies import cases
+>>> @given(cases(op="linear", max_elements=256))
+... def test_shapes(case):
+...     assert case.size() <= 256
+>>> test_shapes()
+"""
+
+from __future__ import annotations
+
+from .cases import (DEFAULT_MAX_ELEMENTS, DIM_MAX, PLANS, REDUCTION_MAX, SEED_MAX, Dim, Flag,
+                    Shape, cases)
+from .formats import STORAGE_FORMATS, storage_formats
+from .layouts import input_layouts, layouts
+from .sizes import MAX_SIZE, batch_sizes, dims, interesting_sizes
+from .values import DEFAULT_FAMILIES, FAMILY_ORDER, families, overlays
+
+__all__ = [
+    "cases",
+    "dims",
+    "batch_sizes",
+    "interesting_sizes",
+    "storage_formats",
+    "layouts",
+    "input_layouts",
+    "families",
+    "overlays",
+    "PLANS",
+    "Dim",
+    "Flag",
+    "Shape",
+    "DEFAULT_MAX_ELEMENTS",
+    "DEFAULT_FAMILIES",
+    "DIM_MAX",
+    "FAMILY_ORDER",
+    "MAX_SIZE",
+    "REDUCTION_MAX",
+    "SEED_MAX",
+    "STORAGE_FORMATS",
+]

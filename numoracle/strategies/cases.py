@@ -1,0 +1,343 @@
+"""Cases: the strategy that draws whole :class:`~numoracle.case.Case` objects.
+
+One strategy serves every op: the op registry says which parameters an op has,
+its shapes and its reduction lengths; a small plan per op (:data:`PLANS`) says
+how to draw each parameter. Dimensions are drawn one at a time, each within
+the budget the limits leave given what is drawn so far (the rest at their
+smallest), so no draw is filtered away. Shrinking moves towards small shapes,
+batch 1, the exact family, fp32, ``C`` layouts and no overlays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from hypothesis import reject
+from hypothesis import strategies as st
+from hypothesis.strategies import SearchStrategy
+
+from ..case import Case
+from ..errors import InvalidArgument
+from ..oracle.ops import Op, get_op
+from ..target import LAYOUTS
+from ._validate import as_strategy, check_int, choice_strategy, is_strategy
+from .formats import STORAGE_FORMATS
+from .layouts import input_layouts
+from .sizes import MAX_SIZE, batch_sizes, dims
+from .values import DEFAULT_FAMILIES, FAMILY_ORDER, overlays
+
+__all__ = ["cases", "PLANS", "Dim", "Flag", "Shape", "DEFAULT_MAX_ELEMENTS", "DIM_MAX",
+           "REDUCTION_MAX", "SEED_MAX"]
+
+#: default bound on the total number of input elements of a case: small enough
+#: for about a hundred cases a second on a CPU
+DEFAULT_MAX_ELEMENTS = 1 << 16
+#: default largest dimension
+DIM_MAX = 1024
+#: largest dimension when ``max_reduction`` asks for longer reductions than DIM_MAX
+REDUCTION_MAX = 1 << 16
+#: seeds are drawn from ``[0, SEED_MAX]``
+SEED_MAX = 2**32 - 1
+
+Params = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _Limits:
+    """What a case may cost: total input elements and longest reduction."""
+
+    max_elements: int
+    max_reduction: int | None
+
+    def fits(self, op: Op, params: Mapping[str, Any]) -> bool:
+        shapes = op.input_shapes(params)
+        if sum(int(np.prod(s)) for s in shapes.values()) > self.max_elements:
+            return False
+        longest = max(op.reductions(params).values(), default=0)
+        return self.max_reduction is None or longest <= self.max_reduction
+
+    @property
+    def dim_cap(self) -> int:
+        """Largest dimension by default: :data:`DIM_MAX`, or up to
+        :data:`REDUCTION_MAX` where ``max_reduction`` allows longer reductions."""
+        return min(REDUCTION_MAX, max(DIM_MAX, self.max_reduction or 0))
+
+
+def _largest(fits: Callable[[int], bool], hi: int) -> int:
+    """Largest ``v`` in ``[1, hi]`` with ``fits(v)`` (``fits`` monotone, ``fits(1)``)."""
+    lo = 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
+
+
+@dataclass(frozen=True)
+class Dim:
+    """A positive dimension, drawn by :func:`dims` (:func:`batch_sizes` for the
+    op's batch), at most ``max_value`` (default: the limits' ``dim_cap``) and
+    within the limits."""
+
+    name: str
+    max_value: int | None = None
+    is_batch: bool = False
+    smallest: Any = 1
+
+    def draw(self, draw: st.DrawFn, op: Op, params: Params, limits: _Limits) -> int:
+        cap = limits.dim_cap if self.max_value is None else self.max_value
+        hi = _largest(lambda v: limits.fits(op, {**params, self.name: v}), cap)
+        return draw(batch_sizes(max_value=hi) if self.is_batch else dims(max_value=hi))
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A boolean parameter; shrinks towards False, True only where it fits."""
+
+    name: str
+    smallest: Any = False
+
+    def draw(self, draw: st.DrawFn, op: Op, params: Params, limits: _Limits) -> bool:
+        if not limits.fits(op, {**params, self.name: True}):
+            return False
+        return draw(st.booleans())
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A tuple of up to ``max_len`` dimensions of at most ``max_entry`` each
+    (batch dimensions); shrinks towards ``()``."""
+
+    name: str
+    max_len: int = 2
+    max_entry: int = 4
+    smallest: Any = ()
+
+    def draw(self, draw: st.DrawFn, op: Op, params: Params, limits: _Limits) -> tuple[int, ...]:
+        length = draw(st.integers(0, self.max_len))
+        entries: tuple[int, ...] = ()
+        for i in range(length):
+            def fits(v: int, i: int = i) -> bool:
+                shape = entries + (v,) + (1,) * (length - i - 1)
+                return limits.fits(op, {**params, self.name: shape})
+
+            entries += (draw(dims(max_value=_largest(fits, self.max_entry))),)
+        return entries
+
+
+Spec = Dim | Flag | Shape
+
+#: how each op's parameters are drawn, in draw order (flags and batch shapes
+#: first: they change the budget of the dimensions); an op without a plan has
+#: every parameter drawn as a :class:`Dim`
+PLANS: dict[str, tuple[Spec, ...]] = {
+    "linear": (Flag("bias"), Dim("batch", 128, is_batch=True), Dim("in_features"),
+               Dim("out_features")),
+    "matmul": (Shape("batch_shape"), Dim("m"), Dim("k"), Dim("n")),
+}
+
+
+def _plan(op: Op) -> tuple[Spec, ...]:
+    return PLANS.get(op.name, tuple(Dim(name) for name in op.param_names))
+
+
+def _smallest(op: Op) -> Params:
+    return {spec.name: spec.smallest for spec in _plan(op)}
+
+
+# -- argument checks ---------------------------------------------------------------
+def _check_op(op: Any) -> str:
+    return get_op(op).name
+
+
+def _check_max_reduction(max_reduction: Any) -> int | None:
+    if max_reduction is None:
+        return None
+    if isinstance(max_reduction, bool) or not isinstance(max_reduction, (int, np.integer)) \
+            or max_reduction < 1:
+        raise InvalidArgument(f"{max_reduction=} must be a positive int or None (no limit)")
+    return int(max_reduction)
+
+
+def _check_max_elements(max_elements: Any) -> int:
+    return check_int("max_elements", max_elements, min_value=1)
+
+
+def _check_seed(seed: Any) -> int:
+    return check_int("seed", seed, min_value=0, max_value=SEED_MAX)
+
+
+def _check_max_overlays(max_overlays: Any) -> int:
+    return check_int("max_overlays", max_overlays, min_value=0)
+
+
+def _overrides(op: Op, params: Mapping[str, Any], batch: Any) -> dict[str, Any]:
+    """The parameters the caller fixed (values or strategies), by name."""
+    fixed = dict(params)
+    unknown = sorted(set(fixed) - set(op.param_names))
+    if unknown:
+        raise InvalidArgument(
+            f"params names {unknown}, which {op.name} does not take; its parameters are "
+            f"{op.param_names}"
+        )
+    if batch is not None:
+        names = [s.name for s in _plan(op) if isinstance(s, Dim) and s.is_batch]
+        if not names:
+            raise InvalidArgument(
+                f"{batch=} is given but {op.name} has no batch parameter; fix its "
+                f"parameters through params= instead"
+            )
+        if names[0] in fixed:
+            raise InvalidArgument(
+                f"{batch=} and params[{names[0]!r}] both fix the batch; give one of them"
+            )
+        fixed[names[0]] = batch
+    return fixed
+
+
+def _check_fixed(op: Op, fixed: Mapping[str, Any], limits: _Limits) -> None:
+    """The smallest case with ``fixed`` is valid and within ``limits``."""
+    params = {**_smallest(op), **fixed}
+    op.validate(params)
+    if not limits.fits(op, params):
+        raise InvalidArgument(
+            f"the smallest {op.name} case with params {dict(fixed)} does not fit "
+            f"max_elements={limits.max_elements} and max_reduction={limits.max_reduction}; "
+            "raise the limits or fix smaller parameters"
+        )
+
+
+# -- the strategy --------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Request:
+    """The arguments of :func:`cases`, each as a strategy."""
+
+    op: SearchStrategy[str]
+    storage: SearchStrategy[str]
+    family: SearchStrategy[str]
+    layout: SearchStrategy[str]
+    max_reduction: SearchStrategy[int | None]
+    max_elements: SearchStrategy[int]
+    params: Mapping[str, Any]
+    batch: Any
+    max_overlays: SearchStrategy[int]
+    seed: SearchStrategy[int]
+
+
+def _draw_params(draw: st.DrawFn, op: Op, req: _Request, limits: _Limits) -> Params:
+    fixed = {k: draw(v) if is_strategy(v) else v
+             for k, v in _overrides(op, req.params, req.batch).items()}
+    params = {**_smallest(op), **fixed}
+    if not limits.fits(op, params):
+        reject()  # drawn overrides that leave no room: try another draw
+    for spec in _plan(op):
+        if spec.name not in fixed:
+            params[spec.name] = spec.draw(draw, op, params, limits)
+    return params
+
+
+@st.composite
+def _cases(draw: st.DrawFn, req: _Request) -> Case:
+    op = get_op(draw(req.op))
+    limits = _Limits(_check_max_elements(draw(req.max_elements)),
+                     _check_max_reduction(draw(req.max_reduction)))
+    storage = draw(req.storage)
+    family = draw(req.family)
+    params = _draw_params(draw, op, req, limits)
+    shapes = op.input_shapes(op.validate(params))
+    layouts = draw(input_layouts(shapes, layout=req.layout))
+    specials = draw(overlays(shapes, storage, max_count=_check_max_overlays(
+        draw(req.max_overlays))))
+    return Case(op=op.name, params=params, storage=storage, family=family,
+                seed=_check_seed(draw(req.seed)), layouts=layouts, overlays=specials)
+
+
+def cases(
+    *,
+    op: str | SearchStrategy[str],
+    storage: str | Iterable[str] | SearchStrategy[str] = STORAGE_FORMATS,
+    families: str | Iterable[str] | SearchStrategy[str] = DEFAULT_FAMILIES,
+    layouts: str | Iterable[str] | SearchStrategy[str] = LAYOUTS,
+    max_reduction: int | None | SearchStrategy[int | None] = None,
+    max_elements: int | SearchStrategy[int] = DEFAULT_MAX_ELEMENTS,
+    batch: int | SearchStrategy[int] | None = None,
+    params: Mapping[str, Any] | None = None,
+    max_overlays: int | SearchStrategy[int] = 0,
+    seed: int | SearchStrategy[int] | None = None,
+) -> SearchStrategy[Case]:
+    """Cases of ``op``.
+
+    Every argument takes a value or a strategy; values are checked now.
+
+    Parameters
+    ----------
+    op : str or strategy
+        Op name from the registry (``"linear"``, ``"matmul"``).
+    storage : str, collection of str or strategy
+        Storage format(s) (default: any of fp32, bf16, fp16, fp64; shrinks
+        towards fp32).
+    families : str, collection of str or strategy
+        Value family or families (default: every family but ``special``;
+        shrinks towards ``exact``).
+    layouts : str, collection of str or strategy
+        Layout(s) each input is drawn from, independently (a target's
+        ``layouts``; default: all of them; shrinks towards ``C``).
+    max_reduction : int, None or strategy
+        Longest accumulation length of any output (None: no limit); a
+        target's ``max_reduction``. Dimensions are at most :data:`DIM_MAX`,
+        or up to ``max_reduction`` when it is larger (at most
+        :data:`REDUCTION_MAX` = 2**16).
+    max_elements : int or strategy
+        Most input elements in all (default 2**16).
+    batch : int or strategy, optional
+        The op's batch size (linear's ``batch``; default :func:`batch_sizes`
+        within the limits). An error for ops without a batch parameter.
+    params : mapping, optional
+        Parameters to fix, by name, each a value or a strategy; the others are
+        drawn by the op's plan (:data:`PLANS`) within the limits.
+    max_overlays : int or strategy
+        Most special values overlaid on the inputs (default 0: none; see
+        :func:`~numoracle.strategies.values.overlays`).
+    seed : int or strategy, optional
+        Seed of the bulk values (default: any in ``[0, 2**32 - 1]``).
+
+    Returns
+    -------
+    strategy of Case
+
+    Examples
+    --------
+    >>> case = cases(op="linear", families="exact", max_elements=64).example()
+    >>> case.size() <= 64 and case.family == "exact"
+    True
+    """
+    fixed = dict(params or {})
+    req = _Request(
+        op=as_strategy(op, _check_op),
+        storage=choice_strategy("storage", storage, STORAGE_FORMATS),
+        family=choice_strategy("families", families, FAMILY_ORDER),
+        layout=choice_strategy("layouts", layouts, LAYOUTS),
+        max_reduction=as_strategy(max_reduction, _check_max_reduction),
+        max_elements=as_strategy(max_elements, _check_max_elements),
+        params=fixed,
+        batch=batch,
+        max_overlays=as_strategy(max_overlays, _check_max_overlays),
+        seed=st.integers(0, SEED_MAX) if seed is None else as_strategy(seed, _check_seed),
+    )
+    if batch is not None and not is_strategy(batch):
+        check_int("batch", batch, min_value=1, max_value=MAX_SIZE)
+    if not is_strategy(op):
+        _check_request(get_op(op), fixed, batch, max_elements, max_reduction)
+    return _cases(req)
+
+
+def _check_request(op: Op, params: Mapping[str, Any], batch: Any, max_elements: Any,
+                   max_reduction: Any) -> None:
+    """What can be checked of :func:`cases`' arguments before any draw."""
+    fixed = _overrides(op, params, batch)
+    if is_strategy(max_elements) or is_strategy(max_reduction):
+        return
+    plain = {k: v for k, v in fixed.items() if not is_strategy(v)}
+    _check_fixed(op, plain, _Limits(max_elements, max_reduction))

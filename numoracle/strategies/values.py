@@ -1,0 +1,82 @@
+"""Value families and special-value overlays.
+
+The bulk values of a case come from :func:`numoracle.values.generate_inputs`
+and the case's seed; Hypothesis draws only the family and a few *overlays*,
+``(input, flat index, special value)`` triples written over the bulk values.
+Overlays keep special values (signed zeros, subnormals, infinities, NaN)
+small in number and shrinkable: Hypothesis removes them one by one and moves
+the survivors towards the first input, index 0 and the simplest value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.strategies import SearchStrategy
+
+from ..oracle.formats import Format, get_format
+from ..values import FAMILIES, special_values
+from ._validate import check_choices, check_shapes, check_int
+
+__all__ = ["FAMILY_ORDER", "DEFAULT_FAMILIES", "families", "overlays"]
+
+#: families in the order Hypothesis shrinks towards: the exact family first,
+#: where any deviation at all is a bug
+FAMILY_ORDER: tuple[str, ...] = ("exact",) + tuple(f for f in FAMILIES if f != "exact")
+#: families a case strategy draws unless told otherwise: specials come as
+#: overlays (opt-in) rather than as the ``special`` family
+DEFAULT_FAMILIES: tuple[str, ...] = tuple(f for f in FAMILY_ORDER if f != "special")
+
+Overlay = tuple[str, int, float]
+
+
+def families(*, allowed: Iterable[str] = FAMILY_ORDER) -> SearchStrategy[str]:
+    """Value family names from ``allowed``; shrinks towards ``exact``, then in the
+    order of :data:`numoracle.values.FAMILIES`.
+
+    Examples
+    --------
+    >>> families(allowed=["cancel"]).example()
+    'cancel'
+    """
+    return st.sampled_from(check_choices("allowed", allowed, FAMILY_ORDER))
+
+
+@st.composite
+def _overlay(draw: st.DrawFn, sizes: dict[str, int],
+             values: tuple[float, ...]) -> Overlay:
+    name = draw(st.sampled_from(tuple(sizes)))
+    index = draw(st.integers(0, sizes[name] - 1))
+    return name, index, draw(st.sampled_from(values))
+
+
+def overlays(shapes: Mapping[str, tuple[int, ...]], storage: Format | str, *,
+             max_count: int = 3) -> SearchStrategy[tuple[Overlay, ...]]:
+    """Up to ``max_count`` special values overlaid on the inputs.
+
+    Parameters
+    ----------
+    shapes : mapping
+        Shape of each input, by name (inputs without elements get none).
+    storage : Format or str
+        Storage format: the values are :func:`numoracle.values.special_values`
+        of it.
+    max_count : int
+        Most overlays drawn; each ``(input, flat index)`` at most once.
+
+    Returns
+    -------
+    strategy of tuple
+        ``(input, flat_index, value)`` triples, as the ``overlays`` field of a
+        :class:`~numoracle.case.Case`; shrinks towards none.
+    """
+    sizes = {n: int(np.prod(s)) for n, s in check_shapes(shapes).items()}
+    sizes = {n: k for n, k in sizes.items() if k > 0}
+    count = check_int("max_count", max_count, min_value=0)
+    values = special_values(get_format(storage))
+    if not sizes or count == 0:
+        return st.just(())
+    return st.lists(_overlay(sizes, values), max_size=count,
+                    unique_by=lambda t: (t[0], t[1])).map(tuple)

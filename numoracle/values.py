@@ -1,0 +1,361 @@
+"""Value families: the bulk input values of a case, made on the host from a seed.
+
+Hypothesis draws the *structure* of a case (shapes, layouts, family, seed); the
+values themselves come from :func:`generate_inputs` and a seeded NumPy
+generator, so that a case replays bit for bit anywhere without Hypothesis.
+Every value is exactly representable in the storage format and finite (except
+in the ``"special"`` family).
+
+Families
+--------
+``normal``
+    N(0, 1).
+``uniform``
+    U(-1, 1).
+``positive``
+    U(0, 1], clamped to at least the storage format's smallest normal: every
+    product is positive, no reduction cancels.
+``heavy``
+    Random signs, magnitudes log-uniform over :data:`HEAVY_DECADES` decades
+    (never below the smallest normal), the largest magnitude ``M`` chosen so
+    that ``n * M**2 <= SUM_LIMIT`` for the longest reduction ``n``: sums stay
+    below about 1e3, far from fp16's overflow at 65504.
+``cancel``
+    A large structured part plus a small random one. The large part of the
+    ``r``-th multiplied input is, along every axis, row ``r`` of a Sylvester
+    Hadamard matrix repeated over blocks with a random sign and magnitude per
+    block; rows of distinct inputs are orthogonal on every block, so in every
+    contraction the large products cancel block by block and the result is
+    of the size of the small part: ``|y|`` is far below ``S = sum |a_i b_i|``.
+``exact``
+    Integers on a power-of-two grid such that every product and every partial
+    sum is exactly representable in fp32 accumulation: the bound is 0 in any
+    order and any deviation is a bug (see :func:`exact_widths` for the rule).
+``special``
+    Normal bulk with a few elements (:data:`SPECIAL_SHARE`, at least one per
+    input) replaced by :func:`special_values`. Strategies usually deliver
+    specials as overlays on another family instead, which shrink better.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .errors import InvalidArgument
+from .oracle.formats import Format, get_format, quantize
+
+if TYPE_CHECKING:
+    from .oracle.ops.base import Product
+
+__all__ = [
+    "FAMILIES",
+    "ACC_BITS",
+    "EXACT_MARGIN_BITS",
+    "EXACT_FLOOR_BITS",
+    "HEAVY_DECADES",
+    "SUM_LIMIT",
+    "SPECIAL_SHARE",
+    "generate_inputs",
+    "exact_widths",
+    "special_values",
+]
+
+FAMILIES: tuple[str, ...] = ("normal", "uniform", "positive", "heavy", "cancel", "exact", "special")
+
+#: significant bits of the accumulation format the exact family is exact in (fp32)
+ACC_BITS = 24
+#: spare bit kept in every exact reduction: ``w_a + w_b + ceil(log2 n) + 1 <= 24``
+EXACT_MARGIN_BITS = 1
+#: width the exact family reserves for the partners of its widest input
+EXACT_FLOOR_BITS = 3
+#: decades the magnitudes of the heavy family span
+HEAVY_DECADES = 4.0
+#: bound on ``n * M**2`` for the heavy and cancel families (M: largest magnitude)
+SUM_LIMIT = 1e3
+#: largest magnitude of the heavy family and of the cancel family's large part
+MAX_MAGNITUDE = 16.0
+#: share of elements the special family replaces by special values
+SPECIAL_SHARE = 0.02
+
+Shapes = Mapping[str, tuple[int, ...]]
+Generator = Callable[[Shapes, Sequence["Product"], Format, np.random.Generator],
+                     dict[str, np.ndarray]]
+
+
+# -- helpers ---------------------------------------------------------------
+def _product_inputs(products: Sequence[Product]) -> list[str]:
+    """Names of the multiplied inputs, in order of first appearance."""
+    names: list[str] = []
+    for p in products:
+        for name in (p.a, p.b):
+            if name not in names:
+                names.append(name)
+    return names
+
+
+def _longest(products: Sequence[Product]) -> int:
+    """The longest reduction of the op (1 when it multiplies nothing)."""
+    return max((int(p.n) for p in products), default=1)
+
+
+def _scale_for_sums(products: Sequence[Product]) -> float:
+    """Largest magnitude ``M`` with ``n * M**2 <= SUM_LIMIT`` (at most MAX_MAGNITUDE)."""
+    return min(MAX_MAGNITUDE, math.sqrt(SUM_LIMIT / _longest(products)))
+
+
+def _signs(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    return np.where(rng.random(shape) < 0.5, -1.0, 1.0)
+
+
+# -- special values ----------------------------------------------------------
+def special_values(storage: Format | str) -> tuple[float, ...]:
+    """Special values of ``storage``, simplest first.
+
+    ``+0.0, -0.0``, the smallest and the largest subnormal, ``+-tiny`` (the
+    smallest normal), ``+-max / 2**8``, ``+inf, -inf, nan``; every one exactly
+    representable in ``storage``.
+
+    Examples
+    --------
+    >>> special_values("fp16")[:4]
+    (0.0, -0.0, 5.960464477539063e-08, 6.097555160522461e-05)
+    """
+    fmt = get_format(storage)
+    sub_min = 2.0 ** (fmt.emin - fmt.t)
+    big = fmt.max / 2.0**8
+    return (0.0, -0.0, sub_min, fmt.tiny - sub_min, fmt.tiny, -fmt.tiny, big, -big,
+            math.inf, -math.inf, math.nan)
+
+
+# -- the exact family's bit widths ---------------------------------------------
+def _budget(n: int) -> int:
+    """Bits ``w_a + w_b`` a product summed over ``n`` terms may use."""
+    return ACC_BITS - EXACT_MARGIN_BITS - math.ceil(math.log2(max(int(n), 1)))
+
+
+def _width_limit(name: str, products: Sequence[Product], widths: Mapping[str, int],
+                 cap: int) -> int:
+    """Widest ``name`` may be given the widths assigned so far; unassigned partners
+    keep :data:`EXACT_FLOOR_BITS`."""
+    limit = cap
+    for p in products:
+        if name not in (p.a, p.b):
+            continue
+        budget = _budget(p.n)
+        partner = p.b if p.a == name else p.a
+        if partner == name:
+            limit = min(limit, budget // 2)
+        else:
+            limit = min(limit, budget - widths.get(partner, EXACT_FLOOR_BITS))
+    return max(1, limit)
+
+
+def exact_widths(products: Sequence[Product], shapes: Shapes, storage: Format | str,
+                 *, wide: str | None = None) -> dict[str, int]:
+    """Bit width ``w`` of every input of the exact family.
+
+    Values are ``k * 2**-w`` with integers ``|k| <= 2**w - 1``. The rule:
+
+    * for every product ``(a, b, n)``: ``w_a + w_b + ceil(log2 n) + 1 <= 24``,
+      so every product and every partial sum (magnitude below ``n``, on the grid
+      ``2**-(w_a + w_b)``) is an integer multiple of the grid below ``2**23``
+      grid steps: exact in fp32 accumulation in any order, with a bit to spare;
+    * ``1 <= w <= min(p, 24)`` with ``p`` the storage precision (fp32 24,
+      bf16 8, fp16 11), so every value is representable (all lie in ``(-1, 1)``);
+    * ``wide`` (by default the first input in the fewest products) is given as
+      many bits as its products allow while its partners keep
+      :data:`EXACT_FLOOR_BITS`: with fp32 storage and reductions up to 256 it
+      has 12 or more bits, so a kernel that rounds its inputs to tf32, fp16 or
+      bf16 cannot be exact. The other multiplied inputs follow, most shared
+      first, each as wide as the widths already given allow; inputs that are
+      never multiplied (a bias) get the narrowest width given, so they lie on
+      the grid of every product they are added to.
+
+    Raises
+    ------
+    InvalidArgument
+        When a reduction is longer than ``2**21`` (no width fits) or ``wide``
+        is not a multiplied input.
+
+    Examples
+    --------
+    >>> from numoracle.oracle.ops.base import Product
+    >>> exact_widths([Product("a", "b", 8)], {"a": (2, 8), "b": (8, 3)}, "fp32")
+    {'a': 17, 'b': 3}
+    """
+    fmt = get_format(storage)
+    cap = min(fmt.p, ACC_BITS)
+    for p in products:
+        if _budget(p.n) < 2:
+            raise InvalidArgument(
+                f"a reduction of n={p.n} terms ({p.a} x {p.b}) is too long for the exact "
+                f"family (at most 2**{ACC_BITS - EXACT_MARGIN_BITS - 2}); use another family"
+            )
+    names = _product_inputs(products)
+    count = {n: sum(n in (p.a, p.b) for p in products) for n in names}
+    if wide is None and names:
+        wide = min(names, key=lambda n: count[n])
+    if names and wide not in names:
+        raise InvalidArgument(f"{wide=} must be one of the multiplied inputs {names}")
+    rest = sorted((n for n in names if n != wide), key=lambda n: -count[n])
+    widths: dict[str, int] = {}
+    for name in ([wide] if names else []) + rest:
+        widths[name] = _width_limit(name, products, widths, cap)
+    narrowest = min(widths.values(), default=cap)
+    return {name: widths.get(name, narrowest) for name in shapes}
+
+
+# -- the families --------------------------------------------------------------
+def _normal(shapes: Shapes, products: Sequence[Product], fmt: Format,
+            rng: np.random.Generator) -> dict[str, np.ndarray]:
+    return {n: rng.standard_normal(s) for n, s in shapes.items()}
+
+
+def _uniform(shapes: Shapes, products: Sequence[Product], fmt: Format,
+             rng: np.random.Generator) -> dict[str, np.ndarray]:
+    return {n: rng.uniform(-1.0, 1.0, s) for n, s in shapes.items()}
+
+
+def _positive(shapes: Shapes, products: Sequence[Product], fmt: Format,
+              rng: np.random.Generator) -> dict[str, np.ndarray]:
+    return {n: np.maximum(1.0 - rng.random(s), fmt.tiny) for n, s in shapes.items()}
+
+
+def _heavy(shapes: Shapes, products: Sequence[Product], fmt: Format,
+           rng: np.random.Generator) -> dict[str, np.ndarray]:
+    hi = _scale_for_sums(products)
+    lo = max(hi * 10.0**-HEAVY_DECADES, fmt.tiny)
+    out = {}
+    for name, shape in shapes.items():
+        mag = np.exp(rng.uniform(math.log(lo), math.log(hi), shape))
+        out[name] = _signs(rng, shape) * mag
+    return out
+
+
+def _hadamard_axis(row: int, length: int, block: int, rng: np.random.Generator) -> np.ndarray:
+    """Row ``row`` of the order-``block`` Sylvester Hadamard matrix, repeated over
+    ``length``, each block scaled by a random sign and a magnitude in [1/2, 1)."""
+    k = np.arange(length)
+    bits, parity = row & (k % block), np.zeros(length, dtype=np.int64)
+    while np.any(bits):
+        parity ^= bits & 1
+        bits >>= 1
+    pattern = np.where(parity == 1, -1.0, 1.0)
+    blocks = -(-length // block)
+    scale = _signs(rng, (blocks,)) * rng.uniform(0.5, 1.0, blocks)
+    return pattern * scale[k // block]
+
+
+def _cancel(shapes: Shapes, products: Sequence[Product], fmt: Format,
+            rng: np.random.Generator) -> dict[str, np.ndarray]:
+    rows = _product_inputs(products)
+    block = 1 << max(1, (len(rows) - 1).bit_length())
+    large = 2.0 ** math.floor(math.log2(_scale_for_sums(products)))
+    small = large * 2.0 ** -(min(fmt.p, ACC_BITS) // 2)
+    out = {}
+    for name, shape in shapes.items():
+        if name not in rows:
+            out[name] = large * small * rng.standard_normal(shape)
+            continue
+        part = np.full(shape, large)
+        for axis, length in enumerate(shape):
+            v = _hadamard_axis(rows.index(name), length, block, rng)
+            part = part * v.reshape((length,) + (1,) * (len(shape) - axis - 1))
+        out[name] = part + small * rng.standard_normal(shape)
+    return out
+
+
+def _exact(shapes: Shapes, products: Sequence[Product], fmt: Format,
+           rng: np.random.Generator) -> dict[str, np.ndarray]:
+    names = _product_inputs(products)
+    count = {n: sum(n in (p.a, p.b) for p in products) for n in names}
+    fewest = [n for n in names if count[n] == min(count.values())]
+    wide = fewest[int(rng.integers(len(fewest)))] if fewest else None
+    widths = exact_widths(products, shapes, fmt, wide=wide)
+    out = {}
+    for name, shape in shapes.items():
+        top = (1 << widths[name]) - 1
+        out[name] = rng.integers(-top, top, shape, endpoint=True) * 2.0 ** -widths[name]
+    return out
+
+
+def _special(shapes: Shapes, products: Sequence[Product], fmt: Format,
+             rng: np.random.Generator) -> dict[str, np.ndarray]:
+    out = _normal(shapes, products, fmt, rng)
+    specials = np.array(special_values(fmt))
+    for name, arr in out.items():
+        flat = arr.reshape(-1)
+        if flat.size == 0:
+            continue
+        count = max(1, math.ceil(SPECIAL_SHARE * flat.size))
+        where = rng.choice(flat.size, size=count, replace=False)
+        flat[where] = specials[rng.integers(len(specials), size=count)]
+    return out
+
+
+_GENERATORS: dict[str, Generator] = {
+    "normal": _normal,
+    "uniform": _uniform,
+    "positive": _positive,
+    "heavy": _heavy,
+    "cancel": _cancel,
+    "exact": _exact,
+    "special": _special,
+}
+
+
+def _check_arguments(family: str, shapes: Shapes, products: Sequence[Product]) -> None:
+    if family not in _GENERATORS:
+        raise InvalidArgument(f"{family=} is unknown; use one of {FAMILIES}")
+    for p in products:
+        missing = [n for n in (p.a, p.b) if n not in shapes]
+        if missing:
+            raise InvalidArgument(
+                f"product {p} multiplies {missing}, which are not among the inputs "
+                f"{sorted(shapes)}"
+            )
+
+
+def generate_inputs(family: str, shapes: Shapes, products: Sequence[Product],
+                    storage: Format | str, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Bulk input values of ``family``, as float64 arrays exact in ``storage``.
+
+    Parameters
+    ----------
+    family : str
+        One of :data:`FAMILIES` (see the module docstring).
+    shapes : mapping
+        Shape of each input, by name; arrays come back in this order and are
+        drawn from ``rng`` in this order.
+    products : sequence of Product
+        The op's products (``op.products(params)``): the heavy and cancel
+        families scale by the longest reduction, the cancel family pairs the
+        multiplied inputs, the exact family budgets its bit widths by them.
+    storage : Format or str
+        Storage format; every value is quantized into it (round to nearest).
+    rng : numpy.random.Generator
+        The case's generator; the result is a function of its state.
+
+    Returns
+    -------
+    dict of str to ndarray
+        One float64 array per input, finite except in the ``"special"`` family.
+
+    Examples
+    --------
+    >>> from numoracle.oracle.ops.base import Product
+    >>> rng = np.random.default_rng(0)
+    >>> xs = generate_inputs("exact", {"a": (2, 3), "b": (3, 2)}, (Product("a", "b", 3),),
+    ...                      "bf16", rng)
+    >>> bool(np.all(xs["a"] @ xs["b"] == (xs["a"].astype(np.float32) @ xs["b"].astype(np.float32))))
+    True
+    """
+    fmt = get_format(storage)
+    _check_arguments(family, shapes, products)
+    raw = _GENERATORS[family](shapes, tuple(products), fmt, rng)
+    with np.errstate(over="ignore"):
+        return {name: quantize(raw[name], fmt) for name in shapes}

@@ -1,0 +1,148 @@
+"""The case strategy: valid cases within the limits, shrinking to the simplest."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import find, given, settings
+from hypothesis import strategies as st
+
+from numoracle.case import Case
+from numoracle.errors import InvalidArgument
+from numoracle.oracle.formats import representable
+from numoracle.oracle.ops import OPS, get_op
+from numoracle.strategies import DEFAULT_MAX_ELEMENTS, PLANS, SEED_MAX, cases
+from numoracle.target import LAYOUTS
+
+FAST = settings(max_examples=50, deadline=None)
+
+
+def _longest(case: Case) -> int:
+    return max(get_op(case.op).reductions(case.params).values())
+
+
+def test_every_op_has_a_plan_for_all_its_parameters() -> None:
+    for name, op in OPS.items():
+        assert sorted(s.name for s in PLANS[name]) == sorted(op.param_names)
+
+
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_cases_are_valid_and_within_the_default_limits(op: str) -> None:
+    @FAST
+    @given(cases(op=op))
+    def check(case: Case) -> None:
+        assert case == Case.from_dict(case.to_dict())
+        assert case.size() <= DEFAULT_MAX_ELEMENTS
+        assert 0 <= case.seed <= SEED_MAX
+        assert case.family != "special" and case.overlays == ()
+        assert set(case.layouts.values()) <= set(LAYOUTS) - {"C"}
+
+    check()
+
+
+@pytest.mark.parametrize("op", sorted(OPS))
+@pytest.mark.parametrize(("max_reduction", "max_elements"), [(1, 8), (7, 100), (65536, 1 << 17)])
+def test_cases_respect_the_limits(op: str, max_reduction: int, max_elements: int) -> None:
+    @FAST
+    @given(cases(op=op, max_reduction=max_reduction, max_elements=max_elements))
+    def check(case: Case) -> None:
+        assert case.size() <= max_elements
+        assert _longest(case) <= max_reduction
+
+    check()
+
+
+def test_long_reductions_are_reachable_when_allowed() -> None:
+    strategy = cases(op="linear", max_reduction=65536, max_elements=1 << 17, batch=1,
+                     params={"out_features": 1})
+    case = find(strategy, lambda c: _longest(c) > 60000)
+    assert _longest(case) <= 65536
+
+
+@FAST
+@given(cases(op="matmul", storage=["bf16", "fp16"], families=("cancel", "heavy"),
+             layouts=["F"], max_overlays=2))
+def test_cases_respect_the_choices(case: Case) -> None:
+    assert case.storage in ("bf16", "fp16")
+    assert case.family in ("cancel", "heavy")
+    assert set(case.layouts.values()) <= {"F"}
+    assert len(case.overlays) <= 2
+
+
+@FAST
+@given(cases(op="linear", batch=128, params={"bias": False, "in_features": st.integers(3, 5)},
+             storage="fp16", families="exact", seed=st.integers(0, 3)))
+def test_cases_take_fixed_values_and_strategies(case: Case) -> None:
+    assert case.params["batch"] == 128 and case.params["bias"] is False
+    assert 3 <= case.params["in_features"] <= 5
+    assert case.storage == "fp16" and case.family == "exact" and case.seed <= 3
+
+
+@FAST
+@given(cases(op=st.sampled_from(sorted(OPS)), max_elements=st.integers(8, 64),
+             max_reduction=st.none() | st.integers(1, 4)))
+def test_cases_take_strategies_for_the_op_and_the_limits(case: Case) -> None:
+    assert case.op in OPS
+    assert case.size() <= 64
+
+
+@settings(max_examples=20, deadline=None)
+@given(cases(op="linear", max_elements=512, max_overlays=3))
+def test_cases_materialise_representable_inputs(case: Case) -> None:
+    xs = case.inputs()
+    assert set(xs) == set(case.shapes())
+    for arr in xs.values():
+        assert representable(arr, case.storage).all()
+    if case.family != "special" and not case.overlays:
+        assert all(np.isfinite(a).all() for a in xs.values())
+
+
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_cases_shrink_to_the_simplest_case(op: str) -> None:
+    case = find(cases(op=op, max_overlays=3), lambda _: True)
+    assert case.size() == len(case.shapes())  # every dimension 1
+    assert (case.family, case.storage, case.layouts, case.overlays) == ("exact", "fp32", {}, ())
+    assert case.seed == 0
+
+
+def test_cases_shrink_towards_batch_one() -> None:
+    case = find(cases(op="linear"), lambda c: c.params["out_features"] >= 3)
+    assert case.params["batch"] == 1 and case.params["in_features"] == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"op": "conv"}, "'conv'"),
+        ({"op": 3}, "3"),
+        ({"op": "linear", "storage": "tf32"}, "storage='tf32'"),
+        ({"op": "linear", "storage": []}, r"storage=\[\]"),
+        ({"op": "linear", "families": "gaussian"}, "families='gaussian'"),
+        ({"op": "linear", "families": ["exact", "nope"]}, "nope"),
+        ({"op": "linear", "layouts": "Q"}, "layouts='Q'"),
+        ({"op": "linear", "max_reduction": 0}, "max_reduction=0"),
+        ({"op": "linear", "max_reduction": 2.5}, "max_reduction=2.5"),
+        ({"op": "linear", "max_elements": 0}, "max_elements=0"),
+        ({"op": "linear", "max_elements": 2}, "max_elements=2"),
+        ({"op": "linear", "batch": 0}, "batch=0"),
+        ({"op": "matmul", "batch": 4}, "batch=4"),
+        ({"op": "linear", "batch": 4, "params": {"batch": 2}}, "batch=4"),
+        ({"op": "linear", "params": {"groups": 2}}, "groups"),
+        ({"op": "linear", "params": {"bias": "yes"}}, "bias='yes'"),
+        ({"op": "linear", "params": {"in_features": 9}, "max_reduction": 4}, "max_reduction=4"),
+        ({"op": "linear", "params": {"in_features": 300, "out_features": 300}}, "max_elements"),
+        ({"op": "linear", "max_overlays": -1}, "max_overlays=-1"),
+        ({"op": "linear", "seed": -1}, "seed=-1"),
+        ({"op": "linear", "seed": 2**32}, f"seed={2**32}"),
+    ],
+)
+def test_cases_rejects_invalid_arguments(kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(InvalidArgument, match=match):
+        cases(**kwargs)
+
+
+def test_cases_rejects_a_missing_op() -> None:
+    with pytest.raises(TypeError, match="op"):
+        cases()  # type: ignore[call-arg]

@@ -1,0 +1,41 @@
+"""The bug zoo is caught by the default strategies; the correct kernels pass."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from numoracle.kernels import get_target
+from numoracle.repro import _load_module, replay
+from numoracle.runner import run_target
+
+ZOO = Path(__file__).resolve().parents[1] / "benchmarks" / "zoo"
+MUTANTS = [t for f in sorted(ZOO.glob("*.py")) if f.name != "__init__.py"
+           for t in _load_module(str(f)).TARGETS]
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda t: f"{t.op}-{t.name}")
+def test_default_strategies_catch_the_mutant(mutant, tmp_path: Path) -> None:
+    res = run_target(mutant, examples=200, seed=0, store=tmp_path)
+    assert res.verdict == "FAIL", f"{mutant.name} was not caught in {res.cases} cases"
+    assert res.cases_to_catch is not None and res.cases_to_catch <= 200
+    assert res.repro is not None and "numoracle replay" in res.message
+    again = replay(res.repro)
+    assert not again.passed, "the saved repro does not reproduce the failure"
+
+
+CORRECT = [("numpy-fp32", "linear"), ("numpy-fp32", "matmul"), ("torch-cpu-fp32", "linear"),
+           ("torch-cpu-fp32", "matmul"), ("torch-cpu-bf16", "linear"),
+           ("torch-cpu-bf16", "matmul")]
+
+
+@pytest.mark.parametrize(("name", "op"), CORRECT)
+def test_correct_targets_pass(name: str, op: str, tmp_path: Path) -> None:
+    target = get_target(name, op)
+    if target.unavailable_reason():
+        pytest.skip(target.unavailable_reason())
+    res = run_target(target, examples=150, seed=1, store=tmp_path)
+    assert res.verdict == "pass", res.message
+    assert res.cases == 150 and res.failures == 0
+    assert 0 < res.worst_ratio < 1
