@@ -24,13 +24,14 @@ the pytest plugin summarises them at the end of a run.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidArgument, KernelMismatch, NumoracleError
 from .oracle.ops import get_op
-from .oracle.precision import PrecisionModel
+from .oracle.precision import PrecisionModel, get_model
 from .repro import DEFAULT_STORE
 from .target import BACKENDS, Target
 
@@ -75,7 +76,7 @@ def op_outputs(op: str) -> tuple[str, ...]:
     from .strategies import PLANS, Flag  # noqa: PLC0415 - the plans say which params are flags
 
     o = get_op(op)
-    params: dict[str, Any] = {name: 1 for name in o.param_names}
+    params: dict[str, Any] = dict.fromkeys(o.param_names, 1)
     params.update({s.name: True if isinstance(s, Flag) else s.smallest
                    for s in PLANS.get(o.name, ())})
     return o.outputs(o.validate(params))
@@ -95,7 +96,7 @@ def _check_examples(examples: int | None) -> int:
     if examples is None:
         from hypothesis import settings  # noqa: PLC0415 - hypothesis only when checking
 
-        return int(settings.default.max_examples)
+        return int(settings().max_examples)
     if isinstance(examples, bool) or not isinstance(examples, int) or examples < 1:
         raise InvalidArgument(f"{examples=} must be a positive int (cases to draw), e.g. 100")
     return examples
@@ -139,17 +140,30 @@ def _make_target(
     if not isinstance(name, str) or not name:
         raise InvalidArgument(f"{name=} must be a non-empty str naming the kernel")
     return Target(
-        name=name, op=op, backend=backend, precision=precision, fn=fn,
+        name=name, op=op, backend=backend, precision=get_model(precision), fn=fn,
         outputs=_check_outputs(op, outputs), layouts=_check_names("layouts", layouts),
         available=get_backend(backend).available,
         description=(getattr(fn, "__doc__", None) or "").strip().split("\n")[0],
     )
 
 
+#: cases() arguments a check sets from its own: the op and the claimed precision's storage
+_FIXED_BY_CHECK = {"op": "op=", "storage": "precision="}
+
+
 def _strategy(target: Target, overrides: dict[str, Any]) -> SearchStrategy[Case]:
     """Cases for ``target``, built now so that a bad override fails here, not mid-run."""
     from .runner import default_strategy  # noqa: PLC0415 - hypothesis only when checking
+    from .strategies import cases  # noqa: PLC0415 - hypothesis only when checking
 
+    allowed = [p for p in inspect.signature(cases).parameters if p not in _FIXED_BY_CHECK]
+    for key in overrides:
+        if key in _FIXED_BY_CHECK:
+            raise InvalidArgument(f"{key}= is set by the check itself; use "
+                                  f"{_FIXED_BY_CHECK[key]} instead")
+        if key not in allowed:
+            raise InvalidArgument(f"{key}={overrides[key]!r} is not an argument of the check "
+                                  f"or of its case strategy; the strategy takes {allowed}")
     return default_strategy(target, **overrides)
 
 
@@ -313,7 +327,7 @@ def validate(
         if target.backend in GPU_BACKENDS:
             import pytest  # noqa: PLC0415 - the marker only matters under pytest
 
-            return pytest.mark.gpu(test)  # type: ignore[no-any-return]
+            return pytest.mark.gpu(test)
         return test
 
     return decorate

@@ -21,6 +21,7 @@ caught), 1 when something failed, 2 for a usage error.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -136,17 +137,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: 2 for a usage error, 0 for --help
         return exc.code if isinstance(exc.code, int) else 2
-    console = Console(highlight=False)
+    console = _console()
     try:
         status: int = args.func(args, console)
     except InvalidArgument as exc:
-        Console(stderr=True, highlight=False).print(
-            f"numoracle {args.command}: {exc}", style="red", markup=False)
+        _print_text(Console(stderr=True), f"numoracle {args.command}: {exc}", style="red")
         return 2
     return status
 
 
 # -- shared pieces ------------------------------------------------------------------------
+
+
+def _console() -> Console:
+    """Standard output; 140 columns wide when it is not a terminal (logs, CI)
+    and COLUMNS does not say otherwise, so that tables keep one line a row."""
+    console = Console(highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console.width = 140
+    return console
 
 
 def _check_ops(ops: Sequence[str] | None) -> list[str]:
@@ -267,11 +276,12 @@ def _cmd_list(args: argparse.Namespace, console: Console) -> int:
         ops.add_column(col)
     for name, op in sorted(OPS.items()):
         doc = (sys.modules[type(op).__module__].__doc__ or "").strip().split("\n")[0]
+        doc = doc.replace("``", "")
         ops.add_row(*map(escape, (name, ", ".join(op.param_names),
                                   ", ".join(op_outputs(name)), doc)))
     console.print(ops)
     targets = Table(title="targets")
-    for col in ("target", "op", "backend", "precision", "here"):
+    for col in ("target", "op", "backend", "precision model", "here"):
         targets.add_column(col)
     for t in all_targets():
         reason = t.unavailable_reason()
@@ -289,8 +299,12 @@ def _cmd_replay(args: argparse.Namespace, console: Console) -> int:
     from .repro import replay  # noqa: PLC0415 - replay needs the checking machinery
 
     verdict = replay(args.path)
-    _print_text(console, verdict.message(), style=None if verdict.passed else "red")
-    return 0 if verdict.passed else 1
+    _print_text(console, verdict.message())
+    if verdict.passed:
+        _print_text(console, "passes now", style="green")
+        return 0
+    _print_text(console, "still fails", style="red")
+    return 1
 
 
 # -- zoo -------------------------------------------------------------------------------------------

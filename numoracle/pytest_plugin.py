@@ -168,7 +168,7 @@ class RunSummary:
                  fmt_ratio(r["worst_ratio"])) for _, r in sorted(self.rows.items())]
         widths = [max(len(row[i]) for row in [head, *body]) for i in range(len(head))]
         return ["  ".join(c.ljust(w) if i < 2 else c.rjust(w)
-                          for i, (c, w) in enumerate(zip(row, widths)))
+                          for i, (c, w) in enumerate(zip(row, widths, strict=True)))
                 for row in [head, *body]]
 
 

@@ -55,11 +55,13 @@ class TargetResult:
 
 
 def default_strategy(target: Target, **overrides: Any) -> st.SearchStrategy[Case]:
-    """Cases for ``target``: its op, its storage format, its reduction limit."""
-    from .strategies import cases  # noqa: PLC0415 - strategies need hypothesis
+    """Cases for ``target``: its op, its storage format, its layouts, its
+    reduction limit; every value family, special values overlaid at times."""
+    from .strategies import FAMILY_ORDER, cases  # noqa: PLC0415 - strategies need hypothesis
 
     kw: dict[str, Any] = {"op": target.op, "storage": target.precision.storage.name,
-                          "max_reduction": target.max_reduction}
+                          "max_reduction": target.max_reduction, "layouts": target.layouts,
+                          "families": FAMILY_ORDER, "max_overlays": 2}
     kw.update(overrides)
     return cases(**kw)
 

@@ -97,6 +97,16 @@ def _product_inputs(products: Sequence[Product]) -> list[str]:
     return names
 
 
+def _uses(products: Sequence[Product]) -> dict[str, int]:
+    """How many products each multiplied input is in, in order of first appearance."""
+    return {n: sum(n in (p.a, p.b) for p in products) for n in _product_inputs(products)}
+
+
+def _least_shared(uses: Mapping[str, int]) -> list[str]:
+    """The inputs in the fewest products, in order of first appearance."""
+    return [n for n, k in uses.items() if k == min(uses.values())]
+
+
 def _longest(products: Sequence[Product]) -> int:
     """The longest reduction of the op (1 when it multiplies nothing)."""
     return max((int(p.n) for p in products), default=1)
@@ -195,15 +205,13 @@ def exact_widths(products: Sequence[Product], shapes: Shapes, storage: Format | 
                 f"a reduction of n={p.n} terms ({p.a} x {p.b}) is too long for the exact "
                 f"family (at most 2**{ACC_BITS - EXACT_MARGIN_BITS - 2}); use another family"
             )
-    names = _product_inputs(products)
-    count = {n: sum(n in (p.a, p.b) for p in products) for n in names}
-    if wide is None and names:
-        wide = min(names, key=lambda n: count[n])
-    if names and wide not in names:
-        raise InvalidArgument(f"{wide=} must be one of the multiplied inputs {names}")
-    rest = sorted((n for n in names if n != wide), key=lambda n: -count[n])
+    uses = _uses(products)
+    if wide is not None and wide not in uses:
+        raise InvalidArgument(f"{wide=} must be one of the multiplied inputs {list(uses)}")
+    first = [wide] if wide is not None else _least_shared(uses)[:1]
+    rest = sorted((n for n in uses if n not in first), key=lambda n: -uses[n])
     widths: dict[str, int] = {}
-    for name in ([wide] if names else []) + rest:
+    for name in first + rest:
         widths[name] = _width_limit(name, products, widths, cap)
     narrowest = min(widths.values(), default=cap)
     return {name: widths.get(name, narrowest) for name in shapes}
@@ -271,9 +279,7 @@ def _cancel(shapes: Shapes, products: Sequence[Product], fmt: Format,
 
 def _exact(shapes: Shapes, products: Sequence[Product], fmt: Format,
            rng: np.random.Generator) -> dict[str, np.ndarray]:
-    names = _product_inputs(products)
-    count = {n: sum(n in (p.a, p.b) for p in products) for n in names}
-    fewest = [n for n in names if count[n] == min(count.values())]
+    fewest = _least_shared(_uses(products))
     wide = fewest[int(rng.integers(len(fewest)))] if fewest else None
     widths = exact_widths(products, shapes, fmt, wide=wide)
     out = {}
@@ -287,7 +293,7 @@ def _special(shapes: Shapes, products: Sequence[Product], fmt: Format,
              rng: np.random.Generator) -> dict[str, np.ndarray]:
     out = _normal(shapes, products, fmt, rng)
     specials = np.array(special_values(fmt))
-    for name, arr in out.items():
+    for arr in out.values():
         flat = arr.reshape(-1)
         if flat.size == 0:
             continue

@@ -131,8 +131,8 @@ def test_exact_family_has_an_input_too_wide_for_tf32(seed: int) -> None:
 def test_exact_widths_follow_the_rule(ns: list[int], storage: str, data: st.DataObject) -> None:
     names = ["a", "b", "c"]
     pairs = [data.draw(st.permutations(names)) for _ in ns]
-    products = [Product(p[0], p[1], n) for p, n in zip(pairs, ns)]
-    shapes = {n: (2,) for n in names + ["bias"]}
+    products = [Product(p[0], p[1], n) for p, n in zip(pairs, ns, strict=True)]
+    shapes = dict.fromkeys(names + ["bias"], (2,))
     widths = exact_widths(products, shapes, storage)
     cap = min(get_format(storage).p, ACC_BITS)
     assert set(widths) == set(shapes)

@@ -197,6 +197,8 @@ def gemm(
     """
     import cupy
 
+    a, b = _as_input(a, "a"), _as_input(b, "b")
+    bias = None if bias is None else _as_input(bias, "bias")
     dims = (_dim("m", m), _dim("n", n), _dim("k", k))
     if batch < 1:
         raise InvalidArgument(f"gemm: {batch=} must be a positive int")
@@ -233,6 +235,9 @@ def column_sum(g: Any) -> Any:
     """Sum of each column of the C-contiguous float32 matrix ``g``, by ``colsum_f32``."""
     import cupy
 
+    g = _as_input(g, "g")
+    if g.ndim != 2:
+        raise InvalidArgument(f"column_sum: g.shape={g.shape} must be (rows, cols)")
     rows, cols = _dim("rows", g.shape[0]), _dim("cols", g.shape[1])
     out = cupy.full((int(cols),), np.nan, dtype=np.float32)
     grid = (min(math.ceil(int(cols) / _COLSUM_BLOCK), _INT32_MAX),)

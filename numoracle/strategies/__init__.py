@@ -16,8 +16,17 @@ Examples
 
 from __future__ import annotations
 
-from .cases import (DEFAULT_MAX_ELEMENTS, DIM_MAX, PLANS, REDUCTION_MAX, SEED_MAX, Dim, Flag,
-                    Shape, cases)
+from .cases import (
+    DEFAULT_MAX_ELEMENTS,
+    DIM_MAX,
+    PLANS,
+    REDUCTION_MAX,
+    SEED_MAX,
+    Dim,
+    Flag,
+    Shape,
+    cases,
+)
 from .formats import STORAGE_FORMATS, storage_formats
 from .layouts import input_layouts, layouts
 from .sizes import MAX_SIZE, batch_sizes, dims, interesting_sizes

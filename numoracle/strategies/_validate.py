@@ -9,7 +9,7 @@ suggest the fix, and accepts a strategy wherever it accepts a value.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 import numpy as np
 from hypothesis import strategies as st
@@ -24,7 +24,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-def is_strategy(value: object) -> bool:
+def is_strategy(value: object) -> TypeGuard[SearchStrategy[Any]]:
     """True for a Hypothesis strategy."""
     return isinstance(value, SearchStrategy)
 
@@ -77,9 +77,9 @@ def check_shapes(shapes: object) -> dict[str, tuple[int, ...]]:
 
 def as_strategy(value: T | SearchStrategy[T], check: Callable[[T], T]) -> SearchStrategy[T]:
     """``value`` itself when it is a strategy, else ``st.just(check(value))``."""
-    if is_strategy(value):
-        return value  # type: ignore[return-value]
-    return st.just(check(value))  # type: ignore[arg-type]
+    if isinstance(value, SearchStrategy):
+        return value
+    return st.just(check(value))
 
 
 def choice_strategy(name: str, value: Any, known: tuple[str, ...]) -> SearchStrategy[str]:
@@ -87,7 +87,7 @@ def choice_strategy(name: str, value: Any, known: tuple[str, ...]) -> SearchStra
     one name (always that one) or a collection of names (any of them, shrinking
     towards the first in the order of ``known``)."""
     if is_strategy(value):
-        return value  # type: ignore[no-any-return]
+        return value
     if isinstance(value, str):
         if value not in known:
             raise InvalidArgument(f"{name}={value!r} is unknown; use one of {known}")

@@ -119,9 +119,8 @@ class Shape:
         length = draw(st.integers(0, self.max_len))
         entries: tuple[int, ...] = ()
         for i in range(length):
-            def fits(v: int, i: int = i) -> bool:
-                shape = entries + (v,) + (1,) * (length - i - 1)
-                return limits.fits(op, {**params, self.name: shape})
+            def fits(v: int, head: tuple[int, ...] = entries, tail: int = length - i - 1) -> bool:
+                return limits.fits(op, {**params, self.name: head + (v,) + (1,) * tail})
 
             entries += (draw(dims(max_value=_largest(fits, self.max_entry))),)
         return entries
@@ -260,7 +259,7 @@ def cases(
     storage: str | Iterable[str] | SearchStrategy[str] = STORAGE_FORMATS,
     families: str | Iterable[str] | SearchStrategy[str] = DEFAULT_FAMILIES,
     layouts: str | Iterable[str] | SearchStrategy[str] = LAYOUTS,
-    max_reduction: int | None | SearchStrategy[int | None] = None,
+    max_reduction: int | SearchStrategy[int | None] | None = None,
     max_elements: int | SearchStrategy[int] = DEFAULT_MAX_ELEMENTS,
     batch: int | SearchStrategy[int] | None = None,
     params: Mapping[str, Any] | None = None,
@@ -309,9 +308,10 @@ def cases(
 
     Examples
     --------
-    >>> case = cases(op="linear", families="exact", max_elements=64).example()
-    >>> case.size() <= 64 and case.family == "exact"
-    True
+    >>> from hypothesis import find
+    >>> find(cases(op="linear", max_elements=64), lambda c: c.params["in_features"] > 4)
+    Case(op='linear', params={'batch': 1, 'in_features': 5, 'out_features': 1, 'bias': False}, \
+storage='fp32', family='exact', seed=0, layouts={}, overlays=())
     """
     fixed = dict(params or {})
     req = _Request(
@@ -328,7 +328,7 @@ def cases(
     )
     if batch is not None and not is_strategy(batch):
         check_int("batch", batch, min_value=1, max_value=MAX_SIZE)
-    if not is_strategy(op):
+    if isinstance(op, str):
         _check_request(get_op(op), fixed, batch, max_elements, max_reduction)
     return _cases(req)
 

@@ -21,7 +21,8 @@ def storage_formats(*, allowed: Iterable[str] = STORAGE_FORMATS) -> SearchStrate
 
     Examples
     --------
-    >>> storage_formats(allowed=["fp16"]).example()
-    'fp16'
+    >>> from hypothesis import find
+    >>> find(storage_formats(allowed=["fp16", "bf16"]), lambda _: True)
+    'bf16'
     """
     return st.sampled_from(check_choices("allowed", allowed, STORAGE_FORMATS))

@@ -18,7 +18,7 @@ from hypothesis.strategies import SearchStrategy
 
 from ..oracle.formats import Format, get_format
 from ..values import FAMILIES, special_values
-from ._validate import check_choices, check_shapes, check_int
+from ._validate import check_choices, check_int, check_shapes
 
 __all__ = ["FAMILY_ORDER", "DEFAULT_FAMILIES", "families", "overlays"]
 
@@ -38,8 +38,9 @@ def families(*, allowed: Iterable[str] = FAMILY_ORDER) -> SearchStrategy[str]:
 
     Examples
     --------
-    >>> families(allowed=["cancel"]).example()
-    'cancel'
+    >>> from hypothesis import find
+    >>> find(families(allowed=["cancel", "exact"]), lambda _: True)
+    'exact'
     """
     return st.sampled_from(check_choices("allowed", allowed, FAMILY_ORDER))
 

@@ -36,7 +36,8 @@ def test_cases_are_valid_and_within_the_default_limits(op: str) -> None:
         assert case == Case.from_dict(case.to_dict())
         assert case.size() <= DEFAULT_MAX_ELEMENTS
         assert 0 <= case.seed <= SEED_MAX
-        assert case.family != "special" and case.overlays == ()
+        assert case.family != "special"
+        assert case.overlays == ()
         assert set(case.layouts.values()) <= set(LAYOUTS) - {"C"}
 
     check()
@@ -75,9 +76,12 @@ def test_cases_respect_the_choices(case: Case) -> None:
 @given(cases(op="linear", batch=128, params={"bias": False, "in_features": st.integers(3, 5)},
              storage="fp16", families="exact", seed=st.integers(0, 3)))
 def test_cases_take_fixed_values_and_strategies(case: Case) -> None:
-    assert case.params["batch"] == 128 and case.params["bias"] is False
+    assert case.params["batch"] == 128
+    assert case.params["bias"] is False
     assert 3 <= case.params["in_features"] <= 5
-    assert case.storage == "fp16" and case.family == "exact" and case.seed <= 3
+    assert case.storage == "fp16"
+    assert case.family == "exact"
+    assert case.seed <= 3
 
 
 @FAST
@@ -109,7 +113,8 @@ def test_cases_shrink_to_the_simplest_case(op: str) -> None:
 
 def test_cases_shrink_towards_batch_one() -> None:
     case = find(cases(op="linear"), lambda c: c.params["out_features"] >= 3)
-    assert case.params["batch"] == 1 and case.params["in_features"] == 1
+    assert case.params["batch"] == 1
+    assert case.params["in_features"] == 1
 
 
 @pytest.mark.parametrize(
