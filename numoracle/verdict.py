@@ -17,7 +17,7 @@ import numpy as np
 from .oracle.precision import PRESETS, STANDARD_MODELS, PrecisionModel
 from .oracle.tracked import Tracked
 
-__all__ = ["ElementReport", "OutputVerdict", "Verdict", "compare", "diagnose", "ladder_for"]
+__all__ = ["ElementReport", "OutputVerdict", "Verdict", "candidates", "compare", "diagnose", "ladder_for"]
 
 WORST_SHOWN = 5
 
@@ -115,7 +115,7 @@ def _nonfinite(got: np.ndarray, ref: np.ndarray, bound: np.ndarray) -> tuple[np.
     nan_bad = got_nan & ~ref_nan & ~may_overflow
     nan_missing = ref_nan & ~got_nan
     inf_bad = got_inf & ~ref_inf & ~may_overflow
-    inf_wrong = ref_inf & ~(got == ref)
+    inf_wrong = ref_inf & ~(got == ref) & ~may_overflow
     bad = nan_bad | nan_missing | inf_bad | inf_wrong
     if not bad.any():
         return bad, None
@@ -189,6 +189,20 @@ def ladder_for(model: PrecisionModel) -> tuple[str, ...]:
     return by_storage.get(model.storage.name, (model.name,))
 
 
+def candidates(claimed: PrecisionModel) -> list[tuple[str, PrecisionModel]]:
+    """Models a result is tried against: the claimed one, the claimed one with
+    subnormal inputs flushed or with an unfused bias epilogue, and the standard
+    ladder of its storage format."""
+    out = [(claimed.name, claimed)]
+    if not claimed.flush_subnormal_inputs:
+        out.append((f"{claimed.name}+flushed-subnormals",
+                    claimed.with_(flush_subnormal_inputs=True)))
+    if not claimed.bias_after_store:
+        out.append((f"{claimed.name}+bias-after-store", claimed.with_(bias_after_store=True)))
+    out += [(name, PRESETS[name]) for name in ladder_for(claimed) if name != claimed.name]
+    return out
+
+
 def diagnose(
     out: OutputVerdict,
     got: np.ndarray,
@@ -196,16 +210,13 @@ def diagnose(
     reference_for: Callable[[PrecisionModel], Tracked],
 ) -> None:
     """Fill ``out.diagnosis`` and ``out.per_model``: the worst ratio under each
-    standard model, and the most precise model the result is consistent with."""
+    candidate model, and the most precise model the result is consistent with."""
     if out.nonfinite:
         out.diagnosis = out.nonfinite
         return
-    for name in ladder_for(claimed):
-        model = PRESETS[name]
-        if name == claimed.name:
-            model = claimed
-        v = compare(out.name, got, reference_for(model))
-        out.per_model[name] = v.worst_ratio_det
+    models = dict(candidates(claimed))
+    for name, model in models.items():
+        out.per_model[name] = compare(out.name, got, reference_for(model)).worst_ratio_det
     if out.passed:
         how = "bit-exact as the exact regime requires" if out.exact else (
             f"worst ratio {out.worst_ratio:.3g}")
@@ -215,7 +226,7 @@ def diagnose(
     if fits:
         also = f"; also consistent with {', '.join(fits[1:])}" if fits[1:] else ""
         out.diagnosis = (f"exceeds {claimed.name}; consistent with {fits[0]} "
-                         f"({PRESETS[fits[0]].describe()}){also}")
+                         f"({models[fits[0]].describe()}){also}")
     elif out.exact:
         out.diagnosis = ("exceeds every precision model: the bound is 0 here (exact "
                          "regime), so this is a logic bug (wrong index or layout, a "

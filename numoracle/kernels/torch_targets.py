@@ -56,11 +56,15 @@ class TorchMode:
         ``"fp32"``, ``"bf16"`` or ``"fp16"``: the dtype of inputs and outputs.
     tf32 : bool
         Let cuBLAS round fp32 inputs to TF32 (CUDA fp32 only).
+    claims : tuple of (field, value)
+        Precision-model fields the mode claims beyond its preset, for behaviour
+        numoracle measured (see ``benchmarks/results/``).
     """
 
     device: str
     storage: str
     tf32: bool = False
+    claims: tuple[tuple[str, object], ...] = ()
 
     def __post_init__(self) -> None:
         if self.device not in ("cpu", "cuda"):
@@ -222,11 +226,16 @@ def _available(mode: TorchMode) -> str | None:
 
 _MODES: tuple[tuple[TorchMode, str], ...] = (
     (TorchMode("cpu", "fp32"), "torch CPU float32 (oneDNN fp32 matmul precision pinned to IEEE)"),
-    (TorchMode("cpu", "bf16"), "torch CPU bfloat16, fp32 accumulation"),
+    # measured: CPU bf16 matmuls read subnormal bf16 inputs as zero
+    (TorchMode("cpu", "bf16", claims=(("flush_subnormal_inputs", True),)),
+     "torch CPU bfloat16, fp32 accumulation, subnormal inputs flushed"),
     (TorchMode("cuda", "fp32"), "torch CUDA float32, cuBLAS with TF32 off"),
     (TorchMode("cuda", "fp32", tf32=True), "torch CUDA float32, cuBLAS with TF32 on"),
-    (TorchMode("cuda", "bf16"), "torch CUDA bfloat16, reduced-precision reductions off"),
-    (TorchMode("cuda", "fp16"), "torch CUDA float16, reduced-precision reductions off"),
+    # measured: at batch 1, F.linear rounds x W^T to bf16/fp16 before adding the bias
+    (TorchMode("cuda", "bf16", claims=(("bias_after_store", True),)),
+     "torch CUDA bfloat16, reduced-precision reductions off"),
+    (TorchMode("cuda", "fp16", claims=(("bias_after_store", True),)),
+     "torch CUDA float16, reduced-precision reductions off"),
 )
 
 
@@ -242,7 +251,7 @@ def _targets() -> tuple[Target, ...]:
                     name=mode.target_name,
                     op=op,
                     backend=f"torch-{mode.device}",
-                    precision=get_model(mode.model),
+                    precision=get_model(mode.model, **dict(mode.claims)),
                     fn=partial(fn, mode=mode),
                     available=partial(_available, mode),
                     description=f"{text}; {what}; all outputs",

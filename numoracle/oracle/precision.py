@@ -97,6 +97,12 @@ class PrecisionModel:
         Failure budget per element of the probabilistic bound.
     deterministic_runs : bool
         Whether the target promises bit-identical results across runs.
+    flush_subnormal_inputs : bool
+        Subnormal inputs may be read as zero (denormals-are-zero): each such
+        input carries its own magnitude as radius.
+    bias_after_store : bool
+        The contraction is rounded to the storage format before the bias is
+        added (an unfused epilogue: two roundings of the output).
     """
 
     name: str
@@ -109,6 +115,8 @@ class PrecisionModel:
     probabilistic: bool = False
     alpha: float = 1e-6
     deterministic_runs: bool = False
+    flush_subnormal_inputs: bool = False
+    bias_after_store: bool = False
 
     def __post_init__(self) -> None:
         if self.probabilistic and self.accumulate_rounding != "rne":
@@ -152,6 +160,10 @@ class PrecisionModel:
         if self.accumulate_rounding != "rne":
             s += f" ({self.accumulate_rounding})"
         s += f", order {self.order}"
+        if self.flush_subnormal_inputs:
+            s += ", subnormal inputs may be flushed"
+        if self.bias_after_store:
+            s += ", bias added after a store"
         if self.probabilistic:
             s += f", probabilistic (alpha={self.alpha:g})"
         return s

@@ -35,7 +35,7 @@ import numpy as np
 from .formats import FP64, Format, quantize, representable
 from .precision import PrecisionModel, gamma, gamma_tilde
 
-__all__ = ["Tracked", "exact", "matmul", "sum_", "store", "lsb_exponent", "ESCALATE_SHARE"]
+__all__ = ["Tracked", "exact", "add", "matmul", "sum_", "store", "lsb_exponent", "ESCALATE_SHARE"]
 
 U64 = FP64.u
 #: escalate to the exact context when the float64 reference error is not below
@@ -125,17 +125,27 @@ def _trailing_zeros(mi: Any, xp: Any) -> Any:
     return xp.log2(low.astype(xp.float64)).astype(xp.int64)
 
 
-def _operand(t: Tracked, model: PrecisionModel) -> tuple[Any, float]:
-    """Values the kernel multiplies, and the relative error of its input rounding
-    that the oracle could not apply itself."""
-    if not model.rounds_inputs:
-        return t.value, 0.0
+def _operand(t: Tracked, model: PrecisionModel) -> tuple[Tracked, float]:
+    """The operand as the kernel multiplies it, and the relative error of its
+    input rounding that the oracle could not apply itself.
+
+    A known rounding of exact inputs is applied exactly; subnormal inputs of a
+    model that may flush them get their magnitude as radius."""
     xp = _xp(t.value)
-    if xp is np and model.input_rounding is not None and not np.any(t.det):
-        return quantize(t.value, model.compute, model.input_rounding), 0.0
-    ok = bool(np.all(representable(xp.asnumpy(t.value) if xp is not np else t.value,
-                                   model.compute)))
-    return t.value, 0.0 if ok else model.input_unit()
+    v, c = t.value, 0.0
+    if model.rounds_inputs:
+        if xp is np and model.input_rounding is not None and not np.any(t.det):
+            v = quantize(t.value, model.compute, model.input_rounding)
+        else:
+            host = t.value if xp is np else xp.asnumpy(t.value)
+            c = 0.0 if bool(np.all(representable(host, model.compute))) else model.input_unit()
+    t = replace(t, value=v) if v is not t.value else t
+    if model.flush_subnormal_inputs:
+        sub = (v != 0) & (xp.abs(v) < model.compute.tiny)
+        if bool(sub.any()):
+            r = xp.where(sub, xp.abs(v), 0.0)
+            t = replace(t, det=t.det + r, prob=t.prob + r)
+    return t, c
 
 
 def matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None = None) -> Tracked:
@@ -149,9 +159,15 @@ def matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None =
     zero in the exact regime. The probabilistic bound replaces gamma by
     gamma~_h(lambda).
     """
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _matmul(a, b, model, bias)
+
+
+def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None) -> Tracked:
     xp = _xp(a.value)
-    av, ca = _operand(a, model)
-    bv, cb = _operand(b, model)
+    a, ca = _operand(a, model)
+    b, cb = _operand(b, model)
+    av, bv = a.value, b.value
     c_in = ca + cb + ca * cb
     k = a.shape[-1]
     terms = k + (1 if bias is not None else 0)
@@ -204,9 +220,20 @@ def matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None =
     if has_rad:
         det_acc += prop
         prob_acc += prop_p
-    det, prob = _overflow_to_inf(S > acc.max, det_acc, prob_acc)
+    det, prob = _overflow_to_inf(_finite_magnitude(S, a, b, bias) > acc.max, det_acc, prob_acc)
     out = Tracked(value=value, ref_err=ref_err, det=det, prob=prob, mag=S, n=terms)
     return _escalate(out, av, bv, bias, model)
+
+
+def _finite_magnitude(S: Any, a: Tracked, b: Tracked, bias: Tracked | None) -> Any:
+    """``S`` over the finite terms only: where it exceeds the accumulator's range
+    the kernel may overflow (and then make NaN of inf - inf) legitimately."""
+    xp = _xp(S)
+    if bool(xp.isfinite(S).all()):
+        return S
+    fin = lambda v: xp.where(xp.isfinite(v), xp.abs(v), 0.0)  # noqa: E731
+    out = fin(a.value) @ fin(b.value)
+    return out + fin(bias.value) if bias is not None else out
 
 
 def _affine(S: Any, coef: float, const: float) -> Any:
@@ -223,6 +250,30 @@ def _overflow_to_inf(mask: Any, *arrays: Any) -> tuple[Any, ...]:
     for a in arrays:
         a[mask] = float("inf")
     return arrays
+
+
+def add(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
+    """Elementwise ``a + b`` rounded once in the accumulation format: adds
+    ``u_acc (|a + b| + radii) + 2^emin``; exact where both are exact and the sum
+    is representable."""
+    xp = _xp(a.value)
+    with np.errstate(invalid="ignore", over="ignore"):
+        value = a.value + b.value
+        acc = model.accumulate
+        ref_err = a.ref_err + b.ref_err + U64 * xp.abs(value)
+        scaled = xp.abs(value) + ref_err
+        scaled *= model.acc_unit()
+        scaled += acc.tiny
+        det = _rounded(a.det + b.det, scaled, model.acc_unit())
+        prob = _rounded(a.prob + b.prob, scaled, model.acc_unit())
+        if xp is np:
+            hi_err = (value - a.value) - b.value  # 0 when the float64 sum is exact
+            exact_here = ((a.det == 0) & (b.det == 0) & (a.ref_err == 0) & (b.ref_err == 0)
+                          & (hi_err == 0) & representable(value, acc))
+            det[exact_here] = prob[exact_here] = ref_err[exact_here] = 0.0
+        n = a.n + b.n
+    return Tracked(value=value, ref_err=ref_err, det=det, prob=prob,
+                   mag=xp.abs(a.value) + xp.abs(b.value), n=n)
 
 
 def sum_(x: Tracked, axis: int, model: PrecisionModel) -> Tracked:
@@ -254,6 +305,11 @@ def store(t: Tracked, model: PrecisionModel, fmt: Format | None = None) -> Track
     fmt = fmt or model.storage
     if fmt.t >= 52 and model.accumulate.t >= 52:
         return t
+    with np.errstate(invalid="ignore", over="ignore"):
+        return _store(t, fmt, xp)
+
+
+def _store(t: Tracked, fmt: Format, xp: Any) -> Tracked:
     mag = xp.abs(t.value)
     mag += t.ref_err
     over = (mag + t.det) >= fmt.max

@@ -172,3 +172,40 @@ def test_nonfinite_inputs_make_nonfinite_references() -> None:
     b = np.array([[1.0], [1.0]])
     ref = matmul(exact(a), exact(b), get_model("fp32"))
     assert np.isinf(ref.value[0, 0])
+
+
+def test_flushed_subnormal_inputs_are_covered_only_when_claimed() -> None:
+    tiny_sub = 2.0**-130  # a subnormal in fp32 / bf16
+    a = np.array([[tiny_sub, 1.0]])
+    b = np.array([[2.0**126], [1.0]])  # product 2^-4: not negligible
+    got = 1.0  # the kernel read the subnormal as zero
+    plain = store(matmul(exact(a), exact(b), get_model("fp32")), get_model("fp32"))
+    daz_model = get_model("fp32", flush_subnormal_inputs=True)
+    daz = store(matmul(exact(a), exact(b), daz_model), daz_model)
+    assert abs(got - plain.value[0, 0]) > plain.bound()[0, 0]
+    assert abs(got - daz.value[0, 0]) <= daz.bound()[0, 0]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_unfused_bias_epilogue_is_covered_by_bias_after_store(seed: int) -> None:
+    from numoracle.oracle.ops import get_op
+
+    rng = np.random.default_rng(seed)
+    params = {"batch": 4, "in_features": 33, "out_features": 5, "bias": True}
+    inp = {k: quantize(rng.standard_normal(s), "bf16") for k, s in
+           get_op("linear").input_shapes(params).items()}
+    # the product rounded to bf16, then the bias added in fp32 and rounded again
+    prod = quantize(inp["x"].astype(np.float32) @ inp["weight"].astype(np.float32).T, "bf16")
+    got = quantize((prod.astype(np.float32) + inp["bias"].astype(np.float32)), "bf16")
+    model = get_model("bf16", bias_after_store=True)
+    ref = get_op("linear").reference(inp, params, model, ("y",))["y"]
+    assert np.all(np.abs(got - ref.value) <= ref.bound())
+
+
+def test_add_is_exact_for_representable_sums() -> None:
+    from numoracle.oracle.tracked import add
+
+    model = get_model("fp32")
+    r = add(exact(np.array([1.0, 2.0**24])), exact(np.array([2.0, 1.0])), model)
+    assert r.det[0] == 0 and r.det[1] > 0
+    assert abs(np.float32(2.0**24) + np.float32(1.0) - r.value[1]) <= r.bound()[1]

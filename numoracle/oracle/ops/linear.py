@@ -8,7 +8,9 @@ Inputs ``x`` (batch, in_features), ``weight`` (out_features, in_features),
 
 Accumulation lengths: ``y`` in_features (+1 with the bias, which counts as one
 more term of the reduction, wherever the kernel adds it), ``grad_input``
-out_features, ``grad_weight`` and ``grad_bias`` batch.
+out_features, ``grad_weight`` and ``grad_bias`` batch. A model with
+``bias_after_store`` rounds ``x W^T`` to the storage format first, then adds
+the bias and rounds again (an unfused epilogue).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import numpy as np
 
 from ...errors import InvalidArgument
 from ..precision import PrecisionModel
-from ..tracked import Tracked, exact, matmul, store, sum_
+from ..tracked import Tracked, add, exact, matmul, store, sum_
 from .base import Op, Product, check_positive_int
 
 __all__ = ["Linear"]
@@ -94,7 +96,10 @@ class Linear(Op):
         res: dict[str, Tracked] = {}
         if "y" in want:
             b = exact(inputs["bias"]) if params["bias"] else None
-            res["y"] = matmul(x, w.T, model, bias=b)
+            if b is not None and model.bias_after_store:
+                res["y"] = add(store(matmul(x, w.T, model), model), b, model)
+            else:
+                res["y"] = matmul(x, w.T, model, bias=b)
         if "grad_input" in want:
             res["grad_input"] = matmul(g, w, model)
         if "grad_weight" in want:
