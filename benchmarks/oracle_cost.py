@@ -96,6 +96,7 @@ def main() -> None:
     ap.add_argument("--gradcheck-limit", type=float, default=60.0)
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--features", type=int, default=1024)
+    ap.add_argument("--no-gradcheck", action="store_true", help="skip the gradcheck ladder")
     a = ap.parse_args()
     res: dict = {"machine": platform.platform(), "processor": platform.processor()}
     res["cpu"] = time_reference(a.batch, a.features, a.features)
@@ -110,8 +111,8 @@ def main() -> None:
     except ImportError:
         res["gpu_float64"] = None
     gc_batch = 8
-    res["gradcheck"] = gradcheck_ladder(a.gradcheck_limit, gc_batch)
-    n = res["gradcheck"]["largest_within_limit"]
+    res["gradcheck"] = None if a.no_gradcheck else gradcheck_ladder(a.gradcheck_limit, gc_batch)
+    n = res["gradcheck"]["largest_within_limit"] if res["gradcheck"] else None
     if n:
         gc_t = next(r["seconds"] for r in res["gradcheck"]["ladder"] if r["n"] == n)
         ours = time_reference(gc_batch, n, n)

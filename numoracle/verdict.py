@@ -114,13 +114,13 @@ def _nonfinite(got: np.ndarray, ref: np.ndarray, bound: np.ndarray) -> tuple[np.
     may_overflow = np.isinf(bound)  # unjudgeable: the kernel may overflow (inf - inf = NaN)
     nan_bad = got_nan & ~ref_nan & ~may_overflow
     nan_missing = ref_nan & ~got_nan
-    inf_bad = got_inf & ~ref_inf & ~may_overflow
+    inf_bad = got_inf & ~ref_inf & ~ref_nan & ~may_overflow
     inf_wrong = ref_inf & ~(got == ref) & ~may_overflow
     bad = nan_bad | nan_missing | inf_bad | inf_wrong
     if not bad.any():
         return bad, None
     parts = []
-    for mask, what in ((nan_bad, "NaN where the reference is finite"),
+    for mask, what in ((nan_bad, "NaN where the reference is not NaN"),
                        (nan_missing, "a number where the reference is NaN"),
                        (inf_bad, "Inf where the reference is finite"),
                        (inf_wrong, "not the reference's Inf")):

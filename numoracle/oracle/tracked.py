@@ -220,7 +220,10 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None)
     if has_rad:
         det_acc += prop
         prob_acc += prop_p
-    det, prob = _overflow_to_inf(_finite_magnitude(S, a, b, bias) > acc.max, det_acc, prob_acc)
+    # unjudgeable: the kernel may overflow, or an inf meets an uncertain input
+    # (inf times a subnormal that may be flushed: inf or NaN)
+    unknown = (_finite_magnitude(S, a, b, bias) > acc.max) | xp.isnan(det_acc)
+    det, prob = _overflow_to_inf(unknown, det_acc, prob_acc)
     out = Tracked(value=value, ref_err=ref_err, det=det, prob=prob, mag=S, n=terms)
     return _escalate(out, av, bv, bias, model)
 

@@ -47,15 +47,16 @@ Params = dict[str, Any]
 
 @dataclass(frozen=True)
 class _Limits:
-    """What a case may cost: total input elements and longest reduction."""
+    """What a case may cost: total input elements, total output elements (each
+    output element costs the oracle several float64 radii) and longest reduction."""
 
     max_elements: int
     max_reduction: int | None
 
     def fits(self, op: Op, params: Mapping[str, Any]) -> bool:
-        shapes = op.input_shapes(params)
-        if sum(int(np.prod(s)) for s in shapes.values()) > self.max_elements:
-            return False
+        for shapes in (op.input_shapes(params), op.output_shapes(params)):
+            if sum(int(np.prod(s)) for s in shapes.values()) > self.max_elements:
+                return False
         longest = max(op.reductions(params).values(), default=0)
         return self.max_reduction is None or longest <= self.max_reduction
 
@@ -289,7 +290,8 @@ def cases(
         or up to ``max_reduction`` when it is larger (at most
         :data:`REDUCTION_MAX` = 2**16).
     max_elements : int or strategy
-        Most input elements in all (default 2**16).
+        Most input elements in all, and most output elements in all (default
+        2**16).
     batch : int or strategy, optional
         The op's batch size (linear's ``batch``; default :func:`batch_sizes`
         within the limits). An error for ops without a batch parameter.
