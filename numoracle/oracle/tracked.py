@@ -185,13 +185,13 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None)
     prop_p: Any = 0.0
     ref_prop: Any = 0.0
     if has_rad:
-        prop = abs_a @ b.det + a.det @ abs_b + a.det @ b.det
-        prop_p = abs_a @ b.prob + a.prob @ abs_b + a.prob @ b.prob
-        S = S + a.det @ abs_b + abs_a @ b.det + a.det @ b.det
+        prop = _rmm(abs_a, b.det) + _rmm(a.det, abs_b) + a.det @ b.det
+        prop_p = _rmm(abs_a, b.prob) + _rmm(a.prob, abs_b) + a.prob @ b.prob
+        S = S + _rmm(a.det, abs_b) + _rmm(abs_a, b.det) + a.det @ b.det
         if bias is not None:
             prop, prop_p, S = prop + bias.det, prop_p + bias.prob, S + bias.det
     if has_ref:
-        ref_prop = abs_a @ b.ref_err + a.ref_err @ abs_b + a.ref_err @ b.ref_err
+        ref_prop = _rmm(abs_a, b.ref_err) + _rmm(a.ref_err, abs_b) + a.ref_err @ b.ref_err
         if bias is not None:
             ref_prop = ref_prop + bias.ref_err
     # S itself was summed in float64: make it an upper bound
@@ -226,6 +226,19 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None)
     det, prob = _overflow_to_inf(unknown, det_acc, prob_acc)
     out = Tracked(value=value, ref_err=ref_err, det=det, prob=prob, mag=S, n=terms)
     return _escalate(out, av, bv, bias, model)
+
+
+def _rmm(x: Any, y: Any) -> Any:
+    """``x @ y`` for magnitudes and radii, with ``0 * inf = 0``: a radius of 0
+    adds nothing, even beside an infinite value."""
+    xp = _xp(x)
+    if bool(xp.isfinite(x).all()) and bool(xp.isfinite(y).all()):
+        return x @ y
+    fin = lambda v: xp.where(xp.isfinite(v), v, 0.0)  # noqa: E731
+    out = fin(x) @ fin(y)
+    hits = ((x != 0) * 1.0) @ (xp.isinf(y) * 1.0) + (xp.isinf(x) * 1.0) @ ((y != 0) * 1.0)
+    out[hits > 0] = xp.inf
+    return out
 
 
 def _finite_magnitude(S: Any, a: Tracked, b: Tracked, bias: Tracked | None) -> Any:
