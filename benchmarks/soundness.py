@@ -17,6 +17,7 @@ import argparse
 import json
 import math
 import multiprocessing as mp
+import os
 import platform
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -103,7 +104,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=max(1, (mp.cpu_count() or 2) - 1))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-reduction", type=int, default=1 << 16)
-    ap.add_argument("--max-elements", type=int, default=1 << 20)
+    ap.add_argument("--max-elements", type=int, default=1 << 18)
     ap.add_argument("--out", default="benchmarks/results")
     a = ap.parse_args()
     from numoracle.kernels import all_targets
@@ -114,6 +115,8 @@ def main() -> None:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # one BLAS thread per worker process
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     ctx = mp.get_context("spawn")
     with ProcessPoolExecutor(max_workers=a.jobs, mp_context=ctx) as pool:
         futs = {pool.submit(sweep_one, t.name, t.op, a.examples, a.seed, a.max_reduction,

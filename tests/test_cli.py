@@ -18,6 +18,12 @@ ZOO_KEYS = {"mutant", "op", "caught", "cases_to_catch", "repro_shape", "diagnosi
 ZOO = Path(__file__).resolve().parents[1] / "benchmarks" / "zoo"
 
 
+@pytest.fixture(autouse=True)
+def _wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables on one line a row (pytest-xdist workers set COLUMNS=80)."""
+    monkeypatch.setenv("COLUMNS", "200")
+
+
 def test_list(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list"]) == 0
     out = capsys.readouterr().out

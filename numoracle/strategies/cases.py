@@ -10,6 +10,8 @@ batch 1, the exact family, fp32, ``C`` layouts and no overlays.
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -55,7 +57,7 @@ class _Limits:
 
     def fits(self, op: Op, params: Mapping[str, Any]) -> bool:
         for shapes in (op.input_shapes(params), op.output_shapes(params)):
-            if sum(int(np.prod(s)) for s in shapes.values()) > self.max_elements:
+            if sum(math.prod(s) for s in shapes.values()) > self.max_elements:
                 return False
         longest = max(op.reductions(params).values(), default=0)
         return self.max_reduction is None or longest <= self.max_reduction
