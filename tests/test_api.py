@@ -19,8 +19,8 @@ from numoracle.pytest_plugin import RunSummary, choose_profile, pin_worker_gpu
 pytest_plugins = ["pytester"]
 
 EXAMPLES = 8
-#: finite value families only: these tests check the API's wiring; the oracle's
-#: handling of Inf and NaN is tested with the oracle and the targets
+#: finite value families only, for the tests of the API's wiring beyond the first;
+#: the oracle's handling of Inf and NaN is tested with the oracle and the targets
 FINITE: dict[str, Any] = {"families": ("normal", "uniform", "exact"), "max_overlays": 0}
 
 
@@ -51,10 +51,10 @@ def good_matmul(a: Any, b: Any) -> dict[str, Any]:
 
 
 def test_check_kernel_passes_a_correct_kernel(tmp_path: Path) -> None:
-    res = check_kernel(good_linear, op="linear", precision="fp32", examples=EXAMPLES,
-                       store=tmp_path, **FINITE)
+    res = check_kernel(good_linear, op="linear", precision="fp32", examples=30,
+                       store=tmp_path)
     assert res.verdict == "pass"
-    assert res.cases == EXAMPLES and res.failures == 0
+    assert res.cases == 30 and res.failures == 0
     assert 0 <= res.worst_ratio < 1
     assert res.target == "good_linear" and res.op == "linear" and res.precision == "fp32"
     assert not list(tmp_path.iterdir()), "a passing check saves no repro"

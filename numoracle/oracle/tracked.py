@@ -346,8 +346,8 @@ def _store(t: Tracked, fmt: Format, xp: Any) -> Tracked:
 def _rounded(radius: Any, scaled_mag: Any, u: float) -> Any:
     """``radius (1 + u) + scaled_mag``, where ``scaled_mag = u |value| + 2^emin``:
     one more rounding; in place when ``radius`` is an array of its own."""
-    own = getattr(radius, "base", 0) is None and getattr(radius, "flags", None) is not None \
-        and radius.flags.writeable
+    flags = getattr(radius, "flags", None)
+    own = getattr(radius, "base", 0) is None and bool(getattr(flags, "writeable", True))
     out = radius if own else radius.copy()
     out *= 1.0 + u
     out += scaled_mag
