@@ -23,13 +23,20 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from . import __version__
@@ -98,9 +105,9 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--ops", type=_names, metavar="OP,...",
                        help=f"ops to check (default: all of {', '.join(sorted(OPS))})")
 
-    def run_options(p: argparse.ArgumentParser, examples: int) -> None:
+    def run_options(p: argparse.ArgumentParser, examples: int, per: str) -> None:
         p.add_argument("--examples", type=_positive_int, default=examples, metavar="N",
-                       help=f"cases per target and op (default {examples})")
+                       help=f"cases per {per} (default {examples})")
         p.add_argument("--seed", type=_int, default=0, metavar="S",
                        help="Hypothesis seed (default 0: the same cases every run)")
         p.add_argument("--report", type=Path, metavar="DIR", help="write a JSON report to DIR")
@@ -111,7 +118,7 @@ def _parser() -> argparse.ArgumentParser:
     ops_option(run)
     run.add_argument("--targets", type=_names, metavar="NAME,...",
                      help="targets to check (default: every one available here)")
-    run_options(run, RUN_EXAMPLES)
+    run_options(run, RUN_EXAMPLES, "target and op")
     run.set_defaults(func=_cmd_run)
 
     lst = sub.add_parser("list", help="list the ops and the targets")
@@ -125,7 +132,7 @@ def _parser() -> argparse.ArgumentParser:
     ops_option(zoo)
     zoo.add_argument("--zoo", type=Path, default=DEFAULT_ZOO, metavar="PATH",
                      help=f"the zoo folder (default {DEFAULT_ZOO})")
-    run_options(zoo, ZOO_EXAMPLES)
+    run_options(zoo, ZOO_EXAMPLES, "mutant")
     zoo.set_defaults(func=_cmd_zoo)
     return parser
 
@@ -178,6 +185,24 @@ def _progress(console: Console) -> Progress:
                     disable=not console.is_terminal)
 
 
+def _ticker(progress: Progress, task: TaskID, label: str) -> Callable[[Verdict], None]:
+    """An ``on_case`` callback: advance the bar per passing case; after the first
+    failure the runs are shrinking attempts, and the bar says so."""
+    failed = False
+
+    def on_case(verdict: Verdict) -> None:
+        nonlocal failed
+        if failed:
+            return
+        if verdict.passed:
+            progress.advance(task)
+        else:
+            failed = True
+            progress.update(task, description=f"{label}: shrinking a failure")
+
+    return on_case
+
+
 def _run_all(targets: Sequence[Target], args: argparse.Namespace,
              console: Console) -> list[TargetResult]:
     """run_target on each target in turn, with a progress bar per target.
@@ -188,20 +213,13 @@ def _run_all(targets: Sequence[Target], args: argparse.Namespace,
     results = []
     with _progress(console) as progress:
         for t in targets:
+            if t.unavailable_reason() is not None:
+                results.append(run_target(t))  # a skipped result, at once
+                continue
             label = f"{t.name} {t.op}"
             task = progress.add_task(label, total=args.examples)
-            count = [0]
-
-            def on_case(_v: Verdict, task: Any = task, label: str = label,
-                        count: list[int] = count) -> None:
-                count[0] += 1
-                if count[0] <= args.examples:
-                    progress.advance(task)
-                elif count[0] == args.examples + 1 or count[0] % 10 == 0:
-                    progress.update(task, description=f"{label} (shrinking a failure)")
-
             results.append(run_target(t, examples=args.examples, seed=args.seed,
-                                      store=args.store, on_case=on_case))
+                                      store=args.store, on_case=_ticker(progress, task, label)))
             progress.update(task, completed=args.examples)
     return results
 

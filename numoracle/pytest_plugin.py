@@ -81,10 +81,13 @@ def choose_profile(option: str | None, env: Mapping[str, str]) -> str | None:
 
 
 def _load_profile(config: pytest.Config) -> None:
+    """Load the chosen profile, remembering the one before for :func:`pytest_unconfigure`."""
     option = config.getoption("--hypothesis-profile", default=None)
     chosen = choose_profile(option, os.environ)
     explicit = bool(os.environ.get(PROFILE_ENV))
-    if chosen and (explicit or settings.get_current_profile_name() == "default"):
+    current = settings.get_current_profile_name()
+    if chosen and (explicit or current == "default"):
+        config.stash[_PREVIOUS_PROFILE] = current
         settings.load_profile(chosen)
 
 
@@ -173,6 +176,7 @@ class RunSummary:
 
 
 _SUMMARY = pytest.StashKey[RunSummary]()
+_PREVIOUS_PROFILE = pytest.StashKey[str]()
 
 
 # -- hooks --------------------------------------------------------------------------------
@@ -193,6 +197,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     summary = config.stash.get(_SUMMARY, None)
     if summary is not None:
         remove_listener(summary.add)
+    previous = config.stash.get(_PREVIOUS_PROFILE, None)
+    if previous is not None:
+        settings.load_profile(previous)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
