@@ -21,7 +21,7 @@ import numpy as np
 
 from .case import Case
 from .errors import InvalidArgument
-from .oracle.precision import get_model
+from .oracle.precision import PrecisionModel, get_model
 from .target import Target
 from .verdict import Verdict
 
@@ -49,7 +49,7 @@ class Repro:
     case: Case
     target_name: str
     op: str
-    precision: str
+    model: PrecisionModel
     source: str | None
     inputs: dict[str, np.ndarray]
     got: dict[str, np.ndarray]
@@ -75,7 +75,7 @@ def save_repro(verdict: Verdict, target: Target, *, store: Path | str = DEFAULT_
     meta = {
         "case": case.to_dict(),
         "target": {"name": target.name, "op": target.op, "precision": target.precision.name,
-                   "source": target.source},
+                   "model": target.precision.to_dict(), "source": target.source},
         "verdict": {"passed": verdict.passed, "worst_ratio": _num(verdict.worst_ratio),
                     "diagnosis": verdict.diagnosis, "error": verdict.error},
         "describe": case.describe(),
@@ -103,7 +103,8 @@ def load_repro(path: Path | str) -> Repro:
         inputs = {k[6:]: z[k] for k in z.files if k.startswith("input_")}
         got = {k[4:]: z[k] for k in z.files if k.startswith("got_")}
     t = meta["target"]
-    return Repro(folder, Case.from_dict(meta["case"]), t["name"], t["op"], t["precision"],
+    model = PrecisionModel.from_dict(t["model"]) if "model" in t else get_model(t["precision"])
+    return Repro(folder, Case.from_dict(meta["case"]), t["name"], t["op"], model,
                  t.get("source"), inputs, got, meta.get("verdict", {}))
 
 
@@ -151,10 +152,9 @@ def replay(path: Path | str, *, rerun: bool = True) -> Verdict:
     if target is not None and target.unavailable_reason() is None:
         v = check_case(r.case, target, with_diagnosis=True)
     else:
-        model = get_model(r.precision)
-        outs = judge(r.case, model, r.inputs, r.got, with_diagnosis=True)
+        outs = judge(r.case, r.model, r.inputs, r.got, with_diagnosis=True)
         v = Verdict(case=r.case, target=r.target_name + " (recorded outputs)", op=r.op,
-                    precision=r.precision, passed=all(o.passed for o in outs.values()),
+                    precision=r.model.name, passed=all(o.passed for o in outs.values()),
                     outputs=outs, error=None if r.got else r.summary.get("error"))
         if not r.got:
             v.passed = False

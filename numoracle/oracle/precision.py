@@ -10,7 +10,8 @@ from __future__ import annotations
 
 
 import re
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -100,6 +101,10 @@ class PrecisionModel:
     flush_subnormal_inputs : bool
         Subnormal inputs may be read as zero (denormals-are-zero): each such
         input carries its own magnitude as radius.
+    inputs_maybe_unrounded : bool
+        The kernel may skip rounding its inputs to ``compute`` (libraries fall
+        back to plain ``storage`` arithmetic for some shapes): the result lies
+        within the bound of either behaviour.
     bias_after_store : bool
         The contraction is rounded to the storage format before the bias is
         added (an unfused epilogue: two roundings of the output).
@@ -116,6 +121,7 @@ class PrecisionModel:
     alpha: float = 1e-6
     deterministic_runs: bool = False
     flush_subnormal_inputs: bool = False
+    inputs_maybe_unrounded: bool = False
     bias_after_store: bool = False
 
     def __post_init__(self) -> None:
@@ -147,6 +153,22 @@ class PrecisionModel:
         """Unit roundoff of one accumulation step."""
         return self.accumulate.unit_roundoff(self.accumulate_rounding)
 
+    def to_dict(self) -> dict[str, object]:
+        """Plain data (formats and order by name), for repros and reports."""
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        for key in ("storage", "compute", "accumulate", "order"):
+            d[key] = str(d[key])
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, object]) -> PrecisionModel:
+        """Inverse of :meth:`to_dict`."""
+        kw = dict(d)
+        for key in ("storage", "compute", "accumulate"):
+            kw[key] = get_format(kw[key])  # type: ignore[arg-type]
+        kw["order"] = Order.parse(kw["order"])  # type: ignore[arg-type]
+        return cls(**kw)  # type: ignore[arg-type]
+
     def with_(self, **changes: object) -> PrecisionModel:
         """A copy with fields changed (``model.with_(order=Order.parse('pairwise'))``)."""
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -162,6 +184,8 @@ class PrecisionModel:
         s += f", order {self.order}"
         if self.flush_subnormal_inputs:
             s += ", subnormal inputs may be flushed"
+        if self.inputs_maybe_unrounded and self.rounds_inputs:
+            s += f", or inputs not rounded to {self.compute}"
         if self.bias_after_store:
             s += ", bias added after a store"
         if self.probabilistic:

@@ -35,7 +35,7 @@ import numpy as np
 from .formats import FP64, Format, quantize, representable
 from .precision import PrecisionModel, gamma, gamma_tilde
 
-__all__ = ["Tracked", "exact", "add", "matmul", "sum_", "store", "lsb_exponent", "ESCALATE_SHARE"]
+__all__ = ["Tracked", "exact", "add", "either", "matmul", "sum_", "store", "lsb_exponent", "ESCALATE_SHARE"]
 
 U64 = FP64.u
 #: escalate to the exact context when the float64 reference error is not below
@@ -160,7 +160,23 @@ def matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None =
     gamma~_h(lambda).
     """
     with np.errstate(invalid="ignore", over="ignore"):
-        return _matmul(a, b, model, bias)
+        out = _matmul(a, b, model, bias)
+        if model.rounds_inputs and model.inputs_maybe_unrounded:
+            plain = model.with_(compute=model.storage, inputs_maybe_unrounded=False)
+            out = either(out, _matmul(a, b, plain, bias))
+        return out
+
+
+def either(t1: Tracked, t2: Tracked) -> Tracked:
+    """A kernel that computes ``t1`` or ``t2`` (say with and without rounding
+    its inputs): centred on ``t1``, radius ``max(r1, |v2 - v1| + ref2 + r2)``."""
+    xp = _xp(t1.value)
+    gap = xp.abs(t2.value - t1.value)
+    gap *= 1.0 + U64
+    gap += t2.ref_err
+    det = xp.maximum(t1.det, gap + t2.det)
+    prob = xp.maximum(t1.prob, gap + t2.prob)
+    return replace(t1, det=det, prob=prob, mag=xp.maximum(t1.mag, t2.mag))
 
 
 def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None) -> Tracked:

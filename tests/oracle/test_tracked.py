@@ -209,3 +209,19 @@ def test_add_is_exact_for_representable_sums() -> None:
     r = add(exact(np.array([1.0, 2.0**24])), exact(np.array([2.0, 1.0])), model)
     assert r.det[0] == 0 and r.det[1] > 0
     assert abs(np.float32(2.0**24) + np.float32(1.0) - r.value[1]) <= r.bound()[1]
+
+
+@pytest.mark.parametrize("rounded", [True, False])
+def test_inputs_maybe_unrounded_covers_both_behaviours(rounded: bool) -> None:
+    rng = np.random.default_rng(7)
+    a = quantize(rng.standard_normal((6, 50)), "fp32")
+    b = quantize(rng.standard_normal((50, 3)), "fp32")
+    seen_a, seen_b = (quantize(a, "tf32"), quantize(b, "tf32")) if rounded else (a, b)
+    got = simulated_matmul(seen_a, seen_b, "fp32", "random", rng).astype(np.float64)
+    model = get_model("tf32", input_rounding="rne", inputs_maybe_unrounded=True)
+    ref = store(matmul(exact(a), exact(b), model), model)
+    assert np.all(np.abs(got - ref.value) <= ref.bound())
+    strict = get_model("tf32", input_rounding="rne")
+    ref_strict = store(matmul(exact(a), exact(b), strict), strict)
+    # the strict model is sharper: it flags the unrounded kernel
+    assert rounded == bool(np.all(np.abs(got - ref_strict.value) <= ref_strict.bound()))
