@@ -14,7 +14,7 @@ from .verdict import OutputVerdict, Verdict
 __all__ = ["format_verdict", "format_output", "results_table", "write_json", "fmt_ratio"]
 
 
-def fmt_ratio(r: float) -> str:
+def fmt_ratio(r: float | None) -> str:
     """A ratio for humans: ``0.031``, ``12.5``, ``inf``."""
     if r is None or not np.isfinite(r):
         return "inf"
@@ -35,7 +35,7 @@ def format_output(o: OutputVerdict, probabilistic: bool) -> list[str]:
         lines.append(f"    {'index':<16}{'reference':>16}{'got':>16}{'error':>12}"
                      f"{'bound':>12}{'ratio':>10}")
         for e in o.worst:
-            lines.append(f"    {str(e.index):<16}{e.reference:>16.8g}{e.got:>16.8g}"
+            lines.append(f"    {e.index!s:<16}{e.reference:>16.8g}{e.got:>16.8g}"
                          f"{e.error:>12.3g}{e.bound:>12.3g}{fmt_ratio(e.ratio):>10}")
     if o.per_model:
         lines.append("    worst ratio by model: " + ", ".join(

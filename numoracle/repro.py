@@ -69,7 +69,8 @@ def save_repro(verdict: Verdict, target: Target, *, store: Path | str = DEFAULT_
     folder = Path(store) / _folder_name(verdict)
     folder.mkdir(parents=True, exist_ok=True)
     inputs = case.inputs()
-    arrays = {f"input_{k}": v for k, v in inputs.items()}
+    # Any: savez_compressed types **kwds as if they could fill its allow_pickle: bool
+    arrays: dict[str, Any] = {f"input_{k}": v for k, v in inputs.items()}
     arrays.update({f"got_{k}": v for k, v in (verdict.got or {}).items()})
     np.savez_compressed(folder / "arrays.npz", **arrays)
     meta = {

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
@@ -117,7 +117,7 @@ def run_target(
         if not state["failed"]:
             res.cases += 1
             res.worst_ratio = max(res.worst_ratio, v.worst_ratio)
-            for o in v.outputs.values():
+            for o in (o for o in v.outputs.values() if o.passed):
                 res.samples.append((o.name, o.n, o.worst_ratio_det, o.worst_ratio_prob,
                                     o.median_ratio_det, o.median_ratio_prob, o.exact))
         if on_case is not None:
@@ -134,13 +134,13 @@ def run_target(
     try:
         prop()
     except KernelMismatch as exc:
-        _record_failure(res, exc.verdict, target, store)
+        _record_failure(res, cast(Verdict, exc.verdict), target, store)  # raised by prop
     except (FlakyFailure, HypothesisException, ExceptionGroup) as exc:
         last = state["last"]
         if last is not None:
-            _record_failure(res, last, target, store)
-            res.diagnosis += f" (the failure did not reproduce while shrinking: " \
-                             f"{type(exc).__name__}; nondeterministic or racy?)"
+            note = (f"the failure did not reproduce while shrinking ({type(exc).__name__}): "
+                    "nondeterministic or racy?")
+            _record_failure(res, last, target, store, note)
         else:
             res.verdict, res.diagnosis = "error", f"{type(exc).__name__}: {exc}"
     res.seconds = time.perf_counter() - t0
@@ -148,7 +148,7 @@ def run_target(
 
 
 def _record_failure(res: TargetResult, verdict: Verdict, target: Target,
-                    store: Path | str | None) -> None:
+                    store: Path | str | None, note: str = "") -> None:
     res.failures = max(res.failures, 1)
     res.verdict = "FAIL"
     res.worst_ratio = max(res.worst_ratio, verdict.worst_ratio)
@@ -159,3 +159,6 @@ def _record_failure(res: TargetResult, verdict: Verdict, target: Target,
         save_repro(verdict, target, store=store)
         res.repro = verdict.repro
     res.message = verdict.message()
+    if note:
+        res.diagnosis += f" ({note})"
+        res.message += f"\n  note: {note}"

@@ -82,5 +82,5 @@ class Target:
         """Why this target cannot run here, or None."""
         try:
             return self.available()
-        except Exception as exc:  # an availability probe must never crash a run
+        except Exception as exc:  # noqa: BLE001 - an availability probe must never crash a run
             return f"availability check raised {type(exc).__name__}: {exc}"

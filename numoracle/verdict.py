@@ -17,7 +17,8 @@ import numpy as np
 from .oracle.precision import PRESETS, STANDARD_MODELS, PrecisionModel
 from .oracle.tracked import Tracked
 
-__all__ = ["ElementReport", "OutputVerdict", "Verdict", "candidates", "compare", "diagnose", "ladder_for"]
+__all__ = ["ElementReport", "OutputVerdict", "Verdict", "candidates", "compare", "diagnose",
+           "ladder_for"]
 
 WORST_SHOWN = 5
 
@@ -107,7 +108,8 @@ def _ratios(err: np.ndarray, bound: np.ndarray) -> np.ndarray:
     return np.where(np.isinf(bound) & np.isfinite(err), 0.0, r)
 
 
-def _nonfinite(got: np.ndarray, ref: np.ndarray, bound: np.ndarray) -> tuple[np.ndarray, str | None]:
+def _nonfinite(got: np.ndarray, ref: np.ndarray,
+               bound: np.ndarray) -> tuple[np.ndarray, str | None]:
     """Elements whose NaN/Inf placement is wrong, and a sentence about them."""
     ref_nan, got_nan = np.isnan(ref), np.isnan(got)
     ref_inf, got_inf = np.isinf(ref), np.isinf(got)
@@ -130,7 +132,8 @@ def _nonfinite(got: np.ndarray, ref: np.ndarray, bound: np.ndarray) -> tuple[np.
     return bad, "; ".join(parts)
 
 
-def compare(name: str, got: np.ndarray, ref: Tracked, *, probabilistic: bool = False) -> OutputVerdict:
+def compare(name: str, got: np.ndarray, ref: Tracked, *,
+            probabilistic: bool = False) -> OutputVerdict:
     """Judge ``got`` (float64 host array) against a tracked reference."""
     value = ref.value
     got = np.asarray(got, dtype=np.float64)
@@ -153,7 +156,7 @@ def compare(name: str, got: np.ndarray, ref: Tracked, *, probabilistic: bool = F
     top = np.argpartition(-flat_r, min(WORST_SHOWN, flat_r.size) - 1)[:WORST_SHOWN] \
         if flat_r.size > WORST_SHOWN else np.arange(flat_r.size)
     order = top[np.argsort(-flat_r[top], kind="stable")]
-    worst = []
+    worst: list[ElementReport] = []
     for flat in order:
         ix = tuple(int(i) for i in np.unravel_index(flat, ratio.shape)) if ratio.ndim else ()
         if ratio[ix] == 0 and worst:

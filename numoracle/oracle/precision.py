@@ -8,7 +8,6 @@ The oracle turns a model into a bound; the kernel is judged against it.
 
 from __future__ import annotations
 
-
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
@@ -18,7 +17,8 @@ import numpy as np
 from ..errors import InvalidArgument
 from .formats import Format, get_format
 
-__all__ = ["Order", "PrecisionModel", "PRESETS", "STANDARD_MODELS", "get_model", "gamma", "gamma_tilde", "lam"]
+__all__ = ["Order", "PrecisionModel", "PRESETS", "STANDARD_MODELS", "get_model", "gamma",
+           "gamma_tilde", "lam"]
 
 _ORDER_RE = re.compile(r"^(any|sequential|pairwise|blocked\((\d+)\))$")
 

@@ -35,7 +35,8 @@ import numpy as np
 from .formats import FP64, Format, quantize, representable
 from .precision import PrecisionModel, gamma, gamma_tilde
 
-__all__ = ["Tracked", "exact", "add", "either", "matmul", "sum_", "store", "lsb_exponent", "ESCALATE_SHARE"]
+__all__ = ["Tracked", "exact", "add", "either", "matmul", "sum_", "store", "lsb_exponent",
+           "ESCALATE_SHARE"]
 
 U64 = FP64.u
 #: escalate to the exact context when the float64 reference error is not below
@@ -318,15 +319,17 @@ def sum_(x: Tracked, axis: int, model: PrecisionModel) -> Tracked:
 
 
 def _moveaxis(t: Tracked, axis: int) -> Tracked:
-    mv = lambda a: np.moveaxis(a, axis, -1) if a is not None else None  # noqa: E731
+    def mv(a: np.ndarray) -> np.ndarray:
+        return np.moveaxis(a, axis, -1)
     return replace(t, value=mv(t.value), ref_err=mv(t.ref_err), det=mv(t.det),
-                   prob=mv(t.prob), mag=mv(t.mag), lo=mv(t.lo))
+                   prob=mv(t.prob), mag=mv(t.mag), lo=None if t.lo is None else mv(t.lo))
 
 
 def _squeeze_last(t: Tracked) -> Tracked:
-    sq = lambda a: a[..., 0] if a is not None else None  # noqa: E731
+    def sq(a: np.ndarray) -> np.ndarray:
+        return a[..., 0]
     return replace(t, value=sq(t.value), ref_err=sq(t.ref_err), det=sq(t.det),
-                   prob=sq(t.prob), mag=sq(t.mag), lo=sq(t.lo))
+                   prob=sq(t.prob), mag=sq(t.mag), lo=None if t.lo is None else sq(t.lo))
 
 
 def store(t: Tracked, model: PrecisionModel, fmt: Format | None = None) -> Tracked:
@@ -390,8 +393,9 @@ def _escalate(out: Tracked, av: Any, bv: Any, bias: Tracked | None,
     if not bool(xp.any(need)):
         return out
     if xp is not np:  # the exact context runs on the host
-        host = Tracked(*(xp.asnumpy(v) if hasattr(v, "shape") else v for v in (
-            out.value, out.ref_err, out.det, out.prob, out.mag)), n=out.n)
+        value, ref_err, det, prob, mag = (xp.asnumpy(v) if hasattr(v, "shape") else v for v in (
+            out.value, out.ref_err, out.det, out.prob, out.mag))
+        host = Tracked(value, ref_err, det, prob, mag, n=out.n)
         bh = None if bias is None else replace(bias, value=xp.asnumpy(bias.value))
         return _escalate(host, xp.asnumpy(av), xp.asnumpy(bv), bh, model)
     idx = np.argwhere(need)

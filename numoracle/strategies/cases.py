@@ -11,7 +11,6 @@ batch 1, the exact family, fp32, ``C`` layouts and no overlays.
 from __future__ import annotations
 
 import math
-
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any

@@ -10,7 +10,16 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from numoracle.errors import InvalidArgument
-from numoracle.oracle.formats import BF16, FORMATS, FP16, FP32, TF32, get_format, quantize, representable
+from numoracle.oracle.formats import (
+    BF16,
+    FORMATS,
+    FP16,
+    FP32,
+    TF32,
+    get_format,
+    quantize,
+    representable,
+)
 
 
 def _wide(seed: int, n: int = 20000) -> np.ndarray:
@@ -34,7 +43,8 @@ def test_fp16_matches_numpy_and_torch(seed: int) -> None:
     with np.errstate(over="ignore"):
         want = x.astype(np.float16).astype(np.float64)
     np.testing.assert_array_equal(quantize(x, FP16), want)
-    np.testing.assert_array_equal(quantize(x, FP16), torch.tensor(x).half().double().numpy())
+    np.testing.assert_array_equal(quantize(x, FP16),
+                                  torch.tensor(x).half().double().numpy())
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -44,7 +54,8 @@ def test_bf16_matches_torch_and_ml_dtypes_from_fp32(seed: int) -> None:
     with np.errstate(over="ignore"):
         x = _wide(seed).astype(np.float32).astype(np.float64)
     got = quantize(x, BF16)
-    np.testing.assert_array_equal(got, torch.tensor(x, dtype=torch.float32).bfloat16().double().numpy())
+    np.testing.assert_array_equal(
+        got, torch.tensor(x, dtype=torch.float32).bfloat16().double().numpy())
     np.testing.assert_array_equal(got, x.astype(ml_dtypes.bfloat16).astype(np.float64))
 
 

@@ -61,14 +61,17 @@ def test_gradients_match_mpmath_central_differences(seed: int) -> None:
             t = ref[out]
             for ix in np.ndindex(t.shape):
                 exact = fd(wrt, ix)
-                est = mpmath.mpf(float(t.value[ix])) + mpmath.mpf(float((t.lo if t.lo is not None else np.zeros(t.shape))[ix]))
+                est = mpmath.mpf(float(t.value[ix])) + mpmath.mpf(
+                    float((t.lo if t.lo is not None else np.zeros(t.shape))[ix]))
                 # the FD quotient is exact to ~1e-60: the oracle must be within its own error
-                assert abs(est - exact) <= mpmath.mpf(float(t.ref_err[ix])) + mpmath.mpf("1e-50"), (out, ix)
+                assert abs(est - exact) <= (mpmath.mpf(float(t.ref_err[ix]))
+                                            + mpmath.mpf("1e-50")), (out, ix)
 
 
 @pytest.mark.parametrize(("batch", "fin", "fout", "bias"), [(1, 1, 1, True), (7, 13, 5, True),
                                                             (16, 31, 3, False)])
-def test_gradients_match_torch_float64_autograd(batch: int, fin: int, fout: int, bias: bool) -> None:
+def test_gradients_match_torch_float64_autograd(batch: int, fin: int, fout: int,
+                                                bias: bool) -> None:
     params = {"batch": batch, "in_features": fin, "out_features": fout, "bias": bias}
     inp = _inputs(batch * fin, batch, fin, fout, bias)
     x = torch.tensor(inp["x"], requires_grad=True)

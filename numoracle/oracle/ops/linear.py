@@ -50,7 +50,8 @@ class Linear(Op):
 
     def input_shapes(self, params: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
         b, i, o = params["batch"], params["in_features"], params["out_features"]
-        shapes = {"x": (b, i), "weight": (o, i), "grad_output": (b, o)}
+        shapes: dict[str, tuple[int, ...]] = {"x": (b, i), "weight": (o, i),
+                                              "grad_output": (b, o)}
         if params["bias"]:
             shapes["bias"] = (o,)
         return shapes
@@ -61,7 +62,8 @@ class Linear(Op):
 
     def output_shapes(self, params: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
         b, i, o = params["batch"], params["in_features"], params["out_features"]
-        shapes = {"y": (b, o), "grad_input": (b, i), "grad_weight": (o, i)}
+        shapes: dict[str, tuple[int, ...]] = {"y": (b, o), "grad_input": (b, i),
+                                              "grad_weight": (o, i)}
         if params["bias"]:
             shapes["grad_bias"] = (o,)
         return shapes
