@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,11 +51,12 @@ if TYPE_CHECKING:
     from .target import Target
     from .verdict import Verdict
 
-__all__ = ["main", "RUN_EXAMPLES", "ZOO_EXAMPLES", "DEFAULT_ZOO"]
+__all__ = ["main", "RUN_EXAMPLES", "RUN_BUDGET", "ZOO_EXAMPLES", "DEFAULT_ZOO"]
 
-#: cases per target and op of ``numoracle run``: the six CPU targets take
-#: about a minute in all on two cores of an AMD EPYC server
-RUN_EXAMPLES = 700
+#: most cases per target and op of ``numoracle run``
+RUN_EXAMPLES = 2000
+#: seconds ``numoracle run`` takes in all by default, shared among the targets
+RUN_BUDGET = 60.0
 #: cases per mutant of ``numoracle zoo``
 ZOO_EXAMPLES = 200
 #: where ``numoracle zoo`` looks for the zoo, relative to the current directory
@@ -75,6 +77,16 @@ def _positive_int(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive int; give e.g. 50")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number; give e.g. 60")
     return value
 
 
@@ -119,6 +131,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--targets", type=_names, metavar="NAME,...",
                      help="targets to check (default: every one available here)")
     run_options(run, RUN_EXAMPLES, "target and op")
+    run.add_argument("--budget", type=_positive_float, default=RUN_BUDGET, metavar="SECONDS",
+                     help=f"time for the whole run, shared among the targets (default "
+                          f"{RUN_BUDGET:g} s); each target stops drawing new cases when its "
+                          "share is spent")
     run.set_defaults(func=_cmd_run)
 
     lst = sub.add_parser("list", help="list the ops and the targets")
@@ -211,15 +227,22 @@ def _run_all(targets: Sequence[Target], args: argparse.Namespace,
     from .runner import run_target  # noqa: PLC0415 - hypothesis only for commands that run
 
     results = []
+    runnable = [t for t in targets if t.unavailable_reason() is None]
+    budget = getattr(args, "budget", None)
+    end = None if budget is None else time.perf_counter() + budget
     with _progress(console) as progress:
         for t in targets:
-            if t.unavailable_reason() is not None:
+            if t not in runnable:
                 results.append(run_target(t))  # a skipped result, at once
                 continue
+            share = None
+            if end is not None:  # what is left, shared among the targets still to run
+                share = max(end - time.perf_counter(), 0.0) / (len(runnable) - runnable.index(t))
             label = f"{t.name} {t.op}"
             task = progress.add_task(label, total=args.examples)
             results.append(run_target(t, examples=args.examples, seed=args.seed,
-                                      store=args.store, on_case=_ticker(progress, task, label)))
+                                      store=args.store, on_case=_ticker(progress, task, label),
+                                      seconds=share))
             progress.update(task, completed=args.examples)
     return results
 

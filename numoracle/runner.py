@@ -24,6 +24,10 @@ from .verdict import Verdict
 __all__ = ["TargetResult", "run_target", "default_strategy"]
 
 
+class _BudgetSpent(BaseException):  # noqa: N818 - a signal, not an error
+    """The time budget of a run is spent: stop drawing cases."""
+
+
 @dataclass
 class TargetResult:
     """What a run of one target on one op found."""
@@ -75,6 +79,7 @@ def run_target(
     store: Path | str | None = DEFAULT_STORE,
     on_case: Callable[[Verdict], None] | None = None,
     shrink: bool = True,
+    seconds: float | None = None,
 ) -> TargetResult:
     """Check ``examples`` cases of ``target``; shrink and save the first failure.
 
@@ -94,6 +99,9 @@ def run_target(
         Called with each verdict (progress bars).
     shrink : bool
         Shrink a failure to a minimal case.
+    seconds : float or None
+        Time budget: once spent, no new case is started (a failure found by
+        then is still shrunk and saved).
     """
     res = TargetResult(target.name, target.op, target.precision.name)
     reason = target.unavailable_reason()
@@ -103,6 +111,7 @@ def run_target(
     strat = strategy if strategy is not None else default_strategy(target)
     state: dict[str, Any] = {"failed": False, "last": None}
     t0 = time.perf_counter()
+    deadline = None if seconds is None else t0 + seconds
 
     @settings(max_examples=examples, deadline=None, database=None,
               suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
@@ -110,6 +119,8 @@ def run_target(
               report_multiple_bugs=False, print_blob=False)
     @given(strat)
     def prop(case: Case) -> None:
+        if deadline is not None and not state["failed"] and time.perf_counter() > deadline:
+            raise _BudgetSpent  # not an Exception: Hypothesis lets it through at once
         try:
             v = check_case(case, target)
         except UnsupportedCase:
@@ -133,6 +144,8 @@ def run_target(
         prop = hypothesis_seed(seed)(prop)
     try:
         prop()
+    except _BudgetSpent:
+        pass  # every case run so far passed
     except KernelMismatch as exc:
         _record_failure(res, cast(Verdict, exc.verdict), target, store)  # raised by prop
     except (FlakyFailure, HypothesisException, ExceptionGroup) as exc:
