@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import FlakyFailure, HypothesisException
 
 from .case import Case
-from .check import check_case
+from .check import DEFAULT_TIMEOUT, check_case
 from .errors import KernelMismatch, UnsupportedCase
 from .repro import DEFAULT_STORE, save_repro
 from .target import Target
@@ -24,7 +24,7 @@ from .verdict import Verdict
 __all__ = ["TargetResult", "run_target", "default_strategy"]
 
 
-class _BudgetSpent(BaseException):  # noqa: N818 - a signal, not an error
+class _BudgetSpent(BaseException):
     """The time budget of a run is spent: stop drawing cases."""
 
 
@@ -80,6 +80,7 @@ def run_target(
     on_case: Callable[[Verdict], None] | None = None,
     shrink: bool = True,
     seconds: float | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> TargetResult:
     """Check ``examples`` cases of ``target``; shrink and save the first failure.
 
@@ -102,6 +103,8 @@ def run_target(
     seconds : float or None
         Time budget: once spent, no new case is started (a failure found by
         then is still shrunk and saved).
+    timeout : float
+        Seconds a kernel may take on one case before it counts as hung.
     """
     res = TargetResult(target.name, target.op, target.precision.name)
     reason = target.unavailable_reason()
@@ -122,7 +125,7 @@ def run_target(
         if deadline is not None and not state["failed"] and time.perf_counter() > deadline:
             raise _BudgetSpent  # not an Exception: Hypothesis lets it through at once
         try:
-            v = check_case(case, target)
+            v = check_case(case, target, timeout=timeout)
         except UnsupportedCase:
             return
         if not state["failed"]:

@@ -1,0 +1,38 @@
+"""The runner: time budgets, skipped targets, counts."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from numoracle.kernels import get_target
+from numoracle.oracle.precision import get_model
+from numoracle.runner import run_target
+from numoracle.target import Target
+
+
+def test_a_time_budget_stops_drawing_cases(tmp_path: Path) -> None:
+    t0 = time.perf_counter()
+    res = run_target(get_target("numpy-fp32", "matmul"), examples=100_000, seed=0,
+                     store=tmp_path, seconds=1.0)
+    assert time.perf_counter() - t0 < 10
+    assert res.verdict == "pass" and 0 < res.cases < 100_000
+
+
+def test_an_unavailable_target_is_skipped_with_its_reason() -> None:
+    t = Target(name="nowhere", op="matmul", backend="numpy", precision=get_model("fp32"),
+               fn=lambda a, b: {"out": a @ b}, available=lambda: "no such device here")
+    res = run_target(t, examples=5)
+    assert res.verdict == "skipped" and res.diagnosis == "no such device here"
+
+
+def test_a_hanging_kernel_fails_with_a_timeout(tmp_path: Path) -> None:
+    def slow(a, b):
+        time.sleep(1.0)
+        return {"out": np.matmul(a, b)}
+
+    t = Target(name="slow", op="matmul", backend="numpy", precision=get_model("fp32"), fn=slow)
+    res = run_target(t, examples=3, store=tmp_path, shrink=False, timeout=0.2)
+    assert res.verdict == "FAIL" and "did not return within" in res.diagnosis
