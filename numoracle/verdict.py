@@ -105,19 +105,24 @@ def _ratios(err: np.ndarray, bound: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         r = err / bound
     r = np.where(bound == 0, np.where(err == 0, 0.0, np.inf), r)
-    return np.where(np.isinf(bound) & np.isfinite(err), 0.0, r)
+    unjudged = np.isnan(bound) | (np.isinf(bound) & np.isfinite(err))
+    return np.where(unjudged, 0.0, r)
 
 
-def _nonfinite(got: np.ndarray, ref: np.ndarray,
-               bound: np.ndarray) -> tuple[np.ndarray, str | None]:
-    """Elements whose NaN/Inf placement is wrong, and a sentence about them."""
+def _nonfinite(got: np.ndarray, ref: np.ndarray, bound: np.ndarray) -> tuple[np.ndarray, str | None]:
+    """Elements whose NaN/Inf placement is wrong, and a sentence about them.
+
+    A bound of Inf (the kernel may overflow) lets a NaN or an Inf stand where the
+    reference is finite; a NaN bound (the model allows either of two results)
+    leaves the element unjudged."""
     ref_nan, got_nan = np.isnan(ref), np.isnan(got)
     ref_inf, got_inf = np.isinf(ref), np.isinf(got)
-    may_overflow = np.isinf(bound)  # unjudgeable: the kernel may overflow (inf - inf = NaN)
-    nan_bad = got_nan & ~ref_nan & ~may_overflow
-    nan_missing = ref_nan & ~got_nan
-    inf_bad = got_inf & ~ref_inf & ~ref_nan & ~may_overflow
-    inf_wrong = ref_inf & ~(got == ref) & ~may_overflow
+    may_overflow = np.isinf(bound)  # inf - inf = NaN is legitimate after an overflow
+    judged = ~np.isnan(bound)
+    nan_bad = got_nan & ~ref_nan & ~may_overflow & judged
+    nan_missing = ref_nan & ~got_nan & judged
+    inf_bad = got_inf & ~ref_inf & ~ref_nan & ~may_overflow & judged
+    inf_wrong = ref_inf & ~(got == ref) & ~may_overflow & judged
     bad = nan_bad | nan_missing | inf_bad | inf_wrong
     if not bad.any():
         return bad, None

@@ -170,13 +170,19 @@ def matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None =
 
 def either(t1: Tracked, t2: Tracked) -> Tracked:
     """A kernel that computes ``t1`` or ``t2`` (say with and without rounding
-    its inputs): centred on ``t1``, radius ``max(r1, |v2 - v1| + ref2 + r2)``."""
+    its inputs): centred on ``t1``, radius ``max(r1, |v2 - v1| + ref2 + r2)``.
+    Where the two disagree about NaN or Inf the element is not judged (its
+    radius is NaN): either result is legitimate."""
     xp = _xp(t1.value)
-    gap = xp.abs(t2.value - t1.value)
+    v1, v2 = t1.value, t2.value
+    gap = xp.abs(v2 - v1)
     gap *= 1.0 + U64
     gap += t2.ref_err
     det = xp.maximum(t1.det, gap + t2.det)
     prob = xp.maximum(t1.prob, gap + t2.prob)
+    split = (xp.isnan(v1) != xp.isnan(v2)) | ((xp.isinf(v1) | xp.isinf(v2)) & (v1 != v2))
+    if bool(split.any()):
+        det[split] = prob[split] = xp.nan
     return replace(t1, det=det, prob=prob, mag=xp.maximum(t1.mag, t2.mag))
 
 

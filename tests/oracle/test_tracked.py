@@ -225,3 +225,20 @@ def test_inputs_maybe_unrounded_covers_both_behaviours(rounded: bool) -> None:
     ref_strict = store(matmul(exact(a), exact(b), strict), strict)
     # the strict model is sharper: it flags the unrounded kernel
     assert rounded == bool(np.all(np.abs(got - ref_strict.value) <= ref_strict.bound()))
+
+
+def test_either_leaves_elements_unjudged_where_the_behaviours_disagree_on_nan() -> None:
+    from numoracle.oracle.tracked import either
+    from numoracle.verdict import compare
+
+    # inf times a value that tf32 rounds to 0: NaN on one path, inf on the other
+    a = np.array([[np.inf], [2.0]])
+    b = np.array([[2.0**-140]])
+    model = get_model("tf32", input_rounding="rne", inputs_maybe_unrounded=True)
+    ref = matmul(exact(a), exact(b), model)
+    assert np.isnan(ref.det[0, 0]) and np.isfinite(ref.det[1, 0])
+    for got in (np.array([[np.inf], [2.0**-139]]), np.array([[np.nan], [2.0**-139]])):
+        assert compare("out", got, ref).passed
+    assert not compare("out", np.array([[np.inf], [1.0]]), ref).passed
+    t = either(exact(np.array([1.0])), exact(np.array([1.5])))
+    assert t.det[0] >= 0.5
