@@ -92,14 +92,33 @@ def run_kernel(case: Case, target: Target, inputs: Mapping[str, np.ndarray],
     return host, None
 
 
+#: multiply-adds above which the float64 reference runs on a GPU, when CuPy has one
+GPU_REFERENCE_WORK = 1 << 26
+
+
+def _reference_inputs(case: Case, inputs: Mapping[str, np.ndarray]) -> Mapping[str, Any]:
+    """The inputs where the reference should be computed: on the GPU (CuPy,
+    float64) for large cases when one is usable, else on the host."""
+    op = get_op(case.op)
+    shapes = op.output_shapes(case.params)
+    work = sum(int(np.prod(shapes[k])) * n for k, n in op.reductions(case.params).items())
+    if work < GPU_REFERENCE_WORK or get_backend("cupy").available() is not None:
+        return inputs
+    import cupy  # noqa: PLC0415 - optional, and only for large cases
+
+    return {k: cupy.asarray(v) for k, v in inputs.items()}
+
+
 def judge(case: Case, model: PrecisionModel, inputs: Mapping[str, np.ndarray],
           got: Mapping[str, np.ndarray], *, with_diagnosis: bool = True) -> dict[str, Any]:
     """Compare host outputs with the reference under ``model``; per output verdicts."""
     op = get_op(case.op)
     names = tuple(got)
+    ref_inputs = _reference_inputs(case, inputs)
 
     def reference_for(m: PrecisionModel) -> dict[str, Tracked]:
-        return op.reference(inputs, case.params, m, names)
+        refs = op.reference(ref_inputs, case.params, m, names)
+        return {k: v.to_host() for k, v in refs.items()}
 
     refs = reference_for(model)
     verdicts = {}

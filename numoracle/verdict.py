@@ -109,7 +109,8 @@ def _ratios(err: np.ndarray, bound: np.ndarray) -> np.ndarray:
     return np.where(unjudged, 0.0, r)
 
 
-def _nonfinite(got: np.ndarray, ref: np.ndarray, bound: np.ndarray) -> tuple[np.ndarray, str | None]:
+def _nonfinite(got: np.ndarray, ref: np.ndarray,
+               bound: np.ndarray) -> tuple[np.ndarray, str | None]:
     """Elements whose NaN/Inf placement is wrong, and a sentence about them.
 
     A bound of Inf (the kernel may overflow) lets a NaN or an Inf stand where the

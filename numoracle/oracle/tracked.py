@@ -77,6 +77,14 @@ class Tracked:
         """The bound a kernel's result is judged by: kernel radius + oracle error."""
         return (self.prob if probabilistic else self.det) + self.ref_err
 
+    def to_host(self) -> Tracked:
+        """The same on the host (NumPy), when it lives on a device (CuPy)."""
+        if _xp(self.value) is np:
+            return self
+        get = lambda a: None if a is None else a.get()  # noqa: E731
+        return replace(self, value=get(self.value), ref_err=get(self.ref_err), det=get(self.det),
+                       prob=get(self.prob), mag=get(self.mag), lo=get(self.lo))
+
     @property
     def is_exact(self) -> bool:
         """True when the kernel must reproduce the value exactly."""
