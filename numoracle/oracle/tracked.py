@@ -81,9 +81,9 @@ class Tracked:
         """The same on the host (NumPy), when it lives on a device (CuPy)."""
         if _xp(self.value) is np:
             return self
-        get = lambda a: None if a is None else a.get()  # noqa: E731
-        return replace(self, value=get(self.value), ref_err=get(self.ref_err), det=get(self.det),
-                       prob=get(self.prob), mag=get(self.mag), lo=get(self.lo))
+        return replace(self, value=self.value.get(), ref_err=self.ref_err.get(),
+                       det=self.det.get(), prob=self.prob.get(), mag=self.mag.get(),
+                       lo=None if self.lo is None else self.lo.get())
 
     @property
     def is_exact(self) -> bool:
