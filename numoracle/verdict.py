@@ -168,7 +168,7 @@ def compare(name: str, got: np.ndarray, ref: Tracked, *,
         if ratio[ix] == 0 and worst:
             break
         worst.append(ElementReport(ix, float(value[ix]), float(got[ix]), float(err[ix]),
-                                   float(bound[ix]), float(ratio[ix]), int(ref.n),
+                                   float(bound[ix]), float(ratio[ix]), ref.n_at(ix),
                                    float(ref.mag[ix])))
 
     def med(r: np.ndarray) -> float:
@@ -178,7 +178,7 @@ def compare(name: str, got: np.ndarray, ref: Tracked, *,
         return float(np.max(r)) if r.size else 0.0
 
     return OutputVerdict(
-        name=name, shape=tuple(got.shape), n=int(ref.n), passed=not bool(failing.any()),
+        name=name, shape=tuple(got.shape), n=ref.max_n, passed=not bool(failing.any()),
         mismatched=int(failing.sum()), worst_ratio=mx(ratio), median_ratio=med(ratio),
         worst_ratio_det=mx(r_det), worst_ratio_prob=mx(r_prob),
         median_ratio_det=med(r_det), median_ratio_prob=med(r_prob),

@@ -11,7 +11,9 @@ A :class:`Tracked` array carries, per element,
   round-to-nearest adders;
 * ``mag``: ``S``, the sum of the magnitudes of the terms of the contraction
   that made the element (0 for inputs);
-* ``n``: the accumulation length.
+* ``n``: the accumulation length: an int, or an integer array of the
+  output's shape where it varies per element (structural zeros, such as a
+  convolution's padding, are not terms).
 
 Every primitive (contraction :func:`matmul`, :func:`sum_`, output rounding
 :func:`store`) maps tracked inputs to a tracked output under a
@@ -55,7 +57,7 @@ class Tracked:
     det: np.ndarray
     prob: np.ndarray
     mag: np.ndarray
-    n: int = 1
+    n: int | np.ndarray = 1
     lo: np.ndarray | None = None
     escalated: bool = False
 
@@ -81,9 +83,19 @@ class Tracked:
         """The same on the host (NumPy), when it lives on a device (CuPy)."""
         if _xp(self.value) is np:
             return self
+        n = self.n.get() if hasattr(self.n, "get") else self.n
         return replace(self, value=self.value.get(), ref_err=self.ref_err.get(),
                        det=self.det.get(), prob=self.prob.get(), mag=self.mag.get(),
-                       lo=None if self.lo is None else self.lo.get())
+                       lo=None if self.lo is None else self.lo.get(), n=n)
+
+    @property
+    def max_n(self) -> int:
+        """The longest accumulation length of any element."""
+        return int(np.max(self.n)) if np.size(self.n) else 0
+
+    def n_at(self, index: tuple[int, ...]) -> int:
+        """The accumulation length of the element at ``index``."""
+        return int(self.n[index]) if np.ndim(self.n) else int(self.n)
 
     @property
     def is_exact(self) -> bool:
@@ -157,22 +169,30 @@ def _operand(t: Tracked, model: PrecisionModel) -> tuple[Tracked, float]:
     return t, c
 
 
-def matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None = None) -> Tracked:
+def matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None = None, *,
+           terms: np.ndarray | None = None) -> Tracked:
     """Contraction ``a @ b (+ bias)`` over the last axis of ``a`` under ``model``.
 
     Bound (deterministic), with ``S = (|a|+ra) @ (|b|+rb) + |bias| + rbias`` and
-    ``h`` the order's height for ``k (+1)`` terms plus one product rounding::
+    ``h`` the order's height for ``n`` terms plus one product rounding::
 
         (c_in + gamma_h(u_acc) (1 + c_in)) S + propagated radii + (h+1) * 2^emin_acc
 
     zero in the exact regime. The probabilistic bound replaces gamma by
     gamma~_h(lambda).
+
+    ``n`` is ``k (+1 with a bias)``, or ``terms`` when given: the number of real
+    terms of each output element (an integer array broadcastable to the
+    output), for contractions whose operands hold structural zeros (padding,
+    inserted zeros) that a kernel need not add. Those zeros must be exact
+    zeros of ``a`` or ``b``: they add nothing to ``S`` and adding them rounds
+    nothing, so only the real terms count towards ``h``.
     """
     with np.errstate(invalid="ignore", over="ignore"):
-        out = _matmul(a, b, model, bias)
+        out = _matmul(a, b, model, bias, terms)
         if model.rounds_inputs and model.inputs_maybe_unrounded:
             plain = model.with_(compute=model.storage, inputs_maybe_unrounded=False)
-            out = either(out, _matmul(a, b, plain, bias))
+            out = either(out, _matmul(a, b, plain, bias, terms))
         return out
 
 
@@ -194,15 +214,34 @@ def either(t1: Tracked, t2: Tracked) -> Tracked:
     return replace(t1, det=det, prob=prob, mag=xp.maximum(t1.mag, t2.mag))
 
 
-def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None) -> Tracked:
+def _coef(c: np.ndarray, xp: Any) -> Any:
+    """A per-element coefficient: a float when it is one number, else an array of ``xp``."""
+    return float(c) if np.ndim(c) == 0 else xp.asarray(c)
+
+
+def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
+            n_terms: np.ndarray | None = None) -> Tracked:
     xp = _xp(a.value)
     a, ca = _operand(a, model)
     b, cb = _operand(b, model)
     av, bv = a.value, b.value
     c_in = ca + cb + ca * cb
     k = a.shape[-1]
-    terms = k + (1 if bias is not None else 0)
-    h = int(model.order.height(terms)) + 1  # + one rounding of the product
+    if n_terms is None:
+        n_host = np.asarray(k + (1 if bias is not None else 0), dtype=np.int64)
+    else:
+        n_host = np.asarray(n_terms, dtype=np.int64)
+        if np.any(n_host < 0) or np.any(n_host > k + (1 if bias is not None else 0)):
+            from ..errors import InvalidArgument  # noqa: PLC0415
+
+            raise InvalidArgument(
+                f"terms must lie in [0, {k + (bias is not None)}] (the contraction length "
+                f"{k}{' + 1 for the bias' if bias is not None else ''}); got "
+                f"[{int(n_host.min())}, {int(n_host.max())}]"
+            )
+    terms: Any = _coef(n_host, xp)
+    h_host = model.order.height(n_host) + 1  # + one rounding of the product
+    h: Any = _coef(h_host, xp)
 
     abs_a, abs_b = xp.abs(av), xp.abs(bv)
     value = av @ bv
@@ -226,16 +265,17 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None)
         if bias is not None:
             ref_prop = ref_prop + bias.ref_err
     # S itself was summed in float64: make it an upper bound
-    S *= 1.0 + 2.0 * float(gamma(np.asarray(terms), U64))
+    g64 = _coef(gamma(n_host, U64), xp)
+    S *= 1.0 + 2.0 * g64
     S += terms * 2.0**-1074
 
     acc = model.accumulate
     u_acc = model.acc_unit()
     eta = (h + 1) * acc.tiny  # absolute slack for underflow (flush to zero included)
-    det_acc = _affine(S, c_in + float(gamma(np.asarray(h), u_acc)) * (1 + c_in), eta)
-    prob_acc = _affine(S, c_in + float(gamma_tilde(np.asarray(h), u_acc, model.alpha))
+    det_acc = _affine(S, c_in + _coef(gamma(h_host, u_acc), xp) * (1 + c_in), eta)
+    prob_acc = _affine(S, c_in + _coef(gamma_tilde(h_host, u_acc, model.alpha), xp)
                        * (1 + c_in), eta)
-    ref_err = _affine(S, float(gamma(np.asarray(terms), U64)), terms * 2.0**-1074) + ref_prop
+    ref_err = _affine(S, g64, terms * 2.0**-1074) + ref_prop
 
     # exact regime: exact inputs on a grid 2^e, all partial sums fit
     if not has_rad and c_in == 0.0:
@@ -255,7 +295,9 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None)
     # (inf times a subnormal that may be flushed: inf or NaN)
     unknown = (_finite_magnitude(S, a, b, bias) > acc.max) | xp.isnan(det_acc)
     det, prob = _overflow_to_inf(unknown, det_acc, prob_acc)
-    out = Tracked(value=value, ref_err=ref_err, det=det, prob=prob, mag=S, n=terms)
+    n: int | np.ndarray = int(n_host) if n_host.ndim == 0 else np.broadcast_to(
+        n_host, value.shape)
+    out = Tracked(value=value, ref_err=ref_err, det=det, prob=prob, mag=S, n=n)
     return _escalate(out, av, bv, bias, model)
 
 
@@ -283,7 +325,7 @@ def _finite_magnitude(S: Any, a: Tracked, b: Tracked, bias: Tracked | None) -> A
     return out + fin(bias.value) if bias is not None else out
 
 
-def _affine(S: Any, coef: float, const: float) -> Any:
+def _affine(S: Any, coef: Any, const: Any) -> Any:
     """``coef * S + const`` in a fresh array, with no temporary."""
     out = S * coef
     out += const
@@ -423,6 +465,7 @@ def _escalate(out: Tracked, av: Any, bv: Any, bias: Tracked | None,
         )
     a_hi, a_lo = _split(av)
     b_hi, b_lo = _split(bv)
+    bias_full = None if bias is None else np.broadcast_to(bias.value, out.value.shape)
     value, lo, ref = out.value.copy(), np.zeros_like(out.value), out.ref_err.copy()
     for ix in map(tuple, idx):
         lead, i, j = ix[:-2], ix[-2], ix[-1]
@@ -432,8 +475,7 @@ def _escalate(out: Tracked, av: Any, bv: Any, bias: Tracked | None,
               b_lo[lead + (slice(None), j)] if b_lo.ndim > 2 else b_lo[:, j])
         parts = [ai[p] * bj[q] for p in (0, 1) for q in (0, 1)]
         if bias is not None:
-            parts.append(np.atleast_1d(bias.value[ix[:-2] + (j,)] if bias.value.ndim > 1
-                                       else bias.value[j]))
+            parts.append(np.atleast_1d(bias_full[ix]))
         terms = np.concatenate(parts).tolist()
         hi = math.fsum(terms)
         rest = math.fsum(terms + [-hi]) if math.isfinite(hi) else 0.0
