@@ -7,11 +7,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from float64_reference import make_host, reference
 
 from numoracle.errors import InvalidArgument
 from numoracle.kernels import all_targets, available_targets, get_backend, get_target
 from numoracle.kernels.registry import target_names
-from numoracle.oracle.formats import quantize
 from numoracle.target import LAYOUTS, Target
 
 torch = pytest.importorskip("torch")
@@ -33,29 +33,6 @@ def shapes(op: str, dims: tuple[int, int, int], bias: bool, batch_shape=()) -> d
     return out
 
 
-def make_host(shp: dict, storage: str, seed: int, integers: bool) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    if integers:
-        return {k: rng.integers(-2, 3, s).astype(np.float64) for k, s in shp.items()}
-    return {k: quantize(rng.standard_normal(s), storage) for k, s in shp.items()}
-
-
-def reference(op: str, h: dict[str, np.ndarray]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Each output's float64 value and S, the sum of the absolute values of its terms."""
-    A = np.abs
-    if op == "matmul":
-        return {"out": (h["a"] @ h["b"], A(h["a"]) @ A(h["b"]))}
-    x, w, g = h["x"], h["weight"], h["grad_output"]
-    res = {
-        "y": (x @ w.T, A(x) @ A(w).T),
-        "grad_input": (g @ w, A(g) @ A(w)),
-        "grad_weight": (g.T @ x, A(g).T @ A(x)),
-    }
-    if "bias" in h:
-        y, s = res["y"]
-        res["y"] = (y + h["bias"], s + A(h["bias"]))
-        res["grad_bias"] = (g.sum(axis=0), A(g).sum(axis=0))
-    return res
 
 
 def run_target(t: Target, host: dict[str, np.ndarray], layout: str) -> dict[str, np.ndarray]:
