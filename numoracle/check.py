@@ -7,9 +7,10 @@ unwritten gets a failing :class:`~numoracle.verdict.Verdict` that says so.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ import numpy as np
 from .case import Case
 from .errors import InvalidArgument
 from .kernels.backends import get_backend
+from .layouts import accepts, from_order, layouts_for, parse, shape_in, to_order
 from .oracle.ops import get_op
 from .oracle.precision import PrecisionModel
 from .oracle.tracked import Tracked
@@ -33,25 +35,33 @@ class _Hung(Exception):
     pass
 
 
-def _call_with_timeout(fn: Any, kwargs: Mapping[str, Any], timeout: float) -> Any:
-    """Run ``fn(**kwargs)`` in a worker thread; raise _Hung past ``timeout``."""
-    box: dict[str, Any] = {}
+class _Worker:
+    """One long-lived worker thread for kernel calls (thread-local state of the
+    array libraries is set up once); replaced when a call hangs in it."""
 
-    def work() -> None:
-        try:
+    def __init__(self) -> None:
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="numoracle-kernel")
+
+    def call(self, fn: Any, kwargs: Mapping[str, Any], timeout: float) -> Any:
+        def work() -> Any:
             with np.errstate(all="ignore"):  # IEEE exceptions of a kernel are not failures
-                box["out"] = fn(**kwargs)
-        except BaseException as exc:  # noqa: BLE001 - reported as the verdict
-            box["exc"] = exc
+                return fn(**kwargs)
 
-    th = threading.Thread(target=work, daemon=True, name="numoracle-kernel")
-    th.start()
-    th.join(timeout)
-    if th.is_alive():
-        raise _Hung(f"the kernel did not return within {timeout:g} s (hung?)")
-    if "exc" in box:
-        raise box["exc"]
-    return box["out"]
+        future = self.pool.submit(work)
+        try:
+            return future.result(timeout)
+        except FutureTimeout:
+            self.pool.shutdown(wait=False)  # the hung thread is left behind, not reused
+            self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="numoracle-kernel")
+            raise _Hung(f"the kernel did not return within {timeout:g} s (hung?)") from None
+
+
+_WORKER = _Worker()
+
+
+def _call_with_timeout(fn: Any, kwargs: Mapping[str, Any], timeout: float) -> Any:
+    """Run ``fn(**kwargs)`` in the worker thread; raise _Hung past ``timeout``."""
+    return _WORKER.call(fn, kwargs, timeout)
 
 
 def run_kernel(case: Case, target: Target, inputs: Mapping[str, np.ndarray],
@@ -61,11 +71,9 @@ def run_kernel(case: Case, target: Target, inputs: Mapping[str, np.ndarray],
     op = get_op(case.op)
     backend = get_backend(target.backend)
     storage = target.precision.storage
-    args = {
-        name: backend.to_device(arr, storage,
-                                case.layout(name) if case.layout(name) in target.layouts else "C")
-        for name, arr in inputs.items()
-    }
+    args = {name: _to_target(backend, storage, arr, case.layout(name),
+                             target.accepted_layouts(name), op.input_axes.get(name))
+            for name, arr in inputs.items()}
     try:
         out = _call_with_timeout(target.fn, args, timeout)
         backend.synchronize()
@@ -85,11 +93,26 @@ def run_kernel(case: Case, target: Target, inputs: Mapping[str, np.ndarray],
     host: dict[str, np.ndarray] = {}
     for name in wanted:
         arr = out[name]
-        problem = backend.check_output(arr, storage=storage, shape=expected[name])
+        axes = op.output_axes.get(name)
+        order = target.output_layouts.get(name) if axes is not None else None
+        problem = backend.check_output(arr, storage=storage,
+                                       shape=shape_in(expected[name], axes, order))
         if problem:
-            return None, f"output {name!r}: {problem}"
-        host[name] = backend.to_host(arr)
+            where = f" (in the target's axis order {order})" if order not in (None, axes) else ""
+            return None, f"output {name!r}{where}: {problem}"
+        host[name] = np.ascontiguousarray(from_order(backend.to_host(arr), axes, order))
     return host, None
+
+
+def _to_target(backend: Any, storage: Any, host: np.ndarray, layout: str,
+               accepted: tuple[str, ...], axes: str | None) -> Any:
+    """``host`` (canonical axis order ``axes``) as the target takes it: in the
+    case's layout where the target accepts it, else in its first accepted one."""
+    if not accepts(accepted, layout, axes):
+        valid = [a for a in accepted if a in layouts_for(axes)]
+        layout = valid[0] if valid else "C"
+    lay = parse(layout, axes)
+    return backend.to_device(to_order(host, axes, lay.order), storage, lay.memory)
 
 
 #: multiply-adds above which the float64 reference runs on a GPU, when CuPy has one
