@@ -105,7 +105,9 @@ def test_cases_materialise_representable_inputs(case: Case) -> None:
 
 @pytest.mark.parametrize("op", sorted(OPS))
 def test_cases_shrink_to_the_simplest_case(op: str) -> None:
-    case = find(cases(op=op, max_overlays=3), lambda _: True)
+    # derandomized: from a random start the shrinker can run out of its 500 shrinks
+    case = find(cases(op=op, max_overlays=3), lambda _: True,
+                settings=settings(derandomize=True, database=None))
     assert case.size() == len(case.shapes())  # every dimension 1
     assert (case.family, case.storage, case.layouts, case.overlays) == ("exact", "fp32", {}, ())
     assert case.seed == 0
