@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from .errors import InvalidArgument
+from .layouts import layouts_for
 from .oracle.formats import get_format, quantize
 from .oracle.ops import get_op
-from .target import LAYOUTS
 from .values import FAMILIES, generate_inputs
 
 __all__ = ["Case"]
@@ -40,8 +40,10 @@ class Case:
     seed : int
         Seed of the host generator that makes the bulk values.
     layouts : dict
-        Layout of each input (see :data:`numoracle.target.LAYOUTS`); missing
-        inputs are row-major (``"C"``).
+        Layout of each input (see :data:`numoracle.target.LAYOUTS`; inputs
+        with named axes also take axis orders such as ``"NHWC"`` or
+        ``"HWIO:F"``, see :mod:`numoracle.layouts`); missing inputs are
+        row-major (``"C"``).
     overlays : tuple
         ``(input, flat_index, value)`` triples written over the bulk values
         (special values: signed zeros, subnormals, infinities, NaN).
@@ -68,8 +70,9 @@ class Case:
             if name not in shapes:
                 raise InvalidArgument(f"layouts names {name!r}, which is not an input of "
                                       f"{self.op}; inputs are {sorted(shapes)}")
-            if lay not in LAYOUTS:
-                raise InvalidArgument(f"layout {lay!r} of {name!r} must be one of {LAYOUTS}")
+            valid = layouts_for(op.input_axes.get(name))
+            if lay not in valid:
+                raise InvalidArgument(f"layout {lay!r} of {name!r} must be one of {valid}")
         for name, idx, _ in self.overlays:
             if name not in shapes or not 0 <= idx < max(1, int(np.prod(shapes[name]))):
                 raise InvalidArgument(f"overlay ({name!r}, {idx}) is outside the inputs {shapes}")

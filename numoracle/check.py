@@ -18,6 +18,7 @@ import numpy as np
 from .case import Case
 from .errors import InvalidArgument
 from .kernels.backends import get_backend
+from .layouts import accepts, from_order, layouts_for, parse, shape_in, to_order
 from .oracle.ops import get_op
 from .oracle.precision import PrecisionModel
 from .oracle.tracked import Tracked
@@ -70,11 +71,11 @@ def run_kernel(case: Case, target: Target, inputs: Mapping[str, np.ndarray],
     op = get_op(case.op)
     backend = get_backend(target.backend)
     storage = target.precision.storage
-    args = {
-        name: backend.to_device(arr, storage,
-                                case.layout(name) if case.layout(name) in target.layouts else "C")
-        for name, arr in inputs.items()
-    }
+    args = {name: _to_target(backend, storage, arr, case.layout(name),
+                             target.accepted_layouts(name), op.input_axes.get(name))
+            for name, arr in inputs.items()}
+    if op.passes_params:
+        args["params"] = dict(case.params)
     try:
         out = _call_with_timeout(target.fn, args, timeout)
         backend.synchronize()
@@ -94,11 +95,26 @@ def run_kernel(case: Case, target: Target, inputs: Mapping[str, np.ndarray],
     host: dict[str, np.ndarray] = {}
     for name in wanted:
         arr = out[name]
-        problem = backend.check_output(arr, storage=storage, shape=expected[name])
+        axes = op.output_axes.get(name)
+        order = target.output_layouts.get(name) if axes is not None else None
+        problem = backend.check_output(arr, storage=storage,
+                                       shape=shape_in(expected[name], axes, order))
         if problem:
-            return None, f"output {name!r}: {problem}"
-        host[name] = backend.to_host(arr)
+            where = f" (in the target's axis order {order})" if order not in (None, axes) else ""
+            return None, f"output {name!r}{where}: {problem}"
+        host[name] = np.ascontiguousarray(from_order(backend.to_host(arr), axes, order))
     return host, None
+
+
+def _to_target(backend: Any, storage: Any, host: np.ndarray, layout: str,
+               accepted: tuple[str, ...], axes: str | None) -> Any:
+    """``host`` (canonical axis order ``axes``) as the target takes it: in the
+    case's layout where the target accepts it, else in its first accepted one."""
+    if not accepts(accepted, layout, axes):
+        valid = [a for a in accepted if a in layouts_for(axes)]
+        layout = valid[0] if valid else "C"
+    lay = parse(layout, axes)
+    return backend.to_device(to_order(host, axes, lay.order), storage, lay.memory)
 
 
 #: multiply-adds above which the float64 reference runs on a GPU, when CuPy has one

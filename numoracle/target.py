@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InvalidArgument
+from .layouts import ALL_LAYOUTS, MEMORY_LAYOUTS, check_layout_name
 from .oracle.precision import PrecisionModel, get_model
 
 __all__ = ["Target", "LAYOUTS", "BACKENDS"]
@@ -15,7 +16,9 @@ __all__ = ["Target", "LAYOUTS", "BACKENDS"]
 #: ``C`` row-major contiguous, ``F`` column-major (Fortran order),
 #: ``T`` a transposed view of a contiguous array (last two axes),
 #: ``S`` non-contiguous strides (every other element of a larger buffer).
-LAYOUTS = ("C", "F", "T", "S")
+#: Inputs with named axes (a convolution's) also take axis orders such as
+#: ``"NHWC"`` or ``"HWIO:F"`` (see :mod:`numoracle.layouts`).
+LAYOUTS = MEMORY_LAYOUTS
 BACKENDS = ("numpy", "torch-cpu", "torch-cuda", "cupy")
 
 
@@ -36,12 +39,20 @@ class Target:
     fn : callable
         ``fn(**inputs) -> Mapping[str, array]``: takes the op's inputs as
         backend arrays (keyword arguments named as the op names them) and
-        returns the outputs it computes, by name.
+        returns the outputs it computes, by name. For ops whose kernels need
+        parameters the shapes do not tell (``conv2d``: stride, padding,
+        dilation, groups) it is also given ``params``, the case's parameters.
     outputs : tuple of str
         Which of the op's outputs ``fn`` returns; empty means all of them.
-    layouts : tuple of str
-        The input layouts it accepts (see :data:`LAYOUTS`); others are made
-        contiguous before the call.
+    layouts : tuple of str, or mapping of input name to tuple of str
+        The input layouts it accepts (see :data:`LAYOUTS` and
+        :mod:`numoracle.layouts`), for every input or per input (inputs a
+        mapping leaves out accept ``("C",)``). An input drawn in a layout the
+        target does not accept is handed over in its first accepted layout.
+    output_layouts : mapping of output name to str
+        The axis order of each output with named axes that ``fn`` returns
+        (``{"y": "NHWC", "grad_weight": "HWIO"}``); outputs left out are in the
+        op's canonical order. The runner brings them back before judging.
     max_reduction : int or None
         Longest reduction it should be tested on (None: no limit).
     source : str or None
@@ -57,7 +68,8 @@ class Target:
     precision: PrecisionModel
     fn: Callable[..., Mapping[str, Any]]
     outputs: tuple[str, ...] = ()
-    layouts: tuple[str, ...] = LAYOUTS
+    layouts: tuple[str, ...] | Mapping[str, tuple[str, ...]] = LAYOUTS
+    output_layouts: Mapping[str, str] = field(default_factory=dict)
     max_reduction: int | None = None
     available: Callable[[], str | None] = field(default=lambda: None, compare=False)
     description: str = ""
@@ -70,13 +82,38 @@ class Target:
             )
         if not callable(self.fn):
             raise InvalidArgument(f"fn={self.fn!r} must be callable: fn(**inputs) -> dict")
-        bad = [lay for lay in self.layouts if lay not in LAYOUTS]
-        if bad or not self.layouts:
+        groups = self.layouts.values() if isinstance(self.layouts, Mapping) else [self.layouts]
+        for group in groups:
+            if isinstance(group, str) or not isinstance(group, (tuple, list)) or not group \
+                    or any(lay not in ALL_LAYOUTS for lay in group):
+                raise InvalidArgument(
+                    f"layouts={self.layouts!r} must be a non-empty subset of {ALL_LAYOUTS}, "
+                    "or a mapping of input name to such a subset"
+                )
+        if isinstance(self.layouts, Mapping):
+            object.__setattr__(self, "layouts", {k: tuple(v) for k, v in self.layouts.items()})
+        else:
+            object.__setattr__(self, "layouts", tuple(self.layouts))
+        if not isinstance(self.output_layouts, Mapping):
             raise InvalidArgument(
-                f"layouts={self.layouts!r} must be a non-empty subset of {LAYOUTS}"
+                f"output_layouts={self.output_layouts!r} must map output names to axis "
+                "orders, e.g. {'y': 'NHWC'}"
             )
+        for lay in self.output_layouts.values():
+            check_layout_name(lay)
+            if lay in MEMORY_LAYOUTS or ":" in lay:
+                raise InvalidArgument(
+                    f"output layout {lay!r} must be an axis order such as 'NHWC' or 'HWIO' "
+                    "(outputs are read through their strides, whatever their memory order)"
+                )
         if not isinstance(self.precision, PrecisionModel):
             object.__setattr__(self, "precision", get_model(self.precision))
+
+    def accepted_layouts(self, name: str) -> tuple[str, ...]:
+        """The layouts the target accepts for input ``name``."""
+        if isinstance(self.layouts, Mapping):
+            return tuple(self.layouts.get(name, ("C",)))
+        return tuple(self.layouts)
 
     def unavailable_reason(self) -> str | None:
         """Why this target cannot run here, or None."""

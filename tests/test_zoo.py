@@ -27,7 +27,7 @@ def test_default_strategies_catch_the_mutant(mutant, tmp_path: Path) -> None:
 
 CORRECT = [("numpy-fp32", "linear"), ("numpy-fp32", "matmul"), ("torch-cpu-fp32", "linear"),
            ("torch-cpu-fp32", "matmul"), ("torch-cpu-bf16", "linear"),
-           ("torch-cpu-bf16", "matmul")]
+           ("torch-cpu-bf16", "matmul"), ("numpy-fp32", "conv2d"), ("torch-cpu-fp32", "conv2d")]
 
 
 @pytest.mark.parametrize(("name", "op"), CORRECT)

@@ -15,7 +15,15 @@ from __future__ import annotations
 
 from ..errors import InvalidArgument
 from ..target import Target
-from . import cupy_linear, numpy_targets, torch_targets
+from . import (
+    cupy_conv2d,
+    cupy_linear,
+    numpy_conv2d,
+    numpy_targets,
+    torch_conv2d,
+    torch_conv2d_cuda,
+    torch_targets,
+)
 
 __all__ = ["all_targets", "available_targets", "get_target", "target_names"]
 
@@ -32,6 +40,8 @@ def _check_unique(targets: tuple[Target, ...]) -> tuple[Target, ...]:
 
 _TARGETS: tuple[Target, ...] = _check_unique(
     numpy_targets.TARGETS + torch_targets.TARGETS + cupy_linear.TARGETS
+    + numpy_conv2d.TARGETS + torch_conv2d.TARGETS + cupy_conv2d.TARGETS
+    + torch_conv2d_cuda.TARGETS
 )
 
 

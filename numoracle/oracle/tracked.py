@@ -83,10 +83,11 @@ class Tracked:
         """The same on the host (NumPy), when it lives on a device (CuPy)."""
         if _xp(self.value) is np:
             return self
-        n = self.n.get() if hasattr(self.n, "get") else self.n
-        return replace(self, value=self.value.get(), ref_err=self.ref_err.get(),
-                       det=self.det.get(), prob=self.prob.get(), mag=self.mag.get(),
-                       lo=None if self.lo is None else self.lo.get(), n=n)
+        dev: Any = self
+        n = dev.n.get() if hasattr(dev.n, "get") else dev.n
+        return replace(self, value=dev.value.get(), ref_err=dev.ref_err.get(),
+                       det=dev.det.get(), prob=dev.prob.get(), mag=dev.mag.get(),
+                       lo=None if dev.lo is None else dev.lo.get(), n=n)
 
     @property
     def max_n(self) -> int:
@@ -95,7 +96,9 @@ class Tracked:
 
     def n_at(self, index: tuple[int, ...]) -> int:
         """The accumulation length of the element at ``index``."""
-        return int(self.n[index]) if np.ndim(self.n) else int(self.n)
+        if isinstance(self.n, np.ndarray):
+            return int(self.n[index])
+        return int(self.n)
 
     @property
     def is_exact(self) -> bool:
@@ -125,12 +128,16 @@ def exact(x: Any) -> Tracked:
     return Tracked(value=v, ref_err=z, det=z, prob=z, mag=z, n=1)
 
 
+#: what :func:`lsb_exponent` returns when no element is a nonzero finite number
+_NO_GRID = 1 << 20
+
+
 def lsb_exponent(x: np.ndarray) -> int:
     """Exponent of the lowest set bit over all nonzero finite elements of ``x``
     (the grid ``2^e`` they all lie on); a large number when there are none."""
     xp = _xp(x)
     flat = x.reshape(-1)
-    best = 1 << 20
+    best = _NO_GRID
     for lo in range(0, flat.size, 1 << 16):  # chunks keep the temporaries small
         part = flat[lo:lo + (1 << 16)]
         v = part[xp.isfinite(part) & (part != 0)]
@@ -279,7 +286,9 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
 
     # exact regime: exact inputs on a grid 2^e, all partial sums fit
     if not has_rad and c_in == 0.0:
-        e = lsb_exponent(av) + lsb_exponent(bv)
+        ea, eb = lsb_exponent(av), lsb_exponent(bv)
+        # an operand without a nonzero finite element makes every product 0: on any grid
+        e = ea + eb if max(ea, eb) < _NO_GRID else 0
         if bias is not None:
             e = min(e, lsb_exponent(bias.value))
         if e < (1 << 19):
@@ -475,7 +484,7 @@ def _escalate(out: Tracked, av: Any, bv: Any, bias: Tracked | None,
               b_lo[lead + (slice(None), j)] if b_lo.ndim > 2 else b_lo[:, j])
         parts = [ai[p] * bj[q] for p in (0, 1) for q in (0, 1)]
         if bias is not None:
-            parts.append(np.atleast_1d(bias_full[ix]))
+            parts.append(np.atleast_1d(np.asarray(bias_full)[ix]))
         terms = np.concatenate(parts).tolist()
         hi = math.fsum(terms)
         rest = math.fsum(terms + [-hi]) if math.isfinite(hi) else 0.0

@@ -23,14 +23,14 @@ from hypothesis.strategies import SearchStrategy
 from ..case import Case
 from ..errors import InvalidArgument
 from ..oracle.ops import Op, get_op
-from ..target import LAYOUTS
 from ._validate import as_strategy, check_int, choice_strategy, is_strategy
 from .formats import STORAGE_FORMATS
-from .layouts import input_layouts
+from .layouts import _choice, input_layouts
 from .sizes import MAX_SIZE, batch_sizes, dims
 from .values import DEFAULT_FAMILIES, FAMILY_ORDER, overlays
 
-__all__ = ["cases", "PLANS", "Dim", "Flag", "Shape", "DEFAULT_MAX_ELEMENTS", "DIM_MAX",
+__all__ = ["cases", "PLANS", "Dim", "Flag", "Shape", "Multiple", "Pair",
+            "DEFAULT_MAX_ELEMENTS", "DIM_MAX",
            "REDUCTION_MAX", "SEED_MAX"]
 
 #: default bound on the total number of input elements of a case: small enough
@@ -128,7 +128,67 @@ class Shape:
         return entries
 
 
-Spec = Dim | Flag | Shape
+@dataclass(frozen=True)
+class Multiple:
+    """A positive multiple of the parameter ``of`` (drawn first), at most
+    ``max_value`` and within the limits: ``of * k`` with ``k`` shrinking towards 1
+    (a convolution's channels, a multiple of its groups)."""
+
+    name: str
+    of: str
+    max_value: int
+    smallest: Any = 1
+
+    def draw(self, draw: st.DrawFn, op: Op, params: Params, limits: _Limits) -> int:
+        base = int(params[self.of])
+        top = self.max_value // base
+        if top < 1 or not limits.fits(op, {**params, self.name: base}):
+            reject()  # fixed parameters that leave no multiple: try another draw
+        k = _largest(lambda v: limits.fits(op, {**params, self.name: base * v}), top)
+        return base * draw(st.integers(1, k))
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A pair of ints in ``[min_value, max_value]`` (a convolution's kernel size,
+    stride, padding, dilation), each within ``cap(params, axis)`` and the
+    limits; shrinks towards ``(min_value, min_value)``."""
+
+    name: str
+    min_value: int
+    max_value: int
+    cap: Callable[[Params, int], int] | None = None
+
+    @property
+    def smallest(self) -> tuple[int, int]:
+        return (self.min_value, self.min_value)
+
+    def draw(self, draw: st.DrawFn, op: Op, params: Params, limits: _Limits) -> tuple[int, int]:
+        pair = [self.min_value, self.min_value]
+        for axis in (0, 1):
+            top = self.max_value if self.cap is None else min(self.max_value,
+                                                              self.cap(params, axis))
+            best = self.min_value - 1
+            for v in range(self.min_value, top + 1):
+                trial = pair.copy()
+                trial[axis] = v
+                if not limits.fits(op, {**params, self.name: tuple(trial)}):
+                    break
+                best = v
+            if best < self.min_value:
+                reject()  # fixed parameters that leave no room: try another draw
+            pair[axis] = draw(st.integers(self.min_value, best))
+        return (pair[0], pair[1])
+
+
+def _kernel_cap(params: Params, axis: int) -> int:
+    """Largest kernel extent whose dilated window fits the padded input."""
+    size = params["height" if axis == 0 else "width"]
+    p, d = params["padding"][axis], params["dilation"][axis]
+    return (size + 2 * p - 1) // d + 1
+
+
+Spec = Dim | Flag | Shape | Multiple | Pair
 
 #: how each op's parameters are drawn, in draw order (flags and batch shapes
 #: first: they change the budget of the dimensions); an op without a plan has
@@ -137,6 +197,13 @@ PLANS: dict[str, tuple[Spec, ...]] = {
     "linear": (Flag("bias"), Dim("batch", 128, is_batch=True), Dim("in_features"),
                Dim("out_features")),
     "matmul": (Shape("batch_shape"), Dim("m"), Dim("k"), Dim("n")),
+    # groups first, channels as multiples of it (in_channels == groups: depthwise);
+    # spatial sizes before the kernel, which must fit the padded input
+    "conv2d": (Flag("bias"), Dim("batch", 8, is_batch=True), Dim("groups", 16),
+               Multiple("in_channels", "groups", 16), Multiple("out_channels", "groups", 16),
+               Dim("height", 32), Dim("width", 32), Pair("padding", 0, 2),
+               Pair("dilation", 1, 2), Pair("kernel_size", 1, 5, _kernel_cap),
+               Pair("stride", 1, 3)),
 }
 
 
@@ -218,7 +285,7 @@ class _Request:
     op: SearchStrategy[str]
     storage: SearchStrategy[str]
     family: SearchStrategy[str]
-    layout: SearchStrategy[str]
+    layout: Any
     max_reduction: SearchStrategy[int | None]
     max_elements: SearchStrategy[int]
     params: Mapping[str, Any]
@@ -236,6 +303,11 @@ def _draw_params(draw: st.DrawFn, op: Op, req: _Request, limits: _Limits) -> Par
     for spec in _plan(op):
         if spec.name not in fixed:
             params[spec.name] = spec.draw(draw, op, params, limits)
+    if fixed:
+        try:
+            op.validate(params)
+        except InvalidArgument:
+            reject()  # fixed parameters the drawn ones do not agree with (groups, channels)
     return params
 
 
@@ -248,7 +320,7 @@ def _cases(draw: st.DrawFn, req: _Request) -> Case:
     family = draw(req.family)
     params = _draw_params(draw, op, req, limits)
     shapes = op.input_shapes(op.validate(params))
-    layouts = draw(input_layouts(shapes, layout=req.layout))
+    layouts = draw(input_layouts(shapes, layout=req.layout, axes=op.input_axes))
     specials = draw(overlays(shapes, storage, max_count=_check_max_overlays(
         draw(req.max_overlays))))
     return Case(op=op.name, params=params, storage=storage, family=family,
@@ -260,7 +332,8 @@ def cases(
     op: str | SearchStrategy[str],
     storage: str | Iterable[str] | SearchStrategy[str] = STORAGE_FORMATS,
     families: str | Iterable[str] | SearchStrategy[str] = DEFAULT_FAMILIES,
-    layouts: str | Iterable[str] | SearchStrategy[str] = LAYOUTS,
+    layouts: str | Iterable[str] | SearchStrategy[str]
+    | Mapping[str, str | Iterable[str] | SearchStrategy[str]] | None = None,
     max_reduction: int | SearchStrategy[int | None] | None = None,
     max_elements: int | SearchStrategy[int] = DEFAULT_MAX_ELEMENTS,
     batch: int | SearchStrategy[int] | None = None,
@@ -282,9 +355,12 @@ def cases(
     families : str, collection of str or strategy
         Value family or families (default: every family but ``special``;
         shrinks towards ``exact``).
-    layouts : str, collection of str or strategy
-        Layout(s) each input is drawn from, independently (a target's
-        ``layouts``; default: all of them; shrinks towards ``C``).
+    layouts : str, collection of str, strategy, mapping or None
+        Layout(s) each input is drawn from, independently, or those per input
+        name (a target's ``layouts``); each input draws from the given ones
+        valid for it (see :func:`~numoracle.strategies.input_layouts`).
+        Default: every layout valid for the input, the axis orders of a
+        convolution's inputs included; shrinks towards ``C``.
     max_reduction : int, None or strategy
         Longest accumulation length of any output (None: no limit); a
         target's ``max_reduction``. Dimensions are at most :data:`DIM_MAX`,
@@ -321,7 +397,7 @@ storage='fp32', family='exact', seed=0, layouts={}, overlays=())
         op=as_strategy(op, _check_op),
         storage=choice_strategy("storage", storage, STORAGE_FORMATS),
         family=choice_strategy("families", families, FAMILY_ORDER),
-        layout=choice_strategy("layouts", layouts, LAYOUTS),
+        layout=_check_layouts(layouts),
         max_reduction=as_strategy(max_reduction, _check_max_reduction),
         max_elements=as_strategy(max_elements, _check_max_elements),
         params=fixed,
@@ -334,6 +410,18 @@ storage='fp32', family='exact', seed=0, layouts={}, overlays=())
     if isinstance(op, str):
         _check_request(get_op(op), fixed, batch, max_elements, max_reduction)
     return _cases(req)
+
+
+def _check_layouts(layouts: Any) -> Any:
+    """``layouts`` checked now (names known); None stays None (every valid layout)."""
+    if layouts is None:
+        return None
+    if isinstance(layouts, Mapping):
+        for name, value in layouts.items():
+            _choice(f"layouts[{name!r}]", value)
+    else:
+        _choice("layouts", layouts)
+    return layouts
 
 
 def _check_request(op: Op, params: Mapping[str, Any], batch: Any, max_elements: Any,

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from numoracle.case import Case
 from numoracle.errors import InvalidArgument
+from numoracle.layouts import layouts_for
 from numoracle.oracle.formats import representable
 from numoracle.oracle.ops import OPS, get_op
 from numoracle.strategies import DEFAULT_MAX_ELEMENTS, PLANS, SEED_MAX, cases
@@ -38,7 +39,11 @@ def test_cases_are_valid_and_within_the_default_limits(op: str) -> None:
         assert 0 <= case.seed <= SEED_MAX
         assert case.family != "special"
         assert case.overlays == ()
-        assert set(case.layouts.values()) <= set(LAYOUTS) - {"C"}
+        axes = OPS[op].input_axes
+        assert all(lay in layouts_for(axes.get(name)) and lay != "C"
+                   for name, lay in case.layouts.items())
+        if not axes:
+            assert set(case.layouts.values()) <= set(LAYOUTS) - {"C"}
 
     check()
 

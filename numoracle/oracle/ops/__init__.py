@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from ...errors import InvalidArgument
 from .base import Op, Product
+from .conv2d import Conv2d
 from .linear import Linear
 from .matmul import Matmul
 
 __all__ = ["Op", "Product", "OPS", "get_op"]
 
-OPS: dict[str, Op] = {op.name: op for op in (Linear(), Matmul())}
+OPS: dict[str, Op] = {op.name: op for op in (Linear(), Matmul(), Conv2d())}
 
 
 def get_op(name: str) -> Op:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -46,6 +47,15 @@ class Op(ABC):
     name: str = ""
     #: parameter names a case must give (dimensions and flags)
     param_names: tuple[str, ...] = ()
+    #: canonical axis order of the inputs whose axes have names (``{"x": "NCHW"}``);
+    #: they may be handed over in another axis order (see :mod:`numoracle.layouts`)
+    input_axes: ClassVar[Mapping[str, str]] = MappingProxyType({})
+    #: canonical axis order of the outputs whose axes have names
+    output_axes: ClassVar[Mapping[str, str]] = MappingProxyType({})
+    #: whether a kernel needs parameters its inputs' shapes do not tell (a
+    #: convolution's stride, padding, dilation, groups): then targets are
+    #: called with the case's parameters as one more keyword, ``params``
+    passes_params: ClassVar[bool] = False
 
     @abstractmethod
     def validate(self, params: Mapping[str, Any]) -> dict[str, Any]:

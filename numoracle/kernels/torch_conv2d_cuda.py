@@ -1,0 +1,248 @@
+"""torch targets for ``conv2d`` on CUDA: cuDNN through ``F.conv2d`` and autograd.
+
+The forward pass is :func:`torch.nn.functional.conv2d`, the backward pass
+:func:`torch.autograd.grad` for the given ``grad_output``, float32 on the
+current CUDA device, so the targets judge the cuDNN kernels a training step
+runs. Eight targets, ``torch-cuda-<model>[-cl][-det]``:
+
+``fp32`` / ``tf32``
+    cuDNN may not (model ``fp32``) or may (model ``tf32``) round fp32 inputs to
+    TF32 on tensor cores. How cuDNN rounds them is not documented, so the
+    ``tf32`` claim leaves ``input_rounding`` unknown, and it claims truncating
+    accumulation (``accumulate_rounding="rz"``), as the tensor-core linear
+    targets do.
+``-cl``
+    inputs converted to ``torch.channels_last`` inside the call (cuDNN's NHWC
+    kernels); otherwise they are used as handed over (contiguous NCHW unless
+    the case asks for another memory layout).
+``-det``
+    ``torch.backends.cudnn.deterministic = True`` (the targets then claim
+    ``deterministic_runs``); otherwise False.
+
+Each call pins cuDNN's flags for its duration and restores them on exit
+(:func:`cudnn_flags`): cuDNN enabled, ``benchmark`` off (heuristic algorithm
+choice, repeatable), ``deterministic`` as above and the TF32 switch, through
+``torch.backends.cudnn.conv.fp32_precision`` where this torch has it (mixing
+it with the legacy ``allow_tf32`` raises in torch >= 2.9), else
+``torch.backends.cudnn.allow_tf32``.
+
+Arrays are in the canonical axis orders (``x`` and ``grad_output`` NCHW,
+``weight`` OIHW): torch takes logical NCHW whatever the strides, so the
+targets accept those orders row-major, column-major (``:F``) and strided.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from ..errors import InvalidArgument
+from ..oracle.precision import get_model
+from ..target import Target
+from .backends import get_backend
+from .cupy_conv2d import resolve_geometry
+
+__all__ = ["CudnnMode", "cudnn_flags", "conv2d", "TARGETS"]
+
+_NO_CONTEXT_WARNING = "Attempting to run cuBLAS, but there was no current CUDA context"
+
+
+@dataclass(frozen=True)
+class CudnnMode:
+    """How a cuDNN conv2d target computes.
+
+    Parameters
+    ----------
+    tf32 : bool
+        Let cuDNN round fp32 inputs to TF32.
+    deterministic : bool
+        ``torch.backends.cudnn.deterministic``.
+    channels_last : bool
+        Convert the inputs to ``torch.channels_last`` before the call.
+    """
+
+    tf32: bool = False
+    deterministic: bool = False
+    channels_last: bool = False
+
+    @property
+    def target_name(self) -> str:
+        """``torch-cuda-fp32``, ``torch-cuda-tf32-cl-det``, ..."""
+        return ("torch-cuda-" + ("tf32" if self.tf32 else "fp32")
+                + ("-cl" if self.channels_last else "") + ("-det" if self.deterministic else ""))
+
+
+def _has(namespace: object, attr: str) -> bool:
+    try:
+        getattr(namespace, attr)
+    except AttributeError:
+        return False
+    return True
+
+
+@contextmanager
+def _pinned(namespace: object, attr: str, value: object) -> Iterator[None]:
+    """Set ``namespace.attr = value`` for the block, then put back the old value."""
+    saved = getattr(namespace, attr)
+    setattr(namespace, attr, value)
+    try:
+        yield
+    finally:
+        setattr(namespace, attr, saved)
+
+
+@contextmanager
+def cudnn_flags(mode: CudnnMode) -> Iterator[None]:
+    """Pin cuDNN's global flags to what ``mode`` claims, for the block.
+
+    Every flag is restored on exit, exceptions included.
+
+    Examples
+    --------
+    >>> import torch
+    >>> before = torch.backends.cudnn.deterministic
+    >>> with cudnn_flags(CudnnMode(deterministic=True)):
+    ...     torch.backends.cudnn.deterministic
+    True
+    >>> torch.backends.cudnn.deterministic == before
+    True
+    """
+    import torch
+
+    cudnn = torch.backends.cudnn
+    with ExitStack() as stack:
+        stack.enter_context(_pinned(cudnn, "enabled", True))
+        stack.enter_context(_pinned(cudnn, "benchmark", False))
+        stack.enter_context(_pinned(cudnn, "deterministic", mode.deterministic))
+        conv = getattr(cudnn, "conv", None)
+        if conv is not None and _has(conv, "fp32_precision"):
+            stack.enter_context(_pinned(conv, "fp32_precision", "tf32" if mode.tf32 else "ieee"))
+        else:
+            stack.enter_context(_pinned(cudnn, "allow_tf32", mode.tf32))
+        yield
+
+
+def _check_tensors(mode: CudnnMode, **tensors: Any) -> None:
+    import torch
+
+    for name, t in tensors.items():
+        if t is None:
+            continue
+        if not isinstance(t, torch.Tensor) or t.dtype != torch.float32 or t.device.type != "cuda":
+            got = f"{t.dtype} on {t.device}" if isinstance(t, torch.Tensor) else type(t).__name__
+            raise InvalidArgument(
+                f"{mode.target_name}: input {name!r} must be a float32 tensor on cuda, got "
+                f"{got}; make inputs with get_backend('torch-cuda').to_device(host, 'fp32', "
+                "layout)"
+            )
+
+
+def conv2d(
+    x: Any,
+    weight: Any,
+    grad_output: Any,
+    bias: Any = None,
+    *,
+    params: Mapping[str, Any] | None = None,
+    stride: Any = None,
+    padding: Any = None,
+    dilation: Any = None,
+    groups: int | None = None,
+    mode: CudnnMode,
+    **sizes: Any,
+) -> dict[str, Any]:
+    """``y = F.conv2d(x, weight, bias, ...)`` and its gradients for ``grad_output``.
+
+    ``x`` ``(N, C, H, W)``, ``weight`` ``(O, C/groups, kH, kW)``, ``grad_output``
+    ``(N, O, Ho, Wo)``, ``bias`` ``(O,)`` or None: float32 CUDA tensors, any
+    strides. The geometry comes from ``params`` (the case's op parameters, as
+    the runner passes them) or the keywords, which win: ``stride``,
+    ``padding``, ``dilation`` ints or ``(h, w)`` pairs (default 1, 0, 1);
+    ``groups`` (default ``C // weight.shape[1]``). Sizes and the ``bias`` flag
+    in ``params`` or ``sizes`` must match the tensors.
+
+    Returns tensors ``y``, ``grad_input``, ``grad_weight`` and, with a bias,
+    ``grad_bias`` (channels-last strided for the ``-cl`` modes).
+    """
+    import torch
+    import torch.nn.functional as F
+
+    _check_tensors(mode, x=x, weight=weight, grad_output=grad_output, bias=bias)
+    geom = resolve_geometry(
+        tuple(x.shape), tuple(weight.shape), has_bias=bias is not None, layout="NCHW",
+        params=params, stride=stride, padding=padding, dilation=dilation, groups=groups,
+        **sizes,
+    )
+    if tuple(grad_output.shape) != geom.shape("y"):
+        raise InvalidArgument(
+            f"{mode.target_name}: grad_output.shape={tuple(grad_output.shape)} must be "
+            f"{geom.shape('y')}"
+        )
+    if bias is not None and tuple(bias.shape) != (geom.O,):
+        raise InvalidArgument(f"{mode.target_name}: bias.shape={tuple(bias.shape)} must be "
+                              f"({geom.O},)")
+    if mode.channels_last:
+        x, weight, grad_output = (
+            t.to(memory_format=torch.channels_last) for t in (x, weight, grad_output)
+        )
+    with cudnn_flags(mode), torch.enable_grad(), warnings.catch_warnings():
+        # autograd runs CUDA backward ops on its own thread, which may have no
+        # CUDA context yet; torch says so in a harmless UserWarning
+        warnings.filterwarnings("ignore", _NO_CONTEXT_WARNING, UserWarning)
+        inputs = (x, weight) if bias is None else (x, weight, bias)
+        leaves = [t.detach().requires_grad_(True) for t in inputs]
+        y = F.conv2d(
+            leaves[0], leaves[1], leaves[2] if bias is not None else None,
+            stride=(geom.sh, geom.sw), padding=(geom.ph, geom.pw),
+            dilation=(geom.dh, geom.dw), groups=geom.G,
+        )
+        grads = torch.autograd.grad(y, leaves, grad_outputs=grad_output)
+    out = {"y": y.detach(), "grad_input": grads[0], "grad_weight": grads[1]}
+    if bias is not None:
+        out["grad_bias"] = grads[2]
+    return out
+
+
+#: canonical axis orders in any memory order (torch reads any strides)
+_LAYOUTS: dict[str, tuple[str, ...]] = {
+    "x": ("NCHW", "NCHW:F", "S"),
+    "weight": ("OIHW", "OIHW:F", "S"),
+    "grad_output": ("NCHW", "NCHW:F", "S"),
+    "bias": ("C", "S"),
+}
+
+
+def _targets() -> tuple[Target, ...]:
+    available = get_backend("torch-cuda").available
+    out = []
+    for tf32 in (False, True):
+        base = get_model("tf32", accumulate_rounding="rz") if tf32 else get_model("fp32")
+        for channels_last in (False, True):
+            for det in (False, True):
+                mode = CudnnMode(tf32=tf32, deterministic=det, channels_last=channels_last)
+                out.append(
+                    Target(
+                        name=mode.target_name,
+                        op="conv2d",
+                        backend="torch-cuda",
+                        precision=base.with_(deterministic_runs=True) if det else base,
+                        fn=partial(conv2d, mode=mode),
+                        layouts=_LAYOUTS,
+                        available=available,
+                        description=(
+                            f"torch CUDA float32 F.conv2d forward, autograd backward (cuDNN), "
+                            f"TF32 {'on' if tf32 else 'off'}, "
+                            f"{'channels_last' if channels_last else 'contiguous'} memory, "
+                            f"cudnn.deterministic={det}; all outputs"
+                        ),
+                    )
+                )
+    return tuple(out)
+
+
+#: the cuDNN conv2d targets: fp32 / tf32, contiguous / channels_last, deterministic or not
+TARGETS: tuple[Target, ...] = _targets()

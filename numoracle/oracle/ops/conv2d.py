@@ -1,0 +1,303 @@
+"""``conv2d``: 2-D cross-correlation (torch's ``F.conv2d``) and its gradients.
+
+Inputs ``x`` (N, C, H, W), ``weight`` (O, C/groups, kH, kW), ``bias`` (O,)
+when ``bias=True``, and ``grad_output`` (N, O, Ho, Wo) for the backward
+outputs, with ``Ho = (H + 2 ph - dh (kH - 1) - 1) // sh + 1`` (``Wo`` alike).
+Outputs ``y`` (N, O, Ho, Wo), ``grad_input`` (N, C, H, W), ``grad_weight``
+(O, C/groups, kH, kW) and ``grad_bias`` (O,).
+
+Every output is one contraction per element over im2col views (per group),
+computed by :func:`~numoracle.oracle.tracked.matmul`, so each gets the bound of
+its own reduction:
+
+* ``y``: ``C/groups * kH * kW`` terms (+1 with the bias); padding taps count
+  as terms (a kernel may add their zeros);
+* ``grad_input``: the taps that really reach the element (stride, padding and
+  dilation aware), times ``O/groups``: the zeros a transposed convolution
+  inserts between and around ``grad_output`` are structural, add nothing and
+  are not terms;
+* ``grad_weight`` and ``grad_bias``: ``N * Ho * Wo`` terms.
+
+Where a structural zero (padding, inserted zero) meets an infinite partner,
+a kernel may produce NaN (it multiplied the zero) or the infinite result (it
+skipped it): such elements are left unjudged.
+
+Targets are called with ``params`` (the case's validated parameters: pairs
+as tuples) besides the inputs. Axes are named (``input_axes``,
+``output_axes``): activations ``NCHW``, weights ``OIHW``, so a target may
+take and return ``NHWC`` / ``HWIO`` arrays (see :mod:`numoracle.layouts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from ...errors import InvalidArgument
+from ..precision import PrecisionModel
+from ..tracked import Tracked, _xp, add, exact, matmul, store, sum_
+from .base import Op, Product, check_positive_int
+
+__all__ = ["Conv2d", "conv_output_size", "tap_counts"]
+
+MAX_DIM = 1 << 16
+Pair = tuple[int, int]
+
+
+def conv_output_size(size: int, kernel: int, stride: int, padding: int, dilation: int) -> int:
+    """Output length of one spatial axis (may be < 1 for invalid parameters)."""
+    return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def _taps(size: int, out: int, kernel: int, stride: int, padding: int,
+          dilation: int) -> tuple[np.ndarray, np.ndarray]:
+    """For each input position and kernel tap: the output position it feeds
+    (0 where none) and whether it feeds one, shapes ``(size, kernel)``."""
+    pos = np.arange(size)[:, None] + padding - np.arange(kernel)[None, :] * dilation
+    valid = (pos >= 0) & (pos % stride == 0) & (pos // stride < out)
+    return np.where(valid, pos // stride, 0), valid
+
+
+def tap_counts(size: int, kernel: int, stride: int, padding: int, dilation: int) -> np.ndarray:
+    """Number of kernel taps that connect each input position of one spatial
+    axis to an output position (the per-axis factor of grad_input's terms)."""
+    out = conv_output_size(size, kernel, stride, padding, dilation)
+    return _taps(size, out, kernel, stride, padding, dilation)[1].sum(axis=1)
+
+
+def _pair(name: str, value: Any, *, minimum: int) -> Pair:
+    vals = (value, value) if isinstance(value, (int, np.integer)) and not isinstance(
+        value, bool) else value
+    if not isinstance(vals, (tuple, list)) or len(vals) != 2 or any(
+            isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < minimum
+            or v > MAX_DIM for v in vals):
+        what = "positive" if minimum > 0 else "non-negative"
+        raise InvalidArgument(
+            f"{name}={value!r} must be a {what} int or a pair of {what} ints (at most "
+            f"{MAX_DIM}), e.g. {name}={max(minimum, 1)} or {name}=({max(minimum, 1)}, "
+            f"{max(minimum, 1)})"
+        )
+    return int(vals[0]), int(vals[1])
+
+
+class Conv2d(Op):
+    name = "conv2d"
+    param_names = ("batch", "in_channels", "out_channels", "height", "width", "kernel_size",
+                   "stride", "padding", "dilation", "groups", "bias")
+    input_axes = MappingProxyType({"x": "NCHW", "weight": "OIHW", "grad_output": "NCHW"})
+    output_axes = MappingProxyType({"y": "NCHW", "grad_input": "NCHW", "grad_weight": "OIHW"})
+    passes_params = True
+
+    def validate(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        unknown = set(params) - set(self.param_names)
+        if unknown:
+            raise InvalidArgument(
+                f"conv2d: unknown parameters {sorted(unknown)}; give {self.param_names}"
+            )
+        out: dict[str, Any] = {k: check_positive_int(k, params.get(k), upper=MAX_DIM)
+                               for k in ("batch", "in_channels", "out_channels", "height",
+                                         "width")}
+        out["kernel_size"] = _pair("kernel_size", params.get("kernel_size"), minimum=1)
+        out["stride"] = _pair("stride", params.get("stride", 1), minimum=1)
+        out["padding"] = _pair("padding", params.get("padding", 0), minimum=0)
+        out["dilation"] = _pair("dilation", params.get("dilation", 1), minimum=1)
+        groups = check_positive_int("groups", params.get("groups", 1), upper=MAX_DIM)
+        for name in ("in_channels", "out_channels"):
+            if out[name] % groups:
+                raise InvalidArgument(
+                    f"{name}={out[name]} must be divisible by groups={groups}; use groups "
+                    f"that divide both channel counts (groups=in_channels=out_channels/k "
+                    "for a depthwise convolution)"
+                )
+        out["groups"] = groups
+        for axis, size in (("height", out["height"]), ("width", out["width"])):
+            i = 0 if axis == "height" else 1
+            k, s, p, d = (out[n][i] for n in ("kernel_size", "stride", "padding", "dilation"))
+            if conv_output_size(size, k, s, p, d) < 1:
+                raise InvalidArgument(
+                    f"conv2d: {axis}={size} padded to {size + 2 * p} is smaller than the "
+                    f"dilated kernel {d * (k - 1) + 1} (kernel_size={k}, dilation={d}): the "
+                    f"output would be empty; use a larger {axis}, more padding, or a smaller "
+                    "kernel or dilation"
+                )
+        bias = params.get("bias", True)
+        if not isinstance(bias, (bool, np.bool_)):
+            raise InvalidArgument(f"{bias=} must be True or False")
+        out["bias"] = bool(bias)
+        return out
+
+    # -- shapes ------------------------------------------------------------
+    @staticmethod
+    def _out_hw(params: Mapping[str, Any]) -> Pair:
+        ks, st, pd, dl = (params[n] for n in ("kernel_size", "stride", "padding", "dilation"))
+        return (conv_output_size(params["height"], ks[0], st[0], pd[0], dl[0]),
+                conv_output_size(params["width"], ks[1], st[1], pd[1], dl[1]))
+
+    def input_shapes(self, params: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+        n, c, o, g = (params[k] for k in ("batch", "in_channels", "out_channels", "groups"))
+        kh, kw = params["kernel_size"]
+        ho, wo = self._out_hw(params)
+        shapes: dict[str, tuple[int, ...]] = {
+            "x": (n, c, params["height"], params["width"]), "weight": (o, c // g, kh, kw),
+            "grad_output": (n, o, ho, wo)}
+        if params["bias"]:
+            shapes["bias"] = (o,)
+        return shapes
+
+    def outputs(self, params: Mapping[str, Any]) -> tuple[str, ...]:
+        base = ("y", "grad_input", "grad_weight")
+        return base + (("grad_bias",) if params["bias"] else ())
+
+    def output_shapes(self, params: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+        ins = self.input_shapes(params)
+        shapes = {"y": ins["grad_output"], "grad_input": ins["x"], "grad_weight": ins["weight"]}
+        if params["bias"]:
+            shapes["grad_bias"] = (params["out_channels"],)
+        return shapes
+
+    def grad_input_terms(self, params: Mapping[str, Any]) -> np.ndarray:
+        """Terms of each grad_input element, shape ``(H, W)`` (the same for every
+        sample and channel): contributing taps times ``out_channels / groups``."""
+        ks, st, pd, dl = (params[n] for n in ("kernel_size", "stride", "padding", "dilation"))
+        th = tap_counts(params["height"], ks[0], st[0], pd[0], dl[0])
+        tw = tap_counts(params["width"], ks[1], st[1], pd[1], dl[1])
+        return (params["out_channels"] // params["groups"]) * th[:, None] * tw[None, :]
+
+    def reductions(self, params: Mapping[str, Any]) -> dict[str, int]:
+        kh, kw = params["kernel_size"]
+        ho, wo = self._out_hw(params)
+        cg = params["in_channels"] // params["groups"]
+        r = {"y": cg * kh * kw + int(params["bias"]),
+             "grad_input": int(self.grad_input_terms(params).max()),
+             "grad_weight": params["batch"] * ho * wo}
+        if params["bias"]:
+            r["grad_bias"] = params["batch"] * ho * wo
+        return r
+
+    def products(self, params: Mapping[str, Any]) -> tuple[Product, ...]:
+        r = self.reductions(params)
+        return (Product("x", "weight", r["y"]), Product("grad_output", "weight", r["grad_input"]),
+                Product("grad_output", "x", r["grad_weight"]))
+
+    # -- reference ----------------------------------------------------------
+    def reference(
+        self,
+        inputs: Mapping[str, np.ndarray],
+        params: Mapping[str, Any],
+        model: PrecisionModel,
+        outputs: tuple[str, ...] = (),
+    ) -> dict[str, Tracked]:
+        self._check_inputs(inputs, params)
+        want = outputs or self.outputs(params)
+        x, w, g = inputs["x"], inputs["weight"], inputs["grad_output"]
+        xp = _xp(x)
+        n, c, h, wd = x.shape
+        o, cg, kh, kw = w.shape
+        grp = params["groups"]
+        og = o // grp
+        ho, wo = self._out_hw(params)
+        (sh, sw), (ph, pw), (dh, dw) = params["stride"], params["padding"], params["dilation"]
+        res: dict[str, Tracked] = {}
+
+        cols: Any = None
+        pad_mask: Any = None
+        if "y" in want or "grad_weight" in want:
+            # im2col of the padded x: (G, N*Ho*Wo, C/G*kH*kW)
+            xpad = xp.pad(xp.asarray(x, dtype=xp.float64), ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+            rows = (np.arange(ho) * sh)[:, None] + (np.arange(kh) * dh)[None, :]  # (Ho, kH)
+            cidx = (np.arange(wo) * sw)[:, None] + (np.arange(kw) * dw)[None, :]  # (Wo, kW)
+            ri, ci = rows[:, None, :, None], cidx[None, :, None, :]
+            patches = xpad[:, :, xp.asarray(ri), xp.asarray(ci)]  # (N, C, Ho, Wo, kH, kW)
+            cols = _group_rows(patches, n, grp, cg, ho * wo, kh * kw)
+            inside = np.zeros((h + 2 * ph, wd + 2 * pw), dtype=bool)
+            inside[ph:ph + h, pw:pw + wd] = True
+            pad = ~inside[ri, ci]  # (Ho, Wo, kH, kW): taps that read padding
+            pad_mask = pad if bool(pad.any()) else None  # (Ho, Wo, kH, kW)
+
+        if "y" in want:
+            wmat = exact(xp.asarray(w, dtype=xp.float64).reshape(grp, og, cg * kh * kw)
+                         .transpose(0, 2, 1))
+            b = None
+            if params["bias"]:
+                b = exact(xp.asarray(inputs["bias"], dtype=xp.float64).reshape(grp, 1, og))
+            a = exact(cols)
+            if b is not None and model.bias_after_store:
+                t = add(store(matmul(a, wmat, model), model), b, model)
+            else:
+                t = matmul(a, wmat, model, bias=b)
+            if pad_mask is not None:
+                za = _structural_rows(pad_mask, n, cg, xp)  # (1, N*Ho*Wo, C/G*kH*kW)
+                t = _unjudged(t, za @ (xp.isinf(wmat.value) * 1.0))
+            res["y"] = _rearrange(t, lambda v: v.reshape(grp, n, ho, wo, og)
+                                  .transpose(1, 0, 4, 2, 3).reshape(n, o, ho, wo))
+
+        if "grad_input" in want:
+            ih, vh = _taps(h, ho, kh, sh, ph, dh)
+            iw, vw = _taps(wd, wo, kw, sw, pw, dw)
+            gv = xp.asarray(g, dtype=xp.float64)
+            gath = gv[:, :, xp.asarray(ih)[:, None, :, None], xp.asarray(iw)[None, :, None, :]]
+            valid = vh[:, None, :, None] & vw[None, :, None, :]  # (H, W, kH, kW)
+            gath = xp.where(xp.asarray(valid), gath, 0.0)  # structural zeros: exact 0
+            a = exact(_group_rows(gath, n, grp, og, h * wd, kh * kw))  # (G, N*H*W, O/G*kH*kW)
+            wmat = exact(xp.asarray(w, dtype=xp.float64).reshape(grp, og, cg, kh, kw)
+                         .transpose(0, 1, 3, 4, 2).reshape(grp, og * kh * kw, cg))
+            terms = np.broadcast_to(self.grad_input_terms(params)[None], (n, h, wd))
+            t = matmul(a, wmat, model, terms=terms.reshape(1, n * h * wd, 1))
+            if not bool(valid.all()):
+                z = _structural_rows(~valid, n, og, xp)  # (1, N*H*W, O/G*kH*kW)
+                t = _unjudged(t, z @ (xp.isinf(wmat.value) * 1.0))
+            res["grad_input"] = _rearrange(t, lambda v: v.reshape(grp, n, h, wd, cg)
+                                           .transpose(1, 0, 4, 2, 3).reshape(n, c, h, wd))
+
+        if "grad_weight" in want:
+            gmat = (xp.asarray(g, dtype=xp.float64).reshape(n, grp, og, ho * wo)
+                    .transpose(1, 2, 0, 3).reshape(grp, og, n * ho * wo))
+            t = matmul(exact(gmat), exact(cols), model)  # (G, O/G, C/G*kH*kW)
+            if pad_mask is not None:
+                zb = _structural_rows(pad_mask, n, cg, xp)[0]  # (N*Ho*Wo, C/G*kH*kW)
+                t = _unjudged(t, (xp.isinf(gmat) * 1.0) @ zb)
+            res["grad_weight"] = _rearrange(t, lambda v: v.reshape(o, cg, kh, kw))
+
+        if "grad_bias" in want:
+            gb = (xp.asarray(g, dtype=xp.float64).transpose(1, 0, 2, 3)
+                  .reshape(o, n * ho * wo))
+            res["grad_bias"] = sum_(exact(gb), axis=1, model=model)
+        return {k: store(v, model) for k, v in res.items()}
+
+
+def _group_rows(patches: Any, n: int, grp: int, cpg: int, positions: int, taps: int) -> Any:
+    """``(N, G*cpg, P..., T...)`` patches as ``(G, N*P, cpg*T)`` contraction rows."""
+    p = patches.reshape(n, grp, cpg, positions, taps)
+    return p.transpose(1, 0, 3, 2, 4).reshape(grp, n * positions, cpg * taps)
+
+
+def _structural_rows(mask: np.ndarray, n: int, cpg: int, xp: Any) -> Any:
+    """A mask of structural zeros per position and tap, ``(P1, P2, kH, kW)``, as
+    the matching 1.0 entries of the contraction rows of :func:`_group_rows`,
+    ``(1, N*P1*P2, cpg*kH*kW)``: the same for every sample and channel."""
+    p1, p2, kh, kw = mask.shape
+    m = np.broadcast_to(mask.reshape(p1 * p2, 1, kh * kw), (p1 * p2, cpg, kh * kw))
+    m = np.tile(m.reshape(p1 * p2, cpg * kh * kw), (n, 1))
+    return xp.asarray(m[None] * 1.0)
+
+
+def _unjudged(t: Tracked, hits: Any) -> Tracked:
+    """Leave unjudged (NaN radius) the elements where a structural zero met an
+    infinite partner (``hits > 0``): NaN and the infinite result are both legitimate."""
+    bad = hits > 0
+    if not bool(bad.any()):
+        return t
+    det, prob = t.det.copy(), t.prob.copy()
+    det[bad] = prob[bad] = np.nan
+    return replace(t, det=det, prob=prob)
+
+
+def _rearrange(t: Tracked, fn: Callable[[Any], Any]) -> Tracked:
+    """``fn`` (a reshape / transpose) applied to every array of ``t``."""
+    n = fn(np.broadcast_to(t.n, t.value.shape)) if np.ndim(t.n) else t.n
+    return replace(t, value=fn(t.value), ref_err=fn(t.ref_err), det=fn(t.det), prob=fn(t.prob),
+                   mag=fn(t.mag), lo=None if t.lo is None else fn(t.lo), n=n)
