@@ -39,8 +39,8 @@ SHAPES: list[tuple[str, dict[str, Any]]] = [
                                                "batch": 4, "height": 16, "width": 16, "padding": 1,
                                                "groups": 32}),
 ]
-TARGETS = ("torch-cuda-fp32", "torch-cuda-fp32-det", "torch-cuda-fp32-cl",
-           "torch-cuda-tf32", "torch-cuda-tf32-det", "torch-cuda-tf32-cl")
+TARGETS = ("torch-cuda-fp32", "torch-cuda-fp32-cl", "torch-cuda-tf32", "torch-cuda-tf32-det",
+           "torch-cuda-tf32-cl")
 
 
 def effective(per_model: dict[str, float]) -> str:
@@ -55,7 +55,9 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--cases", type=int, default=20)
     a = ap.parse_args()
-    rows = []
+    rows: list[dict[str, Any]] = []
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
     for label, params in SHAPES:
         params = {"bias": True, **params}
         for tname in TARGETS:
@@ -84,11 +86,13 @@ def main() -> None:
                 print(f"{label:38s} {tname:20s} {out:12s} -> {row['effective']:12s} "
                       + " ".join(f"{k}={v:.3g}" for k, v in w.items() if k in STANDARD_MODELS),
                       flush=True)
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
+            write(out, rows, a.cases)  # after every target: a cut-off run keeps its lines
+
+
+def write(out: Path, rows: list[dict[str, Any]], cases: int) -> None:
     (out / "cudnn_precision.json").write_text(json.dumps(rows, indent=2))
     lines = ["# cuDNN conv2d: effective precision by op and shape class", "",
-             f"`python benchmarks/cudnn_precision.py --cases {a.cases}`: random normal fp32 "
+             f"`python benchmarks/cudnn_precision.py --cases {cases}`: random normal fp32 "
              "inputs; the effective precision is the most precise model whose worst "
              "err/bound over the cases stays below 1.", "",
              "| shape | target | output | effective | fp32 | tf32 | fp16 in | bf16 in |",
