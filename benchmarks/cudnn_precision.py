@@ -74,16 +74,16 @@ def main() -> None:
                     raise SystemExit(f"{tname} on {label}: {error}")
                 fp32 = get_model("fp32")
                 verdicts = judge(case, fp32, inputs, got, with_diagnosis=True)
-                for out, v in verdicts.items():
-                    w = worst.setdefault(out, {})
+                for name, v in verdicts.items():
+                    w = worst.setdefault(name, {})
                     for m, r in v.per_model.items():
                         w[m] = max(w.get(m, 0.0), r)
-            for out, w in worst.items():
-                row = {"shape": label, "target": tname, "output": out,
+            for name, w in worst.items():
+                row = {"shape": label, "target": tname, "output": name,
                        "effective": effective(w), "worst_by_model": w,
                        "claimed": target.precision.name}
                 rows.append(row)
-                print(f"{label:38s} {tname:20s} {out:12s} -> {row['effective']:12s} "
+                print(f"{label:38s} {tname:20s} {name:12s} -> {row['effective']:12s} "
                       + " ".join(f"{k}={v:.3g}" for k, v in w.items() if k in STANDARD_MODELS),
                       flush=True)
             write(out, rows, a.cases)  # after every target: a cut-off run keeps its lines

@@ -157,8 +157,10 @@ def _operand(t: Tracked, model: PrecisionModel) -> tuple[Tracked, float]:
     """The operand as the kernel multiplies it, and the relative error of its
     input rounding that the oracle could not apply itself.
 
-    A known rounding of exact inputs is applied exactly; subnormal inputs of a
-    model that may flush them get their magnitude as radius."""
+    A known rounding of exact inputs is applied exactly. Subnormal inputs get
+    their magnitude as radius where the model may flush them, and where an
+    unknown rounding to a narrower format may take them to 0 (the relative
+    ``c_in`` does not cover values below the compute format's normal range)."""
     xp = _xp(t.value)
     v, c = t.value, 0.0
     if model.rounds_inputs:
@@ -168,7 +170,7 @@ def _operand(t: Tracked, model: PrecisionModel) -> tuple[Tracked, float]:
             host = t.value if xp is np else xp.asnumpy(t.value)
             c = 0.0 if bool(np.all(representable(host, model.compute))) else model.input_unit()
     t = replace(t, value=v) if v is not t.value else t
-    if model.flush_subnormal_inputs:
+    if model.flush_subnormal_inputs or c > 0.0:
         sub = (v != 0) & (xp.abs(v) < model.compute.tiny)
         if bool(sub.any()):
             r = xp.where(sub, xp.abs(v), 0.0)

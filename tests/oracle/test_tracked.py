@@ -242,3 +242,14 @@ def test_either_leaves_elements_unjudged_where_the_behaviours_disagree_on_nan() 
     assert not compare("out", np.array([[np.inf], [1.0]]), ref).passed
     t = either(exact(np.array([1.0])), exact(np.array([1.5])))
     assert t.det[0] >= 0.5
+
+
+def test_unknown_rounding_may_take_subnormal_inputs_to_zero() -> None:
+    # tf32 keeps fp32's exponent range but 10 mantissa bits: 2^-149 rounds to 0
+    a = np.array([[np.inf, 1.0]])
+    b = np.array([[2.0**-149], [1.0]])
+    ref = matmul(exact(a), exact(b), get_model("tf32"))  # rounding mode unknown
+    from numoracle.verdict import compare
+
+    assert compare("out", np.array([[np.nan]]), ref).passed  # inf * 0 on the tf32 path
+    assert compare("out", np.array([[np.inf]]), ref).passed
