@@ -45,6 +45,7 @@ from ..oracle.precision import get_model
 from ..target import Target
 from .backends import get_backend
 from .cupy_conv2d import resolve_geometry
+from .torch_targets import _has, _pinned
 
 __all__ = ["CudnnMode", "cudnn_flags", "conv2d", "TARGETS"]
 
@@ -74,25 +75,6 @@ class CudnnMode:
         """``torch-cuda-fp32``, ``torch-cuda-tf32-cl-det``, ..."""
         return ("torch-cuda-" + ("tf32" if self.tf32 else "fp32")
                 + ("-cl" if self.channels_last else "") + ("-det" if self.deterministic else ""))
-
-
-def _has(namespace: object, attr: str) -> bool:
-    try:
-        getattr(namespace, attr)
-    except AttributeError:
-        return False
-    return True
-
-
-@contextmanager
-def _pinned(namespace: object, attr: str, value: object) -> Iterator[None]:
-    """Set ``namespace.attr = value`` for the block, then put back the old value."""
-    saved = getattr(namespace, attr)
-    setattr(namespace, attr, value)
-    try:
-        yield
-    finally:
-        setattr(namespace, attr, saved)
 
 
 @contextmanager
