@@ -16,7 +16,8 @@ A :class:`Tracked` array carries, per element,
   convolution's padding, are not terms).
 
 Every primitive (contraction :func:`matmul`, :func:`sum_`, output rounding
-:func:`store`) maps tracked inputs to a tracked output under a
+:func:`store`, elementwise :func:`add`, :func:`sub`, :func:`mul_scalar`,
+:func:`relu`, :func:`relu_mask_mul`) maps tracked inputs to a tracked output under a
 :class:`~numoracle.oracle.precision.PrecisionModel`; ops are written once
 against them and get their bounds by composition.
 
@@ -37,8 +38,8 @@ import numpy as np
 from .formats import FP64, Format, quantize, representable
 from .precision import PrecisionModel, gamma, gamma_tilde
 
-__all__ = ["Tracked", "exact", "add", "either", "matmul", "sum_", "store", "lsb_exponent",
-           "ESCALATE_SHARE"]
+__all__ = ["Tracked", "exact", "add", "sub", "relu", "relu_mask_mul", "mul_scalar", "either",
+           "matmul", "sum_", "store", "lsb_exponent", "ESCALATE_SHARE"]
 
 U64 = FP64.u
 #: escalate to the exact context when the float64 reference error is not below
@@ -374,6 +375,119 @@ def add(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
         n = a.n + b.n
     return Tracked(value=value, ref_err=ref_err, det=det, prob=prob,
                    mag=xp.abs(a.value) + xp.abs(b.value), n=n)
+
+
+def sub(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
+    """Elementwise ``a - b`` rounded once in the accumulation format: :func:`add`
+    of ``a`` and ``-b`` (negation is exact)."""
+    neg = replace(b, value=-b.value, lo=None if b.lo is None else -b.lo)
+    return add(a, neg, model)
+
+
+def _fold_lo(t: Tracked) -> Tracked:
+    """``t`` without its low part: ``value`` alone, ``|lo|`` moved into ``ref_err``."""
+    if t.lo is None:
+        return t
+    xp = _xp(t.value)
+    return replace(t, ref_err=t.ref_err + xp.abs(t.lo), lo=None)
+
+
+def relu(t: Tracked) -> Tracked:
+    """Elementwise ``max(t, 0)``: no rounding, and 1-Lipschitz, so every radius
+    passes through unchanged (``|relu(a) - relu(b)| <= |a - b|``); NaN stays NaN."""
+    t = _fold_lo(t)
+    xp = _xp(t.value)
+    with np.errstate(invalid="ignore"):
+        value = xp.where(t.value > 0, t.value, xp.where(xp.isnan(t.value), t.value, 0.0))
+    return replace(t, value=value)
+
+
+def relu_mask_mul(g: Tracked, x: Tracked) -> Tracked:
+    """Elementwise ``g * (x > 0)``: the backward pass of :func:`relu` (``x`` its
+    input, or its output: the mask is the same).
+
+    Multiplying by 1 or 0 rounds nothing. Where the sign of ``x`` is certain
+    (``|x| > x.det + x.ref_err``, or ``x`` is an exact 0) the result is ``g``
+    masked exactly, radii included. Where it is not, the kernel's mask may
+    differ from the oracle's, so its result is ``0`` or its ``g``: the radii
+    grow by ``|g|`` (centred on the oracle's choice, they cover both)."""
+    g, x = _fold_lo(g), _fold_lo(x)
+    xp = _xp(g.value)
+    with np.errstate(invalid="ignore"):
+        keep = x.value > 0
+        slack = x.det + x.ref_err
+        unsure = (xp.abs(x.value) <= slack) & (slack > 0)
+        zero = xp.zeros_like(g.value)
+        value = xp.where(keep, g.value, zero)
+        gabs = xp.abs(g.value)
+        det = xp.where(unsure, g.det + gabs, xp.where(keep, g.det, zero))
+        prob = xp.where(unsure, g.prob + gabs, xp.where(keep, g.prob, zero))
+        ref_err = xp.where(keep | unsure, g.ref_err, zero)
+        mag = xp.where(keep | unsure, g.mag, zero)
+    return replace(g, value=value, ref_err=ref_err, det=det, prob=prob, mag=mag)
+
+
+def _two_prod_err(a: np.ndarray, b: Any) -> np.ndarray:
+    """The rounding error of the float64 product ``a * b`` (Dekker's TwoProduct):
+    0 exactly where the product is exact (finite, no underflow)."""
+    p = a * b
+    a_hi, a_lo = _split(a)
+    b_hi, b_lo = _split(np.asarray(b, dtype=np.float64))
+    return ((a_hi * b_hi - p) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo
+
+
+def mul_scalar(t: Tracked, c: float, model: PrecisionModel, *, divide: bool = False,
+               c_rel_err: float = 0.0) -> Tracked:
+    """Elementwise ``t * c`` (``t / c`` with ``divide=True``) for an exact float64
+    scalar ``c``, rounded once in the accumulation format.
+
+    The kernel may use ``c_k`` with ``|c_k - c| <= c_rel_err |c|`` (say ``c``
+    rounded to float32: ``c_rel_err = u_storage``). With ``k = |c|`` (``1/|c|``
+    when dividing), ``e`` the relative error of the kernel's factor and ``u``
+    the accumulation unit, the radius is::
+
+        k r (1 + e)(1 + u) + (u (1 + e) + e) k (|t| + ref_err) + 2^emin_acc
+
+    and 0 where ``t`` is exact, ``e = 0`` and the product is exact and
+    representable in the accumulation format (a power-of-two factor, say)."""
+    t = _fold_lo(t)
+    xp = _xp(t.value)
+    c = float(c)
+    if divide and c == 0.0:
+        from ..errors import InvalidArgument  # noqa: PLC0415
+
+        raise InvalidArgument(f"mul_scalar: {c=} with divide=True divides by zero; give a "
+                              "nonzero divisor")
+    if not (c_rel_err >= 0.0 and c_rel_err < 1.0):
+        from ..errors import InvalidArgument  # noqa: PLC0415
+
+        raise InvalidArgument(f"{c_rel_err=} must lie in [0, 1), e.g. the storage format's "
+                              "unit roundoff when the kernel rounds the scalar")
+    e = c_rel_err / (1.0 - c_rel_err) if divide else c_rel_err
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        value = t.value / c if divide else t.value * c
+        k = 1.0 / abs(c) if divide else abs(c)
+        k *= 1.0 + 2 * U64  # 1/|c| rounded: keep it an upper bound
+        ref_err = t.ref_err * k
+        ref_err += U64 * (1.0 + 2 * U64) * xp.abs(value) + 2.0**-1074
+        acc = model.accumulate
+        u = model.acc_unit()
+        scaled = (xp.abs(t.value) + t.ref_err) * (k * (u * (1.0 + e) + e))
+        scaled += acc.tiny
+        det = _rounded(t.det * (k * (1.0 + e)), scaled, u)
+        prob = _rounded(t.prob * (k * (1.0 + e)), scaled, u)
+        det, prob, ref_err = (xp.asarray(a, dtype=xp.float64) for a in (det, prob, ref_err))
+        if xp is np and e == 0.0:
+            if divide:  # exact where value * c gives back t.value exactly
+                err = np.where(value * c == t.value, _two_prod_err(value, c), 1.0)
+            else:
+                err = _two_prod_err(t.value, c)
+            no_underflow = np.where(value == 0, t.value == 0, np.abs(value) >= 2.0**-969)
+            exact_here = ((t.det == 0) & (t.ref_err == 0) & (err == 0) & np.isfinite(value)
+                          & no_underflow & representable(value, acc))
+            det[exact_here] = prob[exact_here] = ref_err[exact_here] = 0.0
+    return Tracked(value=value, ref_err=ref_err, det=det, prob=prob, mag=xp.abs(value),
+                   n=t.n)
 
 
 def sum_(x: Tracked, axis: int, model: PrecisionModel) -> Tracked:

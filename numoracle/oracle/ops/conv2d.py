@@ -42,7 +42,7 @@ from ..precision import PrecisionModel
 from ..tracked import Tracked, _xp, add, exact, matmul, store, sum_
 from .base import Op, Product, check_positive_int
 
-__all__ = ["Conv2d", "conv_output_size", "tap_counts"]
+__all__ = ["Conv2d", "conv2d_tracked", "conv_output_size", "tap_counts"]
 
 MAX_DIM = 1 << 16
 Pair = tuple[int, int]
@@ -193,80 +193,158 @@ class Conv2d(Op):
     ) -> dict[str, Tracked]:
         self._check_inputs(inputs, params)
         want = outputs or self.outputs(params)
-        x, w, g = inputs["x"], inputs["weight"], inputs["grad_output"]
+        x = inputs["x"]
         xp = _xp(x)
-        n, c, h, wd = x.shape
-        o, cg, kh, kw = w.shape
-        grp = params["groups"]
-        og = o // grp
-        ho, wo = self._out_hw(params)
-        (sh, sw), (ph, pw), (dh, dw) = params["stride"], params["padding"], params["dilation"]
-        res: dict[str, Tracked] = {}
 
-        cols: Any = None
-        pad_mask: Any = None
-        if "y" in want or "grad_weight" in want:
-            # im2col of the padded x: (G, N*Ho*Wo, C/G*kH*kW)
-            xpad = xp.pad(xp.asarray(x, dtype=xp.float64), ((0, 0), (0, 0), (ph, ph), (pw, pw)))
-            rows = (np.arange(ho) * sh)[:, None] + (np.arange(kh) * dh)[None, :]  # (Ho, kH)
-            cidx = (np.arange(wo) * sw)[:, None] + (np.arange(kw) * dw)[None, :]  # (Wo, kW)
-            ri, ci = rows[:, None, :, None], cidx[None, :, None, :]
-            patches = xpad[:, :, xp.asarray(ri), xp.asarray(ci)]  # (N, C, Ho, Wo, kH, kW)
-            cols = _group_rows(patches, n, grp, cg, ho * wo, kh * kw)
-            inside = np.zeros((h + 2 * ph, wd + 2 * pw), dtype=bool)
-            inside[ph:ph + h, pw:pw + wd] = True
-            pad = ~inside[ri, ci]  # (Ho, Wo, kH, kW): taps that read padding
-            pad_mask = pad if bool(pad.any()) else None  # (Ho, Wo, kH, kW)
+        def ex(a: Any) -> Tracked:
+            return exact(xp.asarray(a, dtype=xp.float64))
 
-        if "y" in want:
-            wmat = exact(xp.asarray(w, dtype=xp.float64).reshape(grp, og, cg * kh * kw)
-                         .transpose(0, 2, 1))
-            b = None
-            if params["bias"]:
-                b = exact(xp.asarray(inputs["bias"], dtype=xp.float64).reshape(grp, 1, og))
-            a = exact(cols)
-            if b is not None and model.bias_after_store:
-                t = add(store(matmul(a, wmat, model), model), b, model)
-            else:
-                t = matmul(a, wmat, model, bias=b)
-            if pad_mask is not None:
-                za = _structural_rows(pad_mask, n, cg, xp)  # (1, N*Ho*Wo, C/G*kH*kW)
-                t = _unjudged(t, za @ (xp.isinf(wmat.value) * 1.0))
-            res["y"] = _rearrange(t, lambda v: v.reshape(grp, n, ho, wo, og)
-                                  .transpose(1, 0, 4, 2, 3).reshape(n, o, ho, wo))
+        bias = ex(inputs["bias"]) if params["bias"] else None
+        return conv2d_tracked(ex(x), ex(inputs["weight"]), bias, params, model,
+                              grad_output=ex(inputs["grad_output"]), outputs=want)
 
-        if "grad_input" in want:
-            ih, vh = _taps(h, ho, kh, sh, ph, dh)
-            iw, vw = _taps(wd, wo, kw, sw, pw, dw)
-            gv = xp.asarray(g, dtype=xp.float64)
-            gath = gv[:, :, xp.asarray(ih)[:, None, :, None], xp.asarray(iw)[None, :, None, :]]
-            valid = vh[:, None, :, None] & vw[None, :, None, :]  # (H, W, kH, kW)
+
+def conv2d_tracked(
+    x: Tracked,
+    weight: Tracked,
+    bias: Tracked | None,
+    params: Mapping[str, Any],
+    model: PrecisionModel,
+    *,
+    grad_output: Tracked | None = None,
+    outputs: tuple[str, ...] = ("y",),
+) -> dict[str, Tracked]:
+    """The conv2d reference on tracked operands, so that radii flow through.
+
+    Parameters
+    ----------
+    x, weight, bias : Tracked
+        ``(N, C, H, W)``, ``(O, C/groups, kH, kW)`` and ``(O,)`` (``bias`` None
+        for none); exact (:func:`~numoracle.oracle.tracked.exact`) or carrying
+        radii from an earlier computation (a loss gradient, say).
+    params : mapping
+        Validated :class:`Conv2d` parameters (``stride``, ``padding``,
+        ``dilation`` and ``groups`` are read).
+    model : PrecisionModel
+        The kernel's precision model.
+    grad_output : Tracked, optional
+        ``(N, O, Ho, Wo)``; needed for ``grad_input``, ``grad_weight`` and ``grad_bias``.
+    outputs : tuple of str
+        Which of ``y``, ``grad_input``, ``grad_weight``, ``grad_bias`` to compute.
+
+    Returns
+    -------
+    dict of str to Tracked
+        Each output rounded to the storage format
+        (:func:`~numoracle.oracle.tracked.store`). Every element is one
+        :func:`~numoracle.oracle.tracked.matmul` contraction (the bound of the
+        module docstring), whose propagated term ``|a| r_b + r_a |b| + r_a r_b``
+        carries the operands' radii.
+    """
+    want = outputs
+    x, weight = _fold(x), _fold(weight)
+    xp = _xp(x.value)
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = weight.shape
+    grp = params["groups"]
+    og = o // grp
+    ho, wo = Conv2d._out_hw({**params, "height": h, "width": wd})
+    (sh, sw), (ph, pw), (dh, dw) = params["stride"], params["padding"], params["dilation"]
+    needs_g = [k for k in want if k != "y"]
+    if needs_g and grad_output is None:
+        raise InvalidArgument(f"conv2d_tracked: outputs {needs_g} need grad_output; give the "
+                              f"upstream gradient of shape {(n, o, ho, wo)}")
+    g = _fold(grad_output) if grad_output is not None else None
+    res: dict[str, Tracked] = {}
+
+    cols: Any = None
+    pad_mask: Any = None
+    if "y" in want or "grad_weight" in want:
+        # im2col of the padded x: (G, N*Ho*Wo, C/G*kH*kW)
+        rows = (np.arange(ho) * sh)[:, None] + (np.arange(kh) * dh)[None, :]  # (Ho, kH)
+        cidx = (np.arange(wo) * sw)[:, None] + (np.arange(kw) * dw)[None, :]  # (Wo, kW)
+        ri, ci = rows[:, None, :, None], cidx[None, :, None, :]
+
+        def im2col(v: Any) -> Any:
+            vpad = xp.pad(v, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+            patches = vpad[:, :, xp.asarray(ri), xp.asarray(ci)]  # (N, C, Ho, Wo, kH, kW)
+            return _group_rows(patches, n, grp, cg, ho * wo, kh * kw)
+        cols = _map(x, im2col)
+        inside = np.zeros((h + 2 * ph, wd + 2 * pw), dtype=bool)
+        inside[ph:ph + h, pw:pw + wd] = True
+        pad = ~inside[ri, ci]  # (Ho, Wo, kH, kW): taps that read padding
+        pad_mask = pad if bool(pad.any()) else None  # (Ho, Wo, kH, kW)
+
+    if "y" in want:
+        wmat = _map(weight, lambda v: v.reshape(grp, og, cg * kh * kw).transpose(0, 2, 1))
+        b = None
+        if bias is not None:
+            b = _map(_fold(bias), lambda v: v.reshape(grp, 1, og))
+        if b is not None and model.bias_after_store:
+            t = add(store(matmul(cols, wmat, model), model), b, model)
+        else:
+            t = matmul(cols, wmat, model, bias=b)
+        if pad_mask is not None:
+            za = _structural_rows(pad_mask, n, cg, xp)  # (1, N*Ho*Wo, C/G*kH*kW)
+            t = _unjudged(t, za @ (xp.isinf(wmat.value) * 1.0))
+        res["y"] = _rearrange(t, lambda v: v.reshape(grp, n, ho, wo, og)
+                              .transpose(1, 0, 4, 2, 3).reshape(n, o, ho, wo))
+
+    if "grad_input" in want:
+        assert g is not None
+        ih, vh = _taps(h, ho, kh, sh, ph, dh)
+        iw, vw = _taps(wd, wo, kw, sw, pw, dw)
+        valid = vh[:, None, :, None] & vw[None, :, None, :]  # (H, W, kH, kW)
+
+        def gather(v: Any) -> Any:
+            gath = v[:, :, xp.asarray(ih)[:, None, :, None], xp.asarray(iw)[None, :, None, :]]
             gath = xp.where(xp.asarray(valid), gath, 0.0)  # structural zeros: exact 0
-            a = exact(_group_rows(gath, n, grp, og, h * wd, kh * kw))  # (G, N*H*W, O/G*kH*kW)
-            wmat = exact(xp.asarray(w, dtype=xp.float64).reshape(grp, og, cg, kh, kw)
-                         .transpose(0, 1, 3, 4, 2).reshape(grp, og * kh * kw, cg))
-            terms = np.broadcast_to(self.grad_input_terms(params)[None], (n, h, wd))
-            t = matmul(a, wmat, model, terms=terms.reshape(1, n * h * wd, 1))
-            if not bool(valid.all()):
-                z = _structural_rows(~valid, n, og, xp)  # (1, N*H*W, O/G*kH*kW)
-                t = _unjudged(t, z @ (xp.isinf(wmat.value) * 1.0))
-            res["grad_input"] = _rearrange(t, lambda v: v.reshape(grp, n, h, wd, cg)
-                                           .transpose(1, 0, 4, 2, 3).reshape(n, c, h, wd))
+            return _group_rows(gath, n, grp, og, h * wd, kh * kw)  # (G, N*H*W, O/G*kH*kW)
+        a = _map(g, gather)
+        wmat = _map(weight, lambda v: v.reshape(grp, og, cg, kh, kw)
+                    .transpose(0, 1, 3, 4, 2).reshape(grp, og * kh * kw, cg))
+        terms = np.broadcast_to(Conv2d().grad_input_terms(
+            {**params, "height": h, "width": wd, "out_channels": o})[None], (n, h, wd))
+        t = matmul(a, wmat, model, terms=terms.reshape(1, n * h * wd, 1))
+        if not bool(valid.all()):
+            z = _structural_rows(~valid, n, og, xp)  # (1, N*H*W, O/G*kH*kW)
+            t = _unjudged(t, z @ (xp.isinf(wmat.value) * 1.0))
+        res["grad_input"] = _rearrange(t, lambda v: v.reshape(grp, n, h, wd, cg)
+                                       .transpose(1, 0, 4, 2, 3).reshape(n, c, h, wd))
 
-        if "grad_weight" in want:
-            gmat = (xp.asarray(g, dtype=xp.float64).reshape(n, grp, og, ho * wo)
-                    .transpose(1, 2, 0, 3).reshape(grp, og, n * ho * wo))
-            t = matmul(exact(gmat), exact(cols), model)  # (G, O/G, C/G*kH*kW)
-            if pad_mask is not None:
-                zb = _structural_rows(pad_mask, n, cg, xp)[0]  # (N*Ho*Wo, C/G*kH*kW)
-                t = _unjudged(t, (xp.isinf(gmat) * 1.0) @ zb)
-            res["grad_weight"] = _rearrange(t, lambda v: v.reshape(o, cg, kh, kw))
+    if "grad_weight" in want:
+        assert g is not None
+        gmat = _map(g, lambda v: v.reshape(n, grp, og, ho * wo).transpose(1, 2, 0, 3)
+                    .reshape(grp, og, n * ho * wo))
+        t = matmul(gmat, cols, model)  # (G, O/G, C/G*kH*kW)
+        if pad_mask is not None:
+            zb = _structural_rows(pad_mask, n, cg, xp)[0]  # (N*Ho*Wo, C/G*kH*kW)
+            t = _unjudged(t, (xp.isinf(gmat.value) * 1.0) @ zb)
+        res["grad_weight"] = _rearrange(t, lambda v: v.reshape(o, cg, kh, kw))
 
-        if "grad_bias" in want:
-            gb = (xp.asarray(g, dtype=xp.float64).transpose(1, 0, 2, 3)
-                  .reshape(o, n * ho * wo))
-            res["grad_bias"] = sum_(exact(gb), axis=1, model=model)
-        return {k: store(v, model) for k, v in res.items()}
+    if "grad_bias" in want:
+        assert g is not None
+        gb = _map(g, lambda v: v.transpose(1, 0, 2, 3).reshape(o, n * ho * wo))
+        res["grad_bias"] = sum_(gb, axis=1, model=model)
+    return {k: store(v, model) for k, v in res.items()}
+
+
+def _fold(t: Tracked) -> Tracked:
+    """``t`` without a low part (``|lo|`` moved into ``ref_err``)."""
+    if t.lo is None:
+        return t
+    return replace(t, ref_err=t.ref_err + _xp(t.value).abs(t.lo), lo=None)
+
+
+def _map(t: Tracked, fn: Callable[[Any], Any]) -> Tracked:
+    """``fn`` (a gather, pad, reshape: no arithmetic) applied to the value and
+    radii of an operand; an exact operand stays exact without touching its zeros."""
+    xp = _xp(t.value)
+    if not (bool(xp.any(t.det)) or bool(xp.any(t.prob)) or bool(xp.any(t.ref_err))):
+        return exact(fn(t.value))
+    return Tracked(value=fn(t.value), ref_err=fn(xp.asarray(t.ref_err)),
+                   det=fn(xp.asarray(t.det)), prob=fn(xp.asarray(t.prob)),
+                   mag=fn(xp.asarray(t.mag)), n=1)
 
 
 def _group_rows(patches: Any, n: int, grp: int, cpg: int, positions: int, taps: int) -> Any:
