@@ -1,11 +1,12 @@
-"""Does one large input poison cuDNN TF32 conv2d outputs outside its receptive field?
+"""Does one huge or infinite input poison cuDNN conv2d outputs outside its receptive field?
 
     python benchmarks/tf32_large_value_conv.py [--out FILE.json]
 
 The soundness sweep found NaN in TF32 conv2d outputs whose exact value is
 finite, in cases holding very large finite inputs (about 1.3e36) elsewhere.
-This probe puts one such value into group 0 of a grouped convolution and counts
-non-finite outputs in the other groups (which never read it), TF32 on and off.
+This probe puts one such value (or an Inf) into group 0 of a grouped convolution
+and counts non-finite outputs in the other groups (which never read it), TF32 on
+and off.
 """
 
 from __future__ import annotations
@@ -39,10 +40,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
-    rows = [probe(*shape, big=big, tf32=tf32)
+    rows = [probe(*shape, big=big, tf32=tf32)  # type: ignore[misc]
             for shape in ((2, 12, 1, 2, 8, (1, 2), 4), (7, 9, 31, 7, 12, (1, 3), 3),
                           (4, 16, 16, 16, 16, (3, 3), 4))
-            for big in (1.3e36, 1e30, 1e20) for tf32 in (False, True)]
+            for big in (float("inf"), 1.3e36, 1e20) for tf32 in (False, True)]
     for r in rows:
         print(r, flush=True)
     if a.out:
