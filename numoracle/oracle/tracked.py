@@ -310,7 +310,7 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
     n: int | np.ndarray = int(n_host) if n_host.ndim == 0 else np.broadcast_to(
         n_host, value.shape)
     out = Tracked(value=value, ref_err=ref_err, det=det, prob=prob, mag=S, n=n)
-    return _escalate(out, av, bv, bias, model)
+    return _escalate(out, av, bv, bias, model, ref_prop)
 
 
 def _rmm(x: Any, y: Any) -> Any:
@@ -564,10 +564,11 @@ def _split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _escalate(out: Tracked, av: Any, bv: Any, bias: Tracked | None,
-              model: PrecisionModel) -> Tracked:
+              model: PrecisionModel, ref_prop: Any = 0.0) -> Tracked:
     """Recompute elements whose float64 error is not below ESCALATE_SHARE of the
     kernel's bound exactly: error-free products summed by ``math.fsum``
-    (correctly rounded), kept as a double-double ``value + lo``."""
+    (correctly rounded), kept as a double-double ``value + lo``. ``ref_prop``
+    (the operands' own reference errors, propagated) stays in ``ref_err``."""
     xp = _xp(out.value)
     kernel = xp.minimum(out.det, out.prob)
     need = (out.ref_err > ESCALATE_SHARE * kernel) & xp.isfinite(out.value)
@@ -578,7 +579,8 @@ def _escalate(out: Tracked, av: Any, bv: Any, bias: Tracked | None,
             out.value, out.ref_err, out.det, out.prob, out.mag))
         host = Tracked(value, ref_err, det, prob, mag, n=out.n)
         bh = None if bias is None else replace(bias, value=xp.asnumpy(bias.value))
-        return _escalate(host, xp.asnumpy(av), xp.asnumpy(bv), bh, model)
+        rp = xp.asnumpy(ref_prop) if hasattr(ref_prop, "shape") else ref_prop
+        return _escalate(host, xp.asnumpy(av), xp.asnumpy(bv), bh, model, rp)
     idx = np.argwhere(need)
     k = av.shape[-1]
     if len(idx) * k > EXACT_BUDGET:
@@ -606,4 +608,6 @@ def _escalate(out: Tracked, av: Any, bv: Any, bias: Tracked | None,
         rest = math.fsum(terms + [-hi]) if math.isfinite(hi) else 0.0
         value[ix], lo[ix] = hi, rest
         ref[ix] = 2.0**-104 * abs(hi) + 4 * (k + 1) * 2.0**-1074
+    if np.any(ref_prop):
+        ref[need] += np.broadcast_to(ref_prop, ref.shape)[need]
     return replace(out, value=value, lo=lo, ref_err=ref, escalated=True)
