@@ -135,6 +135,9 @@ def _parser() -> argparse.ArgumentParser:
                      help=f"time for the whole run, shared among the targets (default "
                           f"{RUN_BUDGET:g} s); each target stops drawing new cases when its "
                           "share is spent")
+    run.add_argument("--diagnose", action="store_true",
+                     help="also judge every case under every standard precision model and "
+                          "show the precision each output really delivered (slower)")
     run.set_defaults(func=_cmd_run)
 
     lst = sub.add_parser("list", help="list the ops and the targets")
@@ -242,7 +245,8 @@ def _run_all(targets: Sequence[Target], args: argparse.Namespace,
             task = progress.add_task(label, total=args.examples)
             results.append(run_target(t, examples=args.examples, seed=args.seed,
                                       store=args.store, on_case=_ticker(progress, task, label),
-                                      seconds=share))
+                                      seconds=share,
+                                      diagnose=getattr(args, "diagnose", False)))
             progress.update(task, completed=args.examples)
     return results
 
@@ -295,7 +299,8 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     if not ran:
         _print_text(console, "no target could run here: nothing was checked", style="red")
         return 1
-    console.print(results_table([r.row() for r in ran], "numoracle run", RUN_COLUMNS))
+    columns = RUN_COLUMNS + (("effective",) if getattr(args, "diagnose", False) else ())
+    console.print(results_table([r.row() for r in ran], "numoracle run", columns))
     for r in ran:
         if r.verdict == "FAIL":
             _print_text(console, r.message or r.diagnosis)

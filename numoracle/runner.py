@@ -47,6 +47,20 @@ class TargetResult:
     message: str = ""
     #: per case and output: (output, n, worst det, worst prob, median det, median prob, exact)
     samples: list[tuple[str, int, float, float, float, float, bool]] = field(default_factory=list)
+    #: with ``diagnose``: per output, the worst ratio under each candidate model
+    per_model: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def effective(self) -> dict[str, str]:
+        """Per output, the most precise standard model every diagnosed case fits
+        (``"none"`` when no model fits): the precision the target really delivered."""
+        from .oracle.precision import PRESETS  # noqa: PLC0415 - only for diagnosed runs
+        from .verdict import ladder_for  # noqa: PLC0415
+
+        out = {}
+        for name, ratios in self.per_model.items():
+            ladder = ladder_for(PRESETS.get(self.precision, PRESETS["fp32"]))
+            out[name] = next((m for m in ladder if ratios.get(m, float("inf")) < 1.0), "none")
+        return out
 
     def row(self) -> dict[str, Any]:
         """The fields of the report (``report.json``)."""
@@ -55,7 +69,8 @@ class TargetResult:
                 "worst_ratio": self.worst_ratio, "verdict": self.verdict,
                 "repro": self.repro, "time_s": round(self.seconds, 3),
                 "diagnosis": self.diagnosis, "cases_to_catch": self.cases_to_catch,
-                "repro_shape": self.repro_shape}
+                "repro_shape": self.repro_shape,
+                "effective": ", ".join(f"{k}: {v}" for k, v in self.effective().items())}
 
 
 def default_strategy(target: Target, **overrides: Any) -> st.SearchStrategy[Case]:
@@ -81,6 +96,7 @@ def run_target(
     shrink: bool = True,
     seconds: float | None = None,
     timeout: float = DEFAULT_TIMEOUT,
+    diagnose: bool = False,
 ) -> TargetResult:
     """Check ``examples`` cases of ``target``; shrink and save the first failure.
 
@@ -105,6 +121,10 @@ def run_target(
         then is still shrunk and saved).
     timeout : float
         Seconds a kernel may take on one case before it counts as hung.
+    diagnose : bool
+        Judge every case under every candidate model too (several times the
+        oracle's work): :meth:`TargetResult.effective` then names the precision
+        each output really delivered.
     """
     res = TargetResult(target.name, target.op, target.precision.name)
     reason = target.unavailable_reason()
@@ -125,12 +145,16 @@ def run_target(
         if deadline is not None and not state["failed"] and time.perf_counter() > deadline:
             raise _BudgetSpent  # not an Exception: Hypothesis lets it through at once
         try:
-            v = check_case(case, target, timeout=timeout)
+            v = check_case(case, target, timeout=timeout, with_diagnosis=diagnose)
         except UnsupportedCase:
             return
         if not state["failed"]:
             res.cases += 1
             res.worst_ratio = max(res.worst_ratio, v.worst_ratio)
+            for o in v.outputs.values():
+                seen = res.per_model.setdefault(o.name, {}) if o.per_model else {}
+                for m, r in o.per_model.items():
+                    seen[m] = max(seen.get(m, 0.0), r)
             for o in (o for o in v.outputs.values() if o.passed):
                 res.samples.append((o.name, o.n, o.worst_ratio_det, o.worst_ratio_prob,
                                     o.median_ratio_det, o.median_ratio_prob, o.exact))

@@ -36,3 +36,22 @@ def test_a_hanging_kernel_fails_with_a_timeout(tmp_path: Path) -> None:
     t = Target(name="slow", op="matmul", backend="numpy", precision=get_model("fp32"), fn=slow)
     res = run_target(t, examples=3, store=tmp_path, shrink=False, timeout=0.2)
     assert res.verdict == "FAIL" and "did not return within" in res.diagnosis
+
+
+def test_diagnosed_runs_name_the_precision_really_delivered(tmp_path: Path) -> None:
+    from numoracle.oracle.formats import quantize
+    from numoracle.runner import default_strategy
+
+    def tf32_matmul(a, b):
+        t = lambda v: quantize(np.asarray(v, np.float64), "tf32").astype(np.float32)  # noqa: E731
+        return {"out": t(a) @ t(b)}
+
+    plain = get_target("numpy-fp32", "matmul")
+    tf32 = Target(name="rounds-to-tf32", op="matmul", backend="numpy",
+                  precision=get_model("tf32"), fn=tf32_matmul)
+    strat = default_strategy(plain, families="normal", max_overlays=0, max_elements=512)
+    assert run_target(plain, examples=15, strategy=strat, store=tmp_path,
+                      diagnose=True).effective() == {"out": "fp32"}
+    res = run_target(tf32, examples=15, strategy=strat, store=tmp_path, diagnose=True)
+    assert res.verdict == "pass" and res.effective() == {"out": "tf32"}
+    assert "out: tf32" in res.row()["effective"]
