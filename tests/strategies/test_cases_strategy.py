@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import find, given, settings
+from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
 from numoracle.case import Case
@@ -17,7 +17,9 @@ from numoracle.oracle.ops import OPS, get_op
 from numoracle.strategies import DEFAULT_MAX_ELEMENTS, PLANS, SEED_MAX, cases
 from numoracle.target import LAYOUTS
 
-FAST = settings(max_examples=50, deadline=None)
+# conv2d under the tightest limits (one-term reductions, 8 elements) has few valid
+# geometries and the plan filters some draws: that is expected, not a health problem
+FAST = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 
 
 def _longest(case: Case) -> int:
