@@ -53,25 +53,6 @@ NHWC_ORDER = {"x": ("NCHW", "NHWC"), "grad_output": ("NCHW", "NHWC"),
               "grad_input": ("NCHW", "NHWC"), "grad_weight": ("OIHW", "OHWI")}
 
 
-@pytest.fixture(scope="module")
-def cupy() -> Any:
-    cp = pytest.importorskip("cupy")
-    from numoracle.kernels import get_backend
-
-    reason = get_backend("cupy").available()
-    if reason is not None:
-        pytest.skip(reason)
-    return cp
-
-
-@pytest.fixture(scope="module")
-def torch_cuda() -> Any:
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
-    return torch
-
-
 def conv_kw(geo: tuple) -> dict[str, Any]:
     _, _, _, _, _, _, stride, padding, dilation, groups, _ = geo
     return {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}

@@ -24,23 +24,6 @@ ODD = (1, 7, 33, 129)
 TORCH_CUDA = ("torch-cuda-fp32", "torch-cuda-tf32", "torch-cuda-bf16", "torch-cuda-fp16")
 
 
-@pytest.fixture(scope="module")
-def cupy() -> Any:
-    cp = pytest.importorskip("cupy")
-    reason = get_backend("cupy").available()
-    if reason is not None:
-        pytest.skip(reason)
-    return cp
-
-
-@pytest.fixture(scope="module")
-def torch_cuda() -> Any:
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
-    return torch
-
-
 def shapes(op: str, m: int, k: int, n: int, bias: bool = True, batch_shape=()) -> dict:
     if op == "matmul":
         return {"a": batch_shape + (m, k), "b": batch_shape + (k, n)}
@@ -48,7 +31,6 @@ def shapes(op: str, m: int, k: int, n: int, bias: bool = True, batch_shape=()) -
     if bias:
         out["bias"] = (n,)
     return out
-
 
 
 

@@ -14,7 +14,7 @@ from ...errors import InvalidArgument
 from ..precision import PrecisionModel
 from ..tracked import Tracked
 
-__all__ = ["Op", "Product", "check_positive_int"]
+__all__ = ["Op", "Product", "check_positive_int", "with_bias_gradient"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,12 @@ class Product:
     a: str
     b: str
     n: int
+
+
+def with_bias_gradient(params: Mapping[str, Any]) -> tuple[str, ...]:
+    """``y``, ``grad_input``, ``grad_weight`` and, with a bias, ``grad_bias``: the
+    outputs of a layer with weights (linear, conv2d)."""
+    return ("y", "grad_input", "grad_weight") + (("grad_bias",) if params["bias"] else ())
 
 
 def check_positive_int(name: str, value: Any, *, upper: int | None = None) -> int:

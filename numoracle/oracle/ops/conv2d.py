@@ -40,7 +40,7 @@ import numpy as np
 from ...errors import InvalidArgument
 from ..precision import PrecisionModel
 from ..tracked import Tracked, _xp, add, exact, matmul, store, sum_
-from .base import Op, Product, check_positive_int
+from .base import Op, Product, check_positive_int, with_bias_gradient
 
 __all__ = ["Conv2d", "conv2d_tracked", "conv_output_size", "tap_counts"]
 
@@ -149,8 +149,7 @@ class Conv2d(Op):
         return shapes
 
     def outputs(self, params: Mapping[str, Any]) -> tuple[str, ...]:
-        base = ("y", "grad_input", "grad_weight")
-        return base + (("grad_bias",) if params["bias"] else ())
+        return with_bias_gradient(params)
 
     def output_shapes(self, params: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
         ins = self.input_shapes(params)

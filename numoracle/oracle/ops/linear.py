@@ -23,7 +23,7 @@ import numpy as np
 from ...errors import InvalidArgument
 from ..precision import PrecisionModel
 from ..tracked import Tracked, add, exact, matmul, store, sum_
-from .base import Op, Product, check_positive_int
+from .base import Op, Product, check_positive_int, with_bias_gradient
 
 __all__ = ["Linear"]
 
@@ -57,8 +57,7 @@ class Linear(Op):
         return shapes
 
     def outputs(self, params: Mapping[str, Any]) -> tuple[str, ...]:
-        base = ("y", "grad_input", "grad_weight")
-        return base + (("grad_bias",) if params["bias"] else ())
+        return with_bias_gradient(params)
 
     def output_shapes(self, params: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
         b, i, o = params["batch"], params["in_features"], params["out_features"]

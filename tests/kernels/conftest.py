@@ -1,0 +1,26 @@
+"""Fixtures of the GPU target tests: the device libraries, or a clean skip."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from numoracle.kernels import get_backend
+
+
+@pytest.fixture(scope="module")
+def cupy() -> Any:
+    cp = pytest.importorskip("cupy")
+    reason = get_backend("cupy").available()
+    if reason is not None:
+        pytest.skip(reason)
+    return cp
+
+
+@pytest.fixture(scope="module")
+def torch_cuda() -> Any:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    return torch
