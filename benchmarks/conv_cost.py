@@ -1,10 +1,12 @@
 """Oracle cost for conv2d: reference + bound of seed 000's grad_weight case, beside gradcheck.
 
-    python benchmarks/conv_cost.py [--out FILE.json] [--gradcheck-limit 60]
+    python benchmarks/conv_cost.py [--out FILE.json] [--gradcheck-limit 60] [--skip-gradcheck]
 
 Seed 000's case: batch 2, 1 -> 16 channels, 128 x 128 pixels, 3 x 3 kernel. Times
 the full conv2d reference (y, grad_input, grad_weight, grad_bias with bounds)
-and grad_weight alone on the CPU; then torch.autograd.gradcheck on growing
+and grad_weight alone on the CPU and, when CuPy has a GPU, on its float64 path
+(inputs already on the device; the time includes bringing value and bounds
+back to the host, as the checks do); then torch.autograd.gradcheck on growing
 square conv2d problems until one takes longer than the limit, and numoracle's
 time on the largest one gradcheck finished.
 """
@@ -25,17 +27,43 @@ from numoracle.oracle.precision import get_model
 CONV = get_op("conv2d")
 
 
-def time_reference(params: dict, outputs: tuple[str, ...] = (), repeats: int = 3) -> float:
+def time_reference(params: dict, outputs: tuple[str, ...] = (), repeats: int = 3,
+                   gpu: bool = False) -> float:
+    """Median seconds of the reference + bound (on the GPU's float64 path with ``gpu``)."""
     case = Case("conv2d", params, family="normal", seed=0)
-    inputs = case.inputs()
+    inputs: dict = case.inputs()
     model = get_model("fp32")
-    CONV.reference(inputs, case.params, model, outputs)
+    sync = lambda: None  # noqa: E731
+    if gpu:
+        import cupy  # noqa: PLC0415 - only with a GPU
+
+        inputs = {k: cupy.asarray(v) for k, v in inputs.items()}
+        sync = cupy.cuda.Device().synchronize
+
+    def once() -> None:
+        refs = CONV.reference(inputs, case.params, model, outputs)
+        for r in refs.values():
+            r.to_host()
+        sync()
+
+    once()  # warm-up (CuPy compiles its kernels on first use)
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        CONV.reference(inputs, case.params, model, outputs)
+        once()
         times.append(time.perf_counter() - t0)
     return float(np.median(times))
+
+
+def gpu_name() -> str | None:
+    """The CuPy GPU's name, or None when CuPy has no usable GPU."""
+    from numoracle.kernels import get_backend  # noqa: PLC0415
+
+    if get_backend("cupy").available() is not None:
+        return None
+    import cupy  # noqa: PLC0415
+
+    return str(cupy.cuda.runtime.getDeviceProperties(0)["name"].decode())
 
 
 def gradcheck_time(side: int, channels: int) -> float:
@@ -54,13 +82,28 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=None)
     ap.add_argument("--gradcheck-limit", type=float, default=60.0)
+    ap.add_argument("--skip-gradcheck", action="store_true",
+                    help="only the seed-000 timings (CPU and GPU)")
     a = ap.parse_args()
     seed000 = {"batch": 2, "in_channels": 1, "out_channels": 16, "height": 128, "width": 128,
                "kernel_size": 3, "bias": True}
     res: dict = {"machine": platform.platform(), "seed000_case": seed000,
                  "seed000_all_outputs_s": time_reference(seed000),
                  "seed000_grad_weight_s": time_reference(seed000, ("grad_weight",))}
+    gpu = gpu_name()
+    if gpu is not None:
+        res["gpu"] = gpu
+        res["seed000_all_outputs_gpu_s"] = time_reference(seed000, gpu=True)
+        res["seed000_grad_weight_gpu_s"] = time_reference(seed000, ("grad_weight",), gpu=True)
+        large = {"batch": 32, "in_channels": 64, "out_channels": 64, "height": 32, "width": 32,
+                 "kernel_size": 3, "padding": 1, "bias": True}
+        res["large_case"] = large
+        res["large_all_outputs_s"] = time_reference(large, repeats=1)
+        res["large_all_outputs_gpu_s"] = time_reference(large, gpu=True)
     print(res, flush=True)
+    if a.skip_gradcheck:
+        _write(a.out, res)
+        return
     ladder, largest = [], None
     for side, channels in ((4, 2), (8, 2), (8, 4), (16, 4), (16, 8), (32, 8)):
         t = gradcheck_time(side, channels)
@@ -80,8 +123,12 @@ def main() -> None:
         res["on_gradcheck_largest"] = {"params": params, "gradcheck_s": t, "numoracle_s": ours,
                                        "speedup": t / ours}
         print(res["on_gradcheck_largest"], flush=True)
-    if a.out:
-        with open(a.out, "w") as f:
+    _write(a.out, res)
+
+
+def _write(path: str | None, res: dict) -> None:
+    if path:
+        with open(path, "w") as f:
             json.dump(res, f, indent=2)
 
 

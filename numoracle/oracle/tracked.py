@@ -165,8 +165,9 @@ def _operand(t: Tracked, model: PrecisionModel) -> tuple[Tracked, float]:
     xp = _xp(t.value)
     v, c = t.value, 0.0
     if model.rounds_inputs:
-        if xp is np and model.input_rounding is not None and not np.any(t.det):
-            v = quantize(t.value, model.compute, model.input_rounding)
+        if model.input_rounding is not None and not bool(xp.any(t.det)):
+            v = quantize(t.value, model.compute, model.input_rounding) if xp is np else \
+                xp.asarray(quantize(xp.asnumpy(t.value), model.compute, model.input_rounding))
         else:
             host = t.value if xp is np else xp.asnumpy(t.value)
             c = 0.0 if bool(np.all(representable(host, model.compute))) else model.input_unit()
@@ -367,11 +368,10 @@ def add(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
         scaled += acc.tiny
         det = _rounded(a.det + b.det, scaled, model.acc_unit())
         prob = _rounded(a.prob + b.prob, scaled, model.acc_unit())
-        if xp is np:
-            hi_err = (value - a.value) - b.value  # 0 when the float64 sum is exact
-            exact_here = ((a.det == 0) & (b.det == 0) & (a.ref_err == 0) & (b.ref_err == 0)
-                          & (hi_err == 0) & representable(value, acc))
-            det[exact_here] = prob[exact_here] = ref_err[exact_here] = 0.0
+        hi_err = (value - a.value) - b.value  # 0 when the float64 sum is exact
+        exact_here = ((a.det == 0) & (b.det == 0) & (a.ref_err == 0) & (b.ref_err == 0)
+                      & (hi_err == 0) & _representable(value, acc))
+        det[exact_here] = prob[exact_here] = ref_err[exact_here] = 0.0
         n = a.n + b.n
     return Tracked(value=value, ref_err=ref_err, det=det, prob=prob,
                    mag=xp.abs(a.value) + xp.abs(b.value), n=n)
@@ -529,18 +529,24 @@ def _store(t: Tracked, fmt: Format, xp: Any) -> Tracked:
     mag = xp.abs(t.value)
     mag += t.ref_err
     over = (mag + t.det) >= fmt.max
-    exact_here = None
-    if xp is np:
-        exact_here = (t.det == 0) & (t.ref_err == 0) & representable(t.value, fmt)
+    exact_here = (t.det == 0) & (t.ref_err == 0) & _representable(t.value, fmt)
     mag *= fmt.u
     mag += fmt.tiny
     det, prob = _rounded(t.det, mag, fmt.u), _rounded(t.prob, mag, fmt.u)
     del mag
-    if exact_here is not None:
-        det[exact_here] = 0.0
-        prob[exact_here] = 0.0
+    det[exact_here] = 0.0
+    prob[exact_here] = 0.0
     det, prob = _overflow_to_inf(over, det, prob)
     return replace(t, det=det, prob=prob)
+
+
+def _representable(value: Any, fmt: Format) -> Any:
+    """:func:`~numoracle.oracle.formats.representable` for host or device
+    (CuPy) arrays: a device array is judged on the host, the mask sent back."""
+    xp = _xp(value)
+    if xp is np:
+        return representable(value, fmt)
+    return xp.asarray(representable(xp.asnumpy(value), fmt))
 
 
 def _rounded(radius: Any, scaled_mag: Any, u: float) -> Any:

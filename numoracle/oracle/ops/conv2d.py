@@ -358,8 +358,8 @@ def _structural_rows(mask: np.ndarray, n: int, cpg: int, xp: Any) -> Any:
     ``(1, N*P1*P2, cpg*kH*kW)``: the same for every sample and channel."""
     p1, p2, kh, kw = mask.shape
     m = np.broadcast_to(mask.reshape(p1 * p2, 1, kh * kw), (p1 * p2, cpg, kh * kw))
-    m = np.tile(m.reshape(p1 * p2, cpg * kh * kw), (n, 1))
-    return xp.asarray(m[None] * 1.0)
+    one = xp.asarray(m.reshape(1, p1 * p2, cpg * kh * kw) * 1.0)  # one sample, then tiled
+    return xp.tile(one, (1, n, 1))  # on the device where xp is CuPy
 
 
 def _unjudged(t: Tracked, hits: Any) -> Tracked:
