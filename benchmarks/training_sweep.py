@@ -1,7 +1,13 @@
-"""Stepwise training check over random problems: correct SGD steps (torch CPU and
-NumPy) must pass every step; each mutant must be named at its expected step and tensor.
+"""Stepwise training check over random problems: correct SGD steps must pass every
+step; each mutant must be named at its expected step and tensor.
 
     python benchmarks/training_sweep.py [--problems 300] [--out FILE.json]
+
+The correct steps are torch CPU and NumPy, and where a GPU is present the torch
+CUDA step on cuDNN with TF32 off (claiming fp32) and on (claiming the cuDNN TF32
+targets' model) and the CuPy step (atomic and two-phase grad_weight); the
+mutants are those of ``benchmarks/zoo/training.py``, on the torch CUDA step too
+where torch sees a GPU. Each step claims :func:`numoracle.kernels.sgd_steps.step_model`.
 """
 
 from __future__ import annotations
@@ -14,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from numoracle.kernels.sgd_steps import numpy_sgd_step, torch_sgd_step
+from numoracle.kernels import get_backend
+from numoracle.kernels.sgd_steps import STEPS, step_model
 from numoracle.oracle.ops.conv2d import Conv2d
 from numoracle.repro import _load_module
 from numoracle.training import check_trajectory
@@ -35,11 +42,34 @@ def problem(rng: np.random.Generator) -> dict:
             "lr": float(rng.uniform(1e-3, 0.5)), "steps": int(rng.integers(3, 7))}
 
 
-def run(make_step, p: dict) -> object:
+def run(make_step, p: dict, model: str | object = "fp32") -> object:
     step = make_step(p["x"], p["target"], p["lr"], p["conv"])
     return check_trajectory(step, p["weight"], p["bias"], p["x"], p["target"], p["lr"],
-                            p["steps"], conv=p["conv"], diagnose_failure=False,
+                            p["steps"], model=model, conv=p["conv"], diagnose_failure=False,
                             free_running=False)
+
+
+def available_steps() -> list[str]:
+    """The correct steps that can run here."""
+    names = ["torch-cpu", "numpy"]
+    try:
+        import torch  # noqa: PLC0415
+
+        cuda = torch.cuda.is_available()
+    except ImportError:
+        cuda = False
+    if cuda:
+        names += ["torch-cuda", "torch-cuda-tf32"]
+    if get_backend("cupy").available() is None:
+        names += ["cupy", "cupy-det"]
+    return names
+
+
+def available_mutants() -> dict:
+    mutants = dict(ZOO.STEP_MUTANTS)
+    if "torch-cuda" in available_steps():
+        mutants.update(ZOO.GPU_STEP_MUTANTS)
+    return mutants
 
 
 def main() -> None:
@@ -49,18 +79,20 @@ def main() -> None:
     a = ap.parse_args()
     rng = np.random.default_rng(0)
     t0 = time.perf_counter()
-    res = {"correct": {"torch": [0, 0, 0.0], "numpy": [0, 0, 0.0]},
-           "mutants": {m: {"caught_right": 0, "caught_wrong": 0, "missed": 0}
-                       for m in ZOO.STEP_MUTANTS}}
+    steps, mutants = available_steps(), available_mutants()
+    # per correct step: [problems, failing problems, worst err/bound, claimed model]
+    res: dict = {"correct": {s: [0, 0, 0.0, step_model(s).name] for s in steps},
+                 "mutants": {m: {"caught_right": 0, "caught_wrong": 0, "missed": 0}
+                             for m in mutants}}
     for _ in range(a.problems):
         p = problem(rng)
-        for name, make in (("torch", torch_sgd_step), ("numpy", numpy_sgd_step)):
-            v = run(make, p)
+        for name in steps:
+            v = run(STEPS[name], p, step_model(name))
             row = res["correct"][name]
             row[0] += 1
             row[1] += 0 if v.passed else 1
             row[2] = max(row[2], v.worst_ratio)
-        for m, (make, step, tensor) in ZOO.STEP_MUTANTS.items():
+        for m, (make, step, tensor) in mutants.items():
             v = run(make, p)
             f = v.first_failure
             key = "missed" if f is None else (
