@@ -29,7 +29,7 @@ from .layouts import _choice, input_layouts
 from .sizes import MAX_SIZE, batch_sizes, dims
 from .values import DEFAULT_FAMILIES, FAMILY_ORDER, overlays
 
-__all__ = ["cases", "PLANS", "Dim", "Flag", "Shape", "Multiple", "Pair",
+__all__ = ["cases", "PLANS", "Dim", "Flag", "Shape", "Multiple", "Pair", "Choice",
             "DEFAULT_MAX_ELEMENTS", "DIM_MAX",
            "REDUCTION_MAX", "SEED_MAX"]
 
@@ -181,6 +181,26 @@ class Pair:
         return (pair[0], pair[1])
 
 
+@dataclass(frozen=True)
+class Choice:
+    """One of ``options`` (hyperparameters, modes), shrinking towards the first;
+    drawn only where ``when(params)`` holds for the parameters drawn so far,
+    else the first option."""
+
+    name: str
+    options: tuple[Any, ...]
+    when: Callable[[Params], bool] | None = None
+
+    @property
+    def smallest(self) -> Any:
+        return self.options[0]
+
+    def draw(self, draw: st.DrawFn, op: Op, params: Params, limits: _Limits) -> Any:
+        if self.when is not None and not self.when(params):
+            return self.options[0]
+        return draw(st.sampled_from(self.options))
+
+
 def _kernel_cap(params: Params, axis: int) -> int:
     """Largest kernel extent whose dilated window fits the padded input."""
     size = params["height" if axis == 0 else "width"]
@@ -188,7 +208,7 @@ def _kernel_cap(params: Params, axis: int) -> int:
     return (size + 2 * p - 1) // d + 1
 
 
-Spec = Dim | Flag | Shape | Multiple | Pair
+Spec = Dim | Flag | Shape | Multiple | Pair | Choice
 
 #: how each op's parameters are drawn, in draw order (flags and batch shapes
 #: first: they change the budget of the dimensions); an op without a plan has
@@ -205,6 +225,23 @@ PLANS: dict[str, tuple[Spec, ...]] = {
                Pair("dilation", 1, 2), Pair("kernel_size", 1, 5, _kernel_cap),
                Pair("stride", 1, 3)),
 }
+
+#: optimizer hyperparameters of ``optim`` and ``mlp_train``, in draw order: each
+#: shrinks towards plain SGD with lr 0.1; flags only where torch allows them
+_OPTIMIZER_PLAN: tuple[Spec, ...] = (
+    Choice("optimizer", ("sgd", "adam", "adamw")),
+    Choice("lr", (0.1, 0.01, 0.001)),
+    Choice("momentum", (0.0, 0.9), lambda p: p["optimizer"] == "sgd"),
+    Choice("dampening", (0.0, 0.1), lambda p: p["optimizer"] == "sgd" and p["momentum"] > 0),
+    Choice("nesterov", (False, True), lambda p: p["momentum"] > 0 and p["dampening"] == 0),
+    Choice("weight_decay", (0.0, 0.01)),
+    Choice("eps", (1e-8, 1e-3), lambda p: p["optimizer"] != "sgd"),
+    Choice("amsgrad", (False, True), lambda p: p["optimizer"] != "sgd"),
+)
+PLANS["optim"] = _OPTIMIZER_PLAN + (Dim("steps", 50), Dim("numel", 1024))
+PLANS["mlp_train"] = _OPTIMIZER_PLAN + (
+    Dim("steps", 4), Dim("batch", 64, is_batch=True), Dim("in_features", 12),
+    Dim("hidden1", 10), Dim("hidden2", 10), Dim("classes", 6))
 
 
 def _plan(op: Op) -> tuple[Spec, ...]:

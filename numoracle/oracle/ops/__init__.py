@@ -7,10 +7,16 @@ from .base import Op, Product
 from .conv2d import Conv2d
 from .linear import Linear
 from .matmul import Matmul
+from .mlp_train import MlpTrain
+from .optim import Optim
 
-__all__ = ["Op", "Product", "OPS", "get_op"]
+__all__ = ["Op", "Product", "OPS", "OP_GROUPS", "get_op"]
 
-OPS: dict[str, Op] = {op.name: op for op in (Linear(), Matmul(), Conv2d())}
+OPS: dict[str, Op] = {op.name: op for op in (Linear(), Matmul(), Conv2d(), Optim(), MlpTrain())}
+
+#: names that stand for several ops on the command line (``--ops optim``: the
+#: optimizers and the training steps that apply them)
+OP_GROUPS: dict[str, tuple[str, ...]] = {"optim": ("optim", "mlp_train")}
 
 
 def get_op(name: str) -> Op:
