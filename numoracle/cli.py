@@ -42,7 +42,7 @@ from rich.table import Table
 
 from . import __version__
 from .errors import InvalidArgument
-from .oracle.ops import OPS, get_op
+from .oracle.ops import OP_GROUPS, OPS, get_op
 from .report import results_table, write_json
 from .repro import DEFAULT_STORE
 
@@ -185,9 +185,11 @@ def _console() -> Console:
 
 
 def _check_ops(ops: Sequence[str] | None) -> list[str]:
-    """The ops asked for (all when None), each checked against the registry."""
+    """The ops asked for (all when None), each checked against the registry; a
+    group name (``optim``) stands for its ops."""
     if ops is None:
         return sorted(OPS)
+    ops = [name for op in ops for name in OP_GROUPS.get(op, (op,))]
     for op in ops:
         get_op(op)
     return list(dict.fromkeys(ops))

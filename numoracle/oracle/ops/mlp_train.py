@@ -44,6 +44,7 @@ SIZE_NAMES = ("in_features", "hidden1", "hidden2", "classes")
 class MlpTrain(Op):
     name = "mlp_train"
     param_names = tuple(OPTIMIZER_PARAMS) + ("steps", "batch") + SIZE_NAMES
+    passes_params = True
 
     def validate(self, params: Mapping[str, Any]) -> dict[str, Any]:
         unknown = set(params) - set(self.param_names)

@@ -79,6 +79,7 @@ def row(t: Tracked, k: int) -> Tracked:
 class Optim(Op):
     name = "optim"
     param_names = tuple(OPTIMIZER_PARAMS) + ("steps", "numel")
+    passes_params = True
 
     def validate(self, params: Mapping[str, Any]) -> dict[str, Any]:
         unknown = set(params) - set(self.param_names)
