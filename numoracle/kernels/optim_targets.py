@@ -20,6 +20,7 @@ import numpy as np
 from ..oracle.mlp import PARAMS
 from ..oracle.ops.mlp_train import SIZE_NAMES
 from ..oracle.optim_math import OptimConfig
+from ..oracle.precision import get_model
 from ..target import Target
 from .backends import get_backend
 from .mlp_numpy import Trainer
@@ -29,6 +30,7 @@ __all__ = ["IMPLS", "torch_optimizer", "torch_optimizer_step", "torch_mlp_step",
 
 #: torch.optim implementations: the per-tensor loop, foreach (multi-tensor) and fused
 IMPLS = ("for", "foreach", "fused")
+FP32 = get_model("fp32")
 
 
 def _np(a: Any) -> np.ndarray:
@@ -204,16 +206,16 @@ def _targets() -> tuple[Target, ...]:
             suffix = "" if impl == "for" else f"-{impl}"
             out.append(Target(
                 name=f"torch-{dev}-fp32{suffix}", op="optim", backend=f"torch-{dev}",
-                precision="fp32", fn=partial(_optim_fn, impl=impl), layouts=("C",),
+                precision=FP32, fn=partial(_optim_fn, impl=impl), layouts=("C",),
                 available=backend.available,
                 description=f"torch.optim ({impl} implementation) on the {dev.upper()}"))
         out.append(Target(
-            name=f"torch-{dev}-fp32", op="mlp_train", backend=f"torch-{dev}", precision="fp32",
+            name=f"torch-{dev}-fp32", op="mlp_train", backend=f"torch-{dev}", precision=FP32,
             fn=partial(_mlp_fn, impl="for"), layouts=("C",), available=backend.available,
             description=f"torch MLP step (autograd, cross_entropy, torch.optim) on the "
                         f"{dev.upper()}"))
     out.append(Target(
-        name="numpy-fp32", op="mlp_train", backend="numpy", precision="fp32",
+        name="numpy-fp32", op="mlp_train", backend="numpy", precision=FP32,
         fn=_numpy_mlp_fn, layouts=("C",),
         description="host float32 two-phase trainer: per-sample gradients summed, one "
                     "update per batch"))
