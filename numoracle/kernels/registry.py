@@ -17,12 +17,14 @@ from ..errors import InvalidArgument
 from ..target import Target
 from . import (
     cupy_conv2d,
+    cupy_kan,
     cupy_linear,
     numpy_conv2d,
     numpy_targets,
     optim_targets,
     torch_conv2d,
     torch_conv2d_cuda,
+    torch_kan,
     torch_targets,
 )
 
@@ -42,7 +44,7 @@ def _check_unique(targets: tuple[Target, ...]) -> tuple[Target, ...]:
 _TARGETS: tuple[Target, ...] = _check_unique(
     numpy_targets.TARGETS + torch_targets.TARGETS + cupy_linear.TARGETS
     + numpy_conv2d.TARGETS + torch_conv2d.TARGETS + cupy_conv2d.TARGETS
-    + torch_conv2d_cuda.TARGETS + optim_targets.TARGETS
+    + torch_conv2d_cuda.TARGETS + optim_targets.TARGETS + torch_kan.TARGETS + cupy_kan.TARGETS
 )
 
 
