@@ -80,3 +80,30 @@ STEP_MUTANTS: dict[str, tuple[OptimConfig, str, int]] = {
     "grad_buffers_not_zeroed": (OptimConfig("sgd", lr=0.1), "buffers_not_zeroed", 2),
     "update_before_accumulation": (OptimConfig("sgd", lr=0.1, momentum=0.9), "phase_race", 1),
 }
+
+
+def _cupy_mlp(params: Mapping[str, Any], bugs: tuple[str, ...] = (), **inputs: Any
+              ) -> dict[str, Any]:
+    import cupy as cp  # noqa: PLC0415 - only where a GPU is
+
+    from numoracle.kernels.cupy_mlp import cupy_mlp_step  # noqa: PLC0415
+    from numoracle.kernels.optim_targets import run_mlp_steps  # noqa: PLC0415
+
+    host = {k: v.get() if hasattr(v, "get") else np.asarray(v) for k, v in inputs.items()}
+    out = run_mlp_steps(cupy_mlp_step(OptimConfig.from_params(params), bugs), params, host)
+    return {k: cp.asarray(v) for k, v in out.items()}
+
+
+def _cupy_available() -> str | None:
+    from numoracle.kernels import get_backend  # noqa: PLC0415
+
+    return get_backend("cupy").available()
+
+
+#: the training-step defects in the CuPy kernels (GPU only; skipped elsewhere)
+TARGETS += [
+    Target(name=f"cupy_{name}", op="mlp_train", backend="cupy", precision="fp32",
+           fn=partial(_cupy_mlp, bugs=(bug,)), layouts=("C",), source=__file__,
+           available=_cupy_available, description=f"CuPy two-phase trainer with {bug}")
+    for name, bug in _STEP_BUGS.items()
+]
