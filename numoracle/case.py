@@ -96,6 +96,7 @@ class Case:
         for name, idx, value in self.overlays:
             arrays[name].reshape(-1)[idx] = value
         fmt = get_format(self.storage)
+        arrays = op.prepare_inputs(arrays, self.params, fmt, rng)
         return {k: quantize(v, fmt) for k, v in arrays.items()}
 
     # -- plain data --------------------------------------------------------

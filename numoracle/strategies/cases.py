@@ -243,6 +243,12 @@ PLANS["mlp_train"] = _OPTIMIZER_PLAN + (
     Dim("steps", 4), Dim("batch", 64, is_batch=True), Dim("in_features", 12),
     Dim("hidden1", 10), Dim("hidden2", 10), Dim("classes", 6))
 
+#: KAN layers: spline orders 2-5 by default (order 1 by ``params``), shrinking
+#: towards quadratic splines on one interval
+PLANS["kan"] = (Choice("spline_order", (2, 3, 4, 5)), Dim("grid_size", 16),
+                Dim("batch", 128, is_batch=True), Dim("in_features", 64),
+                Dim("out_features", 256))
+
 
 def _plan(op: Op) -> tuple[Spec, ...]:
     return PLANS.get(op.name, tuple(Dim(name) for name in op.param_names))

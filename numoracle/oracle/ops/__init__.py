@@ -5,6 +5,7 @@ from __future__ import annotations
 from ...errors import InvalidArgument
 from .base import Op, Product
 from .conv2d import Conv2d
+from .kan import Kan
 from .linear import Linear
 from .matmul import Matmul
 from .mlp_train import MlpTrain
@@ -12,7 +13,8 @@ from .optim import Optim
 
 __all__ = ["Op", "Product", "OPS", "OP_GROUPS", "get_op"]
 
-OPS: dict[str, Op] = {op.name: op for op in (Linear(), Matmul(), Conv2d(), Optim(), MlpTrain())}
+OPS: dict[str, Op] = {op.name: op for op in (Linear(), Matmul(), Conv2d(), Optim(), MlpTrain(),
+                                              Kan())}
 
 #: names that stand for several ops on the command line (``--ops optim``: the
 #: optimizers and the training steps that apply them)

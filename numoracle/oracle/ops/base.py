@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ...errors import InvalidArgument
+from ..formats import Format
 from ..precision import PrecisionModel
 from ..tracked import Tracked
 
@@ -62,6 +63,10 @@ class Op(ABC):
     #: convolution's stride, padding, dilation, groups): then targets are
     #: called with the case's parameters as one more keyword, ``params``
     passes_params: ClassVar[bool] = False
+    #: inputs that are trained parameters (a layer's weight and bias): before the
+    #: judged call a check hands the target other values of them, so that a kernel
+    #: that keeps stale parameters after an update fails (DESIGN §4)
+    parameters: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def validate(self, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -96,6 +101,14 @@ class Op(ABC):
         outputs: tuple[str, ...] = (),
     ) -> dict[str, Tracked]:
         """Exact value and bound of each requested output (all when empty)."""
+
+    def prepare_inputs(self, arrays: dict[str, np.ndarray], params: Mapping[str, Any],
+                       storage: Format, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """The bulk inputs of a case, adjusted where the op needs structure that a
+        value family does not give (a KAN layer's sorted knots): called by
+        :meth:`numoracle.case.Case.inputs` after the overlays, with the case's
+        generator. The default returns ``arrays`` unchanged."""
+        return arrays
 
     def _check_inputs(self, inputs: Mapping[str, np.ndarray], params: Mapping[str, Any]) -> None:
         for name, shape in self.input_shapes(params).items():
