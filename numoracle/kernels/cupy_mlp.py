@@ -57,7 +57,7 @@ extern "C" __global__ void mlp_accumulate(
         for (int i = 0; i < H1; ++i) acc += w2[j * H1 + i] * fmaxf(A1[i], 0.f);
         A2[j] = acc;
     }
-    float mx = -INFINITY;
+    float mx = __int_as_float(0xff800000);
     for (int j = 0; j < C; ++j) {
         float acc = b3[j];
         for (int i = 0; i < H2; ++i) acc += w3[j * H2 + i] * fmaxf(A2[i], 0.f);
