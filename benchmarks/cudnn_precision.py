@@ -141,7 +141,9 @@ def write(out: Path, rows: list[dict[str, Any]], cases: int, seconds: float) -> 
              f"`python benchmarks/cudnn_precision.py --cases {cases}`: {cases} random normal "
              "fp32 cases per line (seeds 0 to "
              f"{cases - 1}, bias on); the effective precision is the most precise model whose "
-             f"worst err/bound over the line's cases stays below 1 ({seconds:.0f} s).", "",
+             f"worst err/bound over the line's cases stays below 1 ({seconds:.0f} s). A ratio of 0 "
+             "under fp16 accumulation means no element was judged there: its sums exceed "
+             "fp16's range, where that model leaves them unjudged.", "",
              "| shape | arrays | target | output | cases | effective | fp32 | tf32 | "
              "fp16 in | fp16 acc | bf16 in |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]

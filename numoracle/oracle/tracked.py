@@ -151,7 +151,8 @@ def lsb_exponent(x: np.ndarray) -> int:
 
 def _trailing_zeros(mi: Any, xp: Any) -> Any:
     low = mi & -mi  # lowest set bit as a power of two (exact in float64)
-    return xp.log2(low.astype(xp.float64)).astype(xp.int64)
+    # rounded, not truncated: CUDA's log2 may miss an exact power of two by an ulp
+    return xp.rint(xp.log2(low.astype(xp.float64))).astype(xp.int64)
 
 
 def _operand(t: Tracked, model: PrecisionModel) -> tuple[Tracked, float]:
