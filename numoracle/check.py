@@ -25,7 +25,7 @@ from .oracle.tracked import Tracked
 from .target import Target
 from .verdict import Verdict, compare, diagnose
 
-__all__ = ["check_case", "run_kernel", "judge", "DEFAULT_TIMEOUT"]
+__all__ = ["check_case", "run_kernel", "judge", "earlier_parameters", "DEFAULT_TIMEOUT"]
 
 #: seconds a kernel may run before it counts as hung
 DEFAULT_TIMEOUT = 120.0
@@ -158,9 +158,29 @@ def judge(case: Case, model: PrecisionModel, inputs: Mapping[str, np.ndarray],
     return verdicts
 
 
+def earlier_parameters(case: Case, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The case's inputs as a target saw them before a parameter update: every
+    parameter of the op (its ``parameters``: a layer's weight and bias) replaced
+    by other values of the storage format (negated, zeros made ones), the
+    data inputs unchanged."""
+    names = get_op(case.op).parameters
+    out = dict(inputs)
+    for name in names:
+        if name in inputs:
+            arr = inputs[name]
+            out[name] = np.where(arr == 0, np.ones_like(arr), -arr)
+    return out
+
+
 def check_case(case: Case, target: Target, *, timeout: float = DEFAULT_TIMEOUT,
-               with_diagnosis: bool = False) -> Verdict:
+               with_diagnosis: bool = False, update_first: bool = True) -> Verdict:
     """Run one case on one target and judge every output it returns.
+
+    For ops with trained parameters (conv2d's weight and bias) the target is
+    first called with other values of them (:func:`earlier_parameters`) and
+    that result is dropped: the judged call comes after a parameter update,
+    so a kernel that keeps stale parameters (a cached weight buffer or
+    descriptor) fails on a single case, and its repro replays in any process.
 
     Parameters
     ----------
@@ -172,6 +192,8 @@ def check_case(case: Case, target: Target, *, timeout: float = DEFAULT_TIMEOUT,
         Seconds before a kernel counts as hung.
     with_diagnosis : bool
         Also diagnose passing outputs (failing ones always are).
+    update_first : bool
+        Make the earlier call with other parameter values (ops with parameters only).
     """
     if case.op != target.op:
         raise InvalidArgument(f"case is for op {case.op!r} but target {target.name!r} "
@@ -184,6 +206,8 @@ def check_case(case: Case, target: Target, *, timeout: float = DEFAULT_TIMEOUT,
         )
     t0 = time.perf_counter()
     inputs = case.inputs()
+    if update_first and get_op(case.op).parameters:
+        run_kernel(case, target, earlier_parameters(case, inputs), timeout)  # result dropped
     got, error = run_kernel(case, target, inputs, timeout)
     verdict = Verdict(case=case, target=target.name, op=target.op,
                       precision=target.precision.name, passed=False, error=error, got=got)

@@ -9,12 +9,14 @@ variant of it) and their gradients by autograd through that same forward
 pass, as a kernel whose backward matches its own (wrong) forward would; the
 gradient mutants replace one gradient of the correct kernel.
 
-``stale_weights`` needs two calls to show: it keeps the weights of the first
-call per weight shape in a process-wide cache (one that outlives reloading
-this file, as a library's descriptor cache outlives its wrapper) and reuses
-them. Within one run the strategies draw many cases of one shape, so it is
-caught, and its saved repro reproduces in the process that found it; a fresh
-process, whose first call fills the cache, passes that single case.
+``stale_weights`` keeps the weights of the first call per weight shape in a
+process-wide cache (one that outlives reloading this file, as a library's
+descriptor cache outlives its wrapper) and reuses them. It is caught on any
+single case, in any process: for ops with trained parameters every check first
+calls the target with other parameter values and judges the call after that
+update (:func:`numoracle.check.earlier_parameters`, DESIGN §4). Its training
+counterpart, a step that keeps stale weights, is named at step 2, tensor ``y``
+by the stepwise training check (``benchmarks/zoo/training.py``).
 """
 
 from __future__ import annotations

@@ -91,6 +91,7 @@ class Conv2d(Op):
     input_axes = MappingProxyType({"x": "NCHW", "weight": "OIHW", "grad_output": "NCHW"})
     output_axes = MappingProxyType({"y": "NCHW", "grad_input": "NCHW", "grad_weight": "OIHW"})
     passes_params = True
+    parameters = ("weight", "bias")
 
     def validate(self, params: Mapping[str, Any]) -> dict[str, Any]:
         unknown = set(params) - set(self.param_names)
