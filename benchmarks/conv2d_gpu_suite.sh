@@ -16,9 +16,10 @@ export PYTHONUNBUFFERED=1
     --out "$out/training_sweep_gpu.json" > "$out/training_sweep_gpu.log" 2>&1
   echo "exit $? after $(( $(date +%s) - t0 )) s" >> "$out/training_sweep_gpu.log" ) &
 sweep=$!
-timeout 200 python3 -m pytest -m gpu -p numoracle -q -p no:cacheprovider -n 6 \
+timeout 220 python3 -m pytest -m gpu -p numoracle -q -p no:cacheprovider -n 8 \
   tests/oracle/test_gpu_conv2d_reference.py tests/oracle/test_gpu_reference.py \
-  tests/kernels/test_sgd_steps_gpu.py tests/kernels/test_sgd_steps.py >> "$out/gpu_tests.log" 2>&1
+  tests/kernels/test_sgd_steps_gpu.py tests/kernels/test_sgd_steps.py tests/kernels/test_conv2d_gpu.py \
+  tests/test_update_property.py >> "$out/gpu_tests.log" 2>&1
 echo "pytest exit $?" >> "$out/gpu_tests.log"
 timeout 120 python3 benchmarks/conv_cost.py --skip-gradcheck --out "$out/conv_cost_gpu.json" \
   >> "$out/gpu_tests.log" 2>&1
