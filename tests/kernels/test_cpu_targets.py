@@ -203,7 +203,7 @@ def test_registry_lists_every_target_per_op() -> None:
 def test_available_targets_here() -> None:
     names = {t.name for t in available_targets()}
     assert set(CPU_TARGETS) <= names
-    assert {t.name for t in available_targets("matmul")} == names
+    assert {t.name for t in available_targets("matmul")} <= names
     for t in all_targets():
         if t.name not in names:
             assert isinstance(t.unavailable_reason(), str)
