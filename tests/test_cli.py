@@ -11,6 +11,7 @@ import pytest
 
 from numoracle import KernelMismatch, check_kernel
 from numoracle.cli import main
+from numoracle.oracle.ops import OPS
 
 REPORT_KEYS = {"target", "op", "precision", "cases", "failures", "worst_ratio", "verdict",
                "repro"}
@@ -67,7 +68,7 @@ def test_run_lists_skipped_targets(tmp_path: Path, capsys: pytest.CaptureFixture
         (["run", "--seed", "x"], "'x' is not an int"),
         (["run", "--ops", ","], "names nothing"),
         (["run", "--ops", "conv7d"],
-         "op 'conv7d' is unknown; use one of ['conv2d', 'linear', 'matmul']"),
+         f"op 'conv7d' is unknown; use one of {sorted(OPS)}"),
         (["run", "--targets", "nope"], "--targets names unknown targets ['nope']"),
         (["zoo", "--zoo", "/nonexistent/zoo"], "pass --zoo PATH"),
         (["replay", "/nonexistent/repro"], "is not a repro"),

@@ -26,8 +26,11 @@ Bounds. Every elementwise operation rounds once in the accumulation format
 (see :mod:`~numoracle.oracle.tracked` and :mod:`~numoracle.oracle.elementwise`);
 the kernel may hold every hyperparameter and every derived scalar rounded
 to the storage format (relative error ``u`` unless the value is a value of the
-format). The bias corrections ``1 - beta^t`` may be computed in float32 (fused
-kernels): their relative error is taken as ``((t + 4) u beta^t + 2u) / (1 - beta^t)``
+format). ``1 - beta1`` and ``1 - beta2`` may be computed from the rounded
+betas (a suspected cause of the fused CUDA Adam alarms in
+benchmarks/results/h100/optim, not yet confirmed there), so their relative
+error is ``u beta / (1 - beta) + 2u`` (:func:`one_minus_err`). The bias
+corrections ``1 - beta^t`` may be computed in float32 (fused kernels): their relative error is taken as ``((t + 4) u beta^t + 2u) / (1 - beta^t)``
 (``beta`` rounded, ``pow``, the subtraction that cancels), halved under the
 square root. ``eps`` enters as its float32 copy (radius ``u eps``). Where
 implementations use different but equivalent formulas (``lerp`` against the
@@ -62,7 +65,8 @@ from .formats import representable
 from .precision import PrecisionModel
 from .tracked import Tracked, add, either, exact, mul_scalar, sub
 
-__all__ = ["OptimConfig", "OPTIMIZERS", "optimizer_step", "scalar_err", "bias_correction_err"]
+__all__ = ["OptimConfig", "OPTIMIZERS", "optimizer_step", "scalar_err", "bias_correction_err",
+           "one_minus_err"]
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
 
@@ -167,6 +171,14 @@ class OptimConfig:
                 "weight_decay": self.weight_decay, "amsgrad": self.amsgrad}
 
 
+def one_minus_err(b: float, model: PrecisionModel) -> float:
+    """Relative error of a kernel's ``1 - b`` when it may subtract from ``b``
+    rounded to the storage format (as fused kernels may): the rounding
+    of ``b`` grows by ``b / (1 - b)`` in the cancellation, plus one rounding."""
+    eb = scalar_err(b, model)
+    return min(eb * b / (1.0 - b) + model.acc_unit() + scalar_err(1.0 - b, model), 0.5)
+
+
 def _scale(t: Tracked, c: float, model: PrecisionModel) -> Tracked:
     """``t * c`` with the kernel's copy of ``c`` possibly rounded."""
     return mul_scalar(t, c, model, c_rel_err=scalar_err(c, model))
@@ -219,10 +231,12 @@ def _adam(cfg: OptimConfig, p: Tracked, g: Tracked, state: Mapping[str, Tracked]
     m0 = state["exp_avg"] if t > 1 else xp_zero
     v0 = state["exp_avg_sq"] if t > 1 else xp_zero
     w1 = 1.0 - cfg.beta1
-    lerp = add(m0, _scale(sub(g, m0, m), w1, m), m)
-    weighted = add(_scale(m0, cfg.beta1, m), _scale(g, w1, m), m)
+    e1w, e2w = one_minus_err(cfg.beta1, m), one_minus_err(cfg.beta2, m)
+    lerp = add(m0, mul_scalar(sub(g, m0, m), w1, m, c_rel_err=e1w), m)
+    weighted = add(_scale(m0, cfg.beta1, m), mul_scalar(g, w1, m, c_rel_err=e1w), m)
     exp_avg = either(lerp, weighted)
-    exp_avg_sq = add(_scale(v0, cfg.beta2, m), _scale(mul(g, g, m), 1.0 - cfg.beta2, m), m)
+    exp_avg_sq = add(_scale(v0, cfg.beta2, m),
+                     mul_scalar(mul(g, g, m), 1.0 - cfg.beta2, m, c_rel_err=e2w), m)
     new = {"exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
     v = exp_avg_sq
     if cfg.amsgrad:
