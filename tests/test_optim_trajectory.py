@@ -1,4 +1,4 @@
-"""Optimizers and MLP training steps: correct kernels pass step by step, defects fail at their step."""
+"""Optimizers and MLP training steps: correct kernels pass each step, defects fail at theirs."""
 
 from __future__ import annotations
 

@@ -30,7 +30,8 @@ format). ``1 - beta1`` and ``1 - beta2`` may be computed from the rounded
 betas (a suspected cause of the fused CUDA Adam alarms in
 benchmarks/results/h100/optim, not yet confirmed there), so their relative
 error is ``u beta / (1 - beta) + 2u`` (:func:`one_minus_err`). The bias
-corrections ``1 - beta^t`` may be computed in float32 (fused kernels): their relative error is taken as ``((t + 4) u beta^t + 2u) / (1 - beta^t)``
+corrections ``1 - beta^t`` may be computed in float32 (fused kernels): their
+relative error is taken as ``((t + 4) u beta^t + 2u) / (1 - beta^t)``
 (``beta`` rounded, ``pow``, the subtraction that cancels), halved under the
 square root. ``eps`` enters as its float32 copy (radius ``u eps``). Where
 implementations use different but equivalent formulas (``lerp`` against the
