@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+import numoracle.kernels.torch_kan as _host
 from numoracle.kernels.torch_kan import b_splines, kan_forward_backward
 from numoracle.kernels.torch_targets import TorchMode, precision_flags
 from numoracle.oracle.precision import get_model
@@ -88,14 +89,12 @@ def upper_edge_index_off_by_one(x, grid, coef, base_weight, spline_weight,
                  + (gg[:, p + 1:] - xe) / (gg[:, p + 1:] - gg[:, 1:-p]) * b[:, :, 1:])
         return b
 
-    import numoracle.kernels.torch_kan as tk
-
-    saved = tk.b_splines
-    tk.b_splines = bases
+    saved = _host.b_splines
+    _host.b_splines = bases
     try:
         return correct(x, grid, coef, base_weight, spline_weight, grad_output)
     finally:
-        tk.b_splines = saved
+        _host.b_splines = saved
 
 
 def silu_derivative_wrong(x, grid, coef, base_weight, spline_weight,
@@ -108,7 +107,9 @@ def silu_derivative_wrong(x, grid, coef, base_weight, spline_weight,
     return out
 
 
-_STALE: dict[tuple[Any, ...], Any] = {}
+# the stale buffers live as long as the process, like a kernel's device buffers: on a
+# module the zoo does not reload (a repro reloads this file and must see them)
+_STALE: dict[tuple[Any, ...], Any] = _host.__dict__.setdefault("_zoo_stale_coef_grads", {})
 
 
 def coef_grad_not_reset(x, grid, coef, base_weight, spline_weight,
