@@ -297,11 +297,11 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
         if bias is not None:
             e = min(e, lsb_exponent(bias.value))
         if e < (1 << 19):
-            fits_acc = (S <= 2.0 ** (acc.p + e)) & (e >= acc.emin)
+            fits_acc = (S <= _pow2(acc.p + e)) & (e >= acc.emin)
             det_acc[fits_acc] = 0.0
             prob_acc[fits_acc] = 0.0
             if not has_ref and e >= FP64.emin - 52:
-                ref_err[S <= 2.0 ** (FP64.p + e)] = 0.0
+                ref_err[S <= _pow2(FP64.p + e)] = 0.0
     if has_rad:
         det_acc += prop
         prob_acc += prop_p
@@ -313,6 +313,11 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
         n_host, value.shape)
     out = Tracked(value=value, ref_err=ref_err, det=det, prob=prob, mag=S, n=n)
     return _escalate(out, av, bv, bias, model, ref_prop)
+
+
+def _pow2(e: int) -> float:
+    """``2^e`` as a float: ``inf`` above float64's range (every finite sum fits)."""
+    return math.inf if e > 1023 else math.ldexp(1.0, max(e, -1100))
 
 
 def _rmm(x: Any, y: Any) -> Any:

@@ -253,3 +253,13 @@ def test_unknown_rounding_may_take_subnormal_inputs_to_zero() -> None:
 
     assert compare("out", np.array([[np.nan]]), ref).passed  # inf * 0 on the tf32 path
     assert compare("out", np.array([[np.inf]]), ref).passed
+
+
+@pytest.mark.parametrize(("ea", "eb"), [(600, 500), (1000, 30), (-600, -500)])
+def test_matmul_on_grids_beyond_float64_range(ea: int, eb: int) -> None:
+    """Inputs on grids whose product's exponent leaves float64's range: the
+    exact-regime test must not overflow computing ``2^(p + e)``."""
+    a, b = exact(np.array([[2.0**ea, 0.0]])), exact(np.array([[2.0**eb], [1.0]]))
+    t = matmul(a, b, get_model("fp32"))
+    assert t.value[0, 0] == 2.0**ea * 2.0**eb
+    assert not np.isfinite(t.det[0, 0]) if ea + eb > 127 else t.det[0, 0] < 1e-37
