@@ -73,12 +73,19 @@ def op_outputs(op: str) -> tuple[str, ...]:
     >>> op_outputs("linear")
     ('y', 'grad_input', 'grad_weight', 'grad_bias')
     """
-    from .strategies import PLANS, Flag  # noqa: PLC0415 - the plans say which params are flags
+    from .strategies import PLANS, Choice, Flag, Widths  # noqa: PLC0415 - flags, depths
 
     o = get_op(op)
+    plan = PLANS.get(o.name, ())
     params: dict[str, Any] = dict.fromkeys(o.param_names, 1)
     params.update({s.name: True if isinstance(s, Flag) else s.smallest
-                   for s in PLANS.get(o.name, ())})
+                   for s in plan if not isinstance(s, Widths)})
+    for s in plan:  # a chain's outputs are per layer: the deepest chain has them all
+        if isinstance(s, Widths):
+            depth = [c for c in plan if isinstance(c, Choice) and c.name == s.count]
+            if depth:
+                params[s.count] = max(depth[0].options)
+            params[s.name] = s.least(params)
     return o.outputs(o.validate(params))
 
 

@@ -11,6 +11,12 @@ for the linear targets (TF32 off on CUDA, IEEE oneDNN on the CPU).
 
 :func:`kan_forward_backward` is the plain function (torch tensors in, dict out)
 that the bug zoo and the comparison benchmark reuse.
+
+The ``kan_chain`` targets chain the same layer: the forward pass through every
+layer (each layer's input is the previous layer's output tensor, in the storage
+dtype), then one :func:`torch.autograd.grad` from ``grad_output`` at the last
+layer for the inputs of every layer (the first layer's ``x`` included) and
+every layer's parameters (:func:`kan_chain_forward_backward`).
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ from ..target import Target
 from .backends import get_backend
 from .torch_targets import _NO_CONTEXT_WARNING, TorchMode, precision_flags
 
-__all__ = ["b_splines", "kan_forward", "kan_forward_backward", "kan", "TARGETS"]
+__all__ = ["b_splines", "kan_forward", "kan_forward_backward", "kan", "kan_chain",
+           "kan_chain_forward_backward", "chain_layers", "TARGETS"]
 
 
 def b_splines(x: Any, grid: Any, order: int) -> Any:
@@ -70,6 +77,55 @@ def kan(x: Any, grid: Any, coef: Any, base_weight: Any, spline_weight: Any, grad
         return kan_forward_backward(x, grid, coef, base_weight, spline_weight, grad_output)
 
 
+def chain_layers(arrays: dict[str, Any]) -> int:
+    """The number of layers of a chain's inputs (``grid_0``, ``grid_1``, ...)."""
+    n = 0
+    while f"grid_{n}" in arrays:
+        n += 1
+    return n
+
+
+def kan_chain_forward_backward(arrays: dict[str, Any], *,
+                               skip_first_input_grad: bool = False) -> dict[str, Any]:
+    """Every layer's ``y`` and four gradients for a chain's inputs (names of
+    :mod:`numoracle.oracle.ops.kan_chain`), by autograd through the whole chain.
+
+    ``skip_first_input_grad`` plants seed 001's bug (``compute_input_grad =
+    layer_idx > 0``): the first layer's input gradient is never computed (zeros).
+    """
+    import torch
+
+    n = chain_layers(arrays)
+    with torch.enable_grad(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", _NO_CONTEXT_WARNING, UserWarning)
+        x = arrays["x"].detach().requires_grad_(True)
+        params = [[arrays[f"{p}_{i}"].detach().requires_grad_(True)
+                   for p in ("coef", "base_weight", "spline_weight")] for i in range(n)]
+        xs, h = [x], x
+        for i in range(n):
+            h = kan_forward(h, arrays[f"grid_{i}"], *params[i])
+            xs.append(h)
+        wrt = xs[1 if skip_first_input_grad else 0:-1] + [p for ps in params for p in ps]
+        grads = list(torch.autograd.grad(xs[-1], wrt, grad_outputs=arrays["grad_output"]))
+    if skip_first_input_grad:
+        grads.insert(0, torch.zeros_like(x))
+    out: dict[str, Any] = {}
+    for i in range(n):
+        out[f"y_{i}"] = xs[i + 1].detach()
+        out[f"grad_input_{i}"] = grads[i]
+        gc, gb, gs = grads[n + 3 * i: n + 3 * i + 3]
+        out.update({f"grad_coef_{i}": gc, f"grad_base_weight_{i}": gb,
+                    f"grad_spline_weight_{i}": gs})
+    return out
+
+
+def kan_chain(*, mode: TorchMode, **arrays: Any) -> dict[str, Any]:
+    """The chain target function: flags pinned for ``mode``, then
+    :func:`kan_chain_forward_backward`."""
+    with precision_flags(mode):
+        return kan_chain_forward_backward(arrays)
+
+
 def _available(device: str) -> str | None:
     return get_backend(f"torch-{device}").available()
 
@@ -85,8 +141,15 @@ def _targets() -> tuple[Target, ...]:
                 available=partial(_available, device),
                 description=f"efficient-kan KANLinear in torch {dtype} on {device}: forward "
                             "by its formulas, backward by autograd; all outputs"))
+            out.append(Target(
+                name=f"torch-{device}-{storage}", op="kan_chain", backend=f"torch-{device}",
+                precision=get_model(storage), fn=partial(kan_chain, mode=mode),
+                available=partial(_available, device),
+                description=f"a chain of efficient-kan KANLinear layers in torch {dtype} on "
+                            f"{device}: forward through every layer, backward by autograd "
+                            "through the chain; every layer's outputs"))
     return tuple(out)
 
 
-#: the torch KAN targets: CPU and CUDA, float32 and float64
+#: the torch KAN targets: CPU and CUDA, float32 and float64, a layer and a chain
 TARGETS: tuple[Target, ...] = _targets()

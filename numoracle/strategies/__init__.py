@@ -22,9 +22,11 @@ from .cases import (
     PLANS,
     REDUCTION_MAX,
     SEED_MAX,
+    Choice,
     Dim,
     Flag,
     Shape,
+    Widths,
     cases,
 )
 from .formats import STORAGE_FORMATS, storage_formats
@@ -46,6 +48,8 @@ __all__ = [
     "Dim",
     "Flag",
     "Shape",
+    "Choice",
+    "Widths",
     "DEFAULT_MAX_ELEMENTS",
     "DEFAULT_FAMILIES",
     "DIM_MAX",

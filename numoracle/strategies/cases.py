@@ -29,7 +29,7 @@ from .layouts import _choice, input_layouts
 from .sizes import MAX_SIZE, batch_sizes, dims
 from .values import DEFAULT_FAMILIES, FAMILY_ORDER, overlays
 
-__all__ = ["cases", "PLANS", "Dim", "Flag", "Shape", "Multiple", "Pair", "Choice",
+__all__ = ["cases", "PLANS", "Dim", "Flag", "Shape", "Multiple", "Pair", "Choice", "Widths",
             "DEFAULT_MAX_ELEMENTS", "DIM_MAX",
            "REDUCTION_MAX", "SEED_MAX"]
 
@@ -208,7 +208,32 @@ def _kernel_cap(params: Params, axis: int) -> int:
     return (size + 2 * p - 1) // d + 1
 
 
-Spec = Dim | Flag | Shape | Multiple | Pair | Choice
+@dataclass(frozen=True)
+class Widths:
+    """``params[count] + 1`` positive dimensions (the feature counts of a chain of
+    layers: input, then each layer's output), each at most ``max_entry`` and
+    within the limits; shrinks towards all ones."""
+
+    name: str
+    count: str
+    max_entry: int = 8
+
+    def least(self, params: Params) -> tuple[int, ...]:
+        """All ones, one per layer and one more."""
+        return (1,) * (int(params[self.count]) + 1)
+
+    def draw(self, draw: st.DrawFn, op: Op, params: Params, limits: _Limits) -> tuple[int, ...]:
+        length = int(params[self.count]) + 1
+        entries: tuple[int, ...] = ()
+        for i in range(length):
+            def fits(v: int, head: tuple[int, ...] = entries, tail: int = length - i - 1) -> bool:
+                return limits.fits(op, {**params, self.name: head + (v,) + (1,) * tail})
+
+            entries += (draw(dims(max_value=_largest(fits, self.max_entry))),)
+        return entries
+
+
+Spec = Dim | Flag | Shape | Multiple | Pair | Choice | Widths
 
 #: how each op's parameters are drawn, in draw order (flags and batch shapes
 #: first: they change the budget of the dimensions); an op without a plan has
@@ -248,14 +273,29 @@ PLANS["mlp_train"] = _OPTIMIZER_PLAN + (
 PLANS["kan"] = (Choice("spline_order", (2, 3, 4, 5)), Dim("grid_size", 16),
                 Dim("batch", 128, is_batch=True), Dim("in_features", 64),
                 Dim("out_features", 256))
+#: chains of 1-3 KAN layers of small widths, shrinking towards one layer of one
+#: feature (the widths right after the depth: they follow it)
+PLANS["kan_chain"] = (Choice("layers", (1, 2, 3)), Widths("widths", "layers", 8),
+                      Choice("spline_order", (2, 3, 4, 5)), Dim("grid_size", 8),
+                      Dim("batch", 64, is_batch=True))
 
 
 def _plan(op: Op) -> tuple[Spec, ...]:
     return PLANS.get(op.name, tuple(Dim(name) for name in op.param_names))
 
 
-def _smallest(op: Op) -> Params:
-    return {spec.name: spec.smallest for spec in _plan(op)}
+def _smallest(op: Op, fixed: Mapping[str, Any] | None = None) -> Params:
+    """The smallest parameters, with those in ``fixed`` as given (a spec whose
+    smallest value depends on earlier parameters, :class:`Widths`, follows them)."""
+    fixed = fixed or {}
+    params: Params = {}
+    for spec in _plan(op):
+        if spec.name in fixed:
+            params[spec.name] = fixed[spec.name]
+        else:
+            params[spec.name] = spec.least(params) if isinstance(spec, Widths) \
+                else spec.smallest
+    return {**params, **fixed}
 
 
 # -- argument checks ---------------------------------------------------------------
@@ -310,7 +350,7 @@ def _overrides(op: Op, params: Mapping[str, Any], batch: Any) -> dict[str, Any]:
 
 def _check_fixed(op: Op, fixed: Mapping[str, Any], limits: _Limits) -> None:
     """The smallest case with ``fixed`` is valid and within ``limits``."""
-    params = {**_smallest(op), **fixed}
+    params = _smallest(op, fixed)
     op.validate(params)
     if not limits.fits(op, params):
         raise InvalidArgument(
@@ -340,7 +380,7 @@ class _Request:
 def _draw_params(draw: st.DrawFn, op: Op, req: _Request, limits: _Limits) -> Params:
     fixed = {k: draw(v) if is_strategy(v) else v
              for k, v in _overrides(op, req.params, req.batch).items()}
-    params = {**_smallest(op), **fixed}
+    params = _smallest(op, fixed)
     if not limits.fits(op, params):
         reject()  # drawn overrides that leave no room: try another draw
     for spec in _plan(op):

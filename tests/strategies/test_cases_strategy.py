@@ -53,7 +53,7 @@ def test_cases_are_valid_and_within_the_default_limits(op: str) -> None:
 @pytest.mark.parametrize("op", sorted(OPS))
 @pytest.mark.parametrize(("max_reduction", "max_elements"), [(1, 8), (7, 100), (65536, 1 << 17)])
 def test_cases_respect_the_limits(op: str, max_reduction: int, max_elements: int) -> None:
-    if op == "kan" and max_elements < 16:
+    if op in ("kan", "kan_chain") and max_elements < 16:
         # a KAN layer's smallest case holds six knots: the strategy says so at once
         with pytest.raises(InvalidArgument, match="does not fit"):
             cases(op=op, max_reduction=max_reduction, max_elements=max_elements)
@@ -124,6 +124,9 @@ def test_cases_shrink_to_the_simplest_case(op: str) -> None:
     if op == "kan":  # every dimension 1, quadratic splines on one interval
         assert case.params == {"batch": 1, "in_features": 1, "out_features": 1,
                                "grid_size": 1, "spline_order": 2}
+    elif op == "kan_chain":  # one such layer
+        assert case.params == {"layers": 1, "widths": (1, 1), "batch": 1, "grid_size": 1,
+                               "spline_order": 2}
     else:
         assert case.size() == len(case.shapes())  # every dimension 1
     assert (case.family, case.storage, case.layouts, case.overlays) == ("exact", "fp32", {}, ())

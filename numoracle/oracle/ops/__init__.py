@@ -6,6 +6,7 @@ from ...errors import InvalidArgument
 from .base import Op, Product
 from .conv2d import Conv2d
 from .kan import Kan
+from .kan_chain import KanChain
 from .linear import Linear
 from .matmul import Matmul
 from .mlp_train import MlpTrain
@@ -14,11 +15,13 @@ from .optim import Optim
 __all__ = ["Op", "Product", "OPS", "OP_GROUPS", "get_op"]
 
 OPS: dict[str, Op] = {op.name: op for op in (Linear(), Matmul(), Conv2d(), Optim(), MlpTrain(),
-                                              Kan())}
+                                              Kan(), KanChain())}
 
 #: names that stand for several ops on the command line (``--ops optim``: the
-#: optimizers and the training steps that apply them)
-OP_GROUPS: dict[str, tuple[str, ...]] = {"optim": ("optim", "mlp_train")}
+#: optimizers and the training steps that apply them; ``--ops kan``: the KAN layer
+#: and chains of KAN layers)
+OP_GROUPS: dict[str, tuple[str, ...]] = {"optim": ("optim", "mlp_train"),
+                                         "kan": ("kan", "kan_chain")}
 
 
 def get_op(name: str) -> Op:
