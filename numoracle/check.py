@@ -141,9 +141,13 @@ def judge(case: Case, model: PrecisionModel, inputs: Mapping[str, np.ndarray],
     names = tuple(got)
     ref_inputs = _reference_inputs(case, inputs)
 
+    computed: dict[PrecisionModel, dict[str, Tracked]] = {}
+
     def reference_for(m: PrecisionModel) -> dict[str, Tracked]:
-        refs = op.reference(ref_inputs, case.params, m, names)
-        return {k: v.to_host() for k, v in refs.items()}
+        if m not in computed:  # every output's diagnosis tries the same models
+            refs = op.reference(ref_inputs, case.params, m, names)
+            computed[m] = {k: v.to_host() for k, v in refs.items()}
+        return computed[m]
 
     refs = reference_for(model)
     verdicts = {}
@@ -153,7 +157,7 @@ def judge(case: Case, model: PrecisionModel, inputs: Mapping[str, np.ndarray],
             def output_reference(m: PrecisionModel, _n: str = name) -> Tracked:
                 return reference_for(m)[_n]
 
-            diagnose(v, got[name], model, output_reference)
+            diagnose(v, got[name], model, output_reference, ladder=op.precision_ladder)
         verdicts[name] = v
     return verdicts
 

@@ -126,7 +126,7 @@ def _first_failure(rec: StepVerdict, names: Sequence[str], arrays: Mapping[str, 
             def reference_for(m: PrecisionModel, name: str = name) -> Tracked:
                 with np.errstate(all="ignore"):
                     return ref_step(k, state, m)[name]
-            diagnose(out, arrays[name], claimed, reference_for)
+            diagnose(out, arrays[name], claimed, reference_for, ladder=False)
         else:
             out.diagnosis = out.nonfinite or f"exceeds {claimed.name}"
         w = out.worst[0] if out.worst else None

@@ -198,14 +198,19 @@ def ladder_for(model: PrecisionModel) -> tuple[str, ...]:
     return by_storage.get(model.storage.name, (model.name,))
 
 
-def candidates(claimed: PrecisionModel) -> list[tuple[str, PrecisionModel]]:
+def candidates(claimed: PrecisionModel, *,
+               ladder: bool = True) -> list[tuple[str, PrecisionModel]]:
     """Models a result is tried against: the claimed one, the claimed one with
-    subnormal inputs flushed or with an unfused bias epilogue, and the standard
-    ladder of its storage format."""
+    subnormal inputs flushed, and, with ``ladder`` (ops whose outputs are single
+    contractions: :attr:`~numoracle.oracle.ops.base.Op.precision_ladder`), the
+    claimed one with an unfused bias epilogue and the standard ladder of its
+    storage format."""
     out = [(claimed.name, claimed)]
     if not claimed.flush_subnormal_inputs:
         out.append((f"{claimed.name}+flushed-subnormals",
                     claimed.with_(flush_subnormal_inputs=True)))
+    if not ladder:
+        return out
     if not claimed.bias_after_store:
         out.append((f"{claimed.name}+bias-after-store", claimed.with_(bias_after_store=True)))
     out += [(name, PRESETS[name]) for name in ladder_for(claimed) if name != claimed.name]
@@ -217,13 +222,21 @@ def diagnose(
     got: np.ndarray,
     claimed: PrecisionModel,
     reference_for: Callable[[PrecisionModel], Tracked],
+    *,
+    ladder: bool = True,
 ) -> None:
     """Fill ``out.diagnosis`` and ``out.per_model``: the worst ratio under each
-    candidate model, and the most precise model the result is consistent with."""
+    candidate model, and the most precise model the result is consistent with.
+
+    ``ladder=False`` (composed ops: an optimizer or training step, see
+    :attr:`~numoracle.oracle.ops.base.Op.precision_ladder`) tries only the
+    claimed model and its flushed-subnormals variant; a result beyond both
+    "exceeds the bound: a logic bug", never "consistent with" a coarser format.
+    """
     if out.nonfinite:
         out.diagnosis = out.nonfinite
         return
-    models = dict(candidates(claimed))
+    models = dict(candidates(claimed, ladder=ladder))
     for name, model in models.items():
         out.per_model[name] = compare(out.name, got, reference_for(model)).worst_ratio_det
     if out.passed:
@@ -236,6 +249,10 @@ def diagnose(
         also = f"; also consistent with {', '.join(fits[1:])}" if fits[1:] else ""
         out.diagnosis = (f"exceeds {claimed.name}; consistent with {fits[0]} "
                          f"({models[fits[0]].describe()}){also}")
+    elif not ladder:
+        out.diagnosis = (f"exceeds the {claimed.name} bound: a logic bug (the bound "
+                         "composes every rounding of the claimed model, so no coarser "
+                         "precision explains a result outside it)")
     elif out.exact:
         out.diagnosis = ("exceeds every precision model: the bound is 0 here (exact "
                          "regime), so this is a logic bug (wrong index or layout, a "

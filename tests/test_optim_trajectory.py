@@ -8,13 +8,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from numoracle.case import Case
+from numoracle.check import check_case
 from numoracle.errors import InvalidArgument
 from numoracle.kernels.optim_targets import numpy_mlp_step, torch_mlp_step, torch_optimizer_step
+from numoracle.oracle.ops import get_op
 from numoracle.oracle.optim_math import OptimConfig
+from numoracle.oracle.precision import get_model
+from numoracle.target import Target
 from numoracle.trajectory import check_mlp_trajectory, check_optimizer_trajectory
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "zoo"))
 from optim import STEP_MUTANTS
+from optim import TARGETS as ZOO_TARGETS
 
 CONFIGS = [OptimConfig("sgd", lr=0.1), OptimConfig("sgd", lr=0.1, momentum=0.9, nesterov=True,
                                                      weight_decay=0.01),
@@ -74,3 +80,44 @@ def test_mutants_fail_at_their_step(name: str) -> None:
 def test_invalid_configs(kw: dict) -> None:
     with pytest.raises(InvalidArgument):
         OptimConfig(**kw)
+
+
+LOGIC_BUG = "exceeds the fp32 bound: a logic bug"
+
+
+@pytest.mark.parametrize(("mutant", "case"), [
+    ("bias_correction_off", Case("optim", {"optimizer": "adam", "lr": 0.01, "steps": 2,
+                                           "numel": 3}, family="normal", seed=1)),
+    ("grad_not_divided_by_batch", Case("mlp_train", {
+        "optimizer": "sgd", "lr": 0.1, "steps": 1, "batch": 4, "in_features": 3,
+        "hidden1": 2, "hidden2": 2, "classes": 3}, family="normal", seed=1))])
+def test_composed_ops_diagnose_a_miss_as_a_logic_bug(mutant: str, case: Case) -> None:
+    # a coarser accumulation format is no explanation for an optimizer or training step
+    assert not get_op(case.op).precision_ladder
+    v = check_case(case, next(t for t in ZOO_TARGETS if t.name == mutant))
+    assert not v.passed
+    assert LOGIC_BUG in v.diagnosis and "consistent with" not in v.diagnosis
+    bad = next(o for o in v.outputs.values() if not o.passed)
+    assert set(bad.per_model) == {"fp32", "fp32+flushed-subnormals"}
+
+
+def test_contractions_keep_the_precision_ladder() -> None:
+    def tf32_inputs(a: np.ndarray, b: np.ndarray) -> dict:
+        def cut(t: np.ndarray) -> np.ndarray:  # keep 10 mantissa bits (TF32, truncated)
+            bits = np.ascontiguousarray(t, np.float32).view(np.uint32) & np.uint32(0xFFFFE000)
+            return bits.view(np.float32)
+        return {"out": cut(a) @ cut(b)}
+
+    case = Case("matmul", {"batch_shape": (), "m": 3, "k": 64, "n": 2}, family="normal", seed=1)
+    target = Target(name="tf32", op="matmul", backend="numpy", precision=get_model("fp32"),
+                    fn=tf32_inputs)
+    assert get_op("matmul").precision_ladder
+    v = check_case(case, target)
+    assert not v.passed and "consistent with tf32" in v.diagnosis
+
+
+def test_teacher_forced_diagnosis_names_a_logic_bug() -> None:
+    cfg, bug, _ = STEP_MUTANTS["grad_not_divided_by_batch"]
+    p0, xs, ls = _mlp_problem(seed=2, steps=1, batch=8)
+    v = check_mlp_trajectory(numpy_mlp_step(cfg, (bug,)), cfg, p0, xs, ls, free_running=False)
+    assert v.first_failure is not None and LOGIC_BUG in v.first_failure.diagnosis

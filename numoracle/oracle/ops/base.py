@@ -67,6 +67,15 @@ class Op(ABC):
     #: judged call a check hands the target other values of them, so that a kernel
     #: that keeps stale parameters after an update fails (DESIGN §4)
     parameters: ClassVar[tuple[str, ...]] = ()
+    #: whether a result beyond the claimed bound may be explained by a coarser
+    #: standard precision model (the diagnosis ladder of
+    #: :func:`numoracle.verdict.ladder_for`): true for ops whose outputs are each
+    #: one contraction (linear, matmul, conv2d), where "consistent with tf32" is
+    #: a finding. Composed ops (an optimizer step, a training step) set it
+    #: False: their bound composes many roundings of the claimed model, so a
+    #: coarser accumulation format says nothing, and a result beyond the bound
+    #: is diagnosed as a logic bug
+    precision_ladder: ClassVar[bool] = True
 
     @abstractmethod
     def validate(self, params: Mapping[str, Any]) -> dict[str, Any]:

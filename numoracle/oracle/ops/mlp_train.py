@@ -45,6 +45,7 @@ class MlpTrain(Op):
     name = "mlp_train"
     param_names = tuple(OPTIMIZER_PARAMS) + ("steps", "batch") + SIZE_NAMES
     passes_params = True
+    precision_ladder = False
 
     def validate(self, params: Mapping[str, Any]) -> dict[str, Any]:
         unknown = set(params) - set(self.param_names)

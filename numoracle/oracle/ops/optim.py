@@ -80,6 +80,7 @@ class Optim(Op):
     name = "optim"
     param_names = tuple(OPTIMIZER_PARAMS) + ("steps", "numel")
     passes_params = True
+    precision_ladder = False
 
     def validate(self, params: Mapping[str, Any]) -> dict[str, Any]:
         unknown = set(params) - set(self.param_names)
