@@ -20,7 +20,8 @@ Precision: fp32 storage, compute and accumulation; the atomics make the batch
 sums' order arbitrary (order ``any``, not deterministic). CuPy compiles with
 ``-ftz=true``: subnormal inputs are read as zero. ``y`` and ``grad_input`` are
 poisoned with NaN before their launches; every launch is synchronised and
-its errors raised.
+its errors raised. The ``kan_chain`` target runs the same kernels layer by
+layer: forward through every layer, then backward from the last.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from ..oracle.precision import get_model
 from ..target import Target
 from .backends import get_backend
 
-__all__ = ["KAN_SOURCE", "kan", "TARGETS", "MAX_ORDER"]
+__all__ = ["KAN_SOURCE", "kan", "kan_chain", "TARGETS", "MAX_ORDER"]
 
 #: highest spline order the kernels take (local arrays of MAX_ORDER + 1)
 MAX_ORDER = 7
@@ -220,21 +221,18 @@ def _f32(arr: Any, name: str) -> Any:
     return cupy.ascontiguousarray(arr)
 
 
-def kan(x: Any, grid: Any, coef: Any, base_weight: Any, spline_weight: Any,
-        grad_output: Any) -> dict[str, Any]:
-    """``y`` and the four gradients of a KAN layer, by the three kernels."""
+def _layer_forward(x: Any, grid: Any, coef: Any, wb: Any, ws: Any) -> tuple[Any, ...]:
+    """The basis and forward kernels of one layer: ``(bases, dbases, s, ds, y)``."""
     import cupy
 
-    x, grid, coef = _f32(x, "x"), _f32(grid, "grid"), _f32(coef, "coef")
-    wb, ws, g = _f32(base_weight, "base_weight"), _f32(spline_weight, "spline_weight"), \
-        _f32(grad_output, "grad_output")
     bsz, n_in = x.shape
     n_out, _, n_c = coef.shape
     m = grid.shape[1]
     k = m - n_c - 1
-    if not 0 <= k <= MAX_ORDER or grid.shape[0] != n_in or g.shape != (bsz, n_out):
+    if not 0 <= k <= MAX_ORDER or grid.shape[0] != n_in or wb.shape != (n_out, n_in) \
+            or ws.shape != (n_out, n_in):
         raise InvalidArgument(f"cupy kan: shapes x{x.shape}, grid{grid.shape}, coef{coef.shape}, "
-                              f"grad_output{g.shape} do not make a KAN layer of order <= "
+                              f"base_weight{wb.shape} do not make a KAN layer of order <= "
                               f"{MAX_ORDER}")
     i32 = np.int32
     bases = cupy.full((bsz, n_in, n_c), np.nan, np.float32)
@@ -246,6 +244,21 @@ def kan(x: Any, grid: Any, coef: Any, base_weight: Any, spline_weight: Any,
     y = cupy.full((bsz, n_out), np.nan, np.float32)
     _launch("kan_forward_f32", bsz * n_out, (bases, s, coef, wb, ws, y, i32(bsz), i32(n_in),
                                              i32(n_out), i32(n_c)))
+    return bases, dbases, s, ds, y
+
+
+def _layer_backward(saved: tuple[Any, ...], coef: Any, wb: Any, ws: Any,
+                    g: Any) -> dict[str, Any]:
+    """The backward kernel of one layer, from its forward pass's ``saved`` arrays."""
+    import cupy
+
+    bases, dbases, s, ds, y = saved
+    bsz, n_in, n_c = bases.shape
+    n_out = coef.shape[0]
+    if g.shape != (bsz, n_out):
+        raise InvalidArgument(f"cupy kan: grad_output{g.shape} must be (batch, out_features) = "
+                              f"{(bsz, n_out)}")
+    i32 = np.int32
     gx = cupy.full((bsz, n_in), np.nan, np.float32)
     gcoef = cupy.zeros((n_out, n_in, n_c), np.float32)  # atomics accumulate from 0
     gwb = cupy.zeros((n_out, n_in), np.float32)
@@ -257,13 +270,51 @@ def kan(x: Any, grid: Any, coef: Any, base_weight: Any, spline_weight: Any,
             "grad_spline_weight": gws}
 
 
+def kan(x: Any, grid: Any, coef: Any, base_weight: Any, spline_weight: Any,
+        grad_output: Any) -> dict[str, Any]:
+    """``y`` and the four gradients of a KAN layer, by the three kernels."""
+    x, grid, coef = _f32(x, "x"), _f32(grid, "grid"), _f32(coef, "coef")
+    wb, ws, g = _f32(base_weight, "base_weight"), _f32(spline_weight, "spline_weight"), \
+        _f32(grad_output, "grad_output")
+    return _layer_backward(_layer_forward(x, grid, coef, wb, ws), coef, wb, ws, g)
+
+
+def kan_chain(**arrays: Any) -> dict[str, Any]:
+    """Every layer's ``y`` and four gradients of a chain of KAN layers (input names
+    of :mod:`numoracle.oracle.ops.kan_chain`): the forward kernels layer by layer,
+    each on the previous layer's ``y``, then the backward kernel layer by layer
+    from the last, each on the input gradient of the layer above."""
+    n = 0
+    while f"grid_{n}" in arrays:
+        n += 1
+    h = _f32(arrays["x"], "x")
+    layers, saved = [], []
+    for i in range(n):
+        names = (f"grid_{i}", f"coef_{i}", f"base_weight_{i}", f"spline_weight_{i}")
+        grid, coef, wb, ws = (_f32(arrays[k], k) for k in names)
+        layers.append((coef, wb, ws))
+        saved.append(_layer_forward(h, grid, coef, wb, ws))
+        h = saved[-1][-1]
+    g = _f32(arrays["grad_output"], "grad_output")
+    out: dict[str, Any] = {}
+    for i in reversed(range(n)):
+        res = _layer_backward(saved[i], *layers[i], g)
+        out.update({f"{k}_{i}": v for k, v in res.items()})
+        g = res["grad_input"]
+    return out
+
+
 def _targets() -> tuple[Target, ...]:
     model = get_model("fp32", flush_subnormal_inputs=True)
     return (Target(name="cupy-fp32", op="kan", backend="cupy", precision=model, fn=kan,
                    layouts=("C",), available=get_backend("cupy").available,
                    description="hand-written CUDA (CuPy RawModule) KAN layer: in-kernel "
-                               "Cox-de Boor bases and derivatives, atomicAdd gradients"),)
+                               "Cox-de Boor bases and derivatives, atomicAdd gradients"),
+            Target(name="cupy-fp32", op="kan_chain", backend="cupy", precision=model,
+                   fn=kan_chain, layouts=("C",), available=get_backend("cupy").available,
+                   description="a chain of the CuPy KAN layer kernels: forward through every "
+                               "layer, then backward layer by layer"))
 
 
-#: the CuPy KAN target
+#: the CuPy KAN targets: a layer and a chain
 TARGETS: tuple[Target, ...] = _targets()
