@@ -7,8 +7,8 @@ Phase 2 judges them with the teacher-forced checks of :mod:`numoracle.trajectory
 in a pool of processes (the kernels ran on their own outputs, so the
 recorded steps are what a teacher-forced run hands the oracle).
 
-Usage: ``python benchmarks/optim_sweep.py OUT_DIR [--optim N] [--mlp N] [--budget S]``;
-writes ``OUT_DIR/optim_sweep.json``.
+Usage: ``python benchmarks/optim_sweep.py OUT_DIR [--optim N] [--mlp N] [--budget S]
+[--impls for,foreach,fused]``; writes ``OUT_DIR/optim_sweep.json``.
 """
 
 from __future__ import annotations
@@ -130,6 +130,10 @@ def main() -> int:
     ap.add_argument("--mutant-trials", type=int, default=12)
     ap.add_argument("--budget", type=float, default=200.0)
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
+    ap.add_argument("--no-rows", action="store_true",
+                    help="write the summary and the failing rows only (a small file)")
+    ap.add_argument("--impls", default="for,foreach,fused",
+                    help="torch.optim implementations, comma-separated (for, foreach, fused)")
     a = ap.parse_args()
     from optim import STEP_MUTANTS
 
@@ -140,11 +144,13 @@ def main() -> int:
     rng = np.random.default_rng(20240611)
     jobs: list[dict[str, Any]] = []
     t0 = time.perf_counter()
-    impls = ("for", "foreach", "fused")
+    impls = tuple(i for i in a.impls.split(",") if i)
+    if not impls or set(impls) - {"for", "foreach", "fused"}:
+        ap.error(f"--impls={a.impls!r}: give some of for, foreach, fused, e.g. --impls for,foreach")
     for i in range(a.optim):
         if time.perf_counter() - t0 > a.budget / 2:
             break
-        cfg, impl = _cfg(rng), impls[i % 3]
+        cfg, impl = _cfg(rng), impls[i % len(impls)]
         steps, numel = int(rng.integers(1, 51)), int(rng.integers(1, 513))
         p0 = rng.standard_normal(numel).astype(np.float32)
         scale = float(10.0 ** rng.uniform(-4, 1))
@@ -204,12 +210,14 @@ def main() -> int:
         m["caught"] += int(not r["passed"])
         m["first_steps"].append(r["first_step"])
         m["tensors"].append(r["first_tensor"])
-    summary = {"device": "gpu" if gpu else "cpu", "correct_trajectories": n_correct,
+    summary = {"device": "gpu" if gpu else "cpu", "impls": list(impls),
+               "correct_trajectories": n_correct,
                "false_alarms": sum(not r["passed"] for r in correct), "by_target": by_target,
                "mutants": mutants, "run_s": round(t_run, 1), "judge_s": round(t_judge, 1),
                "false_alarm_rows": [r for r in correct if not r["passed"]][:20]}
     a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / "optim_sweep.json").write_text(json.dumps({"summary": summary, "rows": rows},
+    kept = [r for r in rows if not r["passed"]] if a.no_rows else rows
+    (a.out / "optim_sweep.json").write_text(json.dumps({"summary": summary, "rows": kept},
                                                         indent=1, default=str))
     print(json.dumps(summary, indent=1, default=str)[:6000])
     return 0

@@ -14,6 +14,17 @@ zoo's defects on the GPU: ``per_sample_update`` (the update after every
 sample), ``not_averaged``, ``buffers_not_zeroed``, ``phase_race`` (the update
 launched on a second stream without waiting for the accumulation: a real
 race), ``bias_correction_off``, ``eps_in_sqrt``, ``momentum_init_zero``.
+
+The race needs a slow accumulation to show: on small problems the
+accumulation kernel takes a few microseconds and mostly finishes before the
+update kernel on the other stream starts (1 of 10 trials on an H100). So the
+accumulation kernel takes ``spin`` (clock cycles): after its forward pass,
+sample ``s`` of ``B`` waits ``spin (s + 1) / B`` cycles before adding its
+gradient, so the sums build up over ``spin`` cycles. This changes no value:
+with the phases ordered (one stream) the slow trainer computes exactly what
+the fast one does; it only widens the window in which an unordered update
+reads partial sums. ``phase_race`` runs with :data:`RACE_SPIN_CYCLES` unless
+``spin_cycles`` says otherwise.
 """
 
 from __future__ import annotations
@@ -31,14 +42,21 @@ from ..target import Target
 from .backends import get_backend
 from .mlp_numpy import BUGS, UPDATE_BUGS
 
-__all__ = ["ACCUMULATE_SOURCE", "UPDATE_SOURCE", "cupy_mlp_step", "TARGETS"]
+__all__ = ["ACCUMULATE_SOURCE", "UPDATE_SOURCE", "RACE_SPIN_CYCLES", "cupy_mlp_step",
+           "TARGETS"]
+
+#: clock cycles over which the ``phase_race`` trainer's accumulation spreads its
+#: additions (about 2 ms on an H100), so the update on the other stream reads
+#: partial sums
+RACE_SPIN_CYCLES = 1 << 22
 
 ACCUMULATE_SOURCE = r"""
 extern "C" __global__ void mlp_accumulate(
     const float* __restrict__ x, const int* __restrict__ labels, int B, int I, int H1,
     int H2, int C, const float* w1, const float* b1, const float* w2, const float* b2,
     const float* w3, const float* b3, float* a1, float* a2, float* z, float* d2,
-    float* gw1, float* gb1, float* gw2, float* gb2, float* gw3, float* gb3, float* loss)
+    float* gw1, float* gb1, float* gw2, float* gb2, float* gw3, float* gb3, float* loss,
+    long long spin)
 {
     int s = blockIdx.x * blockDim.x + threadIdx.x;
     if (s >= B) return;
@@ -68,6 +86,11 @@ extern "C" __global__ void mlp_accumulate(
     float sl = Z[lab] - mx, se = 0.f;
     for (int j = 0; j < C; ++j) { float e = expf(Z[j] - mx); Z[j] = e; se += e; }
     loss[s] = logf(se) - sl;
+    if (spin > 0) {                        // a slow accumulation: sample s adds its
+        long long until = spin * (s + 1) / B;   // gradient (s + 1) / B of the way
+        long long t0 = clock64();          // through ``spin`` clock cycles
+        while (clock64() - t0 < until) { }
+    }
     for (int j = 0; j < C; ++j) {
         float dz = Z[j] / se - (j == lab ? 1.f : 0.f);
         Z[j] = dz;
@@ -172,18 +195,29 @@ def _update(cfg: OptimConfig, p: Any, gbuf: Any, gout: Any, st: dict[str, Any], 
         _kernels()["upd"](grid, (_BLOCK,), args, stream=stream)
 
 
-def cupy_mlp_step(cfg: OptimConfig, bugs: Any = ()) -> Callable[..., dict[str, np.ndarray]]:
+def cupy_mlp_step(cfg: OptimConfig, bugs: Any = (), *, spin_cycles: int | None = None
+                  ) -> Callable[..., dict[str, np.ndarray]]:
     """``step(params, state, x, labels, k)``: one two-phase training step on the
     GPU from host float32 arrays (teacher forcing); returns loss, the averaged
-    gradients, the parameters and the optimizer state (host arrays)."""
+    gradients, the parameters and the optimizer state (host arrays).
+
+    ``spin_cycles`` slows the accumulation down (see the module docstring);
+    None: :data:`RACE_SPIN_CYCLES` with the ``phase_race`` bug, else 0."""
     import cupy as cp
+
+    from ..errors import InvalidArgument
 
     bugs = frozenset(bugs)
     unknown = bugs - set(BUGS) - set(UPDATE_BUGS)
     if unknown:
-        from ..errors import InvalidArgument
-
         raise InvalidArgument(f"bugs={sorted(unknown)} are unknown; use {BUGS + UPDATE_BUGS}")
+    if spin_cycles is None:
+        spin_cycles = RACE_SPIN_CYCLES if "phase_race" in bugs else 0
+    if isinstance(spin_cycles, bool) or not isinstance(spin_cycles, (int, np.integer)) \
+            or not 0 <= spin_cycles <= 1 << 32:
+        raise InvalidArgument(f"{spin_cycles=} must be an int in [0, 2**32] (clock cycles); "
+                              f"e.g. spin_cycles={RACE_SPIN_CYCLES}")
+    spin = np.int64(spin_cycles)
     kept: dict[str, Any] = {}
 
     def step(params: Mapping[str, np.ndarray], state: Mapping[str, np.ndarray], x: np.ndarray,
@@ -211,7 +245,7 @@ def cupy_mlp_step(cfg: OptimConfig, bugs: Any = ()) -> Callable[..., dict[str, n
             scratch = [cp.empty(nb * w, dtype=cp.float32) for w in (h1, h2, c, h2)]
             args = (xd[lo:hi], ld[lo:hi], np.int32(nb), np.int32(inp), np.int32(h1),
                     np.int32(h2), np.int32(c), *(dp[n] for n in PARAMS), *scratch,
-                    *(bufs[n] for n in PARAMS), loss[lo:hi])
+                    *(bufs[n] for n in PARAMS), loss[lo:hi], spin)
             grid = ((nb + _BLOCK - 1) // _BLOCK,)
             if stream is None:
                 _kernels()["acc"](grid, (_BLOCK,), args)
