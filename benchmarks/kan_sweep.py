@@ -3,6 +3,10 @@
 Usage::
 
     python benchmarks/kan_sweep.py OUT_DIR [CASES_PER_TARGET] [TARGET,...]
+    python benchmarks/kan_sweep.py OUT_DIR 500 kan_chain:cupy-fp32,kan_chain:torch-cuda-fp32
+
+A target is ``NAME`` (op ``kan``) or ``OP:NAME`` (``kan`` or ``kan_chain``: chains of
+1-3 layers of widths 1-8, every layer's outputs judged).
 
 Each target's cases are split over worker processes (spawned: CUDA and fork do
 not mix), each running :func:`numoracle.runner.run_target` with its own
@@ -26,26 +30,36 @@ from typing import Any
 DEFAULT_TARGETS = ("cupy-fp32", "torch-cuda-fp32", "torch-cuda-fp64")
 
 
+def _split(spec: str) -> tuple[str, str]:
+    """``OP:NAME`` or ``NAME`` (op ``kan``) -> ``(op, name)``."""
+    op, _, name = spec.rpartition(":")
+    return (op or "kan"), name
+
+
 def _work(args: tuple[str, int, int, str]) -> dict[str, Any]:
-    name, examples, seed, store = args
+    spec, examples, seed, store = args
+    op, name = _split(spec)
     from hypothesis import strategies as st
 
     from numoracle.kernels import get_target
     from numoracle.runner import run_target
     from numoracle.strategies import FAMILY_ORDER, cases
 
-    target = get_target(name, "kan")
+    target = get_target(name, op)
     fams = tuple(f for f in FAMILY_ORDER if f != "special")
     small = target.precision.storage.name == "fp64"  # the float64 oracle escalates: smaller
-    strat = cases(op="kan", storage=target.precision.storage.name, families=fams,
+    strat = cases(op=op, storage=target.precision.storage.name, families=fams,
                   max_overlays=2, params={"spline_order": st.integers(1, 5)},
                   max_elements=(1 << 13) if small else (1 << 16))
     orders: dict[int, int] = {}
+    depths: dict[int, int] = {}
     worst_by_order: dict[int, float] = {}
 
     def on_case(v: Any) -> None:
         k = v.case.params["spline_order"]
         orders[k] = orders.get(k, 0) + 1
+        depth = v.case.params.get("layers", 1)
+        depths[depth] = depths.get(depth, 0) + 1
         worst_by_order[k] = max(worst_by_order.get(k, 0.0), v.worst_ratio)
 
     budget = float(os.environ.get("KAN_SWEEP_SECONDS", "0")) or None
@@ -54,9 +68,9 @@ def _work(args: tuple[str, int, int, str]) -> dict[str, Any]:
     worst: dict[str, float] = {}
     for out, _n, wd, _wp, _md, _mp, _ex in res.samples:
         worst[out] = max(worst.get(out, 0.0), wd)
-    return {"target": name, "seed": seed, "cases": res.cases, "failures": res.failures,
+    return {"target": spec, "seed": seed, "cases": res.cases, "failures": res.failures,
             "verdict": res.verdict, "worst_ratio": res.worst_ratio, "worst_by_output": worst,
-            "cases_by_order": orders, "worst_by_order": worst_by_order,
+            "cases_by_order": orders, "cases_by_layers": depths, "worst_by_order": worst_by_order,
             "diagnosis": res.diagnosis, "repro": res.repro, "seconds": res.seconds,
             "message": res.message}
 
@@ -79,15 +93,17 @@ def main(argv: list[str]) -> int:
     for r in rows:
         s = summary.setdefault(r["target"], {"cases": 0, "failures": 0, "worst_ratio": 0.0,
                                              "worst_by_output": {}, "cases_by_order": {},
-                                             "worst_by_order": {}, "failing": []})
+                                             "worst_by_order": {}, "cases_by_layers": {},
+                                             "failing": []})
         s["cases"] += r["cases"]
         s["failures"] += r["failures"]
         s["worst_ratio"] = max(s["worst_ratio"], r["worst_ratio"])
         for key in ("worst_by_output", "worst_by_order"):
             for k, v in r[key].items():
                 s[key][str(k)] = max(s[key].get(str(k), 0.0), v)
-        for k, v in r["cases_by_order"].items():
-            s["cases_by_order"][str(k)] = s["cases_by_order"].get(str(k), 0) + v
+        for key in ("cases_by_order", "cases_by_layers"):
+            for k, v in r[key].items():
+                s[key][str(k)] = s[key].get(str(k), 0) + v
         if r["verdict"] != "pass":
             s["failing"].append({"seed": r["seed"], "verdict": r["verdict"],
                                  "diagnosis": r["diagnosis"], "repro": r["repro"],
@@ -95,13 +111,14 @@ def main(argv: list[str]) -> int:
     (out / "kan_sweep.json").write_text(json.dumps({"seconds": time.time() - t0,
                                                     "jobs": rows, "summary": summary},
                                                    indent=1, default=str))
-    lines = ["| target | cases | failures | worst ratio | worst by output | cases by order |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| target | cases | failures | worst ratio | worst by output | cases by order | "
+             "cases by layers |", "|---|---|---|---|---|---|---|"]
     for name, s in summary.items():
         wo = ", ".join(f"{k} {v:.3g}" for k, v in sorted(s["worst_by_output"].items()))
         co = ", ".join(f"{k}: {v}" for k, v in sorted(s["cases_by_order"].items()))
+        cl = ", ".join(f"{k}: {v}" for k, v in sorted(s["cases_by_layers"].items()))
         lines.append(f"| {name} | {s['cases']} | {s['failures']} | {s['worst_ratio']:.3g} | "
-                     f"{wo} | {co} |")
+                     f"{wo} | {co} | {cl} |")
     (out / "kan_sweep.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     print(f"{time.time() - t0:.0f} s")
