@@ -121,3 +121,20 @@ def test_teacher_forced_diagnosis_names_a_logic_bug() -> None:
     p0, xs, ls = _mlp_problem(seed=2, steps=1, batch=8)
     v = check_mlp_trajectory(numpy_mlp_step(cfg, (bug,)), cfg, p0, xs, ls, free_running=False)
     assert v.first_failure is not None and LOGIC_BUG in v.first_failure.diagnosis
+
+
+@pytest.mark.parametrize(("cfg", "all_finite"), [
+    (OptimConfig("sgd", lr=0.01), True), (OptimConfig("sgd", lr=0.1), False),
+    (OptimConfig("adam", lr=0.01), False)], ids=["sgd-0.01", "sgd-0.1", "adam"])
+def test_drift_report_names_how_far_the_composed_bound_reaches(cfg: OptimConfig,
+                                                                all_finite: bool) -> None:
+    p0, xs, ls = _mlp_problem(seed=0, steps=12, batch=32)
+    v = check_mlp_trajectory(numpy_mlp_step(cfg), cfg, p0, xs, ls)
+    assert v.passed, v.message()  # every step within its bound: the drift is rounding
+    d = v.drift
+    assert d is not None and 1 <= d.finite_steps <= 12
+    if all_finite:
+        assert d.finite_steps == 12 and d.explained
+    else:
+        assert d.finite_steps < 12 and not d.explained
+        assert f"through step {d.finite_steps} only" in str(d) and "not judged" in str(d)
