@@ -185,7 +185,7 @@ class Pair:
 class Choice:
     """One of ``options`` (hyperparameters, modes), shrinking towards the first;
     drawn only where ``when(params)`` holds for the parameters drawn so far,
-    else the first option."""
+    else the first option; only options within the limits are drawn."""
 
     name: str
     options: tuple[Any, ...]
@@ -198,7 +198,17 @@ class Choice:
     def draw(self, draw: st.DrawFn, op: Op, params: Params, limits: _Limits) -> Any:
         if self.when is not None and not self.when(params):
             return self.options[0]
-        return draw(st.sampled_from(self.options))
+        fitting = [o for o in self.options if self._fits(o, op, params, limits)]
+        return draw(st.sampled_from(fitting or self.options[:1]))
+
+    def _fits(self, option: Any, op: Op, params: Params, limits: _Limits) -> bool:
+        """Whether ``option`` keeps the case within the limits; True where the
+        parameters drawn so far cannot tell (an option that reshapes parameters a
+        later spec draws to follow it, such as a chain's depth and its widths)."""
+        try:
+            return limits.fits(op, {**params, self.name: option})
+        except (IndexError, KeyError, ValueError, InvalidArgument):
+            return True
 
 
 def _kernel_cap(params: Params, axis: int) -> int:
