@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -54,17 +53,11 @@ def _cfg(rng: np.random.Generator) -> Any:
 
 
 def _mlp_data(rng: np.random.Generator, steps: int, batch: int) -> dict[str, Any]:
-    i, h1, h2, c = (int(rng.integers(1, 17)), int(rng.integers(1, 13)),
-                    int(rng.integers(1, 13)), int(rng.integers(2, 7)))
-    f = np.float32
-    params = {"w1": (rng.standard_normal((h1, i)) / math.sqrt(i)).astype(f),
-              "b1": (0.1 * rng.standard_normal(h1)).astype(f),
-              "w2": (rng.standard_normal((h2, h1)) / math.sqrt(h1)).astype(f),
-              "b2": (0.1 * rng.standard_normal(h2)).astype(f),
-              "w3": (rng.standard_normal((c, h2)) / math.sqrt(h2)).astype(f),
-              "b3": (0.1 * rng.standard_normal(c)).astype(f)}
-    xs = [rng.standard_normal((batch, i)).astype(f) for _ in range(steps)]
-    labels = [rng.integers(0, c, batch) for _ in range(steps)]
+    from numoracle.trajectory import mlp_problem
+
+    sizes = (int(rng.integers(1, 17)), int(rng.integers(1, 13)),
+             int(rng.integers(1, 13)), int(rng.integers(2, 7)))
+    params, xs, labels = mlp_problem(rng, sizes, steps, batch)
     return {"params": params, "xs": xs, "labels": labels}
 
 

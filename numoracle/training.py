@@ -45,7 +45,7 @@ trajectory (informative only: rounding differences may grow along it).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -390,8 +390,11 @@ def check_trajectory(
             rec.outputs[name] = compare(name, arr, ref[name], probabilistic=probabilistic)
         records.append(rec)
         if first is None and not rec.passed:
-            first = _first_failure(rec, names, arrays, net, claimed, (xt, tt, *state),
-                                   diagnose_failure)
+            def reference(m: PrecisionModel, i: tuple[Any, ...] = (xt, tt, *state)
+                          ) -> Mapping[str, Tracked]:
+                return net.with_model(m).step(*i)
+            first = first_failure(rec, names, arrays, claimed,
+                                  reference if diagnose_failure else None)
         final = arrays
         if "weight" not in arrays or (b0 is not None and "bias" not in arrays):
             break  # no state to go on from
@@ -403,19 +406,25 @@ def check_trajectory(
     return TrajectoryVerdict(claimed.name, records, first, drift)
 
 
-def _first_failure(rec: StepVerdict, names: list[str], arrays: Mapping[str, np.ndarray],
-                   net: TinyCNN, claimed: PrecisionModel, inputs: tuple[Any, ...],
-                   diagnose_it: bool) -> StepFailure:
+def first_failure(rec: StepVerdict, names: Sequence[str], arrays: Mapping[str, np.ndarray],
+                  claimed: PrecisionModel,
+                  reference: Callable[[PrecisionModel], Mapping[str, Tracked]] | None,
+                  *, ladder: bool = True) -> StepFailure:
+    """The first tensor of ``names`` (data-flow order) that failed in step
+    ``rec``, diagnosed when ``reference`` is given: ``reference(model)`` is the
+    step's tracked reference under another precision model (``ladder=False``
+    tries the claimed model's variants only: composed steps)."""
     for name in names:
         if name in rec.problems:
             return StepFailure(rec.step, name, float("inf"), rec.problems[name])
         out = rec.outputs[name]
         if out.passed:
             continue
-        if diagnose_it:
+        if reference is not None:
             def reference_for(m: PrecisionModel, name: str = name) -> Tracked:
-                return net.with_model(m).step(*inputs)[name]
-            diagnose(out, arrays[name], claimed, reference_for)
+                with np.errstate(all="ignore"):
+                    return reference(m)[name]
+            diagnose(out, arrays[name], claimed, reference_for, ladder=ladder)
         else:
             out.diagnosis = out.nonfinite or f"exceeds {claimed.name}"
         w = out.worst[0] if out.worst else None

@@ -62,10 +62,18 @@ from .oracle.mlp import MLP, PARAMS
 from .oracle.optim_math import OptimConfig, optimizer_step
 from .oracle.precision import PrecisionModel, get_model
 from .oracle.tracked import Tracked, exact, store
-from .training import Drift, StepFailure, StepVerdict, TrajectoryVerdict, _host
-from .verdict import compare, diagnose
+from .training import (
+    Drift,
+    StepFailure,
+    StepVerdict,
+    TrajectoryVerdict,
+    _host,
+    first_failure,
+)
+from .verdict import compare
 
-__all__ = ["BoundedDrift", "check_optimizer_trajectory", "check_mlp_trajectory", "check_steps"]
+__all__ = ["BoundedDrift", "check_optimizer_trajectory", "check_mlp_trajectory", "check_steps",
+           "mlp_problem"]
 
 #: the oracle's step: ``ref_step(k, state, model) -> {tensor: Tracked}``
 RefStep = Callable[[int, Mapping[str, Tracked], PrecisionModel], Mapping[str, Tracked]]
@@ -139,8 +147,11 @@ def check_steps(step_fn: Callable[[Mapping[str, np.ndarray], int], Mapping[str, 
             rec.outputs[name] = compare(name, arr, ref[name], probabilistic=probabilistic)
         records.append(rec)
         if first is None and not rec.passed:
-            first = _first_failure(rec, names, arrays, ref_step, k, state, claimed,
-                                   diagnose_failure)
+            def reference(m: PrecisionModel, k: int = k, st: Mapping[str, Tracked] = state
+                          ) -> Mapping[str, Tracked]:
+                return ref_step(k, st, m)
+            first = first_failure(rec, names, arrays, claimed,
+                                  reference if diagnose_failure else None, ladder=False)
         if "loss" in arrays:
             losses.append(float(arrays["loss"]))
         final = arrays
@@ -151,30 +162,6 @@ def check_steps(step_fn: Callable[[Mapping[str, np.ndarray], int], Mapping[str, 
     if free_running and final:
         drift = _free_run(ref_step, init, carried, steps, claimed, final, losses)
     return TrajectoryVerdict(claimed.name, records, first, drift)
-
-
-def _first_failure(rec: StepVerdict, names: Sequence[str], arrays: Mapping[str, np.ndarray],
-                   ref_step: RefStep, k: int, state: Mapping[str, Tracked],
-                   claimed: PrecisionModel, diagnose_it: bool) -> StepFailure:
-    for name in names:
-        if name in rec.problems:
-            return StepFailure(rec.step, name, float("inf"), rec.problems[name])
-        out = rec.outputs[name]
-        if out.passed:
-            continue
-        if diagnose_it:
-            def reference_for(m: PrecisionModel, name: str = name) -> Tracked:
-                with np.errstate(all="ignore"):
-                    return ref_step(k, state, m)[name]
-            diagnose(out, arrays[name], claimed, reference_for, ladder=False)
-        else:
-            out.diagnosis = out.nonfinite or f"exceeds {claimed.name}"
-        w = out.worst[0] if out.worst else None
-        if w is None:
-            return StepFailure(rec.step, name, out.worst_ratio, out.diagnosis)
-        return StepFailure(rec.step, name, out.worst_ratio, out.diagnosis, w.index,
-                           w.reference, w.got, w.bound)
-    raise AssertionError("a failing step without a failing tensor")  # pragma: no cover
 
 
 def _free_run(ref_step: RefStep, init: Mapping[str, np.ndarray], carried: Sequence[str],
@@ -260,6 +247,25 @@ def check_optimizer_trajectory(
 
 
 # -- the MLP --------------------------------------------------------------------------------
+def mlp_problem(rng: np.random.Generator, sizes: tuple[int, int, int, int], steps: int,
+                batch: int) -> tuple[dict[str, np.ndarray], list[np.ndarray], list[np.ndarray]]:
+    """A random float32 training problem for :func:`check_mlp_trajectory`:
+    parameters of an MLP ``in -> h1 -> h2 -> classes`` (``sizes``; weights
+    scaled by ``1/sqrt(fan_in)``, biases by 0.1) and ``steps`` batches of
+    ``batch`` normal inputs with uniform labels."""
+    i, h1, h2, c = sizes
+    f = np.float32
+    params = {"w1": (rng.standard_normal((h1, i)) / np.sqrt(i)).astype(f),
+              "b1": (0.1 * rng.standard_normal(h1)).astype(f),
+              "w2": (rng.standard_normal((h2, h1)) / np.sqrt(h1)).astype(f),
+              "b2": (0.1 * rng.standard_normal(h2)).astype(f),
+              "w3": (rng.standard_normal((c, h2)) / np.sqrt(h2)).astype(f),
+              "b3": (0.1 * rng.standard_normal(c)).astype(f)}
+    xs = [rng.standard_normal((batch, i)).astype(f) for _ in range(steps)]
+    labels = [rng.integers(0, c, batch) for _ in range(steps)]
+    return params, xs, labels
+
+
 def check_mlp_trajectory(
     step_fn: Callable[..., Mapping[str, Any]], cfg: OptimConfig,
     params0: Mapping[str, np.ndarray], xs: Sequence[np.ndarray], labels: Sequence[np.ndarray],

@@ -4,7 +4,6 @@ their step, the real race between the phases in most runs."""
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ import pytest
 
 from numoracle.kernels.optim_targets import torch_mlp_step, torch_optimizer_step
 from numoracle.oracle.optim_math import OptimConfig
-from numoracle.trajectory import check_mlp_trajectory, check_optimizer_trajectory
+from numoracle.trajectory import check_mlp_trajectory, check_optimizer_trajectory, mlp_problem
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "zoo"))
 from optim import STEP_MUTANTS
@@ -26,20 +25,9 @@ CONFIGS = [OptimConfig("sgd", lr=0.1, momentum=0.9, nesterov=True, weight_decay=
 RACE_RUNS, RACE_CAUGHT = 8, 6
 
 
-def _problem(seed: int, steps: int, batch: int, sizes: tuple[int, ...] = (8, 6, 5, 3)
+def _problem(seed: int, steps: int, batch: int, sizes: tuple[int, int, int, int] = (8, 6, 5, 3)
              ) -> tuple[dict[str, np.ndarray], list[np.ndarray], list[np.ndarray]]:
-    rng = np.random.default_rng(seed)
-    i, h1, h2, c = sizes
-    f = np.float32
-    p0 = {"w1": (rng.standard_normal((h1, i)) / math.sqrt(i)).astype(f),
-          "b1": (0.1 * rng.standard_normal(h1)).astype(f),
-          "w2": (rng.standard_normal((h2, h1)) / math.sqrt(h1)).astype(f),
-          "b2": (0.1 * rng.standard_normal(h2)).astype(f),
-          "w3": (rng.standard_normal((c, h2)) / math.sqrt(h2)).astype(f),
-          "b3": (0.1 * rng.standard_normal(c)).astype(f)}
-    xs = [rng.standard_normal((batch, i)).astype(f) for _ in range(steps)]
-    ls = [rng.integers(0, c, batch) for _ in range(steps)]
-    return p0, xs, ls
+    return mlp_problem(np.random.default_rng(seed), sizes, steps, batch)
 
 
 @pytest.mark.gpu

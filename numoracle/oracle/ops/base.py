@@ -119,6 +119,13 @@ class Op(ABC):
         generator. The default returns ``arrays`` unchanged."""
         return arrays
 
+    def _reject_unknown(self, params: Mapping[str, Any]) -> None:
+        """Raise InvalidArgument when ``params`` names a parameter the op does not take."""
+        unknown = set(params) - set(self.param_names)
+        if unknown:
+            raise InvalidArgument(f"{self.name}: unknown parameters {sorted(unknown)}; give "
+                                  f"{self.param_names}")
+
     def _check_inputs(self, inputs: Mapping[str, np.ndarray], params: Mapping[str, Any]) -> None:
         for name, shape in self.input_shapes(params).items():
             if name not in inputs:

@@ -94,11 +94,7 @@ class Conv2d(Op):
     parameters = ("weight", "bias")
 
     def validate(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        unknown = set(params) - set(self.param_names)
-        if unknown:
-            raise InvalidArgument(
-                f"conv2d: unknown parameters {sorted(unknown)}; give {self.param_names}"
-            )
+        self._reject_unknown(params)
         out: dict[str, Any] = {k: check_positive_int(k, params.get(k), upper=MAX_DIM)
                                for k in ("batch", "in_channels", "out_channels", "height",
                                          "width")}

@@ -92,10 +92,7 @@ class Kan(Op):
     param_names = ("batch", "in_features", "out_features", "grid_size", "spline_order")
 
     def validate(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        unknown = set(params) - set(self.param_names)
-        if unknown:
-            raise InvalidArgument(f"kan: unknown parameters {sorted(unknown)}; give "
-                                  f"{self.param_names}")
+        self._reject_unknown(params)
         out = {k: check_positive_int(k, params.get(k), upper=MAX_DIM)
                for k in ("batch", "in_features", "out_features")}
         out["grid_size"] = check_positive_int("grid_size", params.get("grid_size", 5),

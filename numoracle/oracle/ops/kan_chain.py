@@ -73,10 +73,7 @@ class KanChain(Op):
     param_names = ("layers", "widths", "batch", "grid_size", "spline_order")
 
     def validate(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        unknown = set(params) - set(self.param_names)
-        if unknown:
-            raise InvalidArgument(f"kan_chain: unknown parameters {sorted(unknown)}; give "
-                                  f"{self.param_names}")
+        self._reject_unknown(params)
         layers = check_positive_int("layers", params.get("layers", 1), upper=MAX_LAYERS)
         return {"layers": layers, "widths": _check_widths(params.get("widths"), layers),
                 "batch": check_positive_int("batch", params.get("batch"), upper=1 << 12),

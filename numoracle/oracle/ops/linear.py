@@ -35,11 +35,7 @@ class Linear(Op):
     param_names = ("batch", "in_features", "out_features", "bias")
 
     def validate(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        unknown = set(params) - set(self.param_names)
-        if unknown:
-            raise InvalidArgument(
-                f"linear: unknown parameters {sorted(unknown)}; give {self.param_names}"
-            )
+        self._reject_unknown(params)
         out = {k: check_positive_int(k, params.get(k), upper=MAX_DIM)
                for k in ("batch", "in_features", "out_features")}
         bias = params.get("bias", True)

@@ -26,11 +26,7 @@ class Matmul(Op):
     param_names = ("batch_shape", "m", "k", "n")
 
     def validate(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        unknown = set(params) - set(self.param_names)
-        if unknown:
-            raise InvalidArgument(
-                f"matmul: unknown parameters {sorted(unknown)}; give {self.param_names}"
-            )
+        self._reject_unknown(params)
         out: dict[str, Any] = {k: check_positive_int(k, params.get(k), upper=MAX_DIM)
                                for k in ("m", "k", "n")}
         bs = params.get("batch_shape", ())

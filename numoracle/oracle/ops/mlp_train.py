@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import InvalidArgument, UnsupportedCase
+from ...errors import UnsupportedCase
 from ..mlp import MLP, PARAMS
 from ..optim_math import OptimConfig
 from ..precision import PrecisionModel
@@ -48,10 +48,7 @@ class MlpTrain(Op):
     precision_ladder = False
 
     def validate(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        unknown = set(params) - set(self.param_names)
-        if unknown:
-            raise InvalidArgument(f"mlp_train: unknown parameters {sorted(unknown)}; give "
-                                  f"{self.param_names}")
+        self._reject_unknown(params)
         out = optimizer_params(params)
         out["steps"] = check_positive_int("steps", params.get("steps"), upper=1000)
         out["batch"] = check_positive_int("batch", params.get("batch"), upper=1 << 16)

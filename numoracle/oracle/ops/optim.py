@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import InvalidArgument
 from ..optim_math import OptimConfig, optimizer_step
 from ..precision import PrecisionModel
 from ..tracked import Tracked, exact, store
@@ -83,10 +82,7 @@ class Optim(Op):
     precision_ladder = False
 
     def validate(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        unknown = set(params) - set(self.param_names)
-        if unknown:
-            raise InvalidArgument(f"optim: unknown parameters {sorted(unknown)}; give "
-                                  f"{self.param_names}")
+        self._reject_unknown(params)
         out = optimizer_params(params)
         out["steps"] = check_positive_int("steps", params.get("steps"), upper=MAX_STEPS)
         out["numel"] = check_positive_int("numel", params.get("numel"), upper=MAX_NUMEL)
