@@ -9,7 +9,6 @@ import pytest
 
 from numoracle.case import Case
 from numoracle.check import GPU_REFERENCE_WORK, _reference_inputs, judge
-from numoracle.kernels import get_backend
 from numoracle.oracle.ops import get_op
 from numoracle.oracle.precision import get_model
 from numoracle.oracle.tracked import Tracked
@@ -27,15 +26,6 @@ GEOMETRIES = {
     "depthwise": {"batch": 1, "in_channels": 5, "out_channels": 5, "height": 7, "width": 7,
                   "kernel_size": 3, "padding": 1, "groups": 5, "bias": True},
 }
-
-
-@pytest.fixture(scope="module")
-def cupy() -> Any:
-    cp = pytest.importorskip("cupy")
-    reason = get_backend("cupy").available()
-    if reason is not None:
-        pytest.skip(reason)
-    return cp
 
 
 def _on_gpu(cupy: Any, inputs: dict[str, np.ndarray]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Fixtures of the GPU target tests: the device libraries, or a clean skip."""
+"""Fixtures of the GPU tests: the device libraries, or a clean skip."""
 
 from __future__ import annotations
 
