@@ -215,7 +215,8 @@ def either(t1: Tracked, t2: Tracked) -> Tracked:
     radius is NaN): either result is legitimate."""
     xp = _xp(t1.value)
     v1, v2 = t1.value, t2.value
-    gap = xp.abs(v2 - v1)
+    with np.errstate(invalid="ignore"):  # inf - inf: equal infinities agree (gap 0)
+        gap = xp.where(v1 == v2, 0.0, xp.abs(v2 - v1))
     gap *= 1.0 + U64
     gap += t2.ref_err
     det = xp.maximum(t1.det, gap + t2.det)

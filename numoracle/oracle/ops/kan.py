@@ -57,7 +57,7 @@ from ..bspline import (
     tracked_levels,
     uniform_grid,
 )
-from ..elementwise import mul, silu, silu_grad, where
+from ..elementwise import _rmul, mul, silu, silu_grad, where
 from ..formats import Format, quantize
 from ..nested import nested_contraction
 from ..precision import PrecisionModel
@@ -347,8 +347,10 @@ def _grad_input(x: Tracked, g: Tracked, lv: Levels, grid: np.ndarray, order: int
     if order >= 2:
         gmag = np.sum(np.abs(gb.value) + gb.det + gb.ref_err, axis=-1)
         rad = l2[None, :] * gmag
-        spline = _widen3(spline, rad * (x.det * _LIP_EXCESS + cell),
-                         rad * (x.prob * _LIP_EXCESS + cell), rad * x.ref_err * _LIP_EXCESS)
+        # 0 * inf = 0: an exact x needs no widening beside an overflowing adjoint
+        spline = _widen3(spline, _rmul(rad, x.det * _LIP_EXCESS + cell),
+                         _rmul(rad, x.prob * _LIP_EXCESS + cell),
+                         _rmul(rad, x.ref_err * _LIP_EXCESS))
     base = mul(sg, matmul(g, base_weight, model), model)
     auto = add(spline, base, model)
     out = either(closed, auto)
