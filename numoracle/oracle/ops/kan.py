@@ -252,8 +252,9 @@ def _autograd_spline(gb: Tracked, lv: Levels, model: PrecisionModel) -> Tracked:
     for p in range(1, k + 1):
         q1, q2, den1 = lv.q1[p], lv.q2[p], lv.den1[p]
         assert q1 is not None and q2 is not None and den1 is not None
-        amp = amp * (np.max(np.abs(q1.value), axis=-1) + np.max(np.abs(q2.value), axis=-1)
-                     + 1.0 / np.min(np.abs(den1.value), axis=-1))
+        with np.errstate(over="ignore"):  # an infinite amplitude is flagged below
+            amp = amp * (np.max(np.abs(q1.value), axis=-1) + np.max(np.abs(q2.value), axis=-1)
+                         + 1.0 / np.min(np.abs(den1.value), axis=-1))
     over |= ~(amp < 2.0**-8 * model.accumulate.max)
     out = sum_(_cat(parts, axis=-1), axis=-1, model=model)
     # an adjoint that may overflow makes inf * 0 = NaN in the kernel: not judged
