@@ -44,7 +44,7 @@ from ..errors import InvalidArgument
 from ..oracle.precision import get_model
 from ..target import Target
 from .backends import get_backend
-from .cupy_conv2d import resolve_geometry
+from .conv_geometry import resolve_geometry
 from .torch_targets import _has, _pinned
 
 __all__ = ["CudnnMode", "cudnn_flags", "conv2d", "TARGETS"]
