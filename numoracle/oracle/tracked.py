@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from .exact_dot import exact_matmul
 from .formats import FP64, Format, quantize, representable
 from .precision import PrecisionModel, gamma, gamma_tilde
 
@@ -45,8 +46,6 @@ U64 = FP64.u
 #: escalate to the exact context when the float64 reference error is not below
 #: this share of the kernel's bound
 ESCALATE_SHARE = 0.01
-#: largest number of (element x term) products the exact context takes on
-EXACT_BUDGET = 1 << 26
 
 
 @dataclass(frozen=True)
@@ -200,6 +199,8 @@ def matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None =
     zeros of ``a`` or ``b``: they add nothing to ``S`` and adding them rounds
     nothing, so only the real terms count towards ``h``.
     """
+    a, b = _fold_lo(a), _fold_lo(b)  # an escalated operand's low part joins its radius
+    bias = None if bias is None else _fold_lo(bias)
     with np.errstate(invalid="ignore", over="ignore"):
         out = _matmul(a, b, model, bias, terms)
         if model.rounds_inputs and model.inputs_maybe_unrounded:
@@ -579,48 +580,22 @@ def _split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _escalate(out: Tracked, av: Any, bv: Any, bias: Tracked | None,
               model: PrecisionModel, ref_prop: Any = 0.0) -> Tracked:
     """Recompute elements whose float64 error is not below ESCALATE_SHARE of the
-    kernel's bound exactly: error-free products summed by ``math.fsum``
-    (correctly rounded), kept as a double-double ``value + lo``. ``ref_prop``
-    (the operands' own reference errors, propagated) stays in ``ref_err``."""
+    kernel's bound exactly: error-free slice GEMMs
+    (:func:`~numoracle.oracle.exact_dot.exact_matmul`, on the operands' device),
+    kept as a double-double ``value + lo`` with its proven error bound as
+    ``ref_err``. ``ref_prop`` (the operands' own reference errors, propagated)
+    stays in ``ref_err``."""
     xp = _xp(out.value)
     kernel = xp.minimum(out.det, out.prob)
     need = (out.ref_err > ESCALATE_SHARE * kernel) & xp.isfinite(out.value)
     if not bool(xp.any(need)):
         return out
-    if xp is not np:  # the exact context runs on the host
-        value, ref_err, det, prob, mag = (xp.asnumpy(v) if hasattr(v, "shape") else v for v in (
-            out.value, out.ref_err, out.det, out.prob, out.mag))
-        host = Tracked(value, ref_err, det, prob, mag, n=out.n)
-        bh = None if bias is None else replace(bias, value=xp.asnumpy(bias.value))
-        rp = xp.asnumpy(ref_prop) if hasattr(ref_prop, "shape") else ref_prop
-        return _escalate(host, xp.asnumpy(av), xp.asnumpy(bv), bh, model, rp)
-    idx = np.argwhere(need)
-    k = av.shape[-1]
-    if len(idx) * k > EXACT_BUDGET:
-        from ..errors import UnsupportedCase  # noqa: PLC0415
-
-        raise UnsupportedCase(
-            f"the exact reference would need {len(idx)} x {k} products (limit "
-            f"{EXACT_BUDGET}); float64 kernels are checked on smaller cases"
-        )
-    a_hi, a_lo = _split(av)
-    b_hi, b_lo = _split(bv)
-    bias_full = None if bias is None else np.broadcast_to(bias.value, out.value.shape)
-    value, lo, ref = out.value.copy(), np.zeros_like(out.value), out.ref_err.copy()
-    for ix in map(tuple, idx):
-        lead, i, j = ix[:-2], ix[-2], ix[-1]
-        ai = (a_hi[lead + (i,)] if a_hi.ndim > 2 else a_hi[i],
-              a_lo[lead + (i,)] if a_lo.ndim > 2 else a_lo[i])
-        bj = (b_hi[lead + (slice(None), j)] if b_hi.ndim > 2 else b_hi[:, j],
-              b_lo[lead + (slice(None), j)] if b_lo.ndim > 2 else b_lo[:, j])
-        parts = [ai[p] * bj[q] for p in (0, 1) for q in (0, 1)]
-        if bias is not None:
-            parts.append(np.atleast_1d(np.asarray(bias_full)[ix]))
-        terms = np.concatenate(parts).tolist()
-        hi = math.fsum(terms)
-        rest = math.fsum(terms + [-hi]) if math.isfinite(hi) else 0.0
-        value[ix], lo[ix] = hi, rest
-        ref[ix] = 2.0**-104 * abs(hi) + 4 * (k + 1) * 2.0**-1074
-    if np.any(ref_prop):
-        ref[need] += np.broadcast_to(ref_prop, ref.shape)[need]
+    hi, lo, err = exact_matmul(av, bv, None if bias is None else bias.value)
+    if not isinstance(ref_prop, float) or ref_prop:
+        err += ref_prop
+    # where the exact sum is not finite (an overflowing slice product) keep float64
+    need &= xp.isfinite(hi)
+    value = xp.where(need, hi, out.value)
+    lo = xp.where(need, lo, 0.0)
+    ref = xp.where(need, err, out.ref_err)
     return replace(out, value=value, lo=lo, ref_err=ref, escalated=True)
