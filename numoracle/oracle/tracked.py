@@ -418,18 +418,24 @@ def relu_mask_mul(g: Tracked, x: Tracked) -> Tracked:
     (``|x| > x.det + x.ref_err``, or ``x`` is an exact 0) the result is ``g``
     masked exactly, radii included. Where it is not, the kernel's mask may
     differ from the oracle's, so its result is ``0`` or its ``g``: the radii
-    grow by ``|g|`` (centred on the oracle's choice, they cover both)."""
+    grow by ``|g|`` (centred on the oracle's choice, they cover both). A NaN
+    radius of ``x`` (not judged) leaves the sign unsure. Where ``g`` may be
+    non-finite in the kernel (an infinite or NaN radius or value), a masked
+    element is not judged either: ``g * 0`` is NaN in a kernel that multiplies
+    by the mask, 0 in one that selects."""
     g, x = _fold_lo(g), _fold_lo(x)
     xp = _xp(g.value)
     with np.errstate(invalid="ignore"):
         keep = x.value > 0
         slack = x.det + x.ref_err
-        unsure = (xp.abs(x.value) <= slack) & (slack > 0)
+        unsure = ~(xp.abs(x.value) > slack) & (slack != 0)  # NaN slack: unsure
         zero = xp.zeros_like(g.value)
         value = xp.where(keep, g.value, zero)
         gabs = xp.abs(g.value)
-        det = xp.where(unsure, g.det + gabs, xp.where(keep, g.det, zero))
-        prob = xp.where(unsure, g.prob + gabs, xp.where(keep, g.prob, zero))
+        wild = ~(xp.isfinite(g.det) & xp.isfinite(g.value))
+        zero_or_unknown = xp.where(wild, xp.inf, zero)
+        det = xp.where(unsure, g.det + gabs, xp.where(keep, g.det, zero_or_unknown))
+        prob = xp.where(unsure, g.prob + gabs, xp.where(keep, g.prob, zero_or_unknown))
         ref_err = xp.where(keep | unsure, g.ref_err, zero)
         mag = xp.where(keep | unsure, g.mag, zero)
     return replace(g, value=value, ref_err=ref_err, det=det, prob=prob, mag=mag)
