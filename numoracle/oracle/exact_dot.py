@@ -88,6 +88,72 @@ def _slices(x: Any, axis: int, beta: int, max_slices: int, xp: Any) -> tuple[lis
     return out, rest
 
 
+#: an element whose slice bound exceeds this share of its terms' magnitude
+#: (a row whose elements span far more binades than the slices took) ...
+LOOSE = 2.0**-80
+#: ... is summed exactly in integers, up to this many (element x term) products
+#: per call; beyond it the slice bound stands (sound, looser)
+FALLBACK_TERMS = 1 << 21
+
+
+def _exact_elements(a: Any, b: Any, bias: Any, mask: Any, hi: Any, lo: Any, err: Any,
+                    xp: Any) -> None:
+    """Overwrite ``hi``, ``lo``, ``err`` where ``mask``: the exact sum of the
+    products in Python integers (every float64 is ``m 2^e``, ``m`` an integer),
+    rounded to a double-double (``hi`` correctly rounded, ``lo`` the rest
+    correctly rounded: error at most ``u |lo| + 2^-1074``)."""
+    idx = np.argwhere(xp.asnumpy(mask) if xp is not np else mask)
+    k = a.shape[-1]
+    if len(idx) * k > FALLBACK_TERMS:
+        return
+    ah = xp.asnumpy(a) if xp is not np else a
+    bh = xp.asnumpy(b) if xp is not np else b
+    shape = mask.shape
+    ab = np.broadcast_to(ah, shape[:-2] + ah.shape[-2:])
+    bb = np.broadcast_to(bh, shape[:-2] + bh.shape[-2:])
+    cb = None if bias is None else np.broadcast_to(
+        xp.asnumpy(bias) if xp is not np else bias, shape)
+    vals = np.empty((len(idx), 3))
+    for row, ix in enumerate(map(tuple, idx)):
+        lead, i, j = ix[:-2], ix[-2], ix[-1]
+        terms = [(_int_of(x), _int_of(y)) for x, y in zip(ab[lead + (i,)].tolist(),
+                                                          bb[lead + (slice(None), j)].tolist(),
+                                                          strict=True)]
+        prods = [(ma * mb, ea + eb) for (ma, ea), (mb, eb) in terms if ma and mb]
+        if cb is not None:
+            prods.append(_int_of(float(cb[ix])))
+        e0 = min((e for m, e in prods if m), default=0)
+        total = sum(m << (e - e0) for m, e in prods)
+        h = _to_float(total, e0)
+        rest = total - _int_at(h, e0)
+        r = _to_float(rest, e0)
+        vals[row] = h, r, abs(r) * U + TINY
+    for col, arr in enumerate((hi, lo, err)):
+        arr[tuple(xp.asarray(idx.T))] = xp.asarray(vals[:, col])
+
+
+def _int_of(x: float) -> tuple[int, int]:
+    """``x = m 2^e`` with integers ``m`` and ``e``."""
+    num, den = float(x).as_integer_ratio()
+    return num, -(den.bit_length() - 1)
+
+
+def _int_at(x: float, e0: int) -> int:
+    """``x / 2^e0`` as an integer (``x`` a float on the grid ``2^e0``)."""
+    m, e = _int_of(x)
+    return m << (e - e0) if e >= e0 else m >> (e0 - e)
+
+
+def _to_float(total: int, e0: int) -> float:
+    """``total 2^e0`` correctly rounded to float64."""
+    if e0 >= 0:
+        return float(total << e0) if total.bit_length() + e0 < 1100 else math.copysign(
+            math.inf, total)
+    from fractions import Fraction  # noqa: PLC0415 - rare path
+
+    return float(Fraction(total, 1 << -e0))
+
+
 def _two_sum(a: Any, b: Any) -> tuple[Any, Any]:
     s = a + b
     bb = s - a
@@ -165,6 +231,10 @@ def exact_matmul(a: Any, b: Any, bias: Any = None, *,
         rem *= 1.0 + _gamma(k + 2)  # two GEMMs of k terms, then their sum
         rem += 2 * k * TINY
         err += rem
+        # what the slices left is not small beside the terms: exact integers there
+        loose = err > LOOSE * (mag + rem)
+        if bool(xp.any(loose)):
+            _exact_elements(a, b, bias, loose, hi, lo, err, xp)
     if bad_a or bad_b:
         bad = (~fa).any(axis=-1)[..., :, None] | (~fb).any(axis=-2)[..., None, :]
         hi = xp.where(bad, xp.nan, hi)
