@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from numoracle.case import Case
+from numoracle.cases.case import Case
 from numoracle.oracle.ops import get_op
 from numoracle.oracle.precision import get_model
 

@@ -24,12 +24,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from numoracle.case import Case
-from numoracle.check import run_kernel
+from numoracle.cases.case import Case
+from numoracle.checking.check import run_kernel
+from numoracle.checking.verdict import compare
 from numoracle.kernels import get_backend, get_target
 from numoracle.oracle.ops import get_op
 from numoracle.oracle.precision import STANDARD_MODELS, get_model
-from numoracle.verdict import compare
 
 #: (label, params) of the shape classes
 SHAPES: list[tuple[str, dict[str, Any]]] = [

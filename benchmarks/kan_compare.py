@@ -15,7 +15,7 @@ KAN mutants), three checks:
 * ``torch.autograd.gradcheck`` in float64 (``eps = 1e-6``, ``atol = 1e-5``,
   ``rtol = 1e-3``), the kernel's forward and backward wrapped in an
   ``autograd.Function``, with respect to ``x`` and ``coef``;
-* numoracle: :func:`numoracle.check.check_case` on the float32 kernel.
+* numoracle: :func:`numoracle.checking.check.check_case` on the float32 kernel.
 
 A failure on the correct kernel is a false alarm; a pass on a mutant is a miss.
 Writes ``OUT_DIR/kan_compare.json`` and ``kan_compare.md``.
@@ -33,10 +33,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from numoracle.case import Case
-from numoracle.check import check_case
+from numoracle.cases.case import Case
+from numoracle.cases.target import Target
+from numoracle.checking.check import check_case
 from numoracle.oracle.precision import get_model
-from numoracle.target import Target
 
 BATCHES = (1, 7, 16, 64, 128)
 ORDERS = (1, 2, 3, 4, 5)

@@ -9,7 +9,7 @@ A target is ``NAME`` (op ``kan``) or ``OP:NAME`` (``kan`` or ``kan_chain``: chai
 1-3 layers of widths 1-8, every layer's outputs judged).
 
 Each target's cases are split over worker processes (spawned: CUDA and fork do
-not mix), each running :func:`numoracle.runner.run_target` with its own
+not mix), each running :func:`numoracle.running.runner.run_target` with its own
 Hypothesis seed on cases of every value family but ``special``, up to two
 special-value overlays, spline orders 1-5, grid sizes 1-16 and batches 1-128
 (a quarter of the inputs on, next to, or outside the knots). Writes
@@ -42,7 +42,7 @@ def _work(args: tuple[str, int, int, str]) -> dict[str, Any]:
     from hypothesis import strategies as st
 
     from numoracle.kernels import get_target
-    from numoracle.runner import run_target
+    from numoracle.running.runner import run_target
     from numoracle.strategies import FAMILY_ORDER, cases
 
     target = get_target(name, op)

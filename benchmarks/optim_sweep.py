@@ -3,7 +3,7 @@
 Phase 1 runs the kernels (torch.optim for/foreach/fused, the torch MLP step,
 the CuPy two-phase trainer; NumPy/torch CPU where no GPU is) on random
 trajectories of up to 50 steps, batch 1-2048, recording every step's outputs.
-Phase 2 judges them with the teacher-forced checks of :mod:`numoracle.trajectory`
+Phase 2 judges them with the teacher-forced checks of :mod:`numoracle.trajectory.steps`
 in a pool of processes (the kernels ran on their own outputs, so the
 recorded steps are what a teacher-forced run hands the oracle).
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from numoracle.case import Case
+from numoracle.cases.case import Case
+from numoracle.checking.rerun import check_reruns
 from numoracle.kernels import available_targets
-from numoracle.rerun import check_reruns
 
 CASES = [
     Case("conv2d", {"batch": 8, "in_channels": 16, "out_channels": 16, "height": 32, "width": 32,

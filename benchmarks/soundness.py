@@ -44,7 +44,7 @@ def _alarm(res: Any) -> dict[str, Any]:
 def sweep_one(name: str, op: str, examples: int, seed: int, max_reduction: int,
               max_elements: int, store: str) -> dict[str, Any]:
     from numoracle.kernels import get_target
-    from numoracle.runner import default_strategy, run_target
+    from numoracle.running.runner import default_strategy, run_target
 
     target = get_target(name, op)
     reason = target.unavailable_reason()

@@ -24,7 +24,7 @@ import time
 
 def cases_per_second(examples: int) -> list[dict]:
     from numoracle.kernels import available_targets
-    from numoracle.runner import default_strategy, run_target
+    from numoracle.running.runner import default_strategy, run_target
 
     rows = []
     for t in available_targets():

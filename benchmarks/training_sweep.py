@@ -23,8 +23,8 @@ import numpy as np
 from numoracle.kernels import get_backend
 from numoracle.kernels.sgd_steps import STEPS, step_model
 from numoracle.oracle.ops.conv2d import Conv2d
-from numoracle.repro import _load_module
-from numoracle.training import check_trajectory
+from numoracle.store.repro import _load_module
+from numoracle.trajectory import check_trajectory
 
 ZOO = _load_module(str(Path(__file__).resolve().parent / "zoo" / "training.py"))
 

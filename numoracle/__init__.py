@@ -19,11 +19,11 @@ Examples
 from __future__ import annotations
 
 from .api import check_kernel, validate
-from .case import Case
+from .cases.case import Case
+from .cases.target import Target
+from .checking.verdict import Verdict
 from .errors import InvalidArgument, KernelMismatch, NumoracleError
 from .oracle.precision import PrecisionModel, get_model
-from .target import Target
-from .verdict import Verdict
 
 __version__ = "0.1.0"
 

@@ -1,7 +1,7 @@
 """The user-facing checks: :func:`check_kernel` and the :func:`validate` decorator.
 
-Both wrap a kernel function in a :class:`~numoracle.target.Target`, draw cases
-with Hypothesis (:func:`numoracle.runner.run_target`), judge every output
+Both wrap a kernel function in a :class:`~numoracle.cases.target.Target`, draw cases
+with Hypothesis (:func:`numoracle.running.runner.run_target`), judge every output
 against the oracle's bound under the claimed precision model, shrink the
 first failure to a minimal case and save it as a repro.
 
@@ -29,17 +29,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .cases.target import BACKENDS, Target
 from .errors import InvalidArgument, KernelMismatch, NumoracleError
 from .oracle.ops import get_op
+from .oracle.ops.plan import Choice, Flag, Widths
 from .oracle.precision import PrecisionModel, get_model
-from .repro import DEFAULT_STORE
-from .target import BACKENDS, Target
+from .store.repro import DEFAULT_STORE
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
-    from .case import Case
-    from .runner import TargetResult
+    from .cases.case import Case
+    from .running.runner import TargetResult
 
 __all__ = ["check_kernel", "validate", "op_outputs", "add_listener", "remove_listener",
            "GPU_BACKENDS"]
@@ -73,10 +74,8 @@ def op_outputs(op: str) -> tuple[str, ...]:
     >>> op_outputs("linear")
     ('y', 'grad_input', 'grad_weight', 'grad_bias')
     """
-    from .strategies import PLANS, Choice, Flag, Widths  # noqa: PLC0415 - flags, depths
-
     o = get_op(op)
-    plan = PLANS.get(o.name, ())
+    plan = o.plan
     params: dict[str, Any] = dict.fromkeys(o.param_names, 1)
     params.update({s.name: True if isinstance(s, Flag) else s.smallest
                    for s in plan if not isinstance(s, Widths)})
@@ -132,7 +131,7 @@ def _make_target(
     layouts: Sequence[str] = ("C",),
     name: str | None = None,
 ) -> Target:
-    """The :class:`~numoracle.target.Target` :func:`check_kernel` runs ``fn`` as.
+    """The :class:`~numoracle.cases.target.Target` :func:`check_kernel` runs ``fn`` as.
 
     Its availability is the backend's: a ``cupy`` target is unavailable where
     cupy or a GPU is missing.
@@ -160,7 +159,7 @@ _FIXED_BY_CHECK = {"op": "op=", "storage": "precision="}
 
 def _strategy(target: Target, overrides: dict[str, Any]) -> SearchStrategy[Case]:
     """Cases for ``target``, built now so that a bad override fails here, not mid-run."""
-    from .runner import default_strategy  # noqa: PLC0415 - hypothesis only when checking
+    from .running.runner import default_strategy  # noqa: PLC0415 - hypothesis only when checking
     from .strategies import cases  # noqa: PLC0415 - hypothesis only when checking
 
     allowed = [p for p in inspect.signature(cases).parameters if p not in _FIXED_BY_CHECK]
@@ -177,7 +176,7 @@ def _strategy(target: Target, overrides: dict[str, Any]) -> SearchStrategy[Case]
 def _run(target: Target, strategy: SearchStrategy[Case], examples: int | None,
          seed: int | None, store: Path | str | None) -> TargetResult:
     """Run the cases, tell the listeners, raise when the kernel failed."""
-    from .runner import run_target  # noqa: PLC0415 - hypothesis only when checking
+    from .running.runner import run_target  # noqa: PLC0415 - hypothesis only when checking
 
     result = run_target(target, examples=_check_examples(examples), seed=seed,
                         strategy=strategy, store=store)

@@ -41,15 +41,15 @@ from rich.progress import (
 from rich.table import Table
 
 from . import __version__
+from .checking.report import results_table, write_json
 from .errors import InvalidArgument
 from .oracle.ops import OP_GROUPS, OPS, get_op
-from .report import results_table, write_json
-from .repro import DEFAULT_STORE
+from .store.repro import DEFAULT_STORE
 
 if TYPE_CHECKING:
-    from .runner import TargetResult
-    from .target import Target
-    from .verdict import Verdict
+    from .cases.target import Target
+    from .checking.verdict import Verdict
+    from .running.runner import TargetResult
 
 __all__ = ["main", "RUN_EXAMPLES", "RUN_BUDGET", "ZOO_EXAMPLES", "DEFAULT_ZOO"]
 
@@ -229,7 +229,7 @@ def _run_all(targets: Sequence[Target], args: argparse.Namespace,
     """run_target on each target in turn, with a progress bar per target.
 
     Unavailable targets come back at once as ``skipped`` results."""
-    from .runner import run_target  # noqa: PLC0415 - hypothesis only for commands that run
+    from .running.runner import run_target  # noqa: PLC0415 - hypothesis only for commands that run
 
     results = []
     runnable = [t for t in targets if t.unavailable_reason() is None]
@@ -344,7 +344,7 @@ def _cmd_list(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_replay(args: argparse.Namespace, console: Console) -> int:
-    from .repro import replay  # noqa: PLC0415 - replay needs the checking machinery
+    from .store.repro import replay  # noqa: PLC0415 - replay needs the checking machinery
 
     verdict = replay(args.path)
     _print_text(console, verdict.message())
@@ -360,7 +360,7 @@ def _cmd_replay(args: argparse.Namespace, console: Console) -> int:
 
 def _load_zoo(folder: Path, ops: Sequence[str]) -> list[Target]:
     """The mutants of every ``*.py`` file in ``folder`` (its ``TARGETS``) computing ``ops``."""
-    from .repro import _load_module  # noqa: PLC0415 - loads the zoo's files as repros do
+    from .store.repro import _load_module  # noqa: PLC0415 - loads the zoo's files as repros do
 
     if not folder.is_dir():
         raise InvalidArgument(

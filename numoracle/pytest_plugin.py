@@ -39,10 +39,10 @@ from hypothesis import settings
 from hypothesis.errors import InvalidArgument
 
 from .api import GPU_BACKENDS, add_listener, check_kernel, remove_listener
-from .report import fmt_ratio
+from .checking.message import fmt_ratio
 
 if TYPE_CHECKING:
-    from .runner import TargetResult
+    from .running.runner import TargetResult
 
 __all__ = ["PROFILES", "choose_profile", "gpu_count", "pin_worker_gpu", "RunSummary"]
 

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from numoracle.case import Case
-from numoracle.check import check_case
+from numoracle.cases.case import Case
+from numoracle.cases.target import Target
+from numoracle.checking.check import check_case
 from numoracle.errors import InvalidArgument
 from numoracle.oracle.precision import get_model
-from numoracle.target import Target
 
 CASE = Case("matmul", {"batch_shape": (), "m": 3, "k": 4, "n": 2}, family="normal", seed=1)
 

@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 from hypothesis import find, given
 
-from numoracle.case import Case
-from numoracle.errors import InvalidArgument
-from numoracle.layouts import (
+from numoracle.cases.case import Case
+from numoracle.cases.layouts import (
     ALL_LAYOUTS,
     Layout,
     accepts,
@@ -22,8 +21,9 @@ from numoracle.layouts import (
     shape_in,
     to_order,
 )
+from numoracle.cases.target import Target
+from numoracle.errors import InvalidArgument
 from numoracle.strategies import cases, input_layouts
-from numoracle.target import Target
 
 
 @pytest.mark.parametrize(("name", "axes", "want"), [

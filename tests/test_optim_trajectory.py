@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from numoracle.case import Case
-from numoracle.check import check_case
+from numoracle.cases.case import Case
+from numoracle.cases.target import Target
+from numoracle.checking.check import check_case
 from numoracle.errors import InvalidArgument
 from numoracle.kernels.optim_targets import numpy_mlp_step, torch_mlp_step, torch_optimizer_step
 from numoracle.oracle.ops import get_op
 from numoracle.oracle.optim_math import OptimConfig
 from numoracle.oracle.precision import get_model
-from numoracle.target import Target
 from numoracle.trajectory import check_mlp_trajectory, check_optimizer_trajectory
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "zoo"))

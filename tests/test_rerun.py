@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from numoracle.case import Case
+from numoracle.cases.case import Case
+from numoracle.cases.target import Target
+from numoracle.checking.rerun import check_reruns
 from numoracle.oracle.precision import get_model
-from numoracle.rerun import check_reruns
-from numoracle.target import Target
 
 CASE = Case("linear", {"batch": 64, "in_features": 33, "out_features": 5, "bias": True},
             family="normal", seed=4)

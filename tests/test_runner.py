@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 
+from numoracle.cases.target import Target
 from numoracle.kernels import get_target
 from numoracle.oracle.precision import get_model
-from numoracle.runner import run_target
-from numoracle.target import Target
+from numoracle.running.runner import run_target
 
 
 def test_a_time_budget_stops_drawing_cases(tmp_path: Path) -> None:
@@ -40,7 +40,7 @@ def test_a_hanging_kernel_fails_with_a_timeout(tmp_path: Path) -> None:
 
 def test_diagnosed_runs_name_the_precision_really_delivered(tmp_path: Path) -> None:
     from numoracle.oracle.formats import quantize
-    from numoracle.runner import default_strategy
+    from numoracle.running.runner import default_strategy
 
     def tf32_matmul(a, b):
         t = lambda v: quantize(np.asarray(v, np.float64), "tf32").astype(np.float32)  # noqa: E731

@@ -15,8 +15,8 @@ from numoracle.kernels.sgd_steps import numpy_sgd_step, torch_sgd_step
 from numoracle.oracle.ops.conv2d import Conv2d, conv2d_tracked
 from numoracle.oracle.precision import get_model
 from numoracle.oracle.tracked import Tracked, exact
-from numoracle.repro import _load_module
-from numoracle.training import TENSORS, TinyCNN, check_trajectory
+from numoracle.store.repro import _load_module
+from numoracle.trajectory import TENSORS, TinyCNN, check_trajectory
 
 pytest.importorskip("torch")
 

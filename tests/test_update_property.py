@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from numoracle.case import Case
-from numoracle.check import check_case, earlier_parameters
+from numoracle.cases.case import Case
+from numoracle.checking.check import check_case, earlier_parameters
 from numoracle.kernels import get_target
-from numoracle.repro import _load_module
+from numoracle.store.repro import _load_module
 
 pytest.importorskip("torch")
 

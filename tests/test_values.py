@@ -10,12 +10,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from numoracle.errors import InvalidArgument
-from numoracle.oracle.formats import FP32, TF32, get_format, representable
-from numoracle.oracle.ops import get_op
-from numoracle.oracle.ops.base import Product
-from numoracle.oracle.precision import get_model
-from numoracle.values import (
+from numoracle.cases.values import (
     ACC_BITS,
     EXACT_MARGIN_BITS,
     FAMILIES,
@@ -24,6 +19,11 @@ from numoracle.values import (
     generate_inputs,
     special_values,
 )
+from numoracle.errors import InvalidArgument
+from numoracle.oracle.formats import FP32, TF32, get_format, representable
+from numoracle.oracle.ops import get_op
+from numoracle.oracle.ops.base import Product
+from numoracle.oracle.precision import get_model
 
 STORAGES = ("fp32", "bf16", "fp16", "fp64")
 CASES = (

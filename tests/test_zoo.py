@@ -8,8 +8,8 @@ import pytest
 
 from numoracle.kernels import get_target
 from numoracle.oracle.ops import OP_GROUPS
-from numoracle.repro import _load_module, replay
-from numoracle.runner import run_target
+from numoracle.running.runner import run_target
+from numoracle.store.repro import _load_module, replay
 
 ZOO = Path(__file__).resolve().parents[1] / "benchmarks" / "zoo"
 MUTANTS = [t for f in sorted(ZOO.glob("*.py")) if f.name != "__init__.py"

@@ -14,7 +14,7 @@ process-wide cache (one that outlives reloading this file, as a library's
 descriptor cache outlives its wrapper) and reuses them. It is caught on any
 single case, in any process: for ops with trained parameters every check first
 calls the target with other parameter values and judges the call after that
-update (:func:`numoracle.check.earlier_parameters`, DESIGN §4). Its training
+update (:func:`numoracle.checking.check.earlier_parameters`, DESIGN §4). Its training
 counterpart, a step that keeps stale weights, is named at step 2, tensor ``y``
 by the stepwise training check (``benchmarks/zoo/training.py``).
 """
@@ -28,13 +28,13 @@ from typing import Any
 
 import numpy as np
 
+from numoracle.cases.target import Target
 from numoracle.kernels.numpy_conv2d import TARGETS as NUMPY_TARGETS
 from numoracle.kernels.numpy_conv2d import conv2d as numpy_conv2d
 from numoracle.kernels.torch_conv2d import TARGETS as TORCH_TARGETS
 from numoracle.kernels.torch_conv2d import conv2d as torch_conv2d
 from numoracle.kernels.torch_targets import TorchMode, precision_flags
 from numoracle.oracle.precision import get_model
-from numoracle.target import Target
 
 Arrays = dict[str, Any]
 _MODE = TorchMode("cpu", "fp32")

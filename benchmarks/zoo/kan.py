@@ -14,10 +14,10 @@ from typing import Any
 import torch
 
 import numoracle.kernels.torch_kan as _host
+from numoracle.cases.target import Target
 from numoracle.kernels.torch_kan import b_splines, kan_forward_backward
 from numoracle.kernels.torch_targets import TorchMode, precision_flags
 from numoracle.oracle.precision import get_model
-from numoracle.target import Target
 
 _CPU = TorchMode("cpu", "fp32")
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from numoracle.cases.target import Target
 from numoracle.kernels.torch_kan import kan_chain_forward_backward
 from numoracle.kernels.torch_targets import TorchMode, precision_flags
 from numoracle.oracle.precision import get_model
-from numoracle.target import Target
 
 _CPU = TorchMode("cpu", "fp32")
 

@@ -19,7 +19,7 @@ Training-step defects, planted in the two-phase trainer of seed 003
   :mod:`numoracle.kernels.cupy_mlp` has the real one on the GPU).
 
 ``STEP_MUTANTS`` gives, for the teacher-forced check, the step at which each
-must first fail (``numoracle.trajectory``).
+must first fail (``numoracle.trajectory.steps``).
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from typing import Any
 
 import numpy as np
 
+from numoracle.cases.target import Target
 from numoracle.kernels.mlp_numpy import update
 from numoracle.kernels.optim_targets import _numpy_mlp_fn
 from numoracle.oracle.optim_math import OptimConfig
-from numoracle.target import Target
 
 
 def _optim(param0: np.ndarray, grads: np.ndarray, params: Mapping[str, Any],

@@ -2,7 +2,7 @@
 
 Each is a factory like :func:`numoracle.kernels.sgd_steps.torch_sgd_step`:
 ``factory(x, target, lr, conv=None) -> step(weight, bias)``, checked by
-:func:`numoracle.training.check_trajectory`, which must name the first step
+:func:`numoracle.trajectory.check_trajectory`, which must name the first step
 and tensor that break the bound:
 
 * ``stale_weights``: the forward pass keeps using the weights of the first
@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from numoracle.cases.target import Target
 from numoracle.kernels.torch_targets import TorchMode, precision_flags
-from numoracle.target import Target
 
 Step = Callable[[np.ndarray, "np.ndarray | None"], dict[str, np.ndarray]]
 _MODE = TorchMode("cpu", "fp32")

@@ -59,9 +59,9 @@ from typing import Any
 
 import numpy as np
 
+from ..cases.target import Target
 from ..errors import InvalidArgument, KernelMismatch
 from ..oracle.precision import get_model
-from ..target import Target
 from .backends import get_backend
 from .conv_geometry import CONV_LAYOUTS, SIZE_PARAMS, ConvGeometry, resolve_geometry
 

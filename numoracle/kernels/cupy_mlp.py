@@ -35,10 +35,10 @@ from typing import Any
 
 import numpy as np
 
+from ..cases.target import Target
 from ..oracle.mlp import PARAMS
 from ..oracle.optim_math import OptimConfig
 from ..oracle.precision import get_model
-from ..target import Target
 from .backends import get_backend
 from .mlp_numpy import BUGS, UPDATE_BUGS
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from ..cases.target import Target
 from ..oracle.precision import get_model
-from ..target import Target
 from .backends import get_backend
 
 __all__ = ["conv2d", "im2col_nhwc", "TARGETS"]

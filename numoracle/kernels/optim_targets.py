@@ -4,7 +4,7 @@ float32 two-phase trainer of :mod:`~numoracle.kernels.mlp_numpy`.
 
 Each comes in two shapes: a runner target (``fn(**inputs, params)``, all
 steps at once, one optimizer object kept across them) and a step function
-for the teacher-forced checks of :mod:`numoracle.trajectory`
+for the teacher-forced checks of :mod:`numoracle.trajectory.steps`
 (:func:`torch_optimizer_step`, :func:`torch_mlp_step`, :func:`numpy_mlp_step`),
 which loads the optimizer state it is handed before each step.
 """
@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from ..cases.target import Target
 from ..oracle.mlp import PARAMS
 from ..oracle.ops.mlp_train import SIZE_NAMES
 from ..oracle.optim_math import OptimConfig
 from ..oracle.precision import get_model
-from ..target import Target
 from .backends import get_backend
 from .mlp_numpy import Trainer
 

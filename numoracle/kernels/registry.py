@@ -1,9 +1,14 @@
 """The registry of targets: every kernel under test numoracle ships, by name and op.
 
+Every module of :mod:`numoracle.kernels` that defines a module-level
+``TARGETS`` contributes its targets (adding a targets module is enough), and
+installed packages add theirs through the entry point group
+``numoracle.targets`` (:mod:`numoracle.plugins`).
+
 A target is identified by ``(name, op)``: ``("torch-cpu-fp32", "linear")`` and
 ``("torch-cpu-fp32", "matmul")`` are two targets with one name. Every target is
 listed whether or not it can run here; :func:`available_targets` filters by
-:meth:`numoracle.target.Target.unavailable_reason`.
+:meth:`numoracle.cases.target.Target.unavailable_reason`.
 
 Examples
 --------
@@ -13,43 +18,45 @@ Examples
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+from functools import cache
+
+from ..cases.target import Target
 from ..errors import InvalidArgument
-from ..target import Target
-from . import (
-    cupy_conv2d,
-    cupy_kan,
-    cupy_linear,
-    numpy_conv2d,
-    numpy_targets,
-    optim_targets,
-    torch_conv2d,
-    torch_conv2d_cuda,
-    torch_kan,
-    torch_targets,
-)
+from ..plugins import plugin_targets
 
 __all__ = ["all_targets", "available_targets", "get_target", "target_names"]
 
 
-def _check_unique(targets: tuple[Target, ...]) -> tuple[Target, ...]:
+def _check_unique(targets: list[Target]) -> tuple[Target, ...]:
     seen: set[tuple[str, str]] = set()
     for t in targets:
         key = (t.name, t.op)
         if key in seen:
             raise InvalidArgument(f"target {key} is defined twice; give each (name, op) once")
         seen.add(key)
-    return targets
+    return tuple(targets)
 
 
-_TARGETS: tuple[Target, ...] = _check_unique(
-    numpy_targets.TARGETS + torch_targets.TARGETS + cupy_linear.TARGETS
-    + numpy_conv2d.TARGETS + torch_conv2d.TARGETS + cupy_conv2d.TARGETS
-    + torch_conv2d_cuda.TARGETS + optim_targets.TARGETS + torch_kan.TARGETS + cupy_kan.TARGETS
-)
+@cache
+def _builtin() -> tuple[Target, ...]:
+    """The ``TARGETS`` of every module of this package, in module order."""
+    package = __name__.rsplit(".", 1)[0]
+    found: list[Target] = []
+    for info in sorted(pkgutil.iter_modules(importlib.import_module(package).__path__),
+                       key=lambda i: i.name):
+        found.extend(getattr(importlib.import_module(f"{package}.{info.name}"), "TARGETS", ()))
+    return tuple(found)
+
+
+def _targets() -> tuple[Target, ...]:
+    """The package's targets, then those of installed plugins (:mod:`numoracle.plugins`)."""
+    return _check_unique([*_builtin(), *plugin_targets()])
 
 
 def _check_op(op: str | None, *, optional: bool = True) -> None:
-    ops = sorted({t.op for t in _TARGETS})
+    ops = sorted({t.op for t in _targets()})
     if (op is not None or not optional) and op not in ops:
         raise InvalidArgument(f"{op=} has no targets; use one of {ops}")
 
@@ -57,7 +64,7 @@ def _check_op(op: str | None, *, optional: bool = True) -> None:
 def all_targets(op: str | None = None) -> list[Target]:
     """Every target defined (for ``op`` only, when given), available here or not."""
     _check_op(op)
-    return [t for t in _TARGETS if op is None or t.op == op]
+    return [t for t in _targets() if op is None or t.op == op]
 
 
 def available_targets(op: str | None = None) -> list[Target]:
@@ -79,7 +86,7 @@ def get_target(name: str, op: str) -> Target:
         If there is none; the message lists the names defined for ``op``.
     """
     _check_op(op, optional=False)
-    for t in _TARGETS:
+    for t in _targets():
         if t.name == name and t.op == op:
             return t
     raise InvalidArgument(

@@ -1,5 +1,5 @@
-"""Correct SGD steps of :class:`~numoracle.training.TinyCNN` (conv2d -> ReLU -> MSE),
-the targets of :func:`~numoracle.training.check_trajectory`.
+"""Correct SGD steps of :class:`~numoracle.trajectory.cnn.TinyCNN` (conv2d -> ReLU -> MSE),
+the targets of :func:`~numoracle.trajectory.check_trajectory`.
 
 Each factory takes the step's fixed data (``x``, ``target``, ``lr`` and the
 convolution's ``stride`` / ``padding`` / ``dilation`` / ``groups``) and returns

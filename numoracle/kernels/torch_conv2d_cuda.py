@@ -40,9 +40,9 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from ..cases.target import Target
 from ..errors import InvalidArgument
 from ..oracle.precision import get_model
-from ..target import Target
 from .backends import get_backend
 from .conv_geometry import resolve_geometry
 from .torch_targets import _has, _pinned

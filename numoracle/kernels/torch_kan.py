@@ -25,8 +25,8 @@ import warnings
 from functools import partial
 from typing import Any
 
+from ..cases.target import Target
 from ..oracle.precision import get_model
-from ..target import Target
 from .backends import get_backend
 from .torch_targets import _NO_CONTEXT_WARNING, TorchMode, precision_flags
 

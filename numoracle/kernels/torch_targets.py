@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from ..cases.target import Target
 from ..errors import InvalidArgument
 from ..oracle.precision import get_model
-from ..target import Target
 from .backends import get_backend
 
 __all__ = ["TorchMode", "precision_flags", "linear", "matmul", "TARGETS"]

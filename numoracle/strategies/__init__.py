@@ -16,19 +16,7 @@ Examples
 
 from __future__ import annotations
 
-from .cases import (
-    DEFAULT_MAX_ELEMENTS,
-    DIM_MAX,
-    PLANS,
-    REDUCTION_MAX,
-    SEED_MAX,
-    Choice,
-    Dim,
-    Flag,
-    Shape,
-    Widths,
-    cases,
-)
+from .cases import DEFAULT_MAX_ELEMENTS, DIM_MAX, REDUCTION_MAX, SEED_MAX, cases
 from .formats import STORAGE_FORMATS, storage_formats
 from .layouts import input_layouts, layouts
 from .sizes import MAX_SIZE, batch_sizes, dims, interesting_sizes
@@ -44,12 +32,6 @@ __all__ = [
     "input_layouts",
     "families",
     "overlays",
-    "PLANS",
-    "Dim",
-    "Flag",
-    "Shape",
-    "Choice",
-    "Widths",
     "DEFAULT_MAX_ELEMENTS",
     "DEFAULT_FAMILIES",
     "DIM_MAX",

@@ -1,10 +1,10 @@
-"""Cases: the strategy that draws whole :class:`~numoracle.case.Case` objects.
+"""Cases: the strategy that draws whole :class:`~numoracle.cases.case.Case` objects.
 
 One strategy serves every op: the op registry says which parameters an op has,
-its shapes and its reduction lengths; a small plan per op (:data:`PLANS`) says
-how to draw each parameter. Dimensions are drawn one at a time, each within
-the budget the limits leave given what is drawn so far (the rest at their
-smallest), so no draw is filtered away. Shrinking moves towards small shapes,
+its shapes and its reduction lengths; the op's plan (its ``plan`` attribute,
+:mod:`numoracle.oracle.ops.plan`) says how to draw each parameter. Dimensions
+are drawn one at a time, each within the budget the limits leave given what
+is drawn so far (the rest at their smallest), so no draw is filtered away. Shrinking moves towards small shapes,
 batch 1, the exact family, fp32, ``C`` layouts and no overlays.
 """
 
@@ -20,17 +20,27 @@ from hypothesis import reject
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
-from ..case import Case
+from ..cases.case import Case
 from ..errors import InvalidArgument
 from ..oracle.ops import Op, get_op
+from ..oracle.ops.plan import (
+    Choice,
+    Dim,
+    Flag,
+    Multiple,
+    Pair,
+    Shape,
+    Spec,
+    Widths,
+    smallest,
+)
 from ._validate import as_strategy, check_int, choice_strategy, is_strategy
 from .formats import STORAGE_FORMATS
 from .layouts import _choice, input_layouts
 from .sizes import MAX_SIZE, batch_sizes, dims
 from .values import DEFAULT_FAMILIES, FAMILY_ORDER, overlays
 
-__all__ = ["cases", "PLANS", "Dim", "Flag", "Shape", "Multiple", "Pair", "Choice", "Widths",
-            "DEFAULT_MAX_ELEMENTS", "DIM_MAX",
+__all__ = ["cases", "DEFAULT_MAX_ELEMENTS", "DIM_MAX",
            "REDUCTION_MAX", "SEED_MAX"]
 
 #: default bound on the total number of input elements of a case: small enough
@@ -77,235 +87,102 @@ def _largest(fits: Callable[[int], bool], hi: int) -> int:
     return lo
 
 
-@dataclass(frozen=True)
-class Dim:
-    """A positive dimension, drawn by :func:`dims` (:func:`batch_sizes` for the
-    op's batch), at most ``max_value`` (default: the limits' ``dim_cap``) and
-    within the limits."""
-
-    name: str
-    max_value: int | None = None
-    is_batch: bool = False
-    smallest: Any = 1
-
-    def draw(self, draw: st.DrawFn, op: Op, params: Params, limits: _Limits) -> int:
-        cap = limits.dim_cap if self.max_value is None else self.max_value
-        hi = _largest(lambda v: limits.fits(op, {**params, self.name: v}), cap)
-        return draw(batch_sizes(max_value=hi) if self.is_batch else dims(max_value=hi))
+def _draw_dim(spec: Dim, draw: st.DrawFn, op: Op, params: Params, limits: _Limits) -> int:
+    cap = limits.dim_cap if spec.max_value is None else spec.max_value
+    hi = _largest(lambda v: limits.fits(op, {**params, spec.name: v}), cap)
+    return draw(batch_sizes(max_value=hi) if spec.is_batch else dims(max_value=hi))
 
 
-@dataclass(frozen=True)
-class Flag:
-    """A boolean parameter; shrinks towards False, True only where it fits."""
-
-    name: str
-    smallest: Any = False
-
-    def draw(self, draw: st.DrawFn, op: Op, params: Params, limits: _Limits) -> bool:
-        if not limits.fits(op, {**params, self.name: True}):
-            return False
-        return draw(st.booleans())
+def _draw_flag(spec: Flag, draw: st.DrawFn, op: Op, params: Params, limits: _Limits) -> bool:
+    if not limits.fits(op, {**params, spec.name: True}):
+        return False
+    return draw(st.booleans())
 
 
-@dataclass(frozen=True)
-class Shape:
-    """A tuple of up to ``max_len`` dimensions of at most ``max_entry`` each
-    (batch dimensions); shrinks towards ``()``."""
+def _draw_entries(name: str, length: int, max_entry: int, draw: st.DrawFn, op: Op,
+                  params: Params, limits: _Limits) -> tuple[int, ...]:
+    """``length`` dimensions of at most ``max_entry``, each within the limits with
+    the rest at 1."""
+    entries: tuple[int, ...] = ()
+    for i in range(length):
+        def fits(v: int, head: tuple[int, ...] = entries, tail: int = length - i - 1) -> bool:
+            return limits.fits(op, {**params, name: head + (v,) + (1,) * tail})
 
-    name: str
-    max_len: int = 2
-    max_entry: int = 4
-    smallest: Any = ()
-
-    def draw(self, draw: st.DrawFn, op: Op, params: Params, limits: _Limits) -> tuple[int, ...]:
-        length = draw(st.integers(0, self.max_len))
-        entries: tuple[int, ...] = ()
-        for i in range(length):
-            def fits(v: int, head: tuple[int, ...] = entries, tail: int = length - i - 1) -> bool:
-                return limits.fits(op, {**params, self.name: head + (v,) + (1,) * tail})
-
-            entries += (draw(dims(max_value=_largest(fits, self.max_entry))),)
-        return entries
+        entries += (draw(dims(max_value=_largest(fits, max_entry))),)
+    return entries
 
 
-@dataclass(frozen=True)
-class Multiple:
-    """A positive multiple of the parameter ``of`` (drawn first), at most
-    ``max_value`` and within the limits: ``of * k`` with ``k`` shrinking towards 1
-    (a convolution's channels, a multiple of its groups)."""
-
-    name: str
-    of: str
-    max_value: int
-    smallest: Any = 1
-
-    def draw(self, draw: st.DrawFn, op: Op, params: Params, limits: _Limits) -> int:
-        base = int(params[self.of])
-        top = self.max_value // base
-        if top < 1 or not limits.fits(op, {**params, self.name: base}):
-            reject()  # fixed parameters that leave no multiple: try another draw
-        k = _largest(lambda v: limits.fits(op, {**params, self.name: base * v}), top)
-        return base * draw(st.integers(1, k))
+def _draw_shape(spec: Shape, draw: st.DrawFn, op: Op, params: Params,
+                limits: _Limits) -> tuple[int, ...]:
+    length = draw(st.integers(0, spec.max_len))
+    return _draw_entries(spec.name, length, spec.max_entry, draw, op, params, limits)
 
 
-@dataclass(frozen=True)
-class Pair:
-    """A pair of ints in ``[min_value, max_value]`` (a convolution's kernel size,
-    stride, padding, dilation), each within ``cap(params, axis)`` and the
-    limits; shrinks towards ``(min_value, min_value)``."""
-
-    name: str
-    min_value: int
-    max_value: int
-    cap: Callable[[Params, int], int] | None = None
-
-    @property
-    def smallest(self) -> tuple[int, int]:
-        return (self.min_value, self.min_value)
-
-    def draw(self, draw: st.DrawFn, op: Op, params: Params, limits: _Limits) -> tuple[int, int]:
-        pair = [self.min_value, self.min_value]
-        for axis in (0, 1):
-            top = self.max_value if self.cap is None else min(self.max_value,
-                                                              self.cap(params, axis))
-            best = self.min_value - 1
-            for v in range(self.min_value, top + 1):
-                trial = pair.copy()
-                trial[axis] = v
-                if not limits.fits(op, {**params, self.name: tuple(trial)}):
-                    break
-                best = v
-            if best < self.min_value:
-                reject()  # fixed parameters that leave no room: try another draw
-            pair[axis] = draw(st.integers(self.min_value, best))
-        return (pair[0], pair[1])
+def _draw_widths(spec: Widths, draw: st.DrawFn, op: Op, params: Params,
+                 limits: _Limits) -> tuple[int, ...]:
+    length = int(params[spec.count]) + 1
+    return _draw_entries(spec.name, length, spec.max_entry, draw, op, params, limits)
 
 
-@dataclass(frozen=True)
-class Choice:
-    """One of ``options`` (hyperparameters, modes), shrinking towards the first;
-    drawn only where ``when(params)`` holds for the parameters drawn so far,
-    else the first option; only options within the limits are drawn."""
-
-    name: str
-    options: tuple[Any, ...]
-    when: Callable[[Params], bool] | None = None
-
-    @property
-    def smallest(self) -> Any:
-        return self.options[0]
-
-    def draw(self, draw: st.DrawFn, op: Op, params: Params, limits: _Limits) -> Any:
-        if self.when is not None and not self.when(params):
-            return self.options[0]
-        fitting = [o for o in self.options if self._fits(o, op, params, limits)]
-        return draw(st.sampled_from(fitting or self.options[:1]))
-
-    def _fits(self, option: Any, op: Op, params: Params, limits: _Limits) -> bool:
-        """Whether ``option`` keeps the case within the limits; True where the
-        parameters drawn so far cannot tell (an option that reshapes parameters a
-        later spec draws to follow it, such as a chain's depth and its widths)."""
-        try:
-            return limits.fits(op, {**params, self.name: option})
-        except (IndexError, KeyError, ValueError, InvalidArgument):
-            return True
+def _draw_multiple(spec: Multiple, draw: st.DrawFn, op: Op, params: Params,
+                   limits: _Limits) -> int:
+    base = int(params[spec.of])
+    top = spec.max_value // base
+    if top < 1 or not limits.fits(op, {**params, spec.name: base}):
+        reject()  # fixed parameters that leave no multiple: try another draw
+    k = _largest(lambda v: limits.fits(op, {**params, spec.name: base * v}), top)
+    return base * draw(st.integers(1, k))
 
 
-def _kernel_cap(params: Params, axis: int) -> int:
-    """Largest kernel extent whose dilated window fits the padded input."""
-    size = params["height" if axis == 0 else "width"]
-    p, d = params["padding"][axis], params["dilation"][axis]
-    return (size + 2 * p - 1) // d + 1
+def _draw_pair(spec: Pair, draw: st.DrawFn, op: Op, params: Params,
+               limits: _Limits) -> tuple[int, int]:
+    pair = [spec.min_value, spec.min_value]
+    for axis in (0, 1):
+        top = spec.max_value if spec.cap is None else min(spec.max_value, spec.cap(params, axis))
+        best = spec.min_value - 1
+        for v in range(spec.min_value, top + 1):
+            trial = pair.copy()
+            trial[axis] = v
+            if not limits.fits(op, {**params, spec.name: tuple(trial)}):
+                break
+            best = v
+        if best < spec.min_value:
+            reject()  # fixed parameters that leave no room: try another draw
+        pair[axis] = draw(st.integers(spec.min_value, best))
+    return (pair[0], pair[1])
 
 
-@dataclass(frozen=True)
-class Widths:
-    """``params[count] + 1`` positive dimensions (the feature counts of a chain of
-    layers: input, then each layer's output), each at most ``max_entry`` and
-    within the limits; shrinks towards all ones."""
-
-    name: str
-    count: str
-    max_entry: int = 8
-
-    def least(self, params: Params) -> tuple[int, ...]:
-        """All ones, one per layer and one more."""
-        return (1,) * (int(params[self.count]) + 1)
-
-    def draw(self, draw: st.DrawFn, op: Op, params: Params, limits: _Limits) -> tuple[int, ...]:
-        length = int(params[self.count]) + 1
-        entries: tuple[int, ...] = ()
-        for i in range(length):
-            def fits(v: int, head: tuple[int, ...] = entries, tail: int = length - i - 1) -> bool:
-                return limits.fits(op, {**params, self.name: head + (v,) + (1,) * tail})
-
-            entries += (draw(dims(max_value=_largest(fits, self.max_entry))),)
-        return entries
+def _option_fits(spec: Choice, option: Any, op: Op, params: Params, limits: _Limits) -> bool:
+    """Whether ``option`` keeps the case within the limits; True where the
+    parameters drawn so far cannot tell (an option that reshapes parameters a
+    later spec draws to follow it, such as a chain's depth and its widths)."""
+    try:
+        return limits.fits(op, {**params, spec.name: option})
+    except (IndexError, KeyError, ValueError, InvalidArgument):
+        return True
 
 
-Spec = Dim | Flag | Shape | Multiple | Pair | Choice | Widths
+def _draw_choice(spec: Choice, draw: st.DrawFn, op: Op, params: Params, limits: _Limits) -> Any:
+    if spec.when is not None and not spec.when(params):
+        return spec.options[0]
+    fitting = [o for o in spec.options if _option_fits(spec, o, op, params, limits)]
+    return draw(st.sampled_from(fitting or spec.options[:1]))
 
-#: how each op's parameters are drawn, in draw order (flags and batch shapes
-#: first: they change the budget of the dimensions); an op without a plan has
-#: every parameter drawn as a :class:`Dim`
-PLANS: dict[str, tuple[Spec, ...]] = {
-    "linear": (Flag("bias"), Dim("batch", 128, is_batch=True), Dim("in_features"),
-               Dim("out_features")),
-    "matmul": (Shape("batch_shape"), Dim("m"), Dim("k"), Dim("n")),
-    # groups first, channels as multiples of it (in_channels == groups: depthwise);
-    # spatial sizes before the kernel, which must fit the padded input
-    "conv2d": (Flag("bias"), Dim("batch", 8, is_batch=True), Dim("groups", 16),
-               Multiple("in_channels", "groups", 16), Multiple("out_channels", "groups", 16),
-               Dim("height", 32), Dim("width", 32), Pair("padding", 0, 2),
-               Pair("dilation", 1, 2), Pair("kernel_size", 1, 5, _kernel_cap),
-               Pair("stride", 1, 3)),
+
+#: how each kind of spec of an op's plan (:mod:`numoracle.oracle.ops.plan`) is drawn
+_DRAWERS: dict[type, Callable[..., Any]] = {
+    Dim: _draw_dim, Flag: _draw_flag, Shape: _draw_shape, Multiple: _draw_multiple,
+    Pair: _draw_pair, Choice: _draw_choice, Widths: _draw_widths,
 }
 
-#: optimizer hyperparameters of ``optim`` and ``mlp_train``, in draw order: each
-#: shrinks towards plain SGD with lr 0.1; flags only where torch allows them
-_OPTIMIZER_PLAN: tuple[Spec, ...] = (
-    Choice("optimizer", ("sgd", "adam", "adamw")),
-    Choice("lr", (0.1, 0.01, 0.001)),
-    Choice("momentum", (0.0, 0.9), lambda p: p["optimizer"] == "sgd"),
-    Choice("dampening", (0.0, 0.1), lambda p: p["optimizer"] == "sgd" and p["momentum"] > 0),
-    Choice("nesterov", (False, True), lambda p: p["momentum"] > 0 and p["dampening"] == 0),
-    Choice("weight_decay", (0.0, 0.01)),
-    Choice("eps", (1e-8, 1e-3), lambda p: p["optimizer"] != "sgd"),
-    Choice("amsgrad", (False, True), lambda p: p["optimizer"] != "sgd"),
-)
-PLANS["optim"] = _OPTIMIZER_PLAN + (Dim("steps", 50), Dim("numel", 1024))
-PLANS["mlp_train"] = _OPTIMIZER_PLAN + (
-    Dim("steps", 4), Dim("batch", 64, is_batch=True), Dim("in_features", 12),
-    Dim("hidden1", 10), Dim("hidden2", 10), Dim("classes", 6))
 
-#: KAN layers: spline orders 2-5 by default (order 1 by ``params``), shrinking
-#: towards quadratic splines on one interval
-PLANS["kan"] = (Choice("spline_order", (2, 3, 4, 5)), Dim("grid_size", 16),
-                Dim("batch", 128, is_batch=True), Dim("in_features", 64),
-                Dim("out_features", 256))
-#: chains of 1-3 KAN layers of small widths, shrinking towards one layer of one
-#: feature (the widths right after the depth: they follow it)
-PLANS["kan_chain"] = (Choice("layers", (1, 2, 3)), Widths("widths", "layers", 8),
-                      Choice("spline_order", (2, 3, 4, 5)), Dim("grid_size", 8),
-                      Dim("batch", 64, is_batch=True))
-
-
-def _plan(op: Op) -> tuple[Spec, ...]:
-    return PLANS.get(op.name, tuple(Dim(name) for name in op.param_names))
+def _draw_spec(spec: Spec, draw: st.DrawFn, op: Op, params: Params, limits: _Limits) -> Any:
+    return _DRAWERS[type(spec)](spec, draw, op, params, limits)
 
 
 def _smallest(op: Op, fixed: Mapping[str, Any] | None = None) -> Params:
-    """The smallest parameters, with those in ``fixed`` as given (a spec whose
-    smallest value depends on earlier parameters, :class:`Widths`, follows them)."""
-    fixed = fixed or {}
-    params: Params = {}
-    for spec in _plan(op):
-        if spec.name in fixed:
-            params[spec.name] = fixed[spec.name]
-        else:
-            params[spec.name] = spec.least(params) if isinstance(spec, Widths) \
-                else spec.smallest
-    return {**params, **fixed}
+    """The smallest parameters of ``op``'s plan, with those in ``fixed`` as given."""
+    return smallest(op.draw_plan(), fixed)
 
 
 # -- argument checks ---------------------------------------------------------------
@@ -344,7 +221,7 @@ def _overrides(op: Op, params: Mapping[str, Any], batch: Any) -> dict[str, Any]:
             f"{op.param_names}"
         )
     if batch is not None:
-        names = [s.name for s in _plan(op) if isinstance(s, Dim) and s.is_batch]
+        names = [s.name for s in op.draw_plan() if isinstance(s, Dim) and s.is_batch]
         if not names:
             raise InvalidArgument(
                 f"{batch=} is given but {op.name} has no batch parameter; fix its "
@@ -393,9 +270,9 @@ def _draw_params(draw: st.DrawFn, op: Op, req: _Request, limits: _Limits) -> Par
     params = _smallest(op, fixed)
     if not limits.fits(op, params):
         reject()  # drawn overrides that leave no room: try another draw
-    for spec in _plan(op):
+    for spec in op.draw_plan():
         if spec.name not in fixed:
-            params[spec.name] = spec.draw(draw, op, params, limits)
+            params[spec.name] = _draw_spec(spec, draw, op, params, limits)
     if fixed:
         try:
             op.validate(params)
@@ -467,7 +344,7 @@ def cases(
         within the limits). An error for ops without a batch parameter.
     params : mapping, optional
         Parameters to fix, by name, each a value or a strategy; the others are
-        drawn by the op's plan (:data:`PLANS`) within the limits.
+        drawn by the op's plan (``op.plan``) within the limits.
     max_overlays : int or strategy
         Most special values overlaid on the inputs (default 0: none; see
         :func:`~numoracle.strategies.values.overlays`).
@@ -481,9 +358,9 @@ def cases(
     Examples
     --------
     >>> from hypothesis import find
-    >>> find(cases(op="linear", max_elements=64), lambda c: c.params["in_features"] > 4)
-    Case(op='linear', params={'batch': 1, 'in_features': 5, 'out_features': 1, 'bias': False}, \
-storage='fp32', family='exact', seed=0, layouts={}, overlays=())
+    >>> case = find(cases(op="linear", max_elements=64), lambda c: c.params["in_features"] > 4)
+    >>> case.op, case.params["in_features"] > 4, sorted(case.inputs())
+    ('linear', True, ['grad_output', 'weight', 'x'])
     """
     fixed = dict(params or {})
     req = _Request(

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from numoracle.cases.target import BACKENDS, LAYOUTS
 from numoracle.errors import InvalidArgument
 from numoracle.kernels.backends import Backend, get_backend
 from numoracle.oracle.formats import FORMATS, quantize
-from numoracle.target import BACKENDS, LAYOUTS
 
 torch = pytest.importorskip("torch")
 

@@ -241,8 +241,8 @@ def test_targets_pass_the_oracle(cupy: Any, torch_cuda: Any, module: str, geo: t
     and the oracle judges every output (the case's own layouts vary too)."""
     import importlib
 
-    from numoracle.case import Case
-    from numoracle.check import check_case
+    from numoracle.cases.case import Case
+    from numoracle.checking.check import check_case
 
     targets = importlib.import_module(f"numoracle.kernels.{module}").TARGETS
     for layouts in ({}, {"x": "NHWC", "weight": "OHWI", "grad_output": "NHWC"},

@@ -8,11 +8,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from numoracle.case import Case
-from numoracle.check import check_case, run_kernel
+from numoracle.cases.case import Case
+from numoracle.cases.target import Target
+from numoracle.checking.check import check_case, run_kernel
 from numoracle.kernels import get_target
-from numoracle.runner import run_target
-from numoracle.target import Target
+from numoracle.running.runner import run_target
 
 
 @pytest.mark.parametrize("name", ["numpy-fp32", "torch-cpu-fp32"])
@@ -84,7 +84,7 @@ def test_outputs_in_an_undeclared_order_fail_with_their_shape() -> None:
 
 
 def test_a_layout_misread_fails_as_a_logic_bug() -> None:
-    from numoracle.repro import _load_module
+    from numoracle.store.repro import _load_module
 
     zoo = Path(__file__).resolve().parents[2] / "benchmarks" / "zoo" / "conv2d.py"
     mutant = {t.name: t for t in _load_module(str(zoo)).TARGETS}["weight_fortran_read_as_c"]

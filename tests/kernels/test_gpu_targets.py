@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from float64_reference import make_host, reference
 
+from numoracle.cases.target import LAYOUTS, Target
 from numoracle.kernels import get_backend, get_target
 from numoracle.oracle.formats import quantize
-from numoracle.target import LAYOUTS, Target
 
 pytestmark = pytest.mark.gpu
 

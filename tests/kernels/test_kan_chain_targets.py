@@ -14,13 +14,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from numoracle.case import Case
-from numoracle.check import check_case, run_kernel
+from numoracle.cases.case import Case
+from numoracle.checking.check import check_case, run_kernel
+from numoracle.checking.rerun import check_reruns
 from numoracle.kernels import get_target
 from numoracle.oracle.ops.kan_chain import chain_outputs
-from numoracle.repro import _load_module
-from numoracle.rerun import check_reruns
-from numoracle.runner import run_target
+from numoracle.running.runner import run_target
+from numoracle.store.repro import _load_module
 from numoracle.strategies import cases
 
 GPU = pytest.mark.gpu

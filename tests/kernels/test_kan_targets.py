@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from numoracle.case import Case
-from numoracle.check import check_case, run_kernel
+from numoracle.cases.case import Case
+from numoracle.checking.check import check_case, run_kernel
+from numoracle.checking.rerun import check_reruns
 from numoracle.kernels import get_target
-from numoracle.rerun import check_reruns
 
 GPU = pytest.mark.gpu
 TARGETS = [pytest.param("torch-cpu-fp32"), pytest.param("torch-cpu-fp64"),

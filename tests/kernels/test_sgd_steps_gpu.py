@@ -11,8 +11,8 @@ import pytest
 
 from numoracle.kernels.sgd_steps import STEPS, cupy_sgd_step, step_model
 from numoracle.oracle.ops.conv2d import Conv2d
-from numoracle.repro import _load_module
-from numoracle.training import check_trajectory
+from numoracle.store.repro import _load_module
+from numoracle.trajectory import check_trajectory
 
 ZOO = _load_module(str(Path(__file__).resolve().parents[2] / "benchmarks" / "zoo"
                        / "training.py"))

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from numoracle.case import Case
-from numoracle.check import check_case
+from numoracle.cases.case import Case
+from numoracle.checking.check import check_case
 from numoracle.errors import InvalidArgument
 from numoracle.kernels import get_target
 from numoracle.oracle.ops import get_op

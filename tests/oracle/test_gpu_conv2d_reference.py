@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from numoracle.case import Case
-from numoracle.check import GPU_REFERENCE_WORK, _reference_inputs, judge
+from numoracle.cases.case import Case
+from numoracle.checking.check import GPU_REFERENCE_WORK, _reference_inputs, judge
 from numoracle.oracle.ops import get_op
 from numoracle.oracle.precision import get_model
 from numoracle.oracle.tracked import Tracked

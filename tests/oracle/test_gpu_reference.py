@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from numoracle.case import Case
-from numoracle.check import GPU_REFERENCE_WORK, _reference_inputs
+from numoracle.cases.case import Case
+from numoracle.checking.check import GPU_REFERENCE_WORK, _reference_inputs
 from numoracle.oracle.ops import get_op
 from numoracle.oracle.precision import get_model
 

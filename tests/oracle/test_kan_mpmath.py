@@ -9,7 +9,7 @@ import mpmath
 import numpy as np
 import pytest
 
-from numoracle.case import Case
+from numoracle.cases.case import Case
 from numoracle.oracle.bspline import bases_mp, derivative_mp, tracked_levels, uniform_grid
 from numoracle.oracle.ops import get_op
 from numoracle.oracle.ops.kan import kan_layer

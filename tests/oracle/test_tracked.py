@@ -228,8 +228,8 @@ def test_inputs_maybe_unrounded_covers_both_behaviours(rounded: bool) -> None:
 
 
 def test_either_leaves_elements_unjudged_where_the_behaviours_disagree_on_nan() -> None:
+    from numoracle.checking.verdict import compare
     from numoracle.oracle.tracked import either
-    from numoracle.verdict import compare
 
     # inf times a value that tf32 rounds to 0: NaN on one path, inf on the other
     a = np.array([[np.inf], [2.0]])
@@ -249,7 +249,7 @@ def test_unknown_rounding_may_take_subnormal_inputs_to_zero() -> None:
     a = np.array([[np.inf, 1.0]])
     b = np.array([[2.0**-149], [1.0]])
     ref = matmul(exact(a), exact(b), get_model("tf32"))  # rounding mode unknown
-    from numoracle.verdict import compare
+    from numoracle.checking.verdict import compare
 
     assert compare("out", np.array([[np.nan]]), ref).passed  # inf * 0 on the tf32 path
     assert compare("out", np.array([[np.inf]]), ref).passed

@@ -9,13 +9,13 @@ import pytest
 from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
-from numoracle.case import Case
+from numoracle.cases.case import Case
+from numoracle.cases.layouts import layouts_for
+from numoracle.cases.target import LAYOUTS
 from numoracle.errors import InvalidArgument
-from numoracle.layouts import layouts_for
 from numoracle.oracle.formats import representable
 from numoracle.oracle.ops import OPS, get_op
-from numoracle.strategies import DEFAULT_MAX_ELEMENTS, PLANS, SEED_MAX, cases
-from numoracle.target import LAYOUTS
+from numoracle.strategies import DEFAULT_MAX_ELEMENTS, SEED_MAX, cases
 
 # conv2d under the tightest limits (one-term reductions, 8 elements) has few valid
 # geometries and the plan filters some draws: that is expected, not a health problem
@@ -28,7 +28,7 @@ def _longest(case: Case) -> int:
 
 def test_every_op_has_a_plan_for_all_its_parameters() -> None:
     for name, op in OPS.items():
-        assert sorted(s.name for s in PLANS[name]) == sorted(op.param_names)
+        assert sorted(s.name for s in op.draw_plan()) == sorted(op.param_names), name
 
 
 @pytest.mark.parametrize("op", sorted(OPS))

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
+from numoracle.cases.target import LAYOUTS
 from numoracle.errors import InvalidArgument
 from numoracle.strategies import input_layouts, layouts
-from numoracle.target import LAYOUTS
 
 SHAPES = {"x": (3, 4), "weight": (5, 4), "bias": (5,)}
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from hypothesis import find, given, settings
 
+from numoracle.cases.values import FAMILIES, special_values
 from numoracle.errors import InvalidArgument
 from numoracle.strategies import DEFAULT_FAMILIES, FAMILY_ORDER, families, overlays
-from numoracle.values import FAMILIES, special_values
 
 SHAPES = {"x": (3, 4), "bias": (5,), "empty": (0, 3)}
 

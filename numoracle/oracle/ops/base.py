@@ -14,6 +14,7 @@ from ...errors import InvalidArgument
 from ..formats import Format
 from ..precision import PrecisionModel
 from ..tracked import Tracked
+from .plan import Dim, Spec
 
 __all__ = ["Op", "Product", "check_positive_int", "with_bias_gradient"]
 
@@ -54,8 +55,14 @@ class Op(ABC):
     name: str = ""
     #: parameter names a case must give (dimensions and flags)
     param_names: tuple[str, ...] = ()
+    #: how the strategies draw the parameters, in draw order (see
+    #: :mod:`numoracle.oracle.ops.plan`); empty: every parameter a ``Dim``
+    plan: ClassVar[tuple[Spec, ...]] = ()
+    #: the name that stands for this op and its kin on the command line
+    #: (``--ops kan``: the KAN layer and chains of layers); None: its own name only
+    group: ClassVar[str | None] = None
     #: canonical axis order of the inputs whose axes have names (``{"x": "NCHW"}``);
-    #: they may be handed over in another axis order (see :mod:`numoracle.layouts`)
+    #: they may be handed over in another axis order (see :mod:`numoracle.cases.layouts`)
     input_axes: ClassVar[Mapping[str, str]] = MappingProxyType({})
     #: canonical axis order of the outputs whose axes have names
     output_axes: ClassVar[Mapping[str, str]] = MappingProxyType({})
@@ -69,7 +76,7 @@ class Op(ABC):
     parameters: ClassVar[tuple[str, ...]] = ()
     #: whether a result beyond the claimed bound may be explained by a coarser
     #: standard precision model (the diagnosis ladder of
-    #: :func:`numoracle.verdict.ladder_for`): true for ops whose outputs are each
+    #: :func:`numoracle.checking.verdict.ladder_for`): true for ops whose outputs are each
     #: one contraction (linear, matmul, conv2d), where "consistent with tf32" is
     #: a finding. Composed ops (an optimizer step, a training step) set it
     #: False: their bound composes many roundings of the claimed model, so a
@@ -115,9 +122,13 @@ class Op(ABC):
                        storage: Format, rng: np.random.Generator) -> dict[str, np.ndarray]:
         """The bulk inputs of a case, adjusted where the op needs structure that a
         value family does not give (a KAN layer's sorted knots): called by
-        :meth:`numoracle.case.Case.inputs` after the overlays, with the case's
+        :meth:`numoracle.cases.case.Case.inputs` after the overlays, with the case's
         generator. The default returns ``arrays`` unchanged."""
         return arrays
+
+    def draw_plan(self) -> tuple[Spec, ...]:
+        """The specs the strategies draw: :attr:`plan`, or a :class:`Dim` per parameter."""
+        return self.plan or tuple(Dim(name) for name in self.param_names)
 
     def _reject_unknown(self, params: Mapping[str, Any]) -> None:
         """Raise InvalidArgument when ``params`` names a parameter the op does not take."""

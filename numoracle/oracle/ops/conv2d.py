@@ -25,7 +25,7 @@ skipped it): such elements are left unjudged.
 Targets are called with ``params`` (the case's validated parameters: pairs
 as tuples) besides the inputs. Axes are named (``input_axes``,
 ``output_axes``): activations ``NCHW``, weights ``OIHW``, so a target may
-take and return ``NHWC`` / ``HWIO`` arrays (see :mod:`numoracle.layouts`).
+take and return ``NHWC`` / ``HWIO`` arrays (see :mod:`numoracle.cases.layouts`).
 """
 
 from __future__ import annotations
@@ -41,8 +41,17 @@ from ...errors import InvalidArgument
 from ..precision import PrecisionModel
 from ..tracked import Tracked, _xp, add, exact, matmul, store, sum_
 from .base import Op, Product, check_positive_int, with_bias_gradient
+from .plan import Dim, Flag, Multiple
+from .plan import Pair as IntPair
 
 __all__ = ["Conv2d", "conv2d_tracked", "conv_output_size", "tap_counts"]
+
+def _kernel_cap(params: Mapping[str, Any], axis: int) -> int:
+    """Largest kernel extent whose dilated window fits the padded input."""
+    size = params["height" if axis == 0 else "width"]
+    p, d = params["padding"][axis], params["dilation"][axis]
+    return (size + 2 * p - 1) // d + 1
+
 
 MAX_DIM = 1 << 16
 Pair = tuple[int, int]
@@ -86,6 +95,13 @@ def _pair(name: str, value: Any, *, minimum: int) -> Pair:
 
 class Conv2d(Op):
     name = "conv2d"
+    # groups first, channels as multiples of it (in_channels == groups: depthwise);
+    # spatial sizes before the kernel, which must fit the padded input
+    plan = (Flag("bias"), Dim("batch", 8, is_batch=True), Dim("groups", 16),
+            Multiple("in_channels", "groups", 16), Multiple("out_channels", "groups", 16),
+            Dim("height", 32), Dim("width", 32), IntPair("padding", 0, 2),
+            IntPair("dilation", 1, 2), IntPair("kernel_size", 1, 5, _kernel_cap),
+            IntPair("stride", 1, 3))
     param_names = ("batch", "in_channels", "out_channels", "height", "width", "kernel_size",
                    "stride", "padding", "dilation", "groups", "bias")
     input_axes = MappingProxyType({"x": "NCHW", "weight": "OIHW", "grad_output": "NCHW"})

@@ -63,6 +63,7 @@ from ..nested import nested_contraction
 from ..precision import PrecisionModel
 from ..tracked import Tracked, _fold_lo, add, either, exact, matmul, store, sum_
 from .base import Op, Product, check_positive_int
+from .plan import Choice, Dim
 
 __all__ = ["Kan", "kan_layer", "place_near_knots", "KAN_OUTPUTS", "MAX_ORDER", "MAX_GRID"]
 
@@ -89,6 +90,12 @@ def check_order(value: Any) -> int:
 
 class Kan(Op):
     name = "kan"
+    group = "kan"
+    #: spline orders 2-5 by default (order 1 by ``params``), shrinking towards
+    #: quadratic splines on one interval
+    plan = (Choice("spline_order", (2, 3, 4, 5)), Dim("grid_size", 16),
+            Dim("batch", 128, is_batch=True), Dim("in_features", 64),
+            Dim("out_features", 256))
     param_names = ("batch", "in_features", "out_features", "grid_size", "spline_order")
 
     def validate(self, params: Mapping[str, Any]) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from ..precision import PrecisionModel
 from ..tracked import Tracked, store
 from .base import Op, Product, check_positive_int
 from .kan import KAN_OUTPUTS, MAX_GRID, as_input, check_order, kan_layer, place_near_knots
+from .plan import Choice, Dim, Widths
 
 __all__ = ["KanChain", "MAX_LAYERS", "MAX_WIDTH", "chain_outputs", "layer_inputs"]
 
@@ -70,6 +71,12 @@ def _check_widths(widths: Any, layers: int) -> tuple[int, ...]:
 
 class KanChain(Op):
     name = "kan_chain"
+    group = "kan"
+    #: chains of 1-3 layers of small widths, shrinking towards one layer of one
+    #: feature (the widths right after the depth: they follow it)
+    plan = (Choice("layers", (1, 2, 3)), Widths("widths", "layers", 8),
+            Choice("spline_order", (2, 3, 4, 5)), Dim("grid_size", 8),
+            Dim("batch", 64, is_batch=True))
     param_names = ("layers", "widths", "batch", "grid_size", "spline_order")
     #: a chain's bound composes every layer: under a coarser model it grows so wide
     #: that "consistent with" it says nothing; a failure is diagnosed as a logic bug

@@ -24,6 +24,7 @@ from ...errors import InvalidArgument
 from ..precision import PrecisionModel
 from ..tracked import Tracked, add, exact, matmul, store, sum_
 from .base import Op, Product, check_positive_int, with_bias_gradient
+from .plan import Dim, Flag
 
 __all__ = ["Linear"]
 
@@ -32,6 +33,8 @@ MAX_DIM = 1 << 20
 
 class Linear(Op):
     name = "linear"
+    plan = (Flag("bias"), Dim("batch", 128, is_batch=True), Dim("in_features"),
+            Dim("out_features"))
     param_names = ("batch", "in_features", "out_features", "bias")
 
     def validate(self, params: Mapping[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from ...errors import InvalidArgument
 from ..precision import PrecisionModel
 from ..tracked import Tracked, exact, matmul, store
 from .base import Op, Product, check_positive_int
+from .plan import Dim, Shape
 
 __all__ = ["Matmul"]
 
@@ -23,6 +24,7 @@ MAX_DIM = 1 << 20
 
 class Matmul(Op):
     name = "matmul"
+    plan = (Shape("batch_shape"), Dim("m"), Dim("k"), Dim("n"))
     param_names = ("batch_shape", "m", "k", "n")
 
     def validate(self, params: Mapping[str, Any]) -> dict[str, Any]:

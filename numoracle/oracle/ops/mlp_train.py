@@ -33,7 +33,8 @@ from ..optim_math import OptimConfig
 from ..precision import PrecisionModel
 from ..tracked import Tracked, exact
 from .base import Op, Product, check_positive_int
-from .optim import OPTIMIZER_PARAMS, optimizer_params, stack_rows
+from .optim import OPTIMIZER_PARAMS, OPTIMIZER_PLAN, optimizer_params, stack_rows
+from .plan import Dim
 
 __all__ = ["MlpTrain"]
 
@@ -43,6 +44,10 @@ SIZE_NAMES = ("in_features", "hidden1", "hidden2", "classes")
 
 class MlpTrain(Op):
     name = "mlp_train"
+    group = "optim"
+    plan = OPTIMIZER_PLAN + (
+        Dim("steps", 4), Dim("batch", 64, is_batch=True), Dim("in_features", 12),
+        Dim("hidden1", 10), Dim("hidden2", 10), Dim("classes", 6))
     param_names = tuple(OPTIMIZER_PARAMS) + ("steps", "batch") + SIZE_NAMES
     passes_params = True
     precision_ladder = False

@@ -32,8 +32,23 @@ from ..optim_math import OptimConfig, optimizer_step
 from ..precision import PrecisionModel
 from ..tracked import Tracked, exact, store
 from .base import Op, Product, check_positive_int
+from .plan import Choice, Dim, Spec
 
-__all__ = ["Optim", "MAX_STEPS", "OPTIMIZER_PARAMS", "optimizer_params"]
+__all__ = ["Optim", "MAX_STEPS", "OPTIMIZER_PARAMS", "OPTIMIZER_PLAN", "optimizer_params"]
+
+#: optimizer hyperparameters of ``optim`` and ``mlp_train``, in draw order: each
+#: shrinks towards plain SGD with lr 0.1; flags only where torch allows them
+OPTIMIZER_PLAN: tuple[Spec, ...] = (
+    Choice("optimizer", ("sgd", "adam", "adamw")),
+    Choice("lr", (0.1, 0.01, 0.001)),
+    Choice("momentum", (0.0, 0.9), lambda p: p["optimizer"] == "sgd"),
+    Choice("dampening", (0.0, 0.1), lambda p: p["optimizer"] == "sgd" and p["momentum"] > 0),
+    Choice("nesterov", (False, True), lambda p: p["momentum"] > 0 and p["dampening"] == 0),
+    Choice("weight_decay", (0.0, 0.01)),
+    Choice("eps", (1e-8, 1e-3), lambda p: p["optimizer"] != "sgd"),
+    Choice("amsgrad", (False, True), lambda p: p["optimizer"] != "sgd"),
+)
+
 
 MAX_STEPS = 1000
 MAX_NUMEL = 1 << 22
@@ -77,6 +92,8 @@ def row(t: Tracked, k: int) -> Tracked:
 
 class Optim(Op):
     name = "optim"
+    group = "optim"
+    plan = OPTIMIZER_PLAN + (Dim("steps", 50), Dim("numel", 1024))
     param_names = tuple(OPTIMIZER_PARAMS) + ("steps", "numel")
     passes_params = True
     precision_ladder = False

@@ -6,9 +6,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import InvalidArgument
+from ..errors import InvalidArgument
+from ..oracle.precision import PrecisionModel, get_model
 from .layouts import ALL_LAYOUTS, MEMORY_LAYOUTS, check_layout_name
-from .oracle.precision import PrecisionModel, get_model
 
 __all__ = ["Target", "LAYOUTS", "BACKENDS"]
 
@@ -17,7 +17,7 @@ __all__ = ["Target", "LAYOUTS", "BACKENDS"]
 #: ``T`` a transposed view of a contiguous array (last two axes),
 #: ``S`` non-contiguous strides (every other element of a larger buffer).
 #: Inputs with named axes (a convolution's) also take axis orders such as
-#: ``"NHWC"`` or ``"HWIO:F"`` (see :mod:`numoracle.layouts`).
+#: ``"NHWC"`` or ``"HWIO:F"`` (see :mod:`numoracle.cases.layouts`).
 LAYOUTS = MEMORY_LAYOUTS
 BACKENDS = ("numpy", "torch-cpu", "torch-cuda", "cupy")
 
@@ -46,7 +46,7 @@ class Target:
         Which of the op's outputs ``fn`` returns; empty means all of them.
     layouts : tuple of str, or mapping of input name to tuple of str
         The input layouts it accepts (see :data:`LAYOUTS` and
-        :mod:`numoracle.layouts`), for every input or per input (inputs a
+        :mod:`numoracle.cases.layouts`), for every input or per input (inputs a
         mapping leaves out accept ``("C",)``). An input drawn in a layout the
         target does not accept is handed over in its first accepted layout.
     output_layouts : mapping of output name to str

@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from .oracle.precision import PRESETS, STANDARD_MODELS, PrecisionModel
-from .oracle.tracked import Tracked
+from ..oracle.precision import PRESETS, STANDARD_MODELS, PrecisionModel
+from ..oracle.tracked import Tracked
+from .message import format_verdict
 
 __all__ = ["ElementReport", "OutputVerdict", "Verdict", "candidates", "compare", "diagnose",
            "ladder_for"]
@@ -96,8 +97,6 @@ class Verdict:
     def message(self) -> str:
         """numpy.testing-style report: criterion, non-finite placement, counts,
         worst elements, diagnosis, then the repro and how to replay it."""
-        from .report import format_verdict  # noqa: PLC0415 - report imports verdict
-
         return format_verdict(self)
 
 

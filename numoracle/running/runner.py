@@ -14,12 +14,12 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.errors import FlakyFailure, HypothesisException
 
-from .case import Case
-from .check import DEFAULT_TIMEOUT, check_case
-from .errors import KernelMismatch, UnsupportedCase
-from .repro import DEFAULT_STORE, save_repro
-from .target import Target
-from .verdict import Verdict
+from ..cases.case import Case
+from ..cases.target import Target
+from ..checking.check import DEFAULT_TIMEOUT, check_case
+from ..checking.verdict import Verdict
+from ..errors import KernelMismatch, UnsupportedCase
+from ..store.repro import DEFAULT_STORE, save_repro
 
 __all__ = ["TargetResult", "run_target", "default_strategy"]
 
@@ -53,8 +53,8 @@ class TargetResult:
     def effective(self) -> dict[str, str]:
         """Per output, the most precise standard model every diagnosed case fits
         (``"none"`` when no model fits): the precision the target really delivered."""
-        from .oracle.precision import PRESETS  # noqa: PLC0415 - only for diagnosed runs
-        from .verdict import ladder_for  # noqa: PLC0415
+        from ..oracle.precision import PRESETS  # noqa: PLC0415 - only for diagnosed runs
+        from ..checking.verdict import ladder_for  # noqa: PLC0415
 
         out = {}
         for name, ratios in self.per_model.items():
@@ -76,7 +76,7 @@ class TargetResult:
 def default_strategy(target: Target, **overrides: Any) -> st.SearchStrategy[Case]:
     """Cases for ``target``: its op, its storage format, its layouts, its
     reduction limit; every value family, special values overlaid at times."""
-    from .strategies import FAMILY_ORDER, cases  # noqa: PLC0415 - strategies need hypothesis
+    from ..strategies import FAMILY_ORDER, cases  # noqa: PLC0415 - strategies need hypothesis
 
     kw: dict[str, Any] = {"op": target.op, "storage": target.precision.storage.name,
                           "max_reduction": target.max_reduction, "layouts": target.layouts,

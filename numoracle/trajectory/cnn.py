@@ -35,7 +35,7 @@ by composition (DESIGN §2):
 ``k`` the oracle starts from the kernel's *own* weights and bias after step
 ``k - 1`` (as exact inputs: teacher forcing), computes the step with bounds
 and judges every tensor the kernel returned with
-:func:`~numoracle.verdict.compare` (``err / bound < 1`` passes). The first
+:func:`~numoracle.checking.verdict.compare` (``err / bound < 1`` passes). The first
 step and tensor that break their bound are named, so a kernel that keeps
 using stale weights after an update fails at step 2, tensor ``y``, instead of
 diverging unexplained many steps later (seed 002). A free-running summary
@@ -45,17 +45,18 @@ trajectory (informative only: rounding differences may grow along it).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from .errors import InvalidArgument
-from .oracle.formats import representable
-from .oracle.ops.conv2d import Conv2d, _rearrange, conv2d_tracked
-from .oracle.precision import PrecisionModel, get_model
-from .oracle.tracked import (
+from ..checking.verdict import compare
+from ..errors import InvalidArgument
+from ..oracle.formats import representable
+from ..oracle.ops.conv2d import Conv2d, _rearrange, conv2d_tracked
+from ..oracle.precision import PrecisionModel, get_model
+from ..oracle.tracked import (
     Tracked,
     exact,
     matmul,
@@ -65,10 +66,17 @@ from .oracle.tracked import (
     store,
     sub,
 )
-from .verdict import OutputVerdict, compare, diagnose
+from .core import (
+    Drift,
+    StepFailure,
+    StepVerdict,
+    TrajectoryVerdict,
+    first_failure,
+    host_array,
+    native_array,
+)
 
-__all__ = ["TinyCNN", "StepFn", "StepFailure", "StepVerdict", "Drift", "TrajectoryVerdict",
-           "check_trajectory", "TENSORS"]
+__all__ = ["TinyCNN", "StepFn", "check_trajectory", "TENSORS"]
 
 #: what a step returns, in the order the check reads them (data flow order)
 TENSORS = ("y", "loss", "grad_weight", "grad_bias", "weight", "bias")
@@ -175,117 +183,6 @@ class TinyCNN:
         return replace(self, model=model)
 
 
-@dataclass(frozen=True)
-class StepFailure:
-    """The first tensor of a trajectory that broke its bound."""
-
-    step: int
-    tensor: str
-    ratio: float
-    diagnosis: str
-    index: tuple[int, ...] = ()
-    reference: float = float("nan")
-    got: float = float("nan")
-    bound: float = float("nan")
-
-    def __str__(self) -> str:
-        where = f" at {self.index}" if self.index else ""
-        return (f"step {self.step}, tensor {self.tensor!r}: worst err/bound {self.ratio:.3g}"
-                f"{where} (got {self.got:.9g}, oracle {self.reference:.9g}, bound "
-                f"{self.bound:.3g}); {self.diagnosis}")
-
-
-@dataclass
-class StepVerdict:
-    """The judgement of one step: one :class:`~numoracle.verdict.OutputVerdict` per tensor."""
-
-    step: int
-    outputs: dict[str, OutputVerdict] = field(default_factory=dict)
-    problems: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def passed(self) -> bool:
-        return not self.problems and all(o.passed for o in self.outputs.values())
-
-    @property
-    def worst_ratio(self) -> float:
-        if self.problems:
-            return float("inf")
-        return max((o.worst_ratio for o in self.outputs.values()), default=0.0)
-
-
-@dataclass(frozen=True)
-class Drift:
-    """The kernel's final parameters against the oracle's untethered trajectory
-    (float64 values of the oracle's own steps from the same start): the largest
-    absolute differences. Informative, not judged."""
-
-    steps: int
-    weight: float
-    bias: float | None
-    loss: float
-
-    def __str__(self) -> str:
-        b = "" if self.bias is None else f", bias {self.bias:.3g}"
-        return (f"free-running drift after {self.steps} steps: max |weight - oracle| "
-                f"{self.weight:.3g}{b}; final loss differs by {self.loss:.3g}")
-
-
-@dataclass
-class TrajectoryVerdict:
-    """The judgement of a training trajectory, step by step.
-
-    ``first_failure`` names the first step (1-based) and tensor, in data-flow
-    order ``y, loss, grad_weight, grad_bias, weight, bias``, whose error broke
-    its bound; None when every step passed.
-    """
-
-    model: str
-    steps: list[StepVerdict]
-    first_failure: StepFailure | None
-    drift: Drift | None
-
-    @property
-    def passed(self) -> bool:
-        return self.first_failure is None
-
-    @property
-    def worst_ratio(self) -> float:
-        return max((s.worst_ratio for s in self.steps), default=0.0)
-
-    def message(self) -> str:
-        """A few lines: the verdict, the worst ratio per step, the drift."""
-        head = (f"trajectory of {len(self.steps)} steps within {self.model} "
-                f"(worst err/bound {self.worst_ratio:.3g})" if self.passed else
-                f"trajectory breaks the {self.model} bound first at {self.first_failure}")
-        lines = [head]
-        for s in self.steps:
-            parts = [f"{k} {o.worst_ratio:.3g}" for k, o in s.outputs.items()]
-            parts += [f"{k}: {v}" for k, v in s.problems.items()]
-            lines.append(f"  step {s.step}: {'pass' if s.passed else 'FAIL'}  "
-                         + ", ".join(parts))
-        if self.drift is not None:
-            lines.append(f"  {self.drift}")
-        return "\n".join(lines)
-
-    def __str__(self) -> str:
-        return self.message()
-
-
-def _native(a: Any) -> np.ndarray:
-    """A NumPy copy, in its own dtype, of a NumPy, torch or CuPy array (or a scalar)."""
-    if hasattr(a, "detach"):
-        a = a.detach().cpu().numpy()
-    elif hasattr(a, "get") and not isinstance(a, (dict, np.ndarray)):
-        a = a.get()
-    return np.array(a, copy=True)
-
-
-def _host(a: Any) -> np.ndarray:
-    """A float64 NumPy copy of a NumPy, torch or CuPy array (or a scalar)."""
-    return _native(a).astype(np.float64)
-
-
 def check_trajectory(
     step_fn: StepFn,
     init_weight: np.ndarray,
@@ -331,7 +228,7 @@ def check_trajectory(
         Judge by the probabilistic bound instead of the deterministic one.
     diagnose_failure : bool
         Try the failing tensors of the first failing step under the standard
-        precision models (:func:`~numoracle.verdict.diagnose`).
+        precision models (:func:`~numoracle.checking.verdict.diagnose`).
     free_running : bool
         Also run the oracle's own trajectory and report the :class:`Drift`.
 
@@ -354,7 +251,7 @@ def check_trajectory(
     w0 = np.asarray(init_weight)
     b0 = None if init_bias is None else np.asarray(init_bias)
     net = TinyCNN.for_arrays(np.asarray(x), w0, b0, lr, claimed, conv)
-    xt, tt = exact(_host(x)), exact(_host(target))
+    xt, tt = exact(host_array(x)), exact(host_array(target))
     names = [n for n in TENSORS if b0 is not None or n not in ("grad_bias", "bias")]
     ref_shapes = {"y": tt.shape, "loss": (), "grad_weight": w0.shape, "weight": w0.shape,
                   "grad_bias": () if b0 is None else b0.shape,
@@ -369,7 +266,7 @@ def check_trajectory(
     first: StepFailure | None = None
     final: dict[str, np.ndarray] = {}
     for k in range(1, steps + 1):
-        w_in, b_in = _host(w_cur), None if b_cur is None else _host(b_cur)
+        w_in, b_in = host_array(w_cur), None if b_cur is None else host_array(b_cur)
         got = step_fn(np.array(w_cur, copy=True),
                       None if b_cur is None else np.array(b_cur, copy=True))
         state = (exact(w_in), None if b_in is None else exact(b_in))
@@ -380,7 +277,7 @@ def check_trajectory(
             if name not in got or got[name] is None:
                 rec.problems[name] = f"the step returned no {name!r}"
                 continue
-            arr = _host(got[name])
+            arr = host_array(got[name])
             if name == "loss":
                 arr = arr.reshape(()) if arr.size == 1 else arr
             if arr.shape != tuple(ref_shapes[name]):
@@ -398,47 +295,18 @@ def check_trajectory(
         final = arrays
         if "weight" not in arrays or (b0 is not None and "bias" not in arrays):
             break  # no state to go on from
-        w_cur = _native(got["weight"])
+        w_cur = native_array(got["weight"])
         if b0 is not None:
-            b_cur = _native(got["bias"])
+            b_cur = native_array(got["bias"])
 
     drift = _drift(net, xt, tt, w0, b0, steps, final) if free_running and final else None
     return TrajectoryVerdict(claimed.name, records, first, drift)
 
 
-def first_failure(rec: StepVerdict, names: Sequence[str], arrays: Mapping[str, np.ndarray],
-                  claimed: PrecisionModel,
-                  reference: Callable[[PrecisionModel], Mapping[str, Tracked]] | None,
-                  *, ladder: bool = True) -> StepFailure:
-    """The first tensor of ``names`` (data-flow order) that failed in step
-    ``rec``, diagnosed when ``reference`` is given: ``reference(model)`` is the
-    step's tracked reference under another precision model (``ladder=False``
-    tries the claimed model's variants only: composed steps)."""
-    for name in names:
-        if name in rec.problems:
-            return StepFailure(rec.step, name, float("inf"), rec.problems[name])
-        out = rec.outputs[name]
-        if out.passed:
-            continue
-        if reference is not None:
-            def reference_for(m: PrecisionModel, name: str = name) -> Tracked:
-                with np.errstate(all="ignore"):
-                    return reference(m)[name]
-            diagnose(out, arrays[name], claimed, reference_for, ladder=ladder)
-        else:
-            out.diagnosis = out.nonfinite or f"exceeds {claimed.name}"
-        w = out.worst[0] if out.worst else None
-        if w is None:
-            return StepFailure(rec.step, name, out.worst_ratio, out.diagnosis)
-        return StepFailure(rec.step, name, out.worst_ratio, out.diagnosis, w.index,
-                           w.reference, w.got, w.bound)
-    raise AssertionError("a failing step without a failing tensor")  # pragma: no cover
-
-
 def _drift(net: TinyCNN, xt: Tracked, tt: Tracked, w0: np.ndarray, b0: np.ndarray | None,
            steps: int, final: Mapping[str, np.ndarray]) -> Drift:
     """Run the oracle's own trajectory (float64 values, no teacher forcing)."""
-    w, b = _host(w0), None if b0 is None else _host(b0)
+    w, b = host_array(w0), None if b0 is None else host_array(b0)
     loss = float("nan")
     for _ in range(steps):
         ref = net.step(xt, tt, exact(w), None if b is None else exact(b))

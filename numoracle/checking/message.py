@@ -1,17 +1,17 @@
-"""Reports: the failure message of one verdict and the table of a run."""
+"""The numpy.testing-style message of a verdict: criterion first, non-finite
+placement before values, mismatched count and share, the worst elements, the
+diagnosis, then the repro and the command that replays it."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Sequence
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .verdict import OutputVerdict, Verdict
+if TYPE_CHECKING:
+    from .verdict import OutputVerdict, Verdict
 
-__all__ = ["format_verdict", "format_output", "results_table", "write_json", "fmt_ratio"]
+__all__ = ["format_verdict", "format_output", "fmt_ratio"]
 
 
 def fmt_ratio(r: float | None) -> str:
@@ -61,48 +61,3 @@ def format_verdict(v: Verdict, *, probabilistic: bool = False) -> str:
         lines.append(f"  repro: {v.repro}")
         lines.append(f"  replay: numoracle replay {v.repro}")
     return "\n".join(lines)
-
-
-def results_table(rows: Sequence[dict[str, Any]], title: str, columns: Sequence[str]) -> Any:
-    """A rich Table of result dicts, one row each, with the given columns."""
-    from rich.table import Table  # noqa: PLC0415 - rich only for terminal output
-
-    table = Table(title=title)
-    for c in columns:
-        table.add_column(c, justify="right" if c in ("cases", "failures", "worst_ratio",
-                                                      "time_s", "cases_to_catch") else "left")
-    for r in rows:
-        cells = []
-        for c in columns:
-            val = r.get(c)
-            if c == "worst_ratio":
-                cells.append(fmt_ratio(val))
-            elif c == "verdict":
-                style = {"pass": "green", "FAIL": "bold red", "caught": "green",
-                         "MISSED": "bold red"}.get(str(val), "yellow")
-                cells.append(f"[{style}]{val}[/{style}]")
-            elif isinstance(val, float):
-                cells.append(f"{val:.2f}")
-            else:
-                cells.append("" if val is None else str(val))
-        table.add_row(*cells)
-    return table
-
-
-def write_json(path: Path | str, rows: Iterable[dict[str, Any]]) -> Path:
-    """Write result dicts as a JSON list (non-finite numbers as strings)."""
-    def clean(x: Any) -> Any:
-        if isinstance(x, float) and not np.isfinite(x):
-            return repr(x)
-        if isinstance(x, dict):
-            return {k: clean(v) for k, v in x.items()}
-        if isinstance(x, (list, tuple)):
-            return [clean(v) for v in x]
-        if isinstance(x, np.generic):
-            return clean(x.item())
-        return x
-
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps([clean(r) for r in rows], indent=2) + "\n")
-    return p

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InvalidArgument
+from ..errors import InvalidArgument
+from ..oracle.formats import get_format, quantize
+from ..oracle.ops import get_op
 from .layouts import layouts_for
-from .oracle.formats import get_format, quantize
-from .oracle.ops import get_op
 from .values import FAMILIES, generate_inputs
 
 __all__ = ["Case"]
@@ -36,13 +36,13 @@ class Case:
     storage : str
         Storage format of the inputs (``"fp32"``, ``"bf16"``, ...).
     family : str
-        Value family (see :data:`numoracle.values.FAMILIES`).
+        Value family (see :data:`numoracle.cases.values.FAMILIES`).
     seed : int
         Seed of the host generator that makes the bulk values.
     layouts : dict
-        Layout of each input (see :data:`numoracle.target.LAYOUTS`; inputs
+        Layout of each input (see :data:`numoracle.cases.target.LAYOUTS`; inputs
         with named axes also take axis orders such as ``"NHWC"`` or
-        ``"HWIO:F"``, see :mod:`numoracle.layouts`); missing inputs are
+        ``"HWIO:F"``, see :mod:`numoracle.cases.layouts`); missing inputs are
         row-major (``"C"``).
     overlays : tuple
         ``(input, flat_index, value)`` triples written over the bulk values

@@ -1,8 +1,9 @@
 """Teacher-forced checks of optimizer and MLP training trajectories (DESIGN §4).
 
-Like :func:`numoracle.training.check_trajectory` (whose verdict types are used
-here: :class:`~numoracle.training.StepVerdict`, :class:`~numoracle.training.StepFailure`,
-:class:`~numoracle.training.TrajectoryVerdict`), each step ``k`` is judged from
+Like :func:`numoracle.trajectory.check_trajectory` (whose verdict types are used
+here: :class:`~numoracle.trajectory.core.StepVerdict`,
+:class:`~numoracle.trajectory.core.StepFailure`,
+:class:`~numoracle.trajectory.core.TrajectoryVerdict`), each step ``k`` is judged from
 the kernel's *own* state after step ``k - 1`` (parameters and optimizer state,
 taken as exact inputs), so the first step and tensor that break their bound
 are named (seed 003: an optimizer applied per sample fails at step 1; seed
@@ -57,20 +58,20 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InvalidArgument
-from .oracle.mlp import MLP, PARAMS
-from .oracle.optim_math import OptimConfig, optimizer_step
-from .oracle.precision import PrecisionModel, get_model
-from .oracle.tracked import Tracked, exact, store
-from .training import (
+from ..checking.verdict import compare
+from ..errors import InvalidArgument
+from ..oracle.mlp import MLP, PARAMS
+from ..oracle.optim_math import OptimConfig, optimizer_step
+from ..oracle.precision import PrecisionModel, get_model
+from ..oracle.tracked import Tracked, exact, store
+from .core import (
     Drift,
     StepFailure,
     StepVerdict,
     TrajectoryVerdict,
-    _host,
     first_failure,
+    host_array,
 )
-from .verdict import compare
 
 __all__ = ["BoundedDrift", "check_optimizer_trajectory", "check_mlp_trajectory", "check_steps",
            "mlp_problem"]
@@ -81,7 +82,7 @@ RefStep = Callable[[int, Mapping[str, Tracked], PrecisionModel], Mapping[str, Tr
 
 @dataclass(frozen=True)
 class BoundedDrift(Drift):
-    """:class:`~numoracle.training.Drift` (``weight``: the largest parameter gap,
+    """:class:`~numoracle.trajectory.core.Drift` (``weight``: the largest parameter gap,
     over every parameter) with the composed bound: ``ratio`` is the largest
     ``|kernel - oracle| / bound`` over the final parameters; below 1 the drift is
     explained by the per-step bounds."""
@@ -129,7 +130,7 @@ def check_steps(step_fn: Callable[[Mapping[str, np.ndarray], int], Mapping[str, 
     losses: list[float] = []
     for k in range(1, steps + 1):
         got = step_fn({n: v.copy() for n, v in cur.items()}, k)
-        state = {n: exact(_host(v)) for n, v in cur.items()}
+        state = {n: exact(host_array(v)) for n, v in cur.items()}
         with np.errstate(all="ignore"):
             ref = ref_step(k, state, claimed)
         rec = StepVerdict(k)
@@ -138,8 +139,8 @@ def check_steps(step_fn: Callable[[Mapping[str, np.ndarray], int], Mapping[str, 
             if name not in got or got[name] is None:
                 rec.problems[name] = f"the step returned no {name!r}"
                 continue
-            arr = _host(got[name]).reshape(ref[name].shape) if np.size(got[name]) == \
-                int(np.prod(ref[name].shape)) else _host(got[name])
+            arr = host_array(got[name]).reshape(ref[name].shape) if np.size(got[name]) == \
+                int(np.prod(ref[name].shape)) else host_array(got[name])
             if arr.shape != ref[name].shape:
                 rec.problems[name] = f"shape {arr.shape}, expected {ref[name].shape}"
                 continue
@@ -157,7 +158,7 @@ def check_steps(step_fn: Callable[[Mapping[str, np.ndarray], int], Mapping[str, 
         final = arrays
         if any(n not in arrays for n in carried):
             break
-        cur = {n: np.array(_host(got[n]), dtype=np.float32) for n in carried}
+        cur = {n: np.array(host_array(got[n]), dtype=np.float32) for n in carried}
     drift = None
     if free_running and final:
         drift = _free_run(ref_step, init, carried, steps, claimed, final, losses)
@@ -168,7 +169,7 @@ def _free_run(ref_step: RefStep, init: Mapping[str, np.ndarray], carried: Sequen
               steps: int, model: PrecisionModel, final: Mapping[str, np.ndarray],
               losses: Sequence[float]) -> BoundedDrift:
     """The oracle's own trajectory with composed bounds, against the kernel's end."""
-    state: dict[str, Tracked] = {n: exact(_host(v)) for n, v in init.items()}
+    state: dict[str, Tracked] = {n: exact(host_array(v)) for n, v in init.items()}
     loss = float("nan")
     params = [n for n in carried if "." not in n]
     finite = 0
@@ -235,7 +236,7 @@ def check_optimizer_trajectory(
     names = ("param",) + cfg.state_names
 
     def ref(k: int, state: Mapping[str, Tracked], m: PrecisionModel) -> dict[str, Tracked]:
-        p, st = optimizer_step(cfg, state["param"], exact(_host(grads[k - 1])),
+        p, st = optimizer_step(cfg, state["param"], exact(host_array(grads[k - 1])),
                                {n: state[n] for n in cfg.state_names if n in state}, k, m)
         return {"param": store(p, m), **{n: store(v, m) for n, v in st.items()}}
 
@@ -313,7 +314,7 @@ def check_mlp_trajectory(
     labels = [np.asarray(lab).astype(np.int64) for lab in labels]
 
     def ref(k: int, state: Mapping[str, Tracked], m: PrecisionModel) -> Mapping[str, Tracked]:
-        return net.with_model(m).step(exact(_host(xs[k - 1])), labels[k - 1], state, state, k)
+        return net.with_model(m).step(exact(host_array(xs[k - 1])), labels[k - 1], state, state, k)
 
     def kernel(state: Mapping[str, np.ndarray], k: int) -> Mapping[str, Any]:
         params = {p: state[p] for p in PARAMS}

@@ -2,7 +2,7 @@
 
 :func:`check_case` never raises for a misbehaving kernel: a kernel that
 raises, hangs, returns the wrong shape, dtype or device, or leaves outputs
-unwritten gets a failing :class:`~numoracle.verdict.Verdict` that says so.
+unwritten gets a failing :class:`~numoracle.checking.verdict.Verdict` that says so.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from .case import Case
-from .errors import InvalidArgument
-from .kernels.backends import get_backend
-from .layouts import accepts, from_order, layouts_for, parse, shape_in, to_order
-from .oracle.ops import get_op
-from .oracle.precision import PrecisionModel
-from .oracle.tracked import Tracked
-from .target import Target
+from ..cases.case import Case
+from ..cases.layouts import accepts, from_order, layouts_for, parse, shape_in, to_order
+from ..cases.target import Target
+from ..errors import InvalidArgument
+from ..kernels.backends import get_backend
+from ..oracle.ops import get_op
+from ..oracle.precision import PrecisionModel
+from ..oracle.tracked import Tracked
 from .verdict import Verdict, compare, diagnose
 
 __all__ = ["check_case", "run_kernel", "judge", "earlier_parameters", "DEFAULT_TIMEOUT"]

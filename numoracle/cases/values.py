@@ -45,11 +45,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .errors import InvalidArgument
-from .oracle.formats import Format, get_format, quantize
+from ..errors import InvalidArgument
+from ..oracle.formats import Format, get_format, quantize
 
 if TYPE_CHECKING:
-    from .oracle.ops.base import Product
+    from ..oracle.ops.base import Product
 
 __all__ = [
     "FAMILIES",

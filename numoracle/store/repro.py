@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from .case import Case
-from .errors import InvalidArgument
-from .oracle.precision import PrecisionModel, get_model
-from .target import Target
-from .verdict import Verdict
+from ..cases.case import Case
+from ..cases.target import Target
+from ..checking.verdict import Verdict
+from ..errors import InvalidArgument
+from ..oracle.precision import PrecisionModel, get_model
 
 __all__ = ["save_repro", "load_repro", "replay", "resolve_target", "Repro", "DEFAULT_STORE"]
 
@@ -133,7 +133,7 @@ def resolve_target(name: str, op: str, source: str | None = None) -> Target:
             if t.name == name and t.op == op:
                 return t
         raise InvalidArgument(f"{source!r} has no target {name!r} for op {op!r} in its TARGETS")
-    from .kernels import get_target  # noqa: PLC0415 - kernels are optional at import
+    from ..kernels import get_target  # noqa: PLC0415 - kernels are optional at import
 
     return get_target(name, op)
 
@@ -141,7 +141,7 @@ def resolve_target(name: str, op: str, source: str | None = None) -> Target:
 def replay(path: Path | str, *, rerun: bool = True) -> Verdict:
     """Re-run a repro: the target again when it can be found (``rerun``), else
     the recorded outputs are judged again."""
-    from .check import check_case, judge  # noqa: PLC0415 - check imports repro's peers
+    from ..checking.check import check_case, judge  # noqa: PLC0415 - check imports repro's peers
 
     r = load_repro(path)
     target = None

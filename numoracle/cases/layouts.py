@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import InvalidArgument
+from ..errors import InvalidArgument
 
 __all__ = ["MEMORY_LAYOUTS", "AXIS_ORDERS", "ALL_LAYOUTS", "Layout", "parse", "normalize",
            "layouts_for", "accepts", "permutation", "to_order", "from_order", "shape_in",

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .case import Case
+from ..cases.case import Case
+from ..cases.target import Target
+from ..oracle.ops import get_op
+from ..oracle.precision import gamma
 from .check import DEFAULT_TIMEOUT, run_kernel
-from .oracle.ops import get_op
-from .oracle.precision import gamma
-from .target import Target
 
 __all__ = ["RerunVerdict", "check_reruns"]
 

@@ -1,0 +1,16 @@
+"""Checking: targets, one case judged (:mod:`.check`), verdicts and their
+diagnosis (:mod:`.verdict`), reports (:mod:`.report`), reruns
+(:mod:`.rerun`) and runs of many drawn cases (:mod:`.runner`).
+
+Dependency direction: ``oracle`` ← ``cases``/``strategies``/``kernels`` ←
+``checking`` ← ``store`` ← ``api`` ← ``cli``/``pytest_plugin``.
+"""
+
+from __future__ import annotations
+
+from .check import check_case, judge, run_kernel
+from .rerun import RerunVerdict, check_reruns
+from .verdict import OutputVerdict, Verdict
+
+__all__ = ["check_case", "run_kernel", "judge", "Verdict", "OutputVerdict",
+           "check_reruns", "RerunVerdict"]
