@@ -29,7 +29,9 @@ the remaining factor; with ``M = sum (|a| + r_a + |b| + r_b + |c| + r_c)`` (each
 term's remaining factor bounded by the sum of the three) they add at most
 ``2 min(2^emin M, S + P)``, grown by the later roundings. The probabilistic
 bound replaces ``gamma`` by ``gamma~``. The oracle's float64 error is bounded
-the same way with ``u = 2^-53`` over all ``outer * inner`` terms.
+the same way with ``u = 2^-53`` over all ``outer * inner`` terms, and its
+underflow before the last factor (at most ``2^-1075`` scaled, twice per term)
+by ``2^-1074 M``, in ``S`` as in the value.
 """
 
 from __future__ import annotations
@@ -97,12 +99,14 @@ def nested_contraction(spec: str, a: Tracked, b: Tracked, c: Tracked, model: Pre
         value = _e(spec, a.value, b.value, c.value)
         S = _e(spec, np.abs(a.value), np.abs(b.value), np.abs(c.value))
         n = outer * inner
-        S = S * (1.0 + 2.0 * float(gamma(np.asarray(n + 2), U64))) + n * 2.0**-1074
+        big = _largest_factors(spec, a, b, c)
+        # S is summed in float64, where a term's first product may underflow too
+        S = S * (1.0 + 2.0 * float(gamma(np.asarray(n + 2), U64))) + n * 2.0**-1074 \
+            + 2.0**-1074 * big
         order = model.order
         h = int(order.height(outer)) + int(order.height(inner)) + 2
         u = model.acc_unit()
         slack = (h + 1) * model.accumulate.tiny
-        big = _largest_factors(spec, a, b, c)
         det_p = _prop(spec, a, b, c, "det")
         prob_p = _prop(spec, a, b, c, "prob")
         ref_p = _prop(spec, a, b, c, "ref_err")
