@@ -53,8 +53,8 @@ class TargetResult:
     def effective(self) -> dict[str, str]:
         """Per output, the most precise standard model every diagnosed case fits
         (``"none"`` when no model fits): the precision the target really delivered."""
-        from ..oracle.precision import PRESETS  # noqa: PLC0415 - only for diagnosed runs
         from ..checking.verdict import ladder_for  # noqa: PLC0415
+        from ..oracle.precision import PRESETS  # noqa: PLC0415 - only for diagnosed runs
 
         out = {}
         for name, ratios in self.per_model.items():

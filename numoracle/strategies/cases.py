@@ -4,8 +4,9 @@ One strategy serves every op: the op registry says which parameters an op has,
 its shapes and its reduction lengths; the op's plan (its ``plan`` attribute,
 :mod:`numoracle.oracle.ops.plan`) says how to draw each parameter. Dimensions
 are drawn one at a time, each within the budget the limits leave given what
-is drawn so far (the rest at their smallest), so no draw is filtered away. Shrinking moves towards small shapes,
-batch 1, the exact family, fp32, ``C`` layouts and no overlays.
+is drawn so far (the rest at their smallest), so no draw is filtered away.
+Shrinking moves towards small shapes, batch 1, the exact family, fp32, ``C``
+layouts and no overlays.
 """
 
 from __future__ import annotations

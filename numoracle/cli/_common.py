@@ -1,0 +1,183 @@
+"""What the subcommands share: argument types and options, the console, progress
+bars, running targets, the skipped line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from ..oracle.ops import OP_GROUPS, OPS, get_op
+from ..store.repro import DEFAULT_STORE
+
+if TYPE_CHECKING:
+    from ..cases.target import Target
+    from ..checking.verdict import Verdict
+    from ..running.runner import TargetResult
+
+__all__ = ["positive_int", "positive_float", "int_arg", "names", "ops_option", "run_options",
+           "console_for", "check_ops", "print_text", "run_all", "skipped_line"]
+
+
+
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive int; give e.g. 50")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number; give e.g. 60")
+    return value
+
+
+def int_arg(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an int; give e.g. 0") from None
+
+
+def names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"{text!r} names nothing; give names separated by "
+                                         "commas, e.g. linear,matmul")
+    return names
+
+
+
+def ops_option(p: argparse.ArgumentParser) -> None:
+    """``--ops OP,...``: ops or op groups (default: all)."""
+    p.add_argument("--ops", type=names, metavar="OP,...",
+                   help=f"ops to check (default: all of {', '.join(sorted(OPS))})")
+
+
+def run_options(p: argparse.ArgumentParser, examples: int, per: str) -> None:
+    """``--examples``, ``--seed``, ``--report`` and ``--store``."""
+    p.add_argument("--examples", type=positive_int, default=examples, metavar="N",
+                   help=f"cases per {per} (default {examples})")
+    p.add_argument("--seed", type=int_arg, default=0, metavar="S",
+                   help="Hypothesis seed (default 0: the same cases every run)")
+    p.add_argument("--report", type=Path, metavar="DIR", help="write a JSON report to DIR")
+    p.add_argument("--store", type=Path, default=DEFAULT_STORE, metavar="DIR",
+                   help=f"folder for the repros of failures (default {DEFAULT_STORE})")
+
+
+
+def console_for() -> Console:
+    """Standard output; 140 columns wide when it is not a terminal (logs, CI)
+    and COLUMNS does not say otherwise, so that tables keep one line a row."""
+    console = Console(highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console.width = 140
+    return console
+
+
+def check_ops(ops: Sequence[str] | None) -> list[str]:
+    """The ops asked for (all when None), each checked against the registry; a
+    group name (``optim``) stands for its ops."""
+    if ops is None:
+        return sorted(OPS)
+    ops = [name for op in ops for name in OP_GROUPS.get(op, (op,))]
+    for op in ops:
+        get_op(op)
+    return list(dict.fromkeys(ops))
+
+
+def print_text(console: Console, text: str, style: str | None = None) -> None:
+    """Print text as it is: no markup, no highlighting, no wrapping."""
+    console.print(text, style=style, markup=False, highlight=False, soft_wrap=True)
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=console, transient=True,
+                    disable=not console.is_terminal)
+
+
+def _ticker(progress: Progress, task: TaskID, label: str) -> Callable[[Verdict], None]:
+    """An ``on_case`` callback: advance the bar per passing case; after the first
+    failure the runs are shrinking attempts, and the bar says so."""
+    failed = False
+
+    def on_case(verdict: Verdict) -> None:
+        nonlocal failed
+        if failed:
+            return
+        if verdict.passed:
+            progress.advance(task)
+        else:
+            failed = True
+            progress.update(task, description=f"{label}: shrinking a failure")
+
+    return on_case
+
+
+def run_all(targets: Sequence[Target], args: argparse.Namespace,
+             console: Console) -> list[TargetResult]:
+    """run_target on each target in turn, with a progress bar per target.
+
+    Unavailable targets come back at once as ``skipped`` results."""
+    from ..running.runner import run_target  # noqa: PLC0415 - hypothesis only for commands that run
+
+    results = []
+    runnable = [t for t in targets if t.unavailable_reason() is None]
+    budget = getattr(args, "budget", None)
+    end = None if budget is None else time.perf_counter() + budget
+    with _progress(console) as progress:
+        for t in targets:
+            if t not in runnable:
+                results.append(run_target(t))  # a skipped result, at once
+                continue
+            share = None
+            if end is not None:  # what is left, shared among the targets still to run
+                share = max(end - time.perf_counter(), 0.0) / (len(runnable) - runnable.index(t))
+            label = f"{t.name} {t.op}"
+            task = progress.add_task(label, total=args.examples)
+            results.append(run_target(t, examples=args.examples, seed=args.seed,
+                                      store=args.store, on_case=_ticker(progress, task, label),
+                                      seconds=share,
+                                      diagnose=getattr(args, "diagnose", False)))
+            progress.update(task, completed=args.examples)
+    return results
+
+
+def skipped_line(results: Sequence[TargetResult]) -> str | None:
+    """One line naming the skipped targets, grouped by reason."""
+    by_reason: dict[str, list[str]] = {}
+    for r in results:
+        if r.verdict == "skipped":
+            names = by_reason.setdefault(r.diagnosis, [])
+            if r.target not in names:
+                names.append(r.target)
+    if not by_reason:
+        return None
+    return "skipped (cannot run here): " + "; ".join(
+        f"{', '.join(names)} ({reason})" for reason, names in by_reason.items())
+
+

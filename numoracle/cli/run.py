@@ -1,0 +1,94 @@
+"""``numoracle run``: check every target available here (or those named) on
+every op, print a table and the message of each failure; ``--report DIR``
+writes ``DIR/report.json``."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from rich.console import Console
+
+from ..cases.target import Target
+from ..checking.report import results_table, write_json
+from ..errors import InvalidArgument
+from ._common import (
+    check_ops,
+    names,
+    ops_option,
+    positive_float,
+    print_text,
+    run_all,
+    run_options,
+    skipped_line,
+)
+
+__all__ = ["RUN_EXAMPLES", "RUN_BUDGET", "RUN_COLUMNS", "add_parser"]
+
+#: most cases per target and op of ``numoracle run``
+RUN_EXAMPLES = 2000
+#: seconds ``numoracle run`` takes in all by default, shared among the targets
+RUN_BUDGET = 60.0
+RUN_COLUMNS = ("target", "op", "precision", "cases", "failures", "worst_ratio", "verdict",
+               "time_s")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``run`` to the subcommands."""
+    run = sub.add_parser("run", help="check the targets available here")
+    ops_option(run)
+    run.add_argument("--targets", type=names, metavar="NAME,...",
+                     help="targets to check (default: every one available here)")
+    run_options(run, RUN_EXAMPLES, "target and op")
+    run.add_argument("--budget", type=positive_float, default=RUN_BUDGET, metavar="SECONDS",
+                     help=f"time for the whole run, shared among the targets (default "
+                          f"{RUN_BUDGET:g} s); each target stops drawing new cases when its "
+                          "share is spent")
+    run.add_argument("--diagnose", action="store_true",
+                     help="also judge every case under every standard precision model and "
+                          "show the precision each output really delivered (slower)")
+    run.set_defaults(func=_cmd_run)
+
+
+def _select_targets(names: Sequence[str] | None, ops: Sequence[str]) -> list[Target]:
+    """The targets named (all when None) that compute one of ``ops``."""
+    from ..kernels import all_targets  # noqa: PLC0415 - the CLI's list loads lazily
+
+    everything = all_targets()
+    known = sorted({t.name for t in everything})
+    unknown = [n for n in names or () if n not in known]
+    if unknown:
+        raise InvalidArgument(f"--targets names unknown targets {unknown}; use names from "
+                              f"{known} (see `numoracle list`)")
+    chosen = [t for t in everything if (names is None or t.name in names) and t.op in ops]
+    if not chosen:
+        raise InvalidArgument(f"none of the targets {list(names or known)} computes {list(ops)}; "
+                              "see `numoracle list` for which target computes which op")
+    return chosen
+
+
+def _cmd_run(args: argparse.Namespace, console: Console) -> int:
+    ops = check_ops(args.ops)
+    targets = _select_targets(args.targets, ops)
+    results = run_all(targets, args, console)
+    ran = [r for r in results if r.verdict != "skipped"]
+    if args.report is not None:
+        path = write_json(args.report / "report.json", [r.row() for r in results])
+        console.print(f"report: {path}", markup=False)
+    skipped = skipped_line(results)
+    if skipped:
+        print_text(console, skipped, style="yellow")
+    if not ran:
+        print_text(console, "no target could run here: nothing was checked", style="red")
+        return 1
+    columns = RUN_COLUMNS + (("effective",) if getattr(args, "diagnose", False) else ())
+    console.print(results_table([r.row() for r in ran], "numoracle run", columns))
+    for r in ran:
+        if r.verdict == "FAIL":
+            print_text(console, r.message or r.diagnosis)
+        elif r.verdict != "pass":
+            print_text(console, f"{r.target} on {r.op}: {r.verdict}: {r.diagnosis}",
+                        style="red")
+    return 0 if all(r.verdict == "pass" for r in ran) else 1
+
+

@@ -1,0 +1,85 @@
+"""``numoracle zoo``: run the bug zoo (deliberately broken kernels under
+``benchmarks/zoo``) and report which mutants were caught, after how many cases,
+with the shrunk repro's shape; ``--report DIR`` writes ``DIR/zoo.json``."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+
+from ..cases.target import Target
+from ..checking.report import results_table, write_json
+from ..errors import InvalidArgument
+from ._common import check_ops, ops_option, print_text, run_all, run_options, skipped_line
+
+if TYPE_CHECKING:
+    from ..running.runner import TargetResult
+
+__all__ = ["ZOO_EXAMPLES", "DEFAULT_ZOO", "ZOO_COLUMNS", "add_parser"]
+
+#: cases per mutant of ``numoracle zoo``
+ZOO_EXAMPLES = 200
+#: where ``numoracle zoo`` looks for the zoo, relative to the current directory
+DEFAULT_ZOO = Path("benchmarks") / "zoo"
+ZOO_COLUMNS = ("mutant", "op", "verdict", "cases_to_catch", "repro_shape", "diagnosis")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``zoo`` to the subcommands."""
+    zoo = sub.add_parser("zoo", help="run the bug zoo: mutants the oracle must catch")
+    ops_option(zoo)
+    zoo.add_argument("--zoo", type=Path, default=DEFAULT_ZOO, metavar="PATH",
+                     help=f"the zoo folder (default {DEFAULT_ZOO})")
+    run_options(zoo, ZOO_EXAMPLES, "mutant")
+    zoo.set_defaults(func=_cmd_zoo)
+
+
+def _load_zoo(folder: Path, ops: Sequence[str]) -> list[Target]:
+    """The mutants of every ``*.py`` file in ``folder`` (its ``TARGETS``) computing ``ops``."""
+    from ..store.repro import _load_module  # noqa: PLC0415 - loads the zoo's files as repros do
+
+    if not folder.is_dir():
+        raise InvalidArgument(
+            f"no bug zoo at {str(folder)!r}: the bug zoo lives in the numoracle source tree "
+            "under benchmarks/zoo; run from a checkout or pass --zoo PATH"
+        )
+    mutants: list[Target] = []
+    for path in sorted(folder.glob("*.py")):
+        if not path.name.startswith("_"):
+            mutants.extend(getattr(_load_module(str(path)), "TARGETS", ()))
+    chosen = [t for t in mutants if t.op in ops]
+    if not chosen:
+        raise InvalidArgument(f"the zoo at {str(folder)!r} has no mutant computing {list(ops)} "
+                              "(no *.py file there defines TARGETS for them)")
+    return chosen
+
+
+def _zoo_row(r: TargetResult) -> dict[str, Any]:
+    return {"mutant": r.target, "op": r.op, "caught": r.verdict == "FAIL",
+            "cases_to_catch": r.cases_to_catch, "repro_shape": r.repro_shape,
+            "diagnosis": r.diagnosis, "repro": r.repro}
+
+
+def _cmd_zoo(args: argparse.Namespace, console: Console) -> int:
+    mutants = _load_zoo(args.zoo, check_ops(args.ops))
+    results = run_all(mutants, args, console)
+    ran = [r for r in results if r.verdict != "skipped"]
+    rows = [_zoo_row(r) for r in results]
+    if args.report is not None:
+        path = write_json(args.report / "zoo.json", rows)
+        console.print(f"report: {path}", markup=False)
+    skipped = skipped_line(results)
+    if skipped:
+        print_text(console, skipped, style="yellow")
+    shown = [{**_zoo_row(r), "verdict": "caught" if r.verdict == "FAIL" else
+              ("MISSED" if r.verdict == "pass" else r.verdict)} for r in ran]
+    console.print(results_table(shown, "numoracle zoo", ZOO_COLUMNS))
+    caught = sum(row["caught"] for row in shown)
+    print_text(console, f"caught {caught} of {len(shown)} mutants",
+                style="green" if caught == len(shown) else "red")
+    return 0 if ran and caught == len(shown) else 1
+
