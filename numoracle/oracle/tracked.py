@@ -286,13 +286,17 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
     acc = model.accumulate
     u_acc = model.acc_unit()
     eta = (h + 1) * acc.tiny  # absolute slack for underflow (flush to zero included)
-    det_acc = _affine(S, c_in + _coef(gamma(h_host, u_acc), xp) * (1 + c_in), eta)
-    prob_acc = _affine(S, c_in + _coef(gamma_tilde(h_host, u_acc, model.alpha), xp)
-                       * (1 + c_in), eta)
-    ref_err = _affine(S, g64, terms * 2.0**-1074) + ref_prop
+    det_coef = c_in + _coef(gamma(h_host, u_acc), xp) * (1 + c_in)
+    prob_coef = c_in + _coef(gamma_tilde(h_host, u_acc, model.alpha), xp) * (1 + c_in)
+    det_acc = _affine(S, det_coef, eta)
+    prob_acc = _affine(S, prob_coef, eta)
+    ref_err = _affine(S, g64, terms * 2.0**-1074)
+    if has_ref:
+        ref_err += ref_prop
 
     # exact regime: exact inputs on a grid 2^e, all partial sums fit
-    if not has_rad and c_in == 0.0:
+    det_alone = False  # the kernel's bound zeroed where the reference's is not
+    if not has_rad and c_in == 0.0 and _may_fit(S, av, bv, bias, max(acc.p, FP64.p)):
         ea, eb = lsb_exponent(av), lsb_exponent(bv)
         # an operand without a nonzero finite element makes every product 0: on any grid
         e = ea + eb if max(ea, eb) < _NO_GRID else 0
@@ -304,17 +308,47 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
             prob_acc[fits_acc] = 0.0
             if not has_ref and e >= FP64.emin - 52:
                 ref_err[S <= _pow2(FP64.p + e)] = 0.0
+            else:
+                det_alone = True
     if has_rad:
         det_acc += prop
         prob_acc += prop_p
     # unjudgeable: the kernel may overflow, or an inf meets an uncertain input
     # (inf times a subnormal that may be flushed: inf or NaN)
-    unknown = (_finite_magnitude(S, a, b, bias) > acc.max) | xp.isnan(det_acc)
-    det, prob = _overflow_to_inf(unknown, det_acc, prob_acc)
+    s_max = float(xp.max(S)) if S.size else 0.0  # NaN where S holds a NaN
+    if has_rad or not s_max <= acc.max:
+        unknown = (_finite_magnitude(S, a, b, bias) > acc.max) | xp.isnan(det_acc)
+        det, prob = _overflow_to_inf(unknown, det_acc, prob_acc)
+    else:  # S finite and in range, no radius: det_acc = coef S + eta has no NaN
+        det, prob = det_acc, prob_acc
     n: int | np.ndarray = int(n_host) if n_host.ndim == 0 else np.broadcast_to(
         n_host, value.shape)
     out = Tracked(value=value, ref_err=ref_err, det=det, prob=prob, mag=S, n=n)
+    # the float64 reference is surely precise enough: its coefficient (and its
+    # underflow slack) below ESCALATE_SHARE of the kernel's, elementwise
+    if (not has_ref and not det_alone and np.ndim(h_host) == 0
+            and float(g64) <= ESCALATE_SHARE * min(float(det_coef), float(prob_coef))
+            and float(np.max(n_host)) * 2.0**-1074 <= ESCALATE_SHARE * float(np.min(eta))):
+        return out
     return _escalate(out, av, bv, bias, model, ref_prop)
+
+
+def _may_fit(S: Any, av: Any, bv: Any, bias: Tracked | None, p: int) -> bool:
+    """False when no element can be in the exact regime: the smallest ``S``
+    exceeds ``2^(p + e)`` for an upper bound ``e`` of the grid exponent (the
+    lowest set bit of a few sampled elements: the grid is never coarser), so
+    the full scan of :func:`lsb_exponent` is skipped."""
+    if not S.size:
+        return False
+    e_up = 0
+    for arr in (av, bv) + ((bias.value,) if bias is not None else ()):
+        corner = arr[(0,) * (arr.ndim - 2)][:8, :8] if arr.ndim >= 2 else arr[:64]
+        e = lsb_exponent(_xp(arr).ascontiguousarray(corner))
+        if e >= _NO_GRID:  # no nonzero finite element sampled: no upper bound
+            return True
+        e_up = e_up + e if arr is not (bias.value if bias is not None else None) else min(
+            e_up, e)
+    return not float(_xp(S).min(S)) > _pow2(p + e_up)
 
 
 def _pow2(e: int) -> float:
@@ -381,8 +415,8 @@ def add(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
                       & (hi_err == 0) & _representable(value, acc))
         det[exact_here] = prob[exact_here] = ref_err[exact_here] = 0.0
         n = a.n + b.n
-    return Tracked(value=value, ref_err=ref_err, det=det, prob=prob,
-                   mag=xp.abs(a.value) + xp.abs(b.value), n=n)
+        mag = xp.abs(a.value) + xp.abs(b.value)
+    return Tracked(value=value, ref_err=ref_err, det=det, prob=prob, mag=mag, n=n)
 
 
 def sub(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
@@ -425,7 +459,7 @@ def relu_mask_mul(g: Tracked, x: Tracked) -> Tracked:
     by the mask, 0 in one that selects."""
     g, x = _fold_lo(g), _fold_lo(x)
     xp = _xp(g.value)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):
         keep = x.value > 0
         slack = x.det + x.ref_err
         unsure = ~(xp.abs(x.value) > slack) & (slack != 0)  # NaN slack: unsure
@@ -542,15 +576,22 @@ def store(t: Tracked, model: PrecisionModel, fmt: Format | None = None) -> Track
 def _store(t: Tracked, fmt: Format, xp: Any) -> Tracked:
     mag = xp.abs(t.value)
     mag += t.ref_err
-    over = (mag + t.det) >= fmt.max
-    exact_here = (t.det == 0) & (t.ref_err == 0) & _representable(t.value, fmt)
+    # reductions first: most outputs can neither overflow nor be exact
+    top = float(xp.max(mag)) + float(xp.max(t.det)) if mag.size else 0.0
+    over = (mag + t.det) >= fmt.max if not top < fmt.max else None
+    exact_here = None
+    if not bool(xp.all(t.det)):  # some det == 0 (NaN counts as nonzero)
+        exact_here = (t.det == 0) & (t.ref_err == 0)
+        exact_here &= _representable(t.value, fmt)
     mag *= fmt.u
     mag += fmt.tiny
     det, prob = _rounded(t.det, mag, fmt.u), _rounded(t.prob, mag, fmt.u)
     del mag
-    det[exact_here] = 0.0
-    prob[exact_here] = 0.0
-    det, prob = _overflow_to_inf(over, det, prob)
+    if exact_here is not None:
+        det[exact_here] = 0.0
+        prob[exact_here] = 0.0
+    if over is not None:
+        det, prob = _overflow_to_inf(over, det, prob)
     return replace(t, det=det, prob=prob)
 
 

@@ -1,0 +1,224 @@
+"""Oracle speed: reference + bound against the plain float64 computation of the same outputs.
+
+    python benchmarks/oracle_speed.py [--device cpu|gpu] [--out FILE.json]
+        [--sweep-max-k 1048576] [--linear B,I,O ...] [--conv N,C,O,H,W ...] [--repeats 3]
+
+In one run, on NumPy (``--device cpu``) or CuPy (``--device gpu``):
+
+* **sweep**: ``matmul`` cases ``m x k x n`` with the reduction length ``k`` from
+  64 to ``--sweep-max-k`` (powers of 4, then the maximum), ``m = n`` shrinking
+  as ``k`` grows so that an operand stays near 2^22 elements; for an fp32
+  target (model ``fp32``: the float64 reference) and a float64 target (model
+  ``fp64``: the exact context, error-free slice GEMMs);
+* **linear**: the full linear backward (``y``, ``grad_input``, ``grad_weight``,
+  ``grad_bias``) at each ``--linear`` shape, both targets (the float64 target
+  only up to ``--fp64-max-elements`` weights);
+* **conv**: conv2d (3x3, padding 1, all four outputs) at each ``--conv`` shape,
+  fp32 target, against torch's float64 conv2d forward and backward on the same
+  device when torch is present (else skipped).
+
+Each entry has the oracle's median time, the plain float64 time of the same
+outputs (``a @ b``; for linear the three products and the bias sum), their
+ratio, and on the CPU the oracle's peak traced memory against the float64
+size of the case's inputs and outputs. Inputs are float32 values (exact in the
+fp32 storage format) held as float64, as the checks hold them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+import tracemalloc
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from numoracle.oracle.ops import get_op
+from numoracle.oracle.precision import get_model
+
+LINEAR, MATMUL, CONV = get_op("linear"), get_op("matmul"), get_op("conv2d")
+
+
+def _xp(device: str) -> Any:
+    if device == "gpu":
+        import cupy  # noqa: PLC0415 - only with a GPU
+
+        return cupy
+    return np
+
+
+def _sync(xp: Any) -> None:
+    if xp is not np:
+        xp.cuda.Device().synchronize()
+
+
+def _timed_pair(oracle: Any, plain: Any, xp: Any, repeats: int) -> tuple[list, list]:
+    """Seconds of ``oracle`` and ``plain``, interleaved (a shared machine's load
+    falls on both alike), after one warm-up each (CuPy compiles its kernels,
+    BLAS spins up its threads)."""
+    oracle()
+    plain()
+    _sync(xp)
+    to, tp = [], []
+    for _ in range(repeats):
+        for fn, times in ((plain, tp), (oracle, to)):
+            t0 = time.perf_counter()
+            fn()
+            _sync(xp)
+            times.append(time.perf_counter() - t0)
+    return to, tp
+
+
+def _peak(fn: Any) -> int:
+    tracemalloc.start()
+    fn()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return int(peak)
+
+
+def _inputs(shapes: dict, xp: Any, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    return {k: xp.asarray(rng.standard_normal(s, dtype=np.float32).astype(np.float64))
+            for k, s in shapes.items()}
+
+
+def _entry(name: str, shape: Any, oracle: Any, plain: Any, xp: Any, repeats: int,
+           io_elements: int) -> dict:
+    to, tp = _timed_pair(oracle, plain, xp, repeats)
+    om, pm = statistics.median(to), statistics.median(tp)
+    row = {"case": name, "shape": shape, "oracle_s": om, "oracle_min_s": min(to),
+           "plain_float64_s": pm, "plain_min_s": min(tp), "ratio": om / pm,
+           "ratio_of_min": min(to) / min(tp), "repeats": repeats}
+    if xp is np:
+        peak = _peak(oracle)
+        row.update(peak_bytes=peak, io_float64_bytes=io_elements * 8,
+                   peak_over_io=peak / (io_elements * 8))
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def _reference(op: Any, inputs: dict, params: dict, model: Any) -> None:
+    """The reference and bounds of every output, brought to the host as the checks do."""
+    for r in op.reference(inputs, params, model).values():
+        r.to_host()
+
+
+def sweep(xp: Any, max_k: int, repeats: int, models: tuple[str, ...]) -> list[dict]:
+    rows = []
+    ks = [64, 256, 1024, 4096, 16384, 65536, 262144, 1 << 20]
+    ks = [k for k in ks if k <= max_k]
+    if max_k not in ks:
+        ks.append(max_k)
+    for k in ks:
+        side = int(min(512, max(16, (1 << 22) // k)))
+        params = MATMUL.validate({"m": side, "k": k, "n": side})
+        inputs = _inputs(MATMUL.input_shapes(params), xp)
+        a, b = inputs["a"], inputs["b"]
+        io = a.size + b.size + side * side
+        for m in models:
+            model = get_model(m)
+            rows.append(_entry(f"matmul {m} target", [side, k, side],
+                               partial(_reference, MATMUL, inputs, params, model),
+                               partial(np.matmul, a, b) if xp is np else partial(xp.matmul, a, b),
+                               xp, repeats, io))
+    return rows
+
+
+def linear(xp: Any, shape: tuple[int, int, int], repeats: int, models: tuple[str, ...],
+           fp64_max: int) -> list[dict]:
+    b, i, o = shape
+    params = LINEAR.validate({"batch": b, "in_features": i, "out_features": o, "bias": True})
+    inputs = _inputs(LINEAR.input_shapes(params), xp)
+    x, w, g, bias = inputs["x"], inputs["weight"], inputs["grad_output"], inputs["bias"]
+
+    def plain() -> None:
+        x @ w.T + bias
+        g @ w
+        g.T @ x
+        g.sum(axis=0)
+
+    io = sum(v.size for v in inputs.values()) + sum(
+        int(np.prod(s)) for s in LINEAR.output_shapes(params).values())
+    rows = []
+    for m in models:
+        if m == "fp64" and i * o > fp64_max:
+            continue
+        model = get_model(m)
+        rows.append(_entry(f"linear backward {m} target", list(shape),
+                           partial(_reference, LINEAR, inputs, params, model), plain, xp,
+                           repeats, io))
+    return rows
+
+
+def conv(xp: Any, shape: tuple[int, ...], repeats: int) -> list[dict]:
+    try:
+        import torch  # noqa: PLC0415
+    except ImportError:
+        return []
+    n, c, o, h, wd = shape
+    params = CONV.validate({"batch": n, "in_channels": c, "out_channels": o, "height": h,
+                            "width": wd, "kernel_size": 3, "padding": 1, "bias": True})
+    inputs = _inputs(CONV.input_shapes(params), xp)
+    dev = "cuda" if xp is not np else "cpu"
+    tt = {k: torch.as_tensor(v, device=dev) for k, v in inputs.items()}
+    model = get_model("fp32")
+
+    def plain() -> None:
+        x = tt["x"].detach().requires_grad_(True)
+        w = tt["weight"].detach().requires_grad_(True)
+        bb = tt["bias"].detach().requires_grad_(True)
+        y = torch.nn.functional.conv2d(x, w, bb, padding=1)
+        y.backward(tt["grad_output"])
+        if dev == "cuda":
+            torch.cuda.synchronize()
+
+    io = sum(v.size for v in inputs.values()) + sum(
+        int(np.prod(s)) for s in CONV.output_shapes(params).values())
+    return [_entry("conv2d 3x3 fp32 target", list(shape),
+                   partial(_reference, CONV, inputs, params, model), plain, xp, repeats, io)]
+
+
+def _ints(spec: str) -> tuple[int, ...]:
+    return tuple(int(v) for v in spec.split(","))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--sweep-max-k", type=int, default=1 << 20)
+    ap.add_argument("--no-sweep", action="store_true")
+    ap.add_argument("--linear", action="append", default=None, metavar="B,I,O")
+    ap.add_argument("--conv", action="append", default=None, metavar="N,C,O,H,W")
+    ap.add_argument("--fp64-max-elements", type=int, default=1 << 20,
+                    help="largest weight (in x out) the float64 target is timed at")
+    a = ap.parse_args()
+    xp = _xp(a.device)
+    res: dict = {"command": " ".join([sys.executable.rsplit("/", 1)[-1]] + sys.argv),
+                 "machine": platform.platform(), "processor": platform.processor(),
+                 "device": a.device, "numpy": np.__version__}
+    if xp is not np:
+        res["gpu"] = xp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    else:
+        import os  # noqa: PLC0415
+
+        res["cpu_cores"] = os.cpu_count()
+    models = ("fp32", "fp64")
+    res["sweep"] = [] if a.no_sweep else sweep(xp, a.sweep_max_k, a.repeats, models)
+    res["linear"] = [r for s in (a.linear or ["128,1024,1024"])
+                     for r in linear(xp, _ints(s), a.repeats, models, a.fp64_max_elements)]
+    res["conv"] = [r for s in (a.conv or []) for r in conv(xp, _ints(s), a.repeats)]
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(res, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
