@@ -3,6 +3,15 @@ expected; err/bound statistics by reduction length under both bounds.
 
     python benchmarks/soundness.py [--examples 2000] [--targets a,b] [--jobs N]
                                    [--max-reduction 65536] [--out DIR]
+                                   [--limits 256,1024,default,262144]
+                                   [--backends numpy,torch-cpu] [--seconds S]
+
+With ``--limits`` every (target, op) runs once per size limit (``max_elements``
+of the case strategy; ``default`` is the strategy's own default): soundness
+must not depend on the limits, since small limits draw shapes (one sample, one
+feature) and value meetings (a subnormal gradient beside a huge scale) that
+large ones rarely do. Every value family is drawn, ``special`` included.
+``--seconds`` caps each run's time (a run then reports the cases it reached).
 
 Each (target, op) runs in its own process (spawned: CUDA does not survive a
 fork). Writes ``DIR/soundness.json`` (one row per target and op: cases,
@@ -42,7 +51,8 @@ def _alarm(res: Any) -> dict[str, Any]:
 
 
 def sweep_one(name: str, op: str, examples: int, seed: int, max_reduction: int,
-              max_elements: int, store: str) -> dict[str, Any]:
+              max_elements: int | None, store: str,
+              seconds: float | None = None) -> dict[str, Any]:
     from numoracle.kernels import get_target
     from numoracle.running.runner import default_strategy, run_target
 
@@ -51,16 +61,22 @@ def sweep_one(name: str, op: str, examples: int, seed: int, max_reduction: int,
     if reason:
         return {"target": name, "op": op, "skipped": reason}
     limit = min(max_reduction, target.max_reduction or max_reduction)
-    strat = default_strategy(target, max_reduction=limit, max_elements=max_elements)
+    sizes = {} if max_elements is None else {"max_elements": max_elements}
+    strat = default_strategy(target, max_reduction=limit, **sizes)
     t0 = time.perf_counter()
+
+    def left() -> float | None:
+        return None if seconds is None else max(0.0, seconds - (time.perf_counter() - t0))
     # keep going after an alarm (with a new seed) until `examples` cases ran:
     # every alarm is counted and kept; the first one is shrunk
-    res = run_target(target, examples=examples, seed=seed, strategy=strat, store=store)
+    res = run_target(target, examples=examples, seed=seed, strategy=strat, store=store,
+                     seconds=seconds)
     alarms = [] if res.verdict == "pass" else [_alarm(res)]
     round_ = 1
-    while res.verdict == "FAIL" and res.cases < examples and round_ < 50:
+    while res.verdict == "FAIL" and res.cases < examples and round_ < 50 \
+            and (seconds is None or left()):
         more = run_target(target, examples=examples - res.cases, seed=seed + round_,
-                          strategy=strat, store=store, shrink=False)
+                          strategy=strat, store=store, shrink=False, seconds=left())
         res.cases += more.cases
         res.samples += more.samples
         if more.verdict == "FAIL":
@@ -87,33 +103,39 @@ def sweep_one(name: str, op: str, examples: int, seed: int, max_reduction: int,
     row = res.row()
     row.update(seconds=time.perf_counter() - t0, by_reduction=stats, alarms=alarms,
                exact_regime_outputs=exact_outputs, model=target.precision.describe(),
-               max_reduction=limit, message=res.message)
+               max_reduction=limit, message=res.message,
+               max_elements="default" if max_elements is None else max_elements)
     return row
 
 
 def to_markdown(rows: list[dict[str, Any]], header: str) -> str:
-    lines = [header, "", "| target | op | model | cases | alarms | worst det | worst prob |"
-             " exact-regime outputs | time s |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [header, "", "| target | op | max elements | model | cases | alarms | worst det |"
+             " worst prob | exact-regime outputs | time s |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        lim = r.get("max_elements", "")
         if "skipped" in r:
-            lines.append(f"| {r['target']} | {r['op']} | skipped: {r['skipped']} | | | | | | |")
+            lines.append(f"| {r['target']} | {r['op']} | {lim} | skipped: {r['skipped']} |"
+                         " | | | | | |")
             continue
         wd = max((b["max_det"] for b in r["by_reduction"].values()), default=0.0)
         wp = max((b["max_prob"] for b in r["by_reduction"].values()), default=0.0)
-        lines.append(f"| {r['target']} | {r['op']} | {r['model']} | {r['cases']} | "
+        lines.append(f"| {r['target']} | {r['op']} | {lim} | {r['model']} | {r['cases']} | "
                      f"{r['failures']} | {wd:.3g} | {wp:.3g} | {r['exact_regime_outputs']} | "
                      f"{r['seconds']:.0f} |")
     alarm_rows = [(r, a) for r in rows for a in r.get("alarms", [])]
     if alarm_rows:
         lines += ["", "Alarms (each one a case outside the bound; see the findings):", ""]
-        lines += [f"- {r['target']} / {r['op']} after {a['after_cases']} cases, "
+        lines += [f"- {r['target']} / {r['op']} (max elements {r.get('max_elements', '')}) "
+                  f"after {a['after_cases']} cases, "
                   f"{a['repro_shape']}: {a['diagnosis']}" for r, a in alarm_rows]
     lines += ["", "err/bound by reduction length (outputs outside the exact regime; worst"
               " ratio of each output, over the cases that passed):", ""]
     for r in rows:
         if "skipped" in r:
             continue
-        lines += [f"**{r['target']} / {r['op']}**", "",
+        lim = f", max elements {r['max_elements']}" if "max_elements" in r else ""
+        lines += [f"**{r['target']} / {r['op']}{lim}**", "",
                   "| n | outputs | median det | max det | median prob | max prob |",
                   "|---|---|---|---|---|---|"]
         for k, b in r["by_reduction"].items():
@@ -121,6 +143,21 @@ def to_markdown(rows: list[dict[str, Any]], header: str) -> str:
                          f" {b['median_prob']:.3g} | {b['max_prob']:.3g} |")
         lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def parse_limits(text: str) -> list[int | None]:
+    """``"256,1024,default"`` -> ``[256, 1024, None]`` (None: the strategy's default)."""
+    out: list[int | None] = []
+    for part in text.split(","):
+        part = part.strip()
+        if part == "default":
+            out.append(None)
+        elif part.isdigit() and int(part) > 0:
+            out.append(int(part))
+        else:
+            raise SystemExit(f"--limits: {part!r} is neither a positive int nor 'default'; "
+                             "give e.g. 256,1024,default,262144")
+    return out
 
 
 def main() -> None:
@@ -133,12 +170,20 @@ def main() -> None:
     ap.add_argument("--max-reduction", type=int, default=1 << 16)
     ap.add_argument("--max-elements", type=int, default=1 << 18)
     ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--limits", default="",
+                    help="comma-separated max_elements settings, 'default' for the "
+                         "strategy's own (e.g. 256,1024,default,262144); replaces --max-elements")
+    ap.add_argument("--backends", default="", help="comma-separated backends (default: all)")
+    ap.add_argument("--seconds", type=float, default=None,
+                    help="time budget of each (target, op, limit) run")
     a = ap.parse_args()
     from numoracle.kernels import all_targets
 
     wanted = [t for t in all_targets()
               if (not a.targets or t.name in a.targets.split(","))
-              and (not a.ops or t.op in a.ops.split(","))]
+              and (not a.ops or t.op in a.ops.split(","))
+              and (not a.backends or t.backend in a.backends.split(","))]
+    limits = parse_limits(a.limits) if a.limits else [a.max_elements]
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -147,19 +192,22 @@ def main() -> None:
     ctx = mp.get_context("spawn")
     with ProcessPoolExecutor(max_workers=a.jobs, mp_context=ctx) as pool:
         futs = {pool.submit(sweep_one, t.name, t.op, a.examples, a.seed, a.max_reduction,
-                            a.max_elements, str(out / "repros")): t for t in wanted}
+                            lim, str(out / "repros"), a.seconds): (t, lim)
+                for lim in limits for t in wanted}
         for f in as_completed(futs):
-            t = futs[f]
+            t, lim = futs[f]
             try:
                 r = f.result()
             except Exception as exc:  # a crashed sweep is reported, not lost
-                r = {"target": t.name, "op": t.op, "skipped": f"sweep crashed: {exc!r}"}
+                r = {"target": t.name, "op": t.op, "skipped": f"sweep crashed: {exc!r}",
+                     "max_elements": "default" if lim is None else lim}
             rows.append(r)
-            print(f"{r['target']:>18} {r['op']:<7} " + (
+            print(f"{r['target']:>18} {r['op']:<9} {r.get('max_elements', '')!s:>7} " + (
                 f"skipped ({r['skipped']})" if "skipped" in r else
                 f"{r['cases']} cases, {r['failures']} alarms, worst ratio "
                 f"{r['worst_ratio']:.3g}, {r['seconds']:.0f} s"), flush=True)
-    rows.sort(key=lambda r: (r["op"], r["target"]))
+    order = {("default" if lim is None else lim): k for k, lim in enumerate(limits)}
+    rows.sort(key=lambda r: (r["op"], r["target"], order.get(r.get("max_elements"), 0)))
     meta = {"command": "python benchmarks/soundness.py " + " ".join(
         f"--{k.replace('_', '-')} {v}" for k, v in vars(a).items() if v != ""),
             "machine": platform.platform(), "examples": a.examples}

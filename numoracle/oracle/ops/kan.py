@@ -353,8 +353,9 @@ def _grad_input(x: Tracked, g: Tracked, lv: Levels, grid: np.ndarray, order: int
               lambda a: a.reshape(bsz, n_in, n_c))
     spline = _autograd_spline(gb, lv, model)
     if order >= 2:
-        gmag = np.sum(np.abs(gb.value) + gb.det + gb.ref_err, axis=-1)
-        rad = l2[None, :] * gmag
+        with np.errstate(over="ignore"):  # an infinite radius: not judged
+            gmag = np.sum(np.abs(gb.value) + gb.det + gb.ref_err, axis=-1)
+            rad = l2[None, :] * gmag
         # 0 * inf = 0: an exact x needs no widening beside an overflowing adjoint
         spline = _widen3(spline, _rmul(rad, x.det * _LIP_EXCESS + cell),
                          _rmul(rad, x.prob * _LIP_EXCESS + cell),
