@@ -42,11 +42,12 @@ def _load(ep: importlib.metadata.EntryPoint) -> Any:
         ) from exc
 
 
-def load_plugins() -> list[ModuleType]:
-    """Import every module of the entry point group (once) and register its
-    ``OPS``; return the modules."""
+def load_plugins(*, refresh: bool = False) -> list[ModuleType]:
+    """Import every module of the entry point group (once, or again with
+    ``refresh`` after installing a plugin) and register its ``OPS``; return the
+    modules."""
     global _loaded
-    if _loaded is None:
+    if _loaded is None or refresh:
         from .oracle.ops import register_op  # noqa: PLC0415 - the ops import this module lazily
 
         modules = [_load(ep) for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)]
