@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -199,16 +200,23 @@ def main() -> None:
     ap.add_argument("--conv", action="append", default=None, metavar="N,C,O,H,W")
     ap.add_argument("--fp64-max-elements", type=int, default=1 << 20,
                     help="largest weight (in x out) the float64 target is timed at")
+    ap.add_argument("--reuse-memory", action="store_true",
+                    help="numoracle.oracle.memory.reuse_freed_memory() first (glibc keeps "
+                         "freed memory: no page faults on the oracle's temporaries)")
     a = ap.parse_args()
+    if a.reuse_memory:
+        from numoracle.oracle.memory import reuse_freed_memory  # noqa: PLC0415
+
+        a.reuse_memory = reuse_freed_memory()
     xp = _xp(a.device)
     res: dict = {"command": " ".join([sys.executable.rsplit("/", 1)[-1]] + sys.argv),
                  "machine": platform.platform(), "processor": platform.processor(),
-                 "device": a.device, "numpy": np.__version__}
+                 "device": a.device, "numpy": np.__version__,
+                 "reuse_freed_memory": a.reuse_memory,
+                 "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "default")}
     if xp is not np:
         res["gpu"] = xp.cuda.runtime.getDeviceProperties(0)["name"].decode()
     else:
-        import os  # noqa: PLC0415
-
         res["cpu_cores"] = os.cpu_count()
     models = ("fp32", "fp64")
     res["sweep"] = [] if a.no_sweep else sweep(xp, a.sweep_max_k, a.repeats, models)

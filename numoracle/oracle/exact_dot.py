@@ -40,10 +40,12 @@ __all__ = ["exact_matmul", "slice_bits"]
 
 U = 2.0**-53
 TINY = 2.0**-1074
-#: bits a float64 operand is sliced into at most, per side, before the rest is
-#: bounded instead (53-bit mantissas spread over up to ~30 binades below a
-#: row's largest element need about 83 bits)
-TARGET_BITS = 83
+#: bits a float64 operand is sliced into at most, per side, below each row's
+#: (column's) largest element, before the rest is bounded instead: the bound is
+#: then about ``2^-66 (max_k |a_ik|) sum_k |b_kj|``, below ``2^-60 S`` for rows
+#: whose largest element is within 2^6 of their mean magnitude, and 2^-60 S is
+#: under 1% of the tightest float64 kernel bound (``gamma_1(2^-53) S``)
+TARGET_BITS = 66
 
 
 def _xp(a: Any) -> Any:
@@ -90,7 +92,7 @@ def _slices(x: Any, axis: int, beta: int, max_slices: int, xp: Any) -> tuple[lis
 
 #: an element whose slice bound exceeds this share of its terms' magnitude
 #: (a row whose elements span far more binades than the slices took) ...
-LOOSE = 2.0**-80
+LOOSE = 2.0**-60
 #: ... is summed exactly in integers, up to this many (element x term) products
 #: per call; beyond it the slice bound stands (sound, looser)
 FALLBACK_TERMS = 1 << 21
@@ -161,7 +163,7 @@ def _two_sum(a: Any, b: Any) -> tuple[Any, Any]:
     return s, err
 
 
-def exact_matmul(a: Any, b: Any, bias: Any = None, *,
+def exact_matmul(a: Any, b: Any, bias: Any = None, *, tol: Any = None,
                  target_bits: int = TARGET_BITS) -> tuple[Any, Any, Any]:
     """``a @ b (+ bias)`` as a double-double with a bound on its error.
 
@@ -172,6 +174,11 @@ def exact_matmul(a: Any, b: Any, bias: Any = None, *,
         dimensions broadcast as in ``matmul``).
     bias : array, optional
         Added exactly; broadcastable to the output.
+    tol : float or array, optional
+        The error wanted per element (broadcastable to the output); where the
+        slice bound exceeds it, the element is summed exactly in integers
+        (within a budget of products). Default: ``2^-60`` times the magnitude
+        of the element's terms.
     target_bits : int
         Bits below each row's (column's) largest element the slices take before
         the rest is bounded rather than multiplied.
@@ -232,7 +239,7 @@ def exact_matmul(a: Any, b: Any, bias: Any = None, *,
         rem += 2 * k * TINY
         err += rem
         # what the slices left is not small beside the terms: exact integers there
-        loose = err > LOOSE * (mag + rem)
+        loose = err > (LOOSE * (mag + rem) if tol is None else tol)
         if bool(xp.any(loose)):
             _exact_elements(a, b, bias, loose, hi, lo, err, xp)
     if bad_a or bad_b:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -279,15 +280,14 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
         if bias is not None:
             ref_prop = ref_prop + bias.ref_err
     # S itself was summed in float64: make it an upper bound
-    g64 = _coef(gamma(n_host, U64), xp)
+    g64, g_det, g_prob = _gammas(n_host, h_host, model, xp)
     S *= 1.0 + 2.0 * g64
     S += terms * 2.0**-1074
 
     acc = model.accumulate
-    u_acc = model.acc_unit()
     eta = (h + 1) * acc.tiny  # absolute slack for underflow (flush to zero included)
-    det_coef = c_in + _coef(gamma(h_host, u_acc), xp) * (1 + c_in)
-    prob_coef = c_in + _coef(gamma_tilde(h_host, u_acc, model.alpha), xp) * (1 + c_in)
+    det_coef = c_in + g_det * (1 + c_in)
+    prob_coef = c_in + g_prob * (1 + c_in)
     det_acc = _affine(S, det_coef, eta)
     prob_acc = _affine(S, prob_coef, eta)
     ref_err = _affine(S, g64, terms * 2.0**-1074)
@@ -333,6 +333,23 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
     return _escalate(out, av, bv, bias, model, ref_prop)
 
 
+def _gammas(n_host: np.ndarray, h_host: np.ndarray, model: PrecisionModel,
+            xp: Any) -> tuple[Any, Any, Any]:
+    """``gamma_n(u64)``, ``gamma_h(u_acc)`` and ``gamma~_h(u_acc)``: floats (cached)
+    for one accumulation length, else arrays of ``xp``."""
+    if n_host.ndim == 0 and np.ndim(h_host) == 0:
+        return _scalar_gammas(int(n_host), int(h_host), model.acc_unit(), model.alpha)
+    u_acc = model.acc_unit()
+    return (_coef(gamma(n_host, U64), xp), _coef(gamma(h_host, u_acc), xp),
+            _coef(gamma_tilde(h_host, u_acc, model.alpha), xp))
+
+
+@lru_cache(maxsize=4096)
+def _scalar_gammas(n: int, h: int, u_acc: float, alpha: float) -> tuple[float, float, float]:
+    return (float(gamma(np.asarray(n), U64)), float(gamma(np.asarray(h), u_acc)),
+            float(gamma_tilde(np.asarray(h), u_acc, alpha)))
+
+
 def _may_fit(S: Any, av: Any, bv: Any, bias: Tracked | None, p: int) -> bool:
     """False when no element can be in the exact regime: the smallest ``S``
     exceeds ``2^(p + e)`` for an upper bound ``e`` of the grid exponent (the
@@ -340,6 +357,8 @@ def _may_fit(S: Any, av: Any, bv: Any, bias: Tracked | None, p: int) -> bool:
     the full scan of :func:`lsb_exponent` is skipped."""
     if not S.size:
         return False
+    if av.size + bv.size <= 1 << 14:  # small: the full scan costs no more than sampling
+        return True
     e_up = 0
     for arr in (av, bv) + ((bias.value,) if bias is not None else ()):
         corner = arr[(0,) * (arr.ndim - 2)][:8, :8] if arr.ndim >= 2 else arr[:64]
@@ -637,7 +656,8 @@ def _escalate(out: Tracked, av: Any, bv: Any, bias: Tracked | None,
     need = (out.ref_err > ESCALATE_SHARE * kernel) & xp.isfinite(out.value)
     if not bool(xp.any(need)):
         return out
-    hi, lo, err = exact_matmul(av, bv, None if bias is None else bias.value)
+    hi, lo, err = exact_matmul(av, bv, None if bias is None else bias.value,
+                               tol=ESCALATE_SHARE * kernel)
     if not isinstance(ref_prop, float) or ref_prop:
         err += ref_prop
     # where the exact sum is not finite (an overflowing slice product) keep float64
