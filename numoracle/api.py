@@ -175,11 +175,16 @@ def _strategy(target: Target, overrides: dict[str, Any]) -> SearchStrategy[Case]
 
 def _run(target: Target, strategy: SearchStrategy[Case], examples: int | None,
          seed: int | None, store: Path | str | None) -> TargetResult:
-    """Run the cases, tell the listeners, raise when the kernel failed."""
+    """Replay the target's stored repros, run new cases, tell the listeners,
+    raise when the kernel failed."""
     from .running.runner import run_target  # noqa: PLC0415 - hypothesis only when checking
 
-    result = run_target(target, examples=_check_examples(examples), seed=seed,
-                        strategy=strategy, store=store)
+    result = _replay_stored(target, store)
+    if result.verdict != "FAIL":
+        replayed, fixed = result.replayed, result.fixed
+        result = run_target(target, examples=_check_examples(examples), seed=seed,
+                            strategy=strategy, store=store)
+        result.replayed, result.fixed = replayed, fixed
     for listener in tuple(_listeners):
         listener(result)
     if result.verdict == "FAIL":
@@ -193,6 +198,29 @@ def _run(target: Target, strategy: SearchStrategy[Case], examples: int | None,
             f"no case of {target.name!r} could be checked: the oracle found every drawn case "
             "unsupported; draw smaller cases (max_elements=..., max_reduction=...)"
         )
+    return result
+
+
+def _replay_stored(target: Target, store: Path | str | None) -> TargetResult:
+    """Replay the repros the store holds for ``target`` (as Hypothesis replays its
+    example database): a FAIL result for the first that still fails, else a
+    pass result naming those that pass now (fixed)."""
+    from .running.runner import TargetResult  # noqa: PLC0415 - hypothesis only when checking
+    from .store.store import replay_for_target  # noqa: PLC0415 - only when checking
+
+    result = TargetResult(target.name, target.op, target.precision.name)
+    if target.unavailable_reason() is not None:
+        return result
+    failing, fixed = replay_for_target(target, store)
+    result.replayed = len(failing) + len(fixed)
+    result.fixed = [str(e.path) for e in fixed]
+    if failing:
+        v = failing[0]
+        result.cases = result.failures = result.cases_to_catch = 1
+        result.verdict, result.worst_ratio, result.repro = "FAIL", v.worst_ratio, v.repro
+        result.diagnosis = v.diagnosis
+        result.repro_shape = ", ".join(f"{k}{tuple(s)}" for k, s in v.case.shapes().items())
+        result.message = v.message() + "\n  (a stored repro of this kernel: it still fails)"
     return result
 
 

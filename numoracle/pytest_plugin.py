@@ -14,7 +14,9 @@ Installed with numoracle (entry point ``pytest11``), or loaded by hand with
   GPUs are visible and the variable is not set already;
 * prints, at the end of the run, what the numoracle checks of the session
   found per target: checks, cases, failures, worst ratio (gathered from the
-  xdist workers too);
+  xdist workers too), and the stored repros replayed before new cases were
+  drawn (every check replays its target's repros from the store first, as
+  Hypothesis replays its example database), naming those fixed;
 * provides the fixture ``numoracle_check``: :func:`numoracle.check_kernel`.
 
 Profiles
@@ -152,16 +154,19 @@ class RunSummary:
         """A :func:`~numoracle.check_kernel` listener."""
         self.merge([{"target": result.target, "op": result.op, "checks": 1,
                      "cases": result.cases, "failures": result.failures,
-                     "worst_ratio": result.worst_ratio}])
+                     "worst_ratio": result.worst_ratio, "replayed": result.replayed,
+                     "fixed": list(result.fixed)}])
 
     def merge(self, rows: Iterable[Mapping[str, Any]]) -> None:
         """Add rows of another summary (an xdist worker's)."""
         for r in rows:
             key = (str(r["target"]), str(r["op"]))
             mine = self.rows.setdefault(key, {"target": key[0], "op": key[1], "checks": 0,
-                                              "cases": 0, "failures": 0, "worst_ratio": 0.0})
-            for k in ("checks", "cases", "failures"):
-                mine[k] += int(r[k])
+                                              "cases": 0, "failures": 0, "worst_ratio": 0.0,
+                                              "replayed": 0, "fixed": []})
+            for k in ("checks", "cases", "failures", "replayed"):
+                mine[k] += int(r.get(k, 0))
+            mine["fixed"] = sorted({*mine["fixed"], *r.get("fixed", ())})
             mine["worst_ratio"] = max(mine["worst_ratio"], float(r["worst_ratio"]))
 
     def lines(self) -> list[str]:
@@ -173,6 +178,17 @@ class RunSummary:
         return ["  ".join(c.ljust(w) if i < 2 else c.rjust(w)
                           for i, (c, w) in enumerate(zip(row, widths, strict=True)))
                 for row in [head, *body]]
+
+
+    def store_lines(self) -> list[str]:
+        """The stored repros replayed before drawing, and those fixed (passing now)."""
+        replayed = sum(r["replayed"] for r in self.rows.values())
+        if not replayed:
+            return []
+        fixed = [p for r in self.rows.values() for p in r["fixed"]]
+        lines = [f"stored repros replayed first: {replayed}; fixed (pass now): {len(fixed)}"]
+        lines += [f"  fixed: {p}  (numoracle store prune --fixed removes it)" for p in fixed]
+        return lines
 
 
 _SUMMARY = pytest.StashKey[RunSummary]()
@@ -236,6 +252,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
         return
     terminalreporter.write_sep("-", "numoracle checks")
     for line in summary.lines():
+        terminalreporter.write_line(line)
+    for line in summary.store_lines():
         terminalreporter.write_line(line)
 
 

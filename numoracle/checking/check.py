@@ -177,7 +177,8 @@ def earlier_parameters(case: Case, inputs: Mapping[str, np.ndarray]) -> dict[str
 
 
 def check_case(case: Case, target: Target, *, timeout: float = DEFAULT_TIMEOUT,
-               with_diagnosis: bool = False, update_first: bool = True) -> Verdict:
+               with_diagnosis: bool = False, update_first: bool = True,
+               inputs: Mapping[str, np.ndarray] | None = None) -> Verdict:
     """Run one case on one target and judge every output it returns.
 
     For ops with trained parameters (conv2d's weight and bias) the target is
@@ -198,6 +199,9 @@ def check_case(case: Case, target: Target, *, timeout: float = DEFAULT_TIMEOUT,
         Also diagnose passing outputs (failing ones always are).
     update_first : bool
         Make the earlier call with other parameter values (ops with parameters only).
+    inputs : dict of arrays, optional
+        The inputs to use instead of the case's generated ones (a case supplied
+        from outside, as ``numoracle shrink`` takes it); shapes must be the case's.
     """
     if case.op != target.op:
         raise InvalidArgument(f"case is for op {case.op!r} but target {target.name!r} "
@@ -209,7 +213,7 @@ def check_case(case: Case, target: Target, *, timeout: float = DEFAULT_TIMEOUT,
             f"{target.precision.storage.name!r}"
         )
     t0 = time.perf_counter()
-    inputs = case.inputs()
+    inputs = case.inputs() if inputs is None else dict(inputs)
     if update_first and get_op(case.op).parameters:
         run_kernel(case, target, earlier_parameters(case, inputs), timeout)  # result dropped
     got, error = run_kernel(case, target, inputs, timeout)

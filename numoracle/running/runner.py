@@ -49,6 +49,9 @@ class TargetResult:
     samples: list[tuple[str, int, float, float, float, float, bool]] = field(default_factory=list)
     #: with ``diagnose``: per output, the worst ratio under each candidate model
     per_model: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: stored repros of this target replayed before drawing, and those that pass now
+    replayed: int = 0
+    fixed: list[str] = field(default_factory=list)
 
     def effective(self) -> dict[str, str]:
         """Per output, the most precise standard model every diagnosed case fits

@@ -8,7 +8,6 @@ outputs the kernel returned) and ``replay.py``, a script that runs
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.util
 import json
@@ -30,17 +29,6 @@ __all__ = ["save_repro", "load_repro", "replay", "resolve_target", "Repro", "DEF
 #: where repros are kept unless told otherwise
 DEFAULT_STORE = Path(".numoracle") / "repros"
 
-_REPLAY_PY = '''#!/usr/bin/env python
-"""Replays this numoracle repro: {describe}"""
-import sys
-from pathlib import Path
-
-from numoracle.cli import main
-
-sys.exit(main(["replay", str(Path(__file__).resolve().parent)]))
-'''
-
-
 @dataclass
 class Repro:
     """A loaded repro."""
@@ -54,41 +42,21 @@ class Repro:
     inputs: dict[str, np.ndarray]
     got: dict[str, np.ndarray]
     summary: dict[str, Any]
+    #: the inputs are the stored arrays (a case supplied from outside), not the seed's
+    stored_inputs: bool = False
 
 
-def _folder_name(verdict: Verdict) -> str:
-    key = json.dumps([verdict.case.to_dict(), verdict.target, verdict.op], sort_keys=True)
-    digest = hashlib.sha1(key.encode()).hexdigest()[:10]
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in verdict.target)
-    return f"{safe}-{verdict.op}-{digest}"
+def save_repro(verdict: Verdict, target: Target, *, store: Path | str = DEFAULT_STORE,
+               inputs: dict[str, np.ndarray] | None = None) -> Path:
+    """Save ``verdict``'s case as a repro folder in the store ``store``
+    (:mod:`numoracle.store.store`: one folder per failure signature, written
+    atomically); returns the folder. ``inputs``: the arrays of a case supplied
+    from outside, which replay then uses instead of the case's seed."""
+    from .store import write_repro  # noqa: PLC0415 - store imports this module's peers
 
-
-def save_repro(verdict: Verdict, target: Target, *, store: Path | str = DEFAULT_STORE) -> Path:
-    """Save ``verdict``'s case as a repro folder under ``store``; returns the folder."""
-    case: Case = verdict.case
-    folder = Path(store) / _folder_name(verdict)
-    folder.mkdir(parents=True, exist_ok=True)
-    inputs = case.inputs()
-    # Any: savez_compressed types **kwds as if they could fill its allow_pickle: bool
-    arrays: dict[str, Any] = {f"input_{k}": v for k, v in inputs.items()}
-    arrays.update({f"got_{k}": v for k, v in (verdict.got or {}).items()})
-    np.savez_compressed(folder / "arrays.npz", **arrays)
-    meta = {
-        "case": case.to_dict(),
-        "target": {"name": target.name, "op": target.op, "precision": target.precision.name,
-                   "model": target.precision.to_dict(), "source": target.source},
-        "verdict": {"passed": verdict.passed, "worst_ratio": _num(verdict.worst_ratio),
-                    "diagnosis": verdict.diagnosis, "error": verdict.error},
-        "describe": case.describe(),
-    }
-    (folder / "repro.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-    (folder / "replay.py").write_text(_REPLAY_PY.format(describe=case.describe()))
+    folder = write_repro(verdict, target, store, inputs)
     verdict.repro = str(folder)
     return folder
-
-
-def _num(x: float) -> float | str:
-    return x if np.isfinite(x) else repr(float(x))
 
 
 def load_repro(path: Path | str) -> Repro:
@@ -106,7 +74,8 @@ def load_repro(path: Path | str) -> Repro:
     t = meta["target"]
     model = PrecisionModel.from_dict(t["model"]) if "model" in t else get_model(t["precision"])
     return Repro(folder, Case.from_dict(meta["case"]), t["name"], t["op"], model,
-                 t.get("source"), inputs, got, meta.get("verdict", {}))
+                 t.get("source"), inputs, got, meta.get("verdict", {}),
+                 meta.get("inputs") == "arrays")
 
 
 def _load_module(ref: str) -> Any:
@@ -151,7 +120,8 @@ def replay(path: Path | str, *, rerun: bool = True) -> Verdict:
         except InvalidArgument:
             target = None
     if target is not None and target.unavailable_reason() is None:
-        v = check_case(r.case, target, with_diagnosis=True)
+        v = check_case(r.case, target, with_diagnosis=True,
+                       inputs=r.inputs if r.stored_inputs else None)
     else:
         outs = judge(r.case, r.model, r.inputs, r.got, with_diagnosis=True)
         v = Verdict(case=r.case, target=r.target_name + " (recorded outputs)", op=r.op,
