@@ -7,10 +7,12 @@ unwritten gets a failing :class:`~numoracle.checking.verdict.Verdict` that says 
 
 from __future__ import annotations
 
+import queue
+import re
+import threading
 import time
+import traceback
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 import numpy as np
@@ -25,10 +27,38 @@ from ..oracle.precision import PrecisionModel
 from ..oracle.tracked import Tracked
 from .verdict import Verdict, compare, diagnose
 
-__all__ = ["check_case", "run_kernel", "judge", "earlier_parameters", "DEFAULT_TIMEOUT"]
+__all__ = ["check_case", "run_kernel", "judge", "earlier_parameters", "DEFAULT_TIMEOUT", "Fault",
+           "cuda_error"]
 
 #: seconds a kernel may run before it counts as hung
 DEFAULT_TIMEOUT = 120.0
+
+
+class Fault(str):
+    """A sentence saying why a kernel call gave no outputs, with its kind.
+
+    A ``str`` (it is what :func:`run_kernel` returns as its error and what a
+    :class:`~numoracle.checking.verdict.Verdict` keeps) that also says which
+    kind of misbehaviour it was, so that a runner can budget the expensive
+    ones: ``"hang"`` (past the timeout), ``"crash"`` (the kernel's process
+    died), ``"cuda"`` (a CUDA error raised or left sticky), ``"input"`` (the
+    kernel wrote to an input), ``"raise"`` (an exception), ``"output"`` (a
+    missing or malformed output).
+    """
+
+    kind: str = "raise"
+
+    def __new__(cls, text: str, kind: str = "raise") -> Fault:
+        self = super().__new__(cls, text)
+        self.kind = kind
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Fault, (str(self), self.kind))
+
+
+#: fault kinds after which the process that ran the kernel cannot be trusted
+FATAL_KINDS = ("hang", "crash", "cuda")
 
 
 class _Hung(Exception):
@@ -36,61 +66,177 @@ class _Hung(Exception):
 
 
 class _Worker:
-    """One long-lived worker thread for kernel calls (thread-local state of the
-    array libraries is set up once); replaced when a call hangs in it."""
+    """One long-lived daemon thread for in-process kernel calls (thread-local
+    state of the array libraries is set up once). A thread that hangs cannot be
+    stopped: it is abandoned (a daemon thread does not hold up interpreter
+    exit) and a new one takes over. Isolated runs kill the worker process
+    instead (:mod:`numoracle.running.isolate`)."""
 
     def __init__(self) -> None:
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="numoracle-kernel")
+        self.lock = threading.Lock()
+        self._start()
 
-    def call(self, fn: Any, kwargs: Mapping[str, Any], timeout: float) -> Any:
-        def work() -> Any:
-            with np.errstate(all="ignore"):  # IEEE exceptions of a kernel are not failures
-                return fn(**kwargs)
+    def _start(self) -> None:
+        self.jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._loop, args=(self.jobs,),
+                                       name="numoracle-kernel", daemon=True)
+        self.thread.start()
 
-        future = self.pool.submit(work)
-        try:
-            return future.result(timeout)
-        except FutureTimeout:
-            self.pool.shutdown(wait=False)  # the hung thread is left behind, not reused
-            self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="numoracle-kernel")
-            raise _Hung(f"the kernel did not return within {timeout:g} s (hung?)") from None
+    @staticmethod
+    def _loop(jobs: queue.SimpleQueue[Any]) -> None:
+        while True:
+            fn, kwargs, done = jobs.get()
+            try:
+                with np.errstate(all="ignore"):  # IEEE exceptions of a kernel are not failures
+                    done.append((True, fn(**kwargs)))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller, SystemExit included
+                done.append((False, exc))
+            done_event = done[0]
+            done_event.set()
+
+    def call(self, fn: Any, kwargs: Mapping[str, Any], timeout: float | None) -> Any:
+        with self.lock:
+            event = threading.Event()
+            done: list[Any] = [event]
+            self.jobs.put((fn, kwargs, done))
+            if not event.wait(timeout):
+                self._start()  # the hung thread is left behind (a daemon), never reused
+                raise _Hung(f"the kernel did not return within the timeout of {timeout:g} s "
+                            "(hung? set timeout= or --timeout)")
+        ok, value = done[1]
+        if ok:
+            return value
+        raise value
 
 
-_WORKER = _Worker()
+_WORKER: _Worker | None = None  # started on the first in-process call
 
 
-def _call_with_timeout(fn: Any, kwargs: Mapping[str, Any], timeout: float) -> Any:
+def _call_with_timeout(fn: Any, kwargs: Mapping[str, Any], timeout: float | None) -> Any:
     """Run ``fn(**kwargs)`` in the worker thread; raise _Hung past ``timeout``."""
+    global _WORKER  # one worker thread per process, made on first use
+    if _WORKER is None:
+        _WORKER = _Worker()
     return _WORKER.call(fn, kwargs, timeout)
 
 
+def _call_here(fn: Any, kwargs: Mapping[str, Any], timeout: float | None) -> Any:
+    """Run ``fn(**kwargs)`` in this thread (a worker process, whose parent keeps the time)."""
+    with np.errstate(all="ignore"):
+        return fn(**kwargs)
+
+
+_CUDA_NAME = re.compile(r"\b(cudaError\w+|CUDA_ERROR_\w+|CUBLAS_STATUS_\w+|CUDNN_STATUS_\w+)")
+
+
+def cuda_error(exc: BaseException) -> str | None:
+    """The name of the CUDA error ``exc`` reports (``cudaErrorIllegalAddress``,
+    or ``CUDA error: an illegal memory access was encountered`` as torch words
+    it), or None when it is no CUDA error."""
+    text = f"{type(exc).__name__}: {exc}"
+    m = _CUDA_NAME.search(text)
+    if m:
+        return m.group(1)
+    m = re.search(r"CUDA error: ([^\n]*)", text)
+    if m:
+        return f"CUDA error: {m.group(1).strip()}"
+    if type(exc).__name__ in ("CUDARuntimeError", "CUDADriverError", "AcceleratorError"):
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return None
+
+
+def _raised(exc: BaseException, backend: Any, during: str) -> Fault:
+    """The fault an exception out of the kernel (or out of the synchronisation
+    after it) stands for."""
+    name = cuda_error(exc)
+    if name is not None:
+        return Fault(f"the kernel {'raised' if during == 'call' else 'left'} a CUDA error: "
+                     f"{name}", "cuda")
+    if isinstance(exc, SystemExit):
+        return Fault(f"the kernel called sys.exit({exc.code!r})", "raise")
+    if isinstance(exc, ValueError) and "read-only" in str(exc):
+        where = _kernel_line(exc)
+        return Fault("the kernel wrote to one of its inputs, which are read-only: "
+                     f"ValueError: {exc}{where}", "input")
+    return Fault(f"the kernel raised {type(exc).__name__}: {exc}", "raise")
+
+
+def _kernel_line(exc: BaseException) -> str:
+    """`` (at file:line)`` of the innermost frame outside NumPy, or empty."""
+    tb = traceback.extract_tb(exc.__traceback__)
+    frames = [f for f in tb if "numpy" not in f.filename.replace("\\", "/").split("/")]
+    return f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+
+
 def run_kernel(case: Case, target: Target, inputs: Mapping[str, np.ndarray],
-               timeout: float = DEFAULT_TIMEOUT) -> tuple[dict[str, np.ndarray] | None, str | None]:
+               timeout: float | None = DEFAULT_TIMEOUT, *,
+               isolate: bool = False) -> tuple[dict[str, np.ndarray] | None, str | None]:
     """Run ``target`` on the case's inputs; return (host outputs, None) or
-    (None, a sentence saying what went wrong)."""
+    (None, a :class:`Fault` saying what went wrong).
+
+    Parameters
+    ----------
+    case, target, inputs
+        The case, the kernel under test and the case's host inputs.
+    timeout : float or None
+        Seconds the kernel may take before it counts as hung (None: no limit).
+        In-process a hung call is abandoned in its daemon thread; isolated, its
+        worker process is killed.
+    isolate : bool
+        Run the kernel in a worker process (:mod:`numoracle.running.isolate`):
+        a segfault, abort, ``os._exit``, a kill or a sticky CUDA error ends that
+        process only and comes back as a failure.
+
+    A kernel that writes to an input fails: NumPy inputs are handed over
+    read-only, and every input is compared with its values after the call.
+    """
+    if isolate:
+        from ..running.isolate import run_isolated  # noqa: PLC0415 - isolate imports this module
+
+        return run_isolated(case, target, inputs, timeout=timeout)
+    return _run_kernel(case, target, inputs, timeout, _call_with_timeout)
+
+
+def _run_kernel(case: Case, target: Target, inputs: Mapping[str, np.ndarray],
+                timeout: float | None,
+                call: Any) -> tuple[dict[str, np.ndarray] | None, Fault | None]:
+    """:func:`run_kernel` with the kernel called through ``call(fn, kwargs, timeout)``."""
     op = get_op(case.op)
     backend = get_backend(target.backend)
     storage = target.precision.storage
-    args = {name: _to_target(backend, storage, arr, case.layout(name),
-                             target.accepted_layouts(name), op.input_axes.get(name))
-            for name, arr in inputs.items()}
+    args: dict[str, Any] = {}
+    handed: dict[str, np.ndarray] = {}  # each input as the kernel should still see it
+    for name, arr in inputs.items():
+        axes = op.input_axes.get(name)
+        args[name], order = _to_target(backend, storage, arr, case.layout(name),
+                                       target.accepted_layouts(name), axes)
+        if isinstance(args[name], np.ndarray):
+            args[name].flags.writeable = False
+        handed[name] = to_order(np.asarray(arr, dtype=np.float64), axes, order)
     if op.passes_params:
         args["params"] = dict(case.params)
     try:
-        out = _call_with_timeout(target.fn, args, timeout)
-        backend.synchronize()
+        out = call(target.fn, args, timeout)
     except _Hung as exc:
-        return None, str(exc)
-    except Exception as exc:  # noqa: BLE001 - a raising kernel is a failing verdict
-        return None, f"the kernel raised {type(exc).__name__}: {exc}"
+        return None, Fault(str(exc), "hang")
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - a raising kernel is a failing verdict
+        return None, _raised(exc, backend, "call")
+    try:
+        backend.synchronize()
+    except Exception as exc:  # noqa: BLE001 - a sticky error after the call is the kernel's
+        return None, _raised(exc, backend, "sync")
+    written = _written_inputs(backend, args, handed)
+    if written:
+        return None, Fault(written, "input")
     if not isinstance(out, Mapping):
-        return None, (f"the kernel returned {type(out).__name__}; it must return a dict "
-                      "of outputs by name")
+        return None, Fault(f"the kernel returned {type(out).__name__}; it must return a dict "
+                           "of outputs by name", "output")
     defined = op.outputs(case.params)  # e.g. no grad_bias for a case without a bias
     wanted = [k for k in (target.outputs or defined) if k in defined]
     missing = [k for k in wanted if k not in out]
     if missing:
-        return None, f"the kernel did not return {missing} (returned {sorted(out)})"
+        return None, Fault(f"the kernel did not return {missing} (returned {sorted(out)})",
+                           "output")
     expected = op.output_shapes(case.params)
     host: dict[str, np.ndarray] = {}
     for name in wanted:
@@ -101,20 +247,39 @@ def run_kernel(case: Case, target: Target, inputs: Mapping[str, np.ndarray],
                                        shape=shape_in(expected[name], axes, order))
         if problem:
             where = f" (in the target's axis order {order})" if order not in (None, axes) else ""
-            return None, f"output {name!r}{where}: {problem}"
+            return None, Fault(f"output {name!r}{where}: {problem}", "output")
         host[name] = np.ascontiguousarray(from_order(backend.to_host(arr), axes, order))
     return host, None
 
 
+def _written_inputs(backend: Any, args: Mapping[str, Any],
+                    handed: Mapping[str, np.ndarray]) -> str | None:
+    """A sentence naming the first input whose values changed during the call, or None."""
+    for name, before in handed.items():
+        try:
+            now = backend.to_host(args[name])
+        except Exception:  # noqa: BLE001 - an input the kernel replaced or freed: not comparable
+            continue
+        if now.shape != before.shape:
+            continue
+        same = (now == before) | (np.isnan(now) & np.isnan(before))
+        changed = int(now.size - np.count_nonzero(same))
+        if changed:
+            return (f"the kernel wrote to its input {name!r} at {changed} element"
+                    f"{'s' if changed != 1 else ''} of {now.size}: inputs must not be changed")
+    return None
+
+
 def _to_target(backend: Any, storage: Any, host: np.ndarray, layout: str,
-               accepted: tuple[str, ...], axes: str | None) -> Any:
+               accepted: tuple[str, ...], axes: str | None) -> tuple[Any, str | None]:
     """``host`` (canonical axis order ``axes``) as the target takes it: in the
-    case's layout where the target accepts it, else in its first accepted one."""
+    case's layout where the target accepts it, else in its first accepted one;
+    and the axis order it is in."""
     if not accepts(accepted, layout, axes):
         valid = [a for a in accepted if a in layouts_for(axes)]
         layout = valid[0] if valid else "C"
     lay = parse(layout, axes)
-    return backend.to_device(to_order(host, axes, lay.order), storage, lay.memory)
+    return backend.to_device(to_order(host, axes, lay.order), storage, lay.memory), lay.order
 
 
 #: multiply-adds above which the float64 reference runs on a GPU, when CuPy has one
@@ -176,9 +341,10 @@ def earlier_parameters(case: Case, inputs: Mapping[str, np.ndarray]) -> dict[str
     return out
 
 
-def check_case(case: Case, target: Target, *, timeout: float = DEFAULT_TIMEOUT,
+def check_case(case: Case, target: Target, *, timeout: float | None = DEFAULT_TIMEOUT,
                with_diagnosis: bool = False, update_first: bool = True,
-               inputs: Mapping[str, np.ndarray] | None = None) -> Verdict:
+               inputs: Mapping[str, np.ndarray] | None = None,
+               isolate: bool = False) -> Verdict:
     """Run one case on one target and judge every output it returns.
 
     For ops with trained parameters (conv2d's weight and bias) the target is
@@ -193,8 +359,8 @@ def check_case(case: Case, target: Target, *, timeout: float = DEFAULT_TIMEOUT,
         The case; its storage format must be the target's.
     target : Target
         The kernel under test.
-    timeout : float
-        Seconds before a kernel counts as hung.
+    timeout : float or None
+        Seconds before a kernel counts as hung (None: no limit).
     with_diagnosis : bool
         Also diagnose passing outputs (failing ones always are).
     update_first : bool
@@ -202,6 +368,8 @@ def check_case(case: Case, target: Target, *, timeout: float = DEFAULT_TIMEOUT,
     inputs : dict of arrays, optional
         The inputs to use instead of the case's generated ones (a case supplied
         from outside, as ``numoracle shrink`` takes it); shapes must be the case's.
+    isolate : bool
+        Run the kernel in a worker process (:func:`run_kernel`).
     """
     if case.op != target.op:
         raise InvalidArgument(f"case is for op {case.op!r} but target {target.name!r} "
@@ -214,9 +382,18 @@ def check_case(case: Case, target: Target, *, timeout: float = DEFAULT_TIMEOUT,
         )
     t0 = time.perf_counter()
     inputs = case.inputs() if inputs is None else dict(inputs)
+    got: dict[str, np.ndarray] | None = None
+    error: str | None = None
     if update_first and get_op(case.op).parameters:
-        run_kernel(case, target, earlier_parameters(case, inputs), timeout)  # result dropped
-    got, error = run_kernel(case, target, inputs, timeout)
+        _, error = run_kernel(case, target, earlier_parameters(case, inputs), timeout,
+                              isolate=isolate)  # outputs dropped
+        if isinstance(error, Fault) and error.kind in FATAL_KINDS:  # one timeout per case
+            error = Fault(f"{error} (in the call before the judged one, with other "
+                          "parameter values)", error.kind)
+        else:
+            error = None
+    if error is None:
+        got, error = run_kernel(case, target, inputs, timeout, isolate=isolate)
     verdict = Verdict(case=case, target=target.name, op=target.op,
                       precision=target.precision.name, passed=False, error=error, got=got)
     if got is not None:

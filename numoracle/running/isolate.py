@@ -1,0 +1,379 @@
+"""Kernels run in a worker process, so that a crash ends the worker, not the run.
+
+One function does it: :func:`run_isolated` has the contract of
+:func:`numoracle.checking.check.run_kernel` (it *is* ``run_kernel`` with
+``isolate=True``): host inputs in, ``(host outputs, None)`` or ``(None, fault)``
+out, where the fault is a :class:`~numoracle.checking.check.Fault`, a ``str``
+with a ``kind``. In the worker the inputs are moved to the target's device,
+the kernel is called, the outputs are checked and brought back to the host
+there; only host NumPy arrays cross the process boundary.
+
+========================  =====================================================  ========
+what the kernel does      what comes back                                        kind
+========================  =====================================================  ========
+segfault, abort           "the kernel's process died of SIGSEGV (...)"           crash
+``os._exit(3)``           "the kernel's process exited with code 3 (...)"        crash
+killed (OOM killer)       "... died of SIGKILL (...); killed from outside, ..."   crash
+runs past ``timeout``     "the kernel did not return within ... killed"          hang
+CUDA error (raised or     "the kernel left a CUDA error: cudaErrorIllegalAddress"  cuda
+sticky after the call)
+========================  =====================================================  ========
+
+After a crash, a hang or a CUDA error the worker is gone (a CUDA error makes
+the worker exit on its own: its context is unusable) and the next call gets a
+fresh one, started at once in the background. Anything else (an exception, a
+wrong output, an input written) is answered by the worker, which stays.
+
+The worker
+----------
+One worker process serves the whole run (every target, every case), started
+with the ``spawn`` method of :mod:`multiprocessing` (never ``fork``: CUDA and
+threads do not survive a fork); requests and answers go through a
+:func:`multiprocessing.Pipe`. Its device is initialised once, when it first
+loads a target of that backend, and kept across cases, so a kernel's own
+state (a cache, a compiled module, a stale buffer) persists between calls as
+it does in-process. Worker start-up (imports, device set-up, loading the
+target) is not counted in the kernel's timeout; it has :data:`STARTUP_TIMEOUT`.
+SIGINT is ignored in the worker: Ctrl-C stops the parent, which kills it.
+
+Sending the kernel
+------------------
+A target with a ``source`` (a module or ``.py`` path whose ``TARGETS`` holds
+it, as the bug zoo's and the foreign targets have) is found again in the
+worker by that source, its name and op. Any other target is pickled: its
+function must be importable by reference (defined at module level, in a
+module the worker can import; a ``functools.partial`` of such a function is
+fine). A lambda, a closure or a function of an interactive session cannot be
+sent: :func:`prepare` raises :class:`~numoracle.errors.InvalidArgument` saying
+so, before any case is drawn (no silent fallback to in-process).
+
+Other uses
+----------
+``call_isolated(fn, kwargs, timeout=...)`` runs any module-level function in
+the worker and returns ``(result, None)`` or ``(None, fault)``, for callers
+that are not array kernels of an op (a shared-library call, a command).
+:func:`shutdown` stops the worker (done at exit as well).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import faulthandler
+import multiprocessing as mp
+import pickle
+import signal
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..cases.case import Case
+from ..cases.target import Target
+from ..checking.check import DEFAULT_TIMEOUT, Fault, _call_here, _run_kernel
+from ..errors import InvalidArgument
+
+__all__ = ["run_isolated", "call_isolated", "prepare", "shutdown", "describe_exit",
+           "STARTUP_TIMEOUT"]
+
+#: seconds a fresh worker may take to start and load a target (imports, device set-up)
+STARTUP_TIMEOUT = 300.0
+
+#: Target fields that travel to the worker (``available`` stays: a probe of this process)
+_SENT_FIELDS = tuple(f.name for f in fields(Target) if f.name != "available")
+
+
+# -- the worker process ---------------------------------------------------------------------
+
+
+def _load(spec: tuple[Any, ...]) -> Any:
+    """The target (or function) ``spec`` names, loaded in the worker."""
+    kind = spec[0]
+    if kind == "source":
+        from ..store.repro import resolve_target  # noqa: PLC0415 - only in the worker
+
+        _, source, name, op = spec
+        return resolve_target(name, op, source)
+    if kind == "target":
+        return Target(**pickle.loads(spec[1]))
+    return pickle.loads(spec[1])  # "function"
+
+
+def _init_device(target: Any) -> None:
+    """Set up the target's device once in this worker (CUDA context, streams)."""
+    if not isinstance(target, Target):
+        return
+    from ..kernels.backends import get_backend  # noqa: PLC0415 - only in the worker
+
+    backend = get_backend(target.backend)
+    if backend.available() is None:
+        backend.synchronize()
+
+
+def _worker_main(conn: Any) -> None:
+    """Serve requests until the parent closes the pipe or sends None."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    faulthandler.enable()  # a crash prints the kernel's Python stack to stderr
+    loaded: dict[tuple[Any, ...], Any] = {}
+    conn.send(("ready", None, None))
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        what, spec, payload = msg
+        try:
+            if spec not in loaded:
+                loaded[spec] = _load(spec)
+                _init_device(loaded[spec])
+        except BaseException as exc:  # noqa: BLE001 - told to the parent, which raises
+            conn.send(("load-error", f"{type(exc).__name__}: {exc}", None))
+            continue
+        obj = loaded[spec]
+        if what == "load":
+            conn.send(("ok", None, None))
+            continue
+        if what == "call":
+            try:
+                result: Any = (_call_here(obj, payload, None), None)
+            except BaseException as exc:  # noqa: BLE001 - SystemExit too: a failure to report
+                result = (None, Fault(f"the function raised {type(exc).__name__}: {exc}"))
+        else:
+            case, inputs = payload
+            result = _run_kernel(case, obj, inputs, None, _call_here)
+        try:
+            conn.send(("ok", *result))
+        except Exception as exc:  # noqa: BLE001 - an unpicklable result is the function's
+            conn.send(("ok", None, Fault(f"its result could not be sent back: "
+                                         f"{type(exc).__name__}: {exc}", "output")))
+        if isinstance(result[1], Fault) and result[1].kind == "cuda":
+            return  # the CUDA context is unusable: the next case gets a fresh process
+
+
+# -- the parent side ------------------------------------------------------------------------
+
+
+def describe_exit(code: int | None) -> str:
+    """What a worker's exit code says, as a verdict's sentence.
+
+    Examples
+    --------
+    >>> describe_exit(-11)
+    "the kernel's process died of SIGSEGV (Segmentation fault)"
+    >>> describe_exit(3)
+    "the kernel's process exited with code 3 (os._exit or exit in native code)"
+    """
+    if code is None:
+        return "the kernel's process stopped answering"
+    if code < 0:
+        try:
+            sig = signal.Signals(-code)
+        except ValueError:
+            return f"the kernel's process died of signal {-code}"
+        text = f"the kernel's process died of {sig.name} ({signal.strsignal(sig)})"
+        if sig == signal.SIGKILL:
+            text += "; killed from outside, as the out-of-memory killer does"
+        return text
+    return f"the kernel's process exited with code {code} (os._exit or exit in native code)"
+
+
+class _Died(Exception):
+    pass
+
+
+class _Pool:
+    """The one worker process, started lazily and replaced after a fault."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.proc: Any = None
+        self.conn: Any = None
+        self.ready = False
+        self.loaded: set[tuple[Any, ...]] = set()
+
+    def _spawn(self) -> None:
+        ctx = mp.get_context("spawn")
+        parent, child = ctx.Pipe(duplex=True)
+        proc = ctx.Process(target=_worker_main, args=(child,), name="numoracle-kernel",
+                           daemon=True)
+        proc.start()
+        child.close()
+        self.proc, self.conn, self.ready, self.loaded = proc, parent, False, set()
+
+    def _kill(self) -> int | None:
+        """Stop the worker (if still alive) and start its successor; its exit code."""
+        proc, conn = self.proc, self.conn
+        code = None
+        if proc is not None:
+            if proc.is_alive():
+                proc.kill()
+            proc.join(10)
+            code = proc.exitcode
+            conn.close()
+        self._spawn()  # starts importing now, while the parent judges the case
+        return code
+
+    def _receive(self, timeout: float | None) -> tuple[Any, ...] | None:
+        """The worker's answer; None past ``timeout``; _Died when it died."""
+        try:
+            if not self.conn.poll(timeout):
+                return None
+            return self.conn.recv()
+        except (EOFError, OSError) as exc:
+            raise _Died from exc
+
+    def _exchange(self, msg: tuple[Any, ...], timeout: float | None) -> tuple[Any, ...] | None:
+        try:
+            self.conn.send(msg)
+        except (OSError, ValueError) as exc:
+            raise _Died from exc
+        return self._receive(timeout)
+
+    def _ensure(self, spec: tuple[Any, ...]) -> None:
+        """A live worker that has loaded ``spec``; InvalidArgument when it cannot."""
+        if self.proc is None or not self.proc.is_alive():
+            self._kill()
+        for attempt in (1, 2):  # a worker that died idle is replaced once
+            try:
+                if not self.ready:
+                    if self._receive(STARTUP_TIMEOUT) is None:
+                        raise _Died
+                    self.ready = True
+                if spec not in self.loaded:
+                    answer = self._exchange(("load", spec, None), STARTUP_TIMEOUT)
+                    if answer is None:
+                        raise _Died
+                    if answer[0] == "load-error":
+                        raise InvalidArgument(
+                            f"the worker process could not load the kernel ({answer[1]}); "
+                            "an isolated kernel must be importable there: define it at module "
+                            "level in an importable module (not a lambda, a closure or "
+                            "__main__ of an interactive session), or run it in-process "
+                            "(isolate=False, --no-isolate)")
+                    self.loaded.add(spec)
+                return
+            except _Died:
+                code = self._kill()
+                if attempt == 2:
+                    raise InvalidArgument(f"the worker process could not start or load the "
+                                          f"kernel: {describe_exit(code)}") from None
+
+    def request(self, what: str, spec: tuple[Any, ...], payload: Any,
+                timeout: float | None) -> tuple[Any, Fault | None]:
+        with self.lock:
+            self._ensure(spec)
+            try:
+                answer = self._exchange((what, spec, payload), timeout)
+            except _Died:
+                return None, Fault(describe_exit(self._kill()), "crash")
+            if answer is None:
+                self._kill()
+                return None, Fault(f"the kernel did not return within the timeout of "
+                                   f"{timeout:g} s (hung? set timeout= or --timeout); its "
+                                   "worker process was killed", "hang")
+            _, result, fault = answer
+            if isinstance(fault, Fault) and fault.kind == "cuda":
+                self._kill()  # the worker exits by itself; wait for it, start the next
+            return result, fault
+
+    def shutdown(self) -> None:
+        with self.lock:
+            proc, conn = self.proc, self.conn
+            self.proc = self.conn = None
+            if proc is None:
+                return
+            with contextlib.suppress(OSError, ValueError):
+                conn.send(None)
+            proc.join(1)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(5)
+            conn.close()
+
+
+_POOL = _Pool()
+atexit.register(_POOL.shutdown)
+
+
+def _spec(target: Target) -> tuple[Any, ...]:
+    """How the worker finds ``target``: by its source, or its pickled fields."""
+    if target.source:
+        source = target.source
+        if source.endswith(".py"):
+            source = str(Path(source).resolve())
+        return ("source", source, target.name, target.op)
+    values = {name: getattr(target, name) for name in _SENT_FIELDS}
+    if isinstance(values["layouts"], Mapping):
+        values["layouts"] = dict(values["layouts"])
+    values["output_layouts"] = dict(values["output_layouts"])
+    try:
+        return ("target", pickle.dumps(values))
+    except Exception as exc:  # noqa: BLE001 - PicklingError, AttributeError, TypeError alike
+        raise InvalidArgument(
+            f"kernel {target.name!r} ({target.fn!r}) cannot be sent to a worker process "
+            f"({type(exc).__name__}: {exc}); define it at module level (not a lambda or a "
+            "closure), or run it in-process (isolate=False, --no-isolate)") from None
+
+
+def prepare(target: Target) -> None:
+    """Start the worker and load ``target`` in it now (its device set up).
+
+    Raises
+    ------
+    InvalidArgument
+        When the kernel cannot be sent to or loaded by the worker.
+    """
+    with _POOL.lock:
+        _POOL._ensure(_spec(target))
+
+
+def run_isolated(case: Case, target: Target, inputs: Mapping[str, np.ndarray], *,
+                 timeout: float | None = DEFAULT_TIMEOUT
+                 ) -> tuple[dict[str, np.ndarray] | None, Fault | None]:
+    """:func:`~numoracle.checking.check.run_kernel` in the worker process.
+
+    Parameters
+    ----------
+    case : Case
+        The case.
+    target : Target
+        The kernel under test (see "Sending the kernel" above).
+    inputs : mapping of str to numpy.ndarray
+        The case's host inputs (float64, canonical axis order).
+    timeout : float or None
+        Seconds the call may take in the worker (start-up not counted); past
+        it the worker is killed and the result is a ``"hang"`` fault.
+
+    Returns
+    -------
+    (outputs, None) or (None, Fault)
+        Host outputs by name, or what went wrong.
+    """
+    payload = (case, {k: np.asarray(v) for k, v in inputs.items()})
+    return _POOL.request("kernel", _spec(target), payload, timeout)
+
+
+def call_isolated(fn: Callable[..., Any], kwargs: Mapping[str, Any], *,
+                  timeout: float | None = DEFAULT_TIMEOUT) -> tuple[Any, Fault | None]:
+    """``fn(**kwargs)`` in the worker process: ``(result, None)`` or ``(None, fault)``.
+
+    ``fn``, ``kwargs`` and the result must pickle (``fn`` by reference: a
+    module-level function). A crash, a hang or an exit of ``fn`` comes back as
+    a fault as for :func:`run_isolated`; an exception as a ``"raise"`` fault.
+    """
+    try:
+        spec = ("function", pickle.dumps(fn))
+    except Exception as exc:  # noqa: BLE001 - PicklingError, AttributeError, TypeError alike
+        raise InvalidArgument(f"{fn!r} cannot be sent to a worker process ({exc}); define it "
+                              "at module level") from None
+    return _POOL.request("call", spec, dict(kwargs), timeout)
+
+
+def shutdown() -> None:
+    """Stop the worker process (the next isolated call starts a fresh one)."""
+    _POOL.shutdown()
