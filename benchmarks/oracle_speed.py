@@ -90,7 +90,7 @@ def _inputs(shapes: dict, xp: Any, seed: int = 0) -> dict:
 
 
 def _entry(name: str, shape: Any, oracle: Any, plain: Any, xp: Any, repeats: int,
-           io_elements: int) -> dict:
+           io_elements: int, section: str = "") -> dict:
     to, tp = _timed_pair(oracle, plain, xp, repeats)
     om, pm = statistics.median(to), statistics.median(tp)
     row = {"case": name, "shape": shape, "oracle_s": om, "oracle_min_s": min(to),
@@ -100,14 +100,41 @@ def _entry(name: str, shape: Any, oracle: Any, plain: Any, xp: Any, repeats: int
         peak = _peak(oracle)
         row.update(peak_bytes=peak, io_float64_bytes=io_elements * 8,
                    peak_over_io=peak / (io_elements * 8))
+    else:  # the same with value and bounds brought to the host, as the checks do
+        th, _ = _timed_pair(partial(oracle.func, *oracle.args, host=True), plain, xp,
+                            max(1, repeats // 2))
+        row.update(oracle_to_host_s=statistics.median(th),
+                   ratio_to_host=statistics.median(th) / pm)
+        free, total = xp.cuda.Device().mem_info
+        row.update(gpu_mem_used_bytes=int(total - free),
+                   gpu_pool_bytes=int(xp.get_default_memory_pool().total_bytes()))
+    row["loadavg"] = os.getloadavg()[0]
     print(json.dumps(row), flush=True)
+    _save(row, section)
     return row
 
 
-def _reference(op: Any, inputs: dict, params: dict, model: Any) -> None:
-    """The reference and bounds of every output, brought to the host as the checks do."""
-    for r in op.reference(inputs, params, model).values():
-        r.to_host()
+def _reference(op: Any, inputs: dict, params: dict, model: Any, host: bool = False) -> None:
+    """The reference and bounds of every output (on the host with ``host``, as the
+    checks use them; a NumPy reference is there already)."""
+    refs = op.reference(inputs, params, model)
+    if host:
+        for r in refs.values():
+            r.to_host()
+
+
+#: rows so far and where to write them (after every row: a run cut short keeps them)
+_RECORD: dict = {"res": None, "out": None}
+
+
+def _save(row: dict, section: str) -> None:
+    res = _RECORD["res"]
+    if res is None:
+        return
+    res.setdefault(section, []).append(row)
+    if _RECORD["out"]:
+        with open(_RECORD["out"], "w") as f:
+            json.dump(res, f, indent=2)
 
 
 def sweep(xp: Any, max_k: int, repeats: int, models: tuple[str, ...]) -> list[dict]:
@@ -127,7 +154,7 @@ def sweep(xp: Any, max_k: int, repeats: int, models: tuple[str, ...]) -> list[di
             rows.append(_entry(f"matmul {m} target", [side, k, side],
                                partial(_reference, MATMUL, inputs, params, model),
                                partial(np.matmul, a, b) if xp is np else partial(xp.matmul, a, b),
-                               xp, repeats, io))
+                               xp, repeats, io, "sweep"))
     return rows
 
 
@@ -153,7 +180,7 @@ def linear(xp: Any, shape: tuple[int, int, int], repeats: int, models: tuple[str
         model = get_model(m)
         rows.append(_entry(f"linear backward {m} target", list(shape),
                            partial(_reference, LINEAR, inputs, params, model), plain, xp,
-                           repeats, io))
+                           repeats, io, "linear"))
     return rows
 
 
@@ -182,7 +209,8 @@ def conv(xp: Any, shape: tuple[int, ...], repeats: int) -> list[dict]:
     io = sum(v.size for v in inputs.values()) + sum(
         int(np.prod(s)) for s in CONV.output_shapes(params).values())
     return [_entry("conv2d 3x3 fp32 target", list(shape),
-                   partial(_reference, CONV, inputs, params, model), plain, xp, repeats, io)]
+                   partial(_reference, CONV, inputs, params, model), plain, xp, repeats, io,
+                   "conv")]
 
 
 def _ints(spec: str) -> tuple[int, ...]:
@@ -219,13 +247,13 @@ def main() -> None:
     else:
         res["cpu_cores"] = os.cpu_count()
     models = ("fp32", "fp64")
-    res["sweep"] = [] if a.no_sweep else sweep(xp, a.sweep_max_k, a.repeats, models)
-    res["linear"] = [r for s in (a.linear or ["128,1024,1024"])
-                     for r in linear(xp, _ints(s), a.repeats, models, a.fp64_max_elements)]
-    res["conv"] = [r for s in (a.conv or []) for r in conv(xp, _ints(s), a.repeats)]
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump(res, f, indent=2)
+    _RECORD.update(res=res, out=a.out)
+    if not a.no_sweep:
+        sweep(xp, a.sweep_max_k, a.repeats, models)
+    for spec in a.linear or ["128,1024,1024"]:
+        linear(xp, _ints(spec), a.repeats, models, a.fp64_max_elements)
+    for spec in a.conv or []:
+        conv(xp, _ints(spec), a.repeats)
 
 
 if __name__ == "__main__":

@@ -80,8 +80,8 @@ def _slices(x: Any, axis: int, beta: int, max_slices: int, xp: Any) -> tuple[lis
         if not bool(xp.any(mu)):
             break
         _, e = xp.frexp(mu)  # mu < 2^e
-        s = xp.maximum(e.astype(xp.int64) - (beta - 1), -1074)
-        s = xp.where(mu == 0, -1074, s)
+        s = xp.maximum(e.astype(xp.int32) - (beta - 1), -1074)
+        s = xp.where(mu == 0, -1074, s).astype(xp.int32)
         r = xp.ldexp(rest, -s)  # exact: |r| < 2^(beta-1), no underflow
         m = xp.rint(r)
         r -= m  # exact: the fraction r loses

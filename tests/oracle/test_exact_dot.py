@@ -5,6 +5,8 @@ a little more than its claimed bound still fails."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import mpmath
 import numpy as np
 import pytest
@@ -161,3 +163,37 @@ def test_float64_linear_backward_is_judged_at_batch_128_with_1024_weights() -> N
         assert ref.escalated
         assert np.all(ref.ref_err <= 1e-6 * ref.det)
         assert compare(name, got[name], ref).passed, name
+
+
+@pytest.mark.gpu
+def test_the_exact_context_on_the_gpu_is_the_hosts(cupy: Any) -> None:
+    """Slice GEMMs are exact in any order: cuBLAS gives the host's double-double bit for bit."""
+    cp = cupy
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((64, 3000)), rng.standard_normal((3000, 33))
+    a[0] *= 2.0**-600
+    bias = rng.standard_normal(33)
+    hi, lo, err = exact_matmul(a, b, bias)
+    ghi, glo, gerr = (cp.asnumpy(v) for v in exact_matmul(cp.asarray(a), cp.asarray(b),
+                                                         cp.asarray(bias)))
+    np.testing.assert_array_equal(ghi, hi)
+    np.testing.assert_array_equal(glo, lo)
+    np.testing.assert_allclose(gerr, err, rtol=1e-12)
+
+
+@pytest.mark.gpu
+def test_float64_linear_backward_on_the_gpu(cupy: Any) -> None:
+    cp = cupy
+    lin = get_op("linear")
+    params = lin.validate({"batch": 128, "in_features": 1024, "out_features": 1024})
+    rng = np.random.default_rng(8)
+    inp = {k: rng.standard_normal(s) for k, s in lin.input_shapes(params).items()}
+    dev = {k: cp.asarray(v) for k, v in inp.items()}
+    refs = lin.reference(dev, params, get_model("fp64"))
+    x, w, g = inp["x"], inp["weight"], inp["grad_output"]
+    got = {"y": x @ w.T + inp["bias"], "grad_input": g @ w, "grad_weight": g.T @ x,
+           "grad_bias": g.sum(0)}
+    for name, ref in refs.items():
+        host = ref.to_host()
+        assert host.escalated and np.all(host.ref_err <= 1e-6 * host.det)
+        assert compare(name, got[name], host).passed, name
