@@ -17,6 +17,7 @@ from ._common import (
     names,
     ops_option,
     positive_float,
+    positive_int,
     print_text,
     run_all,
     run_options,
@@ -47,6 +48,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--diagnose", action="store_true",
                      help="also judge every case under every standard precision model and "
                           "show the precision each output really delivered (slower)")
+    run.add_argument("--cluster", metavar="ADDRESS",
+                     help="run blocks of cases as Ray tasks on the cluster at ADDRESS ('local' "
+                          "starts Ray here; 'auto' or ray://HOST:PORT joins one) and merge them "
+                          "into one report; needs `pip install 'numoracle[ray]'`")
+    run.add_argument("--block-size", type=positive_int, metavar="N",
+                     help="with --cluster: cases per Ray task (default 200)")
+    run.add_argument("--task-timeout", type=positive_float, metavar="SECONDS",
+                     help="with --cluster: seconds a block may take before it is cancelled "
+                          "and reported unjudged (default 900)")
     run.set_defaults(func=_cmd_run)
 
 
@@ -70,7 +80,12 @@ def _select_targets(names: Sequence[str] | None, ops: Sequence[str]) -> list[Tar
 def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     ops = check_ops(args.ops)
     targets = _select_targets(args.targets, ops)
-    results = run_all(targets, args, console)
+    if args.cluster is not None:  # Ray tasks, merged into the same results
+        from ..running.cluster import cluster_results  # noqa: PLC0415 - Ray is optional
+
+        results = cluster_results(targets, args, console)
+    else:
+        results = run_all(targets, args, console)
     ran = [r for r in results if r.verdict != "skipped"]
     if args.report is not None:
         path = write_json(args.report / "report.json", [r.row() for r in results])
