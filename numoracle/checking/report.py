@@ -20,17 +20,21 @@ def results_table(rows: Sequence[dict[str, Any]], title: str, columns: Sequence[
 
     table = Table(title=title)
     for c in columns:
-        table.add_column(c, justify="right" if c in ("cases", "failures", "worst_ratio",
-                                                      "time_s", "cases_to_catch") else "left")
+        names = c in ("target", "mutant")  # a name whole on one line; shapes wrap instead
+        right = c in ("cases", "failures", "worst_ratio", "time_s", "cases_to_catch", "at case")
+        table.add_column(c, justify="right" if right else "left",
+                         min_width=max((len(str(r.get(c))) for r in rows), default=0)
+                         if names else None)
     for r in rows:
         cells = []
         for c in columns:
             val = r.get(c)
             if c == "worst_ratio":
                 cells.append(fmt_ratio(val))
-            elif c == "verdict":
+            elif c in ("verdict", "status"):
                 style = {"pass": "green", "FAIL": "bold red", "caught": "green",
-                         "MISSED": "bold red"}.get(str(val), "yellow")
+                         "MISSED": "bold red", "fail": "bold red",
+                         "missed": "bold red"}.get(str(val), "yellow")
                 cells.append(f"[{style}]{val}[/{style}]")
             elif isinstance(val, float):
                 cells.append(f"{val:.2f}")

@@ -30,7 +30,7 @@ __all__ = ["RUN_EXAMPLES", "RUN_BUDGET", "RUN_COLUMNS", "add_parser"]
 RUN_EXAMPLES = 2000
 #: seconds ``numoracle run`` takes in all by default, shared among the targets
 RUN_BUDGET = 60.0
-RUN_COLUMNS = ("target", "op", "precision", "cases", "failures", "worst_ratio", "verdict",
+RUN_COLUMNS = ("target", "op", "precision", "cases", "failures", "worst_ratio", "status",
                "time_s")
 
 
@@ -101,8 +101,8 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     for r in ran:
         if r.verdict == "FAIL":
             print_text(console, r.message or r.diagnosis)
-        elif r.verdict != "pass":
-            print_text(console, f"{r.target} on {r.op}: {r.verdict}: {r.diagnosis}",
+        elif r.status()[0] != "pass":
+            print_text(console, f"{r.target} on {r.op}: {r.status()[0]}: {r.status()[1]}",
                         style="red")
     return 0 if all(r.verdict == "pass" for r in ran) else 1
 

@@ -25,7 +25,7 @@ __all__ = ["ZOO_EXAMPLES", "DEFAULT_ZOO", "ZOO_COLUMNS", "add_parser"]
 ZOO_EXAMPLES = 200
 #: where ``numoracle zoo`` looks for the zoo, relative to the current directory
 DEFAULT_ZOO = Path("benchmarks") / "zoo"
-ZOO_COLUMNS = ("mutant", "op", "verdict", "cases_to_catch", "repro_shape", "diagnosis")
+ZOO_COLUMNS = ("mutant", "op", "status", "at case", "repro_shape")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -58,8 +58,21 @@ def _load_zoo(folder: Path, ops: Sequence[str]) -> list[Target]:
     return chosen
 
 
+def _zoo_status(r: TargetResult) -> tuple[str, str]:
+    """``caught``, ``missed`` or ``skipped`` (cannot run here: not a miss), and why."""
+    if r.verdict == "FAIL":
+        return "caught", r.diagnosis
+    if r.verdict == "skipped":
+        return "skipped", r.diagnosis
+    if r.verdict == "pass" and r.cases:
+        return "missed", f"{r.cases} cases passed"
+    return "missed", r.status()[1]
+
+
 def _zoo_row(r: TargetResult) -> dict[str, Any]:
-    return {"mutant": r.target, "op": r.op, "caught": r.verdict == "FAIL",
+    status, reason = _zoo_status(r)
+    return {"mutant": r.target, "op": r.op, "status": status, "reason": reason,
+            "caught": r.verdict == "FAIL",
             "cases_to_catch": r.cases_to_catch, "repro_shape": r.repro_shape,
             "diagnosis": r.diagnosis, "repro": r.repro}
 
@@ -75,9 +88,10 @@ def _cmd_zoo(args: argparse.Namespace, console: Console) -> int:
     skipped = skipped_line(results)
     if skipped:
         print_text(console, skipped, style="yellow")
-    shown = [{**_zoo_row(r), "verdict": "caught" if r.verdict == "FAIL" else
-              ("MISSED" if r.verdict == "pass" else r.verdict)} for r in ran]
+    shown = [{**_zoo_row(r), "at case": r.cases_to_catch} for r in ran]
     console.print(results_table(shown, "numoracle zoo", ZOO_COLUMNS))
+    for row in shown:  # below the table: a diagnosis is a sentence, not a cell
+        print_text(console, f"{row['mutant']} ({row['op']}, {row['status']}): {row['reason']}")
     caught = sum(row["caught"] for row in shown)
     print_text(console, f"caught {caught} of {len(shown)} mutants",
                 style="green" if caught == len(shown) else "red")

@@ -65,9 +65,25 @@ class TargetResult:
             out[name] = next((m for m in ladder if ratios.get(m, float("inf")) < 1.0), "none")
         return out
 
+    def status(self) -> tuple[str, str]:
+        """``pass``, ``fail``, ``skipped`` (cannot run here) or ``unjudged`` (ran,
+        but no case was judged, or the run did not complete), with the reason."""
+        if self.verdict == "FAIL":
+            return "fail", self.diagnosis
+        if self.verdict == "skipped":
+            return "skipped", self.diagnosis
+        if self.verdict != "pass":
+            return "unjudged", f"the run did not complete: {self.diagnosis}"
+        if self.cases == 0:
+            return "unjudged", ("no case was judged: the oracle found every drawn case "
+                                "unsupported")
+        return "pass", ""
+
     def row(self) -> dict[str, Any]:
         """The fields of the report (``report.json``)."""
+        status, reason = self.status()
         return {"target": self.target, "op": self.op, "precision": self.precision,
+                "status": status, "reason": reason,
                 "cases": self.cases, "failures": self.failures,
                 "worst_ratio": self.worst_ratio, "verdict": self.verdict,
                 "repro": self.repro, "time_s": round(self.seconds, 3),
