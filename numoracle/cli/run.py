@@ -12,6 +12,7 @@ from rich.console import Console
 from ..cases.target import Target
 from ..checking.report import results_table, write_json
 from ..errors import InvalidArgument
+from ..reports import observing, write_html
 from ._common import (
     check_ops,
     names,
@@ -48,6 +49,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--diagnose", action="store_true",
                      help="also judge every case under every standard precision model and "
                           "show the precision each output really delivered (slower)")
+    run.add_argument("--observability", action="store_true",
+                     help="write Hypothesis observability records (.hypothesis/observed/) "
+                          "for Tyche to show the case distribution")
     run.add_argument("--cluster", metavar="ADDRESS",
                      help="run blocks of cases as Ray tasks on the cluster at ADDRESS ('local' "
                           "starts Ray here; 'auto' or ray://HOST:PORT joins one) and merge them "
@@ -80,16 +84,22 @@ def _select_targets(names: Sequence[str] | None, ops: Sequence[str]) -> list[Tar
 def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     ops = check_ops(args.ops)
     targets = _select_targets(args.targets, ops)
-    if args.cluster is not None:  # Ray tasks, merged into the same results
-        from ..running.cluster import cluster_results  # noqa: PLC0415 - Ray is optional
+    with observing(args.observability) as observed:
+        if args.cluster is not None:  # Ray tasks, merged into the same results
+            from ..running.cluster import cluster_results  # noqa: PLC0415 - Ray is optional
 
-        results = cluster_results(targets, args, console)
-    else:
-        results = run_all(targets, args, console)
+            results = cluster_results(targets, args, console)
+        else:
+            results = run_all(targets, args, console)
     ran = [r for r in results if r.verdict != "skipped"]
     if args.report is not None:
         path = write_json(args.report / "report.json", [r.row() for r in results])
         console.print(f"report: {path}", markup=False)
+        page = write_html(args.report / "report.html", results, examples=args.examples,
+                          observed=observed and str(observed))
+        console.print(f"report: {page}", markup=False)
+    if observed is not None:
+        console.print(f"observability records (Tyche): {observed}", markup=False)
     skipped = skipped_line(results)
     if skipped:
         print_text(console, skipped, style="yellow")

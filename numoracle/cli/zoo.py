@@ -14,6 +14,7 @@ from rich.console import Console
 from ..cases.target import Target
 from ..checking.report import results_table, write_json
 from ..errors import InvalidArgument
+from ..reports import observing, write_html
 from ._common import check_ops, ops_option, print_text, run_all, run_options, skipped_line
 
 if TYPE_CHECKING:
@@ -35,6 +36,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     zoo.add_argument("--zoo", type=Path, default=DEFAULT_ZOO, metavar="PATH",
                      help=f"the zoo folder (default {DEFAULT_ZOO})")
     run_options(zoo, ZOO_EXAMPLES, "mutant")
+    zoo.add_argument("--observability", action="store_true",
+                     help="write Hypothesis observability records (.hypothesis/observed/) "
+                          "for Tyche to show the case distribution")
     zoo.set_defaults(func=_cmd_zoo)
 
 
@@ -79,12 +83,16 @@ def _zoo_row(r: TargetResult) -> dict[str, Any]:
 
 def _cmd_zoo(args: argparse.Namespace, console: Console) -> int:
     mutants = _load_zoo(args.zoo, check_ops(args.ops))
-    results = run_all(mutants, args, console)
+    with observing(args.observability) as observed:
+        results = run_all(mutants, args, console)
     ran = [r for r in results if r.verdict != "skipped"]
     rows = [_zoo_row(r) for r in results]
     if args.report is not None:
         path = write_json(args.report / "zoo.json", rows)
         console.print(f"report: {path}", markup=False)
+        page = write_html(args.report / "report.html", results, title="numoracle zoo",
+                          zoo=True, examples=args.examples, observed=observed and str(observed))
+        console.print(f"report: {page}", markup=False)
     skipped = skipped_line(results)
     if skipped:
         print_text(console, skipped, style="yellow")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import HealthCheck, Phase, Verbosity, event, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.errors import FlakyFailure, HypothesisException
@@ -19,6 +19,8 @@ from ..cases.target import Target
 from ..checking.check import DEFAULT_TIMEOUT, check_case
 from ..checking.verdict import Verdict
 from ..errors import KernelMismatch, UnsupportedCase
+from ..reports.observe import case_features
+from ..reports.observe import enabled as observing
 from ..store.repro import DEFAULT_STORE, save_repro
 
 __all__ = ["TargetResult", "run_target", "default_strategy"]
@@ -167,6 +169,9 @@ def run_target(
             v = check_case(case, target, timeout=timeout, with_diagnosis=diagnose)
         except UnsupportedCase:
             return
+        if observing():  # features for Tyche: op, family, n, verdict
+            for key, value in case_features(v).items():
+                event(key, value)
         if not state["failed"]:
             res.cases += 1
             res.worst_ratio = max(res.worst_ratio, v.worst_ratio)
