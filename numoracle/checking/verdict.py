@@ -16,12 +16,16 @@ import numpy as np
 
 from ..oracle.precision import PRESETS, STANDARD_MODELS, PrecisionModel
 from ..oracle.tracked import Tracked
+from ..oracle.transforms import ALGORITHMS, TRANSFORMS
 from .message import format_verdict
 
 __all__ = ["ElementReport", "OutputVerdict", "Verdict", "candidates", "compare", "diagnose",
            "ladder_for"]
 
 WORST_SHOWN = 5
+#: the candidate model that allows every algorithm class (see :func:`candidates`)
+TRANSFORM_SUFFIX = "+winograd/fft"
+_TRANSFORM_WORDS = "a Winograd or FFT algorithm at the claimed formats"
 
 
 @dataclass(frozen=True)
@@ -202,8 +206,10 @@ def candidates(claimed: PrecisionModel, *,
     """Models a result is tried against: the claimed one, the claimed one with
     subnormal inputs flushed, and, with ``ladder`` (ops whose outputs are single
     contractions: :attr:`~numoracle.oracle.ops.base.Op.precision_ladder`), the
-    claimed one with an unfused bias epilogue and the standard ladder of its
-    storage format."""
+    claimed one with an unfused bias epilogue, the standard ladder of its
+    storage format and, last, the claimed formats under any algorithm class
+    (Winograd, FFT: :mod:`numoracle.oracle.transforms`; ops other than conv2d
+    ignore it)."""
     out = [(claimed.name, claimed)]
     if not claimed.flush_subnormal_inputs:
         out.append((f"{claimed.name}+flushed-subnormals",
@@ -213,6 +219,9 @@ def candidates(claimed: PrecisionModel, *,
     if not claimed.bias_after_store:
         out.append((f"{claimed.name}+bias-after-store", claimed.with_(bias_after_store=True)))
     out += [(name, PRESETS[name]) for name in ladder_for(claimed) if name != claimed.name]
+    if not set(TRANSFORMS) <= set(claimed.algorithms):
+        # last: a transform bound is looser than the coarser formats' summations
+        out.append((f"{claimed.name}{TRANSFORM_SUFFIX}", claimed.with_(algorithms=ALGORITHMS)))
     return out
 
 
@@ -244,8 +253,13 @@ def diagnose(
         out.diagnosis = f"within {claimed.name} ({how})"
         return
     fits = [n for n, r in out.per_model.items() if r < 1.0 and n != claimed.name]
-    if fits:
-        also = f"; also consistent with {', '.join(fits[1:])}" if fits[1:] else ""
+    if fits and fits[0].endswith(TRANSFORM_SUFFIX):
+        out.diagnosis = (f"exceeds {claimed.name}; consistent with a Winograd or FFT algorithm "
+                         f"at {claimed.name}'s formats; no summation order in the standard "
+                         "formats explains it")
+    elif fits:
+        named = [_TRANSFORM_WORDS if n.endswith(TRANSFORM_SUFFIX) else n for n in fits[1:]]
+        also = f"; also consistent with {', '.join(named)}" if named else ""
         out.diagnosis = (f"exceeds {claimed.name}; consistent with {fits[0]} "
                          f"({models[fits[0]].describe()}){also}")
     elif not ladder:

@@ -15,6 +15,12 @@ runs. Eight targets, ``torch-cuda-<model>[-cl][-det]``:
     inputs converted to ``torch.channels_last`` inside the call (cuDNN's NHWC
     kernels); otherwise they are used as handed over (contiguous NCHW unless
     the case asks for another memory layout).
+Every target claims the algorithm classes cuDNN may choose
+(``algorithms=("summation", "winograd", "fft")``, see
+:mod:`numoracle.oracle.transforms`): at stride 1 and dilation 1 its
+heuristics may pick a Winograd or FFT engine, whose results keep neither the
+exact regime nor a summation's componentwise bound.
+
 ``-det``
     ``torch.backends.cudnn.deterministic = True`` (the targets then claim
     ``deterministic_runs``); otherwise False.
@@ -43,6 +49,7 @@ from typing import Any
 from ..cases.target import Target
 from ..errors import InvalidArgument
 from ..oracle.precision import get_model
+from ..oracle.transforms import ALGORITHMS
 from .backends import get_backend
 from .conv_geometry import resolve_geometry
 from .torch_targets import _has, _pinned
@@ -203,6 +210,8 @@ def _targets() -> tuple[Target, ...]:
     out = []
     for tf32 in (False, True):
         base = get_model("tf32", accumulate_rounding="rz") if tf32 else get_model("fp32")
+        # cuDNN's heuristics choose among implicit GEMM, Winograd and FFT engines
+        base = base.with_(algorithms=ALGORITHMS)
         for channels_last in (False, True):
             for det in (False, True):
                 mode = CudnnMode(tf32=tf32, deterministic=det, channels_last=channels_last)

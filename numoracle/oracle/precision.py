@@ -108,6 +108,13 @@ class PrecisionModel:
     bias_after_store : bool
         The contraction is rounded to the storage format before the bias is
         added (an unfused epilogue: two roundings of the output).
+    algorithms : tuple of str
+        The algorithm classes the kernel may use: ``"summation"`` (direct,
+        implicit GEMM, split-K: the order says which trees), ``"winograd"``,
+        ``"fft"`` (:mod:`numoracle.oracle.transforms`). A convolution's bound is
+        the largest of the classes' bounds; only summations keep the exact
+        regime. ``get_model(..., algorithm="direct")`` demands summation
+        accuracy.
     """
 
     name: str
@@ -123,8 +130,16 @@ class PrecisionModel:
     flush_subnormal_inputs: bool = False
     inputs_maybe_unrounded: bool = False
     bias_after_store: bool = False
+    algorithms: tuple[str, ...] = ("summation",)
 
     def __post_init__(self) -> None:
+        known = ("summation", "winograd", "fft")
+        if isinstance(self.algorithms, str) or not self.algorithms or any(
+                a not in known for a in self.algorithms):
+            raise InvalidArgument(
+                f"algorithms={self.algorithms!r} must be a non-empty tuple of {known}, e.g. "
+                "('summation', 'winograd', 'fft') for what cuDNN may choose"
+            )
         if self.probabilistic and self.accumulate_rounding != "rne":
             raise InvalidArgument(
                 f"model {self.name!r}: probabilistic=True needs round-to-nearest "
@@ -167,6 +182,7 @@ class PrecisionModel:
         for key in ("storage", "compute", "accumulate"):
             kw[key] = get_format(kw[key])  # type: ignore[arg-type]
         kw["order"] = Order.parse(kw["order"])  # type: ignore[arg-type]
+        kw["algorithms"] = tuple(kw.get("algorithms", ("summation",)))  # type: ignore[arg-type]
         return cls(**kw)  # type: ignore[arg-type]
 
     def with_(self, **changes: object) -> PrecisionModel:
@@ -188,6 +204,8 @@ class PrecisionModel:
             s += f", or inputs not rounded to {self.compute}"
         if self.bias_after_store:
             s += ", bias added after a store"
+        if self.algorithms != ("summation",):
+            s += f", algorithms {'/'.join(self.algorithms)}"
         if self.probabilistic:
             s += f", probabilistic (alpha={self.alpha:g})"
         return s
@@ -224,6 +242,14 @@ PRESETS: dict[str, PrecisionModel] = {
 STANDARD_MODELS: tuple[str, ...] = ("fp32", "tf32", "fp32-fp16in", "fp32-acc16", "fp32-bf16in")
 
 
+#: ``get_model(..., algorithm=NAME)``: one name for a set of algorithm classes
+_ALGORITHM_NAMES: dict[object, tuple[str, ...]] = {
+    "direct": ("summation",), "summation": ("summation",),
+    "winograd": ("summation", "winograd"), "fft": ("summation", "fft"),
+    "any": ("summation", "winograd", "fft"),
+}
+
+
 def get_model(spec: str | PrecisionModel, **overrides: object) -> PrecisionModel:
     """A preset by name, optionally with fields changed.
 
@@ -231,6 +257,8 @@ def get_model(spec: str | PrecisionModel, **overrides: object) -> PrecisionModel
     --------
     >>> get_model("fp32", order="pairwise").order.kind
     'pairwise'
+    >>> get_model("fp32", algorithm="direct").algorithms
+    ('summation',)
     """
     if isinstance(spec, PrecisionModel):
         model = spec
@@ -243,6 +271,12 @@ def get_model(spec: str | PrecisionModel, **overrides: object) -> PrecisionModel
             ) from None
     if "order" in overrides:
         overrides["order"] = Order.parse(overrides["order"])  # type: ignore[arg-type]
+    if "algorithm" in overrides:
+        overrides["algorithms"] = _ALGORITHM_NAMES.get(
+            overrides.pop("algorithm"), ())  # type: ignore[arg-type]
+        if not overrides["algorithms"]:
+            raise InvalidArgument(f"algorithm must be one of {sorted(_ALGORITHM_NAMES)}, "
+                                  "e.g. algorithm='direct' to demand summation accuracy")
     return model.with_(**overrides) if overrides else model
 
 

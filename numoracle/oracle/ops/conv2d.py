@@ -40,6 +40,7 @@ import numpy as np
 from ...errors import InvalidArgument
 from ..precision import PrecisionModel
 from ..tracked import Tracked, _xp, add, exact, matmul, store, sum_
+from ..transforms import widen_conv2d
 from .base import Op, Product, check_positive_int, with_bias_gradient
 from .plan import Dim, Flag, Multiple
 from .plan import Pair as IntPair
@@ -212,8 +213,10 @@ class Conv2d(Op):
             return exact(xp.asarray(a, dtype=xp.float64))
 
         bias = ex(inputs["bias"]) if params["bias"] else None
-        return conv2d_tracked(ex(x), ex(inputs["weight"]), bias, params, model,
-                              grad_output=ex(inputs["grad_output"]), outputs=want)
+        res = conv2d_tracked(ex(x), ex(inputs["weight"]), bias, params, model,
+                             grad_output=ex(inputs["grad_output"]), outputs=want)
+        # a transform algorithm (Winograd, FFT) the model allows widens the bound
+        return widen_conv2d(res, inputs, params, model)
 
 
 def conv2d_tracked(

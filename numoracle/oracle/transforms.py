@@ -1,0 +1,357 @@
+"""Bounds of convolution algorithms that are not summations: Winograd and FFT.
+
+Libraries change algorithms with the problem size: cuDNN's engines include
+implicit GEMM (a summation: the componentwise bound of
+:func:`~numoracle.oracle.tracked.matmul` holds), Winograd ``F(m×m, r×r)`` and FFT
+variants. A transform algorithm rounds in its transforms, so it keeps neither
+the exact regime nor the componentwise ``γ_h(u)·S`` bound of a summation. A
+precision model names the algorithm classes a kernel may use
+(:attr:`~numoracle.oracle.precision.PrecisionModel.algorithms`); the conv2d
+reference takes, per element, the largest of the bounds of the classes named
+(:func:`widen_conv2d`), so a result is judged against what the library may
+legitimately do.
+
+Winograd (componentwise)
+    A tile is ``Y = Aᵀ [Σ_c (G g_c Gᵀ) ⊙ (Bᵀ d_c B)] A`` (Lavin & Gray, "Fast
+    Algorithms for Convolutional Neural Networks", CVPR 2016). The matrices are
+    built here by the Toom–Cook construction in exact rational arithmetic
+    (points 0, ±1, ±2, ±1/2, … and ∞; :func:`winograd_matrices`) and checked to
+    compute the correlation exactly. Every stage is a product of small matrices,
+    so the standard forward error bound of matrix products (Higham, *Accuracy
+    and Stability of Numerical Algorithms*, 2nd ed., §3.5) composes to the
+    componentwise bound
+
+    ``|Ŷ − Y| ≤ ((1 + γ_h(u))(1 + u_in)² − 1) · |Aᵀ| [Σ_c (|G||g_c||Gᵀ|) ⊙ (|Bᵀ||d_c||B|)] |A|``
+
+    with ``h = (2r + c_G) + (2α + c_B) + 1 + h_C + (2α + c_A)`` (``α = m + r − 1``;
+    ``c_X = 2`` where a transform matrix has entries the arithmetic cannot hold
+    exactly, as ``1/6`` of ``F(4, 3)``, else 0; ``h_C`` the height of the
+    channel sum under the model's order) and ``u`` the unit roundoff of the
+    coarser of the compute and accumulation formats (transforms may run in
+    either). The magnitude grows quickly with the tile size ``m`` through the
+    entries of ``A``, ``B`` and ``G``, as the published analyses find (Barabasz,
+    Anderson, Soodhalter & Gregg, "Error analysis and improving the accuracy of
+    Winograd convolution for deep neural networks", ACM TOMS 2020). Variants
+    considered: ``F(2, 3)``, ``F(4, 3)``, ``F(6, 3)`` for 3×3 kernels and
+    ``F(2, 5)``, ``F(4, 5)`` for 5×5, stride 1 and dilation 1 only (cuDNN's
+    Winograd engines need them); the bound is the largest over the variants.
+
+FFT (normwise)
+    An output plane is ``z = Σ_j a_j ⋆ b_j`` (a correlation per channel pair),
+    computed as ``F⁻¹(Σ_j F(a_j) ⊙ conj F(b_j))``. With Higham's bound for the
+    radix-2 FFT (ASNA Thm 24.2: ``‖ŷ − y‖₂ ≤ ε ‖y‖₂``, ``ε = L η / (1 − L η)``,
+    ``L = log₂ N``, ``η = μ + γ₄(√2 + μ)``, ``μ ≤ u`` the accuracy of the
+    twiddle factors), ``‖F v‖₂ = √N ‖v‖₂``, ``‖F v‖_∞ ≤ ‖v‖₁`` and a complex
+    product's error ``√2 γ₂``, the error of each pair is at most
+
+    ``(1 + ε)[ε‖a‖₂‖b‖₁ + ε‖a‖₁‖b‖₂ + ε²√N‖a‖₂‖b‖₂ + √2γ₂(‖a‖₁ + ε√N‖a‖₂)(1 + ε)‖b‖₂] + ε‖a‖₁‖b‖₂``
+
+    in the 2-norm of the plane, and the channel sum in the frequency domain
+    adds ``(1 + ε)² γ_{h_C} Σ_j (‖a_j‖₁ + ε√N‖a_j‖₂)‖b_j‖₂``. The 2-norm bounds
+    every element, so every element of a plane gets the plane's bound. ``N`` is
+    the padded plane rounded up to powers of two per axis (tiled FFTs use
+    smaller ``N`` and stay inside). Stride 1 and dilation 1 only.
+
+Both bounds come on top of the final rounding to the storage format.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import replace
+from fractions import Fraction
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from .formats import Format
+from .precision import PrecisionModel, gamma
+from .tracked import Tracked
+
+__all__ = ["ALGORITHMS", "TRANSFORMS", "winograd_matrices", "winograd_variants",
+           "winograd_radius", "fft_radius", "transform_radius", "widen_conv2d"]
+
+#: the algorithm classes a precision model may name: summations (direct,
+#: implicit GEMM, split-K: every order the model's ``order`` allows), Winograd
+#: and FFT
+ALGORITHMS = ("summation", "winograd", "fft")
+#: the classes that are not summations
+TRANSFORMS = ("winograd", "fft")
+
+_POINTS = (Fraction(0), Fraction(1), Fraction(-1), Fraction(2), Fraction(-2), Fraction(1, 2),
+           Fraction(-1, 2), Fraction(3), Fraction(-3), Fraction(1, 3), Fraction(-1, 3))
+
+
+def _solve(rows: list[list[Fraction]], rhs: list[Fraction]) -> list[Fraction]:
+    """A solution of the consistent system ``rows · x = rhs``, exactly."""
+    aug = [list(r) + [b] for r, b in zip(rows, rhs, strict=True)]
+    ncol, row, pivots = len(rows[0]), 0, []
+    for col in range(ncol):
+        p = next((i for i in range(row, len(aug)) if aug[i][col] != 0), None)
+        if p is None:
+            continue
+        aug[row], aug[p] = aug[p], aug[row]
+        aug[row] = [v / aug[row][col] for v in aug[row]]
+        for i in range(len(aug)):
+            if i != row and aug[i][col] != 0:
+                f = aug[i][col]
+                aug[i] = [a - f * b for a, b in zip(aug[i], aug[row], strict=True)]
+        pivots.append(col)
+        row += 1
+    if any(aug[i][-1] != 0 for i in range(row, len(aug))):
+        raise ArithmeticError("the Toom-Cook system has no solution")  # pragma: no cover
+    x = [Fraction(0)] * ncol
+    for i, col in enumerate(pivots):
+        x[col] = aug[i][-1]
+    return x
+
+
+@cache
+def winograd_matrices(m: int, r: int) -> tuple[tuple[tuple[Fraction, ...], ...], ...]:
+    """``(Aᵀ, G, Bᵀ)`` of ``F(m, r)`` as exact fractions (``m × α``, ``α × r``,
+    ``α × α``, ``α = m + r − 1``): ``y = Aᵀ[(G g) ⊙ (Bᵀ d)]`` is the correlation
+    ``y_i = Σ_k d_{i+k} g_k`` exactly.
+
+    Examples
+    --------
+    >>> at, g, bt = winograd_matrices(2, 3)
+    >>> [[str(v) for v in row] for row in g]
+    [['1', '0', '0'], ['1/2', '1/2', '1/2'], ['1/2', '-1/2', '1/2'], ['0', '0', '1']]
+    """
+    n = m + r - 1
+    if n - 1 > len(_POINTS):
+        raise ValueError(f"F({m}, {r}) needs more interpolation points than are defined")
+    p = _POINTS[:n - 1]
+    at = [[p[j] ** i for j in range(n - 1)] + [Fraction(int(i == m - 1))] for i in range(m)]
+    g = []
+    for j in range(n - 1):
+        f = Fraction(1)
+        for lj in range(n - 1):
+            if lj != j:
+                f *= p[j] - p[lj]
+        g.append([p[j] ** k / f for k in range(r)])
+    g.append([Fraction(int(k == r - 1)) for k in range(r)])
+    system = [[at[i][j] * g[j][k] for j in range(n)] for i in range(m) for k in range(r)]
+    bt = [[Fraction(0)] * n for _ in range(n)]
+    for t in range(n):
+        col = _solve(system, [Fraction(int(t == i + k)) for i in range(m) for k in range(r)])
+        for j in range(n):
+            bt[j][t] = col[j]
+    return tuple(map(tuple, at)), tuple(map(tuple, g)), tuple(map(tuple, bt))
+
+
+def winograd_variants(kernel: int) -> tuple[tuple[int, int], ...]:
+    """The ``(m, r)`` tiles considered for a square ``kernel``; () where none applies."""
+    return {3: ((2, 3), (4, 3), (6, 3)), 5: ((2, 5), (4, 5))}.get(kernel, ())
+
+
+def _constant_roundings(mat: tuple[tuple[Fraction, ...], ...], fmt: Format) -> int:
+    """2 where some entry is not exactly a ``fmt`` number (the matrix is applied
+    twice, each with its rounded entries), else 0."""
+    for row in mat:
+        for v in row:
+            if v == 0:
+                continue
+            # exact in a binary format with t bits: denominator a power of two and
+            # numerator with at most t significant bits
+            if v.denominator & (v.denominator - 1):
+                return 2
+            num = abs(v.numerator)
+            while num % 2 == 0:
+                num //= 2
+            if num.bit_length() > fmt.t:
+                return 2
+    return 0
+
+
+def _unit(model: PrecisionModel) -> float:
+    """Unit roundoff of a transform's arithmetic: the coarser of compute and
+    accumulation formats."""
+    return max(model.acc_unit(), model.compute.unit_roundoff("rne"))
+
+
+def _abs(mat: tuple[tuple[Fraction, ...], ...], xp: Any) -> Any:
+    return xp.asarray([[abs(float(v)) for v in row] for row in mat], dtype=xp.float64)
+
+
+def winograd_radius(x_abs: Any, w_abs: Any, padding: tuple[int, int], model: PrecisionModel,
+                    groups: int = 1) -> Any | None:
+    """Per output element, the Winograd bound (largest over the variants) of the
+    stride-1 correlation of ``|x|`` ``(N, C, H, W)`` with ``|w|`` ``(O, C/groups,
+    r, r)``; None where no variant applies (kernel not 3×3 or 5×5)."""
+    xp = _xp(x_abs)
+    o, cg, kh, kw = w_abs.shape
+    variants = winograd_variants(kh) if kh == kw else ()
+    if not variants:
+        return None
+    n, c, h, wd = x_abs.shape
+    ph, pw = padding
+    ho, wo = h + 2 * ph - kh + 1, wd + 2 * pw - kw + 1
+    u, u_in = _unit(model), model.input_unit()
+    h_c = int(model.order.height(cg))
+    out = xp.zeros((n, o, ho, wo), dtype=xp.float64)
+    og = o // groups
+    for m, r in variants:
+        at, g, bt = winograd_matrices(m, r)
+        alpha = m + r - 1
+        fmt = model.compute
+        h_total = (2 * r + _constant_roundings(g, fmt)) + (2 * alpha + _constant_roundings(
+            bt, fmt)) + 1 + h_c + (2 * alpha + _constant_roundings(at, fmt))
+        factor = (1.0 + float(gamma(np.asarray(h_total), u))) * (1.0 + u_in) ** 2 - 1.0
+        th, tw = -(-ho // m), -(-wo // m)
+        hp, wp = (th - 1) * m + alpha, (tw - 1) * m + alpha
+        xpad = xp.zeros((n, c, hp, wp), dtype=xp.float64)
+        hh, ww = min(h + 2 * ph, hp), min(wd + 2 * pw, wp)
+        xpad[:, :, ph:ph + h, pw:pw + wd] = x_abs[:, :, :hh - ph, :ww - pw]
+        ri = (np.arange(th) * m)[:, None] + np.arange(alpha)[None, :]
+        ci = (np.arange(tw) * m)[:, None] + np.arange(alpha)[None, :]
+        tiles = xpad[:, :, xp.asarray(ri)[:, None, :, None], xp.asarray(ci)[None, :, None, :]]
+        bta, ga, ata = _abs(bt, xp), _abs(g, xp), _abs(at, xp)
+        v = bta @ tiles @ bta.T  # (N, C, th, tw, α, α)
+        uu = ga @ w_abs @ ga.T  # (O, C/G, α, α)
+        for grp in range(groups):
+            vg = v[:, grp * cg:(grp + 1) * cg]
+            ug = uu[grp * og:(grp + 1) * og]
+            mm = xp.einsum("nctsab,ocab->notsab", vg, ug)
+            y = ata @ mm @ ata.T  # (N, O/G, th, tw, m, m)
+            y = y.transpose(0, 1, 2, 4, 3, 5).reshape(n, og, th * m, tw * m)[:, :, :ho, :wo]
+            out[:, grp * og:(grp + 1) * og] = xp.maximum(out[:, grp * og:(grp + 1) * og],
+                                                         factor * y)
+    return out
+
+
+def _fft_len(length: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(length, 1))))
+
+
+def fft_radius(a: Any, b: Any, plane: tuple[int, int], model: PrecisionModel,
+               groups: int = 1) -> Any:
+    """Per output plane ``(P, Q)``, the FFT bound of ``z_pq = Σ_j a_pj ⋆ b_qj``.
+
+    ``a`` is ``(P, J, ...)`` and ``b`` ``(Q, J/groups, ...)`` (the trailing axes
+    are the plane's samples: their norms are what matters); ``plane`` the padded
+    plane's extent, rounded up to powers of two per axis for ``N``. Returns
+    ``(P, Q)``.
+    """
+    xp = _xp(a)
+    nfft = _fft_len(plane[0]) * _fft_len(plane[1])
+    u = _unit(model)
+    lg = math.log2(nfft) if nfft > 1 else 1.0
+    eta = u + float(gamma(np.asarray(4), u)) * (math.sqrt(2.0) + u)
+    eps = lg * eta / (1.0 - lg * eta)
+    uc = math.sqrt(2.0) * float(gamma(np.asarray(2), u))
+    rn = math.sqrt(nfft)
+    p_, j_ = a.shape[:2]
+    q_, jg = b.shape[:2]
+    a1 = xp.abs(a).reshape(p_, j_, -1).sum(axis=2)
+    a2 = xp.sqrt((a * a).reshape(p_, j_, -1).sum(axis=2))
+    b1 = xp.abs(b).reshape(q_, jg, -1).sum(axis=2)
+    b2 = xp.sqrt((b * b).reshape(q_, jg, -1).sum(axis=2))
+    h_c = float(gamma(np.asarray(int(model.order.height(jg))), u))
+    out = xp.zeros((p_, q_), dtype=xp.float64)
+    qg = q_ // groups
+    for grp in range(groups):
+        sl = slice(grp * jg, (grp + 1) * jg)
+        pa1, pa2 = a1[:, sl], a2[:, sl]
+        qb1, qb2 = b1[grp * qg:(grp + 1) * qg], b2[grp * qg:(grp + 1) * qg]
+        a_hat = pa1 + eps * rn * pa2  # ‖F(a)‖_∞ bound of the computed transform
+        pair = ((1.0 + eps) * (eps * (pa2 @ qb1.T) + eps * (pa1 @ qb2.T)
+                               + eps * eps * rn * (pa2 @ qb2.T)
+                               + uc * (1.0 + eps) * (a_hat @ qb2.T))
+                + eps * (pa1 @ qb2.T))
+        chan = (1.0 + eps) ** 2 * h_c * (a_hat @ qb2.T)
+        out[:, grp * qg:(grp + 1) * qg] = pair + chan
+    return out
+
+
+def transform_radius(output: str, inputs: Mapping[str, Any], params: Mapping[str, Any],
+                     model: PrecisionModel) -> Any | None:
+    """The largest transform bound the model's algorithms allow for one conv2d
+    output (before the store), per element; None where none applies (the model
+    names only summations, the geometry rules transforms out, or the output is
+    ``grad_bias``)."""
+    algos = set(model.algorithms) & set(TRANSFORMS)
+    if not algos or output == "grad_bias":
+        return None
+    if tuple(params["stride"]) != (1, 1) or tuple(params["dilation"]) != (1, 1):
+        return None
+    xp = _xp(inputs["x"])
+    x = xp.asarray(inputs["x"], dtype=xp.float64)
+    w = xp.asarray(inputs["weight"], dtype=xp.float64)
+    grp = params["groups"]
+    ph, pw = params["padding"]
+    o, cg, kh, kw = w.shape
+    n, c, h, wd = x.shape
+    out: Any = None
+
+    def merge(r: Any) -> None:
+        nonlocal out
+        if r is not None:
+            out = r if out is None else xp.maximum(out, r)
+
+    if output == "y":
+        if "winograd" in algos:
+            merge(winograd_radius(xp.abs(x), xp.abs(w), (ph, pw), model, grp))
+        if "fft" in algos:
+            ho, wo = h + 2 * ph - kh + 1, wd + 2 * pw - kw + 1
+            r = fft_radius(x, w, (h + 2 * ph, wd + 2 * pw), model, grp)
+            merge(xp.broadcast_to(r[:, :, None, None], (n, o, ho, wo)))
+        return out
+    g = xp.asarray(inputs["grad_output"], dtype=xp.float64)
+    if output == "grad_input":
+        if kh - 1 < ph or kw - 1 < pw:
+            return None  # padding beyond the kernel: no plain full correlation
+        # stride 1: a correlation of grad_output, padded by k - 1 - p, with the
+        # flipped weight, channels swapped (per group)
+        wf = w[:, :, ::-1, ::-1].reshape(grp, o // grp, cg, kh, kw).transpose(0, 2, 1, 3, 4)
+        wf = wf.reshape(c, o // grp, kh, kw)
+        if "winograd" in algos:
+            merge(winograd_radius(xp.abs(g), xp.abs(wf), (kh - 1 - ph, kw - 1 - pw), model,
+                                  grp))
+        if "fft" in algos:
+            ho, wo = g.shape[2:]
+            r = fft_radius(g, wf, (ho + 2 * (kh - 1 - ph), wo + 2 * (kw - 1 - pw)), model, grp)
+            merge(xp.broadcast_to(r[:, :, None, None], (n, c, h, wd)))
+        return out
+    if output == "grad_weight" and "fft" in algos:
+        # grad_weight[o, c] = Σ_n x[n, c] ⋆ g[n, o]: planes (o, c), sums over the batch
+        og = o // grp
+        res = xp.zeros((o, cg), dtype=xp.float64)
+        for gi in range(grp):
+            gg = g[:, gi * og:(gi + 1) * og].transpose(1, 0, 2, 3)  # (O/G, N, Ho, Wo)
+            xg = x[:, gi * cg:(gi + 1) * cg].transpose(1, 0, 2, 3)  # (C/G, N, H, W)
+            res[gi * og:(gi + 1) * og] = fft_radius(gg, xg, (h + 2 * ph, wd + 2 * pw), model)
+        return xp.broadcast_to(res[:, :, None, None], (o, cg, kh, kw))
+    return None
+
+
+def widen_conv2d(res: Mapping[str, Tracked], inputs: Mapping[str, Any],
+                 params: Mapping[str, Any], model: PrecisionModel) -> dict[str, Tracked]:
+    """The conv2d outputs ``res`` (summation bounds) with each element's radius
+    raised to the transform bound plus the final store where the model's
+    algorithms allow a transform (:func:`transform_radius`); unchanged otherwise.
+    Unjudged elements (NaN radius) stay unjudged."""
+    out = dict(res)
+    u_out = model.storage.unit_roundoff("rne")
+    for name, t in res.items():
+        r = transform_radius(name, inputs, params, model)
+        if r is None:
+            continue
+        xp = _xp(t.value)
+        total = xp.asarray(r) * (1.0 + u_out) + u_out * xp.abs(t.value)
+        with np.errstate(invalid="ignore"):
+            det = xp.where(xp.isnan(t.det), t.det, xp.maximum(t.det, total))
+            prob = xp.where(xp.isnan(t.prob), t.prob, xp.maximum(t.prob, total))
+        out[name] = replace(t, det=det, prob=prob)
+    return out
+
+
+def _xp(a: Any) -> Any:
+    mod = type(a).__module__.split(".")[0]
+    if mod == "cupy":
+        import cupy  # noqa: PLC0415 - only where the array already lives on a GPU
+
+        return cupy
+    return np

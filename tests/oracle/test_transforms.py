@@ -1,0 +1,150 @@
+"""Winograd and FFT bounds (numoracle.oracle.transforms): sound for float32
+implementations of both algorithms, needed (a summation bound does not hold
+them), and named by the diagnosis."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from numoracle.checking.verdict import compare, diagnose
+from numoracle.errors import InvalidArgument
+from numoracle.oracle.ops import get_op
+from numoracle.oracle.precision import get_model
+from numoracle.oracle.transforms import winograd_matrices
+
+torch = pytest.importorskip("torch")
+
+CONV = get_op("conv2d")
+
+
+@pytest.mark.parametrize(("m", "r"), [(2, 3), (4, 3), (6, 3), (2, 5), (4, 5)])
+def test_winograd_matrices_compute_the_correlation_exactly(m: int, r: int) -> None:
+    at, g, bt = winograd_matrices(m, r)
+    rng = np.random.default_rng(m * 10 + r)
+    d = [Fraction(int(v)) for v in rng.integers(-9, 9, m + r - 1)]
+    w = [Fraction(int(v)) for v in rng.integers(-9, 9, r)]
+    gw = [sum(g[j][k] * w[k] for k in range(r)) for j in range(m + r - 1)]
+    bd = [sum(bt[j][t] * d[t] for t in range(m + r - 1)) for j in range(m + r - 1)]
+    y = [sum(at[i][j] * gw[j] * bd[j] for j in range(m + r - 1)) for i in range(m)]
+    assert y == [sum(d[i + k] * w[k] for k in range(r)) for i in range(m)]
+
+
+def _winograd_fp32(x: np.ndarray, w: np.ndarray, pad: int, m: int) -> np.ndarray:
+    """A float32 Winograd F(m×m, 3×3) convolution (stride 1, one group), every
+    stage rounded to float32 as a GPU kernel computes it."""
+    f32 = np.float32
+    at, g, bt = (np.array([[float(v) for v in row] for row in mat], dtype=f32)
+                 for mat in winograd_matrices(m, 3))
+    n, c, h, wd = x.shape
+    o = w.shape[0]
+    ho, wo = h + 2 * pad - 2, wd + 2 * pad - 2
+    th, tw = -(-ho // m), -(-wo // m)
+    a = m + 2
+    xp = np.zeros((n, c, (th - 1) * m + a, (tw - 1) * m + a), dtype=f32)
+    xp[:, :, pad:pad + h, pad:pad + wd] = x
+    u = (g @ w.astype(f32) @ g.T).astype(f32)  # (O, C, a, a)
+    y = np.zeros((n, o, th * m, tw * m), dtype=f32)
+    for i in range(th):
+        for j in range(tw):
+            d = xp[:, :, i * m:i * m + a, j * m:j * m + a]
+            v = (bt @ d @ bt.T).astype(f32)  # (N, C, a, a)
+            mm = np.einsum("ncab,ocab->noab", v, u).astype(f32)
+            y[:, :, i * m:(i + 1) * m, j * m:(j + 1) * m] = at @ mm @ at.T
+    return y[:, :, :ho, :wo]
+
+
+def _case(seed: int, *, c: int = 16, size: int = 10) -> tuple[dict, dict]:
+    rng = np.random.default_rng(seed)
+    params = CONV.validate({"batch": 2, "in_channels": c, "out_channels": 4, "height": size,
+                            "width": size, "kernel_size": (3, 3), "stride": (1, 1),
+                            "padding": (1, 1), "dilation": (1, 1), "groups": 1, "bias": False})
+    inputs = {k: rng.standard_normal(s).astype(np.float32).astype(np.float64)
+              for k, s in CONV.input_shapes(params).items()}
+    return params, inputs
+
+
+@pytest.mark.parametrize("m", [2, 4, 6])
+def test_a_float32_winograd_is_within_the_winograd_bound(m: int) -> None:
+    worst_sum = worst_wino = 0.0
+    for seed in range(6):
+        params, inputs = _case(seed)
+        got = _winograd_fp32(inputs["x"].astype(np.float32), inputs["weight"].astype(np.float32),
+                             1, m)
+        wino = CONV.reference(inputs, params, get_model("fp32", algorithm="winograd"), ("y",))
+        direct = CONV.reference(inputs, params, get_model("fp32"), ("y",))
+        worst_wino = max(worst_wino, compare("y", got, wino["y"]).worst_ratio)
+        worst_sum = max(worst_sum, compare("y", got, direct["y"]).worst_ratio)
+    assert worst_wino < 1.0
+    assert worst_sum < 1.0  # on random data, even F(6, 3) stays within fp32 in any order
+
+
+def test_a_float32_fft_convolution_is_within_the_fft_bound() -> None:
+    for seed in range(6):
+        params, inputs = _case(seed, c=8, size=12)
+        x = torch.nn.functional.pad(torch.tensor(inputs["x"], dtype=torch.float32), (1, 1, 1, 1))
+        w = torch.tensor(inputs["weight"], dtype=torch.float32)
+        shape = (16, 16)
+        fx = torch.fft.rfft2(x, s=shape)[:, None]  # (N, 1, C, ...)
+        fw = torch.fft.rfft2(w, s=shape)[None]  # (1, O, C, ...)
+        full = torch.fft.irfft2((fx * fw.conj()).sum(2), s=shape)
+        got = full[:, :, :12, :12].numpy()
+        ref = CONV.reference(inputs, params, get_model("fp32", algorithm="fft"), ("y",))
+        assert compare("y", got, ref["y"]).worst_ratio < 1.0
+
+
+def test_the_exact_regime_holds_only_for_summations() -> None:
+    params, inputs = _case(0)
+    ints = {k: np.round(v * 4) for k, v in inputs.items()}
+    assert CONV.reference(ints, params, get_model("fp32"), ("y",))["y"].is_exact
+    assert not CONV.reference(ints, params, get_model("fp32", algorithm="any"), ("y",))[
+        "y"].is_exact
+
+
+@pytest.mark.parametrize("m", [4, 6])
+def test_a_float32_winograd_exceeds_a_pairwise_summation_bound(m: int) -> None:
+    params, inputs = _case(1)
+    got = _winograd_fp32(inputs["x"].astype(np.float32), inputs["weight"].astype(np.float32),
+                         1, m)
+    pairwise = CONV.reference(inputs, params, get_model("fp32", order="pairwise"), ("y",))
+    assert compare("y", got, pairwise["y"]).worst_ratio > 1.0
+
+
+def _perturbed(claimed_name: str, share: float) -> tuple[np.ndarray, dict, dict]:
+    """The exact result moved by ``share`` of the transform bound (signs random)."""
+    params, inputs = _case(3)
+    ref = CONV.reference(inputs, params, get_model(claimed_name, algorithm="any"), ("y",))["y"]
+    signs = np.random.default_rng(0).choice([-1.0, 1.0], ref.value.shape)
+    return ref.value + share * signs * ref.det, params, inputs
+
+
+@pytest.mark.parametrize(("claimed", "first"), [("fp64", "a Winograd or FFT algorithm"),
+                                                ("fp32", "consistent with fp32-")])
+def test_the_diagnosis_names_a_transform_algorithm(claimed: str, first: str) -> None:
+    got, params, inputs = _perturbed(claimed, 0.5)
+    model = get_model(claimed)
+    out = compare("y", got, CONV.reference(inputs, params, model, ("y",))["y"])
+    assert not out.passed
+    diagnose(out, got, model, lambda m: CONV.reference(inputs, params, m, ("y",))["y"])
+    assert first in out.diagnosis
+    assert "Winograd or FFT" in out.diagnosis
+
+
+def test_beyond_the_transform_bound_is_a_logic_bug() -> None:
+    got, params, inputs = _perturbed("fp64", 3.0)
+    model = get_model("fp64")
+    out = compare("y", got, CONV.reference(inputs, params, model, ("y",))["y"])
+    diagnose(out, got, model, lambda m: CONV.reference(inputs, params, m, ("y",))["y"])
+    assert "logic bug" in out.diagnosis
+
+
+@pytest.mark.parametrize(("kw", "match"), [
+    ({"algorithm": "strassen"}, "algorithm must be one of"),
+    ({"algorithms": ("summation", "magic")}, "must be a non-empty tuple"),
+    ({"algorithms": "fft"}, "must be a non-empty tuple"),
+])
+def test_invalid_algorithms_are_rejected(kw: dict, match: str) -> None:
+    with pytest.raises(InvalidArgument, match=match):
+        get_model("fp32", **kw)
