@@ -107,6 +107,13 @@ class Tracked:
         return bool(not np.any(self.det) and not np.any(self.ref_err))
 
 
+def _nonzero(r: Any) -> bool:
+    """``any(r)``, without a pass over a broadcast scalar (an exact input's radii)."""
+    if r.size and not any(r.strides):
+        return bool(r[(0,) * r.ndim])
+    return bool(_xp(r).any(r))
+
+
 def _swap_last(a: np.ndarray) -> np.ndarray:
     return a if a.ndim < 2 else np.swapaxes(a, -1, -2)
 
@@ -166,7 +173,7 @@ def _operand(t: Tracked, model: PrecisionModel) -> tuple[Tracked, float]:
     xp = _xp(t.value)
     v, c = t.value, 0.0
     if model.rounds_inputs:
-        if model.input_rounding is not None and not bool(xp.any(t.det)):
+        if model.input_rounding is not None and not _nonzero(t.det):
             v = quantize(t.value, model.compute, model.input_rounding) if xp is np else \
                 xp.asarray(quantize(xp.asnumpy(t.value), model.compute, model.input_rounding))
         else:
@@ -264,8 +271,8 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
     if bias is not None:
         value = value + bias.value
         S = S + xp.abs(bias.value)
-    has_rad = any(bool(xp.any(t.det)) for t in (a, b) + ((bias,) if bias else ()))
-    has_ref = any(bool(xp.any(t.ref_err)) for t in (a, b) + ((bias,) if bias else ()))
+    has_rad = any(_nonzero(t.det) for t in (a, b) + ((bias,) if bias else ()))
+    has_ref = any(_nonzero(t.ref_err) for t in (a, b) + ((bias,) if bias else ()))
     prop: Any = 0.0
     prop_p: Any = 0.0
     ref_prop: Any = 0.0
