@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .cases.target import BACKENDS, Target
+from .checking.check import DEFAULT_TIMEOUT
 from .errors import InvalidArgument, KernelMismatch, NumoracleError
 from .oracle.ops import get_op
 from .oracle.ops.plan import Choice, Flag, Widths
@@ -49,6 +50,23 @@ __all__ = ["check_kernel", "validate", "op_outputs", "add_listener", "remove_lis
 GPU_BACKENDS = ("torch-cuda", "cupy")
 
 Listener = Callable[["TargetResult"], None]
+
+#: what check_kernel and validate use when their isolate= / timeout= are None (the
+#: pytest plugin's --numoracle-isolate and --numoracle-timeout set them for a session)
+SESSION_DEFAULTS: dict[str, Any] = {"isolate": False, "timeout": DEFAULT_TIMEOUT}
+
+
+def _isolation(isolate: bool | None, timeout: float | None) -> tuple[bool, float]:
+    """``isolate`` and ``timeout`` with the session defaults filled in, checked."""
+    isolate = SESSION_DEFAULTS["isolate"] if isolate is None else isolate
+    timeout = SESSION_DEFAULTS["timeout"] if timeout is None else timeout
+    if not isinstance(isolate, bool):
+        raise InvalidArgument(f"{isolate=} must be True (run the kernel in a worker process), "
+                              "False or None (the session default)")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise InvalidArgument(f"{timeout=} must be a positive number of seconds a kernel may "
+                              "take on one case, e.g. timeout=10, or None (the default)")
+    return isolate, float(timeout)
 _listeners: list[Listener] = []
 
 
@@ -174,7 +192,8 @@ def _strategy(target: Target, overrides: dict[str, Any]) -> SearchStrategy[Case]
 
 
 def _run(target: Target, strategy: SearchStrategy[Case], examples: int | None,
-         seed: int | None, store: Path | str | None) -> TargetResult:
+         seed: int | None, store: Path | str | None,
+         isolation: tuple[bool, float] = (False, DEFAULT_TIMEOUT)) -> TargetResult:
     """Replay the target's stored repros, run new cases, tell the listeners,
     raise when the kernel failed."""
     from .running.runner import run_target  # noqa: PLC0415 - hypothesis only when checking
@@ -183,7 +202,8 @@ def _run(target: Target, strategy: SearchStrategy[Case], examples: int | None,
     if result.verdict != "FAIL":
         replayed, fixed = result.replayed, result.fixed
         result = run_target(target, examples=_check_examples(examples), seed=seed,
-                            strategy=strategy, store=store)
+                            strategy=strategy, store=store, isolate=isolation[0],
+                            timeout=isolation[1])
         result.replayed, result.fixed = replayed, fixed
     for listener in tuple(_listeners):
         listener(result)
@@ -236,6 +256,8 @@ def check_kernel(
     seed: int | None = 0,
     name: str | None = None,
     store: Path | str | None = DEFAULT_STORE,
+    isolate: bool | None = None,
+    timeout: float | None = None,
     **strategy_overrides: Any,
 ) -> TargetResult:
     """Check a kernel against the oracle on Hypothesis-drawn cases.
@@ -272,6 +294,16 @@ def check_kernel(
         Name in reports and repros; defaults to ``fn.__qualname__``.
     store : path or None
         Folder for the repro of a failure; None saves none.
+    isolate : bool or None
+        Run the kernel in a worker process (:mod:`numoracle.running.isolate`):
+        a segfault, abort, ``os._exit``, a kill or a CUDA error fails the case
+        (naming the signal, exit code or error) instead of ending the run. The
+        kernel must then be defined at module level. None: the session default
+        (False; the pytest option ``--numoracle-isolate`` turns it on).
+    timeout : float or None
+        Seconds the kernel may take on one case before it counts as hung (the
+        verdict says so); None: the session default (120 s, or the pytest
+        option ``--numoracle-timeout``). Isolated, a hung worker is killed.
     **strategy_overrides
         Passed to :func:`numoracle.strategies.cases` (``families=``,
         ``max_elements=``, ``max_reduction=``, ...).
@@ -304,7 +336,9 @@ def check_kernel(
                          layouts=layouts, name=name)
     _check_examples(examples)
     _check_seed(seed)
-    return _run(target, _strategy(target, strategy_overrides), examples, seed, store)
+    isolation = _isolation(isolate, timeout)
+    return _run(target, _strategy(target, strategy_overrides), examples, seed, store,
+                isolation)
 
 
 def validate(
@@ -318,6 +352,8 @@ def validate(
     seed: int | None = 0,
     name: str | None = None,
     store: Path | str | None = DEFAULT_STORE,
+    isolate: bool | None = None,
+    timeout: float | None = None,
     **strategy_overrides: Any,
 ) -> Callable[[Callable[..., Any]], Callable[[], None]]:
     """Turn a kernel into a zero-argument pytest test that runs :func:`check_kernel`.
@@ -337,6 +373,7 @@ def validate(
     """
     _check_examples(examples)
     _check_seed(seed)
+    _isolation(isolate, timeout)  # a bad value fails at collection
 
     def decorate(fn: Callable[..., Any]) -> Callable[[], None]:
         target = _make_target(fn, op=op, precision=precision, backend=backend,
@@ -349,7 +386,7 @@ def validate(
                 import pytest  # noqa: PLC0415 - only a test run skips
 
                 pytest.skip(f"{target.name} on {target.backend}: {reason}")
-            _run(target, strategy, examples, seed, store)
+            _run(target, strategy, examples, seed, store, _isolation(isolate, timeout))
 
         fname = getattr(fn, "__name__", target.name)
         test.__name__ = fname if fname.startswith("test") else f"test_{fname}"

@@ -17,7 +17,10 @@ Installed with numoracle (entry point ``pytest11``), or loaded by hand with
   xdist workers too), and the stored repros replayed before new cases were
   drawn (every check replays its target's repros from the store first, as
   Hypothesis replays its example database), naming those fixed;
-* provides the fixture ``numoracle_check``: :func:`numoracle.check_kernel`.
+* provides the fixture ``numoracle_check``: :func:`numoracle.check_kernel`;
+* takes ``--numoracle-isolate`` (every check of the session runs its kernel in
+  a worker process: a crash fails the check instead of ending pytest) and
+  ``--numoracle-timeout SECONDS`` (how long a kernel may take on one case).
 
 Profiles
 --------
@@ -40,7 +43,7 @@ import pytest
 from hypothesis import settings
 from hypothesis.errors import InvalidArgument
 
-from .api import GPU_BACKENDS, add_listener, check_kernel, remove_listener
+from .api import GPU_BACKENDS, SESSION_DEFAULTS, add_listener, check_kernel, remove_listener
 from .checking.message import fmt_ratio
 
 if TYPE_CHECKING:
@@ -193,9 +196,20 @@ class RunSummary:
 
 _SUMMARY = pytest.StashKey[RunSummary]()
 _PREVIOUS_PROFILE = pytest.StashKey[str]()
+_PREVIOUS_DEFAULTS = pytest.StashKey[dict[str, Any]]()
 
 
 # -- hooks --------------------------------------------------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("numoracle")
+    group.addoption("--numoracle-isolate", action="store_true", default=False,
+                    help="run the kernels of numoracle checks in a worker process, so that a "
+                         "segfault, abort or exit fails the check instead of ending pytest")
+    group.addoption("--numoracle-timeout", type=float, default=None, metavar="SECONDS",
+                    help="seconds a kernel may take on one case before it counts as hung "
+                         f"(default {SESSION_DEFAULTS['timeout']:g})")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -204,6 +218,15 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: takes more than a few seconds")
     pin_worker_gpu(os.environ)
     _load_profile(config)
+    config.stash[_PREVIOUS_DEFAULTS] = dict(SESSION_DEFAULTS)
+    if config.getoption("--numoracle-isolate", default=False):
+        SESSION_DEFAULTS["isolate"] = True
+    timeout = config.getoption("--numoracle-timeout", default=None)
+    if timeout is not None:
+        if not timeout > 0:
+            raise pytest.UsageError(f"--numoracle-timeout {timeout:g} must be a positive "
+                                    "number of seconds, e.g. --numoracle-timeout 30")
+        SESSION_DEFAULTS["timeout"] = timeout
     summary = RunSummary()
     config.stash[_SUMMARY] = summary
     add_listener(summary.add)
@@ -216,6 +239,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     previous = config.stash.get(_PREVIOUS_PROFILE, None)
     if previous is not None:
         settings.load_profile(previous)
+    SESSION_DEFAULTS.update(config.stash.get(_PREVIOUS_DEFAULTS, {}))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

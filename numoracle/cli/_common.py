@@ -20,6 +20,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from ..checking.check import DEFAULT_TIMEOUT
 from ..oracle.ops import OP_GROUPS, OPS, get_op
 from ..store.repro import DEFAULT_STORE
 
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from ..running.runner import TargetResult
 
 __all__ = ["positive_int", "positive_float", "int_arg", "names", "ops_option", "run_options",
-           "console_for", "check_ops", "print_text", "run_all", "skipped_line"]
+           "console_for", "check_ops", "print_text", "run_all", "skipped_line", "built_in"]
 
 
 
@@ -86,6 +87,14 @@ def run_options(p: argparse.ArgumentParser, examples: int, per: str) -> None:
     p.add_argument("--report", type=Path, metavar="DIR", help="write a JSON report to DIR")
     p.add_argument("--store", type=Path, default=DEFAULT_STORE, metavar="DIR",
                    help=f"folder for the repros of failures (default {DEFAULT_STORE})")
+    p.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=None,
+                   help="run each kernel in a worker process, so that a segfault, abort, exit "
+                        "or CUDA error fails its target instead of ending the run (default: "
+                        "isolated for kernels from outside numoracle, such as the zoo's and "
+                        "plugins', in-process for the built-in targets)")
+    p.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                   help="seconds a kernel may take on one case before it counts as hung "
+                        f"(default {DEFAULT_TIMEOUT:g})")
 
 
 
@@ -145,8 +154,9 @@ def run_all(targets: Sequence[Target], args: argparse.Namespace,
     Unavailable targets come back at once as ``skipped`` results."""
     from ..running.runner import run_target  # noqa: PLC0415 - hypothesis only for commands that run
 
-    results = []
+    results: list[TargetResult] = []
     runnable = [t for t in targets if t.unavailable_reason() is None]
+    report = getattr(args, "report", None)
     budget = getattr(args, "budget", None)
     end = None if budget is None else time.perf_counter() + budget
     with _progress(console) as progress:
@@ -159,12 +169,38 @@ def run_all(targets: Sequence[Target], args: argparse.Namespace,
                 share = max(end - time.perf_counter(), 0.0) / (len(runnable) - runnable.index(t))
             label = f"{t.name} {t.op}"
             task = progress.add_task(label, total=args.examples)
+            if report is not None:  # what a run that dies here leaves behind
+                _write_progress(report, results, targets[len(results):])
+            isolate = getattr(args, "isolate", None)
             results.append(run_target(t, examples=args.examples, seed=args.seed,
                                       store=args.store, on_case=_ticker(progress, task, label),
                                       seconds=share,
-                                      diagnose=getattr(args, "diagnose", False)))
+                                      diagnose=getattr(args, "diagnose", False),
+                                      timeout=getattr(args, "timeout", DEFAULT_TIMEOUT),
+                                      isolate=not built_in(t) if isolate is None else isolate))
             progress.update(task, completed=args.examples)
     return results
+
+
+def built_in(target: Target) -> bool:
+    """Whether ``target`` is one of numoracle's own (its function defined in a
+    numoracle module, no outside source): those run in-process unless ``--isolate``."""
+    fn = getattr(target.fn, "func", target.fn)  # a functools.partial's function
+    return target.source is None and str(getattr(fn, "__module__", "")).startswith("numoracle.")
+
+
+def _write_progress(folder: Path, done: Sequence[TargetResult],
+                    todo: Sequence[Target]) -> None:
+    """``folder/progress.json``: the rows of the targets done, and one row per
+    target not run yet, marked ``unjudged`` (kept if the run dies)."""
+    from ..checking.report import write_json  # noqa: PLC0415 - only with --report
+    from ..running.runner import TargetResult  # noqa: PLC0415 - hypothesis only when running
+
+    rows = [r.row() for r in done]
+    for t in todo:
+        row = TargetResult(t.name, t.op, t.precision.name, verdict="unjudged").row()
+        rows.append({**row, "status": "unjudged", "reason": "not run (yet)"})
+    write_json(folder / "progress.json", rows)
 
 
 def skipped_line(results: Sequence[TargetResult]) -> str | None:

@@ -30,6 +30,18 @@ class _BudgetSpent(BaseException):
     """The time budget of a run is spent: stop drawing cases."""
 
 
+class _ShrinkSpent(BaseException):
+    """Shrinking a hang or a crash has used its budget: keep the smallest failure so far."""
+
+
+#: a hang shrinks with this fraction of the timeout ...
+HANG_SHRINK_FACTOR = 0.25
+#: ... and stops after this many hung shrinking attempts
+HANG_SHRINK_TRIES = 3
+#: shrinking a crash (each attempt that crashes costs a fresh worker) stops after this many
+CRASH_SHRINK_TRIES = 20
+
+
 @dataclass
 class TargetResult:
     """What a run of one target on one op found."""
@@ -54,6 +66,10 @@ class TargetResult:
     #: stored repros of this target replayed before drawing, and those that pass now
     replayed: int = 0
     fixed: list[str] = field(default_factory=list)
+    #: cases drawn but not judged by the oracle (unsupported, or the kernel gave no outputs)
+    unjudged: int = 0
+    #: the kind of the failure when the kernel gave no outputs ("hang", "crash", "cuda", ...)
+    fault: str | None = None
 
     def effective(self) -> dict[str, str]:
         """Per output, the most precise standard model every diagnosed case fits
@@ -90,7 +106,8 @@ class TargetResult:
                 "worst_ratio": self.worst_ratio, "verdict": self.verdict,
                 "repro": self.repro, "time_s": round(self.seconds, 3),
                 "diagnosis": self.diagnosis, "cases_to_catch": self.cases_to_catch,
-                "repro_shape": self.repro_shape,
+                "repro_shape": self.repro_shape, "unjudged": self.unjudged,
+                "fault": self.fault,
                 "effective": ", ".join(f"{k}: {v}" for k, v in self.effective().items())}
 
 
@@ -116,8 +133,9 @@ def run_target(
     on_case: Callable[[Verdict], None] | None = None,
     shrink: bool = True,
     seconds: float | None = None,
-    timeout: float = DEFAULT_TIMEOUT,
+    timeout: float | None = DEFAULT_TIMEOUT,
     diagnose: bool = False,
+    isolate: bool = False,
 ) -> TargetResult:
     """Check ``examples`` cases of ``target``; shrink and save the first failure.
 
@@ -140,12 +158,22 @@ def run_target(
     seconds : float or None
         Time budget: once spent, no new case is started (a failure found by
         then is still shrunk and saved).
-    timeout : float
-        Seconds a kernel may take on one case before it counts as hung.
+    timeout : float or None
+        Seconds a kernel may take on one case before it counts as hung (None:
+        no limit). A hang costs one timeout per case; it is shrunk with
+        :data:`HANG_SHRINK_FACTOR` of the timeout and at most
+        :data:`HANG_SHRINK_TRIES` hung attempts, then the smallest hanging
+        case so far is saved.
     diagnose : bool
         Judge every case under every candidate model too (several times the
         oracle's work): :meth:`TargetResult.effective` then names the precision
         each output really delivered.
+    isolate : bool
+        Run the kernel in a worker process (:mod:`numoracle.running.isolate`):
+        a crash, an exit or a CUDA error fails the case, and the run (and the
+        shrinking, in fresh workers, at most :data:`CRASH_SHRINK_TRIES` crashed
+        attempts) goes on. The kernel must be importable by the worker
+        (InvalidArgument at once if not).
     """
     res = TargetResult(target.name, target.op, target.precision.name)
     reason = target.unavailable_reason()
@@ -153,7 +181,12 @@ def run_target(
         res.verdict, res.diagnosis = "skipped", reason
         return res
     strat = strategy if strategy is not None else default_strategy(target)
-    state: dict[str, Any] = {"failed": False, "last": None}
+    if isolate:
+        from .isolate import prepare  # noqa: PLC0415 - multiprocessing only when isolating
+
+        prepare(target)
+    state: dict[str, Any] = {"failed": False, "last": None, "first": None, "hangs": 0,
+                             "crashes": 0, "timeout": timeout}
     t0 = time.perf_counter()
     deadline = None if seconds is None else t0 + seconds
 
@@ -166,9 +199,15 @@ def run_target(
         if deadline is not None and not state["failed"] and time.perf_counter() > deadline:
             raise _BudgetSpent  # not an Exception: Hypothesis lets it through at once
         try:
-            v = check_case(case, target, timeout=timeout, with_diagnosis=diagnose)
+            v = check_case(case, target, timeout=state["timeout"], with_diagnosis=diagnose,
+                           isolate=isolate)
         except UnsupportedCase:
+            if not state["failed"]:
+                res.unjudged += 1
             return
+        kind = getattr(v.error, "kind", None)
+        if kind is not None and not state["failed"]:
+            res.unjudged += 1
         if observing():  # features for Tyche: op, family, n, verdict
             for key, value in case_features(v).items():
                 event(key, value)
@@ -188,7 +227,16 @@ def run_target(
             if not state["failed"]:
                 state["failed"] = True
                 res.cases_to_catch = res.cases
-            state["last"] = v
+                state["first"] = v
+                if kind == "hang" and state["timeout"] is not None:
+                    state["timeout"] = state["timeout"] * HANG_SHRINK_FACTOR
+            state["last"] = v  # Hypothesis shrinks monotonically: the smallest so far
+            if kind in ("hang", "crash", "cuda") and v is not state["first"]:
+                key = "hangs" if kind == "hang" else "crashes"
+                state[key] += 1
+                limit = HANG_SHRINK_TRIES if kind == "hang" else CRASH_SHRINK_TRIES
+                if state[key] >= limit:
+                    raise _ShrinkSpent
             raise KernelMismatch(v.diagnosis, v)
 
     if seed is not None:
@@ -197,6 +245,10 @@ def run_target(
         prop()
     except _BudgetSpent:
         pass  # every case run so far passed
+    except _ShrinkSpent:
+        _record_failure(res, state["last"], target, store,
+                        f"shrinking stopped after {max(state['hangs'], state['crashes'])} "
+                        "attempts that hung or crashed")
     except KernelMismatch as exc:
         _record_failure(res, cast(Verdict, exc.verdict), target, store)  # raised by prop
     except (FlakyFailure, HypothesisException, ExceptionGroup) as exc:
@@ -215,6 +267,7 @@ def _record_failure(res: TargetResult, verdict: Verdict, target: Target,
                     store: Path | str | None, note: str = "") -> None:
     res.failures = max(res.failures, 1)
     res.verdict = "FAIL"
+    res.fault = getattr(verdict.error, "kind", None)
     res.worst_ratio = max(res.worst_ratio, verdict.worst_ratio)
     res.diagnosis = verdict.diagnosis
     shapes = verdict.case.shapes()
