@@ -7,9 +7,9 @@ has free, and its result streams back as it finishes. The blocks of one
 target merge into one :class:`~numoracle.running.runner.TargetResult`, so the
 report (``report.json``, the table) reads as a local run's.
 
-- **Seeds.** Block 0 uses the run's seed itself (a run of one block draws the
-  same cases as a local run); block ``i`` uses :func:`block_seed`, a hash of
-  the seed and ``i``. The cases of a block are the same on every node.
+- **Seeds.** Block 0 uses the run's seed itself; block ``i`` uses
+  :func:`block_seed`, a hash of the seed and ``i``. The cases of a block are
+  the same on every node (:func:`same_draws_everywhere`).
 - **Failures.** A failing case is shrunk on the worker that found it; its
   repro folder comes home as bytes and is saved in the local store. Once a
   target fails (or turns out unavailable), no further block of it starts,
@@ -27,6 +27,8 @@ imports it only when a run starts.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -35,7 +37,7 @@ import socket
 import tempfile
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,8 +49,8 @@ from ..store.repro import DEFAULT_STORE
 from .runner import TargetResult
 
 __all__ = ["run_cluster", "ClusterRun", "Block", "BlockOutcome", "UnjudgedResult",
-           "block_seed", "plan_blocks", "merge_blocks", "needs_gpu", "DEFAULT_BLOCK",
-           "DEFAULT_TASK_TIMEOUT", "cluster_results"]
+           "block_seed", "same_draws_everywhere", "plan_blocks", "merge_blocks", "needs_gpu",
+           "DEFAULT_BLOCK", "DEFAULT_TASK_TIMEOUT", "cluster_results"]
 
 #: cases per block (one Ray task) unless told otherwise
 DEFAULT_BLOCK = 200
@@ -166,6 +168,34 @@ def _case_digest(case: Any) -> str:
     return hashlib.sha1(json.dumps(case.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
 
 
+@contextlib.contextmanager
+def same_draws_everywhere() -> Iterator[None]:
+    """Hypothesis draws with a seed, and nothing else, deciding the cases.
+
+    Hypothesis (6.13x on) mixes literals of the *local* modules loaded in the
+    process (those outside site-packages: an editable numoracle, the user's
+    kernels) into its draws, so the same seed drew other cases in a Ray worker
+    than in the driver, whose ``sys.modules`` differ. Inside this context those
+    literals are pinned to none (what a process without local modules sees),
+    so a block draws the same cases on every node. A no-op where Hypothesis
+    has no such constants.
+    """
+    try:
+        from hypothesis.internal.conjecture import providers  # noqa: PLC0415 - internal
+        get, cache = providers._get_local_constants, providers.CONSTANTS_CACHE
+        none = providers.Constants()
+    except (ImportError, AttributeError):
+        yield
+        return
+    providers._get_local_constants = lambda: none
+    cache.cache.clear()  # allowed values cached with the constants of the process
+    try:
+        yield
+    finally:
+        providers._get_local_constants = get
+        cache.cache.clear()
+
+
 def _run_block(target: Target, examples: int, seed: int, timeout: float, shrink: bool,
                diagnose: bool, seconds: float | None, record_cases: bool) -> dict[str, Any]:
     """The body of a block's Ray task: run_target into a scratch store; the
@@ -179,9 +209,10 @@ def _run_block(target: Target, examples: int, seed: int, timeout: float, shrink:
 
     scratch = tempfile.mkdtemp(prefix="numoracle-block-")
     try:
-        res = run_target(target, examples=examples, seed=seed, store=scratch, shrink=shrink,
-                         timeout=timeout, diagnose=diagnose, seconds=seconds,
-                         on_case=on_case if record_cases else None)
+        with same_draws_everywhere():
+            res = run_target(target, examples=examples, seed=seed, store=scratch,
+                             shrink=shrink, timeout=timeout, diagnose=diagnose,
+                             seconds=seconds, on_case=on_case if record_cases else None)
         repro = None
         if res.repro:
             folder = Path(res.repro)
@@ -222,22 +253,21 @@ def merge_blocks(target: Target, outcomes: Sequence[BlockOutcome]) -> list[Targe
         out.append(merged)
     elif ran:
         for r in ran:
-            if r.verdict == "FAIL" and merged.verdict != "FAIL":
+            first_failure = r.verdict == "FAIL" and merged.verdict != "FAIL"
+            if first_failure:
                 merged.verdict, merged.diagnosis, merged.message = "FAIL", r.diagnosis, r.message
                 merged.repro, merged.repro_shape = r.repro, r.repro_shape
                 if r.cases_to_catch is not None:
                     merged.cases_to_catch = merged.cases + r.cases_to_catch
             elif r.verdict not in ("pass", "FAIL") and merged.verdict == "pass":
                 merged.verdict, merged.diagnosis = r.verdict, r.diagnosis
-            merged.cases += r.cases
-            merged.failures += r.failures
             merged.worst_ratio = max(merged.worst_ratio, r.worst_ratio)
             merged.seconds += r.seconds
-            merged.samples.extend(r.samples)
             for name, ratios in r.per_model.items():
                 seen = merged.per_model.setdefault(name, {})
                 for m, v in ratios.items():
                     seen[m] = max(seen.get(m, 0.0), v)
+            _merge_rest(merged, r, first_failure)
         out.append(merged)
     for o in sorted((o for o in outcomes if o.result is None), key=lambda o: o.block.index):
         b = o.block
@@ -247,6 +277,26 @@ def merge_blocks(target: Target, outcomes: Sequence[BlockOutcome]) -> list[Targe
                                   block_index=b.index, block_seed=b.seed,
                                   block_examples=b.examples))
     return out
+
+
+#: fields merge_blocks merges by their meaning; the others by their type (_merge_rest)
+_MERGED_BY_MEANING = {"target", "op", "precision", "verdict", "diagnosis", "message", "repro",
+                      "repro_shape", "cases_to_catch", "worst_ratio", "seconds", "per_model"}
+
+
+def _merge_rest(merged: TargetResult, r: TargetResult, first_failure: bool) -> None:
+    """Counts add up (cases, failures, ...), lists concatenate (samples, ...);
+    any other field is the first failing block's."""
+    for f in dataclasses.fields(TargetResult):
+        if f.name in _MERGED_BY_MEANING:
+            continue
+        mine, theirs = getattr(merged, f.name), getattr(r, f.name)
+        if isinstance(theirs, int) and not isinstance(theirs, bool):
+            setattr(merged, f.name, mine + theirs)
+        elif isinstance(theirs, list):
+            mine.extend(theirs)
+        elif first_failure:
+            setattr(merged, f.name, theirs)
 
 
 # --------------------------------------------------------------------------- driver side

@@ -1,0 +1,205 @@
+"""Runs on a Ray cluster (numoracle.running.cluster): blocks of seeds as Ray
+tasks, merged into one report; repros that come home; a dead worker's block
+retried; a hung block reported unjudged with its seed block.
+
+The tests that need Ray share one local instance (2 CPUs: start-up takes
+5–10 s) and skip without Ray (``pip install 'numoracle[ray]'``); the others
+(seeds, blocks, merging) run everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from numoracle.cases.target import Target
+from numoracle.cli import main
+from numoracle.errors import InvalidArgument
+from numoracle.kernels import get_target
+from numoracle.oracle.precision import get_model
+from numoracle.running.cluster import (
+    Block,
+    BlockOutcome,
+    UnjudgedResult,
+    block_seed,
+    merge_blocks,
+    plan_blocks,
+    run_cluster,
+    same_draws_everywhere,
+)
+from numoracle.running.runner import TargetResult, run_target
+from numoracle.store.repro import load_repro, replay
+
+
+@pytest.fixture(scope="module")
+def ray_local() -> Iterator[Any]:
+    """One local Ray instance with two worker CPUs for every test of this module."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=128 * 2**20,
+             logging_level="warning")
+    yield ray
+    ray.shutdown()
+
+
+def _matmul_target(name: str, fn: Any) -> Target:
+    return Target(name=name, op="matmul", backend="numpy", precision=get_model("fp32"), fn=fn)
+
+
+def _digests(target: Target, examples: int, seed: int) -> list[str]:
+    """The digests of the cases a local run_target draws (as the workers record them)."""
+    from numoracle.running.cluster import _case_digest
+
+    seen: list[str] = []
+    with same_draws_everywhere():
+        run_target(target, examples=examples, seed=seed, store=None,
+                   on_case=lambda v: seen.append(_case_digest(v.case)))
+    return seen
+
+
+# ----------------------------------------------------------------------------- without Ray
+
+
+def test_block_seeds_depend_on_the_seed_and_the_index_only() -> None:
+    seeds = [block_seed(7, i) for i in range(50)]
+    assert seeds[0] == 7 and len(set(seeds)) == 50
+    assert seeds == [block_seed(7, i) for i in range(50)]
+    assert block_seed(8, 3) != block_seed(7, 3)
+
+
+def test_blocks_cover_the_examples_of_every_target() -> None:
+    targets = [get_target("numpy-fp32", "matmul"), get_target("numpy-fp32", "linear")]
+    blocks = plan_blocks(targets, examples=45, seed=0, block_size=20)
+    assert [(b.index, b.target, b.op, b.examples) for b in blocks[:2]] == \
+        [(0, "numpy-fp32", "matmul", 20), (0, "numpy-fp32", "linear", 20)]
+    assert sum(b.examples for b in blocks if b.op == "linear") == 45
+    assert [b.examples for b in blocks if b.op == "linear"] == [20, 20, 5]
+    with pytest.raises(InvalidArgument, match="block_size=0"):
+        plan_blocks(targets, examples=5, seed=0, block_size=0)
+
+
+def test_merging_sums_cases_and_keeps_the_first_failure_by_block_index() -> None:
+    t = get_target("numpy-fp32", "matmul")
+
+    def res(cases: int, ratio: float, fail: str | None = None) -> TargetResult:
+        r = TargetResult(t.name, t.op, "fp32", cases=cases, worst_ratio=ratio,
+                         samples=[("out", 1, ratio, ratio, ratio, ratio, False)] * cases)
+        if fail:
+            r.verdict, r.failures, r.diagnosis, r.repro, r.cases_to_catch = \
+                "FAIL", 1, fail, f"/store/{fail}", 2
+        return r
+
+    blocks = [Block(t.name, t.op, i, block_seed(0, i), 10) for i in range(4)]
+    outcomes = [BlockOutcome(blocks[3], res(2, 9.0, "later")),   # arrives first
+                BlockOutcome(blocks[0], res(10, 0.5)),
+                BlockOutcome(blocks[2], None, reason="its worker died 4 times"),
+                BlockOutcome(blocks[1], res(3, 5.0, "first"))]
+    merged, unjudged = merge_blocks(t, outcomes)
+    assert (merged.cases, merged.failures, merged.worst_ratio) == (15, 2, 9.0)
+    assert len(merged.samples) == 15
+    assert (merged.verdict, merged.diagnosis, merged.repro) == ("FAIL", "first", "/store/first")
+    assert merged.cases_to_catch == 10 + 2  # block 0's cases, then 2 into block 1
+    assert isinstance(unjudged, UnjudgedResult)
+    row = unjudged.row()
+    assert row["status"] == "unjudged" and row["verdict"] == "unjudged"
+    assert row["seed_block"] == {"index": 2, "seed": block_seed(0, 2), "examples": 10}
+    assert "worker died" in row["diagnosis"] and "seed block 2" in row["diagnosis"]
+    assert set(merged.row()) <= set(row)  # the same columns as a judged row, and more
+
+
+def test_without_ray_a_cluster_run_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    with pytest.raises(InvalidArgument, match=r"numoracle\[ray\]"):
+        run_cluster([get_target("numpy-fp32", "matmul")], examples=5)
+
+
+# ----------------------------------------------------------------------------- on Ray
+
+
+def test_blocks_draw_a_local_runs_cases_and_merge_into_its_report(ray_local: Any,
+                                                                    tmp_path: Path) -> None:
+    t = get_target("numpy-fp32", "matmul")
+    run = run_cluster([t], examples=24, block_size=12, seed=3, store=tmp_path,
+                      record_cases=True)
+    by_index = {o.block.index: o for o in run.outcomes}
+    assert sorted(by_index) == [0, 1]
+    for i, o in by_index.items():  # same seed, same cases, on a worker or here
+        assert o.cases == _digests(t, 12, block_seed(3, i))
+    (merged,) = run.results
+    with same_draws_everywhere():
+        local = run_target(t, examples=12, seed=3, store=None)
+    assert merged.cases == 24 and merged.verdict == "pass"
+    assert merged.worst_ratio >= local.worst_ratio  # block 0 is this local run
+    assert set(merged.row()) == set(local.row())
+
+
+def test_a_failure_is_shrunk_on_the_worker_and_its_repro_saved_here(ray_local: Any,
+                                                                    tmp_path: Path) -> None:
+    wrong = _matmul_target("plus-one", lambda a, b: {"out": np.matmul(a, b) + 1.0})
+    run = run_cluster([wrong], examples=60, block_size=10, seed=0, store=tmp_path / "store")
+    (merged,) = run.results
+    assert merged.verdict == "FAIL" and merged.cases_to_catch is not None
+    assert len(run.outcomes) < 6  # no block starts after the failure
+    folder = Path(merged.repro or "")
+    assert folder.parent == tmp_path / "store"
+    assert {p.name for p in folder.iterdir()} == {"repro.json", "arrays.npz", "replay.py"}
+    assert str(folder) in merged.message
+    r = load_repro(folder)
+    assert r.target_name == "plus-one"
+    assert all(d == 1 for s in r.case.shapes().values() for d in s), r.case.shapes()  # shrunk
+    assert not replay(folder, rerun=False).passed  # the recorded outputs fail here too
+
+
+def test_a_worker_killed_mid_block_is_retried_and_the_run_completes(ray_local: Any,
+                                                                   tmp_path: Path) -> None:
+    marker = tmp_path / "died"
+
+    def dies_once(a: Any, b: Any) -> dict[str, Any]:
+        if not marker.exists():
+            marker.write_text(str(os.getpid()))
+            os._exit(1)  # the worker process dies in the middle of its block
+        return {"out": np.matmul(a, b)}
+
+    t = _matmul_target("dies-once", dies_once)
+    run = run_cluster([t], examples=20, block_size=10, seed=0, store=tmp_path)
+    assert marker.exists()
+    (merged,) = run.results
+    assert merged.verdict == "pass" and merged.cases == 20 and not run.unjudged
+
+
+def test_a_hung_block_is_cancelled_and_reported_unjudged(ray_local: Any, tmp_path: Path) -> None:
+    def hangs(a: Any, b: Any) -> dict[str, Any]:
+        time.sleep(600)
+        return {"out": np.matmul(a, b)}
+
+    ok = get_target("numpy-fp32", "matmul")
+    hung = _matmul_target("hangs", hangs)
+    t0 = time.perf_counter()
+    run = run_cluster([hung, ok], examples=8, block_size=8, seed=0, store=tmp_path,
+                      timeout=1000.0, task_timeout=10.0)
+    assert time.perf_counter() - t0 < 60
+    rows = run.rows()
+    assert [(r["target"], r["verdict"]) for r in rows] == [("hangs", "unjudged"),
+                                                           ("numpy-fp32", "pass")]
+    assert rows[0]["status"] == "unjudged" and rows[0]["seed_block"]["index"] == 0
+    assert "task timeout" in rows[0]["diagnosis"]
+    assert rows[1]["cases"] == 8  # what was judged is kept
+
+
+def test_numoracle_run_cluster_writes_the_report(ray_local: Any, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["run", "--cluster", "local", "--targets", "numpy-fp32", "--ops", "matmul",
+                   "--examples", "12", "--block-size", "6", "--report", str(tmp_path),
+                   "--store", str(tmp_path / "store")])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    (row,) = json.loads((tmp_path / "report.json").read_text())
+    assert (row["target"], row["cases"], row["verdict"]) == ("numpy-fp32", 12, "pass")
+    assert "cluster: 12 cases in 2 blocks" in out
