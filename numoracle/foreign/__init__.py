@@ -1,0 +1,62 @@
+"""Kernels in any language: shared-library, command and offline targets.
+
+* :func:`shared_library_target`: a C-ABI symbol of a ``.so`` (C, Fortran with
+  ``bind(c)``, Rust ``cdylib``, CUDA C taking device pointers), called through
+  ctypes with the arguments a declarative spec lists;
+* :func:`command_target`: an external program exchanging ``.npy`` files in a
+  case folder, once per case or as one persistent process;
+* :func:`write_cases` / :func:`judge_folder` (``numoracle cases`` and
+  ``numoracle judge``): a case set written for a program that cannot be
+  driven, its outputs judged afterwards.
+
+Each target is a :class:`~numoracle.cases.target.Target` like any other
+(:func:`numoracle.running.runner.run_target` shrinks its failures, a repro
+replays the same library call or command); :func:`run` adds the layout probe
+(:mod:`numoracle.foreign.probe`) to a failure's diagnosis.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .command import command_target
+from .offline import judge_folder, write_cases
+from .probe import declared_layouts, layout_diagnosis
+from .rebuild import from_spec
+from .sharedlib import ForeignError, shared_library_target
+from .spec import ArgSpec
+
+if TYPE_CHECKING:
+    from ..cases.target import Target
+    from ..checking.verdict import Verdict
+    from ..running.runner import TargetResult
+
+__all__ = ["shared_library_target", "command_target", "write_cases", "judge_folder",
+           "from_spec", "run", "ArgSpec", "ForeignError", "layout_diagnosis"]
+
+
+def run(target: Target, **kwargs: Any) -> TargetResult:
+    """:func:`~numoracle.running.runner.run_target` on ``target``, with the
+    layout probe on the shrunk failure: when a failure is a layout mix-up, the
+    diagnosis names the layout (``the kernel writes grad_weight as OIHW, but it
+    is declared OIHW:F``). Keyword arguments are ``run_target``'s."""
+    from ..running.runner import run_target  # noqa: PLC0415 - hypothesis only when running
+
+    seen: dict[str, Verdict] = {}
+    user = kwargs.pop("on_case", None)
+
+    def on_case(v: Verdict) -> None:
+        if not v.passed:
+            seen["last"] = v
+        if user is not None:
+            user(v)
+
+    res = run_target(target, on_case=on_case, **kwargs)
+    last = seen.get("last")
+    if res.verdict == "FAIL" and last is not None and last.got:
+        note = layout_diagnosis(last.case, target.precision, last.case.inputs(), last.got,
+                                declared_layouts(target.fn))
+        if note:
+            res.diagnosis = f"{res.diagnosis}; {note}"
+            res.message = f"{res.message}\n  {note}"
+    return res

@@ -1,0 +1,335 @@
+"""Shared-library targets: a C-ABI symbol in a ``.so`` called through ctypes.
+
+The kernel is called once per case with the arguments its
+:class:`~numoracle.foreign.spec.ArgSpec` lists: array pointers (host pointers
+for CPU kernels, device pointers of CuPy arrays or torch CUDA tensors for GPU
+kernels; NULL for an array the case does not have), dimensions and scalars.
+Outputs are allocated by numoracle in the declared layout and poisoned with NaN
+before every call, so an element the kernel leaves unwritten fails. A GPU call
+is synchronised and error-checked after it returns (the device's own error,
+and the library's ``error_symbol`` when given). With ``isolate=True`` a CPU
+call runs in a child process (:mod:`numoracle.foreign.child`): a segfault
+becomes a failing verdict, not the end of the run.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..cases.layouts import shape_in
+from ..cases.target import Target
+from ..errors import InvalidArgument
+from ..kernels.backends import get_backend
+from ..oracle.ops import get_op
+from ..oracle.precision import PrecisionModel, get_model
+from .rebuild import write_source
+from .spec import CTYPES, ArgSpec, ParamReader, host_dtype
+
+__all__ = ["shared_library_target", "ForeignError", "load_symbol"]
+
+DEVICES = {"cpu": ("numpy",), "cuda": ("cupy", "torch-cuda")}
+
+
+class ForeignError(RuntimeError):
+    """A foreign kernel reported an error (a status, a CUDA error, a crash, an
+    exit status); the check turns it into a failing verdict."""
+
+
+def load_symbol(path: str | Path, symbol: str) -> Any:
+    """The ctypes function ``symbol`` of the library at ``path``; InvalidArgument
+    with the reason when the library cannot be loaded or lacks the symbol."""
+    p = Path(path)
+    if not p.is_file():
+        raise InvalidArgument(f"shared library {str(path)!r} does not exist; build it first "
+                              "(e.g. gcc -O2 -shared -fPIC kernel.c -o kernel.so) and give "
+                              "its path")
+    try:
+        lib = ctypes.CDLL(str(p.resolve()))
+    except OSError as exc:
+        raise InvalidArgument(f"shared library {str(path)!r} cannot be loaded: {exc}; is it "
+                              "a shared object for this machine, are its dependencies on "
+                              "LD_LIBRARY_PATH (ldd shows them)?") from None
+    try:
+        return getattr(lib, symbol)
+    except AttributeError:
+        raise InvalidArgument(f"shared library {str(path)!r} has no symbol {symbol!r}; "
+                              "`nm -D` lists what it exports (C++: declare it extern \"C\"; "
+                              "Fortran: bind(c, name=...); Rust: #[no_mangle] pub extern "
+                              "\"C\")") from None
+
+
+def _as_memory(arr: Any, memory: str, backend: str) -> Any:
+    """``arr`` with the memory order the kernel reads (a copy only where needed)."""
+    if backend == "torch-cuda":
+        if memory == "F":
+            rev = tuple(range(arr.dim() - 1, -1, -1))
+            return arr.permute(*rev).contiguous().permute(*rev)
+        return arr.contiguous()
+    xp: Any = np
+    if backend == "cupy":
+        import cupy  # noqa: PLC0415 - GPU only
+
+        xp = cupy
+    return xp.asfortranarray(arr) if memory == "F" else xp.ascontiguousarray(arr)
+
+
+def _pointer(arr: Any, backend: str) -> int:
+    if backend == "torch-cuda":
+        return int(arr.data_ptr())
+    if backend == "cupy":
+        return int(arr.data.ptr)
+    return int(arr.ctypes.data)
+
+
+def _poisoned(shape: tuple[int, ...], dtype: str, memory: str, backend: str) -> Any:
+    if backend == "numpy":
+        return np.full(shape, np.nan, dtype=host_dtype(dtype), order=_order(memory))
+    out = get_backend(backend).poisoned(shape[::-1] if memory == "F" else shape,
+                                        {"float32": "fp32", "float64": "fp64",
+                                         "float16": "fp16", "bfloat16": "bf16"}[dtype])
+    if memory != "F":
+        return out
+    rev = tuple(range(len(shape) - 1, -1, -1))
+    return out.permute(*rev) if backend == "torch-cuda" else out.transpose(rev)
+
+
+def _order(memory: str) -> Any:
+    return "F" if memory == "F" else "C"
+
+
+def _stream(backend: str) -> int:
+    if backend == "cupy":
+        import cupy  # noqa: PLC0415 - GPU only
+
+        return int(cupy.cuda.get_current_stream().ptr)
+    if backend == "torch-cuda":
+        import torch  # noqa: PLC0415 - GPU only
+
+        return int(torch.cuda.current_stream().cuda_stream)
+    return 0
+
+
+class _Call:
+    """The function a shared-library target runs: arguments by the spec, a ctypes call."""
+
+    def __init__(self, spec: ArgSpec, path: str, symbol: str, backend: str,
+                 returns: str | None, error_symbol: str | None, isolate: bool,
+                 timeout: float) -> None:
+        self.foreign_spec = spec
+        self.path, self.symbol, self.backend = path, symbol, backend
+        self.returns, self.error_symbol = returns, error_symbol
+        self.reader = ParamReader(spec.op)
+        self.op = get_op(spec.op)
+        self.isolate, self.timeout = isolate, timeout
+        self.func = load_symbol(path, symbol)
+        self.func.restype = ctypes.c_int if returns == "status" else None
+        self.func.argtypes = [ctypes.c_void_p if a.kind in ("array", "stream")
+                              else CTYPES[a.ctype] for a in spec.args]
+        self.check_error = load_symbol(path, error_symbol) if error_symbol else None
+        if self.check_error is not None:
+            self.check_error.restype = ctypes.c_int
+            self.check_error.argtypes = []
+        self._child: Any = None
+
+    def __call__(self, **inputs: Any) -> dict[str, Any]:
+        params = self.reader.read(inputs)
+        defined = self.op.outputs(params)
+        out_shapes = self.op.output_shapes(params)
+        spec = self.foreign_spec
+        values: list[Any] = []
+        outs: dict[str, Any] = {}
+        for a in spec.args:
+            if a.kind == "array":
+                order, memory = spec.order_and_memory(a.name)
+                if a.name in spec.outputs:
+                    if a.name not in defined:
+                        values.append(None)
+                        continue
+                    shape = shape_in(out_shapes[a.name], spec.axes(a.name), order)
+                    arr = _poisoned(shape, spec.dtype, memory, self.backend)
+                    outs[a.name] = arr
+                else:
+                    arr = inputs.get(a.name)
+                    if arr is None:
+                        values.append(None)
+                        continue
+                    arr = _as_memory(arr, memory, self.backend)
+                values.append(arr)
+            elif a.kind == "dim":
+                values.append(("int", a.ctype, a.dim_value(params)))
+            elif a.kind == "scalar":
+                values.append(("float" if a.ctype.startswith("float") else "int", a.ctype,
+                               a.value))
+            else:
+                values.append(("stream", "", _stream(self.backend)))
+        if self.isolate:
+            from .child import call_isolated  # noqa: PLC0415 - only on request
+
+            wanted = {name: i for i, v in enumerate(values) for name, o in outs.items()
+                      if v is o}
+            self._child, status, results = call_isolated(
+                self._child, self.path, self.symbol, self.returns, values, wanted,
+                self.timeout)
+            outs = {name: results[name] for name in outs}
+        else:
+            status = self.func(*[_c_value(v, self.backend) for v in values])
+        if self.returns == "status" and status != 0:
+            raise ForeignError(f"{self.symbol} returned status {status}")
+        if self.backend != "numpy":
+            try:
+                get_backend(self.backend).synchronize()
+            except Exception as exc:  # noqa: BLE001 - a CUDA error is a failing verdict
+                raise ForeignError(f"CUDA error after {self.symbol}: {exc}") from None
+            if self.check_error is not None:
+                code = self.check_error()
+                if code != 0:
+                    raise ForeignError(f"{self.error_symbol}() reports error {code} "
+                                       f"after {self.symbol}")
+        return dict(outs.items())
+
+    def close(self) -> None:
+        """Stop the child process of an isolated target."""
+        if self._child is not None:
+            self._child.close()
+            self._child = None
+
+    def __del__(self) -> None:
+        self.close()
+
+
+def _c_value(v: Any, backend: str) -> Any:
+    if v is None:
+        return None
+    if isinstance(v, tuple):
+        return v[2] if v[0] != "stream" else (v[2] or None)
+    return _pointer(v, backend)
+
+
+def shared_library_target(
+    path: str | Path,
+    symbol: str,
+    *,
+    op: str,
+    args: Sequence[str],
+    precision: str | PrecisionModel | Mapping[str, Any] = "fp32",
+    layouts: Mapping[str, str] | str | None = None,
+    dtypes: Mapping[str, str] | str | None = None,
+    name: str | None = None,
+    device: str = "cpu",
+    backend: str | None = None,
+    returns: str | None = None,
+    error_symbol: str | None = None,
+    isolate: bool = False,
+    timeout: float = 60.0,
+    max_reduction: int | None = None,
+    spec_dir: str | Path | None = None,
+    source: str | None = None,
+) -> Target:
+    """A :class:`~numoracle.cases.target.Target` that calls ``symbol`` in the library ``path``.
+
+    Parameters
+    ----------
+    path : str or Path
+        The shared library (``.so``).
+    symbol : str
+        The exported C-ABI function.
+    op : str
+        The op it computes (``linear``, ``matmul``, ``conv2d``).
+    args : sequence of str
+        Its arguments in order (see :mod:`numoracle.foreign.spec`): arrays by op
+        input/output name, dimensions by op parameter name, ``"stream"``, scalars.
+    precision : str, PrecisionModel or dict
+        The model it claims; its storage format is the arrays' dtype.
+    layouts : mapping or str, optional
+        Layout of each array (``"C"``, ``"F"``, ``"OIHW:F"``, ``"HWIO"``...), or
+        ``"F"`` for every array (Fortran); default row-major.
+    dtypes : mapping or str, optional
+        The arrays' dtypes, checked against the storage format.
+    name : str, optional
+        Name in reports (default ``"<symbol>@<library file>"``).
+    device : str
+        ``"cpu"`` (host pointers) or ``"cuda"`` (device pointers).
+    backend : str, optional
+        For ``device="cuda"``: ``"cupy"`` (default) or ``"torch-cuda"``.
+    returns : str or None
+        ``"status"``: the function returns an int, non-zero meaning failure;
+        None: it returns nothing.
+    error_symbol : str, optional
+        A function ``int f(void)`` in the same library called after a GPU call
+        (``cudaGetLastError`` of the library's own runtime); non-zero fails.
+    isolate : bool
+        Call the kernel in a child process (CPU only): a crash becomes a
+        failing verdict.
+    timeout : float
+        Seconds an isolated call may take.
+    max_reduction : int or None
+        Longest reduction to test.
+    spec_dir : path, optional
+        Where the spec file that repros rebuild the target from goes
+        (default ``.numoracle/targets``).
+
+    Raises
+    ------
+    InvalidArgument
+        For a spec that does not match the op, a library that cannot be loaded
+        or a missing symbol: before any call.
+    """
+    if not isinstance(symbol, str) or not symbol:
+        raise InvalidArgument(f"symbol={symbol!r} must name the exported function")
+    if device not in DEVICES:
+        raise InvalidArgument(f"device={device!r} must be 'cpu' or 'cuda'")
+    be = backend or DEVICES[device][0]
+    if be not in DEVICES[device]:
+        raise InvalidArgument(f"backend={be!r} does not run on device {device!r}; use one of "
+                              f"{DEVICES[device]}")
+    if returns not in (None, "status"):
+        raise InvalidArgument(f"returns={returns!r} must be None (void) or 'status' (an int, "
+                              "non-zero on failure)")
+    if isolate and device != "cpu":
+        raise InvalidArgument("isolate=True runs the call in a child process, which cannot "
+                              "use this process's device pointers; isolate CPU kernels only")
+    model = PrecisionModel.from_dict(precision) if isinstance(precision, Mapping) \
+        else get_model(precision)
+    spec = ArgSpec.build(op, args, precision=model, layouts=layouts, dtypes=dtypes)
+    fn = _Call(spec, str(Path(path).resolve()), symbol, be, returns, error_symbol, isolate,
+               timeout)
+    name = name or f"{symbol}@{Path(path).name}"
+    if source is None:
+        source = write_source({"kind": "shared_library", "path": fn.path, "symbol": symbol,
+                               "op": op, "args": [a.text for a in spec.args],
+                               "precision": model.to_dict(), "layouts": dict(spec.layouts),
+                               "name": name, "device": device, "backend": be,
+                               "returns": returns, "error_symbol": error_symbol,
+                               "isolate": isolate, "timeout": timeout,
+                               "max_reduction": max_reduction}, spec_dir)
+    return _target(spec, fn, name, be, model, max_reduction, source,
+                   f"{symbol} in {fn.path}")
+
+
+def _target(spec: ArgSpec, fn: Any, name: str, backend: str, model: PrecisionModel,
+            max_reduction: int | None, source: str, description: str) -> Target:
+    """The Target of a foreign kernel: its inputs in their declared layouts,
+    its outputs read back from theirs."""
+    op = get_op(spec.op)
+    layouts = {n: (spec.layout(n),) for n in op.input_shapes(spec_params(spec.op))}
+    out_layouts = {}
+    for n in spec.outputs:
+        order, _ = spec.order_and_memory(n)
+        if order is not None:
+            out_layouts[n] = order
+    return Target(name=name, op=spec.op, backend=backend, precision=model, fn=fn,
+                  outputs=spec.outputs, layouts=layouts, output_layouts=out_layouts,
+                  max_reduction=max_reduction, available=get_backend(backend).available,
+                  description=description, source=source)
+
+
+def spec_params(op: str) -> dict[str, Any]:
+    """Valid parameters of ``op`` with every flag on (every input present)."""
+    from .spec import _params_of  # noqa: PLC0415
+
+    return _params_of(op)

@@ -1,0 +1,423 @@
+"""The declarative argument spec of a kernel written in another language.
+
+A foreign kernel is called with a flat list of C arguments. The spec says what
+each one is, by the names the op uses:
+
+``"x"``, ``"weight"``, ``"y"``
+    an array: an input or an output of the op (a pointer; NULL where the case
+    has no such array, e.g. ``bias`` of a case without a bias);
+``"batch"``, ``"kernel_size[0]"``, ``"prod(batch_shape)"``, ``"param:bias"``
+    a dimension or flag of the op's parameters (an integer; ``[i]`` takes one
+    entry of a pair, ``prod(...)`` multiplies a shape, ``param:`` forces the
+    parameter where an array has the same name);
+``"stream"``
+    the current CUDA stream (GPU kernels; a ``void*``);
+``"=1.5:float64"``, ``"=0:int32"``
+    a constant scalar of a C type.
+
+A dimension may carry its C type after a colon: ``"batch:int64"`` (default
+``int32``). Every array has a dtype (the storage format of the claimed
+precision; a different one is refused) and a layout: ``C`` (row-major) or
+``F`` (column-major) of the op's axis order, or, for arrays with named axes, an
+axis order such as ``"OHWI"`` or ``"HWIO:F"`` (see
+:mod:`numoracle.cases.layouts`).
+
+Examples
+--------
+>>> s = ArgSpec.build("linear", ["x", "weight", "y", "batch", "in_features",
+...                              "out_features"], precision="fp32", layouts={"weight": "F"})
+>>> [a.text for a in s.args]
+['x', 'weight', 'y', 'batch:int32', 'in_features:int32', 'out_features:int32']
+>>> s.layout("weight"), s.layout("x"), s.outputs
+('F', 'C', ('y',))
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..cases.layouts import layouts_for, parse
+from ..errors import InvalidArgument
+from ..oracle.ops import get_op
+from ..oracle.ops.plan import Choice, Dim, Flag, Multiple, Pair, Shape, Widths
+from ..oracle.precision import PrecisionModel, get_model
+
+__all__ = ["Arg", "ArgSpec", "ParamReader", "CTYPES", "STORAGE_DTYPES", "array_names"]
+
+#: C types of dimensions and scalars
+CTYPES: Mapping[str, Any] = {
+    "int32": ctypes.c_int32, "int64": ctypes.c_int64,
+    "float32": ctypes.c_float, "float64": ctypes.c_double,
+}
+#: the dtype of an array of each storage format
+STORAGE_DTYPES = {"fp64": "float64", "fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+_DIM_RE = re.compile(r"^(?:param:)?(?P<name>[A-Za-z_]\w*)(?:\[(?P<index>\d+)\])?$")
+_PROD_RE = re.compile(r"^prod\((?P<name>[A-Za-z_]\w*)\)$")
+_SCALAR_RE = re.compile(r"^=(?P<value>[^:]+):(?P<ctype>\w+)$")
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One C argument.
+
+    ``kind`` is ``"array"``, ``"dim"``, ``"stream"`` or ``"scalar"``; ``name``
+    the array or parameter name; ``index`` an entry of a pair (None: the whole
+    value); ``prod`` whether a shape is multiplied out; ``ctype`` the C type of
+    a dimension or scalar; ``value`` a scalar's constant.
+    """
+
+    kind: str
+    name: str = ""
+    index: int | None = None
+    prod: bool = False
+    ctype: str = "int32"
+    value: float = 0.0
+
+    @property
+    def text(self) -> str:
+        """The argument as the spec writes it (what :meth:`ArgSpec.build` reads back)."""
+        if self.kind in ("array", "stream"):
+            return self.name or "stream"
+        if self.kind == "scalar":
+            v = int(self.value) if self.ctype.startswith("int") else self.value
+            return f"={v!r}:{self.ctype}"
+        body = f"prod({self.name})" if self.prod else (
+            f"{self.name}[{self.index}]" if self.index is not None else self.name)
+        return f"{body}:{self.ctype}"
+
+    def dim_value(self, params: Mapping[str, Any]) -> int:
+        """This dimension's value for a case with ``params``."""
+        v = params[self.name]
+        if self.prod:
+            return int(math.prod(v))
+        if self.index is not None:
+            return int(v[self.index])
+        return int(v)
+
+
+def _params_of(op_name: str, flags: bool = True) -> dict[str, Any]:
+    """Valid parameters of ``op_name`` with every flag set to ``flags`` (the smallest otherwise)."""
+    op = get_op(op_name)
+    params: dict[str, Any] = dict.fromkeys(op.param_names, 1)
+    for s in op.draw_plan():
+        if isinstance(s, Widths):
+            params[s.name] = s.least(params)
+        else:
+            params[s.name] = flags if isinstance(s, Flag) else s.smallest
+    return op.validate(params)
+
+
+def array_names(op_name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Every input and every output ``op_name`` can have (each flag on)."""
+    op = get_op(op_name)
+    params = _params_of(op_name)
+    return tuple(op.input_shapes(params)), tuple(op.outputs(params))
+
+
+def _shapes(op_name: str, params: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+    op = get_op(op_name)
+    return {**op.input_shapes(params), **op.output_shapes(params)}
+
+
+def _variants(value: Any) -> list[Any]:
+    """Other values of a parameter, to see which arrays it shapes."""
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, int):
+        return [v for v in (value + 1, value * 2, value // 2, value - 1) if v >= 1]
+    if isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, int) for v in value):
+        return [(value[0] + 1, value[1]), (value[0], value[1] + 1),
+                (max(0, value[0] - 1), value[1]), (value[0], max(0, value[1] - 1))]
+    if isinstance(value, tuple):
+        return [value + (2,), value[:-1]] if value else [(2,), (3, 2)]
+    return []
+
+
+def _roomy(op_name: str) -> dict[str, Any]:
+    """Valid parameters where every parameter matters to some shape if it can."""
+    op = get_op(op_name)
+    base = _params_of(op_name)
+    big = {k: (6 if isinstance(v, int) and not isinstance(v, bool) else
+               (2, 2) if isinstance(v, tuple) and len(v) == 2 and k != "widths" else
+               (2,) if isinstance(v, tuple) and k != "widths" else v)
+           for k, v in base.items()}
+    try:
+        return op.validate(big)
+    except InvalidArgument:
+        return base
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """A validated argument spec: the C arguments in order, the dtype and the
+    layout of every array. Build it with :meth:`build`."""
+
+    op: str
+    args: tuple[Arg, ...]
+    dtype: str
+    layouts: Mapping[str, str]
+
+    @property
+    def arrays(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.args if a.kind == "array")
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """The op outputs the kernel writes."""
+        outs = array_names(self.op)[1]
+        return tuple(n for n in self.arrays if n in outs)
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        ins = array_names(self.op)[0]
+        return tuple(n for n in self.arrays if n in ins)
+
+    def layout(self, name: str) -> str:
+        """The declared layout of array ``name`` (``"C"`` unless the spec says otherwise)."""
+        return self.layouts.get(name, "C")
+
+    def axes(self, name: str) -> str | None:
+        """The op's canonical axis order of array ``name`` (None: no named axes)."""
+        op = get_op(self.op)
+        return op.input_axes.get(name) or op.output_axes.get(name)
+
+    def order_and_memory(self, name: str) -> tuple[str | None, str]:
+        """The axis order (None: canonical) and memory order (``C``/``F``) of array ``name``."""
+        lay = parse(self.layout(name), self.axes(name))
+        return (lay.order if lay.order != self.axes(name) else None), lay.memory
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: what :meth:`build` takes back."""
+        return {"op": self.op, "args": [a.text for a in self.args], "dtype": self.dtype,
+                "layouts": dict(self.layouts)}
+
+    @classmethod
+    def build(cls, op: str, args: Sequence[str], *, precision: str | PrecisionModel = "fp32",
+              layouts: Mapping[str, str] | str | None = None,
+              dtypes: Mapping[str, str] | str | None = None,
+              check_dims: bool = True) -> ArgSpec:
+        """Parse and validate ``args`` against ``op``; InvalidArgument before any call.
+
+        Parameters
+        ----------
+        op : str
+            The op the kernel computes.
+        args : sequence of str
+            The C arguments in order (see the module docstring).
+        precision : str or PrecisionModel
+            The claimed model; its storage format fixes the arrays' dtype.
+        layouts : mapping or str, optional
+            Layout of each array by name, or one memory order (``"C"``/``"F"``)
+            for every array; arrays left out are row-major.
+        dtypes : mapping or str, optional
+            The dtype of each array (or of all): checked against the storage format.
+        """
+        o = get_op(op)
+        model = get_model(precision)
+        dtype = STORAGE_DTYPES[model.storage.name]
+        if isinstance(args, str) or not isinstance(args, Sequence) or not args:
+            raise InvalidArgument(f"args={args!r} must be a non-empty list of argument names, "
+                                  "e.g. ['x', 'weight', 'y', 'batch', 'in_features']")
+        inputs, outputs = array_names(op)
+        parsed = [cls._parse(op, a, inputs, outputs) for a in args]
+        arrays = [a.name for a in parsed if a.kind == "array"]
+        dup = sorted({n for n in arrays if arrays.count(n) > 1})
+        if dup:
+            raise InvalidArgument(f"args={list(args)!r} names the arrays {dup} more than once; "
+                                  "pass each array once")
+        if not any(n in outputs for n in arrays):
+            raise InvalidArgument(f"args={list(args)!r} names no output of {op}; name at least "
+                                  f"one of {outputs}, where the kernel writes its result")
+        # layouts
+        lay_map: dict[str, str]
+        if layouts is None:
+            lay_map = {}
+        elif isinstance(layouts, str):
+            if layouts not in ("C", "F"):
+                raise InvalidArgument(f"layouts={layouts!r}: one layout for every array must "
+                                      "be 'C' (row-major) or 'F' (column-major); give a "
+                                      "mapping for axis orders, e.g. {'weight': 'HWIO'}")
+            lay_map = dict.fromkeys(arrays, layouts)
+        elif isinstance(layouts, Mapping):
+            lay_map = dict(layouts)
+        else:
+            raise InvalidArgument(f"layouts={layouts!r} must map array names to layouts, "
+                                  "e.g. {'weight': 'OIHW:F'}, or be 'C' or 'F'")
+        for name, lay in lay_map.items():
+            if name not in arrays:
+                raise InvalidArgument(f"layouts names {name!r}, which is not an array of the "
+                                      f"spec; its arrays are {arrays}")
+            axes = o.input_axes.get(name) or o.output_axes.get(name)
+            valid = tuple(v for v in layouts_for(axes) if v not in ("T", "S"))
+            if lay not in valid:
+                raise InvalidArgument(f"layout {lay!r} of {name!r} must be one of {valid} "
+                                      "(row- or column-major of an axis order)")
+        # dtypes
+        if dtypes is not None:
+            dmap = dict.fromkeys(arrays, dtypes) if isinstance(dtypes, str) else dict(dtypes)
+            for name, dt in dmap.items():
+                if name not in arrays:
+                    raise InvalidArgument(f"dtypes names {name!r}, which is not an array of "
+                                          f"the spec; its arrays are {arrays}")
+                if str(dt) != dtype:
+                    raise InvalidArgument(
+                        f"dtype {dt!r} of {name!r} does not match precision "
+                        f"{model.name!r}, whose arrays are {dtype}; claim a precision "
+                        f"stored in {dt} or hand the kernel {dtype} arrays")
+        spec = cls(op, tuple(parsed), dtype, lay_map)
+        if check_dims:
+            spec._check_dimensions()
+        return spec
+
+    @staticmethod
+    def _parse(op: str, text: Any, inputs: tuple[str, ...], outputs: tuple[str, ...]) -> Arg:
+        o = get_op(op)
+        if not isinstance(text, str):
+            raise InvalidArgument(f"argument {text!r} must be a str such as 'x', 'batch', "
+                                  "'kernel_size[0]:int64' or '=1.0:float32'")
+        if text in inputs or text in outputs:
+            return Arg("array", text)
+        if text == "stream":
+            return Arg("stream", "stream")
+        m = _SCALAR_RE.match(text)
+        if m:
+            ctype = m["ctype"]
+            if ctype not in CTYPES:
+                raise InvalidArgument(f"scalar {text!r}: C type {ctype!r} is unknown; use one "
+                                      f"of {sorted(CTYPES)}")
+            try:
+                value = float(m["value"])
+            except ValueError:
+                raise InvalidArgument(f"scalar {text!r}: {m['value']!r} is not a number; "
+                                      "write e.g. '=0.5:float32'") from None
+            return Arg("scalar", ctype=ctype, value=value)
+        body, _, ctype = text.removeprefix("param:").partition(":")
+        ctype = ctype or "int32"
+        if ctype not in ("int32", "int64"):
+            raise InvalidArgument(f"dimension {text!r}: C type {ctype!r} must be int32 or int64")
+        pm = _PROD_RE.match(body)
+        dm = _DIM_RE.match(body)
+        name = pm["name"] if pm else dm["name"] if dm else None
+        if name is None or name not in o.param_names:
+            raise InvalidArgument(
+                f"argument {text!r} is neither an array nor a parameter of {op}: arrays are "
+                f"{inputs + outputs}, parameters {o.param_names}; dimensions may take an "
+                "entry ('kernel_size[0]') or a product ('prod(batch_shape)'), scalars are "
+                "written '=VALUE:CTYPE'")
+        value = _params_of(op)[name]
+        index = int(dm["index"]) if dm and dm["index"] is not None else None
+        if pm and not isinstance(value, tuple):
+            raise InvalidArgument(f"{text!r}: prod() takes a shape parameter; {name!r} is not one")
+        if index is not None and not (isinstance(value, tuple) and index < 2):
+            raise InvalidArgument(f"{text!r}: [{index}] takes entry 0 or 1 of a pair; "
+                                  f"{name!r} is not a pair or has no entry {index}")
+        if not pm and index is None and isinstance(value, tuple):
+            raise InvalidArgument(f"{text!r}: {name!r} is a pair or shape; pass its entries "
+                                  f"('{name}[0]', '{name}[1]') or 'prod({name})'")
+        return Arg("dim", name, index, bool(pm), ctype)
+
+    def _check_dimensions(self) -> None:
+        """Every parameter that shapes an array of the spec must be passed."""
+        o = get_op(self.op)
+        big = _roomy(self.op)
+        shapes = _shapes(self.op, big)
+        dims = [a for a in self.args if a.kind == "dim"]
+        missing = []
+        for name, value in big.items():
+            for variant in _variants(value):
+                try:
+                    other = o.validate({**big, name: variant})
+                except InvalidArgument:
+                    continue
+                changed = _shapes(self.op, other)
+                if any(changed.get(a) != shapes.get(a) for a in self.arrays):
+                    mine = [d for d in dims if d.name == name]
+                    whole = any(d.prod or d.index is None for d in mine)
+                    both = {d.index for d in mine} >= {0, 1}
+                    if not (whole or both):
+                        missing.append(name)
+                    break
+        if missing:
+            raise InvalidArgument(
+                f"args={[a.text for a in self.args]!r} leave out {missing}, which shape the "
+                f"arrays {list(self.arrays)} of {self.op}: the kernel could not know their "
+                f"sizes; add them (pairs as 'name[0]', 'name[1]', shapes as 'prod(name)')")
+
+
+class ParamReader:
+    """Reads a case's parameters back from the shapes of its inputs, for ops
+    that call targets without ``params`` (their shapes tell every parameter:
+    ``linear``, ``matmul``)."""
+
+    def __init__(self, op_name: str) -> None:
+        self.op = get_op(op_name)
+        plan = self.op.draw_plan()
+        unsupported = [s.name for s in plan if isinstance(s, (Pair, Choice, Widths, Multiple))]
+        if unsupported and not self.op.passes_params:
+            raise InvalidArgument(
+                f"op {op_name!r} has parameters {unsupported} that foreign targets cannot read "
+                "from the shapes of its inputs; foreign targets support ops whose shapes "
+                "tell every parameter (linear, matmul) or that pass them (conv2d)")
+        self.flags = {s.name: s for s in plan if isinstance(s, Flag)}
+        self.shape_params = [s.name for s in plan if isinstance(s, Shape)]
+        self.positions: dict[str, tuple[str, int]] = {}
+        primes = (p for p in itertools.count(7) if all(p % q for q in range(2, p)))
+        params: dict[str, Any] = {}
+        for s in plan:
+            params[s.name] = True if isinstance(s, Flag) else () if isinstance(s, Shape) \
+                else next(primes) if isinstance(s, Dim) else s.smallest
+        self.base = params if self.op.passes_params else self.op.validate(params)
+        if self.op.passes_params:
+            return
+        shapes = self.op.input_shapes(self.base)
+        for s in plan:
+            if isinstance(s, Dim):
+                where = [(n, i) for n, sh in shapes.items() for i, d in enumerate(sh)
+                         if d == params[s.name]]
+                if not where:
+                    raise InvalidArgument(f"op {op_name!r}: parameter {s.name!r} shapes no input")
+                self.positions[s.name] = where[0]
+        self.flag_arrays = {}
+        for f in self.flags:
+            off = self.op.input_shapes(self.op.validate({**self.base, f: False}))
+            self.flag_arrays[f] = sorted(set(shapes) - set(off))
+
+    def read(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        """The parameters of the case whose inputs are ``inputs``."""
+        if "params" in inputs:
+            return dict(inputs["params"])
+        params: dict[str, Any] = {}
+        for f, arrays in self.flag_arrays.items():
+            params[f] = all(inputs.get(a) is not None for a in arrays)
+        for name in self.shape_params:
+            a0 = next(iter(self.positions.values()))[0]
+            extra = len(inputs[a0].shape) - len(self.op.input_shapes(self.base)[a0])
+            params[name] = tuple(int(d) for d in inputs[a0].shape[:extra])
+        for name, (arr, axis) in self.positions.items():
+            extra = len(inputs[arr].shape) - len(self.op.input_shapes(self.base)[arr])
+            params[name] = int(inputs[arr].shape[axis + extra])
+        params = self.op.validate(params)
+        want = self.op.input_shapes(params)
+        got = {k: tuple(v.shape) for k, v in inputs.items() if v is not None}
+        if any(got.get(k) is not None and got[k] != want[k] for k in want):
+            raise InvalidArgument(f"{self.op.name}: could not read the parameters from the "
+                                  f"input shapes {got}")
+        return params
+
+
+def host_dtype(dtype: str) -> np.dtype:
+    """The numpy dtype for a spec dtype name (``bfloat16`` through ml_dtypes)."""
+    if dtype == "bfloat16":
+        import ml_dtypes  # noqa: PLC0415 - only bf16 needs it
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(dtype)
