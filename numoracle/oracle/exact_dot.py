@@ -82,10 +82,12 @@ def _slices(x: Any, axis: int, beta: int, max_slices: int, xp: Any) -> tuple[lis
         _, e = xp.frexp(mu)  # mu < 2^e
         s = xp.maximum(e.astype(xp.int32) - (beta - 1), -1074)
         s = xp.where(mu == 0, -1074, s).astype(xp.int32)
-        r = xp.ldexp(rest, -s)  # exact: |r| < 2^(beta-1), no underflow
-        m = xp.rint(r)
-        r -= m  # exact: the fraction r loses
-        rest = xp.ldexp(r, s)  # exact: the bits of rest below 2^s
+        # |r| < 2^(beta-1); elements far below the largest may underflow here,
+        # but then their nearest integer is 0 all the same
+        m = xp.rint(xp.ldexp(rest, -s))
+        # exact: m 2^s is an integer of beta bits on the grid 2^-1074, and what
+        # rest loses by rounding to the grid 2^s is representable
+        rest = rest - xp.ldexp(m, s)
         out.append((m, s))
     return out, rest
 

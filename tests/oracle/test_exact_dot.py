@@ -106,6 +106,19 @@ def test_wide_exponent_ranges_within_a_row() -> None:
     _check(a, np.ones((4, 1)) / 3)
 
 
+def test_elements_a_whole_exponent_range_below_their_rows_largest() -> None:
+    # scaling the row to its largest element's slice grid underflows 3 * 2^-1000
+    a = np.array([[2.0**1000, 3 * 2.0**-1000]])
+    b = np.array([[2.0**-1000], [2.0**1000]])
+    hi, lo, err = exact_matmul(a, b)
+    assert float(hi[0, 0]) == 4.0 and float(lo[0, 0]) == 0.0 and float(err[0, 0]) < 2.0**-90
+    _check(a, b)
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((3, 20)) * 2.0 ** rng.choice([-1000, 0, 1000], (3, 20))
+    b = rng.standard_normal((20, 3)) * 2.0 ** rng.choice([-1000, 0, 1000], (20, 3))
+    _check(a, b)
+
+
 def test_nonfinite_rows_and_columns_are_marked() -> None:
     a = np.array([[1.0, np.inf], [1.0, 2.0]])
     b = np.array([[1.0, np.nan], [1.0, 1.0]])
