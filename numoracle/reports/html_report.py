@@ -40,7 +40,7 @@ h1 { font-size: 1.5em; margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #cc
 table { border-collapse: collapse; font-size: 0.85em; margin: 0.4em 0 1em 0; }
 th, td { border: 1px solid #ddd; padding: 2px 7px; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
-.pass, .caught { color: #18794e; font-weight: 600; } .FAIL, .missed { color: #c62828;
+.pass, .caught { color: #18794e; font-weight: 600; } .fail, .missed { color: #c62828;
        font-weight: 700; } .skipped, .error, .unjudged { color: #a15c00; }
 .note { background: #fff8e1; border: 1px solid #f0d58c; padding: 0.5em 0.8em; }
 pre { background: #f7f7f7; padding: 0.6em; overflow-x: auto; font-size: 0.8em; }
@@ -64,9 +64,11 @@ def _ratio(r: float | None) -> str:
 
 
 def _status(r: TargetResult, zoo: bool) -> str:
+    """As ``report.json`` and ``zoo.json`` say it: pass, fail, skipped or
+    unjudged; for a mutant caught, missed or skipped."""
     if zoo:
-        return {"FAIL": "caught", "pass": "missed"}.get(r.verdict, r.verdict)
-    return r.verdict
+        return {"FAIL": "caught", "skipped": "skipped"}.get(r.verdict, "missed")
+    return r.status()[0]
 
 
 def _img(b64: str, alt: str) -> str:
@@ -92,11 +94,12 @@ def _summary(results: Sequence[TargetResult], zoo: bool) -> str:
                  f'<span class="{_status(r, True)}">{_e(_status(r, True))}</span>',
                  _e(r.cases_to_catch), _e(r.repro_shape), _e(r.diagnosis)] for r in results]
         return _table(head, rows, numeric=(3,))
-    head = ["target", "op", "precision", "cases", "failures", "worst ratio", "verdict",
-            "time s", "diagnosis"]
+    head = ["target", "op", "precision", "cases", "failures", "worst ratio", "status",
+            "time s", "diagnosis or reason"]
     rows = [[_e(r.target), _e(r.op), _e(r.precision), _e(r.cases), _e(r.failures),
-             _e(_ratio(r.worst_ratio)), f'<span class="{_e(r.verdict)}">{_e(r.verdict)}</span>',
-             f"{r.seconds:.2f}", _e(r.diagnosis)] for r in results]
+             _e(_ratio(r.worst_ratio)),
+             f'<span class="{_status(r, False)}">{_e(_status(r, False))}</span>',
+             f"{r.seconds:.2f}", _e(r.status()[1] or r.diagnosis)] for r in results]
     return _table(head, rows, numeric=(3, 4, 5, 7))
 
 
@@ -185,11 +188,11 @@ def render_html(results: Sequence[TargetResult], *, title: str = "numoracle run"
     if failed:
         body.append("<h2 id='failures'>Failures: worst elements</h2>")
         body += [_failure(r, zoo) for r in failed]
-    errors = [r for r in results if r.verdict not in ("FAIL", "pass", "skipped")]
-    if errors:
-        body.append("<h2 id='errors'>Runs that could not finish</h2>")
-        body += [f"<p><b>{_e(r.target)}</b> on {_e(r.op)}: {_e(r.verdict)}: "
-                 f"{_e(r.diagnosis)}</p>" for r in errors]
+    unjudged = [r for r in results if r.verdict != "skipped" and r.status()[0] == "unjudged"]
+    if unjudged:
+        body.append("<h2 id='unjudged'>Unjudged</h2>")
+        body += [f"<p><b>{_e(r.target)}</b> on {_e(r.op)}: {_e(r.status()[1])}</p>"
+                 for r in unjudged]
     sampled = [r for r in ran if r.samples]
     if sampled and not zoo:
         body.append("<h2 id='ratios'>err / bound against reduction length</h2>")

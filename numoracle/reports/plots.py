@@ -58,6 +58,7 @@ def ratio_vs_length(samples: Sequence[tuple[str, int, float, float, float, float
     colours = plt.get_cmap("tab10")
     seen = [_clip(s[i]) for s in samples for i in (2, 3, 4, 5) if not s[6] and s[i] > 0]
     lo, hi = min(seen + [0.1]), max(seen + [1.0])
+    n_lo, n_hi = min(max(s[1], 1) for s in samples), max(max(s[1], 1) for s in samples) + 1
     for ax, (kind, worst_i, med_i) in zip(axes, (("deterministic", 2, 4),
                                                  ("probabilistic", 3, 5)), strict=True):
         drawn = False
@@ -81,6 +82,7 @@ def ratio_vs_length(samples: Sequence[tuple[str, int, float, float, float, float
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_ylim(lo / 3, hi * 3)
+        ax.set_xlim(n_lo / 1.5, n_hi * 1.5)
         ax.set_xlabel("reduction length n")
         ax.set_title(f"{kind} bound", fontsize=10)
         if not drawn:
