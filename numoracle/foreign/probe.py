@@ -88,33 +88,37 @@ def layout_diagnosis(case: Case, model: PrecisionModel, inputs: Mapping[str, np.
     failing = {k: got[k] for k, v in verdicts.items() if not v.passed}
     if not failing:
         return ""
-    for name in inputs:
+    found = []
+    for name, arr in failing.items():  # an output written in another layout
+        axes = op.output_axes.get(name)
+        decl = declared.get(name, "C")
+        for lay in alternatives(decl, axes):
+            fixed = misread(arr, axes, decl, lay)
+            if not np.array_equal(fixed, arr, equal_nan=True) and \
+                    _passes(case, model, inputs, {name: fixed}):
+                found.append(f"{name} is right once its memory is read in layout "
+                             f"{normalize(lay, axes)!r}: the kernel writes {name} as "
+                             f"{normalize(lay, axes)}, but it is declared "
+                             f"{normalize(decl, axes)!r}")
+                break
+    for name in inputs:  # an input read in another layout
         axes = op.input_axes.get(name)
         decl = declared.get(name, "C")
         for lay in alternatives(decl, axes):
             changed = dict(inputs)
             changed[name] = misread(inputs[name], axes, decl, lay)
-            if np.array_equal(changed[name], inputs[name], equal_nan=True):
-                continue
-            if _passes(case, model, changed, failing):
-                return (f"layout: the outputs {sorted(failing)} are right for {name} read in "
-                        f"layout {lay!r}, but it is declared {decl!r}: the kernel reads {name} "
-                        f"as {lay}; declare layouts={{{name!r}: {lay!r}}} or fix its indexing")
-    found = []
-    for name, arr in failing.items():
-        axes = op.output_axes.get(name)
-        decl = declared.get(name, "C")
-        for lay in alternatives(decl, axes):
-            fixed = misread(arr, axes, decl, lay)
-            if np.array_equal(fixed, arr, equal_nan=True):
-                continue
-            if _passes(case, model, inputs, {name: fixed}):
-                found.append(f"{name} is right once its memory is read in layout {lay!r}: "
-                             f"the kernel writes {name} as {lay}, but it is declared {decl!r}")
+            if not np.array_equal(changed[name], inputs[name], equal_nan=True) and \
+                    _passes(case, model, changed, failing):
+                found.append(f"{sorted(failing)} are right for {name} read in layout "
+                             f"{normalize(lay, axes)!r}: the kernel reads {name} as "
+                             f"{normalize(lay, axes)}, but it is declared "
+                             f"{normalize(decl, axes)!r}")
                 break
-    if found:
-        return "layout: " + "; ".join(found)
-    return ""
+    if not found:
+        return ""
+    head = "layout mix-up" if len(found) == 1 else "layout mix-up (this case fits each)"
+    return (f"{head}: " + "; or ".join(found)
+            + "; fix the kernel's indexing or declare the layout it uses")
 
 
 def declared_layouts(fn: Any) -> dict[str, str]:

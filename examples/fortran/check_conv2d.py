@@ -1,0 +1,41 @@
+"""Check the Fortran conv2d kernel (column-major arrays, bind(c)).
+
+    python examples/fortran/check_conv2d.py [--bug]
+"""
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from numoracle.foreign import run, shared_library_target
+
+HERE = Path(__file__).resolve().parent
+ARGS = ["x", "weight", "bias", "grad_output", "y", "grad_weight", "grad_bias",
+        "batch", "in_channels", "out_channels", "height", "width",
+        "kernel_size[0]", "kernel_size[1]", "stride[0]", "stride[1]",
+        "padding[0]", "padding[1]", "dilation[0]", "dilation[1]", "groups", "param:bias"]
+# every array is a Fortran array in the op's axis order: column-major
+LAYOUTS = {"x": "NCHW:F", "weight": "OIHW:F", "grad_output": "NCHW:F",
+           "y": "NCHW:F", "grad_weight": "OIHW:F"}
+
+
+def build(out_dir: Path, bug: bool = False) -> Path:
+    lib = out_dir / ("libconv2d_bug.so" if bug else "libconv2d.so")
+    subprocess.run(["gfortran", "-O2", "-shared", "-fPIC", "-J", str(out_dir),
+                    *(["-DPLANTED_BUG"] if bug else []), str(HERE / "conv2d.F90"),
+                    "-o", str(lib)], check=True)
+    return lib
+
+
+def target(lib: Path, spec_dir: Path | None = None):
+    return shared_library_target(lib, "conv2d_f32", op="conv2d", precision="fp32",
+                                 args=ARGS, layouts=LAYOUTS, spec_dir=spec_dir,
+                                 name="fortran-conv2d" + ("-bug" if "bug" in lib.name else ""))
+
+
+if __name__ == "__main__":
+    with tempfile.TemporaryDirectory() as tmp:
+        res = run(target(build(Path(tmp), bug="--bug" in sys.argv)), examples=200)
+        print(res.message or f"{res.target}: {res.verdict} on {res.cases} cases, "
+              f"worst ratio {res.worst_ratio:.3g}")

@@ -1,0 +1,44 @@
+"""The Fortran example: column-major conv2d through bind(c); seed 000's
+weight-layout trap (grad_weight written in cuDNN's row-major order) is caught
+and the diagnosis names the layout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from numoracle.foreign import run, shared_library_target
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+SRC = str(EXAMPLES / "fortran" / "conv2d.F90")
+ARGS = ["x", "weight", "bias", "grad_output", "y", "grad_weight", "grad_bias",
+        "batch", "in_channels", "out_channels", "height", "width",
+        "kernel_size[0]", "kernel_size[1]", "stride[0]", "stride[1]",
+        "padding[0]", "padding[1]", "dilation[0]", "dilation[1]", "groups", "param:bias"]
+LAYOUTS = {"x": "NCHW:F", "weight": "OIHW:F", "grad_output": "NCHW:F",
+           "y": "NCHW:F", "grad_weight": "OIHW:F"}
+
+
+def _target(build, tmp_path: Path, bug: bool):
+    lib = build("gfortran", "-O2", "-shared", "-fPIC", "-J", "{dir}",
+                *(["-DPLANTED_BUG"] if bug else []), SRC, "-o", "{out}",
+                out="libconv2d_bug.so" if bug else "libconv2d.so")
+    return shared_library_target(lib, "conv2d_f32", op="conv2d", args=ARGS, layouts=LAYOUTS,
+                                 spec_dir=tmp_path)
+
+
+def test_correct_fortran_kernel_passes(build, tmp_path: Path) -> None:
+    res = run(_target(build, tmp_path, False), examples=25, store=None)
+    assert res.verdict == "pass", res.message
+    assert res.cases == 25
+
+
+def test_weight_layout_trap_is_caught_and_named(build, tmp_path: Path) -> None:
+    res = run(_target(build, tmp_path, True), examples=25, store=tmp_path / "repros")
+    assert res.verdict == "FAIL"
+    assert res.diagnosis.startswith("grad_weight: exceeds every precision model")
+    assert ("grad_weight is right once its memory is read in layout 'OIHW': the kernel "
+            "writes grad_weight as OIHW, but it is declared 'OIHW:F'") in res.diagnosis
+    assert "OIHW" in res.message and res.repro is not None
+    # shrunk: one sample, one channel each way, a 2x2 weight (the smallest where
+    # the two orders differ)
+    assert res.repro_shape == "x(1, 1, 1, 1), weight(1, 1, 2, 2), grad_output(1, 1, 2, 2)"
