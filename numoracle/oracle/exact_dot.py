@@ -189,7 +189,8 @@ def exact_matmul(a: Any, b: Any, bias: Any = None, *, tol: Any = None,
     -------
     hi, lo, err : array
         ``|hi + lo - exact| <= err`` elementwise (see the module docstring);
-        ``hi`` is NaN where a row of ``a`` or a column of ``b`` is not finite.
+        ``hi`` is NaN where a row of ``a`` or a column of ``b`` is not finite, and
+        not finite where a slice product overflows.
 
     Examples
     --------
@@ -200,6 +201,11 @@ def exact_matmul(a: Any, b: Any, bias: Any = None, *, tol: Any = None,
     >>> float(hi[0, 0]), float(err[0, 0]) < 1e-60
     (1e-30, True)
     """
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        return _exact_matmul(a, b, bias, tol, target_bits)
+
+
+def _exact_matmul(a: Any, b: Any, bias: Any, tol: Any, target_bits: int) -> tuple[Any, Any, Any]:
     xp = _xp(a)
     a = xp.asarray(a, dtype=xp.float64)
     b = xp.asarray(b, dtype=xp.float64)
