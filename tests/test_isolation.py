@@ -1,0 +1,291 @@
+"""Hostile kernels cannot take the run down: the fault table.
+
+Each misbehaviour gets a failing verdict that says what happened (and a repro),
+and the run goes on: the next check in the same process passes. Crashes are
+tried only isolated (in-process they would end pytest); hangs both ways.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import find
+
+import numoracle
+from numoracle import InvalidArgument, KernelMismatch, Target
+from numoracle.checking.check import Fault, run_kernel
+from numoracle.cli import main
+from numoracle.running import isolate
+from numoracle.strategies import cases
+
+TIMEOUT = 0.5
+SMALL = {"max_elements": 64}
+
+
+# -- kernels (module level: the worker process imports them) ---------------------------------
+
+
+def good(a: Any, b: Any) -> dict[str, Any]:
+    return {"out": np.matmul(a, b)}
+
+
+def raises(a: Any, b: Any) -> dict[str, Any]:
+    raise RuntimeError("boom")
+
+
+def garbage(a: Any, b: Any) -> Any:
+    return [np.matmul(a, b)]
+
+
+def noise(a: Any, b: Any) -> dict[str, Any]:
+    out = np.matmul(a, b)
+    return {"out": out + np.float32(0.25) * (np.abs(out) + 1)}
+
+
+def hangs(a: Any, b: Any) -> dict[str, Any]:
+    time.sleep(30)
+    return good(a, b)
+
+
+def busy(a: Any, b: Any) -> dict[str, Any]:
+    while True:
+        pass
+
+
+def segfault(a: Any, b: Any) -> dict[str, Any]:
+    ctypes.string_at(0)
+    return good(a, b)
+
+
+def aborts(a: Any, b: Any) -> dict[str, Any]:
+    os.abort()
+
+
+def exits(a: Any, b: Any) -> dict[str, Any]:
+    os._exit(3)
+
+
+def killed(a: Any, b: Any) -> dict[str, Any]:
+    os.kill(os.getpid(), signal.SIGKILL)  # what the out-of-memory killer does
+    return good(a, b)
+
+
+def out_of_memory(a: Any, b: Any) -> dict[str, Any]:
+    raise MemoryError("cannot allocate 1 TiB")
+
+
+def writes_input(a: Any, b: Any) -> dict[str, Any]:
+    out = np.matmul(a, b)
+    a.setflags(write=True)  # past the read-only view: the comparison after the call sees it
+    a[...] = 0
+    return {"out": out}
+
+
+def writes_read_only(a: Any, b: Any) -> dict[str, Any]:
+    a *= 2
+    return good(a, b)
+
+
+_RNG = np.random.default_rng(0)
+
+
+def nondeterministic(a: Any, b: Any) -> dict[str, Any]:
+    out = np.matmul(a, b)
+    if _RNG.random() < 0.5:
+        out = out + np.float32(1.0)
+    return {"out": out}
+
+
+_CALLS = [0]
+
+
+def first_calls_only(a: Any, b: Any) -> dict[str, Any]:
+    _CALLS[0] += 1
+    out = np.matmul(a, b)
+    return {"out": out if _CALLS[0] <= 3 else out + np.float32(1.0)}
+
+
+def _check(fn: Any, tmp_path: Path, **kw: Any) -> str:
+    """The failure message of check_kernel on ``fn`` (matmul), and that a repro exists."""
+    kw.setdefault("timeout", TIMEOUT)
+    with pytest.raises(KernelMismatch) as err:
+        numoracle.check_kernel(fn, op="matmul", examples=kw.pop("examples", 20),
+                               store=tmp_path, **SMALL, **kw)
+    message = str(err.value)
+    assert any(tmp_path.iterdir()), "no repro saved"
+    return message
+
+
+def _still_works(**kw: Any) -> None:
+    """The run goes on: a correct kernel passes in the same process afterwards."""
+    assert numoracle.check_kernel(good, op="matmul", examples=5, store=None, **SMALL,
+                                  **kw).verdict == "pass"
+
+
+# -- the fault table ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("fn", "isolated", "expected"), [
+    (raises, False, "the kernel raised RuntimeError: boom"),
+    (raises, True, "the kernel raised RuntimeError: boom"),
+    (garbage, False, "the kernel returned list; it must return a dict"),
+    (noise, True, "out ("),
+    (out_of_memory, False, "the kernel raised MemoryError: cannot allocate 1 TiB"),
+    (out_of_memory, True, "the kernel raised MemoryError"),
+    (writes_input, False, "the kernel wrote to its input 'a' at"),
+    (writes_input, True, "the kernel wrote to its input 'a' at"),
+    (writes_read_only, False, "the kernel wrote to one of its inputs, which are read-only"),
+    (segfault, True, "the kernel's process died of SIGSEGV"),
+    (aborts, True, "the kernel's process died of SIGABRT"),
+    (exits, True, "the kernel's process exited with code 3"),
+    (killed, True, "the kernel's process died of SIGKILL"),
+    (busy, True, f"did not return within the timeout of {TIMEOUT * 0.25:g} s"),
+])
+def test_fault_gets_a_verdict_and_the_run_goes_on(fn: Any, isolated: bool, expected: str,
+                                                  tmp_path: Path) -> None:
+    t0 = time.perf_counter()
+    message = _check(fn, tmp_path, isolate=isolated)
+    assert expected in message, message
+    assert f"numoracle replay {tmp_path}" in message
+    _still_works(isolate=isolated)
+    assert time.perf_counter() - t0 < 60
+
+
+def test_a_hang_costs_one_timeout_and_a_bounded_shrink(tmp_path: Path) -> None:
+    t0 = time.perf_counter()
+    message = _check(hangs, tmp_path, isolate=False)
+    spent = time.perf_counter() - t0
+    # the first hang at 0.5 s, at most three more at a quarter of it while shrinking
+    assert "did not return within the timeout of" in message
+    assert spent < TIMEOUT * (1 + 3 * 0.25) + 5, spent
+    _still_works()
+
+
+def test_nondeterministic_and_stale_kernels_fail(tmp_path: Path) -> None:
+    message = _check(nondeterministic, tmp_path / "nd", isolate=True)
+    assert "out (" in message
+    _CALLS[0] = 0
+    message = _check(first_calls_only, tmp_path / "first", isolate=False)
+    assert "out (" in message
+
+
+def test_a_crash_in_the_judged_case_keeps_the_cases_before(tmp_path: Path) -> None:
+    from numoracle.running.runner import run_target
+
+    target = Target(name="segfault", op="matmul", backend="numpy", precision="fp32",
+                    fn=segfault)
+    res = run_target(target, examples=10, store=tmp_path, isolate=True, timeout=TIMEOUT,
+                     strategy=cases(op="matmul", storage="fp32", **SMALL))
+    assert res.verdict == "FAIL" and res.fault == "crash" and res.unjudged >= 1
+    row = res.row()
+    assert row["fault"] == "crash" and row["unjudged"] == res.unjudged
+    repro = json.loads((Path(res.repro) / "repro.json").read_text())  # type: ignore[arg-type]
+    assert "SIGSEGV" in repro["verdict"]["error"]
+
+
+def test_run_isolated_matches_run_kernel() -> None:
+    case = find(cases(op="matmul", storage="fp32", **SMALL), lambda c: True)
+    inputs = case.inputs()
+    target = Target(name="good", op="matmul", backend="numpy", precision="fp32", fn=good)
+    here, e1 = run_kernel(case, target, inputs)
+    there, e2 = isolate.run_isolated(case, target, inputs, timeout=30)
+    assert e1 is None and e2 is None and here is not None and there is not None
+    np.testing.assert_array_equal(here["out"], there["out"])
+    eye = np.eye(2, dtype=np.float32)
+    result, fault = isolate.call_isolated(good, {"a": eye, "b": 2 * eye}, timeout=30)
+    assert fault is None
+    np.testing.assert_array_equal(result["out"], 2 * eye)
+    _, fault = isolate.call_isolated(os._exit, {"status": 4}, timeout=30)
+    assert isinstance(fault, Fault) and fault.kind == "crash" and "code 4" in fault
+
+
+def test_a_kernel_that_cannot_be_sent_is_refused_at_once() -> None:
+    with pytest.raises(InvalidArgument, match="define it at module level"):
+        numoracle.check_kernel(lambda a, b: {"out": a @ b}, op="matmul", examples=5,
+                               store=None, isolate=True)
+    with pytest.raises(InvalidArgument, match="timeout=-1"):
+        numoracle.check_kernel(good, op="matmul", examples=5, store=None, timeout=-1)
+
+
+def test_in_process_hang_does_not_hold_up_exit() -> None:
+    """The hung kernel's thread is a daemon: the interpreter exits at once."""
+    script = textwrap.dedent("""
+        import time, numoracle
+        def hangs(a, b):
+            time.sleep(60)
+        try:
+            numoracle.check_kernel(hangs, op="matmul", examples=3, store=None, timeout=0.2,
+                                   max_elements=16)
+        except numoracle.KernelMismatch as exc:
+            print("verdict:", exc)
+    """)
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=50, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "did not return within the timeout" in done.stdout
+    assert time.perf_counter() - t0 < 45
+
+
+ZOO = '''
+import ctypes
+import numpy as np
+from numoracle import Target
+
+def segfault(a, b):
+    ctypes.string_at(0)
+
+def good(a, b):
+    return {"out": np.matmul(a, b)}
+
+TARGETS = [Target(name=f.__name__, op="matmul", backend="numpy", precision="fp32", fn=f,
+                  source=__file__) for f in (segfault, good)]
+'''
+
+
+def test_cli_isolates_outside_kernels_by_default(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "zoo").mkdir()
+    (tmp_path / "zoo" / "hostile.py").write_text(ZOO)
+    status = main(["zoo", "--zoo", str(tmp_path / "zoo"), "--ops", "matmul", "--examples", "5",
+                   "--timeout", "5", "--report", str(tmp_path / "rep"),
+                   "--store", str(tmp_path / "store")])
+    out = capsys.readouterr().out
+    assert status == 1, out  # the good kernel is a mutant the zoo "missed"
+    rows = {r["mutant"]: r for r in json.loads((tmp_path / "rep" / "zoo.json").read_text())}
+    assert rows["segfault"]["caught"] and "SIGSEGV" in rows["segfault"]["diagnosis"]
+    assert not rows["good"]["caught"]  # it ran after the crash, in a fresh worker
+    progress = json.loads((tmp_path / "rep" / "progress.json").read_text())
+    assert [r["target"] for r in progress] == ["segfault", "good"]
+
+
+@pytest.mark.gpu
+def test_cuda_illegal_address_is_a_verdict_and_the_next_case_runs(tmp_path: Path) -> None:
+    cupy = pytest.importorskip("cupy")
+    del cupy
+    message = _check(_cupy_illegal_address, tmp_path, isolate=True, backend="cupy",
+                     timeout=60)
+    assert "CUDA error" in message, message
+    _still_works(isolate=True)
+
+
+def _cupy_illegal_address(a: Any, b: Any) -> dict[str, Any]:
+    import cupy
+
+    kernel = cupy.RawKernel(r'''
+    extern "C" __global__ void bad(float* p) { p[(long long)1 << 40] = 1.0f; }
+    ''', "bad")
+    out = cupy.matmul(a, b)
+    kernel((1,), (1,), (out,))
+    return {"out": out}
