@@ -129,6 +129,9 @@ def _exact_elements(a: Any, b: Any, bias: Any, mask: Any, hi: Any, lo: Any, err:
         e0 = min((e for m, e in prods if m), default=0)
         total = sum(m << (e - e0) for m, e in prods)
         h = _to_float(total, e0)
+        if not math.isfinite(h):  # beyond float64's range: the caller keeps float64
+            vals[row] = h, 0.0, math.inf
+            continue
         rest = total - _int_at(h, e0)
         r = _to_float(rest, e0)
         vals[row] = h, r, abs(r) * U + TINY
@@ -150,12 +153,12 @@ def _int_at(x: float, e0: int) -> int:
 
 def _to_float(total: int, e0: int) -> float:
     """``total 2^e0`` correctly rounded to float64."""
-    if e0 >= 0:
-        return float(total << e0) if total.bit_length() + e0 < 1100 else math.copysign(
-            math.inf, total)
     from fractions import Fraction  # noqa: PLC0415 - rare path
 
-    return float(Fraction(total, 1 << -e0))
+    try:
+        return float(total << e0) if e0 >= 0 else float(Fraction(total, 1 << -e0))
+    except OverflowError:
+        return math.copysign(math.inf, total)
 
 
 def _two_sum(a: Any, b: Any) -> tuple[Any, Any]:

@@ -668,7 +668,7 @@ def _escalate(out: Tracked, av: Any, bv: Any, bias: Tracked | None,
     if not isinstance(ref_prop, float) or ref_prop:
         err += ref_prop
     # where the exact sum is not finite (an overflowing slice product) keep float64
-    need &= xp.isfinite(hi)
+    need &= xp.isfinite(hi) & xp.isfinite(err)
     value = xp.where(need, hi, out.value)
     lo = xp.where(need, lo, 0.0)
     ref = xp.where(need, err, out.ref_err)
