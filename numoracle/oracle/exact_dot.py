@@ -158,7 +158,7 @@ def _to_float(total: int, e0: int) -> float:
     try:
         return float(total << e0) if e0 >= 0 else float(Fraction(total, 1 << -e0))
     except OverflowError:
-        return math.copysign(math.inf, total)
+        return math.inf if total > 0 else -math.inf
 
 
 def _two_sum(a: Any, b: Any) -> tuple[Any, Any]:
