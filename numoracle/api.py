@@ -33,7 +33,7 @@ from .cases.target import BACKENDS, Target
 from .checking.check import DEFAULT_TIMEOUT
 from .errors import InvalidArgument, KernelMismatch, NumoracleError
 from .oracle.ops import get_op
-from .oracle.ops.plan import Choice, Flag, Widths
+from .oracle.ops.plan import Choice, Derived, Flag, Widths
 from .oracle.precision import PrecisionModel, get_model
 from .store.repro import DEFAULT_STORE
 
@@ -96,7 +96,7 @@ def op_outputs(op: str) -> tuple[str, ...]:
     plan = o.plan
     params: dict[str, Any] = dict.fromkeys(o.param_names, 1)
     params.update({s.name: True if isinstance(s, Flag) else s.smallest
-                   for s in plan if not isinstance(s, Widths)})
+                   for s in plan if not isinstance(s, (Widths, Derived))})
     for s in plan:  # a chain's outputs are per layer: the deepest chain has them all
         if isinstance(s, Widths):
             depth = [c for c in plan if isinstance(c, Choice) and c.name == s.count]

@@ -152,7 +152,10 @@ def run_all(targets: Sequence[Target], args: argparse.Namespace,
     """run_target on each target in turn, with a progress bar per target.
 
     Unavailable targets come back at once as ``skipped`` results."""
-    from ..running.runner import run_target  # noqa: PLC0415 - hypothesis only for commands that run
+    from ..running.runner import (  # noqa: PLC0415 - hypothesis only for commands that run
+        default_strategy,
+        run_target,
+    )
 
     results: list[TargetResult] = []
     runnable = [t for t in targets if t.unavailable_reason() is None]
@@ -172,14 +175,46 @@ def run_all(targets: Sequence[Target], args: argparse.Namespace,
             if report is not None:  # what a run that dies here leaves behind
                 _write_progress(report, results, targets[len(results):])
             isolate = getattr(args, "isolate", None)
-            results.append(run_target(t, examples=args.examples, seed=args.seed,
-                                      store=args.store, on_case=_ticker(progress, task, label),
-                                      seconds=share,
-                                      diagnose=getattr(args, "diagnose", False),
-                                      timeout=getattr(args, "timeout", DEFAULT_TIMEOUT),
-                                      isolate=not built_in(t) if isolate is None else isolate))
+            for regime, part in regime_shares(t, getattr(args, "regime", "small")):
+                strategy = default_strategy(t, regime=regime)
+                res = run_target(t, examples=args.examples, seed=args.seed, strategy=strategy,
+                                 store=args.store, on_case=_ticker(progress, task, label),
+                                 seconds=None if share is None else share * part,
+                                 diagnose=getattr(args, "diagnose", False),
+                                 timeout=getattr(args, "timeout", DEFAULT_TIMEOUT),
+                                 isolate=not built_in(t) if isolate is None else isolate)
+                res.regime = regime
+                results.append(res)
             progress.update(task, completed=args.examples)
     return results
+
+
+#: share of a GPU target's time spent on realistic layer sizes in a ``mixed`` run
+REALISTIC_SHARE = 0.3
+
+
+def resolve_regime(regime: str, targets: Sequence[Target]) -> str:
+    """``auto``: ``mixed`` where some target runs on a GPU here, else ``small``."""
+    if regime != "auto":
+        return regime
+    on_gpu = [t for t in targets if t.backend in ("torch-cuda", "cupy")
+              and t.unavailable_reason() is None]
+    return "mixed" if on_gpu else "small"
+
+
+def regime_shares(target: Target, regime: str) -> list[tuple[str, float]]:
+    """The size regimes ``target`` runs in and the share of its time each gets:
+    ``small`` alone; ``realistic`` alone (where its op has realistic shapes);
+    ``mixed``: GPU targets of such ops give :data:`REALISTIC_SHARE` of their
+    time to realistic shapes, the rest (and CPU targets) to small ones."""
+    from ..oracle.ops import get_op  # noqa: PLC0415 - the ops load with the command
+
+    has_real = bool(get_op(target.op).realistic_plan)
+    if regime == "realistic" and has_real:
+        return [("realistic", 1.0)]
+    if regime == "mixed" and has_real and target.backend in ("torch-cuda", "cupy"):
+        return [("small", 1.0 - REALISTIC_SHARE), ("realistic", REALISTIC_SHARE)]
+    return [("small", 1.0)]
 
 
 def built_in(target: Target) -> bool:

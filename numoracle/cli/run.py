@@ -20,6 +20,7 @@ from ._common import (
     positive_float,
     positive_int,
     print_text,
+    resolve_regime,
     run_all,
     run_options,
     skipped_line,
@@ -46,6 +47,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      help=f"time for the whole run, shared among the targets (default "
                           f"{RUN_BUDGET:g} s); each target stops drawing new cases when its "
                           "share is spent")
+    run.add_argument("--regime", choices=("auto", "small", "realistic", "mixed"),
+                     default="auto",
+                     help="case sizes: small (cheap cases), realistic (the layer shapes "
+                          "practitioners train at: conv2d from real CNNs, linear up to 8,192 "
+                          "features, reductions up to 2**20), mixed (GPU targets spend 30%% "
+                          "of their time on realistic shapes); auto (default): mixed where a "
+                          "GPU target can run here, else small")
     run.add_argument("--diagnose", action="store_true",
                      help="also judge every case under every standard precision model and "
                           "show the precision each output really delivered (slower)")
@@ -84,6 +92,7 @@ def _select_targets(names: Sequence[str] | None, ops: Sequence[str]) -> list[Tar
 def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     ops = check_ops(args.ops)
     targets = _select_targets(args.targets, ops)
+    args.regime = resolve_regime(getattr(args, "regime", "auto"), targets)
     with observing(args.observability) as observed:
         if args.cluster is not None:  # Ray tasks, merged into the same results
             from ..running.cluster import cluster_results  # noqa: PLC0415 - Ray is optional
@@ -107,7 +116,11 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
         print_text(console, "no target could run here: nothing was checked", style="red")
         return 1
     columns = RUN_COLUMNS + (("effective",) if getattr(args, "diagnose", False) else ())
-    console.print(results_table([r.row() for r in ran], "numoracle run", columns))
+    rows = [r.row() for r in ran]
+    for row in rows:  # realistic-size runs are rows of their own: say so beside the op
+        if row.get("regime", "small") != "small":
+            row["op"] = f"{row['op']} ({row['regime']})"
+    console.print(results_table(rows, "numoracle run", columns))
     for r in ran:
         if r.verdict == "FAIL":
             print_text(console, r.message or r.diagnosis)

@@ -70,6 +70,9 @@ class TargetResult:
     unjudged: int = 0
     #: the kind of the failure when the kernel gave no outputs ("hang", "crash", "cuda", ...)
     fault: str | None = None
+    #: the size regime of the cases (``small`` or ``realistic``: see
+    #: :data:`numoracle.oracle.ops.plan.REGIMES`)
+    regime: str = "small"
 
     def effective(self) -> dict[str, str]:
         """Per output, the most precise standard model every diagnosed case fits
@@ -107,7 +110,7 @@ class TargetResult:
                 "repro": self.repro, "time_s": round(self.seconds, 3),
                 "diagnosis": self.diagnosis, "cases_to_catch": self.cases_to_catch,
                 "repro_shape": self.repro_shape, "unjudged": self.unjudged,
-                "fault": self.fault,
+                "fault": self.fault, "regime": self.regime,
                 "effective": ", ".join(f"{k}: {v}" for k, v in self.effective().items())}
 
 

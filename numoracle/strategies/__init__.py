@@ -16,7 +16,14 @@ Examples
 
 from __future__ import annotations
 
-from .cases import DEFAULT_MAX_ELEMENTS, DIM_MAX, REDUCTION_MAX, SEED_MAX, cases
+from .cases import (
+    DEFAULT_MAX_ELEMENTS,
+    DIM_MAX,
+    REALISTIC_MAX_ELEMENTS,
+    REDUCTION_MAX,
+    SEED_MAX,
+    cases,
+)
 from .formats import STORAGE_FORMATS, storage_formats
 from .layouts import input_layouts, layouts
 from .sizes import MAX_SIZE, batch_sizes, dims, interesting_sizes
@@ -33,6 +40,7 @@ __all__ = [
     "families",
     "overlays",
     "DEFAULT_MAX_ELEMENTS",
+    "REALISTIC_MAX_ELEMENTS",
     "DEFAULT_FAMILIES",
     "DIM_MAX",
     "FAMILY_ORDER",

@@ -25,7 +25,9 @@ from ..cases.case import Case
 from ..errors import InvalidArgument
 from ..oracle.ops import Op, get_op
 from ..oracle.ops.plan import (
+    REGIMES,
     Choice,
+    Derived,
     Dim,
     Flag,
     Multiple,
@@ -41,12 +43,15 @@ from .layouts import _choice, input_layouts
 from .sizes import MAX_SIZE, batch_sizes, dims
 from .values import DEFAULT_FAMILIES, FAMILY_ORDER, overlays
 
-__all__ = ["cases", "DEFAULT_MAX_ELEMENTS", "DIM_MAX",
+__all__ = ["cases", "DEFAULT_MAX_ELEMENTS", "REALISTIC_MAX_ELEMENTS", "DIM_MAX",
            "REDUCTION_MAX", "SEED_MAX"]
 
 #: default bound on the total number of input elements of a case: small enough
 #: for about a hundred cases a second on a CPU
 DEFAULT_MAX_ELEMENTS = 1 << 16
+#: default bound on the input elements of a case in the ``realistic`` regime
+#: (a float64 copy of 256 MiB; the oracle holds a few such arrays per output)
+REALISTIC_MAX_ELEMENTS = 1 << 25
 #: default largest dimension
 DIM_MAX = 1024
 #: largest dimension when ``max_reduction`` asks for longer reductions than DIM_MAX
@@ -64,8 +69,15 @@ class _Limits:
 
     max_elements: int
     max_reduction: int | None
+    #: parameters that follow others (a square map's width): recomputed before
+    #: each check, so a trial value is judged with what it implies
+    derived: tuple[Derived, ...] = ()
 
     def fits(self, op: Op, params: Mapping[str, Any]) -> bool:
+        if self.derived:
+            params = dict(params)
+            for spec in self.derived:
+                params[spec.name] = spec.least(params)
         for shapes in (op.input_shapes(params), op.output_shapes(params)):
             if sum(math.prod(s) for s in shapes.values()) > self.max_elements:
                 return False
@@ -170,10 +182,15 @@ def _draw_choice(spec: Choice, draw: st.DrawFn, op: Op, params: Params, limits: 
     return draw(st.sampled_from(fitting or spec.options[:1]))
 
 
+def _draw_derived(spec: Derived, draw: st.DrawFn, op: Op, params: Params,
+                  limits: _Limits) -> Any:
+    return spec.least(params)
+
+
 #: how each kind of spec of an op's plan (:mod:`numoracle.oracle.ops.plan`) is drawn
 _DRAWERS: dict[type, Callable[..., Any]] = {
     Dim: _draw_dim, Flag: _draw_flag, Shape: _draw_shape, Multiple: _draw_multiple,
-    Pair: _draw_pair, Choice: _draw_choice, Widths: _draw_widths,
+    Pair: _draw_pair, Choice: _draw_choice, Widths: _draw_widths, Derived: _draw_derived,
 }
 
 
@@ -181,9 +198,9 @@ def _draw_spec(spec: Spec, draw: st.DrawFn, op: Op, params: Params, limits: _Lim
     return _DRAWERS[type(spec)](spec, draw, op, params, limits)
 
 
-def _smallest(op: Op, fixed: Mapping[str, Any] | None = None) -> Params:
+def _smallest(op: Op, fixed: Mapping[str, Any] | None = None, regime: str = "small") -> Params:
     """The smallest parameters of ``op``'s plan, with those in ``fixed`` as given."""
-    return smallest(op.draw_plan(), fixed)
+    return smallest(op.draw_plan(regime), fixed)
 
 
 # -- argument checks ---------------------------------------------------------------
@@ -212,7 +229,8 @@ def _check_max_overlays(max_overlays: Any) -> int:
     return check_int("max_overlays", max_overlays, min_value=0)
 
 
-def _overrides(op: Op, params: Mapping[str, Any], batch: Any) -> dict[str, Any]:
+def _overrides(op: Op, params: Mapping[str, Any], batch: Any,
+               regime: str = "small") -> dict[str, Any]:
     """The parameters the caller fixed (values or strategies), by name."""
     fixed = dict(params)
     unknown = sorted(set(fixed) - set(op.param_names))
@@ -222,7 +240,7 @@ def _overrides(op: Op, params: Mapping[str, Any], batch: Any) -> dict[str, Any]:
             f"{op.param_names}"
         )
     if batch is not None:
-        names = [s.name for s in op.draw_plan() if isinstance(s, Dim) and s.is_batch]
+        names = [s.name for s in op.draw_plan(regime) if isinstance(s, Dim) and s.is_batch]
         if not names:
             raise InvalidArgument(
                 f"{batch=} is given but {op.name} has no batch parameter; fix its "
@@ -236,9 +254,9 @@ def _overrides(op: Op, params: Mapping[str, Any], batch: Any) -> dict[str, Any]:
     return fixed
 
 
-def _check_fixed(op: Op, fixed: Mapping[str, Any], limits: _Limits) -> None:
+def _check_fixed(op: Op, fixed: Mapping[str, Any], limits: _Limits, regime: str) -> None:
     """The smallest case with ``fixed`` is valid and within ``limits``."""
-    params = _smallest(op, fixed)
+    params = _smallest(op, fixed, regime)
     op.validate(params)
     if not limits.fits(op, params):
         raise InvalidArgument(
@@ -263,15 +281,16 @@ class _Request:
     batch: Any
     max_overlays: SearchStrategy[int]
     seed: SearchStrategy[int]
+    regime: str
 
 
 def _draw_params(draw: st.DrawFn, op: Op, req: _Request, limits: _Limits) -> Params:
     fixed = {k: draw(v) if is_strategy(v) else v
-             for k, v in _overrides(op, req.params, req.batch).items()}
-    params = _smallest(op, fixed)
+             for k, v in _overrides(op, req.params, req.batch, req.regime).items()}
+    params = _smallest(op, fixed, req.regime)
     if not limits.fits(op, params):
         reject()  # drawn overrides that leave no room: try another draw
-    for spec in op.draw_plan():
+    for spec in op.draw_plan(req.regime):
         if spec.name not in fixed:
             params[spec.name] = _draw_spec(spec, draw, op, params, limits)
     if fixed:
@@ -286,7 +305,8 @@ def _draw_params(draw: st.DrawFn, op: Op, req: _Request, limits: _Limits) -> Par
 def _cases(draw: st.DrawFn, req: _Request) -> Case:
     op = get_op(draw(req.op))
     limits = _Limits(_check_max_elements(draw(req.max_elements)),
-                     _check_max_reduction(draw(req.max_reduction)))
+                     _check_max_reduction(draw(req.max_reduction)),
+                     tuple(s for s in op.draw_plan(req.regime) if isinstance(s, Derived)))
     storage = draw(req.storage)
     family = draw(req.family)
     params = _draw_params(draw, op, req, limits)
@@ -306,11 +326,12 @@ def cases(
     layouts: str | Iterable[str] | SearchStrategy[str]
     | Mapping[str, str | Iterable[str] | SearchStrategy[str]] | None = None,
     max_reduction: int | SearchStrategy[int | None] | None = None,
-    max_elements: int | SearchStrategy[int] = DEFAULT_MAX_ELEMENTS,
+    max_elements: int | SearchStrategy[int] | None = None,
     batch: int | SearchStrategy[int] | None = None,
     params: Mapping[str, Any] | None = None,
     max_overlays: int | SearchStrategy[int] = 0,
     seed: int | SearchStrategy[int] | None = None,
+    regime: str = "small",
 ) -> SearchStrategy[Case]:
     """Cases of ``op``.
 
@@ -337,9 +358,9 @@ def cases(
         target's ``max_reduction``. Dimensions are at most :data:`DIM_MAX`,
         or up to ``max_reduction`` when it is larger (at most
         :data:`REDUCTION_MAX` = 2**16).
-    max_elements : int or strategy
+    max_elements : int, strategy or None
         Most input elements in all, and most output elements in all (default
-        2**16).
+        2**16; 2**25 in the ``realistic`` regime).
     batch : int or strategy, optional
         The op's batch size (linear's ``batch``; default :func:`batch_sizes`
         within the limits). An error for ops without a batch parameter.
@@ -351,6 +372,11 @@ def cases(
         :func:`~numoracle.strategies.values.overlays`).
     seed : int or strategy, optional
         Seed of the bulk values (default: any in ``[0, 2**32 - 1]``).
+    regime : str
+        ``"small"`` (default: the op's ``plan``, cheap cases) or ``"realistic"``
+        (the op's ``realistic_plan``: the layer shapes practitioners train at,
+        conv2d from real CNNs, linear up to 8,192 features, reductions up to
+        2**20; for GPUs). Both shrink towards their smallest shapes.
 
     Returns
     -------
@@ -364,6 +390,10 @@ def cases(
     ('linear', True, ['grad_output', 'weight', 'x'])
     """
     fixed = dict(params or {})
+    if regime not in REGIMES:
+        raise InvalidArgument(f"{regime=} is unknown; use one of {REGIMES}")
+    if max_elements is None:
+        max_elements = REALISTIC_MAX_ELEMENTS if regime == "realistic" else DEFAULT_MAX_ELEMENTS
     req = _Request(
         op=as_strategy(op, _check_op),
         storage=choice_strategy("storage", storage, STORAGE_FORMATS),
@@ -375,11 +405,12 @@ def cases(
         batch=batch,
         max_overlays=as_strategy(max_overlays, _check_max_overlays),
         seed=st.integers(0, SEED_MAX) if seed is None else as_strategy(seed, _check_seed),
+        regime=regime,
     )
     if batch is not None and not is_strategy(batch):
         check_int("batch", batch, min_value=1, max_value=MAX_SIZE)
     if isinstance(op, str):
-        _check_request(get_op(op), fixed, batch, max_elements, max_reduction)
+        _check_request(get_op(op), fixed, batch, max_elements, max_reduction, regime)
     return _cases(req)
 
 
@@ -396,10 +427,11 @@ def _check_layouts(layouts: Any) -> Any:
 
 
 def _check_request(op: Op, params: Mapping[str, Any], batch: Any, max_elements: Any,
-                   max_reduction: Any) -> None:
+                   max_reduction: Any, regime: str) -> None:
     """What can be checked of :func:`cases`' arguments before any draw."""
-    fixed = _overrides(op, params, batch)
+    fixed = _overrides(op, params, batch, regime)
     if is_strategy(max_elements) or is_strategy(max_reduction):
         return
     plain = {k: v for k, v in fixed.items() if not is_strategy(v)}
-    _check_fixed(op, plain, _Limits(max_elements, max_reduction))
+    derived = tuple(s for s in op.draw_plan(regime) if isinstance(s, Derived))
+    _check_fixed(op, plain, _Limits(max_elements, max_reduction, derived), regime)

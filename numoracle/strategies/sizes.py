@@ -19,7 +19,7 @@ from ._validate import check_int
 __all__ = ["MAX_SIZE", "dims", "batch_sizes", "interesting_sizes"]
 
 #: largest size a strategy draws (the ops' own limit on a dimension)
-MAX_SIZE = 1 << 20
+MAX_SIZE = 1 << 24
 
 #: the largest prime below each power of two from 4 on, and a few small primes
 _PRIMES = (2, 3, 5, 7, 11, 13, 17, 31, 61, 127, 251, 509, 1021, 2039, 4093, 8191, 16381,

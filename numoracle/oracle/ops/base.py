@@ -14,7 +14,7 @@ from ...errors import InvalidArgument
 from ..formats import Format
 from ..precision import PrecisionModel
 from ..tracked import Tracked
-from .plan import Dim, Spec
+from .plan import REGIMES, Dim, Spec
 
 __all__ = ["Op", "Product", "check_positive_int", "with_bias_gradient"]
 
@@ -58,6 +58,9 @@ class Op(ABC):
     #: how the strategies draw the parameters, in draw order (see
     #: :mod:`numoracle.oracle.ops.plan`); empty: every parameter a ``Dim``
     plan: ClassVar[tuple[Spec, ...]] = ()
+    #: the plan of the ``realistic`` regime (real layer sizes, for GPUs); empty:
+    #: the small plan serves both
+    realistic_plan: ClassVar[tuple[Spec, ...]] = ()
     #: the name that stands for this op and its kin on the command line
     #: (``--ops kan``: the KAN layer and chains of layers); None: its own name only
     group: ClassVar[str | None] = None
@@ -126,8 +129,14 @@ class Op(ABC):
         generator. The default returns ``arrays`` unchanged."""
         return arrays
 
-    def draw_plan(self) -> tuple[Spec, ...]:
-        """The specs the strategies draw: :attr:`plan`, or a :class:`Dim` per parameter."""
+    def draw_plan(self, regime: str = "small") -> tuple[Spec, ...]:
+        """The specs the strategies draw in ``regime`` (``"small"`` or
+        ``"realistic"``): :attr:`plan` (:attr:`realistic_plan` where given), or a
+        :class:`Dim` per parameter."""
+        if regime not in REGIMES:
+            raise InvalidArgument(f"{regime=} is unknown; use one of {REGIMES}")
+        if regime == "realistic" and self.realistic_plan:
+            return self.realistic_plan
         return self.plan or tuple(Dim(name) for name in self.param_names)
 
     def _reject_unknown(self, params: Mapping[str, Any]) -> None:

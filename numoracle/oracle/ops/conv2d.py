@@ -42,7 +42,7 @@ from ..precision import PrecisionModel
 from ..tracked import Tracked, _xp, add, exact, matmul, store, sum_
 from ..transforms import widen_conv2d
 from .base import Op, Product, check_positive_int, with_bias_gradient
-from .plan import Dim, Flag, Multiple
+from .plan import Choice, Derived, Dim, Flag, Multiple
 from .plan import Pair as IntPair
 
 __all__ = ["Conv2d", "conv2d_tracked", "conv_output_size", "tap_counts"]
@@ -103,6 +103,16 @@ class Conv2d(Op):
             Dim("height", 32), Dim("width", 32), IntPair("padding", 0, 2),
             IntPair("dilation", 1, 2), IntPair("kernel_size", 1, 5, _kernel_cap),
             IntPair("stride", 1, 3))
+    #: the layers of real CNNs (ResNet, VGG, UNet): square maps 7-224, channels
+    #: 3-512, kernels 1/3/5/7 with "same" padding, stride 1 or 2, batch 1-128
+    realistic_plan = (Flag("bias"), Dim("batch", 128, is_batch=True), Choice("groups", (1,)),
+                      Choice("in_channels", (3, 16, 32, 64, 128, 256, 512)),
+                      Choice("out_channels", (16, 32, 64, 128, 256, 512)),
+                      Choice("height", (7, 14, 28, 56, 112, 224)),
+                      Derived("width", lambda p: p["height"]),
+                      Choice("kernel_size", ((1, 1), (3, 3), (5, 5), (7, 7))),
+                      Derived("padding", lambda p: (p["kernel_size"][0] // 2,) * 2),
+                      Choice("dilation", ((1, 1),)), Choice("stride", ((1, 1), (2, 2))))
     param_names = ("batch", "in_channels", "out_channels", "height", "width", "kernel_size",
                    "stride", "padding", "dilation", "groups", "bias")
     input_axes = MappingProxyType({"x": "NCHW", "weight": "OIHW", "grad_output": "NCHW"})

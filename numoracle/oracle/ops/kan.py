@@ -96,6 +96,10 @@ class Kan(Op):
     plan = (Choice("spline_order", (2, 3, 4, 5)), Dim("grid_size", 16),
             Dim("batch", 128, is_batch=True), Dim("in_features", 64),
             Dim("out_features", 256))
+    #: widths up to 256, batches up to 1,024
+    realistic_plan = (Choice("spline_order", (2, 3, 4, 5)), Dim("grid_size", 16),
+                      Dim("batch", 1024, is_batch=True), Dim("in_features", 256),
+                      Dim("out_features", 256))
     param_names = ("batch", "in_features", "out_features", "grid_size", "spline_order")
 
     def validate(self, params: Mapping[str, Any]) -> dict[str, Any]:

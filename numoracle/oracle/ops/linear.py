@@ -35,6 +35,9 @@ class Linear(Op):
     name = "linear"
     plan = (Flag("bias"), Dim("batch", 128, is_batch=True), Dim("in_features"),
             Dim("out_features"))
+    #: layers up to 8,192 features; the batch (grad_weight's reduction) up to 2**20
+    realistic_plan = (Flag("bias"), Dim("batch", 1 << 20, is_batch=True),
+                      Dim("in_features", 8192), Dim("out_features", 8192))
     param_names = ("batch", "in_features", "out_features", "bias")
 
     def validate(self, params: Mapping[str, Any]) -> dict[str, Any]:

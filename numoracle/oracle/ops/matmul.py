@@ -25,6 +25,9 @@ MAX_DIM = 1 << 20
 class Matmul(Op):
     name = "matmul"
     plan = (Shape("batch_shape"), Dim("m"), Dim("k"), Dim("n"))
+    #: products up to 8,192 on a side, reductions up to 2**20
+    realistic_plan = (Shape("batch_shape", 1, 8), Dim("m", 8192), Dim("k", 1 << 20),
+                      Dim("n", 8192))
     param_names = ("batch_shape", "m", "k", "n")
 
     def validate(self, params: Mapping[str, Any]) -> dict[str, Any]:

@@ -51,7 +51,7 @@ OPTIMIZER_PLAN: tuple[Spec, ...] = (
 
 
 MAX_STEPS = 1000
-MAX_NUMEL = 1 << 22
+MAX_NUMEL = 1 << 24
 #: the hyperparameter names an op with an optimizer takes, and their defaults
 OPTIMIZER_PARAMS: dict[str, Any] = {
     "optimizer": "sgd", "lr": 0.1, "momentum": 0.0, "dampening": 0.0, "nesterov": False,
@@ -94,6 +94,8 @@ class Optim(Op):
     name = "optim"
     group = "optim"
     plan = OPTIMIZER_PLAN + (Dim("steps", 50), Dim("numel", 1024))
+    #: parameter tensors up to 10**7 elements
+    realistic_plan = OPTIMIZER_PLAN + (Dim("steps", 8), Dim("numel", 10_000_000))
     param_names = tuple(OPTIMIZER_PARAMS) + ("steps", "numel")
     passes_params = True
     precision_ladder = False

@@ -5,7 +5,10 @@ they change the budget of the dimensions) in its class attribute ``plan``; the
 case strategy (:func:`numoracle.strategies.cases`) interprets the specs, drawing
 each within what the size limits leave given the parameters drawn so far, and
 shrinking each towards its ``smallest`` value. An op without a plan has every
-parameter drawn as a :class:`Dim`.
+parameter drawn as a :class:`Dim`. An op may give a second plan,
+``realistic_plan``, for the shapes of real layers (the ``realistic`` regime:
+:data:`REGIMES`); it shrinks as the small plan does, towards its smallest
+layer.
 
 Nothing here draws: these are descriptions, so the oracle needs no Hypothesis.
 
@@ -22,9 +25,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Dim", "Flag", "Shape", "Multiple", "Pair", "Choice", "Widths", "Spec", "smallest"]
+__all__ = ["Dim", "Flag", "Shape", "Multiple", "Pair", "Choice", "Widths", "Derived", "Spec",
+           "smallest", "REGIMES"]
 
 Params = dict[str, Any]
+
+#: the size regimes an op's plans describe: ``small`` (the default: cheap cases,
+#: about a hundred a second on a CPU) and ``realistic`` (the shapes practitioners
+#: train at, where libraries switch algorithms; for GPUs)
+REGIMES = ("small", "realistic")
 
 
 @dataclass(frozen=True)
@@ -116,7 +125,20 @@ class Widths:
         return (1,) * (int(params[self.count]) + 1)
 
 
-Spec = Dim | Flag | Shape | Multiple | Pair | Choice | Widths
+@dataclass(frozen=True)
+class Derived:
+    """A parameter that follows those drawn before it, not drawn itself
+    (``padding = kernel // 2`` as networks use it; a square map's width)."""
+
+    name: str
+    rule: Callable[[Mapping[str, Any]], Any]
+
+    def least(self, params: Mapping[str, Any]) -> Any:
+        """The value ``rule`` gives for the parameters so far."""
+        return self.rule(params)
+
+
+Spec = Dim | Flag | Shape | Multiple | Pair | Choice | Widths | Derived
 
 
 def smallest(plan: tuple[Spec, ...], fixed: Mapping[str, Any] | None = None) -> Params:
@@ -129,6 +151,6 @@ def smallest(plan: tuple[Spec, ...], fixed: Mapping[str, Any] | None = None) -> 
         if spec.name in fixed:
             params[spec.name] = fixed[spec.name]
         else:
-            params[spec.name] = spec.least(params) if isinstance(spec, Widths) \
+            params[spec.name] = spec.least(params) if isinstance(spec, (Widths, Derived)) \
                 else spec.smallest
     return {**params, **fixed}
