@@ -289,3 +289,45 @@ def _cupy_illegal_address(a: Any, b: Any) -> dict[str, Any]:
     out = cupy.matmul(a, b)
     kernel((1,), (1,), (out,))
     return {"out": out}
+
+
+def test_replay_sanitize_without_the_binary_is_a_clear_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    _check(raises, tmp_path / "store")
+    repro = next(p for p in (tmp_path / "store").iterdir() if p.is_dir())
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "empty"))
+    monkeypatch.setattr("numoracle.cli.replay.Path", _NoCuda)
+    assert main(["replay", "--sanitize", "memcheck", str(repro)]) == 2
+    assert "needs NVIDIA's compute-sanitizer" in capsys.readouterr().err
+
+
+class _NoCuda(type(Path())):  # type: ignore[misc]
+    """A Path for which /usr/local/cuda/bin/compute-sanitizer does not exist."""
+
+    def is_file(self) -> bool:
+        return "compute-sanitizer" not in str(self) and super().is_file()
+
+
+FAKE_SANITIZER = """#!/bin/sh
+# compute-sanitizer --tool T --log-file LOG --error-exitcode N COMMAND...
+log=$4; shift 6
+printf '========= COMPUTE-SANITIZER\\n========= ERROR SUMMARY: 0 errors\\n' > "$log"
+exec "$@"
+"""
+
+
+def test_replay_sanitize_attaches_the_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    _check(raises, tmp_path / "store")
+    repro = next(p for p in (tmp_path / "store").iterdir() if p.is_dir())
+    fake = tmp_path / "bin" / "compute-sanitizer"
+    fake.parent.mkdir()
+    fake.write_text(FAKE_SANITIZER)
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    assert main(["replay", "--sanitize", "racecheck", str(repro)]) == 1  # it still fails
+    out = capsys.readouterr().out
+    assert "ERROR SUMMARY: 0 errors" in out and "still fails" in out
+    assert "ERROR SUMMARY" in (repro / "sanitizer-racecheck.txt").read_text()

@@ -12,7 +12,10 @@ from ..errors import InvalidArgument
 from ..store.repro import DEFAULT_STORE
 from ._common import print_text
 
-__all__ = ["add_parser"]
+__all__ = ["add_parser", "SANITIZERS", "find_sanitizer"]
+
+#: compute-sanitizer tools ``replay --sanitize`` runs
+SANITIZERS = ("memcheck", "racecheck")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -24,6 +27,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      help="replay every repro of the store (--store) and record which are fixed")
     rep.add_argument("--store", type=Path, default=DEFAULT_STORE, metavar="DIR",
                      help=f"the store --all replays (default {DEFAULT_STORE})")
+    rep.add_argument("--sanitize", choices=SANITIZERS, metavar="TOOL",
+                     help="re-run the repro under NVIDIA compute-sanitizer (memcheck: "
+                          "out-of-bounds and misaligned accesses; racecheck: shared-memory "
+                          "races) and save its report in the repro folder")
     rep.set_defaults(func=_cmd_replay)
 
 
@@ -35,6 +42,8 @@ def _cmd_replay(args: argparse.Namespace, console: Console) -> int:
             raise InvalidArgument("replay takes a repro PATH or --all (every repro of the "
                                   "store), not both and not neither")
         return _replay_all(args, console)
+    if args.sanitize is not None:
+        return _replay_sanitized(args, console)
     verdict = replay(args.path)
     print_text(console, verdict.message())
     if verdict.passed:
@@ -60,3 +69,50 @@ def _replay_all(args: argparse.Namespace, console: Console) -> int:
     print_text(console, f"{fails + fixed} repro(s) in {args.store}: {fails} still fail, "
                f"{fixed} fixed (numoracle store prune --fixed removes those)")
     return 1 if fails else 0
+
+
+def find_sanitizer() -> str:
+    """The path of NVIDIA's ``compute-sanitizer``: on PATH, under ``$CUDA_HOME/bin``
+    or ``/usr/local/cuda/bin``; InvalidArgument when there is none."""
+    import os  # noqa: PLC0415 - only for --sanitize
+    import shutil  # noqa: PLC0415 - only for --sanitize
+
+    found = shutil.which("compute-sanitizer")
+    homes = [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda"]
+    for home in [h for h in homes if h and not found]:
+        exe = Path(home) / "bin" / "compute-sanitizer"
+        found = str(exe) if exe.is_file() else None
+    if found is None:
+        raise InvalidArgument("--sanitize needs NVIDIA's compute-sanitizer (CUDA toolkit), and "
+                              "none is on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin; "
+                              "install the CUDA toolkit or put compute-sanitizer on PATH")
+    return found
+
+
+def _replay_sanitized(args: argparse.Namespace, console: Console) -> int:
+    """Replay the repro in a child process under compute-sanitizer; save the
+    sanitizer's report as ``sanitizer-TOOL.txt`` in the repro folder, print it."""
+    import subprocess  # noqa: PLC0415 - only for --sanitize
+    import sys  # noqa: PLC0415 - only for --sanitize
+
+    from ..store.repro import load_repro  # noqa: PLC0415 - replay needs the checking machinery
+
+    repro = load_repro(args.path)
+    exe = find_sanitizer()
+    log = repro.path / f"sanitizer-{args.sanitize}.txt"
+    tmp = log.with_name(log.name + ".tmp")
+    cmd = [exe, "--tool", args.sanitize, "--log-file", str(tmp), "--error-exitcode", "86",
+           sys.executable, "-m", "numoracle", "replay", str(repro.path)]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    text = tmp.read_text() if tmp.is_file() else ""
+    if tmp.is_file():
+        tmp.replace(log)  # the report appears whole or not at all
+    else:
+        log.write_text(text)
+    print_text(console, done.stdout.rstrip())
+    print_text(console, f"compute-sanitizer --tool {args.sanitize}: report in {log}")
+    print_text(console, text.rstrip() or "(the sanitizer wrote no report)")
+    if done.returncode == 86:
+        print_text(console, f"{args.sanitize} found errors", style="red")
+        return 1
+    return 0 if done.returncode == 0 else 1
