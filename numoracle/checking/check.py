@@ -25,7 +25,7 @@ from ..kernels.backends import get_backend
 from ..oracle.ops import get_op
 from ..oracle.precision import PrecisionModel
 from ..oracle.tracked import Tracked
-from .verdict import Verdict, compare, diagnose
+from .verdict import Verdict, advise, compare, diagnose
 
 __all__ = ["check_case", "run_kernel", "judge", "earlier_parameters", "DEFAULT_TIMEOUT", "Fault",
            "cuda_error"]
@@ -400,5 +400,6 @@ def check_case(case: Case, target: Target, *, timeout: float | None = DEFAULT_TI
         verdict.outputs = judge(case, target.precision, inputs, got,
                                 with_diagnosis=with_diagnosis)
         verdict.passed = all(v.passed for v in verdict.outputs.values())
+        advise(verdict, target.backend)  # e.g. CuPy's flush-to-zero: what to claim
     verdict.seconds = time.perf_counter() - t0
     return verdict

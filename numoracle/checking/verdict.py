@@ -20,7 +20,7 @@ from ..oracle.transforms import ALGORITHMS, TRANSFORMS
 from .message import format_verdict
 
 __all__ = ["ElementReport", "OutputVerdict", "Verdict", "candidates", "compare", "diagnose",
-           "ladder_for"]
+           "ladder_for", "advise", "FLUSH_ADVICE"]
 
 WORST_SHOWN = 5
 #: the candidate model that allows every algorithm class (see :func:`candidates`)
@@ -281,3 +281,30 @@ def summarize_models(verdicts: Mapping[str, OutputVerdict]) -> dict[str, float]:
         for k, r in v.per_model.items():
             res[k] = max(res.get(k, 0.0), r)
     return res
+
+
+#: what to do when a failure of a target on this backend is explained by
+#: subnormal inputs flushed to zero (``{model}``: the claimed model's name)
+FLUSH_ADVICE = {
+    "cupy": (
+        "CuPy compiles every RawKernel, RawModule and ElementwiseKernel with -ftz=true "
+        "appended after your own options (cupy/cuda/compiler.py; CuPy issue 9576): "
+        "subnormal float32 inputs are read as zero. "
+        "Claim it: precision=numoracle.get_model({model!r}, flush_subnormal_inputs=True); "
+        "or compile the kernel outside CuPy (nvcc -cubin without -ftz=true) and load the "
+        "cubin with cupy.RawModule(path=...)."
+    ),
+}
+
+
+def advise(verdict: Verdict, backend: str) -> None:
+    """Add the backend's advice (:data:`FLUSH_ADVICE`) to every failing output whose
+    diagnosis is the claimed model with subnormal inputs flushed: the user learns at
+    the first such failure what happened and what to claim instead."""
+    advice = FLUSH_ADVICE.get(backend)
+    if advice is None:
+        return
+    flushed = f"consistent with {verdict.precision}+flushed-subnormals"
+    for o in verdict.outputs.values():
+        if not o.passed and flushed in o.diagnosis:
+            o.diagnosis += ". " + advice.format(model=verdict.precision)
