@@ -120,6 +120,7 @@ class _Process:
         while "\n" not in self.buffer:
             left = deadline - time.monotonic()
             if left <= 0 or not sel.select(left):
+                self.proc.kill()
                 self.close()
                 raise ForeignError(f"the persistent program did not answer within {timeout:g} s "
                                    "(hung?)")
@@ -301,11 +302,16 @@ def command_target(
     if outputs is not None and (isinstance(outputs, str) or not outputs):
         raise InvalidArgument(f"outputs={outputs!r} must be a non-empty list of output names, "
                               f"from {outs}")
+    unknown = [o for o in outputs or () if o not in outs]
+    if unknown:
+        raise InvalidArgument(f"outputs={list(outputs or ())!r} names {unknown}, which {op} "
+                              f"does not compute; its outputs are {outs}")
     spec = ArgSpec.build(op, list(ins) + list(outputs if outputs is not None else outs),
                          precision=model, layouts=layouts, check_dims=False)
     cwd = str(Path(cwd or os.getcwd()).resolve())
     fn = _Run(spec, argv, persistent, float(timeout), cwd, env, keep_folders)
-    name = name or Path(argv[-1] if argv[0].endswith(("python", "python3")) else argv[0]).name
+    program = argv[1] if len(argv) > 1 and Path(argv[0]).name.startswith("python") else argv[0]
+    name = name or Path(program).name
     if source is None:
         source = write_source({"kind": "command", "argv": argv, "op": op,
                                "precision": model.to_dict(), "outputs": list(spec.outputs),
