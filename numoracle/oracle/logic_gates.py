@@ -1,0 +1,347 @@
+"""Relaxed two-input logic gates (Petersen et al. 2022, ``difflogic``) in the
+error-tracking arithmetic: the building blocks of :mod:`numoracle.oracle.ops.logic_layer`
+and :mod:`numoracle.oracle.ops.logic_ca`.
+
+The 16 gates, in ``difflogic``'s order (``difflogic/functional.py``, ``bin_op``),
+each a polynomial ``c1 + ca a + cb b + cab ab`` of its two inputs:
+
+== ================= =================== ==== ==== ==== ====
+id gate              difflogic's formula  c1   ca   cb   cab
+== ================= =================== ==== ==== ==== ====
+0  False             ``0``                0    0    0    0
+1  a AND b           ``a * b``            0    0    0    1
+2  a AND NOT b       ``a - a * b``        0    1    0   -1
+3  a                 ``a``                0    1    0    0
+4  NOT a AND b       ``b - a * b``        0    0    1   -1
+5  b                 ``b``                0    0    1    0
+6  XOR               ``a + b - 2 * a * b`` 0   1    1   -2
+7  OR                ``a + b - a * b``    0    1    1   -1
+8  NOR               ``1 - (a + b - a * b)`` 1 -1   -1    1
+9  XNOR              ``1 - (a + b - 2 * a * b)`` 1 -1 -1  2
+10 NOT b             ``1 - b``            1    0   -1    0
+11 a OR NOT b        ``1 - b + a * b``    1    0   -1    1
+12 NOT a             ``1 - a``            1   -1    0    0
+13 NOT a OR b        ``1 - a + a * b``    1   -1    0    1
+14 NAND              ``1 - a * b``        1    0    0   -1
+15 True              ``1``                1    0    0    0
+== ================= =================== ==== ==== ==== ====
+
+A neuron mixes them with the softmax of its 16 logits ``w``:
+``y = sum_g softmax(w)_g gate_g(a, b)``.
+
+Bounds. Every output of a logic layer is a polynomial in its exact inputs; the
+oracle expands it into monomials (a gate's ``c1``, ``ca a``, ``cb b`` and ``cab ab``
+are separate terms, gate by gate: the monomials of different gates are never
+merged) and sums the terms as one contraction in any order (height ``n - 1`` for
+``n`` terms, :func:`~numoracle.oracle.tracked.matmul`), with the factor ``ab``
+(and, in the backward pass, ``g b``, ``g a``, ``g ab``) a tracked product
+(:func:`~numoracle.oracle.elementwise.mul`: one more rounding) and the softmax
+probabilities tracked operands (``exp`` with its ulps, the sum, the division or
+the product with the reciprocal: :func:`softmax`). Any evaluation of the sum of
+products that uses the formulas above (difflogic's ``r = r + p_g * gate_g``, a
+closed form that first sums the coefficients, autograd's reverse mode through
+either) rounds each term along a path of at most as many operations as the
+contraction's height charges, and the absolute-value evaluation of every such
+formula is the sum of the magnitudes of its monomials, so the bound
+``gamma_h(u) S`` holds for all of them. The gradient of the logits is
+``p * (G - <p, G>)`` with ``G`` the gradient of the probabilities summed over
+the batch (and over cells and steps): a kernel that merges ``G`` first and
+applies the softmax backward once (autograd on shared probabilities, the CuPy
+kernels here) is covered; one that applies the softmax backward per cell and
+sums the results rounds differently and is not.
+
+The exact regime does not apply: the probabilities carry the rounding of
+``exp`` and of the division even where a kernel happens to compute them exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from .elementwise import amax, div, exp, mul
+from .precision import PrecisionModel
+from .tracked import Tracked, _fold_lo, either, exact, matmul, sub, sum_
+
+__all__ = ["GATE_NAMES", "GATE_FORMULAS", "COEF", "N_GATES", "gate_values", "softmax",
+           "softmax_backward", "take", "scale", "layer_forward", "layer_backward",
+           "gate_prob_grad", "LayerCache", "tmap", "tcat"]
+
+N_GATES = 16
+GATE_NAMES = ("false", "and", "a_and_not_b", "a", "not_a_and_b", "b", "xor", "or", "nor",
+              "xnor", "not_b", "a_or_not_b", "not_a", "not_a_or_b", "nand", "true")
+GATE_FORMULAS = ("0", "a * b", "a - a * b", "a", "b - a * b", "b", "a + b - 2 * a * b",
+                 "a + b - a * b", "1 - (a + b - a * b)", "1 - (a + b - 2 * a * b)", "1 - b",
+                 "1 - b + a * b", "1 - a", "1 - a + a * b", "1 - a * b", "1")
+#: ``COEF[g] = (c1, ca, cb, cab)``: gate ``g`` is ``c1 + ca a + cb b + cab ab``
+COEF = np.array([
+    (0, 0, 0, 0), (0, 0, 0, 1), (0, 1, 0, -1), (0, 1, 0, 0),
+    (0, 0, 1, -1), (0, 0, 1, 0), (0, 1, 1, -2), (0, 1, 1, -1),
+    (1, -1, -1, 1), (1, -1, -1, 2), (1, 0, -1, 0), (1, 0, -1, 1),
+    (1, -1, 0, 0), (1, -1, 0, 1), (1, 0, 0, -1), (1, 0, 0, 0)], dtype=np.float64)
+
+#: the (gate, monomial) pairs with a nonzero coefficient: monomial 0 = 1, 1 = a,
+#: 2 = b, 3 = ab
+_Y_TERMS = [(g, m, COEF[g, m]) for g in range(N_GATES) for m in range(4) if COEF[g, m]]
+#: d gate / d a = ca + cab b: monomial 0 = 1, 1 = b
+_DA_TERMS = [(g, m, COEF[g, (1, 3)[m]]) for g in range(N_GATES) for m in range(2)
+             if COEF[g, (1, 3)[m]]]
+#: d gate / d b = cb + cab a: monomial 0 = 1, 1 = a
+_DB_TERMS = [(g, m, COEF[g, (2, 3)[m]]) for g in range(N_GATES) for m in range(2)
+             if COEF[g, (2, 3)[m]]]
+
+
+def gate_values(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The 16 gates of plain float64 arrays, by the table's polynomials:
+    ``(..., 16)`` (for tests and cross-checks)."""
+    a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
+    mono = np.stack([np.ones_like(a), a, b, a * b], axis=-1)
+    return mono @ COEF.T
+
+
+# -- tracked helpers ----------------------------------------------------------------------------
+def tmap(t: Tracked, fn: Callable[[Any], Any]) -> Tracked:
+    """``fn`` (indexing, reshaping, rolling: no arithmetic) applied to every array of ``t``."""
+    t = _fold_lo(t)
+    full = lambda a: np.broadcast_to(a, t.value.shape)  # noqa: E731
+    return Tracked(value=fn(t.value), ref_err=fn(full(t.ref_err)), det=fn(full(t.det)),
+                   prob=fn(full(t.prob)), mag=fn(full(t.mag)), n=1)
+
+
+def tcat(ts: list[Tracked], axis: int, stack: bool = False) -> Tracked:
+    """Tracked arrays concatenated (or stacked) along ``axis``."""
+    ts = [_fold_lo(t) for t in ts]
+    join = np.stack if stack else np.concatenate
+
+    def field(name: str) -> Any:
+        return join([np.broadcast_to(getattr(t, name), t.value.shape) for t in ts], axis=axis)
+    return Tracked(value=field("value"), ref_err=field("ref_err"), det=field("det"),
+                   prob=field("prob"), mag=field("mag"), n=1)
+
+
+def take(t: Tracked, idx: np.ndarray) -> Tracked:
+    """Columns ``idx`` of a ``(B, I)`` tracked array: ``(B, len(idx))``."""
+    return tmap(t, lambda a: a[:, idx])
+
+
+def scale(t: Tracked, c: float) -> Tracked:
+    """``c t`` for ``c`` in ``{±1, ±2}``: exact (a power of two), radii scaled by ``|c|``."""
+    t = _fold_lo(t)
+    k = abs(float(c))
+    return Tracked(value=t.value * c, ref_err=t.ref_err * k, det=t.det * k, prob=t.prob * k,
+                   mag=np.abs(t.value) * k, n=t.n)
+
+
+def _ones(shape: tuple[int, ...]) -> Tracked:
+    return exact(np.ones(shape))
+
+
+# -- softmax ------------------------------------------------------------------------------------
+def softmax(w: Tracked, model: PrecisionModel) -> Tracked:
+    """``softmax(w)`` over the last axis of ``(J, 16)`` logits, as torch computes it:
+    ``e = exp(w - max w)`` (the subtraction rounded, ``exp`` within its ulps), the
+    sum of ``e`` in any order, then ``e / s`` or ``e * (1 / s)`` (either)."""
+    m = amax(w, axis=-1, keepdims=True)
+    e = exp(sub(w, m, model), model)
+    s = tmap(sum_(e, axis=-1, model=model), lambda a: a[:, None])
+    quotient = div(e, s, model)
+    product = mul(e, div(_ones(s.shape), s, model), model)
+    return either(quotient, product)
+
+
+def softmax_backward(p: Tracked, grad_p: Tracked, model: PrecisionModel) -> Tracked:
+    """``p * (G - sum(G * p))`` over the last axis (torch's softmax backward)."""
+    dot = tmap(sum_(mul(grad_p, p, model), axis=-1, model=model), lambda a: a[:, None])
+    return mul(p, sub(grad_p, dot, model), model)
+
+
+# -- a layer ------------------------------------------------------------------------------------
+class LayerCache:
+    """What a layer's forward pass keeps for its backward pass: the gathered inputs
+    ``a``, ``b`` and their product ``ab`` (each ``(B, J)``, tracked)."""
+
+    def __init__(self, a: Tracked, b: Tracked, ab: Tracked, idx_a: np.ndarray,
+                 idx_b: np.ndarray, n_in: int) -> None:
+        self.a, self.b, self.ab = a, b, ab
+        self.idx_a, self.idx_b, self.n_in = idx_a, idx_b, n_in
+
+
+def _block_diag(p: Tracked, cols: list[int], n: int) -> Tracked:
+    """``(J * K, J)`` with ``p[j, cols[k]]`` at ``(j K + k, j)`` and exact zeros elsewhere."""
+    j = p.shape[0]
+    k = len(cols)
+    rows = np.arange(j)[:, None] * k + np.arange(k)[None, :]
+
+    def place(a: Any) -> Any:
+        out = np.zeros((j * k, n))
+        out[rows, np.arange(j)[:, None]] = a[:, cols]
+        return out
+    return tmap(p, place)
+
+
+def _radii(t: Tracked) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The three radii by which a kernel's (det, prob) and the oracle's (ref) value
+    of ``t`` may lie from the exact one: ``det + ref``, ``prob + ref``, ``ref``."""
+    full = lambda a: np.broadcast_to(a, t.value.shape)  # noqa: E731
+    return full(t.det + t.ref_err), full(t.prob + t.ref_err), full(t.ref_err)
+
+
+def _gamma(h: Any, u: float) -> Any:
+    h = np.asarray(h, dtype=np.float64)
+    return h * u / (1.0 - h * u)
+
+
+def _widened(t: Tracked, det: Any, prob: Any, ref: Any) -> Tracked:
+    """``t`` with the radii grown (an upper bound: the float64 sums of the extra
+    radii are rounded up)."""
+    up = 1.0 + 2.0**-40
+    with np.errstate(invalid="ignore", over="ignore"):
+        return replace(t, det=t.det + det * up, prob=t.prob + prob * up,
+                       ref_err=t.ref_err + ref * up)
+
+
+def _exact_of(t: Tracked) -> Tracked:
+    return exact(_fold_lo(t).value)
+
+
+def layer_forward(x: Tracked, idx_a: np.ndarray, idx_b: np.ndarray, p: Tracked,
+                  model: PrecisionModel) -> tuple[Tracked, LayerCache]:
+    """``y[b, j] = sum_g p[j, g] gate_g(x[b, idx_a[j]], x[b, idx_b[j]])``: ``(B, J)``,
+    with the cache for :func:`layer_backward`.
+
+    The kernel's rounding is bounded at the oracle's operands (one contraction of
+    the monomial terms); the radii of ``x`` and ``p`` propagate through the exact
+    derivatives at that point (``y`` is bilinear in ``a, b`` and linear in ``p``):
+    ``|Da| r_a + |Db| r_b + sum_g |gate_g| r_p`` plus the second-order terms of the
+    monomial expansion, and the kernel's rounding at its own operands adds
+    ``gamma_h`` times the growth of ``S`` over the radii."""
+    x = _fold_lo(x)
+    a, b = take(x, idx_a), take(x, idx_b)
+    ae, be, pe = _exact_of(a), _exact_of(b), _exact_of(p)
+    ab = mul(ae, be, model)
+    bsz, n_out = a.shape
+    mono = [_ones(a.shape), ae, be, ab]
+    terms = tcat([scale(mono[m], c) for _, m, c in _Y_TERMS], axis=-1, stack=True)  # (B,J,K)
+    k = len(_Y_TERMS)
+    flat = tmap(terms, lambda v: v.reshape(bsz, n_out * k))
+    y = matmul(flat, _block_diag(pe, [g for g, _, _ in _Y_TERMS], n_out), model, terms=k)
+    av, bv, pv = ae.value, be.value, pe.value  # (B, J), (B, J), (J, 16)
+    c1, ca, cb, cab = (COEF[:, i] for i in range(4))
+    gam = float(_gamma(model.order.height(k) + 2, model.acc_unit()))
+    da = pv @ ca + (pv @ cab) * bv  # (B, J)
+    db = pv @ cb + (pv @ cab) * av
+    gates = gate_values(av, bv)  # (B, J, 16)
+    aa, ba = np.abs(av)[..., None], np.abs(bv)[..., None]
+    pa = np.abs(pv)[None]
+    ca_, cb_, cab_, c1_ = np.abs(ca), np.abs(cb), np.abs(cab), np.abs(c1)
+    extra = []
+    with np.errstate(invalid="ignore", over="ignore"):
+        for ra_, rb_, rp_ in zip(_radii(a), _radii(b), _radii(p), strict=True):
+            ra, rb, rp = ra_[..., None], rb_[..., None], rp_[None]
+            first = (np.abs(da) * ra_ + np.abs(db) * rb_
+                     + np.sum(np.abs(gates) * rp, axis=-1))
+            second = np.sum(ca_ * rp * ra + cb_ * rp * rb
+                            + cab_ * (rp * ra * ba + rp * aa * rb + (pa + rp) * ra * rb), axis=-1)
+            grow = np.sum((pa + rp) * (ca_ * ra + cb_ * rb + cab_ * (aa * rb + ra * ba + ra * rb))
+                          + rp * (c1_ + ca_ * aa + cb_ * ba + cab_ * aa * ba), axis=-1)
+            extra.append(first + second + gam * grow)
+    det, prob, ref = extra
+    y = _widened(y, det, prob, ref)
+    return y, LayerCache(a, b, ab, idx_a, idx_b, x.shape[1])
+
+
+def layer_backward(gy: Tracked, p: Tracked, cache: LayerCache,
+                   model: PrecisionModel) -> Tracked:
+    """The input gradient ``(B, I)`` of a layer for the upstream gradient ``gy``
+    ``(B, J)``: every neuron's ``gy p_g d gate_g / d a`` (and ``/ d b``) expanded into
+    terms ``c gy p_g`` and ``c gy p_g b`` (``a``), summed per input in any order
+    over every neuron that reads it; the radii of ``gy``, ``p`` and the layer's
+    inputs propagate through the exact derivatives, as in :func:`layer_forward`."""
+    gy = _fold_lo(gy)
+    bsz, n_out = gy.shape
+    n_in = cache.n_in
+    ge, pe = _exact_of(gy), _exact_of(p)
+    ae, be = _exact_of(cache.a), _exact_of(cache.b)
+    gb, ga = mul(ge, be, model), mul(ge, ae, model)
+    pieces, cols, targets = [], [], []
+    for table, other, idx in ((_DA_TERMS, gb, cache.idx_a), (_DB_TERMS, ga, cache.idx_b)):
+        for g, m, c in table:
+            pieces.append(scale(ge if m == 0 else other, c))
+            cols.append(g)
+            targets.append(idx)
+    k = len(pieces)
+    terms = tmap(tcat(pieces, axis=-1, stack=True), lambda v: v.reshape(bsz, n_out * k))
+    # weights: row (j, t) -> column idx_t[j], value p[j, g_t]
+    rows = np.arange(n_out)[:, None] * k + np.arange(k)[None, :]
+    dest = np.stack(targets, axis=1)  # (J, K)
+    gcols = np.asarray(cols)
+
+    def place(a: Any) -> Any:
+        out = np.zeros((n_out * k, n_in))
+        out[rows, dest] = a[:, gcols]
+        return out
+    weights = tmap(pe, place)
+    count = np.zeros(n_in, np.int64)
+    np.add.at(count, dest.reshape(-1), 1)
+    n_terms = np.maximum(count, 1)
+    out = matmul(terms, weights, model, terms=n_terms[None, :])
+    # propagation, per neuron and side, then summed into the inputs it reads
+    gv, pv = ge.value, pe.value
+    cab = COEF[:, 3]
+    gam = _gamma(model.order.height(n_terms) + 2, model.acc_unit())[None, :]
+    scatter = np.zeros((2 * n_out, n_in))
+    scatter[np.arange(n_out), cache.idx_a] = 1.0
+    scatter[n_out + np.arange(n_out), cache.idx_b] = 1.0
+    pa = np.abs(pv)[None]
+    extra = []
+    with np.errstate(invalid="ignore", over="ignore"):
+        for rg, rp_, ra, rb in zip(_radii(gy), _radii(p), _radii(cache.a), _radii(cache.b),
+                                   strict=True):
+            rp = rp_[None]
+            sides, grows = [], []
+            for lin, other, r_o in ((COEF[:, 1], be.value, rb), (COEF[:, 2], ae.value, ra)):
+                d = pv @ lin + (pv @ cab) * other  # (B, J)
+                dg = lin[None, None] + cab[None, None] * other[..., None]  # (B, J, 16)
+                og, oa = np.abs(gv)[..., None], np.abs(other)[..., None]
+                rgg, roo = rg[..., None], r_o[..., None]
+                first = (np.abs(d) * rg + np.abs(gv * (pv @ cab)) * r_o
+                         + np.sum(np.abs(gv[..., None] * dg) * rp, axis=-1))
+                second = np.sum(np.abs(lin) * rgg * rp
+                                + np.abs(cab) * (rgg * rp * oa + rgg * pa * roo + og * rp * roo
+                                                 + rgg * rp * roo), axis=-1)
+                grow = np.sum(np.abs(lin) * ((og + rgg) * (pa + rp) - og * pa)
+                              + np.abs(cab) * ((og + rgg) * (pa + rp) * (oa + roo)
+                                               - og * pa * oa), axis=-1)
+                sides.append(first + second)
+                grows.append(grow)
+            per = np.concatenate(sides, axis=1) @ scatter
+            grow_in = np.concatenate(grows, axis=1) @ scatter
+            extra.append(per + gam * grow_in)
+    det, prob, ref = extra
+    return _widened(out, det, prob, ref)
+
+
+def gate_prob_grad(gys: list[Tracked], caches: list[LayerCache],
+                   model: PrecisionModel) -> Tracked:
+    """``G[j, g] = sum gy[b, j] gate_g(a, b)`` over every batch row of every use of
+    the layer (cells, steps, channels): ``(J, 16)``, each gate's terms
+    ``c gy m`` (``m`` in ``1, a, b, ab``) summed in any order."""
+    mono_cols: list[list[Tracked]] = [[] for _ in range(N_GATES)]
+    for gy, cache in zip(gys, caches, strict=True):
+        gy = _fold_lo(gy)
+        prods = [gy, mul(gy, cache.a, model), mul(gy, cache.b, model), mul(gy, cache.ab, model)]
+        for g, m, c in _Y_TERMS:
+            mono_cols[g].append(tmap(scale(prods[m], c), lambda v: v.T))  # (J, B)
+    j = gys[0].shape[1]
+    out = []
+    for g in range(N_GATES):
+        if not mono_cols[g]:
+            out.append(exact(np.zeros(j)))
+            continue
+        out.append(sum_(tcat(mono_cols[g], axis=1), axis=-1, model=model))
+    res = tcat(out, axis=-1, stack=True)
+    # gates 0 (no terms): exactly zero; keep the fields consistent
+    return replace(res, n=1)
