@@ -23,16 +23,21 @@ def solve(folder: Path) -> None:
     manifest = json.loads((folder / "manifest.json").read_text())
     arrays = {name: np.load(folder / info["file"]) for name, info in manifest["inputs"].items()}
     x, w, g = arrays["x"], arrays["weight"], arrays["grad_output"]
+    with np.errstate(all="ignore"):  # infinities in, infinities out
+        out = compute(x, w, g, arrays.get("bias"))
+    for name, info in manifest["outputs"].items():
+        np.save(folder / info["file"], out[name].astype(info["dtype"]))
+
+
+def compute(x, w, g, bias):
     y = x @ w.T
-    if "bias" in arrays:
-        y = y + arrays["bias"]
+    if bias is not None:
+        y = y + bias
     if BUG:
         gi = g.astype(np.float16).astype(np.float32) @ w.astype(np.float16).astype(np.float32)
     else:
         gi = g @ w
-    out = {"y": y, "grad_input": gi, "grad_weight": g.T @ x, "grad_bias": g.sum(axis=0)}
-    for name, info in manifest["outputs"].items():
-        np.save(folder / info["file"], out[name].astype(info["dtype"]))
+    return {"y": y, "grad_input": gi, "grad_weight": g.T @ x, "grad_bias": g.sum(axis=0)}
 
 
 def main() -> int:
