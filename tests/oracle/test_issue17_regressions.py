@@ -139,3 +139,21 @@ def test_relu_mask_masked_unbounded_gradient_is_not_judged() -> None:
     assert np.isinf(out.det[0])  # NaN * 0 in a kernel that multiplies by the mask
     assert out.det[1] == 0.0 and out.value[1] == 0.0  # a finite gradient masked exactly
     assert out.det[2] == pytest.approx(1e-7)
+
+
+def test_nested_contraction_partial_precision_subnormal_product() -> None:
+    """``g B`` lands on the subnormal grid with 9 significant bits (a relative
+    error of ``4e-4``), then a scale of ``2^100`` brings it back to ``1e-12``:
+    a normal-range result off by far more than ``gamma_h S`` (the first report
+    of issue 17: an error of ``7.4e-10`` on ``-9.18e-5``)."""
+    model = get_model("fp32")
+    a, b, c = (exact(np.array([v], dtype=np.float64))
+               for v in (3 * 2.0**-140, float(np.float32(0.3)), float(np.float32(1.3 * 2.0**100))))
+    t = nested_contraction("i,i,i->", a, b, c, model, outer=1, inner=1)
+    va, vb, vc = (np.float32(x.value[0]) for x in (a, b, c))
+    got = float((va * vb) * vc)
+    err = abs(got - float(t.value))
+    old = float(gamma(np.asarray(3), model.acc_unit())) * abs(float(t.value)) \
+        + 4 * model.accumulate.tiny
+    assert err > 100 * old
+    assert err <= t.det
