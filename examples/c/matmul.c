@@ -37,3 +37,23 @@ void matmul_f32_segfault(const float *a, const float *b, float *out,
     volatile float *null = (float *)0;
     *null = 1.0f;
 }
+
+/* Returns a status: 3 ("unsupported") once k > 2. For the status test. */
+int32_t matmul_f32_status(const float *a, const float *b, float *out,
+                          int32_t batch, int32_t m, int32_t k, int32_t n)
+{
+    if (k > 2)
+        return 3;
+    matmul_f32(a, b, out, batch, m, k, n);
+    return 0;
+}
+
+/* Leaves the last element of out unwritten: for the poisoned-output test. */
+void matmul_f32_skip_last(const float *a, const float *b, float *out,
+                          int32_t batch, int32_t m, int32_t k, int32_t n)
+{
+    int64_t total = (int64_t)batch * m * n;
+    float last = out[total - 1];
+    matmul_f32(a, b, out, batch, m, k, n);
+    out[total - 1] = last;
+}

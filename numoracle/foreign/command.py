@@ -228,6 +228,8 @@ class _Run:
 
     def close(self) -> None:
         """Stop the persistent process."""
+        if not hasattr(self, "lock"):
+            return
         with self.lock:
             if self.proc is not None:
                 self.proc.close()

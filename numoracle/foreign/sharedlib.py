@@ -120,6 +120,7 @@ class _Call:
     def __init__(self, spec: ArgSpec, path: str, symbol: str, backend: str,
                  returns: str | None, error_symbol: str | None, isolate: bool,
                  timeout: float) -> None:
+        self._child: Any = None
         self.foreign_spec = spec
         self.path, self.symbol, self.backend = path, symbol, backend
         self.returns, self.error_symbol = returns, error_symbol
@@ -134,7 +135,6 @@ class _Call:
         if self.check_error is not None:
             self.check_error.restype = ctypes.c_int
             self.check_error.argtypes = []
-        self._child: Any = None
 
     def __call__(self, **inputs: Any) -> dict[str, Any]:
         params = self.reader.read(inputs)
@@ -194,7 +194,7 @@ class _Call:
 
     def close(self) -> None:
         """Stop the child process of an isolated target."""
-        if self._child is not None:
+        if getattr(self, "_child", None) is not None:
             self._child.close()
             self._child = None
 
