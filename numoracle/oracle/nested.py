@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from .precision import PrecisionModel, gamma, gamma_tilde
-from .tracked import U64, Tracked, _fold_lo
+from .tracked import U64, Tracked, _fold_lo, _nonzero
 
 __all__ = ["nested_contraction"]
 
@@ -54,11 +54,11 @@ def _prop(spec: str, a: Tracked, b: Tracked, c: Tracked, field: str) -> Any:
     ra, rb, rc = (np.broadcast_to(getattr(t, field), t.value.shape) for t in (a, b, c))
     aa, ab, ac = (np.abs(t.value) for t in (a, b, c))
     out = 0.0
-    if np.any(ra):
+    if _nonzero(ra):
         out = out + _e(spec, ra, ab + rb, ac + rc)
-    if np.any(rb):
+    if _nonzero(rb):
         out = out + _e(spec, aa, rb, ac + rc)
-    if np.any(rc):
+    if _nonzero(rc):
         out = out + _e(spec, aa, ab, rc)
     return out
 
