@@ -116,7 +116,8 @@ def precision_ladder(per_model: Mapping[str, Mapping[str, float]], title: str) -
                 bar.set_hatch("//")
     ax.axvline(1.0, color="crimson", lw=1, ls="--")
     ax.set_xscale("log")
-    ax.set_xlim(LOW, HIGH * 2)
+    shown = [_clip(v) for ratios in per_model.values() for v in ratios.values()]
+    ax.set_xlim(min(shown + [0.1]) / 10, max(shown + [1.0]) * 10)
     ax.set_yticks([i + height * (len(outputs) - 1) / 2 for i in range(len(models))])
     ax.set_yticklabels(models, fontsize=8)
     ax.invert_yaxis()
