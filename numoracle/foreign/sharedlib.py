@@ -8,8 +8,10 @@ Outputs are allocated by numoracle in the declared layout and poisoned with NaN
 before every call, so an element the kernel leaves unwritten fails. A GPU call
 is synchronised and error-checked after it returns (the device's own error,
 and the library's ``error_symbol`` when given). With ``isolate=True`` a CPU
-call runs in a child process (:mod:`numoracle.foreign.child`): a segfault
-becomes a failing verdict, not the end of the run.
+call runs in the isolation worker process (:mod:`numoracle.running.isolate`):
+a segfault becomes a failing verdict, not the end of the run. (Isolating
+every target of a run, foreign or not: ``run_target(..., isolate=True)``,
+which finds a foreign target again in the worker by its spec file.)
 """
 
 from __future__ import annotations
@@ -120,7 +122,6 @@ class _Call:
     def __init__(self, spec: ArgSpec, path: str, symbol: str, backend: str,
                  returns: str | None, error_symbol: str | None, isolate: bool,
                  timeout: float) -> None:
-        self._child: Any = None
         self.foreign_spec = spec
         self.path, self.symbol, self.backend = path, symbol, backend
         self.returns, self.error_symbol = returns, error_symbol
@@ -168,14 +169,17 @@ class _Call:
             else:
                 values.append(("stream", "", _stream(self.backend)))
         if self.isolate:
-            from .child import call_isolated  # noqa: PLC0415 - only on request
+            from ..running.isolate import call_isolated  # noqa: PLC0415 - only on request
 
             wanted = {name: i for i, v in enumerate(values) for name, o in outs.items()
                       if v is o}
-            self._child, status, results = call_isolated(
-                self._child, self.path, self.symbol, self.returns, values, wanted,
-                self.timeout)
-            outs = {name: results[name] for name in outs}
+            result, fault = call_isolated(
+                _call_in_worker, {"path": self.path, "symbol": self.symbol,
+                                  "returns": self.returns, "values": values, "wanted": wanted},
+                timeout=self.timeout)
+            if fault is not None:
+                raise ForeignError(f"{self.symbol}: {fault}")
+            status, outs = result
         else:
             status = self.func(*[_c_value(v, self.backend) for v in values])
         if self.returns == "status" and status != 0:
@@ -192,14 +196,25 @@ class _Call:
                                        f"after {self.symbol}")
         return dict(outs.items())
 
-    def close(self) -> None:
-        """Stop the child process of an isolated target."""
-        if getattr(self, "_child", None) is not None:
-            self._child.close()
-            self._child = None
 
-    def __del__(self) -> None:
-        self.close()
+
+_LOADED: dict[tuple[str, str, str | None], Any] = {}
+
+
+def _call_in_worker(path: str, symbol: str, returns: str | None, values: list[Any],
+                    wanted: dict[str, int]) -> tuple[int, dict[str, np.ndarray]]:
+    """One library call in the isolation worker (:mod:`numoracle.running.isolate`):
+    host arrays in, the status and the output arrays out."""
+    key = (path, symbol, returns)
+    if key not in _LOADED:
+        func = load_symbol(path, symbol)
+        func.restype = ctypes.c_int if returns == "status" else None
+        _LOADED[key] = func
+    func = _LOADED[key]
+    func.argtypes = [CTYPES[v[1]] if isinstance(v, tuple) and v[0] != "stream"
+                     else ctypes.c_void_p for v in values]
+    status = func(*[_c_value(v, "numpy") for v in values])
+    return int(status or 0), {k: values[i] for k, i in wanted.items()}
 
 
 def _c_value(v: Any, backend: str) -> Any:
@@ -263,8 +278,8 @@ def shared_library_target(
         A function ``int f(void)`` in the same library called after a GPU call
         (``cudaGetLastError`` of the library's own runtime); non-zero fails.
     isolate : bool
-        Call the kernel in a child process (CPU only): a crash becomes a
-        failing verdict.
+        Make each library call in the isolation worker process (CPU only): a
+        crash becomes a failing verdict.
     timeout : float
         Seconds an isolated call may take.
     max_reduction : int or None

@@ -76,5 +76,14 @@ def test_segfault_in_isolation_is_a_failing_verdict(build, tmp_path: Path) -> No
                               args=ARGS, spec_dir=tmp_path, isolate=True)
     res = run(t, examples=5, store=tmp_path / "repros")
     assert res.verdict == "FAIL"
-    assert "crashed its process (signal SIGSEGV)" in res.diagnosis
+    assert "matmul_f32_segfault: the kernel's process died of SIGSEGV" in res.diagnosis
     assert res.repro is not None
+
+
+def test_whole_target_isolated_by_the_runner(build, tmp_path: Path) -> None:
+    # run_target(isolate=True) finds the foreign target again in its worker
+    # process through the spec file the target was made with
+    t = shared_library_target(_lib(build, False), "matmul_f32_segfault", op="matmul",
+                              args=ARGS, spec_dir=tmp_path)
+    res = run(t, examples=5, store=None, isolate=True)
+    assert res.verdict == "FAIL" and "SIGSEGV" in res.diagnosis
