@@ -63,8 +63,8 @@ from typing import Any
 import numpy as np
 
 from .elementwise import amax, div, exp, mul
-from .precision import PrecisionModel
-from .tracked import Tracked, _fold_lo, either, exact, matmul, sub, sum_
+from .precision import PrecisionModel, gamma, gamma_tilde
+from .tracked import U64, Tracked, _fold_lo, either, exact, sub, sum_
 
 __all__ = ["GATE_NAMES", "GATE_FORMULAS", "COEF", "N_GATES", "gate_values", "softmax",
            "softmax_backward", "take", "scale", "layer_forward", "layer_backward",
@@ -189,11 +189,6 @@ def _radii(t: Tracked) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return full(t.det + t.ref_err), full(t.prob + t.ref_err), full(t.ref_err)
 
 
-def _gamma(h: Any, u: float) -> Any:
-    h = np.asarray(h, dtype=np.float64)
-    return h * u / (1.0 - h * u)
-
-
 def _widened(t: Tracked, det: Any, prob: Any, ref: Any) -> Tracked:
     """``t`` with the radii grown (an upper bound: the float64 sums of the extra
     radii are rounded up)."""
@@ -203,8 +198,36 @@ def _widened(t: Tracked, det: Any, prob: Any, ref: Any) -> Tracked:
                        ref_err=t.ref_err + ref * up)
 
 
-def _exact_of(t: Tracked) -> Tracked:
-    return exact(_fold_lo(t).value)
+def term_sum(value: np.ndarray, S: np.ndarray, n: Any, factors: np.ndarray,
+             model: PrecisionModel, products: int = 2) -> Tracked:
+    """A sum of ``n`` products of up to ``products + 1`` exact factors, in any
+    order, from its float64 ``value``, the sum ``S`` of the magnitudes of its
+    terms and ``factors``, the sum over its terms of ``1 + sum |factor|``.
+
+    Bound (deterministic), ``h = height(n) + products``::
+
+        gamma_h(u_acc) S + (h + 1) 2^emin_acc + 2 2^emin_acc factors
+
+    (the last term: a product that underflows before its last factor, scaled by
+    it, as in :mod:`numoracle.oracle.nested`); the probabilistic bound with
+    ``gamma~_h``; the oracle's own error ``gamma_{n + products}(2^-53) S``. Where ``S``
+    may overflow the accumulation format the element is not judged."""
+    n_arr = np.asarray(n, dtype=np.int64)
+    h = model.order.height(np.maximum(n_arr, 1)) + products
+    u, acc = model.acc_unit(), model.accumulate
+    with np.errstate(invalid="ignore", over="ignore"):
+        S = S * (1.0 + 2.0**-40)
+        tiny = (h + 1) * acc.tiny + 2.0 * acc.tiny * factors
+        det = gamma(h, u) * S + tiny
+        prob = gamma_tilde(h, u, model.alpha) * S + tiny
+        ref = gamma(n_arr + products, U64) * S + 2.0**-1022 * (factors + n_arr + 1)
+        det, prob, ref = (np.array(np.broadcast_to(a, value.shape), dtype=np.float64)
+                          for a in (det, prob, ref))
+        over = ~(S * (1.0 + gamma(h, u)) < acc.max)
+    if over.any():
+        det[over] = prob[over] = np.inf
+    return Tracked(value=value, ref_err=ref, det=det, prob=prob, mag=S,
+                   n=np.broadcast_to(n_arr, value.shape) if n_arr.ndim else int(n_arr))
 
 
 def layer_forward(x: Tracked, idx_a: np.ndarray, idx_b: np.ndarray, p: Tracked,
@@ -212,25 +235,24 @@ def layer_forward(x: Tracked, idx_a: np.ndarray, idx_b: np.ndarray, p: Tracked,
     """``y[b, j] = sum_g p[j, g] gate_g(x[b, idx_a[j]], x[b, idx_b[j]])``: ``(B, J)``,
     with the cache for :func:`layer_backward`.
 
-    The kernel's rounding is bounded at the oracle's operands (one contraction of
-    the monomial terms); the radii of ``x`` and ``p`` propagate through the exact
-    derivatives at that point (``y`` is bilinear in ``a, b`` and linear in ``p``):
-    ``|Da| r_a + |Db| r_b + sum_g |gate_g| r_p`` plus the second-order terms of the
-    monomial expansion, and the kernel's rounding at its own operands adds
-    ``gamma_h`` times the growth of ``S`` over the radii."""
+    The kernel's rounding is bounded at the oracle's operands (:func:`term_sum` of
+    the 34 monomial terms ``c p_g m``, ``m`` in ``1, a, b, ab``); the radii of ``x``
+    and ``p`` propagate through the exact derivatives at that point (``y`` is
+    bilinear in ``a, b`` and linear in ``p``): ``|Da| r_a + |Db| r_b + sum_g
+    |gate_g| r_p`` plus the second-order terms of the monomial expansion, and the
+    kernel's rounding at its own operands adds ``gamma_h`` times the growth of
+    ``S`` over the radii."""
     x = _fold_lo(x)
     a, b = take(x, idx_a), take(x, idx_b)
-    ae, be, pe = _exact_of(a), _exact_of(b), _exact_of(p)
-    ab = mul(ae, be, model)
-    bsz, n_out = a.shape
-    mono = [_ones(a.shape), ae, be, ab]
-    terms = tcat([scale(mono[m], c) for _, m, c in _Y_TERMS], axis=-1, stack=True)  # (B,J,K)
+    av, bv, pv = a.value, b.value, _fold_lo(p).value  # (B, J), (B, J), (J, 16)
     k = len(_Y_TERMS)
-    flat = tmap(terms, lambda v: v.reshape(bsz, n_out * k))
-    y = matmul(flat, _block_diag(pe, [g for g, _, _ in _Y_TERMS], n_out), model, terms=k)
-    av, bv, pv = ae.value, be.value, pe.value  # (B, J), (B, J), (J, 16)
+    with np.errstate(invalid="ignore", over="ignore"):
+        mono = np.stack([np.ones_like(av), av, bv, av * bv], axis=-1)  # (B, J, 4)
+        value = np.sum(mono * (pv @ COEF)[None], axis=-1)
+        S = np.sum(np.abs(mono) * (np.abs(pv) @ np.abs(COEF))[None], axis=-1)
+        y = term_sum(value, S, k, k * (2.0 + np.abs(av) + np.abs(bv)), model)
     c1, ca, cb, cab = (COEF[:, i] for i in range(4))
-    gam = float(_gamma(model.order.height(k) + 2, model.acc_unit()))
+    gam = gamma(model.order.height(k) + 2, model.acc_unit())
     da = pv @ ca + (pv @ cab) * bv  # (B, J)
     db = pv @ cb + (pv @ cab) * av
     gates = gate_values(av, bv)  # (B, J, 16)
@@ -250,59 +272,48 @@ def layer_forward(x: Tracked, idx_a: np.ndarray, idx_b: np.ndarray, p: Tracked,
             extra.append(first + second + gam * grow)
     det, prob, ref = extra
     y = _widened(y, det, prob, ref)
-    return y, LayerCache(a, b, ab, idx_a, idx_b, x.shape[1])
+    return y, LayerCache(a, b, mul(a, b, model), idx_a, idx_b, x.shape[1])
 
 
 def layer_backward(gy: Tracked, p: Tracked, cache: LayerCache,
                    model: PrecisionModel) -> Tracked:
     """The input gradient ``(B, I)`` of a layer for the upstream gradient ``gy``
     ``(B, J)``: every neuron's ``gy p_g d gate_g / d a`` (and ``/ d b``) expanded into
-    terms ``c gy p_g`` and ``c gy p_g b`` (``a``), summed per input in any order
-    over every neuron that reads it; the radii of ``gy``, ``p`` and the layer's
-    inputs propagate through the exact derivatives, as in :func:`layer_forward`."""
+    terms ``c gy p_g`` and ``c gy p_g b`` (``a``), 18 per neuron and side, summed per
+    input in any order over every neuron that reads it (:func:`term_sum`); the radii
+    of ``gy``, ``p`` and the layer's inputs propagate through the exact derivatives,
+    as in :func:`layer_forward`."""
     gy = _fold_lo(gy)
-    bsz, n_out = gy.shape
+    n_out = gy.shape[1]
     n_in = cache.n_in
-    ge, pe = _exact_of(gy), _exact_of(p)
-    ae, be = _exact_of(cache.a), _exact_of(cache.b)
-    gb, ga = mul(ge, be, model), mul(ge, ae, model)
-    pieces, cols, targets = [], [], []
-    for table, other, idx in ((_DA_TERMS, gb, cache.idx_a), (_DB_TERMS, ga, cache.idx_b)):
-        for g, m, c in table:
-            pieces.append(scale(ge if m == 0 else other, c))
-            cols.append(g)
-            targets.append(idx)
-    k = len(pieces)
-    terms = tmap(tcat(pieces, axis=-1, stack=True), lambda v: v.reshape(bsz, n_out * k))
-    # weights: row (j, t) -> column idx_t[j], value p[j, g_t]
-    rows = np.arange(n_out)[:, None] * k + np.arange(k)[None, :]
-    dest = np.stack(targets, axis=1)  # (J, K)
-    gcols = np.asarray(cols)
-
-    def place(a: Any) -> Any:
-        out = np.zeros((n_out * k, n_in))
-        out[rows, dest] = a[:, gcols]
-        return out
-    weights = tmap(pe, place)
-    count = np.zeros(n_in, np.int64)
-    np.add.at(count, dest.reshape(-1), 1)
-    n_terms = np.maximum(count, 1)
-    out = matmul(terms, weights, model, terms=n_terms[None, :])
-    # propagation, per neuron and side, then summed into the inputs it reads
-    gv, pv = ge.value, pe.value
+    gv, pv = gy.value, _fold_lo(p).value
+    av, bv = cache.a.value, cache.b.value
     cab = COEF[:, 3]
-    gam = _gamma(model.order.height(n_terms) + 2, model.acc_unit())[None, :]
     scatter = np.zeros((2 * n_out, n_in))
     scatter[np.arange(n_out), cache.idx_a] = 1.0
     scatter[n_out + np.arange(n_out), cache.idx_b] = 1.0
+    per_side = np.array([len(_DA_TERMS), len(_DB_TERMS)])
+    count = (np.repeat(per_side, n_out) @ scatter).astype(np.int64)  # terms per input
+    n_terms = np.maximum(count, 1)[None, :]
+    gam = gamma(model.order.height(n_terms) + 2, model.acc_unit())
     pa = np.abs(pv)[None]
+    values, mags, facs = [], [], []
+    with np.errstate(invalid="ignore", over="ignore"):
+        for lin, other, k in ((COEF[:, 1], bv, len(_DA_TERMS)), (COEF[:, 2], av, len(_DB_TERMS))):
+            values.append(gv * (pv @ lin + (pv @ cab) * other))
+            mags.append(np.abs(gv) * (np.abs(pv) @ np.abs(lin)
+                                      + (np.abs(pv) @ np.abs(cab)) * np.abs(other)))
+            facs.append(k * (2.0 + np.abs(gv) + np.abs(other)))
+        out = term_sum(np.concatenate(values, axis=1) @ scatter,
+                       np.concatenate(mags, axis=1) @ scatter, n_terms,
+                       np.concatenate(facs, axis=1) @ scatter, model)
     extra = []
     with np.errstate(invalid="ignore", over="ignore"):
         for rg, rp_, ra, rb in zip(_radii(gy), _radii(p), _radii(cache.a), _radii(cache.b),
                                    strict=True):
             rp = rp_[None]
             sides, grows = [], []
-            for lin, other, r_o in ((COEF[:, 1], be.value, rb), (COEF[:, 2], ae.value, ra)):
+            for lin, other, r_o in ((COEF[:, 1], bv, rb), (COEF[:, 2], av, ra)):
                 d = pv @ lin + (pv @ cab) * other  # (B, J)
                 dg = lin[None, None] + cab[None, None] * other[..., None]  # (B, J, 16)
                 og, oa = np.abs(gv)[..., None], np.abs(other)[..., None]
