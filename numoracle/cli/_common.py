@@ -7,6 +7,7 @@ import argparse
 import os
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -187,6 +188,24 @@ def run_all(targets: Sequence[Target], args: argparse.Namespace,
                 results.append(res)
             progress.update(task, completed=args.examples)
     return results
+
+
+def sharpened(target: Target) -> Target:
+    """``target`` judged by the probabilistic bound where its model allows it
+    (round-to-nearest accumulation), else unchanged."""
+    model = target.precision
+    if model.probabilistic or model.accumulate_rounding != "rne":
+        return target
+    return replace(target, precision=model.with_(probabilistic=True))
+
+
+def sharp_option(p: argparse.ArgumentParser) -> None:
+    """``--sharp``: the probabilistic bound where a target's model allows it."""
+    p.add_argument("--sharp", action="store_true",
+                   help="judge by the probabilistic bound (Higham & Mary, failure budget "
+                        "1e-6 per element) where a target claims round-to-nearest "
+                        "accumulation; truncating (tensor-core) targets keep the "
+                        "deterministic bound")
 
 
 #: share of a GPU target's time spent on realistic layer sizes in a ``mixed`` run

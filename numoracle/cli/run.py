@@ -23,6 +23,8 @@ from ._common import (
     resolve_regime,
     run_all,
     run_options,
+    sharp_option,
+    sharpened,
     skipped_line,
 )
 
@@ -47,6 +49,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      help=f"time for the whole run, shared among the targets (default "
                           f"{RUN_BUDGET:g} s); each target stops drawing new cases when its "
                           "share is spent")
+    sharp_option(run)
     run.add_argument("--regime", choices=("auto", "small", "realistic", "mixed"),
                      default="auto",
                      help="case sizes: small (cheap cases), realistic (the layer shapes "
@@ -93,6 +96,8 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     ops = check_ops(args.ops)
     targets = _select_targets(args.targets, ops)
     args.regime = resolve_regime(getattr(args, "regime", "auto"), targets)
+    if getattr(args, "sharp", False):
+        targets = [sharpened(t) for t in targets]
     with observing(args.observability) as observed:
         if args.cluster is not None:  # Ray tasks, merged into the same results
             from ..running.cluster import cluster_results  # noqa: PLC0415 - Ray is optional

@@ -15,7 +15,16 @@ from ..cases.target import Target
 from ..checking.report import results_table, write_json
 from ..errors import InvalidArgument
 from ..reports import observing, write_html
-from ._common import check_ops, ops_option, print_text, run_all, run_options, skipped_line
+from ._common import (
+    check_ops,
+    ops_option,
+    print_text,
+    run_all,
+    run_options,
+    sharp_option,
+    sharpened,
+    skipped_line,
+)
 
 if TYPE_CHECKING:
     from ..running.runner import TargetResult
@@ -39,6 +48,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     zoo.add_argument("--observability", action="store_true",
                      help="write Hypothesis observability records (.hypothesis/observed/) "
                           "for Tyche to show the case distribution")
+    sharp_option(zoo)
     zoo.set_defaults(func=_cmd_zoo)
 
 
@@ -83,6 +93,8 @@ def _zoo_row(r: TargetResult) -> dict[str, Any]:
 
 def _cmd_zoo(args: argparse.Namespace, console: Console) -> int:
     mutants = _load_zoo(args.zoo, check_ops(args.ops))
+    if args.sharp:
+        mutants = [sharpened(t) for t in mutants]
     with observing(args.observability) as observed:
         results = run_all(mutants, args, console)
     ran = [r for r in results if r.verdict != "skipped"]
