@@ -85,7 +85,8 @@ def run_options(p: argparse.ArgumentParser, examples: int, per: str) -> None:
                    help=f"cases per {per} (default {examples})")
     p.add_argument("--seed", type=int_arg, default=0, metavar="S",
                    help="Hypothesis seed (default 0: the same cases every run)")
-    p.add_argument("--report", type=Path, metavar="DIR", help="write a JSON report to DIR")
+    p.add_argument("--report", type=Path, metavar="DIR",
+                   help="write a JSON report and report.html (with pictures) to DIR")
     p.add_argument("--store", type=Path, default=DEFAULT_STORE, metavar="DIR",
                    help=f"folder for the repros of failures (default {DEFAULT_STORE})")
     p.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=None,
