@@ -44,17 +44,12 @@ def _load(ep: importlib.metadata.EntryPoint) -> Any:
 
 def load_plugins(*, refresh: bool = False) -> list[ModuleType]:
     """Import every module of the entry point group (once, or again with
-    ``refresh`` after installing a plugin) and register its ``OPS``; return the
-    modules."""
+    ``refresh`` after installing a plugin); return the modules. Their ``OPS``
+    are registered by :func:`numoracle.oracle.ops.all_ops` and ``get_op``, their
+    ``TARGETS`` by the kernels' registry."""
     global _loaded
     if _loaded is None or refresh:
-        from .oracle.ops import register_op  # noqa: PLC0415 - the ops import this module lazily
-
-        modules = [_load(ep) for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)]
-        _loaded = modules
-        for module in modules:
-            for op in getattr(module, "OPS", ()):
-                register_op(op)
+        _loaded = [_load(ep) for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)]
     return _loaded
 
 

@@ -63,9 +63,13 @@ _discover()
 
 
 def _with_plugins() -> None:
-    from ...plugins import load_plugins  # noqa: PLC0415 - plugins import the ops they extend
+    """Register the ``OPS`` of installed plugins (:mod:`numoracle.plugins`)."""
+    from ...plugins import load_plugins  # noqa: PLC0415 - a plugin's module imports the ops
 
-    load_plugins()
+    for module in load_plugins():
+        for op in getattr(module, "OPS", ()):
+            if OPS.get(op.name) is not op:
+                register_op(op)
 
 
 def all_ops() -> dict[str, Op]:
