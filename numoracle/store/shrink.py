@@ -261,7 +261,8 @@ class _Shrinker:
             if {k: tuple(s) for k, s in case.shapes().items()} != \
                     {k: v.shape for k, v in inputs.items()}:
                 return False
-            v = check_case(case, self.target, inputs=inputs, with_diagnosis=False)
+            with np.errstate(all="ignore"):  # a degenerate candidate (zeroed knots) may warn
+                v = check_case(case, self.target, inputs=inputs, with_diagnosis=False)
         except (InvalidArgument, UnsupportedCase, ValueError, FloatingPointError):
             return False
         if _same_reason(self.want, _reasons(v)):
@@ -277,7 +278,8 @@ class _Shrinker:
     def cut(self, params: Params, inputs: Arrays, new_params: Params,
             direct: list[tuple[str, int]], keep: np.ndarray | None) -> Arrays | None:
         """The inputs for ``new_params``: ``keep`` indices on the direct axes,
-        the first entries on every other axis that shrank; None where an axis grew."""
+        the first entries on every other axis that shrank, zeros appended on an
+        axis that grew (a convolution's output rows when its kernel shrinks)."""
         try:
             shapes = self.op.input_shapes(self.op.validate(new_params))
         except (InvalidArgument, ValueError):
@@ -292,7 +294,12 @@ class _Shrinker:
             a = arr
             for ax, (n_old, n_new) in enumerate(zip(arr.shape, new, strict=True)):
                 if n_new > n_old:
-                    return None
+                    if (k, ax) in direct:
+                        return None
+                    pad = [(0, 0)] * a.ndim
+                    pad[ax] = (0, n_new - n_old)
+                    a = np.pad(a, pad)
+                    continue
                 if n_new == n_old:
                     continue
                 if keep is not None and (k, ax) in direct and len(keep) == n_new:
@@ -309,7 +316,14 @@ class _Shrinker:
         """ddmin over the indices of dimension ``name``: the smallest index set kept."""
         direct = self.axes_of(params, name)
         n = int(params[name])
-        if n <= 1 or not direct:
+        if n <= 1:
+            return params, inputs, False
+        if not direct:  # no axis is this size itself (a KAN's grid size): step it down
+            for value in dict.fromkeys((1, n // 2, n - 1)):
+                trial = {**params, name: value}
+                cand = self.cut(params, inputs, trial, [], None) if 0 < value < n else None
+                if cand is not None and self.fails(trial, cand):
+                    return self.op.validate(trial), cand, True
             return params, inputs, False
         granularity, progress = 2, False
         while n > 1:
@@ -452,7 +466,7 @@ def shrink(target: Target, op: str, params: Mapping[str, Any], inputs: Mapping[s
         ins[k] = a
     p = o.validate(dict(params))
     case = Case(op, p, storage=storage)
-    first = check_case(case, target, inputs=ins, with_diagnosis=True)
+    first = check_case(case, target, inputs=ins)  # failing outputs are diagnosed anyway
     want = reason(first)
     if want is None:
         raise InvalidArgument(
