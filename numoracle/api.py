@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from .cases.target import BACKENDS, Target
 from .checking.check import DEFAULT_TIMEOUT
+from .checking.check import isolation as isolation_scope
 from .errors import InvalidArgument, KernelMismatch, NumoracleError
 from .oracle.ops import get_op
 from .oracle.ops.plan import Choice, Derived, Flag, Widths
@@ -198,7 +199,8 @@ def _run(target: Target, strategy: SearchStrategy[Case], examples: int | None,
     raise when the kernel failed."""
     from .running.runner import run_target  # noqa: PLC0415 - hypothesis only when checking
 
-    result = _replay_stored(target, store)
+    with isolation_scope(*isolation):  # the stored repros replay isolated too
+        result = _replay_stored(target, store)
     if result.verdict != "FAIL":
         replayed, fixed = result.replayed, result.fixed
         result = run_target(target, examples=_check_examples(examples), seed=seed,

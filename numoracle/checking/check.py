@@ -12,7 +12,9 @@ import re
 import threading
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
@@ -28,7 +30,7 @@ from ..oracle.tracked import Tracked
 from .verdict import Verdict, advise, compare, diagnose
 
 __all__ = ["check_case", "run_kernel", "judge", "earlier_parameters", "DEFAULT_TIMEOUT", "Fault",
-           "cuda_error"]
+           "cuda_error", "isolation"]
 
 #: seconds a kernel may run before it counts as hung
 DEFAULT_TIMEOUT = 120.0
@@ -59,6 +61,22 @@ class Fault(str):
 
 #: fault kinds after which the process that ran the kernel cannot be trusted
 FATAL_KINDS = ("hang", "crash", "cuda")
+
+_SCOPE: ContextVar[tuple[bool, float | None] | None] = ContextVar("numoracle_isolation",
+                                                                  default=None)
+
+
+@contextmanager
+def isolation(isolate: bool, timeout: float | None = DEFAULT_TIMEOUT) -> Iterator[None]:
+    """Within the block, :func:`check_case` calls that leave ``isolate`` and
+    ``timeout`` at their defaults use these (a check's replay of stored repros,
+    ``numoracle replay``): code that does not know about isolation still runs a
+    hostile kernel in a worker process."""
+    token = _SCOPE.set((isolate, timeout))
+    try:
+        yield
+    finally:
+        _SCOPE.reset(token)
 
 
 class _Hung(Exception):
@@ -344,7 +362,7 @@ def earlier_parameters(case: Case, inputs: Mapping[str, np.ndarray]) -> dict[str
 def check_case(case: Case, target: Target, *, timeout: float | None = DEFAULT_TIMEOUT,
                with_diagnosis: bool = False, update_first: bool = True,
                inputs: Mapping[str, np.ndarray] | None = None,
-               isolate: bool = False) -> Verdict:
+               isolate: bool | None = None) -> Verdict:
     """Run one case on one target and judge every output it returns.
 
     For ops with trained parameters (conv2d's weight and bias) the target is
@@ -360,7 +378,8 @@ def check_case(case: Case, target: Target, *, timeout: float | None = DEFAULT_TI
     target : Target
         The kernel under test.
     timeout : float or None
-        Seconds before a kernel counts as hung (None: no limit).
+        Seconds before a kernel counts as hung (None: no limit); left at the
+        default, the enclosing :func:`isolation` block's.
     with_diagnosis : bool
         Also diagnose passing outputs (failing ones always are).
     update_first : bool
@@ -368,8 +387,9 @@ def check_case(case: Case, target: Target, *, timeout: float | None = DEFAULT_TI
     inputs : dict of arrays, optional
         The inputs to use instead of the case's generated ones (a case supplied
         from outside, as ``numoracle shrink`` takes it); shapes must be the case's.
-    isolate : bool
-        Run the kernel in a worker process (:func:`run_kernel`).
+    isolate : bool or None
+        Run the kernel in a worker process (:func:`run_kernel`); None: as the
+        enclosing :func:`isolation` block says (in-process outside one).
     """
     if case.op != target.op:
         raise InvalidArgument(f"case is for op {case.op!r} but target {target.name!r} "
@@ -381,6 +401,11 @@ def check_case(case: Case, target: Target, *, timeout: float | None = DEFAULT_TI
             f"{target.precision.storage.name!r}"
         )
     t0 = time.perf_counter()
+    scope = _SCOPE.get()
+    if isolate is None:
+        isolate = scope is not None and scope[0]
+    if scope is not None and timeout == DEFAULT_TIMEOUT:
+        timeout = scope[1]
     inputs = case.inputs() if inputs is None else dict(inputs)
     got: dict[str, np.ndarray] | None = None
     error: str | None = None

@@ -27,6 +27,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      help="replay every repro of the store (--store) and record which are fixed")
     rep.add_argument("--store", type=Path, default=DEFAULT_STORE, metavar="DIR",
                      help=f"the store --all replays (default {DEFAULT_STORE})")
+    rep.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=None,
+                     help="re-run the kernel in a worker process, so that a crash is reported "
+                          "instead of ending the command (default: for repros of kernels from "
+                          "outside numoracle, those with a source)")
     rep.add_argument("--sanitize", choices=SANITIZERS, metavar="TOOL",
                      help="re-run the repro under NVIDIA compute-sanitizer (memcheck: "
                           "out-of-bounds and misaligned accesses; racecheck: shared-memory "
@@ -44,7 +48,12 @@ def _cmd_replay(args: argparse.Namespace, console: Console) -> int:
         return _replay_all(args, console)
     if args.sanitize is not None:
         return _replay_sanitized(args, console)
-    verdict = replay(args.path)
+    from ..checking.check import isolation  # noqa: PLC0415 - replay needs the checking machinery
+    from ..store.repro import load_repro  # noqa: PLC0415 - replay needs the checking machinery
+
+    isolate = bool(load_repro(args.path).source) if args.isolate is None else args.isolate
+    with isolation(isolate):
+        verdict = replay(args.path)
     print_text(console, verdict.message())
     if verdict.passed:
         print_text(console, "passes now", style="green")
@@ -102,7 +111,7 @@ def _replay_sanitized(args: argparse.Namespace, console: Console) -> int:
     log = repro.path / f"sanitizer-{args.sanitize}.txt"
     tmp = log.with_name(log.name + ".tmp")
     cmd = [exe, "--tool", args.sanitize, "--log-file", str(tmp), "--error-exitcode", "86",
-           sys.executable, "-m", "numoracle", "replay", str(repro.path)]
+           sys.executable, "-m", "numoracle", "replay", "--no-isolate", str(repro.path)]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     text = tmp.read_text() if tmp.is_file() else ""
     if tmp.is_file():

@@ -39,7 +39,7 @@ HANG_SHRINK_FACTOR = 0.25
 #: ... and stops after this many hung shrinking attempts
 HANG_SHRINK_TRIES = 3
 #: shrinking a crash (each attempt that crashes costs a fresh worker) stops after this many
-CRASH_SHRINK_TRIES = 20
+CRASH_SHRINK_TRIES = 10
 
 
 @dataclass
