@@ -331,3 +331,12 @@ def test_replay_sanitize_attaches_the_report(tmp_path: Path, monkeypatch: pytest
     out = capsys.readouterr().out
     assert "ERROR SUMMARY: 0 errors" in out and "still fails" in out
     assert "ERROR SUMMARY" in (repro / "sanitizer-racecheck.txt").read_text()
+
+
+def test_a_stored_crash_replays_isolated(tmp_path: Path) -> None:
+    """A check replays its stored repros first: isolated, that replay survives the crash."""
+    _check(segfault, tmp_path, isolate=True, examples=3)
+    t0 = time.perf_counter()
+    message = _check(segfault, tmp_path, isolate=True, examples=3)
+    assert "SIGSEGV" in message and "stored repro" in message, message
+    assert time.perf_counter() - t0 < 60
