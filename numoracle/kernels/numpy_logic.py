@@ -16,8 +16,9 @@ sequential merge, deterministic), ``"shuffled"`` (a fresh random order at every
 merge: what atomics give; the results differ from the sequential merge by
 rounding only) or ``"racy"`` (a CPU emulation of unsynchronised read-modify-write
 updates: cells merge in pairs that both read the accumulator before either writes,
-so the second write wins and the first cell's contributions are lost). :func:`ca_numpy` also takes the flags the bug zoo uses to plant
-seed 004's bugs (``benchmarks/zoo/logic.py``).
+so the second write wins and the first cell's contributions are lost).
+:func:`ca_numpy` also takes the flags the bug zoo uses to plant seed 004's bugs
+(``benchmarks/zoo/logic.py``).
 
 The layer's formulas are difflogic's (``r = r + p_g * gate_g``), written here
 independently of the oracle.
@@ -138,7 +139,8 @@ def ca_numpy(grid: np.ndarray, target: np.ndarray, perception: np.ndarray,
         raise ValueError(f"{merge=} must be one of {MERGES}")
     rng = np.random.default_rng(seed)
     h, w, c = (int(params[k]) for k in ("height", "width", "channels"))
-    steps, periodic, k_count = int(params["steps"]), bool(params["periodic"]), int(params["kernels"])
+    steps, periodic = int(params["steps"]), bool(params["periodic"])
+    k_count = int(params["kernels"])
     cells = h * w
     x = np.asarray(grid, dtype=dtype)
     pp = softmax(np.asarray(perception, dtype=dtype)).astype(dtype)  # (K, 7, 16)
