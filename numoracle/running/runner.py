@@ -251,9 +251,10 @@ def run_target(
     except _ShrinkSpent:
         _record_failure(res, state["last"], target, store,
                         f"shrinking stopped after {max(state['hangs'], state['crashes'])} "
-                        "attempts that hung or crashed")
+                        "attempts that hung or crashed" + _hang_note(state, timeout, "; "))
     except KernelMismatch as exc:
-        _record_failure(res, cast(Verdict, exc.verdict), target, store)  # raised by prop
+        _record_failure(res, cast(Verdict, exc.verdict), target, store,  # raised by prop
+                        _hang_note(state, timeout))
     except (FlakyFailure, HypothesisException, ExceptionGroup) as exc:
         last = state["last"]
         if last is not None:
@@ -264,6 +265,14 @@ def run_target(
             res.verdict, res.diagnosis = "error", f"{type(exc).__name__}: {exc}"
     res.seconds = time.perf_counter() - t0
     return res
+
+
+def _hang_note(state: dict[str, Any], timeout: float | None, sep: str = "") -> str:
+    """What the verdict of a hang shrunk with a shorter timeout should add."""
+    if timeout is None or state["timeout"] == timeout:
+        return ""
+    return (f"{sep}the first case hung past the timeout of {timeout:g} s; shrinking ran with "
+            f"{state['timeout']:g} s")
 
 
 def _record_failure(res: TargetResult, verdict: Verdict, target: Target,
