@@ -38,7 +38,7 @@ def _available(device: str, implementation: str) -> str | None:
     if reason:
         return reason
     try:
-        import difflogic  # noqa: F401, PLC0415 - optional third-party package
+        import difflogic  # noqa: F401 - optional third-party package
     except Exception as exc:  # noqa: BLE001 - its CUDA extension may fail to load
         return (f"difflogic is not importable ({type(exc).__name__}: {exc}); install it with "
                 "`pip install --no-build-isolation --no-deps difflogic` where the CUDA "
@@ -51,9 +51,9 @@ def _available(device: str, implementation: str) -> str | None:
 def difflogic_layer(x: Any, idx_a: Any, idx_b: Any, weights: Any, grad_output: Any, *,
                     implementation: str) -> dict[str, Any]:
     """``y``, ``grad_input`` and ``grad_weights`` of difflogic's ``LogicLayer``."""
-    import numpy as np  # noqa: PLC0415
-    import torch  # noqa: PLC0415
-    from difflogic import LogicLayer  # noqa: PLC0415 - optional third-party package
+    import numpy as np
+    import torch
+    from difflogic import LogicLayer
 
     n_in, n_out = int(x.shape[1]), int(weights.shape[0])
     device = "cuda" if x.is_cuda else "cpu"
