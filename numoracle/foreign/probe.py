@@ -19,7 +19,7 @@ Examples
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -32,7 +32,7 @@ from ..oracle.precision import PrecisionModel
 __all__ = ["misread", "layout_diagnosis", "alternatives"]
 
 
-def _mem(memory: str) -> str:
+def _mem(memory: str) -> Literal["C", "F"]:
     return "F" if memory == "F" else "C"
 
 

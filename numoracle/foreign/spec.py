@@ -47,7 +47,7 @@ import numpy as np
 from ..cases.layouts import layouts_for, parse
 from ..errors import InvalidArgument
 from ..oracle.ops import get_op
-from ..oracle.ops.plan import Choice, Dim, Flag, Multiple, Pair, Shape, Widths
+from ..oracle.ops.plan import Choice, Derived, Dim, Flag, Multiple, Pair, Shape, Widths, smallest
 from ..oracle.precision import PrecisionModel, get_model
 
 __all__ = ["Arg", "ArgSpec", "ParamReader", "CTYPES", "STORAGE_DTYPES", "array_names"]
@@ -107,13 +107,9 @@ class Arg:
 def _params_of(op_name: str, flags: bool = True) -> dict[str, Any]:
     """Valid parameters of ``op_name`` with every flag set to ``flags`` (the smallest otherwise)."""
     op = get_op(op_name)
-    params: dict[str, Any] = dict.fromkeys(op.param_names, 1)
-    for s in op.draw_plan():
-        if isinstance(s, Widths):
-            params[s.name] = s.least(params)
-        else:
-            params[s.name] = flags if isinstance(s, Flag) else s.smallest
-    return op.validate(params)
+    plan = op.draw_plan()
+    fixed = {s.name: flags for s in plan if isinstance(s, Flag)}
+    return op.validate({**dict.fromkeys(op.param_names, 1), **smallest(plan, fixed)})
 
 
 def array_names(op_name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -361,7 +357,8 @@ class ParamReader:
     def __init__(self, op_name: str) -> None:
         self.op = get_op(op_name)
         plan = self.op.draw_plan()
-        unsupported = [s.name for s in plan if isinstance(s, (Pair, Choice, Widths, Multiple))]
+        unsupported = [s.name for s in plan
+                       if isinstance(s, (Pair, Choice, Widths, Multiple, Derived))]
         if unsupported and not self.op.passes_params:
             raise InvalidArgument(
                 f"op {op_name!r} has parameters {unsupported} that foreign targets cannot read "
@@ -372,12 +369,13 @@ class ParamReader:
         self.positions: dict[str, tuple[str, int]] = {}
         primes = (p for p in itertools.count(7) if all(p % q for q in range(2, p)))
         params: dict[str, Any] = {}
-        for s in plan:
-            params[s.name] = True if isinstance(s, Flag) else () if isinstance(s, Shape) \
-                else next(primes) if isinstance(s, Dim) else s.smallest
-        self.base = params if self.op.passes_params else self.op.validate(params)
+        self.flag_arrays: dict[str, list[str]] = {}
         if self.op.passes_params:
             return
+        for s in plan:  # here every spec is a Flag, a Shape or a Dim
+            params[s.name] = True if isinstance(s, Flag) else () if isinstance(s, Shape) \
+                else next(primes)
+        self.base = self.op.validate(params)
         shapes = self.op.input_shapes(self.base)
         for s in plan:
             if isinstance(s, Dim):
@@ -386,7 +384,6 @@ class ParamReader:
                 if not where:
                     raise InvalidArgument(f"op {op_name!r}: parameter {s.name!r} shapes no input")
                 self.positions[s.name] = where[0]
-        self.flag_arrays = {}
         for f in self.flags:
             off = self.op.input_shapes(self.op.validate({**self.base, f: False}))
             self.flag_arrays[f] = sorted(set(shapes) - set(off))
