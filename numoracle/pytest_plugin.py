@@ -239,7 +239,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     previous = config.stash.get(_PREVIOUS_PROFILE, None)
     if previous is not None:
         settings.load_profile(previous)
-    SESSION_DEFAULTS.update(config.stash.get(_PREVIOUS_DEFAULTS, {}))
+    before: dict[str, Any] = config.stash.get(_PREVIOUS_DEFAULTS, {})
+    SESSION_DEFAULTS.update(before)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -29,6 +29,8 @@ from numoracle.cli import main
 from numoracle.running import isolate
 from numoracle.strategies import cases
 
+pytest_plugins = ["pytester"]
+
 TIMEOUT = 0.5
 SMALL = {"max_elements": 64}
 
@@ -340,3 +342,31 @@ def test_a_stored_crash_replays_isolated(tmp_path: Path) -> None:
     message = _check(segfault, tmp_path, isolate=True, examples=3)
     assert "SIGSEGV" in message and "stored repro" in message, message
     assert time.perf_counter() - t0 < 60
+
+
+PLUGIN_RUN = """
+import ctypes
+import numpy as np
+import numoracle
+
+def segfault(a, b):
+    ctypes.string_at(0)
+
+def good(a, b):
+    return {"out": np.matmul(a, b)}
+
+def test_segfault():
+    numoracle.check_kernel(segfault, op="matmul", examples=3, store=None, max_elements=16)
+
+def test_after():
+    numoracle.check_kernel(good, op="matmul", examples=3, store=None, max_elements=16)
+"""
+
+
+def test_plugin_isolates_a_session(pytester: pytest.Pytester) -> None:
+    """--numoracle-isolate: the segfault fails its test, the next test runs and passes."""
+    pytester.makepyfile(test_hostile=PLUGIN_RUN)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly",
+                                           "--numoracle-isolate", "--numoracle-timeout", "20")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*the kernel's process died of SIGSEGV*"])
