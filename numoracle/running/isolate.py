@@ -8,16 +8,15 @@ with a ``kind``. In the worker the inputs are moved to the target's device,
 the kernel is called, the outputs are checked and brought back to the host
 there; only host NumPy arrays cross the process boundary.
 
-========================  =====================================================  ========
-what the kernel does      what comes back                                        kind
-========================  =====================================================  ========
-segfault, abort           "the kernel's process died of SIGSEGV (...)"           crash
-``os._exit(3)``           "the kernel's process exited with code 3 (...)"        crash
-killed (OOM killer)       "... died of SIGKILL (...); killed from outside, ..."   crash
-runs past ``timeout``     "the kernel did not return within ... killed"          hang
-CUDA error (raised or     "the kernel left a CUDA error: cudaErrorIllegalAddress"  cuda
-sticky after the call)
-========================  =====================================================  ========
+=========================  ========================================================  =====
+what the kernel does       what comes back                                           kind
+=========================  ========================================================  =====
+segfault, abort            "the kernel's process died of SIGSEGV (...)"              crash
+``os._exit(3)``            "the kernel's process exited with code 3 (...)"           crash
+killed (OOM killer)        "... died of SIGKILL (...); killed from outside, ..."     crash
+runs past ``timeout``      "the kernel did not return within ... was killed"         hang
+CUDA error, sticky or not  "the kernel left a CUDA error: cudaErrorIllegalAddress"   cuda
+=========================  ========================================================  =====
 
 After a crash, a hang or a CUDA error the worker is gone (a CUDA error makes
 the worker exit on its own: its context is unusable) and the next call gets a
