@@ -5,7 +5,6 @@
 
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from numoracle.foreign import run, shared_library_target
@@ -35,7 +34,9 @@ def target(lib: Path, spec_dir: Path | None = None):
 
 
 if __name__ == "__main__":
-    with tempfile.TemporaryDirectory() as tmp:
-        res = run(target(build(Path(tmp), bug="--bug" in sys.argv)), examples=200)
-        print(res.message or f"{res.target}: {res.verdict} on {res.cases} cases, "
-              f"worst ratio {res.worst_ratio:.3g}")
+    # built where it stays: a repro's spec names the library, and replay loads it again
+    out = Path("build") / "examples"
+    out.mkdir(parents=True, exist_ok=True)
+    res = run(target(build(out, bug="--bug" in sys.argv)), examples=200)
+    print(res.message or f"{res.target}: {res.verdict} on {res.cases} cases, "
+          f"worst ratio {res.worst_ratio:.3g}")
