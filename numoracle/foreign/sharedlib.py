@@ -9,7 +9,9 @@ before every call, so an element the kernel leaves unwritten fails. A GPU call
 is synchronised and error-checked after it returns (the device's own error,
 and the library's ``error_symbol`` when given). With ``isolate=True`` a CPU
 call runs in the isolation worker process (:mod:`numoracle.running.isolate`):
-a segfault becomes a failing verdict, not the end of the run. (Isolating
+a segfault becomes a failing verdict, not the end of the run. Without it the
+library runs in this process, as any in-process kernel does: a crash there ends
+the process. (Isolating
 every target of a run, foreign or not: ``run_target(..., isolate=True)``,
 which finds a foreign target again in the worker by its spec file.)
 """
