@@ -286,6 +286,7 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
         ref_prop = _rmm(abs_a, b.ref_err) + _rmm(a.ref_err, abs_b) + a.ref_err @ b.ref_err
         if bias is not None:
             ref_prop = ref_prop + bias.ref_err
+    del abs_a, abs_b  # input-sized: not held through the exact context
     # S itself was summed in float64: make it an upper bound
     g64, g_det, g_prob = _gammas(n_host, h_host, model, xp)
     S *= 1.0 + 2.0 * g64
@@ -669,7 +670,9 @@ def _escalate(out: Tracked, av: Any, bv: Any, bias: Tracked | None,
         err += ref_prop
     # where the exact sum is not finite (an overflowing slice product) keep float64
     need &= xp.isfinite(hi) & xp.isfinite(err)
-    value = xp.where(need, hi, out.value)
-    lo = xp.where(need, lo, 0.0)
-    ref = xp.where(need, err, out.ref_err)
-    return replace(out, value=value, lo=lo, ref_err=ref, escalated=True)
+    if not bool(need.all()):  # in place: no more output-sized arrays
+        keep = ~need
+        hi[keep] = xp.broadcast_to(out.value, hi.shape)[keep]
+        lo[keep] = 0.0
+        err[keep] = xp.broadcast_to(out.ref_err, err.shape)[keep]
+    return replace(out, value=hi, lo=lo, ref_err=err, escalated=True)
