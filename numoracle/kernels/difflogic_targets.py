@@ -22,6 +22,7 @@ shape check).
 
 from __future__ import annotations
 
+import importlib
 import warnings
 from functools import partial
 from typing import Any
@@ -38,7 +39,7 @@ def _available(device: str, implementation: str) -> str | None:
     if reason:
         return reason
     try:
-        import difflogic  # noqa: F401 - optional third-party package
+        importlib.import_module("difflogic")  # optional third-party package
     except Exception as exc:  # noqa: BLE001 - its CUDA extension may fail to load
         return (f"difflogic is not importable ({type(exc).__name__}: {exc}); install it with "
                 "`pip install --no-build-isolation --no-deps difflogic` where the CUDA "
@@ -53,7 +54,7 @@ def difflogic_layer(x: Any, idx_a: Any, idx_b: Any, weights: Any, grad_output: A
     """``y``, ``grad_input`` and ``grad_weights`` of difflogic's ``LogicLayer``."""
     import numpy as np
     import torch
-    from difflogic import LogicLayer
+    LogicLayer = importlib.import_module("difflogic").LogicLayer
 
     n_in, n_out = int(x.shape[1]), int(weights.shape[0])
     device = "cuda" if x.is_cuda else "cpu"

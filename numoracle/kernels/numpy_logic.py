@@ -179,13 +179,13 @@ def ca_numpy(grid: np.ndarray, target: np.ndarray, perception: np.ndarray,
         pcache, ucache = history[t]
         # -- per cell, in parallel -----------------------------------------------------
         gz = g.reshape(cells, c)
-        cell_u = [None] * len(upd)
+        cell_u: list[Any] = [None] * len(upd)
         for li in reversed(range(len(upd))):
             ia, ib, off, width, n_in = upd[li]
             gz, cell_u[li] = layer_backward(gz, ucache[li], pu[off:off + width], ia, ib, n_in,
                                             xor_wrong)
         center = gz[:, :c]
-        cell_p = [[None] * len(PERCEPTION_WIDTHS) for _ in range(k_count)]
+        cell_p: list[list[Any]] = [[None] * len(PERCEPTION_WIDTHS) for _ in range(k_count)]
         nbs = []
         for kk in range(k_count):
             gk = gz[:, c * (1 + kk):c * (2 + kk)].reshape(cells * c, 1)

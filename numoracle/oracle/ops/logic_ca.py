@@ -33,6 +33,7 @@ seed's accumulation over cells and steps; autograd on shared probabilities).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -186,8 +187,19 @@ def _shift(a: np.ndarray, dy: int, dx: int, periodic: bool) -> np.ndarray:
     return out
 
 
+def _columns(a: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Columns ``lo:hi`` of ``(cells, F)`` as one column ``(cells * (hi - lo), 1)``."""
+    return a[:, lo:hi].reshape(-1, 1)
+
+
+def _sent(a: np.ndarray, pos: int, dy: int, dx: int, periodic: bool) -> np.ndarray:
+    """Position ``pos`` of ``(H, W, C, 9)`` neighbourhood gradients, shifted to the
+    cells they belong to."""
+    return _shift(a[..., pos], dy, dx, periodic)
+
+
 def _neighbourhood(x: Tracked, periodic: bool) -> Tracked:
-    return tcat([tmap(x, lambda a, dy=dy, dx=dx: _shift(a, dy, dx, periodic))
+    return tcat([tmap(x, partial(_shift, dy=dy, dx=dx, periodic=periodic))
                  for dy, dx in OFFSETS], axis=-1, stack=True)
 
 
@@ -251,8 +263,7 @@ def logic_ca(host: Mapping[str, np.ndarray], params: Mapping[str, Any],
             contribs = [tmap(gz, lambda a: a[:, :c].reshape(h, w, c))]
             counts = np.ones((h, w, c), np.int64)
             for kk in range(k_count):
-                gk = tmap(gz, lambda a, kk=kk: a[:, c * (1 + kk):c * (2 + kk)]
-                          .reshape(cells * c, 1))
+                gk = tmap(gz, partial(_columns, lo=c * (1 + kk), hi=c * (2 + kk)))
                 for li in reversed(range(len(PERCEPTION_WIDTHS))):
                     _, _, off, width = pidx[kk][li]
                     perc_g[kk][li].append(gk)
@@ -262,12 +273,11 @@ def logic_ca(host: Mapping[str, np.ndarray], params: Mapping[str, Any],
                 nb = tmap(gk, lambda a: a.reshape(h, w, c, 9))
                 for pos, (dy, dx) in enumerate(OFFSETS):
                     # the cell (y, x) read (y + dy, x + dx): send its gradient there
-                    contribs.append(tmap(nb, lambda a, pos=pos, dy=dy, dx=dx:
-                                         _shift(a[..., pos], -dy, -dx, periodic)))
+                    contribs.append(tmap(nb, partial(_sent, pos=pos, dy=-dy, dx=-dx,
+                                                     periodic=periodic)))
                     counts += _shift(np.ones((h, w, c), np.int64), -dy, -dx, periodic)
-            n_c = len(contribs)
             stacked = tmap(tcat(contribs, axis=-1, stack=True),
-                           lambda a, n_c=n_c: a.reshape(n_val, n_c))
+                           partial(np.reshape, shape=(n_val, len(contribs))))
             ones = exact(np.ones((len(contribs), 1)))
             g = tmap(matmul(stacked, ones, model, terms=counts.reshape(n_val, 1)),
                      lambda a: a.reshape(h, w, c))
