@@ -50,6 +50,8 @@ def build(tmp: Path) -> dict[str, Path]:
                     str(EX / "fortran" / "conv2d.F90"), "-o"],
         "fortran_bug": ["gfortran", "-O2", "-shared", "-fPIC", "-J", str(tmp), "-DPLANTED_BUG",
                         str(EX / "fortran" / "conv2d.F90"), "-o"],
+        "fortran_bug_read": ["gfortran", "-O2", "-shared", "-fPIC", "-J", str(tmp),
+                             "-DPLANTED_BUG_READ", str(EX / "fortran" / "conv2d.F90"), "-o"],
         "rust": ["rustc", "--edition", "2021", "--crate-type", "cdylib", "-C", "opt-level=2",
                  str(EX / "rust" / "linear.rs"), "-o"],
         "rust_bug": ["rustc", "--edition", "2021", "--crate-type", "cdylib", "-C",
@@ -142,7 +144,7 @@ def overhead(libs: dict[str, Path], tmp: Path, n: int) -> dict:
     return {"case": "matmul m=k=n=16 fp32", "targets": rows,
             "python_start_with_numpy_ms": start}
 
-def examples(libs: dict[str, Path], tmp: Path, n: int) -> dict:
+def examples(libs: dict[str, Path], tmp: Path, n: int, only: str | None = None) -> dict:
     from c.check_matmul import target as c_target  # noqa: PLC0415
     from fortran.check_conv2d import target as f_target  # noqa: PLC0415
     from rust.check_linear import target as r_target  # noqa: PLC0415
@@ -154,6 +156,8 @@ def examples(libs: dict[str, Path], tmp: Path, n: int) -> dict:
     if "fortran" in libs:
         made["fortran conv2d"] = (f_target(libs["fortran"], tmp),
                                   f_target(libs["fortran_bug"], tmp))
+        made["fortran conv2d, weights read row-major"] = (
+            None, f_target(libs["fortran_bug_read"], tmp))
     if "rust" in libs:
         made["rust linear"] = (r_target(libs["rust"], tmp), r_target(libs["rust_bug"], tmp))
     made["command linear (persistent)"] = (
@@ -163,11 +167,16 @@ def examples(libs: dict[str, Path], tmp: Path, n: int) -> dict:
                        persistent=True, spec_dir=tmp, name="command-linear-bug"))
     out = {}
     for label, (good, bad) in made.items():
-        rg = run(good, examples=n, store=None)
+        if only and only not in label:
+            continue
+        out[label] = {}
+        if good is not None:
+            rg = run(good, examples=n, store=None)
+            out[label]["correct"] = {"verdict": rg.verdict, "cases": rg.cases,
+                                     "worst_ratio": rg.worst_ratio,
+                                     "seconds": round(rg.seconds, 1)}
         rb = run(bad, examples=n, store=tmp / "repros")
-        out[label] = {"correct": {"verdict": rg.verdict, "cases": rg.cases,
-                                  "worst_ratio": rg.worst_ratio, "seconds": round(rg.seconds, 1)},
-                      "planted_bug": {"verdict": rb.verdict, "cases_to_catch": rb.cases_to_catch,
+        out[label] |= {"planted_bug": {"verdict": rb.verdict, "cases_to_catch": rb.cases_to_catch,
                                       "shrunk_shape": rb.repro_shape,
                                       "diagnosis": rb.diagnosis,
                                       "seconds": round(rb.seconds, 1)}}
@@ -187,6 +196,10 @@ def main() -> None:
     p.add_argument("--cases", type=int, default=200, help="cases per overhead measurement")
     p.add_argument("--examples", type=int, default=200, help="cases per worked example")
     p.add_argument("--skip-examples", action="store_true")
+    p.add_argument("--skip-overhead", action="store_true")
+    p.add_argument("--only", default=None, metavar="TEXT",
+                   help="run only the examples whose label holds TEXT, merged into "
+                        "OUT/examples.json")
     a = p.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     machine = {"python": platform.python_version(), "cpu": platform.processor() or
@@ -194,15 +207,19 @@ def main() -> None:
                "command": " ".join(sys.argv)}
     with tempfile.TemporaryDirectory() as tmp:
         libs = build(Path(tmp))
-        ov = overhead(libs, Path(tmp), a.cases)
-        print(json.dumps(ov, indent=2), flush=True)
-        (a.out / "overhead.json").write_text(json.dumps({"machine": machine, **ov}, indent=2)
-                                             + "\n")
+        if not a.skip_overhead:
+            ov = overhead(libs, Path(tmp), a.cases)
+            print(json.dumps(ov, indent=2), flush=True)
+            (a.out / "overhead.json").write_text(json.dumps({"machine": machine, **ov},
+                                                            indent=2) + "\n")
         if not a.skip_examples:
-            ex = examples(libs, Path(tmp), a.examples)
-            (a.out / "examples.json").write_text(
-                json.dumps({"machine": machine, "examples": ex}, indent=2) + "\n")
-
+            ex = examples(libs, Path(tmp), a.examples, a.only)
+            path = a.out / "examples.json"
+            if a.only and path.is_file():
+                old = json.loads(path.read_text())
+                machine = {**old["machine"], "then": machine}
+                ex = {**old["examples"], **ex}
+            path.write_text(json.dumps({"machine": machine, "examples": ex}, indent=2) + "\n")
 
 if __name__ == "__main__":
     main()

@@ -1,6 +1,9 @@
 """Check the Fortran conv2d kernel (column-major arrays, bind(c)).
 
-    python examples/fortran/check_conv2d.py [--bug]
+    python examples/fortran/check_conv2d.py [--bug | --bug-read]
+
+--bug: grad_weight written in cuDNN's row-major order; --bug-read: the weights
+read in that order (seed 000's layout trap, both sides).
 """
 
 import subprocess
@@ -19,10 +22,12 @@ LAYOUTS = {"x": "NCHW:F", "weight": "OIHW:F", "grad_output": "NCHW:F",
            "y": "NCHW:F", "grad_weight": "OIHW:F"}
 
 
-def build(out_dir: Path, bug: bool = False) -> Path:
-    lib = out_dir / ("libconv2d_bug.so" if bug else "libconv2d.so")
+def build(out_dir: Path, bug: bool | str = False) -> Path:
+    """Build the library; ``bug``: True or "PLANTED_BUG", or "PLANTED_BUG_READ"."""
+    define = "PLANTED_BUG" if bug is True else bug
+    lib = out_dir / (f"libconv2d_bug_{define}.so" if define else "libconv2d.so")
     subprocess.run(["gfortran", "-O2", "-shared", "-fPIC", "-J", str(out_dir),
-                    *(["-DPLANTED_BUG"] if bug else []), str(HERE / "conv2d.F90"),
+                    *([f"-D{define}"] if define else []), str(HERE / "conv2d.F90"),
                     "-o", str(lib)], check=True)
     return lib
 
@@ -37,6 +42,8 @@ if __name__ == "__main__":
     # built where it stays: a repro's spec names the library, and replay loads it again
     out = Path("build") / "examples"
     out.mkdir(parents=True, exist_ok=True)
-    res = run(target(build(out, bug="--bug" in sys.argv)), examples=200)
+    bug = "PLANTED_BUG" if "--bug" in sys.argv else \
+        "PLANTED_BUG_READ" if "--bug-read" in sys.argv else False
+    res = run(target(build(out, bug=bug)), examples=200)
     print(res.message or f"{res.target}: {res.verdict} on {res.cases} cases, "
           f"worst ratio {res.worst_ratio:.3g}")

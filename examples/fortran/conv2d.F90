@@ -6,24 +6,43 @@
 !
 ! Build:  gfortran -O2 -shared -fPIC conv2d.F90 -o libconv2d.so
 !
+! The other side of the trap (-DPLANTED_BUG_READ): the forward pass reads the
+! weights as cuDNN's row-major (Out, In, kH, kW), i.e. as wr(kW, kH, In, Out),
+! while the program holds them as w(Out, In, kH, kW).
+!
 ! Planted bug (-DPLANTED_BUG), the weight-layout trap of a CUDA Fortran CNN:
 ! grad_weight is written in cuDNN's row-major (Out, In, kH, kW) order, which is
 ! the Fortran array gw(kW, kH, In, Out): "the gradients come back in (Out, In,
 ! H, W), not transformed like the weights". The program reads them as its own
 ! w(Out, In, kH, kW) and every update lands on the wrong weight.
+#ifdef PLANTED_BUG_READ
+#define WARG wr
+#else
+#define WARG w
+#endif
 module conv2d_example
   use iso_c_binding
   implicit none
 contains
-  subroutine conv2d_f32(x, w, b_p, go, y, gw, gb_p, n, c, o, h, wd, kh, kw, &
+  subroutine conv2d_f32(x, WARG, b_p, go, y, gw, gb_p, n, c, o, h, wd, kh, kw, &
                         sh, sw, ph, pw, dh, dw, g, has_bias) bind(c, name="conv2d_f32")
     integer(c_int32_t), value :: n, c, o, h, wd, kh, kw, sh, sw, ph, pw, dh, dw, g, has_bias
     type(c_ptr), value :: b_p, gb_p
+#ifdef PLANTED_BUG_READ
+    real(c_float), intent(in) :: x(n, c, h, wd)
+#else
     real(c_float), intent(in) :: x(n, c, h, wd), w(o, c / g, kh, kw)
+#endif
     real(c_float), intent(in) :: go(n, o, (h + 2*ph - dh*(kh - 1) - 1) / sh + 1, &
                                           (wd + 2*pw - dw*(kw - 1) - 1) / sw + 1)
     real(c_float), intent(out) :: y(n, o, (h + 2*ph - dh*(kh - 1) - 1) / sh + 1, &
                                           (wd + 2*pw - dw*(kw - 1) - 1) / sw + 1)
+#ifdef PLANTED_BUG_READ
+    real(c_float), intent(in) :: wr(kw, kh, c / g, o)
+#define W(oc, ic, ky, kx) wr(kx, ky, ic, oc)
+#else
+#define W(oc, ic, ky, kx) w(oc, ic, ky, kx)
+#endif
 #ifdef PLANTED_BUG
     real(c_float), intent(out) :: gw(kw, kh, c / g, o)
 #define GW(oc, ic, ky, kx) gw(kx, ky, ic, oc)
@@ -57,7 +76,7 @@ contains
                 yy = (iy - 1)*sh - ph + (ky - 1)*dh + 1
                 if (yy < 1 .or. yy > h) cycle
                 do ic = 1, cg
-                  acc = acc + x(s, grp*cg + ic, yy, xx) * w(oc, ic, ky, kx)
+                  acc = acc + x(s, grp*cg + ic, yy, xx) * W(oc, ic, ky, kx)
                 end do
               end do
             end do

@@ -18,22 +18,23 @@ LAYOUTS = {"x": "NCHW:F", "weight": "OIHW:F", "grad_output": "NCHW:F",
            "y": "NCHW:F", "grad_weight": "OIHW:F"}
 
 
-def _target(build, tmp_path: Path, bug: bool):
+def _target(build, tmp_path: Path, bug: str | None):
     lib = build("gfortran", "-O2", "-shared", "-fPIC", "-J", "{dir}",
-                *(["-DPLANTED_BUG"] if bug else []), SRC, "-o", "{out}",
-                out="libconv2d_bug.so" if bug else "libconv2d.so")
+                *([f"-D{bug}"] if bug else []), SRC, "-o", "{out}",
+                out=f"libconv2d_{bug}.so" if bug else "libconv2d.so")
     return shared_library_target(lib, "conv2d_f32", op="conv2d", args=ARGS, layouts=LAYOUTS,
                                  spec_dir=tmp_path)
 
 
 def test_correct_fortran_kernel_passes(build, tmp_path: Path) -> None:
-    res = run(_target(build, tmp_path, False), examples=25, store=None)
+    res = run(_target(build, tmp_path, None), examples=25, store=None)
     assert res.verdict == "pass", res.message
     assert res.cases == 25
 
 
 def test_weight_layout_trap_is_caught_and_named(build, tmp_path: Path) -> None:
-    res = run(_target(build, tmp_path, True), examples=25, store=tmp_path / "repros")
+    # grad_weight written in cuDNN's row-major order, "not transformed like the weights"
+    res = run(_target(build, tmp_path, "PLANTED_BUG"), examples=15, store=tmp_path / "r")
     assert res.verdict == "FAIL"
     assert res.diagnosis.startswith("grad_weight: exceeds every precision model")
     assert ("grad_weight is right once its memory is read in layout 'OIHW': the kernel "
@@ -42,3 +43,13 @@ def test_weight_layout_trap_is_caught_and_named(build, tmp_path: Path) -> None:
     # shrunk: one sample, one channel each way, a 2x2 weight (the smallest where
     # the two orders differ)
     assert res.repro_shape == "x(1, 1, 1, 1), weight(1, 1, 2, 2), grad_output(1, 1, 2, 2)"
+
+
+def test_weights_read_in_row_major_order_are_named(build, tmp_path: Path) -> None:
+    # the other side of the trap: the forward pass reads w(out, in, kh, kw) as
+    # cuDNN's row-major OIHW
+    res = run(_target(build, tmp_path, "PLANTED_BUG_READ"), examples=15, store=None)
+    assert res.verdict == "FAIL"
+    assert res.diagnosis.startswith("y: exceeds every precision model")
+    assert ("layout mix-up: ['y'] are right for weight read in layout 'OIHW': the kernel "
+            "reads weight as OIHW, but it is declared 'OIHW:F'") in res.diagnosis
