@@ -203,3 +203,63 @@ def test_numoracle_run_cluster_writes_the_report(ray_local: Any, tmp_path: Path,
     (row,) = json.loads((tmp_path / "report.json").read_text())
     assert (row["target"], row["cases"], row["verdict"]) == ("numpy-fp32", 12, "pass")
     assert "cluster: 12 cases in 2 blocks" in out
+
+
+_NODE_LEAVES = '''
+import json, sys, threading, time
+from pathlib import Path
+import numpy as np
+import ray
+from ray.cluster_utils import Cluster
+from numoracle.cases.target import Target
+from numoracle.oracle.precision import get_model
+from numoracle.running.cluster import run_cluster
+
+marker = Path(sys.argv[1])
+
+def stalls_once(a, b):
+    if not marker.exists():
+        marker.write_text("started")
+        time.sleep(120)  # its node leaves meanwhile
+    return {"out": np.matmul(a, b)}
+
+mem = 80 * 2**20
+cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False,
+                                                       "object_store_memory": mem})
+first = cluster.add_node(num_cpus=1, object_store_memory=mem)
+ray.init(address=cluster.address, logging_level="warning")
+cluster.wait_for_nodes()
+t = Target(name="stalls-once", op="matmul", backend="numpy", precision=get_model("fp32"),
+           fn=stalls_once)
+box = {}
+runner = threading.Thread(target=lambda: box.setdefault("run", run_cluster(
+    [t], examples=10, block_size=10, store=None, task_timeout=100)))
+runner.start()
+while not marker.exists():
+    time.sleep(0.1)
+cluster.add_node(num_cpus=1, object_store_memory=mem)  # Ray's nodes: main thread only
+cluster.remove_node(first)
+runner.join()
+print("RESULT", json.dumps(box["run"].rows()))
+ray.shutdown()
+cluster.shutdown()
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("NUMORACLE_RAY_NODES"),
+                    reason="starts a Ray cluster of three nodes (about 50 s): set "
+                           "NUMORACLE_RAY_NODES=1; the killed-worker test covers the retry")
+def test_a_block_whose_node_leaves_runs_again_on_another(tmp_path: Path) -> None:
+    import subprocess
+
+    pytest.importorskip("ray")
+    script = tmp_path / "node_leaves.py"
+    script.write_text(_NODE_LEAVES)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "started")],
+                          capture_output=True, text=True, timeout=240, check=False)
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    assert line is not None, done.stdout[-2000:] + done.stderr[-2000:]
+    (row,) = json.loads(line[len("RESULT "):])
+    assert (row["verdict"], row["cases"]) == ("pass", 10)
+    assert (tmp_path / "started").exists()  # the block had started on the node that left
