@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from numoracle.cases.case import Case
+from numoracle.errors import InvalidArgument
 from numoracle.kernels.numpy_logic import gates as numpy_gates
 from numoracle.kernels.torch_logic import bin_op, logic_layer_forward_backward
 from numoracle.oracle.logic_gates import COEF, GATE_NAMES, gate_values
@@ -116,3 +117,21 @@ def test_binary_inputs_give_the_truth_table() -> None:
     ref = get_op("logic_layer").reference(inp, params, get_model("fp64"))
     np.testing.assert_allclose(ref["y"].value, gate_values(inp["x"][:, :1], inp["x"][:, 1:2])
                                .reshape(4, 16), atol=1e-24)
+
+
+@pytest.mark.parametrize(("params", "match"), [
+    ({"in_features": 257}, "in_features"), ({"batch": 0}, "batch"),
+    ({"out_features": True}, "out_features"), ({"gates": 16}, "unknown"),
+])
+def test_layer_invalid_parameters(params: dict, match: str) -> None:
+    base = {"batch": 2, "in_features": 3, "out_features": 4}
+    with pytest.raises(InvalidArgument, match=match):
+        get_op("logic_layer").validate({**base, **params})
+
+
+def test_layer_rejects_a_connection_map_outside_the_inputs() -> None:
+    params = {"batch": 1, "in_features": 2, "out_features": 1}
+    inp = {"x": np.ones((1, 2)), "idx_a": np.array([2.0]), "idx_b": np.array([0.0]),
+           "weights": np.zeros((1, 16)), "grad_output": np.ones((1, 1))}
+    with pytest.raises(InvalidArgument, match="idx_a"):
+        get_op("logic_layer").reference(inp, params, get_model("fp32"))
