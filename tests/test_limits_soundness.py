@@ -24,8 +24,10 @@ def _cpu_targets() -> list[tuple[str, str]]:
     return [(t.name, t.op) for t in available_targets() if t.backend in CPU_BACKENDS]
 
 
-def _examples(limit: int | None) -> int:
-    return 8 if limit is not None and limit <= 1024 else 3
+#: cases per run (every family, then ``special`` alone), and a time cap per run that
+#: keeps slow ops (a cellular automaton's many steps) from dominating the default run
+EXAMPLES = {"small": (4, 2), "large": (2, 1)}
+SECONDS = 2.0
 
 
 @pytest.mark.parametrize("limit", LIMITS, ids=lambda v: f"max_elements={v or 'default'}")
@@ -37,9 +39,10 @@ def test_correct_cpu_target_passes_under_every_limit(name: str, op: str,
     target = get_target(name, op)
     sizes = {} if limit is None else {"max_elements": limit}
     judged = 0
-    for families, seed in ((None, 0), (("special",), 1)):
+    every, special = EXAMPLES["small" if limit is not None and limit <= 1024 else "large"]
+    for families, seed, examples in ((None, 0, every), (("special",), 1, special)):
         kw = dict(sizes) if families is None else {**sizes, "families": families}
-        res = run_target(target, examples=_examples(limit), seed=seed, store=None,
+        res = run_target(target, examples=examples, seed=seed, store=None, seconds=SECONDS,
                          strategy=default_strategy(target, **kw), shrink=False)
         assert res.verdict == "pass", f"{name} {op} {kw}: {res.message or res.diagnosis}"
         judged += res.cases  # cases the op does not judge (non-finite inputs) not counted
