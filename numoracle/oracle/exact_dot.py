@@ -162,9 +162,15 @@ def _to_float(total: int, e0: int) -> float:
 
 
 def _two_sum(a: Any, b: Any) -> tuple[Any, Any]:
+    """Knuth's TwoSum: ``s + err = a + b`` exactly, ``s = fl(a + b)`` (three
+    temporaries, the rest in place)."""
     s = a + b
     bb = s - a
-    err = (a - (s - bb)) + (b - bb)
+    err = s - bb
+    xp = _xp(err)
+    xp.subtract(a, err, out=err)  # a - (s - bb)
+    xp.subtract(b, bb, out=bb)  # b - bb
+    err += bb
     return s, err
 
 
@@ -234,10 +240,14 @@ def _exact_matmul(a: Any, b: Any, bias: Any, tol: Any, target_bits: int) -> tupl
         n_terms = 1
     for ma, ea in sa:
         for mb, eb in sb:
-            t = xp.ldexp(ma @ mb, ea + eb)  # exact GEMM; the scaling may underflow
+            t = ma @ mb  # exact GEMM
+            xp.ldexp(t, ea + eb, out=t)  # exact unless it underflows
             hi, e = _two_sum(hi, t)
             lo += e
-            mag += xp.abs(t)
+            del e
+            xp.abs(t, out=t)
+            mag += t
+            del t
             n_terms += 1
     hi, lo = _two_sum(hi, lo)
     g = _gamma(max(n_terms, 1))
