@@ -213,6 +213,16 @@ def conv(xp: Any, shape: tuple[int, ...], repeats: int) -> list[dict]:
                    "conv")]
 
 
+def _commit() -> str | None:
+    import subprocess  # noqa: PLC0415
+
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
 def _ints(spec: str) -> tuple[int, ...]:
     return tuple(int(v) for v in spec.split(","))
 
@@ -239,7 +249,7 @@ def main() -> None:
     xp = _xp(a.device)
     res: dict = {"command": " ".join([sys.executable.rsplit("/", 1)[-1]] + sys.argv),
                  "machine": platform.platform(), "processor": platform.processor(),
-                 "device": a.device, "numpy": np.__version__,
+                 "device": a.device, "numpy": np.__version__, "commit": _commit(),
                  "reuse_freed_memory": a.reuse_memory,
                  "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "default")}
     if xp is not np:
