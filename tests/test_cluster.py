@@ -120,6 +120,20 @@ def test_without_ray_a_cluster_run_says_how_to_install_it(monkeypatch: pytest.Mo
         run_cluster([get_target("numpy-fp32", "matmul")], examples=5)
 
 
+def test_an_address_where_nothing_answers_is_refused_at_once() -> None:
+    import socket
+    from types import SimpleNamespace
+
+    from numoracle.running.cluster import _connect
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    never = SimpleNamespace(is_initialized=lambda: False, init=lambda **kw: pytest.fail(str(kw)))
+    with pytest.raises(InvalidArgument, match=rf"--cluster '127.0.0.1:{port}': nothing answers"):
+        _connect(never, f"127.0.0.1:{port}", None)
+
+
 # ----------------------------------------------------------------------------- on Ray
 
 

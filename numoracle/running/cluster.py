@@ -322,7 +322,22 @@ def _connect(ray: Any, address: str | None, num_cpus: int | None) -> bool:
         ray.init(num_cpus=cpus, include_dashboard=False, object_store_memory=256 * 2**20,
                  logging_level="warning")
     else:
-        ray.init(address=address, logging_level="warning")
+        host, _, port = address.rpartition(":")
+        if host and port.isdigit() and "://" not in address:  # HOST:PORT of a head's GCS
+            try:
+                socket.create_connection((host, int(port)), timeout=5).close()
+            except OSError as exc:  # Ray itself would keep trying for minutes
+                raise InvalidArgument(
+                    f"--cluster {address!r}: nothing answers there ({exc}); give the address "
+                    "`ray start --head` printed (HOST:6379), 'auto', ray://HOST:10001 or "
+                    "'local'") from None
+        try:
+            ray.init(address=address, logging_level="warning")
+        except (ConnectionError, ValueError, RuntimeError) as exc:
+            raise InvalidArgument(
+                f"--cluster {address!r}: no Ray cluster could be joined there ({exc}); give "
+                "'local' (Ray on this machine), 'auto' (a cluster this machine belongs to, "
+                "started with `ray start`) or ray://HOST:10001") from None
     return True
 
 
