@@ -176,7 +176,7 @@ def _segfault_in_process() -> dict[str, Any]:
             "next_check": "none (process gone)", "next_check_s": None}
 
 
-def overhead(calls: int) -> list[dict[str, Any]]:
+def overhead(calls: int, blocked: bool = False) -> list[dict[str, Any]]:
     from numoracle import Target  # noqa: PLC0415
     from numoracle.cases.case import Case  # noqa: PLC0415
     from numoracle.checking.check import run_kernel  # noqa: PLC0415
@@ -216,17 +216,21 @@ def overhead(calls: int) -> list[dict[str, Any]]:
         for _ in range(3):  # warm-up both ways
             run_kernel(case, target, inputs, isolate=False)
             run_kernel(case, target, inputs, isolate=True)
-        for _ in range(calls):  # interleaved, so that load changes hit both alike
-            for iso in (False, True):
-                t0 = time.perf_counter()
-                _, err = run_kernel(case, target, inputs, isolate=iso)
-                times[iso].append(time.perf_counter() - t0)
-                assert err is None, err
+        order = ([False] * calls + [True] * calls if blocked  # all in-process calls first
+                 else [False, True] * calls)  # interleaved: load changes hit both alike
+        for iso in order:
+            t0 = time.perf_counter()
+            _, err = run_kernel(case, target, inputs, isolate=iso)
+            times[iso].append(time.perf_counter() - t0)
+            assert err is None, err
         here, there = statistics.median(times[False]), statistics.median(times[True])
         size = sum(v.nbytes for v in inputs.values())
         rows.append({"what": f"run_kernel {backend} {op} {params}", "input_bytes_f64": size,
                      "in_process_ms": round(1e3 * here, 3), "isolated_ms": round(1e3 * there, 3),
                      "overhead_ms": round(1e3 * (there - here), 3),
+                     "min_in_process_ms": round(1e3 * min(times[False]), 3),
+                     "min_isolated_ms": round(1e3 * min(times[True]), 3),
+                     "min_overhead_ms": round(1e3 * (min(times[True]) - min(times[False])), 3),
                      "first_load_s": round(load, 3)})
         print(rows[-1], flush=True)
     import numoracle  # noqa: PLC0415
@@ -257,11 +261,14 @@ def markdown(faults: list[dict[str, Any]], over: list[dict[str, Any]], meta: dic
         out.append(f"| {r['fault']} | {r['mode']} | {r['outcome'].replace('|', '/')} | "
                    f"{'yes' if r['repro'] else 'no'} | {r['wall_s']} | {r['next_check']} |")
     out += ["", "## Overhead of the isolated mode", "",
-            "| what | in-process ms | isolated ms | overhead ms | seconds |",
-            "|---|---|---|---|---|"]
+            "medians (and minima) of interleaved calls; seconds: start-up, first load or the "
+            "whole check", "",
+            "| what | in-process ms | isolated ms | overhead ms | min overhead ms | seconds |",
+            "|---|---|---|---|---|---|"]
     for r in over:
         out.append(f"| {r['what']} | {r.get('in_process_ms', '')} | {r.get('isolated_ms', '')} | "
-                   f"{r.get('overhead_ms', '')} | {r.get('seconds', r.get('first_load_s', ''))} |")
+                   f"{r.get('overhead_ms', '')} | {r.get('min_overhead_ms', '')} | "
+                   f"{r.get('seconds', r.get('first_load_s', ''))} |")
     return "\n".join(out) + "\n"
 
 
@@ -269,13 +276,25 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=Path("benchmarks/results/cpu/isolation"))
     p.add_argument("--calls", type=int, default=200, help="timed calls per overhead row")
+    p.add_argument("--overhead-only", action="store_true",
+                   help="skip the fault table (keep the one OUT holds)")
+    p.add_argument("--blocked", action="store_true",
+                   help="time all in-process calls, then all isolated ones (the thread pools "
+                        "of two processes do not then spin against each other)")
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     meta = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "machine": machine(),
             "date": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
-    with tempfile.TemporaryDirectory() as tmp:
-        faults = fault_table(Path(tmp))
-    over = overhead(args.calls)
+    if args.overhead_only:
+        old = json.loads((args.out / "isolation.json").read_text())
+        faults = old["faults"]
+        meta["fault_table_from"] = old["meta"]
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            faults = fault_table(Path(tmp))
+    over = overhead(args.calls, args.blocked)
+    meta["order"] = "blocked" if args.blocked else "interleaved"
+    meta["load_average_after"] = os.getloadavg()
     (args.out / "isolation.json").write_text(json.dumps(
         {"meta": meta, "faults": faults, "overhead": over}, indent=2) + "\n")
     (args.out / "isolation.md").write_text(markdown(faults, over, meta))
