@@ -153,9 +153,9 @@ def infer_params(op_name: str, arrays: Mapping[str, np.ndarray],
         if fits(trial):
             return op.validate(trial)
     try:
-        expected = op.input_shapes(op.validate(params))
+        expected: Any = op.input_shapes(op.validate(params))
     except InvalidArgument as exc:
-        expected = {"(invalid)": (str(exc),)}
+        expected = f"no valid case: {exc}"
     raise InvalidArgument(
         f"the arrays' shapes {want} do not fit {op_name} with the parameters read from them "
         f"({params}, which give {expected}); name the inputs as {op_name} does "
