@@ -328,11 +328,18 @@ def transform_radius(output: str, inputs: Mapping[str, Any], params: Mapping[str
 
 
 def widen_conv2d(res: Mapping[str, Tracked], inputs: Mapping[str, Any],
-                 params: Mapping[str, Any], model: PrecisionModel) -> dict[str, Tracked]:
+                 params: Mapping[str, Any], model: PrecisionModel, *,
+                 add: bool = False) -> dict[str, Tracked]:
     """The conv2d outputs ``res`` (summation bounds) with each element's radius
     raised to the transform bound plus the final store where the model's
     algorithms allow a transform (:func:`transform_radius`); unchanged otherwise.
-    Unjudged elements (NaN radius) stay unjudged."""
+    Unjudged elements (NaN radius) stay unjudged.
+
+    ``inputs`` are the operands' magnitudes (``|x|``, ``|weight|``,
+    ``|grad_output|``, radii included). With ``add`` (operands that carry radii
+    of their own, in a composed computation) the transform bound is added to the
+    summation radius, which holds the propagated radii, instead of replacing it
+    where larger."""
     out = dict(res)
     u_out = model.storage.unit_roundoff("rne")
     for name, t in res.items():
@@ -341,9 +348,10 @@ def widen_conv2d(res: Mapping[str, Tracked], inputs: Mapping[str, Any],
             continue
         xp = _xp(t.value)
         total = xp.asarray(r) * (1.0 + u_out) + u_out * xp.abs(t.value)
+        join = xp.add if add else xp.maximum
         with np.errstate(invalid="ignore"):
-            det = xp.where(xp.isnan(t.det), t.det, xp.maximum(t.det, total))
-            prob = xp.where(xp.isnan(t.prob), t.prob, xp.maximum(t.prob, total))
+            det = xp.where(xp.isnan(t.det), t.det, join(t.det, total))
+            prob = xp.where(xp.isnan(t.prob), t.prob, join(t.prob, total))
         out[name] = replace(t, det=det, prob=prob)
     return out
 

@@ -223,10 +223,8 @@ class Conv2d(Op):
             return exact(xp.asarray(a, dtype=xp.float64))
 
         bias = ex(inputs["bias"]) if params["bias"] else None
-        res = conv2d_tracked(ex(x), ex(inputs["weight"]), bias, params, model,
-                             grad_output=ex(inputs["grad_output"]), outputs=want)
-        # a transform algorithm (Winograd, FFT) the model allows widens the bound
-        return widen_conv2d(res, inputs, params, model)
+        return conv2d_tracked(ex(x), ex(inputs["weight"]), bias, params, model,
+                              grad_output=ex(inputs["grad_output"]), outputs=want)
 
 
 def conv2d_tracked(
@@ -264,7 +262,10 @@ def conv2d_tracked(
         (:func:`~numoracle.oracle.tracked.store`). Every element is one
         :func:`~numoracle.oracle.tracked.matmul` contraction (the bound of the
         module docstring), whose propagated term ``|a| r_b + r_a |b| + r_a r_b``
-        carries the operands' radii.
+        carries the operands' radii. Where the model allows a transform
+        algorithm, the radius is at least its bound
+        (:func:`~numoracle.oracle.transforms.widen_conv2d`; added to the
+        summation's radius where the operands carry radii of their own).
     """
     want = outputs
     x, weight = _fold(x), _fold(weight)
@@ -351,7 +352,22 @@ def conv2d_tracked(
         assert g is not None
         gb = _map(g, lambda v: v.transpose(1, 0, 2, 3).reshape(o, n * ho * wo))
         res["grad_bias"] = sum_(gb, axis=1, model=model)
-    return {k: store(v, model) for k, v in res.items()}
+    stored = {k: store(v, model) for k, v in res.items()}
+    if not set(model.algorithms) - {"summation"}:
+        return stored
+    # a transform algorithm (Winograd, FFT) the model allows widens the bound; its
+    # bound is taken over the operands' magnitudes, radii included
+    mags = {"x": _magnitude(x), "weight": _magnitude(weight)}
+    if g is not None:
+        mags["grad_output"] = _magnitude(g)
+    exact_operands = all(not bool((t.det != 0).any()) for t in (x, weight) + (
+        () if g is None else (g,)))
+    return widen_conv2d(stored, mags, params, model, add=not exact_operands)
+
+
+def _magnitude(t: Tracked) -> Any:
+    """``|value| + radius``: what a kernel's own operand may be at most."""
+    return _xp(t.value).abs(t.value) + t.det + t.ref_err
 
 
 def _fold(t: Tracked) -> Tracked:
