@@ -38,6 +38,7 @@ from numoracle.cases.case import Case
 from numoracle.checking.check import run_kernel
 from numoracle.checking.verdict import compare
 from numoracle.kernels import get_target
+from numoracle.kernels.torch_conv2d_cuda import algorithm_of
 from numoracle.oracle.ops import get_op
 from numoracle.oracle.precision import get_model
 from numoracle.oracle.transforms import ALGORITHMS
@@ -76,15 +77,6 @@ LADDER = {
     "tf32": get_model("tf32", accumulate_rounding="rz"),
     "tf32 winograd/fft": get_model("tf32", accumulate_rounding="rz", algorithms=ALGORITHMS),
 }
-
-
-def algorithm_of(kernels: list[str]) -> str:
-    """The algorithm class a set of launched kernel names shows."""
-    text = " ".join(kernels).lower()
-    found = [name for name, keys in (("winograd", ("winograd",)), ("fft", ("fft",)),
-                                     ("gemm", ("gemm", "xmma", "implicit", "convolve")))
-             if any(k in text for k in keys)]
-    return "+".join(found) or "unknown"
 
 
 def profiled_kernels(case: Case, target: Any, inputs: dict[str, np.ndarray]) -> dict[str, Any]:

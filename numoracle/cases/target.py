@@ -60,6 +60,11 @@ class Target:
         ``TARGETS`` holds it; None for the built-in targets.
     available : callable
         ``available() -> str | None``: None when usable here, else the reason.
+    engine : callable or None
+        ``engine(call) -> str``: runs ``call()`` (one call of the kernel) and
+        names the engine or algorithm the library used for it (cuDNN's kernels:
+        implicit GEMM, Winograd, FFT). A failing verdict records it, and its
+        repro; None where the backend cannot tell.
     """
 
     name: str
@@ -74,6 +79,7 @@ class Target:
     available: Callable[[], str | None] = field(default=lambda: None, compare=False)
     description: str = ""
     source: str | None = None
+    engine: Callable[[Callable[[], Any]], str] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:

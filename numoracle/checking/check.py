@@ -359,6 +359,17 @@ def earlier_parameters(case: Case, inputs: Mapping[str, np.ndarray]) -> dict[str
     return out
 
 
+def _engine(case: Case, target: Target, inputs: Mapping[str, np.ndarray],
+            timeout: float | None) -> str | None:
+    """Which engine the library ran for this case: the kernel called once more,
+    in this process, under the target's probe."""
+    assert target.engine is not None
+    try:
+        return target.engine(lambda: run_kernel(case, target, inputs, timeout))
+    except Exception as exc:  # noqa: BLE001 - a probe that fails only loses the note
+        return f"unknown ({type(exc).__name__}: {exc})"
+
+
 def check_case(case: Case, target: Target, *, timeout: float | None = DEFAULT_TIMEOUT,
                with_diagnosis: bool = False, update_first: bool = True,
                inputs: Mapping[str, np.ndarray] | None = None,
@@ -426,5 +437,7 @@ def check_case(case: Case, target: Target, *, timeout: float | None = DEFAULT_TI
                                 with_diagnosis=with_diagnosis)
         verdict.passed = all(v.passed for v in verdict.outputs.values())
         advise(verdict, target.backend)  # e.g. CuPy's flush-to-zero: what to claim
+        if not verdict.passed and target.engine is not None and not isolate:
+            verdict.engine = _engine(case, target, inputs, timeout)
     verdict.seconds = time.perf_counter() - t0
     return verdict

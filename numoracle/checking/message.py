@@ -52,6 +52,8 @@ def format_verdict(v: Verdict, *, probabilistic: bool = False) -> str:
              f"  case: {v.case.describe()}"]
     if v.error:
         lines.append(f"  error: {v.error}")
+    if v.engine:
+        lines.append(f"  engine: {v.engine}")
     for o in v.outputs.values():
         if not v.passed and o.passed and not o.per_model:
             lines.append(f"  {o.name}: ok (worst ratio {fmt_ratio(o.worst_ratio)})")

@@ -82,6 +82,9 @@ class Verdict:
     repro: str | None = None
     seconds: float = 0.0
     got: dict[str, np.ndarray] | None = field(default=None, repr=False)
+    #: the engine or algorithm the library used, where its target can tell
+    #: (:attr:`~numoracle.cases.target.Target.engine`); recorded on failures
+    engine: str | None = None
 
     @property
     def worst_ratio(self) -> float:

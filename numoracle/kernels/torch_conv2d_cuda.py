@@ -40,7 +40,7 @@ targets accept those orders row-major, column-major (``:F``) and strided.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -205,6 +205,31 @@ _LAYOUTS: dict[str, tuple[str, ...]] = {
 }
 
 
+def algorithm_of(kernels: Iterable[str]) -> str:
+    """The algorithm classes a set of CUDA kernel names shows: ``winograd``,
+    ``fft``, ``gemm`` (implicit GEMM and other summations), joined by ``+``."""
+    text = " ".join(kernels).lower()
+    found = [name for name, keys in (("winograd", ("winograd",)), ("fft", ("fft",)),
+                                     ("gemm", ("gemm", "xmma", "implicit", "convolve")))
+             if any(k in text for k in keys)]
+    return "+".join(found) or "unknown"
+
+
+def cuda_kernels(call: Callable[[], Any]) -> str:
+    """Run ``call`` under torch's profiler and name the algorithm classes and
+    the CUDA kernels it launched (cuDNN's engine choice, as the kernels show it)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    names = sorted({e.name for e in prof.events() if e.device_type.name == "CUDA"
+                    and not any(k in e.name.lower() for k in ("memcpy", "memset"))})
+    shown = ", ".join(n[:60] for n in names[:6]) + (", ..." if len(names) > 6 else "")
+    return f"{algorithm_of(names)} ({shown})"
+
+
 def _targets() -> tuple[Target, ...]:
     available = get_backend("torch-cuda").available
     out = []
@@ -224,6 +249,7 @@ def _targets() -> tuple[Target, ...]:
                         fn=partial(conv2d, mode=mode),
                         layouts=_LAYOUTS,
                         available=available,
+                        engine=cuda_kernels,
                         description=(
                             f"torch CUDA float32 F.conv2d forward, autograd backward (cuDNN), "
                             f"TF32 {'on' if tf32 else 'off'}, "

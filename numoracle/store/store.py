@@ -188,7 +188,8 @@ def write_repro(verdict: Verdict, target: Target, store: Path | str,
         "target": {"name": target.name, "op": target.op, "precision": target.precision.name,
                    "model": target.precision.to_dict(), "source": target.source},
         "verdict": {"passed": verdict.passed, "worst_ratio": _num(verdict.worst_ratio),
-                    "diagnosis": verdict.diagnosis, "error": verdict.error},
+                    "diagnosis": verdict.diagnosis, "error": verdict.error,
+                    "engine": verdict.engine},
         "describe": case.describe() + (" (inputs given)" if given else ""),
     }
     tmp = root / f".tmp-{uuid.uuid4().hex}"
