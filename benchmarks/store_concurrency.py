@@ -121,7 +121,8 @@ def main() -> int:
         (args.out / f"zoo{i}.log").write_text(text)
 
     # every folder valid and replayable
-    folders = [f for f in store.iterdir() if not f.name.startswith(".")] if store.is_dir() else []
+    folders = [f for f in store.iterdir() if f.is_dir() and not f.name.startswith(".")] \
+        if store.is_dir() else []
     valid, corrupt, still_fail, problems = 0, 0, 0, []
     for f in folders:
         try:
@@ -143,13 +144,18 @@ def main() -> int:
             reported |= {r["repro"] for r in json.loads(zoo_json.read_text()) if r["repro"]}
     resolved = {str((work / p).resolve()) if not os.path.isabs(p) else p for p in reported}
     missing = sorted(p for p in resolved if not (Path(p) / "repro.json").is_file())
-    summary = re.findall(r"=+ (.*) in [\d.]+s", pytest_out)
+    summary = re.findall(r"^=*\s*(\d+ (?:failed|passed).*) in [\d.]+s", pytest_out, re.M)
+    crashed = re.findall(r"^.*(?:crashed|node down).*$", pytest_out, re.M)
+    replayed = re.findall(r"^stored repros replayed first.*$", pytest_out, re.M)
     result = {
         "command": " ".join([sys.argv[0], *sys.argv[1:]]),
         "machine": {"platform": platform.platform(), "python": platform.python_version(),
                     "cpus": os.cpu_count()},
         "workers": args.workers, "tests": args.tests, "concurrent_zoo_runs": 2,
         "killed_worker_pid": killed, "pytest_summary": summary[-1] if summary else None,
+        "xdist_crash_report": crashed[:3], "pytest_store_line": replayed[-1] if replayed else None,
+        "format_file": (store / "numoracle-store.json").read_text().strip()
+        if (store / "numoracle-store.json").is_file() else None,
         "pytest_exit": pytest.returncode, "zoo_exits": [z.returncode for z in zoos],
         "folders": len(folders), "distinct_signatures": len(signatures), "valid": valid,
         "corrupt": corrupt, "replayed_still_failing": still_fail,
