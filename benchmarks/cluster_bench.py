@@ -55,10 +55,13 @@ def run_cli(examples: int, workers: int, block: int, cluster: bool, tmp: Path) -
         cmd += ["--cluster", "local", "--block-size", str(block)]
     env = dict(os.environ, COLUMNS="140")
     t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, env=env, capture_output=True, text=True)
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
-    return {"mode": "cluster_cli" if cluster else "local", "seconds": wall,
-            "cases": _report_cases(rep / "report.json"), "command": " ".join(cmd)}
+    row = {"mode": "cluster_cli" if cluster else "local", "seconds": wall, "rc": done.returncode,
+           "cases": _report_cases(rep / "report.json"), "command": " ".join(cmd)}
+    if done.returncode != 0:  # kept, with what it said: a failure is a finding, not noise
+        row["output_tail"] = (done.stdout + done.stderr)[-3000:]
+    return row
 
 
 def run_warm(examples: int, block: int) -> dict[str, Any]:
@@ -105,11 +108,14 @@ def run_xdist(examples: int, workers: int, block: int, tmp: Path) -> dict[str, A
     cmd = [sys.executable, "-m", "pytest", "-n", str(workers), "-q", "-p", "no:randomly",
            "-p", "no:cacheprovider", "test_sweep.py"]
     t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, cwd=d, capture_output=True, text=True)
+    done = subprocess.run(cmd, cwd=d, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     cases = sum(int(line) for f in d.glob("cases-*.jsonl") for line in f.read_text().split())
-    return {"mode": "xdist", "seconds": wall, "cases": cases,
-            "command": f"(cd {d} && {' '.join(cmd)})"}
+    row = {"mode": "xdist", "seconds": wall, "cases": cases, "rc": done.returncode,
+           "command": f"(cd {d} && {' '.join(cmd)})"}
+    if done.returncode != 0:
+        row["output_tail"] = (done.stdout + done.stderr)[-3000:]
+    return row
 
 
 def main() -> None:
@@ -143,6 +149,7 @@ def main() -> None:
                            loadavg_1m=os.getloadavg()[0])
                 rows.append(row)
                 print(json.dumps({k: v for k, v in row.items() if k != "command"}), flush=True)
+                (args.out / "cluster_bench.rows.json").write_text(json.dumps(rows, indent=2))
     load.append(os.getloadavg())
     summary = {}
     for mode in ("local", "cluster_cli", "cluster_warm", "xdist"):

@@ -44,7 +44,7 @@ def timed(targets: list[Any], gpus: int, seconds: float, gpus_per_task: float, s
     try:
         run_cluster(targets, examples=100, block_size=50, seed=seed + 1, store=store,
                     gpus_per_task=gpus_per_task, budget=30)  # workers started, kernels built
-        run = run_cluster(targets, examples=10**7, block_size=200, seed=seed, store=store,
+        run = run_cluster(targets, examples=10**6, block_size=200, seed=seed, store=store,
                           gpus_per_task=gpus_per_task, budget=seconds)
     finally:
         ray.shutdown()
@@ -86,7 +86,7 @@ def main() -> None:
         ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="warning")
         t0 = time.perf_counter()
         try:
-            run = run_cluster(targets, examples=10**7, block_size=500, seed=args.seed + 7,
+            run = run_cluster(targets, examples=10**6, block_size=500, seed=args.seed + 7,
                               store=args.out / "sweep" / "repros",
                               gpus_per_task=args.gpus_per_task, budget=args.sweep_seconds)
         finally:
