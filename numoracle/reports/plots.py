@@ -45,7 +45,16 @@ def _clip(r: float) -> float:
     return min(max(r, LOW), HIGH)
 
 
-def ratio_vs_length(samples: Sequence[tuple[str, int, float, float, float, float, bool]],
+Sample = tuple[str, int, float, float, float, float, bool]
+
+
+def _pick(s: Sample, which: int) -> tuple[float, float]:
+    """(worst, median) ratio of a sample under the deterministic (0) or the
+    probabilistic (1) bound."""
+    return (s[2], s[4]) if which == 0 else (s[3], s[5])
+
+
+def ratio_vs_length(samples: Sequence[Sample],
                     title: str) -> str:
     """err/bound against the reduction length ``n``, one colour per output:
     left the deterministic bound, right the probabilistic one; filled dots the
@@ -56,22 +65,22 @@ def ratio_vs_length(samples: Sequence[tuple[str, int, float, float, float, float
     outputs = list(dict.fromkeys(s[0] for s in samples))
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2), sharey=True)
     colours = plt.get_cmap("tab10")
-    seen = [_clip(s[i]) for s in samples for i in (2, 3, 4, 5) if not s[6] and s[i] > 0]
+    seen = [_clip(v) for s in samples for v in (s[2], s[3], s[4], s[5]) if not s[6] and v > 0]
     lo, hi = min(seen + [0.1]), max(seen + [1.0])
     n_lo, n_hi = min(max(s[1], 1) for s in samples), max(max(s[1], 1) for s in samples) + 1
-    for ax, (kind, worst_i, med_i) in zip(axes, (("deterministic", 2, 4),
-                                                 ("probabilistic", 3, 5)), strict=True):
+    for ax, (kind, which) in zip(axes, (("deterministic", 0), ("probabilistic", 1)),
+                                 strict=True):
         drawn = False
         for k, name in enumerate(outputs):
             rows = [s for s in samples if s[0] == name]
             exact = sum(1 for s in rows if s[6])
-            pts = [s for s in rows if not s[6] and s[worst_i] > 0]
+            pts = [(max(s[1], 1), *_pick(s, which)) for s in rows if not s[6]]
+            pts = [p for p in pts if p[1] > 0]
             label = f"{name} ({len(rows)} cases" + (f", {exact} exact)" if exact else ")")
             if pts:
-                ns = [max(s[1], 1) for s in pts]
-                ax.scatter(ns, [_clip(s[worst_i]) for s in pts], s=12, color=colours(k % 10),
-                           label=label, alpha=0.75)
-                med = [(max(s[1], 1), s[med_i]) for s in pts if s[med_i] > 0]
+                ax.scatter([p[0] for p in pts], [_clip(p[1]) for p in pts], s=12,
+                           color=colours(k % 10), label=label, alpha=0.75)
+                med = [(p[0], p[2]) for p in pts if p[2] > 0]
                 if med:
                     ax.scatter([m[0] for m in med], [_clip(m[1]) for m in med], s=10,
                                marker="x", color=colours(k % 10), alpha=0.45)
