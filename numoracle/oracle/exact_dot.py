@@ -8,9 +8,9 @@ array namespace of the operands): no per-element Python.
 Method. Each row ``i`` of ``a`` (each column ``j`` of ``b``) is split into
 slices ``a = sum_p 2^{s_p,i} M_p + R`` where ``M_p`` holds integers of at most
 ``beta`` bits (``|M_p| <= 2^(beta-1)``), taken from the top of what is left of the
-row (the scale ``2^{s_p,i}`` follows the largest remaining element, so rows
-whose elements span a wide exponent range cost more slices only where the
-range has gaps filled). The contraction length ``k`` fixes ``beta`` so that
+row (the scale ``2^{s_p,i}`` follows the largest remaining element, so a gap
+in a row's exponents costs no slice), at most ``ceil(TARGET_BITS / beta)``
+slices per side. The contraction length ``k`` fixes ``beta`` so that
 ``k 2^(2 beta - 2) <= 2^53``: every partial sum of ``M_p @ N_r`` is an integer
 below ``2^53``, so the GEMM is exact **in any order** (with or without FMA,
 blocked or not). Scaling a slice product by ``2^(s_p,i + t_r,j)`` is exact
@@ -25,8 +25,11 @@ slices leave, ``a b - a_s b_s = R_a b + a_s R_b``, is bounded by the GEMMs
     err = gamma_N^2 (1 + gamma_N) T + N 2^-1074 + (1 + gamma_(k+2)) E_rem + 2k 2^-1074
 
 with ``T`` the float64 sum of ``|t|`` and ``E_rem`` the remainder GEMMs (0 and
-skipped when the slices took every bit). Elements whose row of ``a`` or
-column of ``b`` holds a NaN or an infinity get ``hi = NaN``.
+skipped when the slices took every bit). Where this exceeds the error wanted
+(``tol``; a row whose elements span more binades than the slices took), the
+element is summed exactly in Python integers instead (every float64 is
+``m 2^e``), within a budget of products. Elements whose row of ``a`` or column
+of ``b`` holds a NaN or an infinity get ``hi = NaN``.
 """
 
 from __future__ import annotations
