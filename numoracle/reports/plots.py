@@ -78,15 +78,15 @@ def ratio_vs_length(samples: Sequence[Sample],
             pts = [p for p in pts if p[1] > 0]
             label = f"{name} ({len(rows)} cases" + (f", {exact} exact)" if exact else ")")
             if pts:
-                ax.scatter([p[0] for p in pts], [_clip(p[1]) for p in pts], s=12,
-                           color=colours(k % 10), label=label, alpha=0.75)
+                ax.plot([p[0] for p in pts], [_clip(p[1]) for p in pts], "o", ms=3.5,
+                        color=colours(k % 10), label=label, alpha=0.75)
                 med = [(p[0], p[2]) for p in pts if p[2] > 0]
                 if med:
-                    ax.scatter([m[0] for m in med], [_clip(m[1]) for m in med], s=10,
-                               marker="x", color=colours(k % 10), alpha=0.45)
+                    ax.plot([m[0] for m in med], [_clip(m[1]) for m in med], "x", ms=3,
+                            color=colours(k % 10), alpha=0.45)
                 drawn = True
             else:
-                ax.scatter([], [], color=colours(k % 10), label=label)
+                ax.plot([], [], "o", ms=3.5, color=colours(k % 10), label=label)
         ax.axhline(1.0, color="crimson", lw=1, ls="--")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
