@@ -243,7 +243,7 @@ STANDARD_MODELS: tuple[str, ...] = ("fp32", "tf32", "fp32-fp16in", "fp32-acc16",
 
 
 #: ``get_model(..., algorithm=NAME)``: one name for a set of algorithm classes
-_ALGORITHM_NAMES: dict[object, tuple[str, ...]] = {
+_ALGORITHM_NAMES: dict[str, tuple[str, ...]] = {
     "direct": ("summation",), "summation": ("summation",),
     "winograd": ("summation", "winograd"), "fft": ("summation", "fft"),
     "any": ("summation", "winograd", "fft"),
@@ -272,8 +272,7 @@ def get_model(spec: str | PrecisionModel, **overrides: object) -> PrecisionModel
     if "order" in overrides:
         overrides["order"] = Order.parse(overrides["order"])  # type: ignore[arg-type]
     if "algorithm" in overrides:
-        overrides["algorithms"] = _ALGORITHM_NAMES.get(
-            overrides.pop("algorithm"), ())  # type: ignore[arg-type]
+        overrides["algorithms"] = _ALGORITHM_NAMES.get(str(overrides.pop("algorithm")), ())
         if not overrides["algorithms"]:
             raise InvalidArgument(f"algorithm must be one of {sorted(_ALGORITHM_NAMES)}, "
                                   "e.g. algorithm='direct' to demand summation accuracy")
