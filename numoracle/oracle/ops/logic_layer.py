@@ -145,16 +145,24 @@ def logic_layer(x: np.ndarray, ia: np.ndarray, ib: np.ndarray, w: np.ndarray,
         p = softmax(exact(clean(w)), model)
         y, cache = layer_forward(exact(clean(x)), ia, ib, p, model)
         res: dict[str, Tracked] = {}
+        # an intermediate (ab, 2ab, g b, g ab, ...) may overflow even where its
+        # probability is 0 and the result is small: inf * 0 = NaN in the kernel
+        big = model.accumulate.max * 2.0**-4
+        mag_ab = 2.0 * (1.0 + np.abs(cache.a.value)) * (1.0 + np.abs(cache.b.value))
+        over_y = ~(mag_ab < big)
+        over_g = ~(mag_ab * (1.0 + np.abs(clean(g))) < big)  # (B, O)
         read_ok = fx[:, ia] & fx[:, ib]  # (B, O)
         if "y" in outputs:
-            res["y"] = unjudged(y, ~(read_ok & fw[None, :]))
+            res["y"] = unjudged(y, ~(read_ok & fw[None, :]) | over_y)
         gy = exact(clean(g))
         if "grad_input" in outputs:
             gi = layer_backward(gy, p, cache, model)
             bad_row = ~(np.all(fx, axis=1) & np.all(fg, axis=1)) | ~np.all(fw)
-            res["grad_input"] = unjudged(gi, bad_row[:, None])
+            reads = np.zeros((len(ia), x.shape[1]))
+            reads[np.arange(len(ia)), ia] = reads[np.arange(len(ia)), ib] = 1.0
+            res["grad_input"] = unjudged(gi, bad_row[:, None] | (over_g * 1.0 @ reads > 0))
         if "grad_weights" in outputs:
             gw = softmax_backward(p, gate_prob_grad([gy], [cache], model), model)
-            ok = np.all(read_ok & fg, axis=0) & fw
+            ok = np.all(read_ok & fg & ~over_g, axis=0) & fw
             res["grad_weights"] = unjudged(gw, ~ok[:, None])
     return res
