@@ -39,6 +39,7 @@ h1 { font-size: 1.5em; margin-bottom: 0.2em; } h2 { border-bottom: 1px solid #cc
        margin-top: 1.6em; font-size: 1.2em; } h3 { font-size: 1.0em; margin-bottom: 0.3em; }
 table { border-collapse: collapse; font-size: 0.85em; margin: 0.4em 0 1em 0; }
 th, td { border: 1px solid #ddd; padding: 2px 7px; text-align: left; vertical-align: top; }
+td:first-child { white-space: nowrap; }
 th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .pass, .caught { color: #18794e; font-weight: 600; } .fail, .missed { color: #c62828;
        font-weight: 700; } .skipped, .error, .unjudged { color: #a15c00; }
@@ -178,7 +179,17 @@ def render_html(results: Sequence[TargetResult], *, title: str = "numoracle run"
         statuses = [_status(r, True) for r in results]
         caught = statuses.count("caught")
         body.append(f"<p>caught <b>{caught}</b> of {len(ran)} mutants that ran</p>")
-    body += ["<h2 id='summary'>Summary</h2>", _summary(results, zoo)]
+    body += ["<h2 id='summary'>Summary</h2>", _summary(results if zoo else ran, zoo)]
+    skipped: dict[str, list[str]] = {}
+    for r in results:
+        if r.verdict == "skipped" and not zoo:
+            names = skipped.setdefault(r.diagnosis, [])
+            if r.target not in names:
+                names.append(r.target)
+    if skipped:
+        body.append("<p class='meta'>skipped (cannot run here): " + "; ".join(
+            f"{_e(', '.join(names))} ({_e(reason)})" for reason, names in skipped.items())
+            + "</p>")
     if zoo and not missing and results:
         body += ["<h2 id='zoo'>Cases to catch</h2>",
                  _img(plots.zoo_catch([(f"{r.target} ({r.op})", _status(r, True),
