@@ -153,7 +153,7 @@ def zoo_catch(rows: Sequence[tuple[str, str, int | None]], examples: int | None)
         else:
             ax.text(1, i, f" {status}", va="center", fontsize=7, color="grey")
     ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels([r[0] for r in rows], fontsize=7)
+    ax.set_yticklabels([r[0] for r in rows], fontsize=8)
     ax.invert_yaxis()
     ax.set_xscale("log")
     ax.set_xlim(0.8, max([r[2] or 1 for r in rows] + [examples or 1, 10]) * 3)
