@@ -8,6 +8,13 @@ import pytest
 
 from numoracle.kernels import get_backend
 
+try:  # torch loaded before any test starts a thread: importing it later, while a
+    # kernel thread of an earlier test lives, crashed the interpreter (SIGSEGV in
+    # torch's extension loading)
+    import torch  # noqa: F401
+except ImportError:
+    pass
+
 
 @pytest.fixture(scope="module")
 def cupy() -> Any:
