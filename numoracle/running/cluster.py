@@ -27,7 +27,6 @@ imports it only when a run starts.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import hashlib
 import json
@@ -37,7 +36,7 @@ import socket
 import tempfile
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,7 +45,7 @@ from ..cases.target import Target
 from ..checking.check import DEFAULT_TIMEOUT
 from ..errors import InvalidArgument
 from ..store.repro import DEFAULT_STORE
-from .runner import TargetResult
+from .runner import TargetResult, same_draws_everywhere
 
 __all__ = ["run_cluster", "ClusterRun", "Block", "BlockOutcome", "UnjudgedResult",
            "block_seed", "same_draws_everywhere", "plan_blocks", "merge_blocks", "needs_gpu",
@@ -166,34 +165,6 @@ class ClusterRun:
 
 def _case_digest(case: Any) -> str:
     return hashlib.sha1(json.dumps(case.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
-
-
-@contextlib.contextmanager
-def same_draws_everywhere() -> Iterator[None]:
-    """Hypothesis draws with a seed, and nothing else, deciding the cases.
-
-    Hypothesis (6.13x on) mixes literals of the *local* modules loaded in the
-    process (those outside site-packages: an editable numoracle, the user's
-    kernels) into its draws, so the same seed drew other cases in a Ray worker
-    than in the driver, whose ``sys.modules`` differ. Inside this context those
-    literals are pinned to none (what a process without local modules sees),
-    so a block draws the same cases on every node. A no-op where Hypothesis
-    has no such constants.
-    """
-    try:
-        from hypothesis.internal.conjecture import providers  # noqa: PLC0415 - internal
-        get, cache = providers._get_local_constants, providers.CONSTANTS_CACHE
-        none = providers.Constants()
-    except (ImportError, AttributeError):
-        yield
-        return
-    providers._get_local_constants = lambda: none
-    cache.cache.clear()  # allowed values cached with the constants of the process
-    try:
-        yield
-    finally:
-        providers._get_local_constants = get
-        cache.cache.clear()
 
 
 def _run_block(target: Target, examples: int, seed: int, timeout: float, shrink: bool,

@@ -3,8 +3,9 @@ a failure shrinks to a minimal case and is saved as a repro."""
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -23,7 +24,7 @@ from ..reports.observe import case_features
 from ..reports.observe import enabled as observing
 from ..store.repro import DEFAULT_STORE, save_repro
 
-__all__ = ["TargetResult", "run_target", "default_strategy"]
+__all__ = ["TargetResult", "run_target", "default_strategy", "same_draws_everywhere"]
 
 
 class _BudgetSpent(BaseException):
@@ -112,6 +113,35 @@ class TargetResult:
                 "repro_shape": self.repro_shape, "unjudged": self.unjudged,
                 "fault": self.fault, "regime": self.regime,
                 "effective": ", ".join(f"{k}: {v}" for k, v in self.effective().items())}
+
+
+@contextlib.contextmanager
+def same_draws_everywhere() -> Iterator[None]:
+    """Hypothesis draws with a seed, and nothing else, deciding the cases.
+
+    Hypothesis (6.13x on) mixes literals of the *local* modules loaded in the
+    process (those outside site-packages: an editable numoracle, the user's
+    kernels) into its draws, so the same seed drew other cases in a Ray worker
+    than in the driver, whose ``sys.modules`` differ. Inside this context those
+    literals are pinned to none (what a process without local modules sees),
+    so a seed draws the same cases in every process and on every node
+    (:func:`run_target` draws inside it). A no-op where Hypothesis has no such
+    constants.
+    """
+    try:
+        from hypothesis.internal.conjecture import providers  # noqa: PLC0415 - internal
+        get, cache = providers._get_local_constants, providers.CONSTANTS_CACHE
+        none = providers.Constants()
+    except (ImportError, AttributeError):
+        yield
+        return
+    providers._get_local_constants = lambda: none
+    cache.cache.clear()  # allowed values cached with the constants of the process
+    try:
+        yield
+    finally:
+        providers._get_local_constants = get
+        cache.cache.clear()
 
 
 def default_strategy(target: Target, **overrides: Any) -> st.SearchStrategy[Case]:
@@ -245,7 +275,8 @@ def run_target(
     if seed is not None:
         prop = hypothesis_seed(seed)(prop)
     try:
-        prop()
+        with same_draws_everywhere():
+            prop()
     except _BudgetSpent:
         pass  # every case run so far passed
     except _ShrinkSpent:

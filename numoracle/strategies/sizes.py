@@ -9,6 +9,7 @@ any size in range otherwise; it shrinks towards the smallest size.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
 
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
@@ -62,8 +63,14 @@ def dims(*, min_value: int = 1, max_value: int = 1024,
     hi = check_int("max_value", max_value, min_value=1, max_value=MAX_SIZE)
     if hi < lo:
         raise InvalidArgument(f"{max_value=} must be at least {min_value=}")
-    favoured = interesting_sizes(lo, hi, _check_include(include))
-    return st.one_of(st.sampled_from(favoured), st.integers(lo, hi))
+    return _dims(lo, hi, _check_include(include))
+
+
+@lru_cache(maxsize=4096)
+def _dims(lo: int, hi: int, include: tuple[int, ...]) -> SearchStrategy[int]:
+    """One strategy per range, built and validated once (the case strategy asks
+    for a range per dimension per draw)."""
+    return st.one_of(st.sampled_from(interesting_sizes(lo, hi, include)), st.integers(lo, hi))
 
 
 def batch_sizes(*, min_value: int = 1, max_value: int = 128) -> SearchStrategy[int]:
