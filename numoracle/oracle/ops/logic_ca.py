@@ -276,8 +276,9 @@ def logic_ca(host: Mapping[str, np.ndarray], params: Mapping[str, Any],
                     contribs.append(tmap(nb, partial(_sent, pos=pos, dy=-dy, dx=-dx,
                                                      periodic=periodic)))
                     counts += _shift(np.ones((h, w, c), np.int64), -dy, -dx, periodic)
+            flat_shape = (n_val, len(contribs))  # positional: numpy < 2.1 has no shape=
             stacked = tmap(tcat(contribs, axis=-1, stack=True),
-                           partial(np.reshape, shape=(n_val, len(contribs))))
+                           lambda a, s=flat_shape: np.reshape(a, s))
             ones = exact(np.ones((len(contribs), 1)))
             g = tmap(matmul(stacked, ones, model, terms=counts.reshape(n_val, 1)),
                      lambda a: a.reshape(h, w, c))
