@@ -2,7 +2,7 @@
 expected; err/bound statistics by reduction length under both bounds.
 
     python benchmarks/soundness.py [--examples 2000] [--targets a,b] [--jobs N]
-                                   [--max-reduction 65536] [--out DIR]
+                                   [--max-reduction 65536] [--out DIR] [--regime realistic]
                                    [--limits 256,1024,default,262144]
                                    [--backends numpy,torch-cpu] [--seconds S]
 
@@ -52,7 +52,7 @@ def _alarm(res: Any) -> dict[str, Any]:
 
 def sweep_one(name: str, op: str, examples: int, seed: int, max_reduction: int,
               max_elements: int | None, store: str,
-              seconds: float | None = None) -> dict[str, Any]:
+              seconds: float | None = None, regime: str = "small") -> dict[str, Any]:
     from numoracle.kernels import get_target
     from numoracle.running.runner import default_strategy, run_target
 
@@ -62,7 +62,7 @@ def sweep_one(name: str, op: str, examples: int, seed: int, max_reduction: int,
         return {"target": name, "op": op, "skipped": reason}
     limit = min(max_reduction, target.max_reduction or max_reduction)
     sizes = {} if max_elements is None else {"max_elements": max_elements}
-    strat = default_strategy(target, max_reduction=limit, **sizes)
+    strat = default_strategy(target, max_reduction=limit, regime=regime, **sizes)
     t0 = time.perf_counter()
 
     def left() -> float | None:
@@ -103,7 +103,7 @@ def sweep_one(name: str, op: str, examples: int, seed: int, max_reduction: int,
     row = res.row()
     row.update(seconds=time.perf_counter() - t0, by_reduction=stats, alarms=alarms,
                exact_regime_outputs=exact_outputs, model=target.precision.describe(),
-               max_reduction=limit, message=res.message,
+               max_reduction=limit, message=res.message, regime=regime,
                max_elements="default" if max_elements is None else max_elements)
     return row
 
@@ -176,6 +176,9 @@ def main() -> None:
     ap.add_argument("--backends", default="", help="comma-separated backends (default: all)")
     ap.add_argument("--seconds", type=float, default=None,
                     help="time budget of each (target, op, limit) run")
+    ap.add_argument("--regime", default="small", choices=("small", "realistic"),
+                    help="case sizes: small, or realistic layer shapes (with --limits default "
+                         "and --max-reduction 1048576 for the regime's own limits)")
     a = ap.parse_args()
     from numoracle.kernels import all_targets
 
@@ -192,7 +195,7 @@ def main() -> None:
     ctx = mp.get_context("spawn")
     with ProcessPoolExecutor(max_workers=a.jobs, mp_context=ctx) as pool:
         futs = {pool.submit(sweep_one, t.name, t.op, a.examples, a.seed, a.max_reduction,
-                            lim, str(out / "repros"), a.seconds): (t, lim)
+                            lim, str(out / "repros"), a.seconds, a.regime): (t, lim)
                 for lim in limits for t in wanted}
         for f in as_completed(futs):
             t, lim = futs[f]

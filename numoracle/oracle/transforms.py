@@ -117,8 +117,10 @@ def winograd_matrices(m: int, r: int) -> tuple[tuple[tuple[Fraction, ...], ...],
     Examples
     --------
     >>> at, g, bt = winograd_matrices(2, 3)
-    >>> [[str(v) for v in row] for row in g]
-    [['1', '0', '0'], ['1/2', '1/2', '1/2'], ['1/2', '-1/2', '1/2'], ['0', '0', '1']]
+    >>> len(at), len(g), len(bt)
+    (2, 4, 4)
+    >>> [str(v) for v in g[1]], [str(v) for v in at[1]]
+    (['1/2', '1/2', '1/2'], ['0', '1', '-1', '1'])
     """
     n = m + r - 1
     if n - 1 > len(_POINTS):
