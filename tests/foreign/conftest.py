@@ -3,6 +3,7 @@ skips cleanly where the compiler is missing."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -41,3 +42,16 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
         return done[key]
 
     return run
+
+
+def _parse_shapes(repro_shape: str) -> dict[str, tuple[int, ...]]:
+    """``"a(1, 4), b(4, 1)"`` -> ``{"a": (1, 4), "b": (4, 1)}``."""
+    return {name: tuple(int(v) for v in dims.replace(" ", "").split(",") if v)
+            for name, dims in re.findall(r"(\w+)\(([^)]*)\)", repro_shape or "")}
+
+
+@pytest.fixture
+def shapes_of() -> Callable[[str], dict[str, tuple[int, ...]]]:
+    """The arrays of a shrunk repro, by name: tests bound them instead of naming the
+    exact shape the shrinker reached (Hypothesis is free to change its shrinker)."""
+    return _parse_shapes

@@ -26,7 +26,7 @@ def test_once_per_case_passes(tmp_path: Path) -> None:
     assert t.name == "linear_program.py"
 
 
-def test_persistent_passes_and_bug_is_caught_and_replays(tmp_path: Path) -> None:
+def test_persistent_passes_and_bug_is_caught_and_replays(tmp_path: Path, shapes_of) -> None:
     good = command_target([sys.executable, PROGRAM, "--persistent"], op="linear",
                           persistent=True, spec_dir=tmp_path)
     res = run(good, examples=20, store=None)
@@ -37,7 +37,7 @@ def test_persistent_passes_and_bug_is_caught_and_replays(tmp_path: Path) -> None
     assert res.verdict == "FAIL"
     assert res.diagnosis.startswith("grad_input: exceeds fp32; consistent with")
     assert "fp32-fp16in" in res.diagnosis
-    assert res.repro_shape == "x(1, 1), weight(1, 1), grad_output(1, 1)"
+    assert all(max(s) <= 2 for s in shapes_of(res.repro_shape).values())  # shrunk
     assert "--bug" in Path(load_repro(res.repro).source).read_text()  # the same command
     assert main(["replay", res.repro]) == 1
 

@@ -25,8 +25,9 @@ def test_correct_rust_kernel_passes(build, tmp_path: Path) -> None:
     assert res.cases == 20
 
 
-def test_planted_rust_bug_is_caught_and_shrunk(build, tmp_path: Path) -> None:
+def test_planted_rust_bug_is_caught_and_shrunk(build, tmp_path: Path, shapes_of) -> None:
     res = run(_target(build, tmp_path, True), examples=20, store=tmp_path / "repros")
     assert res.verdict == "FAIL"
     assert res.diagnosis.startswith("grad_bias: exceeds every precision model")
-    assert res.repro_shape == "x(2, 1), weight(1, 1), grad_output(2, 1), bias(1,)"
+    shapes = shapes_of(res.repro_shape)  # the bug skips the first sample: batch >= 2
+    assert 2 <= shapes["x"][0] <= 3 and "bias" in shapes and max(shapes["weight"]) <= 2
