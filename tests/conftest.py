@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
 
 from numoracle.kernels import get_backend
 
-try:  # torch loaded before any test starts a thread: importing it later, while a
-    # kernel thread of an earlier test lives, crashed the interpreter (SIGSEGV in
-    # torch's extension loading)
+# torch loaded before any test starts a thread: importing it later, while a kernel
+# thread of an earlier test lived, crashed the interpreter (SIGSEGV in torch's
+# extension loading)
+with contextlib.suppress(ImportError):
     import torch  # noqa: F401
-except ImportError:
-    pass
 
 
 @pytest.fixture(scope="module")
