@@ -17,7 +17,7 @@ def _name(req: str) -> str:
 def _lower_bounds() -> dict[str, str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     reqs = list(project["dependencies"])
-    for extra in ("test", "report"):
+    for extra in ("test", "report", "ray"):
         reqs += project["optional-dependencies"][extra]
     bounds = {}
     for req in reqs:
