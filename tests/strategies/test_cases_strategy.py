@@ -15,6 +15,7 @@ from numoracle.cases.target import LAYOUTS
 from numoracle.errors import InvalidArgument
 from numoracle.oracle.formats import representable
 from numoracle.oracle.ops import OPS, get_op
+from numoracle.oracle.ops.plan import smallest
 from numoracle.strategies import DEFAULT_MAX_ELEMENTS, SEED_MAX, cases
 
 # conv2d under the tightest limits (one-term reductions, 8 elements) has few valid
@@ -53,8 +54,12 @@ def test_cases_are_valid_and_within_the_default_limits(op: str) -> None:
 @pytest.mark.parametrize("op", sorted(OPS))
 @pytest.mark.parametrize(("max_reduction", "max_elements"), [(1, 8), (7, 100), (65536, 1 << 17)])
 def test_cases_respect_the_limits(op: str, max_reduction: int, max_elements: int) -> None:
-    if op in ("kan", "kan_chain") and max_elements < 16:
-        # a KAN layer's smallest case holds six knots: the strategy says so at once
+    o = get_op(op)
+    least = o.validate(smallest(o.draw_plan()))
+    if sum(int(np.prod(s)) for s in o.input_shapes(least).values()) > max_elements \
+            or max(o.reductions(least).values()) > max_reduction:
+        # the op's smallest case is larger (a KAN layer's knots, an automaton's gate
+        # tables): the strategy says so at once
         with pytest.raises(InvalidArgument, match="does not fit"):
             cases(op=op, max_reduction=max_reduction, max_elements=max_elements)
         return
@@ -121,14 +126,9 @@ def test_cases_shrink_to_the_simplest_case(op: str) -> None:
     # derandomized: from a random start the shrinker can run out of its 500 shrinks
     case = find(cases(op=op, max_overlays=3), lambda _: True,
                 settings=settings(derandomize=True, database=None))
-    if op == "kan":  # every dimension 1, quadratic splines on one interval
-        assert case.params == {"batch": 1, "in_features": 1, "out_features": 1,
-                               "grid_size": 1, "spline_order": 2}
-    elif op == "kan_chain":  # one such layer
-        assert case.params == {"layers": 1, "widths": (1, 1), "batch": 1, "grid_size": 1,
-                               "spline_order": 2}
-    else:
-        assert case.size() == len(case.shapes())  # every dimension 1
+    # the smallest value of every spec of the op's plan: every dimension 1, the
+    # first option of every choice (a KAN's quadratic splines, one layer of a chain)
+    assert case.params == smallest(get_op(op).draw_plan())
     assert (case.family, case.storage, case.layouts, case.overlays) == ("exact", "fp32", {}, ())
     assert case.seed == 0
 
