@@ -205,6 +205,7 @@ def main() -> None:
                 r = {"target": t.name, "op": t.op, "skipped": f"sweep crashed: {exc!r}",
                      "max_elements": "default" if lim is None else lim}
             rows.append(r)
+            (out / "soundness_partial.json").write_text(json.dumps(rows, indent=1))  # kept if cut
             print(f"{r['target']:>18} {r['op']:<9} {r.get('max_elements', '')!s:>7} " + (
                 f"skipped ({r['skipped']})" if "skipped" in r else
                 f"{r['cases']} cases, {r['failures']} alarms, worst ratio "

@@ -69,3 +69,21 @@ def test_case_and_target_must_agree() -> None:
     with pytest.raises(InvalidArgument, match="computes 'matmul'"):
         check_case(Case("linear", {"batch": 1, "in_features": 1, "out_features": 1}),
                    _target(lambda a, b: {"out": a @ b}))
+
+
+def _out_of_memory(a: np.ndarray, b: np.ndarray) -> dict[str, np.ndarray]:
+    raise RuntimeError("CUDA error: out of memory (cudaErrorMemoryAllocation)")
+
+
+def test_a_gpu_out_of_memory_leaves_the_case_unjudged() -> None:
+    from numoracle.errors import UnsupportedCase  # noqa: PLC0415
+    from numoracle.running.runner import run_target  # noqa: PLC0415
+
+    target = Target(name="oom", op="matmul", backend="numpy", precision="fp32",
+                    fn=_out_of_memory)
+    case = Case("matmul", {"batch_shape": (), "m": 1, "k": 1, "n": 1})
+    with pytest.raises(UnsupportedCase, match="ran out of memory"):
+        check_case(case, target)
+    res = run_target(target, examples=5, store=None)
+    assert res.verdict == "pass" and res.cases == 0 and res.unjudged >= 5
+    assert res.status()[0] == "unjudged"

@@ -22,7 +22,7 @@ import numpy as np
 from ..cases.case import Case
 from ..cases.layouts import accepts, from_order, layouts_for, parse, shape_in, to_order
 from ..cases.target import Target
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, UnsupportedCase
 from ..kernels.backends import get_backend
 from ..oracle.ops import get_op
 from ..oracle.precision import PrecisionModel
@@ -45,7 +45,8 @@ class Fault(str):
     ones: ``"hang"`` (past the timeout), ``"crash"`` (the kernel's process
     died), ``"cuda"`` (a CUDA error raised or left sticky), ``"input"`` (the
     kernel wrote to an input), ``"raise"`` (an exception), ``"output"`` (a
-    missing or malformed output).
+    missing or malformed output), ``"oom"`` (the GPU ran out of memory: the case
+    is not judged, see :func:`check_case`).
     """
 
     kind: str = "raise"
@@ -163,9 +164,23 @@ def cuda_error(exc: BaseException) -> str | None:
     return None
 
 
+_OOM = re.compile(r"cudaErrorMemoryAllocation|ALLOC_FAILED|CUDA_ERROR_OUT_OF_MEMORY|"
+                  r"out of memory|OutOfMemoryError", re.IGNORECASE)
+
+
+def device_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` says the GPU ran out of memory (CUDA, cuBLAS, cuDNN, torch,
+    CuPy wordings): a fact about the machine and what else runs on it, not about
+    the kernel's arithmetic."""
+    return not isinstance(exc, MemoryError) and bool(_OOM.search(f"{type(exc).__name__}: {exc}"))
+
+
 def _raised(exc: BaseException, backend: Any, during: str) -> Fault:
     """The fault an exception out of the kernel (or out of the synchronisation
     after it) stands for."""
+    if device_out_of_memory(exc):
+        return Fault(f"the GPU ran out of memory during the kernel: {type(exc).__name__}: "
+                     f"{str(exc).splitlines()[0] if str(exc) else ''}", "oom")
     name = cuda_error(exc)
     if name is not None:
         return Fault(f"the kernel {'raised' if during == 'call' else 'left'} a CUDA error: "
@@ -401,6 +416,13 @@ def check_case(case: Case, target: Target, *, timeout: float | None = DEFAULT_TI
     isolate : bool or None
         Run the kernel in a worker process (:func:`run_kernel`); None: as the
         enclosing :func:`isolation` block says (in-process outside one).
+
+    Raises
+    ------
+    UnsupportedCase
+        When the oracle cannot judge the case, or the GPU ran out of memory in
+        the kernel or the oracle (what else runs on the GPU decides that, not
+        the kernel's arithmetic): a runner counts the case as unjudged.
     """
     if case.op != target.op:
         raise InvalidArgument(f"case is for op {case.op!r} but target {target.name!r} "
@@ -430,11 +452,20 @@ def check_case(case: Case, target: Target, *, timeout: float | None = DEFAULT_TI
             error = None
     if error is None:
         got, error = run_kernel(case, target, inputs, timeout, isolate=isolate)
+    if isinstance(error, Fault) and error.kind == "oom":
+        raise UnsupportedCase(f"{error}; the case is not judged (a GPU shared by fewer "
+                              "processes, or smaller cases, leave it the memory it needs)")
     verdict = Verdict(case=case, target=target.name, op=target.op,
                       precision=target.precision.name, passed=False, error=error, got=got)
     if got is not None:
-        verdict.outputs = judge(case, target.precision, inputs, got,
-                                with_diagnosis=with_diagnosis)
+        try:
+            verdict.outputs = judge(case, target.precision, inputs, got,
+                                    with_diagnosis=with_diagnosis)
+        except Exception as exc:
+            if not device_out_of_memory(exc):
+                raise
+            raise UnsupportedCase(f"the oracle ran out of GPU memory for this case "
+                                  f"({type(exc).__name__}); the case is not judged") from exc
         verdict.passed = all(v.passed for v in verdict.outputs.values())
         advise(verdict, target.backend)  # e.g. CuPy's flush-to-zero: what to claim
         if not verdict.passed and target.engine is not None and not isolate:

@@ -49,8 +49,13 @@ FFT (normwise)
     in the 2-norm of the plane, and the channel sum in the frequency domain
     adds ``(1 + ε)² γ_{h_C} Σ_j (‖a_j‖₁ + ε√N‖a_j‖₂)‖b_j‖₂``. The 2-norm bounds
     every element, so every element of a plane gets the plane's bound. ``N`` is
-    the padded plane rounded up to powers of two per axis (tiled FFTs use
-    smaller ``N`` and stay inside). Stride 1 and dilation 1 only.
+    the padded plane plus the dilated kernel's extent, rounded up to powers of
+    two per axis (tiled FFTs use smaller ``N`` and stay inside). Any stride and
+    dilation: a strided forward subsamples the stride-1 planes, and the
+    gradients of a strided convolution are correlations with zeros inserted,
+    which leave the norms as they are (cuDNN ran an FFT engine for the input
+    gradient of a stride-2 layer on an H100:
+    ``benchmarks/results/h100/session/``).
 
 Both bounds come on top of the final rounding to the storage format.
 """
@@ -277,8 +282,6 @@ def transform_radius(output: str, inputs: Mapping[str, Any], params: Mapping[str
     algos = set(model.algorithms) & set(TRANSFORMS)
     if not algos or output == "grad_bias":
         return None
-    if tuple(params["stride"]) != (1, 1) or tuple(params["dilation"]) != (1, 1):
-        return None
     xp = _xp(inputs["x"])
     x = xp.asarray(inputs["x"], dtype=xp.float64)
     w = xp.asarray(inputs["weight"], dtype=xp.float64)
@@ -293,40 +296,51 @@ def transform_radius(output: str, inputs: Mapping[str, Any], params: Mapping[str
         if r is not None:
             out = r if out is None else xp.maximum(out, r)
 
-    if output == "y":
-        if "winograd" in algos:
-            merge(winograd_radius(xp.abs(x), xp.abs(w), (ph, pw), model, grp))
-        if "fft" in algos:
-            ho, wo = h + 2 * ph - kh + 1, wd + 2 * pw - kw + 1
-            r = fft_radius(x, w, (h + 2 * ph, wd + 2 * pw), model, grp)
-            merge(xp.broadcast_to(r[:, :, None, None], (n, o, ho, wo)))
-        return out
-    g = xp.asarray(inputs["grad_output"], dtype=xp.float64)
-    if output == "grad_input":
-        if kh - 1 < ph or kw - 1 < pw:
-            return None  # padding beyond the kernel: no plain full correlation
-        # stride 1: a correlation of grad_output, padded by k - 1 - p, with the
-        # flipped weight, channels swapped (per group)
-        wf = w[:, :, ::-1, ::-1].reshape(grp, o // grp, cg, kh, kw).transpose(0, 2, 1, 3, 4)
-        wf = wf.reshape(c, o // grp, kh, kw)
-        if "winograd" in algos:
-            merge(winograd_radius(xp.abs(g), xp.abs(wf), (kh - 1 - ph, kw - 1 - pw), model,
-                                  grp))
-        if "fft" in algos:
-            ho, wo = g.shape[2:]
-            r = fft_radius(g, wf, (ho + 2 * (kh - 1 - ph), wo + 2 * (kw - 1 - pw)), model, grp)
-            merge(xp.broadcast_to(r[:, :, None, None], (n, c, h, wd)))
-        return out
-    if output == "grad_weight" and "fft" in algos:
-        # grad_weight[o, c] = Σ_n x[n, c] ⋆ g[n, o]: planes (o, c), sums over the batch
-        og = o // grp
-        res = xp.zeros((o, cg), dtype=xp.float64)
-        for gi in range(grp):
-            gg = g[:, gi * og:(gi + 1) * og].transpose(1, 0, 2, 3)  # (O/G, N, Ho, Wo)
-            xg = x[:, gi * cg:(gi + 1) * cg].transpose(1, 0, 2, 3)  # (C/G, N, H, W)
-            res[gi * og:(gi + 1) * og] = fft_radius(gg, xg, (h + 2 * ph, wd + 2 * pw), model)
-        return xp.broadcast_to(res[:, :, None, None], (o, cg, kh, kw))
+    one = tuple(params["stride"]) == (1, 1) and tuple(params["dilation"]) == (1, 1)
+    # an FFT pads every plane to a transform size that holds the full linear
+    # correlation: the padded map plus the dilated kernel's extent, per axis
+    ext = [params["dilation"][i] * (k - 1) + 1 for i, k in enumerate((kh, kw))]
+    plane = (h + 2 * ph + ext[0] - 1, wd + 2 * pw + ext[1] - 1)
+    with np.errstate(all="ignore"):  # non-finite operands give an unjudged (NaN) radius
+        if output == "y":
+            if "winograd" in algos and one:
+                merge(winograd_radius(xp.abs(x), xp.abs(w), (ph, pw), model, grp))
+            if "fft" in algos:  # a strided forward subsamples the stride-1 planes
+                ho, wo = _out_hw(h, wd, params)
+                r = fft_radius(x, w, plane, model, grp)
+                merge(xp.broadcast_to(r[:, :, None, None], (n, o, ho, wo)))
+            return out
+        g = xp.asarray(inputs["grad_output"], dtype=xp.float64)
+        if output == "grad_input":
+            # a correlation of grad_output (zeros inserted between its rows and
+            # columns where strided), padded by k - 1 - p, with the flipped weight,
+            # channels swapped (per group): zeros add nothing to the norms
+            wf = w[:, :, ::-1, ::-1].reshape(grp, o // grp, cg, kh, kw).transpose(0, 2, 1, 3, 4)
+            wf = wf.reshape(c, o // grp, kh, kw)
+            if "winograd" in algos and one and kh - 1 >= ph and kw - 1 >= pw:
+                merge(winograd_radius(xp.abs(g), xp.abs(wf), (kh - 1 - ph, kw - 1 - pw),
+                                      model, grp))
+            if "fft" in algos:
+                r = fft_radius(g, wf, plane, model, grp)
+                merge(xp.broadcast_to(r[:, :, None, None], (n, c, h, wd)))
+            return out
+        if output == "grad_weight" and "fft" in algos:
+            # grad_weight[o, c] = Σ_n x[n, c] ⋆ g[n, o] (g dilated by the stride):
+            # planes (o, c), sums over the batch
+            og = o // grp
+            res = xp.zeros((o, cg), dtype=xp.float64)
+            for gi in range(grp):
+                gg = g[:, gi * og:(gi + 1) * og].transpose(1, 0, 2, 3)  # (O/G, N, Ho, Wo)
+                xg = x[:, gi * cg:(gi + 1) * cg].transpose(1, 0, 2, 3)  # (C/G, N, H, W)
+                res[gi * og:(gi + 1) * og] = fft_radius(gg, xg, plane, model)
+            return xp.broadcast_to(res[:, :, None, None], (o, cg, kh, kw))
     return None
+
+
+def _out_hw(h: int, wd: int, params: Mapping[str, Any]) -> tuple[int, int]:
+    (sh, sw), (ph, pw), (dh, dw) = params["stride"], params["padding"], params["dilation"]
+    kh, kw = params["kernel_size"]
+    return ((h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1)
 
 
 def widen_conv2d(res: Mapping[str, Tracked], inputs: Mapping[str, Any],

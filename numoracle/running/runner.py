@@ -69,6 +69,8 @@ class TargetResult:
     fixed: list[str] = field(default_factory=list)
     #: cases drawn but not judged by the oracle (unsupported, or the kernel gave no outputs)
     unjudged: int = 0
+    #: why the last unjudged case was not judged (the oracle's UnsupportedCase)
+    unjudged_reason: str = ""
     #: the kind of the failure when the kernel gave no outputs ("hang", "crash", "cuda", ...)
     fault: str | None = None
     #: the size regime of the cases (``small`` or ``realistic``: see
@@ -97,8 +99,10 @@ class TargetResult:
         if self.verdict != "pass":
             return "unjudged", f"the run did not complete: {self.diagnosis}"
         if self.cases == 0:
-            return "unjudged", ("no case was judged: the oracle found every drawn case "
-                                "unsupported")
+            if not self.unjudged:
+                return "unjudged", "no case ran within the time budget"
+            return "unjudged", (f"no case was judged: {self.unjudged} drawn cases were not "
+                                f"judged, the last because {self.unjudged_reason or 'unknown'}")
         return "pass", ""
 
     def row(self) -> dict[str, Any]:
@@ -234,9 +238,10 @@ def run_target(
         try:
             v = check_case(case, target, timeout=state["timeout"], with_diagnosis=diagnose,
                            isolate=isolate)
-        except UnsupportedCase:
+        except UnsupportedCase as exc:
             if not state["failed"]:
                 res.unjudged += 1
+                res.unjudged_reason = str(exc)
             return
         kind = getattr(v.error, "kind", None)
         if kind is not None and not state["failed"]:

@@ -148,3 +148,31 @@ def test_beyond_the_transform_bound_is_a_logic_bug() -> None:
 def test_invalid_algorithms_are_rejected(kw: dict, match: str) -> None:
     with pytest.raises(InvalidArgument, match=match):
         get_model("fp32", **kw)
+
+
+def test_a_strided_input_gradient_by_fft_is_within_the_fft_bound() -> None:
+    """cuDNN computes the input gradient of a stride-2 layer with an FFT engine:
+    zeros inserted in grad_output, a full correlation with the flipped weight."""
+    for seed in range(4):
+        rng = np.random.default_rng(seed)
+        params = CONV.validate({"batch": 2, "in_channels": 4, "out_channels": 6, "height": 11,
+                                "width": 11, "kernel_size": (3, 3), "stride": (2, 2),
+                                "padding": (1, 1), "dilation": (1, 1), "groups": 1,
+                                "bias": False})
+        inputs = {k: rng.standard_normal(s).astype(np.float32).astype(np.float64)
+                  for k, s in CONV.input_shapes(params).items()}
+        g = torch.tensor(inputs["grad_output"], dtype=torch.float32)  # (N, O, 6, 6)
+        w = torch.tensor(inputs["weight"], dtype=torch.float32)  # (O, C, 3, 3)
+        gd = torch.zeros((2, 6, 11, 11), dtype=torch.float32)
+        gd[:, :, ::2, ::2] = g  # zeros between the rows and columns
+        gp = torch.nn.functional.pad(gd, (1, 1, 1, 1))  # k - 1 - p = 1
+        wf = torch.flip(w, dims=(2, 3)).transpose(0, 1)  # (C, O, 3, 3)
+        shape = (16, 16)
+        fg = torch.fft.rfft2(gp, s=shape)[:, None]  # (N, 1, O, ...)
+        fw = torch.fft.rfft2(wf, s=shape)[None]  # (1, C, O, ...)
+        got = torch.fft.irfft2((fg * fw.conj()).sum(2), s=shape)[:, :, :11, :11].numpy()
+        assert np.allclose(got, torch.nn.grad.conv2d_input(
+            (2, 4, 11, 11), w, g, stride=2, padding=1).numpy(), atol=1e-4)
+        ref = CONV.reference(inputs, params, get_model("fp32", algorithm="fft"),
+                             ("grad_input",))
+        assert compare("grad_input", got, ref["grad_input"]).worst_ratio < 1.0

@@ -48,8 +48,11 @@ def test_report_statuses() -> None:
     assert (r.row()["status"], r.row()["reason"]) == ("fail", "y: a logic bug")
     r.verdict, r.diagnosis = "skipped", "no CUDA device"
     assert r.row()["status"] == "skipped" and r.row()["reason"] == "no CUDA device"
-    empty = TargetResult("t", "linear", "fp32")  # ran, but every case was unsupported
+    empty = TargetResult("t", "linear", "fp32")  # ran, but no case within the budget
+    assert empty.row()["status"] == "unjudged" and "time budget" in empty.row()["reason"]
+    empty = TargetResult("t", "linear", "fp32", unjudged=3, unjudged_reason="the GPU ran out")
     assert empty.row()["status"] == "unjudged" and "no case was judged" in empty.row()["reason"]
+    assert "3 drawn cases" in empty.row()["reason"] and "the GPU ran out" in empty.row()["reason"]
     r.verdict, r.diagnosis = "error", "FlakyFailure: ..."
     assert r.row()["status"] == "unjudged"
 
