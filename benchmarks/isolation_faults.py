@@ -180,7 +180,7 @@ def overhead(calls: int, blocked: bool = False) -> list[dict[str, Any]]:
     from numoracle import Target  # noqa: PLC0415
     from numoracle.cases.case import Case  # noqa: PLC0415
     from numoracle.checking.check import run_kernel  # noqa: PLC0415
-    from numoracle.running import isolate  # noqa: PLC0415
+    from numoracle.checking import isolate  # noqa: PLC0415
 
     rows = []
     isolate.shutdown()

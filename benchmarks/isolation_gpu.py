@@ -146,7 +146,7 @@ def sanitizer_rows(store: Path, out: Path) -> list[dict[str, Any]]:
 def overhead(calls: int) -> list[dict[str, Any]]:
     from numoracle.cases.case import Case  # noqa: PLC0415
     from numoracle.checking.check import run_kernel  # noqa: PLC0415
-    from numoracle.running import isolate  # noqa: PLC0415
+    from numoracle.checking import isolate  # noqa: PLC0415
 
     rows = []
     configs: list[tuple[Target, Case]] = []

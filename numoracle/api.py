@@ -297,7 +297,7 @@ def check_kernel(
     store : path or None
         Folder for the repro of a failure; None saves none.
     isolate : bool or None
-        Run the kernel in a worker process (:mod:`numoracle.running.isolate`):
+        Run the kernel in a worker process (:mod:`numoracle.checking.isolate`):
         a segfault, abort, ``os._exit``, a kill or a CUDA error fails the case
         (naming the signal, exit code or error) instead of ending the run. The
         kernel must then be defined at module level. None: the session default

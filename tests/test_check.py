@@ -9,8 +9,9 @@ import torch
 from numoracle.cases.case import Case
 from numoracle.cases.target import Target
 from numoracle.checking.check import check_case
-from numoracle.errors import InvalidArgument
+from numoracle.errors import InvalidArgument, UnsupportedCase
 from numoracle.oracle.precision import get_model
+from numoracle.running.runner import run_target
 
 CASE = Case("matmul", {"batch_shape": (), "m": 3, "k": 4, "n": 2}, family="normal", seed=1)
 
@@ -76,9 +77,6 @@ def _out_of_memory(a: np.ndarray, b: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def test_a_gpu_out_of_memory_leaves_the_case_unjudged() -> None:
-    from numoracle.errors import UnsupportedCase  # noqa: PLC0415
-    from numoracle.running.runner import run_target  # noqa: PLC0415
-
     target = Target(name="oom", op="matmul", backend="numpy", precision="fp32",
                     fn=_out_of_memory)
     case = Case("matmul", {"batch_shape": (), "m": 1, "k": 1, "n": 1})

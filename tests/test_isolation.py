@@ -26,7 +26,7 @@ import numoracle
 from numoracle import InvalidArgument, KernelMismatch, Target
 from numoracle.checking.check import Fault, run_kernel
 from numoracle.cli import main
-from numoracle.running import isolate
+from numoracle.checking import isolate
 from numoracle.strategies import cases
 
 pytest_plugins = ["pytester"]

@@ -89,7 +89,7 @@ class _Worker:
     state of the array libraries is set up once). A thread that hangs cannot be
     stopped: it is abandoned (a daemon thread does not hold up interpreter
     exit) and a new one takes over. Isolated runs kill the worker process
-    instead (:mod:`numoracle.running.isolate`)."""
+    instead (:mod:`numoracle.checking.isolate`)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -216,7 +216,7 @@ def run_kernel(case: Case, target: Target, inputs: Mapping[str, np.ndarray],
         In-process a hung call is abandoned in its daemon thread; isolated, its
         worker process is killed.
     isolate : bool
-        Run the kernel in a worker process (:mod:`numoracle.running.isolate`):
+        Run the kernel in a worker process (:mod:`numoracle.checking.isolate`):
         a segfault, abort, ``os._exit``, a kill or a sticky CUDA error ends that
         process only and comes back as a failure.
 
@@ -224,7 +224,7 @@ def run_kernel(case: Case, target: Target, inputs: Mapping[str, np.ndarray],
     read-only, and every input is compared with its values after the call.
     """
     if isolate:
-        from ..running.isolate import run_isolated  # noqa: PLC0415 - isolate imports this module
+        from .isolate import run_isolated  # noqa: PLC0415 - isolate imports this module
 
         return run_isolated(case, target, inputs, timeout=timeout)
     return _run_kernel(case, target, inputs, timeout, _call_with_timeout)

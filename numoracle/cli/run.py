@@ -110,7 +110,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
         path = write_json(args.report / "report.json", [r.row() for r in results])
         console.print(f"report: {path}", markup=False)
         page = write_html(args.report / "report.html", results, examples=args.examples,
-                          observed=observed and str(observed))
+                          observed=None if observed is None else str(observed))
         console.print(f"report: {page}", markup=False)
     if observed is not None:
         console.print(f"observability records (Tyche): {observed}", markup=False)

@@ -103,7 +103,8 @@ def _cmd_zoo(args: argparse.Namespace, console: Console) -> int:
         path = write_json(args.report / "zoo.json", rows)
         console.print(f"report: {path}", markup=False)
         page = write_html(args.report / "report.html", results, title="numoracle zoo",
-                          zoo=True, examples=args.examples, observed=observed and str(observed))
+                          zoo=True, examples=args.examples,
+                          observed=None if observed is None else str(observed))
         console.print(f"report: {page}", markup=False)
     skipped = skipped_line(results)
     if skipped:

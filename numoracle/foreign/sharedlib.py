@@ -8,7 +8,7 @@ Outputs are allocated by numoracle in the declared layout and poisoned with NaN
 before every call, so an element the kernel leaves unwritten fails. A GPU call
 is synchronised and error-checked after it returns (the device's own error,
 and the library's ``error_symbol`` when given). With ``isolate=True`` a CPU
-call runs in the isolation worker process (:mod:`numoracle.running.isolate`):
+call runs in the isolation worker process (:mod:`numoracle.checking.isolate`):
 a segfault becomes a failing verdict, not the end of the run. Without it the
 library runs in this process, as any in-process kernel does: a crash there ends
 the process. (Isolating
@@ -171,7 +171,7 @@ class _Call:
             else:
                 values.append(("stream", "", _stream(self.backend)))
         if self.isolate:
-            from ..running.isolate import call_isolated  # noqa: PLC0415 - only on request
+            from ..checking.isolate import call_isolated  # noqa: PLC0415 - only on request
 
             wanted = {name: i for i, v in enumerate(values) for name, o in outs.items()
                       if v is o}
@@ -205,7 +205,7 @@ _LOADED: dict[tuple[str, str, str | None], Any] = {}
 
 def _call_in_worker(path: str, symbol: str, returns: str | None, values: list[Any],
                     wanted: dict[str, int]) -> tuple[int, dict[str, np.ndarray]]:
-    """One library call in the isolation worker (:mod:`numoracle.running.isolate`):
+    """One library call in the isolation worker (:mod:`numoracle.checking.isolate`):
     host arrays in, the status and the output arrays out."""
     key = (path, symbol, returns)
     if key not in _LOADED:

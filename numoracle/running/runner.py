@@ -206,7 +206,7 @@ def run_target(
         oracle's work): :meth:`TargetResult.effective` then names the precision
         each output really delivered.
     isolate : bool
-        Run the kernel in a worker process (:mod:`numoracle.running.isolate`):
+        Run the kernel in a worker process (:mod:`numoracle.checking.isolate`):
         a crash, an exit or a CUDA error fails the case, and the run (and the
         shrinking, in fresh workers, at most :data:`CRASH_SHRINK_TRIES` crashed
         attempts) goes on. The kernel must be importable by the worker
@@ -219,7 +219,7 @@ def run_target(
         return res
     strat = strategy if strategy is not None else default_strategy(target)
     if isolate:
-        from .isolate import prepare  # noqa: PLC0415 - multiprocessing only when isolating
+        from ..checking.isolate import prepare  # noqa: PLC0415 - multiprocessing only when isolating
 
         prepare(target)
     state: dict[str, Any] = {"failed": False, "last": None, "first": None, "hangs": 0,

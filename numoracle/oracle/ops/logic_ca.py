@@ -32,7 +32,7 @@ seed's accumulation over cells and steps; autograd on shared probabilities).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
@@ -277,8 +277,7 @@ def logic_ca(host: Mapping[str, np.ndarray], params: Mapping[str, Any],
                                                      periodic=periodic)))
                     counts += _shift(np.ones((h, w, c), np.int64), -dy, -dx, periodic)
             flat_shape = (n_val, len(contribs))  # positional: numpy < 2.1 has no shape=
-            stacked = tmap(tcat(contribs, axis=-1, stack=True),
-                           lambda a, s=flat_shape: np.reshape(a, s))
+            stacked = tmap(tcat(contribs, axis=-1, stack=True), _reshaper(flat_shape))
             ones = exact(np.ones((len(contribs), 1)))
             g = tmap(matmul(stacked, ones, model, terms=counts.reshape(n_val, 1)),
                      lambda a: a.reshape(h, w, c))
@@ -294,3 +293,10 @@ def logic_ca(host: Mapping[str, np.ndarray], params: Mapping[str, Any],
                   axis=0)
         out["grad_update"] = softmax_backward(pu, gu, model)
     return out
+
+
+def _reshaper(shape: tuple[int, ...]) -> Callable[[np.ndarray], np.ndarray]:
+    """``a -> a.reshape(shape)`` (the shape positional: numpy < 2.1 has no ``shape=``)."""
+    def reshape(a: np.ndarray) -> np.ndarray:
+        return np.reshape(a, shape)
+    return reshape
