@@ -24,9 +24,9 @@ from hypothesis import find
 
 import numoracle
 from numoracle import InvalidArgument, KernelMismatch, Target
+from numoracle.checking import isolate
 from numoracle.checking.check import Fault, run_kernel
 from numoracle.cli import main
-from numoracle.checking import isolate
 from numoracle.strategies import cases
 
 pytest_plugins = ["pytester"]
