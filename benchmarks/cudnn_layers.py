@@ -38,7 +38,7 @@ from numoracle.cases.case import Case
 from numoracle.checking.check import run_kernel
 from numoracle.checking.verdict import compare
 from numoracle.kernels import get_target
-from numoracle.kernels.torch_conv2d_cuda import algorithm_of
+from numoracle.kernels.torch_conv2d_cuda import algorithm_of, launched_kernels
 from numoracle.oracle.ops import get_op
 from numoracle.oracle.precision import get_model
 from numoracle.oracle.transforms import ALGORITHMS
@@ -88,14 +88,7 @@ def claimed_rung(target: Any) -> str:
 
 def profiled_kernels(case: Case, target: Any, inputs: dict[str, np.ndarray]) -> dict[str, Any]:
     """The target's outputs and the CUDA kernels one call launched."""
-    import torch  # noqa: PLC0415 - GPU only
-    from torch.profiler import ProfilerActivity, profile  # noqa: PLC0415
-
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        got, error = run_kernel(case, target, inputs)
-        torch.cuda.synchronize()
-    names = sorted({e.name for e in prof.events() if e.device_type.name == "CUDA"
-                    and "memcpy" not in e.name.lower() and "memset" not in e.name.lower()})
+    (got, error), names = launched_kernels(lambda: run_kernel(case, target, inputs))
     return {"got": got, "error": error, "kernels": names}
 
 

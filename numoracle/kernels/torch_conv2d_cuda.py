@@ -215,17 +215,24 @@ def algorithm_of(kernels: Iterable[str]) -> str:
     return "+".join(found) or "unknown"
 
 
-def cuda_kernels(call: Callable[[], Any]) -> str:
-    """Run ``call`` under torch's profiler and name the algorithm classes and
-    the CUDA kernels it launched (cuDNN's engine choice, as the kernels show it)."""
+def launched_kernels(call: Callable[[], Any]) -> tuple[Any, list[str]]:
+    """``call()``'s result and the names of the CUDA kernels it launched (torch's
+    profiler; copies and fills left out)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        call()
+        result = call()
         torch.cuda.synchronize()
     names = sorted({e.name for e in prof.events() if e.device_type.name == "CUDA"
                     and not any(k in e.name.lower() for k in ("memcpy", "memset"))})
+    return result, names
+
+
+def cuda_kernels(call: Callable[[], Any]) -> str:
+    """Run ``call`` and name the algorithm classes and the CUDA kernels it
+    launched (cuDNN's engine choice, as the kernels show it)."""
+    _, names = launched_kernels(call)
     shown = ", ".join(n[:60] for n in names[:6]) + (", ..." if len(names) > 6 else "")
     return f"{algorithm_of(names)} ({shown})"
 

@@ -39,6 +39,8 @@ from typing import Any
 
 import numpy as np
 
+from .xp import array_module as _xp
+
 __all__ = ["exact_matmul", "slice_bits"]
 
 U = 2.0**-53
@@ -49,14 +51,6 @@ TINY = 2.0**-1074
 #: whose largest element is within 2^6 of their mean magnitude, and 2^-60 S is
 #: under 1% of the tightest float64 kernel bound (``gamma_1(2^-53) S``)
 TARGET_BITS = 66
-
-
-def _xp(a: Any) -> Any:
-    if type(a).__module__.startswith("cupy"):
-        import cupy  # noqa: PLC0415 - optional, only for device arrays
-
-        return cupy
-    return np
 
 
 def slice_bits(k: int) -> int:

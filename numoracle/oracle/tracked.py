@@ -39,6 +39,7 @@ import numpy as np
 from .exact_dot import exact_matmul
 from .formats import FP64, Format, quantize, representable
 from .precision import PrecisionModel, gamma, gamma_tilde
+from .xp import array_module as _xp
 
 __all__ = ["Tracked", "exact", "add", "sub", "relu", "relu_mask_mul", "mul_scalar", "either",
            "matmul", "sum_", "store", "lsb_exponent", "ESCALATE_SHARE"]
@@ -116,16 +117,6 @@ def _nonzero(r: Any) -> bool:
 
 def _swap_last(a: np.ndarray) -> np.ndarray:
     return a if a.ndim < 2 else np.swapaxes(a, -1, -2)
-
-
-def _xp(a: Any) -> Any:
-    """The array module of ``a`` (NumPy, or CuPy for device arrays)."""
-    mod = type(a).__module__
-    if mod.startswith("cupy"):
-        import cupy  # noqa: PLC0415 - optional, only for device arrays
-
-        return cupy
-    return np
 
 
 def exact(x: Any) -> Tracked:

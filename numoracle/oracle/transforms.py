@@ -74,6 +74,7 @@ import numpy as np
 from .formats import Format
 from .precision import PrecisionModel, gamma
 from .tracked import Tracked
+from .xp import array_module as _xp
 
 __all__ = ["ALGORITHMS", "TRANSFORMS", "winograd_matrices", "winograd_variants",
            "winograd_radius", "fft_radius", "transform_radius", "widen_conv2d"]
@@ -274,11 +275,11 @@ def fft_radius(a: Any, b: Any, plane: tuple[int, int], model: PrecisionModel,
 
 
 def transform_radius(output: str, inputs: Mapping[str, Any], params: Mapping[str, Any],
-                     model: PrecisionModel) -> Any | None:
+                     model: PrecisionModel, shape: tuple[int, ...]) -> Any | None:
     """The largest transform bound the model's algorithms allow for one conv2d
-    output (before the store), per element; None where none applies (the model
-    names only summations, the geometry rules transforms out, or the output is
-    ``grad_bias``)."""
+    output of ``shape`` (before the store), per element; None where none applies
+    (the model names only summations, the geometry rules transforms out, or the
+    output is ``grad_bias``)."""
     algos = set(model.algorithms) & set(TRANSFORMS)
     if not algos or output == "grad_bias":
         return None
@@ -306,9 +307,8 @@ def transform_radius(output: str, inputs: Mapping[str, Any], params: Mapping[str
             if "winograd" in algos and one:
                 merge(winograd_radius(xp.abs(x), xp.abs(w), (ph, pw), model, grp))
             if "fft" in algos:  # a strided forward subsamples the stride-1 planes
-                ho, wo = _out_hw(h, wd, params)
                 r = fft_radius(x, w, plane, model, grp)
-                merge(xp.broadcast_to(r[:, :, None, None], (n, o, ho, wo)))
+                merge(xp.broadcast_to(r[:, :, None, None], shape))
             return out
         g = xp.asarray(inputs["grad_output"], dtype=xp.float64)
         if output == "grad_input":
@@ -337,12 +337,6 @@ def transform_radius(output: str, inputs: Mapping[str, Any], params: Mapping[str
     return None
 
 
-def _out_hw(h: int, wd: int, params: Mapping[str, Any]) -> tuple[int, int]:
-    (sh, sw), (ph, pw), (dh, dw) = params["stride"], params["padding"], params["dilation"]
-    kh, kw = params["kernel_size"]
-    return ((h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1)
-
-
 def widen_conv2d(res: Mapping[str, Tracked], inputs: Mapping[str, Any],
                  params: Mapping[str, Any], model: PrecisionModel, *,
                  add: bool = False) -> dict[str, Tracked]:
@@ -359,7 +353,7 @@ def widen_conv2d(res: Mapping[str, Tracked], inputs: Mapping[str, Any],
     out = dict(res)
     u_out = model.storage.unit_roundoff("rne")
     for name, t in res.items():
-        r = transform_radius(name, inputs, params, model)
+        r = transform_radius(name, inputs, params, model, t.shape)
         if r is None:
             continue
         xp = _xp(t.value)
@@ -370,12 +364,3 @@ def widen_conv2d(res: Mapping[str, Tracked], inputs: Mapping[str, Any],
             prob = xp.where(xp.isnan(t.prob), t.prob, join(t.prob, total))
         out[name] = replace(t, det=det, prob=prob)
     return out
-
-
-def _xp(a: Any) -> Any:
-    mod = type(a).__module__.split(".")[0]
-    if mod == "cupy":
-        import cupy  # noqa: PLC0415 - only where the array already lives on a GPU
-
-        return cupy
-    return np
