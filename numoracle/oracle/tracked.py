@@ -41,8 +41,8 @@ from .formats import FP64, Format, quantize, representable
 from .precision import PrecisionModel, gamma, gamma_tilde
 from .xp import array_module as _xp
 
-__all__ = ["Tracked", "exact", "add", "sub", "relu", "relu_mask_mul", "mul_scalar", "either",
-           "matmul", "sum_", "store", "lsb_exponent", "ESCALATE_SHARE"]
+__all__ = ["Tracked", "exact", "unjudged", "add", "sub", "relu", "relu_mask_mul", "mul_scalar",
+           "either", "matmul", "sum_", "store", "lsb_exponent", "ESCALATE_SHARE"]
 
 U64 = FP64.u
 #: escalate to the exact context when the float64 reference error is not below
@@ -117,6 +117,20 @@ def _nonzero(r: Any) -> bool:
 
 def _swap_last(a: np.ndarray) -> np.ndarray:
     return a if a.ndim < 2 else np.swapaxes(a, -1, -2)
+
+
+def unjudged(t: Tracked, bad: Any) -> Tracked:
+    """``t`` with the elements where ``bad`` holds left unjudged (NaN radius):
+    where a kernel may legitimately give more than one answer (NaN or an
+    infinity, a result past the format's range), the comparison skips them."""
+    xp = _xp(t.value)
+    bad = xp.broadcast_to(xp.asarray(bad), t.value.shape)
+    if not bool(bad.any()):
+        return t
+    det = xp.array(xp.broadcast_to(t.det, t.value.shape), dtype=xp.float64)
+    prob = xp.array(xp.broadcast_to(t.prob, t.value.shape), dtype=xp.float64)
+    det[bad] = prob[bad] = xp.nan
+    return replace(t, det=det, prob=prob)
 
 
 def exact(x: Any) -> Tracked:

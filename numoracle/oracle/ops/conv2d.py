@@ -39,7 +39,7 @@ import numpy as np
 
 from ...errors import InvalidArgument
 from ..precision import PrecisionModel
-from ..tracked import Tracked, _xp, add, exact, matmul, store, sum_
+from ..tracked import Tracked, _xp, add, exact, matmul, store, sum_, unjudged
 from ..transforms import widen_conv2d
 from .base import Op, Product, check_positive_int, with_bias_gradient
 from .plan import Choice, Derived, Dim, Flag, Multiple
@@ -312,7 +312,7 @@ def conv2d_tracked(
             t = matmul(cols, wmat, model, bias=b)
         if pad_mask is not None:
             za = _structural_rows(pad_mask, n, cg, xp)  # (1, N*Ho*Wo, C/G*kH*kW)
-            t = _unjudged(t, za @ (xp.isinf(wmat.value) * 1.0))
+            t = unjudged(t, za @ (xp.isinf(wmat.value) * 1.0) > 0)
         res["y"] = _rearrange(t, lambda v: v.reshape(grp, n, ho, wo, og)
                               .transpose(1, 0, 4, 2, 3).reshape(n, o, ho, wo))
 
@@ -334,7 +334,7 @@ def conv2d_tracked(
         t = matmul(a, wmat, model, terms=terms.reshape(1, n * h * wd, 1))
         if not bool(valid.all()):
             z = _structural_rows(~valid, n, og, xp)  # (1, N*H*W, O/G*kH*kW)
-            t = _unjudged(t, z @ (xp.isinf(wmat.value) * 1.0))
+            t = unjudged(t, z @ (xp.isinf(wmat.value) * 1.0) > 0)
         res["grad_input"] = _rearrange(t, lambda v: v.reshape(grp, n, h, wd, cg)
                                        .transpose(1, 0, 4, 2, 3).reshape(n, c, h, wd))
 
@@ -345,7 +345,7 @@ def conv2d_tracked(
         t = matmul(gmat, cols, model)  # (G, O/G, C/G*kH*kW)
         if pad_mask is not None:
             zb = _structural_rows(pad_mask, n, cg, xp)[0]  # (N*Ho*Wo, C/G*kH*kW)
-            t = _unjudged(t, (xp.isinf(gmat.value) * 1.0) @ zb)
+            t = unjudged(t, (xp.isinf(gmat.value) * 1.0) @ zb > 0)
         res["grad_weight"] = _rearrange(t, lambda v: v.reshape(o, cg, kh, kw))
 
     if "grad_bias" in want:
@@ -402,17 +402,6 @@ def _structural_rows(mask: np.ndarray, n: int, cpg: int, xp: Any) -> Any:
     m = np.broadcast_to(mask.reshape(p1 * p2, 1, kh * kw), (p1 * p2, cpg, kh * kw))
     one = xp.asarray(m.reshape(1, p1 * p2, cpg * kh * kw) * 1.0)  # one sample, then tiled
     return xp.tile(one, (1, n, 1))  # on the device where xp is CuPy
-
-
-def _unjudged(t: Tracked, hits: Any) -> Tracked:
-    """Leave unjudged (NaN radius) the elements where a structural zero met an
-    infinite partner (``hits > 0``): NaN and the infinite result are both legitimate."""
-    bad = hits > 0
-    if not bool(bad.any()):
-        return t
-    det, prob = t.det.copy(), t.prob.copy()
-    det[bad] = prob[bad] = np.nan
-    return replace(t, det=det, prob=prob)
 
 
 def _rearrange(t: Tracked, fn: Callable[[Any], Any]) -> Tracked:

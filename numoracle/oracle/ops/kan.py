@@ -61,7 +61,7 @@ from ..elementwise import _rmul, mul, silu, silu_grad, where
 from ..formats import Format, quantize
 from ..nested import nested_contraction
 from ..precision import PrecisionModel
-from ..tracked import Tracked, _fold_lo, add, either, exact, matmul, store, sum_
+from ..tracked import Tracked, _fold_lo, add, either, exact, matmul, store, sum_, unjudged
 from .base import Op, Product, check_positive_int
 from .plan import Choice, Dim
 
@@ -227,15 +227,6 @@ def _widen3(t: Tracked, det: Any, prob: Any, ref: Any) -> Tracked:
     return replace(t, det=t.det + det, prob=t.prob + prob, ref_err=t.ref_err + ref)
 
 
-def _unjudged(t: Tracked, bad: Any) -> Tracked:
-    bad = np.broadcast_to(bad, t.value.shape)
-    if not bad.any():
-        return t
-    det, prob = np.array(t.det, dtype=np.float64), np.array(t.prob, dtype=np.float64)
-    det[bad] = prob[bad] = np.nan
-    return replace(t, det=det, prob=prob)
-
-
 # -- the layer ----------------------------------------------------------------------------------
 def _autograd_spline(gb: Tracked, lv: Levels, model: PrecisionModel) -> Tracked:
     """``sum_c gb_c B'_c(x)`` as autograd computes it through the recursion: the
@@ -269,7 +260,7 @@ def _autograd_spline(gb: Tracked, lv: Levels, model: PrecisionModel) -> Tracked:
     over |= ~(amp < 2.0**-8 * model.accumulate.max)
     out = sum_(_cat(parts, axis=-1), axis=-1, model=model)
     # an adjoint that may overflow makes inf * 0 = NaN in the kernel: not judged
-    return _unjudged(out, over)
+    return unjudged(out, over)
 
 
 def kan_layer(x: Tracked, grid: np.ndarray, coef: Tracked, base_weight: Tracked,
@@ -319,24 +310,24 @@ def kan_layer(x: Tracked, grid: np.ndarray, coef: Tracked, base_weight: Tracked,
         assert s is not None
         feats = _cat([_map(bases, lambda a: a.reshape(bsz, n_in * n_c)), s], axis=1)
         weights = _cat([_map(w_eff, lambda a: a.reshape(n_out, n_in * n_c)), base_weight], axis=1)
-        res["y"] = _unjudged(matmul(feats, weights.T, model), ~fin["y"])
+        res["y"] = unjudged(matmul(feats, weights.T, model), ~fin["y"])
     if "grad_input" in outputs:
         assert g is not None
-        res["grad_input"] = _unjudged(
+        res["grad_input"] = unjudged(
             _grad_input(x, g, lv, grid, order, w_eff, base_weight, l2, cell, model),
             ~fin["grad_input"])
     if "grad_coef" in outputs:
         assert g is not None
         t = nested_contraction("bj,bic,ji->jic", g, bases, spline_weight, model,
                                outer=bsz, inner=1)
-        res["grad_coef"] = _unjudged(t, ~fin["grad_coef"])
+        res["grad_coef"] = unjudged(t, ~fin["grad_coef"])
     if "grad_base_weight" in outputs:
         assert g is not None and s is not None
-        res["grad_base_weight"] = _unjudged(matmul(g.T, s, model), ~fin["grad_base_weight"])
+        res["grad_base_weight"] = unjudged(matmul(g.T, s, model), ~fin["grad_base_weight"])
     if "grad_spline_weight" in outputs:
         assert g is not None
         t = nested_contraction("bj,bic,jic->ji", g, bases, coef, model, outer=bsz, inner=n_c)
-        res["grad_spline_weight"] = _unjudged(t, ~fin["grad_spline_weight"])
+        res["grad_spline_weight"] = unjudged(t, ~fin["grad_spline_weight"])
     return res
 
 
@@ -367,7 +358,7 @@ def _grad_input(x: Tracked, g: Tracked, lv: Levels, grid: np.ndarray, order: int
     base = mul(sg, matmul(g, base_weight, model), model)
     auto = add(spline, base, model)
     out = either(closed, auto)
-    out = _unjudged(out, np.isnan(auto.det))
+    out = unjudged(out, np.isnan(auto.det))
     if order == 1:
         xv = np.nan_to_num(x.value, nan=0.0, posinf=0.0, neginf=0.0)
         reach_any = (cell > 0) | (x.det + x.ref_err > 0)

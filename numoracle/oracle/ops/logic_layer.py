@@ -20,7 +20,6 @@ The exact value family runs but is not exact (the softmax rounds).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -36,11 +35,11 @@ from ..logic_gates import (
     softmax_backward,
 )
 from ..precision import PrecisionModel
-from ..tracked import Tracked, exact, store
+from ..tracked import Tracked, exact, store, unjudged
 from .base import Op, Product, check_positive_int
 from .plan import Dim
 
-__all__ = ["LogicLayer", "LOGIC_LAYER_OUTPUTS", "MAX_IN", "connection_map", "unjudged"]
+__all__ = ["LogicLayer", "LOGIC_LAYER_OUTPUTS", "MAX_IN", "connection_map"]
 
 LOGIC_LAYER_OUTPUTS = ("y", "grad_input", "grad_weights")
 #: the connection map is handed over as numbers of the storage format: bf16 holds
@@ -58,16 +57,6 @@ def connection_map(n_in: int, n_out: int, rng: np.random.Generator) -> tuple[np.
         return c[0].astype(np.float64), c[1].astype(np.float64)
     return (rng.integers(0, n_in, n_out).astype(np.float64),
             rng.integers(0, n_in, n_out).astype(np.float64))
-
-
-def unjudged(t: Tracked, bad: Any) -> Tracked:
-    """``t`` with the elements where ``bad`` holds not judged (NaN radius)."""
-    bad = np.broadcast_to(bad, t.value.shape)
-    if not bad.any():
-        return t
-    det, prob = np.array(t.det, dtype=np.float64), np.array(t.prob, dtype=np.float64)
-    det[bad] = prob[bad] = np.nan
-    return replace(t, det=det, prob=prob)
 
 
 def as_index(a: np.ndarray, n_in: int, name: str) -> np.ndarray:
