@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .cases.target import BACKENDS, Target
+from .cases.target import BACKENDS, GPU_BACKENDS, Target
 from .checking.check import DEFAULT_TIMEOUT
 from .checking.check import isolation as isolation_scope
 from .errors import InvalidArgument, KernelMismatch, NumoracleError
@@ -47,8 +47,6 @@ if TYPE_CHECKING:
 __all__ = ["check_kernel", "validate", "op_outputs", "add_listener", "remove_listener",
            "GPU_BACKENDS"]
 
-#: backends whose checks need a CUDA GPU (their validate() tests get the ``gpu`` marker)
-GPU_BACKENDS = ("torch-cuda", "cupy")
 
 Listener = Callable[["TargetResult"], None]
 
@@ -397,7 +395,7 @@ def validate(
         test.__doc__ = f"{target.name} computes {op} within {target.precision.name}."
         test.kernel = fn  # type: ignore[attr-defined]
         test.target = target  # type: ignore[attr-defined]
-        if target.backend in GPU_BACKENDS:
+        if target.on_gpu:
             import pytest  # noqa: PLC0415 - the marker only matters under pytest
 
             return pytest.mark.gpu(test)

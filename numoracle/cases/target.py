@@ -10,7 +10,7 @@ from ..errors import InvalidArgument
 from ..oracle.precision import PrecisionModel, get_model
 from .layouts import ALL_LAYOUTS, MEMORY_LAYOUTS, check_layout_name
 
-__all__ = ["Target", "LAYOUTS", "BACKENDS"]
+__all__ = ["Target", "LAYOUTS", "BACKENDS", "GPU_BACKENDS"]
 
 #: Memory layouts a case can hand an input in:
 #: ``C`` row-major contiguous, ``F`` column-major (Fortran order),
@@ -20,6 +20,8 @@ __all__ = ["Target", "LAYOUTS", "BACKENDS"]
 #: ``"NHWC"`` or ``"HWIO:F"`` (see :mod:`numoracle.cases.layouts`).
 LAYOUTS = MEMORY_LAYOUTS
 BACKENDS = ("numpy", "torch-cpu", "torch-cuda", "cupy")
+#: the backends whose kernels run on a CUDA GPU
+GPU_BACKENDS = ("torch-cuda", "cupy")
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,11 @@ class Target:
     description: str = ""
     source: str | None = None
     engine: Callable[[Callable[[], Any]], str] | None = field(default=None, compare=False)
+
+    @property
+    def on_gpu(self) -> bool:
+        """Whether the kernel runs on a CUDA GPU (:data:`GPU_BACKENDS`)."""
+        return self.backend in GPU_BACKENDS
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:

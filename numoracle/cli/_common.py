@@ -217,8 +217,7 @@ def resolve_regime(regime: str, targets: Sequence[Target]) -> str:
     """``auto``: ``mixed`` where some target runs on a GPU here, else ``small``."""
     if regime != "auto":
         return regime
-    on_gpu = [t for t in targets if t.backend in ("torch-cuda", "cupy")
-              and t.unavailable_reason() is None]
+    on_gpu = [t for t in targets if t.on_gpu and t.unavailable_reason() is None]
     return "mixed" if on_gpu else "small"
 
 
@@ -232,7 +231,7 @@ def regime_shares(target: Target, regime: str) -> list[tuple[str, float]]:
     has_real = bool(get_op(target.op).realistic_plan)
     if regime == "realistic" and has_real:
         return [("realistic", 1.0)]
-    if regime == "mixed" and has_real and target.backend in ("torch-cuda", "cupy"):
+    if regime == "mixed" and has_real and target.on_gpu:
         return [("small", 1.0 - REALISTIC_SHARE), ("realistic", REALISTIC_SHARE)]
     return [("small", 1.0)]
 

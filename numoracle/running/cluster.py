@@ -55,13 +55,11 @@ __all__ = ["run_cluster", "ClusterRun", "Block", "BlockOutcome", "UnjudgedResult
 DEFAULT_BLOCK = 200
 #: seconds a block may run (from its submission) before it is cancelled as hung
 DEFAULT_TASK_TIMEOUT = 900.0
-#: backends whose kernels run on a GPU: their blocks ask Ray for one
-GPU_BACKENDS = ("torch-cuda", "cupy")
 
 
 def needs_gpu(target: Target) -> bool:
     """Whether ``target``'s kernel runs on a GPU (its blocks ask Ray for one)."""
-    return target.backend in GPU_BACKENDS
+    return target.on_gpu
 
 
 def block_seed(seed: int, index: int) -> int:
