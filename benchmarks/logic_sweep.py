@@ -4,15 +4,16 @@ storage format, every correct target of that format judged against it.
 Usage::
 
     python benchmarks/logic_sweep.py --op logic_ca --cases 2000 --out DIR [--max-side 32]
-        [--max-steps 4] [--targets a,b] [--seconds S]
+        [--max-steps 4] [--max-channels 4] [--targets a,b] [--seconds S]
 
-Cases: grid sides log-uniform in ``[1, max-side]``, steps ``1..max-steps``,
-channels ``1..4``, kernels ``1..2``, hidden ``1..8``, either boundary, a value
-family (the automaton draws its own states; the family shapes the logits); for
-``logic_layer`` batch ``1..128``, features ``1..64``, every family. Writes
-``DIR/<op>_sweep.json``: per target the cases, alarms (``err > bound`` where the
-bound is finite, or NaN where the reference is finite and judged) and the worst
-and median ratios; a false alarm's case is listed for replay.
+Cases: grid sides log-uniform in ``[1, max-side]``, steps ``1..max-steps`` and
+channels ``1..max-channels`` (both log-uniform), kernels ``1..2``, hidden ``1..8``,
+either boundary, a value family (the automaton draws its own states; the family
+shapes the logits); for ``logic_layer`` batch ``1..128``, features ``1..64``, every family. Writes
+``DIR/<op>_sweep.json`` (rewritten every 50 cases, so a run cut short keeps what
+it judged): per target the cases, alarms (``err > bound`` where the bound is
+finite, or NaN where the reference is finite and judged) and the worst and
+median ratios; a false alarm's case is listed for replay.
 """
 
 from __future__ import annotations
@@ -35,14 +36,19 @@ from numoracle.kernels.registry import all_targets
 from numoracle.oracle.ops import get_op
 
 
-def draw_params(op: str, rng: np.random.Generator, max_side: int, max_steps: int) -> dict:
+def _log_uniform(rng: np.random.Generator, hi: int) -> int:
+    """An integer in ``[1, hi]``, log-uniform: small values as often as large ones."""
+    return int(np.clip(np.round(2 ** rng.uniform(0, np.log2(hi))), 1, hi)) if hi > 1 else 1
+
+
+def draw_params(op: str, rng: np.random.Generator, max_side: int, max_steps: int,
+                max_channels: int = 4) -> dict:
     if op == "logic_layer":
         return {"batch": int(rng.integers(1, 129)), "in_features": int(rng.integers(1, 65)),
                 "out_features": int(rng.integers(1, 65))}
-    side = lambda: int(np.clip(np.round(2 ** rng.uniform(0, np.log2(max_side))), 1,  # noqa: E731
-                               max_side))
-    return {"height": side(), "width": side(), "channels": int(rng.integers(1, 5)),
-            "steps": int(rng.integers(1, max_steps + 1)), "kernels": int(rng.integers(1, 3)),
+    return {"height": _log_uniform(rng, max_side), "width": _log_uniform(rng, max_side),
+            "channels": _log_uniform(rng, max_channels),
+            "steps": _log_uniform(rng, max_steps), "kernels": int(rng.integers(1, 3)),
             "hidden": int(rng.integers(1, 9)), "periodic": bool(rng.integers(0, 2))}
 
 
@@ -68,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--max-side", type=int, default=32)
     ap.add_argument("--max-steps", type=int, default=4)
+    ap.add_argument("--max-channels", type=int, default=4)
     ap.add_argument("--targets", default="")
     ap.add_argument("--seconds", type=float, default=float("inf"))
     ap.add_argument("--seed", type=int, default=0)
@@ -84,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     families = [f for f in FAMILIES if f != "special"] if args.op == "logic_ca" else FAMILIES
     i = 0
     while i < args.cases and time.time() - start < args.seconds:
-        params = draw_params(args.op, rng, args.max_side, args.max_steps)
+        params = draw_params(args.op, rng, args.max_side, args.max_steps, args.max_channels)
         family = str(rng.choice(families))
         seed = int(rng.integers(0, 2**31))
         for storage in ("fp32", "fp64"):
@@ -117,20 +124,30 @@ def main(argv: list[str] | None = None) -> int:
                     s["alarms"] += 1
                     s["failures"].append({"case": case.to_dict(), "worst": worst})
         i += 1
+        if i % 50 == 0:
+            _write(args, stats, i, start, quiet=True)
+    _write(args, stats, i, start)
+    return 0
+
+
+def _write(args: argparse.Namespace, stats: dict[str, dict[str, Any]], drawn: int,
+           start: float, quiet: bool = False) -> None:
     out = {"command": " ".join([sys.executable.split("/")[-1]] + sys.argv),
            "machine": f"{platform.node()} {platform.processor() or platform.machine()}, "
                       f"{os.cpu_count()} CPUs (shared)",
-           "op": args.op, "cases_drawn": i, "seconds": round(time.time() - start, 1),
-           "max_side": args.max_side, "max_steps": args.max_steps, "targets": {}}
+           "op": args.op, "cases_drawn": drawn, "seconds": round(time.time() - start, 1),
+           "max_side": args.max_side, "max_steps": args.max_steps,
+           "max_channels": args.max_channels, "targets": {}}
     for name, s in stats.items():
-        r = np.asarray(s.pop("ratios")) if s["ratios"] else np.zeros(1)
-        out["targets"][name] = {**s, "median_ratio": float(np.median(r)),
+        r = np.asarray(s["ratios"]) if s["ratios"] else np.zeros(1)
+        out["targets"][name] = {**{k: v for k, v in s.items() if k != "ratios"},
+                                "median_ratio": float(np.median(r)),
                                 "p99_ratio": float(np.quantile(r, 0.99))}
-        print(f"{name}: {s['cases']} cases, {s['alarms']} alarms, worst {s['worst_ratio']:.3g}")
+        if not quiet:
+            print(f"{name}: {s['cases']} cases, {s['alarms']} alarms, "
+                  f"worst {s['worst_ratio']:.3g}")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{args.op}_sweep.json").write_text(json.dumps(out, indent=1))
-    return 0
-
 
 if __name__ == "__main__":
     raise SystemExit(main())
