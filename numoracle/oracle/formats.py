@@ -1,4 +1,4 @@
-"""Floating-point formats and bit-exact quantization in NumPy.
+"""Floating-point formats and bit-exact quantization, in NumPy or CuPy.
 
 A :class:`Format` is described by its explicit mantissa bits ``t`` and its
 exponent range; ``u = 2**-(t+1)`` is the unit roundoff of round-to-nearest and
@@ -7,7 +7,8 @@ exponent range; ``u = 2**-(t+1)`` is the unit roundoff of round-to-nearest and
 :func:`quantize` rounds float64 values into a format exactly as hardware does:
 round-to-nearest-even (``"rne"``) or truncation (``"rz"``), with gradual
 underflow, overflow to infinity (``rne``) or to the largest finite value
-(``rz``), and NaN kept.
+(``rz``), and NaN kept. Both functions run where their argument lives: a
+CuPy array is quantized on its device (no round trip through the host).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InvalidArgument
+from .xp import array_module
 
 __all__ = [
     "Format",
@@ -28,12 +30,22 @@ __all__ = [
     "FORMATS",
     "ROUNDINGS",
     "get_format",
+    "chunk_size",
     "quantize",
     "representable",
 ]
 
 ROUNDINGS = ("rne", "rz")
+#: elements per chunk of a pass done in pieces on the host
 _CHUNK = 1 << 16
+#: the same on a GPU, where every chunk costs kernel launches: far larger
+_DEVICE_CHUNK = 1 << 24
+
+
+def chunk_size(xp: object) -> int:
+    """Elements per chunk of an elementwise pass done in pieces to bound its
+    temporaries: small on the host (cache-sized), large on a GPU (few launches)."""
+    return _CHUNK if xp is np else _DEVICE_CHUNK
 
 
 @dataclass(frozen=True)
@@ -125,29 +137,32 @@ def quantize(x: np.ndarray | float, fmt: Format | str, rounding: str = "rne") ->
     """
     fmt = get_format(fmt)
     _check_rounding(rounding)
-    x = np.asarray(x, dtype=np.float64)
+    xp = array_module(x)
+    x = xp.asarray(x, dtype=xp.float64)
     if fmt.t >= 52:
         return x.copy()
     with np.errstate(invalid="ignore", over="ignore"):
-        _, e = np.frexp(x)  # |x| = m * 2**e, m in [0.5, 1)
-        exp = np.maximum(e.astype(np.int64) - 1, fmt.emin)
-        quantum = np.ldexp(1.0, (exp - fmt.t).astype(np.int32))
+        _, e = xp.frexp(x)  # |x| = m * 2**e, m in [0.5, 1)
+        exp = xp.maximum(e.astype(xp.int64) - 1, fmt.emin)
+        quantum = xp.ldexp(xp.ones((), dtype=xp.float64), (exp - fmt.t).astype(xp.int32))
         scaled = x / quantum  # exact: division by a power of two, no underflow
-        r = np.rint(scaled) if rounding == "rne" else np.trunc(scaled)
+        r = xp.rint(scaled) if rounding == "rne" else xp.trunc(scaled)
         y = r * quantum
-        big = np.abs(y) > fmt.max
-        if np.any(big):
-            y = np.where(big, np.copysign(np.inf if rounding == "rne" else fmt.max, x), y)
-        y = np.where(np.isfinite(x), y, x)
+        big = xp.abs(y) > fmt.max
+        if bool(xp.any(big)):
+            y = xp.where(big, xp.copysign(np.inf if rounding == "rne" else fmt.max, x), y)
+        y = xp.where(xp.isfinite(x), y, x)
     return y
 
 
 def representable(x: np.ndarray, fmt: Format | str) -> np.ndarray:
     """True where ``x`` is exactly a value of ``fmt`` (NaN counts as representable)."""
-    x = np.asarray(x, dtype=np.float64)
+    xp = array_module(x)
+    x = xp.asarray(x, dtype=xp.float64)
     flat = x.reshape(-1)
-    out = np.empty(flat.shape, dtype=bool)
-    for lo in range(0, flat.size, _CHUNK):  # chunks keep the temporaries small
-        part = flat[lo:lo + _CHUNK]
-        out[lo:lo + _CHUNK] = (quantize(part, fmt) == part) | np.isnan(part)
+    out = xp.empty(flat.shape, dtype=bool)
+    step = chunk_size(xp)
+    for lo in range(0, flat.size, step):  # chunks keep the temporaries small
+        part = flat[lo:lo + step]
+        out[lo:lo + step] = (quantize(part, fmt) == part) | xp.isnan(part)
     return out.reshape(x.shape)

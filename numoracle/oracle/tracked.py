@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from .exact_dot import exact_matmul
-from .formats import FP64, Format, quantize, representable
+from .formats import FP64, Format, chunk_size, quantize, representable
 from .precision import PrecisionModel, gamma, gamma_tilde
 from .xp import array_module as _xp
 
@@ -151,8 +151,9 @@ def lsb_exponent(x: np.ndarray) -> int:
     xp = _xp(x)
     flat = x.reshape(-1)
     best = _NO_GRID
-    for lo in range(0, flat.size, 1 << 16):  # chunks keep the temporaries small
-        part = flat[lo:lo + (1 << 16)]
+    step = chunk_size(xp)
+    for lo in range(0, flat.size, step):  # chunks keep the temporaries small
+        part = flat[lo:lo + step]
         v = part[xp.isfinite(part) & (part != 0)]
         if v.size:
             m, e = xp.frexp(v)  # v = m 2^e, |m| in [0.5, 1): m 2^53 is an integer
@@ -179,11 +180,10 @@ def _operand(t: Tracked, model: PrecisionModel) -> tuple[Tracked, float]:
     v, c = t.value, 0.0
     if model.rounds_inputs:
         if model.input_rounding is not None and not _nonzero(t.det):
-            v = quantize(t.value, model.compute, model.input_rounding) if xp is np else \
-                xp.asarray(quantize(xp.asnumpy(t.value), model.compute, model.input_rounding))
+            v = quantize(t.value, model.compute, model.input_rounding)
         else:
-            host = t.value if xp is np else xp.asnumpy(t.value)
-            c = 0.0 if bool(np.all(representable(host, model.compute))) else model.input_unit()
+            c = 0.0 if bool(xp.all(representable(t.value, model.compute))) else \
+                model.input_unit()
     t = replace(t, value=v) if v is not t.value else t
     if model.flush_subnormal_inputs or c > 0.0:
         sub = (v != 0) & (xp.abs(v) < model.compute.tiny)
@@ -444,7 +444,7 @@ def add(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
         prob = _rounded(a.prob + b.prob, scaled, model.acc_unit())
         hi_err = (value - a.value) - b.value  # 0 when the float64 sum is exact
         exact_here = ((a.det == 0) & (b.det == 0) & (a.ref_err == 0) & (b.ref_err == 0)
-                      & (hi_err == 0) & _representable(value, acc))
+                      & (hi_err == 0) & representable(value, acc))
         det[exact_here] = prob[exact_here] = ref_err[exact_here] = 0.0
         n = a.n + b.n
         mag = xp.abs(a.value) + xp.abs(b.value)
@@ -614,7 +614,7 @@ def _store(t: Tracked, fmt: Format, xp: Any) -> Tracked:
     exact_here = None
     if not bool(xp.all(t.det)):  # some det == 0 (NaN counts as nonzero)
         exact_here = (t.det == 0) & (t.ref_err == 0)
-        exact_here &= _representable(t.value, fmt)
+        exact_here &= representable(t.value, fmt)
     mag *= fmt.u
     mag += fmt.tiny
     det, prob = _rounded(t.det, mag, fmt.u), _rounded(t.prob, mag, fmt.u)
@@ -625,15 +625,6 @@ def _store(t: Tracked, fmt: Format, xp: Any) -> Tracked:
     if over is not None:
         det, prob = _overflow_to_inf(over, det, prob)
     return replace(t, det=det, prob=prob)
-
-
-def _representable(value: Any, fmt: Format) -> Any:
-    """:func:`~numoracle.oracle.formats.representable` for host or device
-    (CuPy) arrays: a device array is judged on the host, the mask sent back."""
-    xp = _xp(value)
-    if xp is np:
-        return representable(value, fmt)
-    return xp.asarray(representable(xp.asnumpy(value), fmt))
 
 
 def _rounded(radius: Any, scaled_mag: Any, u: float) -> Any:

@@ -30,3 +30,26 @@ def test_gpu_reference_matches_the_host(model: str) -> None:
         np.testing.assert_allclose(g.value, h.value, rtol=0, atol=tol)
         np.testing.assert_allclose(g.det, h.det, rtol=1e-12)
         np.testing.assert_array_equal(g.det == 0, h.det == 0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", ["fp32", "tf32", "bf16", "fp16"])
+@pytest.mark.parametrize("rounding", ["rne", "rz"])
+def test_device_quantize_is_the_hosts_bit_for_bit(fmt: str, rounding: str) -> None:
+    """quantize and representable run on the device (no host round trip) and give
+    the host's bits: normals, subnormals of every format, ties, overflow, NaN, Inf."""
+    cupy = pytest.importorskip("cupy")
+    from numoracle.oracle.formats import quantize, representable
+
+    rng = np.random.default_rng(7)
+    x = np.concatenate([
+        rng.standard_normal(50_000) * 2.0 ** rng.integers(-160, 140, 50_000),
+        np.ldexp(1.0 + np.arange(64) * 2.0**-11, -20),  # ties of the narrow formats
+        [0.0, -0.0, np.nan, np.inf, -np.inf, 2.0**-149, 2.0**-1074, 3.4e38, 7e4, 1e300],
+    ])
+    host_q = quantize(x, fmt, rounding)
+    dev_q = quantize(cupy.asarray(x), fmt, rounding)
+    assert isinstance(dev_q, cupy.ndarray)
+    np.testing.assert_array_equal(cupy.asnumpy(dev_q).view(np.int64), host_q.view(np.int64))
+    np.testing.assert_array_equal(cupy.asnumpy(representable(cupy.asarray(x), fmt)),
+                                  representable(x, fmt))
