@@ -140,7 +140,7 @@ def quantize(x: np.ndarray | float, fmt: Format | str, rounding: str = "rne") ->
     xp = array_module(x)
     x = xp.asarray(x, dtype=xp.float64)
     if fmt.t >= 52:
-        return x.copy()
+        return xp.array(x, copy=True)
     with np.errstate(invalid="ignore", over="ignore"):
         _, e = xp.frexp(x)  # |x| = m * 2**e, m in [0.5, 1)
         exp = xp.maximum(e.astype(xp.int64) - 1, fmt.emin)
