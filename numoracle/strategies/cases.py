@@ -12,8 +12,9 @@ layouts and no overlays.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,7 @@ from hypothesis.strategies import SearchStrategy
 
 from ..cases.case import Case
 from ..errors import InvalidArgument
+from ..oracle.formats import get_format
 from ..oracle.ops import Op, get_op
 from ..oracle.ops.plan import (
     REGIMES,
@@ -39,9 +41,9 @@ from ..oracle.ops.plan import (
 )
 from ._validate import as_strategy, check_int, choice_strategy, is_strategy
 from .formats import STORAGE_FORMATS
-from .layouts import _choice, input_layouts
-from .sizes import MAX_SIZE, batch_sizes, dims
-from .values import DEFAULT_FAMILIES, FAMILY_ORDER, overlays
+from .layouts import LayoutArg, _layouts_strategy, normal_layout
+from .sizes import MAX_SIZE, _dims
+from .values import DEFAULT_FAMILIES, FAMILY_ORDER, _overlays
 
 __all__ = ["cases", "DEFAULT_MAX_ELEMENTS", "REALISTIC_MAX_ELEMENTS", "DIM_MAX",
            "REDUCTION_MAX", "SEED_MAX"]
@@ -91,6 +93,53 @@ class _Limits:
         return min(REDUCTION_MAX, max(DIM_MAX, self.max_reduction or 0))
 
 
+@lru_cache(maxsize=1024)
+def _limits(op: Op, max_elements: int, max_reduction: int | None, regime: str) -> _Limits:
+    """The limits of a case of ``op``, made once per op, limits and regime."""
+    return _Limits(max_elements, max_reduction,
+                   tuple(s for s in op.draw_plan(regime) if isinstance(s, Derived)))
+
+
+#: what the budget of a parameter was, by (kind, op, limits, parameters drawn
+#: so far, spec and its arguments): each is a pure function of its key, and
+#: every draw would otherwise repeat the same searches over ``_Limits.fits``
+_MEMO: dict[Hashable, Any] = {}
+#: entries kept before the memo starts over
+_MEMO_SIZE = 1 << 15
+
+
+def _params_key(params: Params) -> tuple[Any, ...] | None:
+    """``params`` as a hashable key (each value with its type, so that ``1`` and
+    ``True`` differ), or None where a value is not hashable."""
+    key = tuple((k, type(v), v) for k, v in params.items())
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _memo(key: tuple[Any, ...] | None, compute: Callable[[], Any]) -> Any:
+    """``compute()``, remembered by ``key`` (None: not remembered)."""
+    if key is None:
+        return compute()
+    try:
+        return _MEMO[key]
+    except KeyError:
+        pass
+    value = compute()
+    if len(_MEMO) >= _MEMO_SIZE:
+        _MEMO.clear()
+    _MEMO[key] = value
+    return value
+
+
+def _budget_key(kind: str, op: Op, params: Params, limits: _Limits,
+                *extra: Any) -> tuple[Any, ...] | None:
+    pkey = _params_key(params)
+    return None if pkey is None else (kind, op, limits, pkey, *extra)
+
+
 def _largest(fits: Callable[[int], bool], hi: int) -> int:
     """Largest ``v`` in ``[1, hi]`` with ``fits(v)`` (``fits`` monotone, ``fits(1)``)."""
     lo = 1
@@ -100,16 +149,24 @@ def _largest(fits: Callable[[int], bool], hi: int) -> int:
     return lo
 
 
+#: ``st.integers(lo, hi)``, built once per range
+_integers = lru_cache(maxsize=4096)(st.integers)
+_BOOLEANS = st.booleans()
+
+
 def _draw_dim(spec: Dim, draw: st.DrawFn, op: Op, params: Params, limits: _Limits) -> int:
     cap = limits.dim_cap if spec.max_value is None else spec.max_value
-    hi = _largest(lambda v: limits.fits(op, {**params, spec.name: v}), cap)
-    return draw(batch_sizes(max_value=hi) if spec.is_batch else dims(max_value=hi))
+    hi = _memo(_budget_key("dim", op, params, limits, spec.name, cap),
+               lambda: _largest(lambda v: limits.fits(op, {**params, spec.name: v}), cap))
+    # batch_sizes(max_value=hi) and dims(max_value=hi), without checking the arguments again
+    return draw(_dims(1, hi, (1, hi)) if spec.is_batch else _dims(1, hi, (1,)))
 
 
 def _draw_flag(spec: Flag, draw: st.DrawFn, op: Op, params: Params, limits: _Limits) -> bool:
-    if not limits.fits(op, {**params, spec.name: True}):
+    if not _memo(_budget_key("flag", op, params, limits, spec.name),
+                 lambda: limits.fits(op, {**params, spec.name: True})):
         return False
-    return draw(st.booleans())
+    return draw(_BOOLEANS)
 
 
 def _draw_entries(name: str, length: int, max_entry: int, draw: st.DrawFn, op: Op,
@@ -121,13 +178,15 @@ def _draw_entries(name: str, length: int, max_entry: int, draw: st.DrawFn, op: O
         def fits(v: int, head: tuple[int, ...] = entries, tail: int = length - i - 1) -> bool:
             return limits.fits(op, {**params, name: head + (v,) + (1,) * tail})
 
-        entries += (draw(dims(max_value=_largest(fits, max_entry))),)
+        hi = _memo(_budget_key("entries", op, params, limits, name, entries, length, max_entry),
+                   lambda: _largest(fits, max_entry))
+        entries += (draw(_dims(1, hi, (1,))),)  # dims(max_value=hi)
     return entries
 
 
 def _draw_shape(spec: Shape, draw: st.DrawFn, op: Op, params: Params,
                 limits: _Limits) -> tuple[int, ...]:
-    length = draw(st.integers(0, spec.max_len))
+    length = draw(_integers(0, spec.max_len))
     return _draw_entries(spec.name, length, spec.max_entry, draw, op, params, limits)
 
 
@@ -141,10 +200,16 @@ def _draw_multiple(spec: Multiple, draw: st.DrawFn, op: Op, params: Params,
                    limits: _Limits) -> int:
     base = int(params[spec.of])
     top = spec.max_value // base
-    if top < 1 or not limits.fits(op, {**params, spec.name: base}):
+
+    def budget() -> int:
+        if top < 1 or not limits.fits(op, {**params, spec.name: base}):
+            return 0
+        return _largest(lambda v: limits.fits(op, {**params, spec.name: base * v}), top)
+
+    k = _memo(_budget_key("multiple", op, params, limits, spec.name, spec.max_value), budget)
+    if k < 1:
         reject()  # fixed parameters that leave no multiple: try another draw
-    k = _largest(lambda v: limits.fits(op, {**params, spec.name: base * v}), top)
-    return base * draw(st.integers(1, k))
+    return base * draw(_integers(1, k))
 
 
 def _draw_pair(spec: Pair, draw: st.DrawFn, op: Op, params: Params,
@@ -152,16 +217,22 @@ def _draw_pair(spec: Pair, draw: st.DrawFn, op: Op, params: Params,
     pair = [spec.min_value, spec.min_value]
     for axis in (0, 1):
         top = spec.max_value if spec.cap is None else min(spec.max_value, spec.cap(params, axis))
-        best = spec.min_value - 1
-        for v in range(spec.min_value, top + 1):
-            trial = pair.copy()
-            trial[axis] = v
-            if not limits.fits(op, {**params, spec.name: tuple(trial)}):
-                break
-            best = v
+
+        def budget(axis: int = axis, top: int = top, pair: tuple[int, ...] = tuple(pair)) -> int:
+            best = spec.min_value - 1
+            for v in range(spec.min_value, top + 1):
+                trial = list(pair)
+                trial[axis] = v
+                if not limits.fits(op, {**params, spec.name: tuple(trial)}):
+                    break
+                best = v
+            return best
+
+        best = _memo(_budget_key("pair", op, params, limits, spec.name, spec.min_value,
+                                 axis, top, tuple(pair)), budget)
         if best < spec.min_value:
             reject()  # fixed parameters that leave no room: try another draw
-        pair[axis] = draw(st.integers(spec.min_value, best))
+        pair[axis] = draw(_integers(spec.min_value, best))
     return (pair[0], pair[1])
 
 
@@ -178,8 +249,13 @@ def _option_fits(spec: Choice, option: Any, op: Op, params: Params, limits: _Lim
 def _draw_choice(spec: Choice, draw: st.DrawFn, op: Op, params: Params, limits: _Limits) -> Any:
     if spec.when is not None and not spec.when(params):
         return spec.options[0]
-    fitting = [o for o in spec.options if _option_fits(spec, o, op, params, limits)]
-    return draw(st.sampled_from(fitting or spec.options[:1]))
+    def fitting() -> SearchStrategy[Any]:
+        options = [o for o in spec.options if _option_fits(spec, o, op, params, limits)]
+        return st.sampled_from(options or spec.options[:1])
+
+    # the spec by identity: its options need be neither hashable nor told apart by
+    # equality (1 == True); the op in the key keeps the spec alive
+    return draw(_memo(_budget_key("choice", op, params, limits, id(spec)), fitting))
 
 
 def _draw_derived(spec: Derived, draw: st.DrawFn, op: Op, params: Params,
@@ -274,7 +350,7 @@ class _Request:
     op: SearchStrategy[str]
     storage: SearchStrategy[str]
     family: SearchStrategy[str]
-    layout: Any
+    layout: LayoutArg
     max_reduction: SearchStrategy[int | None]
     max_elements: SearchStrategy[int]
     params: Mapping[str, Any]
@@ -288,7 +364,7 @@ def _draw_params(draw: st.DrawFn, op: Op, req: _Request, limits: _Limits) -> Par
     fixed = {k: draw(v) if is_strategy(v) else v
              for k, v in _overrides(op, req.params, req.batch, req.regime).items()}
     params = _smallest(op, fixed, req.regime)
-    if not limits.fits(op, params):
+    if not _memo(_budget_key("smallest", op, params, limits), lambda: limits.fits(op, params)):
         reject()  # drawn overrides that leave no room: try another draw
     for spec in op.draw_plan(req.regime):
         if spec.name not in fixed:
@@ -304,16 +380,19 @@ def _draw_params(draw: st.DrawFn, op: Op, req: _Request, limits: _Limits) -> Par
 @st.composite
 def _cases(draw: st.DrawFn, req: _Request) -> Case:
     op = get_op(draw(req.op))
-    limits = _Limits(_check_max_elements(draw(req.max_elements)),
-                     _check_max_reduction(draw(req.max_reduction)),
-                     tuple(s for s in op.draw_plan(req.regime) if isinstance(s, Derived)))
+    limits = _limits(op, _check_max_elements(draw(req.max_elements)),
+                     _check_max_reduction(draw(req.max_reduction)), req.regime)
     storage = draw(req.storage)
     family = draw(req.family)
     params = _draw_params(draw, op, req, limits)
     shapes = op.input_shapes(op.validate(params))
-    layouts = draw(input_layouts(shapes, layout=req.layout, axes=op.input_axes))
-    specials = draw(overlays(shapes, storage, max_count=_check_max_overlays(
-        draw(req.max_overlays))))
+    # input_layouts(shapes, ...) and overlays(shapes, ...), without checking the
+    # arguments again: strategies built once per input ranks (sizes) and options
+    layouts = draw(_layouts_strategy(tuple((n, len(s)) for n, s in shapes.items()),
+                                     req.layout, tuple(op.input_axes.items())))
+    count = _check_max_overlays(draw(req.max_overlays))
+    sizes = tuple((n, k) for n, k in ((n, math.prod(s)) for n, s in shapes.items()) if k > 0)
+    specials = draw(_overlays(sizes, get_format(storage), count))
     return Case(op=op.name, params=params, storage=storage, family=family,
                 seed=_check_seed(draw(req.seed)), layouts=layouts, overlays=specials)
 
@@ -414,16 +493,10 @@ def cases(
     return _cases(req)
 
 
-def _check_layouts(layouts: Any) -> Any:
-    """``layouts`` checked now (names known); None stays None (every valid layout)."""
-    if layouts is None:
-        return None
-    if isinstance(layouts, Mapping):
-        for name, value in layouts.items():
-            _choice(f"layouts[{name!r}]", value)
-    else:
-        _choice("layouts", layouts)
-    return layouts
+def _check_layouts(layouts: Any) -> LayoutArg:
+    """``layouts`` checked now (names known), in the hashable form the layout
+    strategies are cached on; None stays None (every valid layout)."""
+    return normal_layout(layouts, "layouts")
 
 
 def _check_request(op: Op, params: Mapping[str, Any], batch: Any, max_elements: Any,

@@ -10,6 +10,8 @@ stride ignored) show up only when inputs are not all ``C``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from typing import Any
 
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
@@ -53,28 +55,65 @@ def _choice(name: str, value: object) -> Choice:
     return check_choices(name, value, ALL_LAYOUTS)
 
 
-def _draw_one(draw: st.DrawFn, choice: Choice, shape: tuple[int, ...],
-              axes: str | None) -> str:
-    valid = layouts_for(axes)
-    if isinstance(choice, tuple):
-        names = tuple(c for c in choice if c in valid)
-        lay = draw(st.sampled_from(names)) if names else "C"
-    else:
-        lay = draw(choice)
-    if lay not in valid or (len(shape) < 2 and lay not in _VECTOR_LAYOUTS):
-        lay = "C"  # F and T of a vector are C; axis orders of unnamed axes do not apply
-    return lay
+#: a layout argument in a hashable form: None (every valid layout), ``("all",
+#: choice)`` (one choice for every input) or ``("per-input", ((name, choice), ...))``
+LayoutArg = tuple[str, Any] | None
+
+
+def normal_layout(layout: object, name: str = "layout") -> LayoutArg:
+    """``layout`` (as :func:`input_layouts` takes it) checked, in a hashable form
+    that :func:`_layouts_strategy` caches on; ``name`` is the argument echoed in
+    error messages."""
+    if layout is None:
+        return None
+    if isinstance(layout, Mapping):
+        return ("per-input", tuple((n, _choice(f"{name}[{n!r}]", v)) for n, v in layout.items()))
+    return ("all", _choice(name, layout))
+
+
+#: per input: its name, the strategy its layout is drawn from (None: always
+#: ``C``), the layouts valid for it and its number of axes
+_Plan = tuple[tuple[str, SearchStrategy[str] | None, tuple[str, ...], int], ...]
 
 
 @st.composite
-def _input_layouts(draw: st.DrawFn, shapes: dict[str, tuple[int, ...]],
-                   choices: Mapping[str, Choice], axes: Mapping[str, str]) -> dict[str, str]:
+def _input_layouts(draw: st.DrawFn, plan: _Plan) -> dict[str, str]:
     out = {}
-    for name, shape in shapes.items():
-        lay = _draw_one(draw, choices.get(name, ("C",)), shape, axes.get(name))
+    for name, strategy, valid, rank in plan:
+        lay = "C" if strategy is None else draw(strategy)
+        if lay not in valid or (rank < 2 and lay not in _VECTOR_LAYOUTS):
+            lay = "C"  # F and T of a vector are C; axis orders of unnamed axes do not apply
         if lay != "C":
             out[name] = lay
     return out
+
+
+@lru_cache(maxsize=4096)
+def _layouts_strategy(ranks: tuple[tuple[str, int], ...], layout: LayoutArg,
+                      axes: tuple[tuple[str, str], ...]) -> SearchStrategy[dict[str, str]]:
+    """The strategy of :func:`input_layouts` for inputs of these names and numbers
+    of axes, built once (the case strategy asks for one per drawn case, and
+    only the numbers of axes, not the sizes, change what it draws)."""
+    named = dict(axes)
+    choices: Mapping[str, Choice]
+    if layout is None:
+        choices = {n: layouts_for(named.get(n)) for n, _ in ranks}
+    elif layout[0] == "per-input":
+        choices = dict(layout[1])
+    else:
+        choices = {n: layout[1] for n, _ in ranks}
+    plan = []
+    for name, rank in ranks:
+        choice = choices.get(name, ("C",))
+        valid = layouts_for(named.get(name))
+        strategy: SearchStrategy[str] | None
+        if isinstance(choice, tuple):
+            names = tuple(c for c in choice if c in valid)
+            strategy = st.sampled_from(names) if names else None
+        else:
+            strategy = choice
+        plan.append((name, strategy, valid, rank))
+    return _input_layouts(tuple(plan))
 
 
 def input_layouts(shapes: Mapping[str, tuple[int, ...]], *,
@@ -103,13 +142,5 @@ def input_layouts(shapes: Mapping[str, tuple[int, ...]], *,
         (``{"x": "NCHW", "weight": "OIHW"}``: an op's ``input_axes``).
     """
     checked = check_shapes(shapes)
-    named = dict(axes or {})
-    choices: dict[str, Choice]
-    if layout is None:
-        choices = {n: layouts_for(named.get(n)) for n in checked}
-    elif isinstance(layout, Mapping):
-        choices = {n: _choice(f"layout[{n!r}]", v) for n, v in layout.items()}
-    else:
-        one = _choice("layout", layout)
-        choices = dict.fromkeys(checked, one)
-    return _input_layouts(checked, choices, named)
+    ranks = tuple((n, len(shape)) for n, shape in checked.items())
+    return _layouts_strategy(ranks, normal_layout(layout), tuple(dict(axes or {}).items()))

@@ -11,6 +11,7 @@ the survivors towards the first input, index 0 and the simplest value.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 
 import numpy as np
 from hypothesis import strategies as st
@@ -46,11 +47,29 @@ def families(*, allowed: Iterable[str] = FAMILY_ORDER) -> SearchStrategy[str]:
 
 
 @st.composite
-def _overlay(draw: st.DrawFn, sizes: dict[str, int],
-             values: tuple[float, ...]) -> Overlay:
-    name = draw(st.sampled_from(tuple(sizes)))
-    index = draw(st.integers(0, sizes[name] - 1))
-    return name, index, draw(st.sampled_from(values))
+def _overlay(draw: st.DrawFn, names: SearchStrategy[str],
+             indices: Mapping[str, SearchStrategy[int]],
+             values: SearchStrategy[float]) -> Overlay:
+    name = draw(names)
+    index = draw(indices[name])
+    return name, index, draw(values)
+
+
+def _same_overlay(t: Overlay) -> tuple[str, int]:
+    return t[0], t[1]
+
+
+@lru_cache(maxsize=4096)
+def _overlays(sizes: tuple[tuple[str, int], ...], storage: Format,
+              count: int) -> SearchStrategy[tuple[Overlay, ...]]:
+    """The strategy of :func:`overlays` for inputs of these names and (non-zero)
+    element counts, built once (the case strategy asks for one per drawn case)."""
+    if not sizes or count == 0:
+        return st.just(())
+    element = _overlay(st.sampled_from(tuple(n for n, _ in sizes)),
+                       {n: st.integers(0, k - 1) for n, k in sizes},
+                       st.sampled_from(special_values(storage)))
+    return st.lists(element, max_size=count, unique_by=_same_overlay).map(tuple)
 
 
 def overlays(shapes: Mapping[str, tuple[int, ...]], storage: Format | str, *,
@@ -74,10 +93,5 @@ def overlays(shapes: Mapping[str, tuple[int, ...]], storage: Format | str, *,
         :class:`~numoracle.cases.case.Case`; shrinks towards none.
     """
     sizes = {n: int(np.prod(s)) for n, s in check_shapes(shapes).items()}
-    sizes = {n: k for n, k in sizes.items() if k > 0}
     count = check_int("max_count", max_count, min_value=0)
-    values = special_values(get_format(storage))
-    if not sizes or count == 0:
-        return st.just(())
-    return st.lists(_overlay(sizes, values), max_size=count,
-                    unique_by=lambda t: (t[0], t[1])).map(tuple)
+    return _overlays(tuple((n, k) for n, k in sizes.items() if k > 0), get_format(storage), count)
