@@ -7,7 +7,6 @@ unwritten gets a failing :class:`~numoracle.checking.verdict.Verdict` that says 
 
 from __future__ import annotations
 
-import queue
 import re
 import threading
 import time
@@ -86,43 +85,59 @@ class _Hung(Exception):
 
 class _Worker:
     """One long-lived daemon thread for in-process kernel calls (thread-local
-    state of the array libraries is set up once). A thread that hangs cannot be
-    stopped: it is abandoned (a daemon thread does not hold up interpreter
-    exit) and a new one takes over. Isolated runs kill the worker process
-    instead (:mod:`numoracle.checking.isolate`)."""
+    state of the array libraries is set up once). A call is handed over with a
+    pair of plain locks (the caller releases ``go``, the worker releases
+    ``done``; both C-level, no queue and no condition variable per call). A
+    thread that hangs cannot be stopped: it is abandoned (a daemon thread does
+    not hold up interpreter exit) with its own locks and slot, so that a late
+    return cannot be taken for a later call's, and a new one takes over.
+    Isolated runs kill the worker process instead
+    (:mod:`numoracle.checking.isolate`)."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # one call at a time
         self._start()
 
     def _start(self) -> None:
-        self.jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self.thread = threading.Thread(target=self._loop, args=(self.jobs,),
+        self.go, self.done = threading.Lock(), threading.Lock()
+        self.go.acquire()
+        self.done.acquire()
+        #: the job (fn, kwargs), then the outcome (ok, value or exception)
+        self.slot: list[Any] = [None, None]
+        self.thread = threading.Thread(target=self._loop, args=(self.go, self.done, self.slot),
                                        name="numoracle-kernel", daemon=True)
         self.thread.start()
 
     @staticmethod
-    def _loop(jobs: queue.SimpleQueue[Any]) -> None:
+    def _loop(go: threading.Lock, done: threading.Lock, slot: list[Any]) -> None:
         while True:
-            fn, kwargs, done = jobs.get()
+            go.acquire()
+            fn, kwargs = slot[0]
+            slot[0] = None
             try:
                 with np.errstate(all="ignore"):  # IEEE exceptions of a kernel are not failures
-                    done.append((True, fn(**kwargs)))
+                    slot[1] = (True, fn(**kwargs))
             except BaseException as exc:  # noqa: BLE001 - handed to the caller, SystemExit included
-                done.append((False, exc))
-            done_event = done[0]
-            done_event.set()
+                slot[1] = (False, exc)
+            done.release()
 
     def call(self, fn: Any, kwargs: Mapping[str, Any], timeout: float | None) -> Any:
         with self.lock:
-            event = threading.Event()
-            done: list[Any] = [event]
-            self.jobs.put((fn, kwargs, done))
-            if not event.wait(timeout):
+            slot, done = self.slot, self.done
+            slot[0] = (fn, kwargs)
+            self.go.release()
+            wait = -1 if timeout is None else min(max(timeout, 0.0), threading.TIMEOUT_MAX)
+            try:
+                returned = done.acquire(timeout=wait)
+            except BaseException:  # interrupted (KeyboardInterrupt): its result must not
+                self._start()      # be taken for the next call's, so the thread goes
+                raise
+            if not returned:
                 self._start()  # the hung thread is left behind (a daemon), never reused
                 raise _Hung(f"the kernel did not return within the timeout of {timeout:g} s "
                             "(hung? set timeout= or --timeout)")
-        ok, value = done[1]
+            ok, value = slot[1]
+            slot[1] = None
         if ok:
             return value
         raise value
