@@ -5,8 +5,9 @@
 Runs each NumPy target of ``linear`` and ``matmul`` for ``--examples`` cases on
 one core (``OPENBLAS_NUM_THREADS=1`` is set before NumPy loads), first plainly
 (cases/s), then under cProfile, and splits the profiled time into: drawing the
-case (the numoracle strategy, Hypothesis draws included), materialising and
-running the kernel (``run_kernel``), the reference and bounds (the op's
+case (the numoracle strategy, Hypothesis draws included), materialising its
+inputs (``Case.inputs``: values, overlays, quantisation), handing them to the
+kernel and running it (``run_kernel``), the reference and bounds (the op's
 ``reference``), the verdict (``judge`` less the reference), and the rest
 (Hypothesis's engine: generation, mutation, database, bookkeeping). Shares are
 of the profiled total; cProfile slows pure-Python code more than NumPy, so the
@@ -27,19 +28,25 @@ import pstats
 import sys
 import time
 
-#: (label, file suffix, function name) of the parts measured by cumulative time
+#: (label, file suffix or folder, function name) of the parts measured by
+#: cumulative time (the reference: the op's own ``reference`` method)
 PARTS = (
     ("draw", "strategies/cases.py", "_cases"),
+    ("inputs", "cases/case.py", "inputs"),
     ("kernel", "checking/check.py", "run_kernel"),
     ("judge", "checking/check.py", "judge"),
-    ("reference", "checking/check.py", "reference_for"),
+    ("reference", "oracle/ops/", "reference"),
     ("total", "running/runner.py", "run_target"),
 )
 
 
 def _cum(stats: pstats.Stats, suffix: str, name: str) -> float | None:
+    def where(f: str) -> bool:
+        f = f.replace("\\", "/")
+        return f.endswith(suffix) if suffix.endswith(".py") else suffix in f
+
     found = [v[3] for (f, _, fn), v in stats.stats.items()  # type: ignore[attr-defined]
-             if fn == name and f.replace("\\", "/").endswith(suffix)]
+             if fn == name and where(f)]
     return max(found) if found else None
 
 
@@ -59,7 +66,8 @@ def profile_target(target: object, examples: int, max_elements: int) -> dict:
     cum = {label: _cum(stats, suffix, name) for label, suffix, name in PARTS}
     total = cum.pop("total") or 1.0
     judge, ref = cum.pop("judge"), cum.get("reference")
-    parts = {"draw": cum["draw"], "kernel": cum["kernel"], "reference": ref,
+    parts = {"draw": cum["draw"], "inputs": cum["inputs"], "kernel": cum["kernel"],
+             "reference": ref,
              "verdict": None if judge is None or ref is None else judge - ref}
     known = sum(v for v in parts.values() if v is not None)
     parts["hypothesis engine and rest"] = total - known
