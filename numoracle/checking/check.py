@@ -362,16 +362,23 @@ def judge(case: Case, model: PrecisionModel, inputs: Mapping[str, np.ndarray],
             computed[m] = {k: v.to_host() for k, v in refs.items()}
         return computed[m]
 
-    refs = reference_for(model)
-    verdicts = {}
-    for name in names:
-        v = compare(name, got[name], refs[name], probabilistic=model.probabilistic)
+    # the claimed model's verdicts where the reference lives (on a GPU: the
+    # outputs go there, not the reference's arrays to the host); a diagnosis,
+    # which tries several models, works on the host
+    claimed = op.reference(ref_inputs, case.params, model, names)
+    spread = model.nan_spreads and not all(bool(np.isfinite(v).all()) for v in inputs.values())
+    verdicts = {name: compare(name, got[name], claimed[name], probabilistic=model.probabilistic,
+                              nan_may_spread=spread) for name in names}
+    if with_diagnosis or not all(v.passed for v in verdicts.values()):
+        computed[model] = {k: v.to_host() for k, v in claimed.items()}
+    del claimed
+    for name, v in verdicts.items():
         if with_diagnosis or not v.passed:
             def output_reference(m: PrecisionModel, _n: str = name) -> Tracked:
                 return reference_for(m)[_n]
 
-            diagnose(v, got[name], model, output_reference, ladder=op.precision_ladder)
-        verdicts[name] = v
+            diagnose(v, got[name], model, output_reference, ladder=op.precision_ladder,
+                     nan_may_spread=spread)
     return verdicts
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from ..oracle.precision import PRESETS, STANDARD_MODELS, PrecisionModel
 from ..oracle.tracked import Tracked
 from ..oracle.transforms import ALGORITHMS, TRANSFORMS
+from ..oracle.xp import array_module
 from .message import format_verdict
 
 __all__ = ["ElementReport", "OutputVerdict", "Verdict", "candidates", "compare", "diagnose",
@@ -107,55 +108,60 @@ class Verdict:
         return format_verdict(self)
 
 
-def _ratios(err: np.ndarray, bound: np.ndarray) -> np.ndarray:
+def _ratios(err: Any, bound: Any) -> Any:
+    xp = array_module(err)
     with np.errstate(divide="ignore", invalid="ignore"):
         r = err / bound
-    r = np.where(bound == 0, np.where(err == 0, 0.0, np.inf), r)
-    unjudged = np.isnan(bound) | (np.isinf(bound) & np.isfinite(err))
-    return np.where(unjudged, 0.0, r)
+    r = xp.where(bound == 0, xp.where(err == 0, 0.0, xp.inf), r)
+    unjudged = xp.isnan(bound) | (xp.isinf(bound) & xp.isfinite(err))
+    return xp.where(unjudged, 0.0, r)
 
 
-def _nonfinite(got: np.ndarray, ref: np.ndarray,
-               bound: np.ndarray) -> tuple[np.ndarray, str | None]:
+def _nonfinite(got: Any, ref: Any, bound: Any,
+               nan_may_spread: bool = False) -> tuple[Any, str | None]:
     """Elements whose NaN/Inf placement is wrong, and a sentence about them.
 
     A bound of Inf (the kernel may overflow) lets a NaN or an Inf stand where the
     reference is finite; a NaN bound (the model allows either of two results)
-    leaves the element unjudged."""
-    ref_nan, got_nan = np.isnan(ref), np.isnan(got)
-    ref_inf, got_inf = np.isinf(ref), np.isinf(got)
-    may_overflow = np.isinf(bound)  # inf - inf = NaN is legitimate after an overflow
-    judged = ~np.isnan(bound)
+    leaves the element unjudged; ``nan_may_spread`` (a model's ``nan_spreads``,
+    in a case with non-finite inputs) lets a NaN stand anywhere."""
+    xp = array_module(got)
+    ref_nan, got_nan = xp.isnan(ref), xp.isnan(got)
+    ref_inf, got_inf = xp.isinf(ref), xp.isinf(got)
+    may_overflow = xp.isinf(bound)  # inf - inf = NaN is legitimate after an overflow
+    judged = ~xp.isnan(bound)
     nan_bad = got_nan & ~ref_nan & ~may_overflow & judged
+    if nan_may_spread:
+        nan_bad &= False
     nan_missing = ref_nan & ~got_nan & judged
     inf_bad = got_inf & ~ref_inf & ~ref_nan & ~may_overflow & judged
     inf_wrong = ref_inf & ~(got == ref) & ~may_overflow & judged
     bad = nan_bad | nan_missing | inf_bad | inf_wrong
-    if not bad.any():
+    if not bool(bad.any()):
         return bad, None
     parts = []
     for mask, what in ((nan_bad, "NaN where the reference is not NaN"),
                        (nan_missing, "a number where the reference is NaN"),
                        (inf_bad, "Inf where the reference is finite"),
                        (inf_wrong, "not the reference's Inf")):
-        if mask.any():
-            first = tuple(int(i) for i in np.argwhere(mask)[0])
+        if bool(mask.any()):
+            first = tuple(int(i) for i in xp.argwhere(mask)[0])
             parts.append(f"{what} at {int(mask.sum())} element(s), first at {first}")
     return bad, "; ".join(parts)
 
 
 #: outputs up to this many elements get their median and maximum from one sort
-#: (NumPy's median costs tens of microseconds however small the array)
+#: on the host (NumPy's median costs tens of microseconds however small the array)
 _SORT_MAX = 1 << 12
 
 
-def _max_median(r: np.ndarray) -> tuple[float, float]:
-    """``(max(r), median(r))`` as ``np.max`` and ``np.median`` give them (NaN
+def _max_median(xp: Any, r: Any) -> tuple[float, float]:
+    """``(max(r), median(r))`` as ``xp.max`` and ``xp.median`` give them (NaN
     if ``r`` holds one; the mean of the two middle values for an even count),
     ``(0, 0)`` for an empty ``r``."""
     if not r.size:
         return 0.0, 0.0
-    if r.size <= _SORT_MAX:
+    if xp is np and r.size <= _SORT_MAX:
         s = np.sort(r, axis=None)  # NaN sorts last
         n = s.size
         top = float(s[-1])
@@ -163,56 +169,65 @@ def _max_median(r: np.ndarray) -> tuple[float, float]:
             return top, top
         mid = s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
         return top, float(mid)
-    return float(np.max(r)), float(np.median(r))
+    return float(xp.max(r)), float(xp.median(r))
 
 
 def compare(name: str, got: np.ndarray, ref: Tracked, *,
-            probabilistic: bool = False) -> OutputVerdict:
-    """Judge ``got`` (float64 host array) against a tracked reference."""
+            probabilistic: bool = False, nan_may_spread: bool = False) -> OutputVerdict:
+    """Judge ``got`` (a float64 host array) against a tracked reference
+    (``nan_may_spread``: see :func:`_nonfinite`).
+
+    The comparison runs where the reference lives: for a reference on a GPU
+    (CuPy), ``got`` goes to the device (one transfer) rather than the
+    reference's five arrays to the host; only scalars and the worst elements
+    come back."""
+    xp = array_module(ref.value)
     value = ref.value
-    got = np.asarray(got, dtype=np.float64)
+    got = xp.asarray(got, dtype=xp.float64)
     with np.errstate(invalid="ignore", over="ignore"):
         diff = got - value
         if ref.lo is not None:
             diff = diff - ref.lo
-        err = np.abs(diff)
+        err = xp.abs(diff)
     det_b, prob_b = ref.bound(False), ref.bound(True)
-    finite = np.isfinite(value) & np.isfinite(got)
-    if finite.all():  # no NaN or Inf to place: the masks below would all be empty
+    finite = xp.isfinite(value) & xp.isfinite(got)
+    all_finite = bool(finite.all())
+    if all_finite:  # no NaN or Inf to place: the masks below would all be empty
         nonfinite = None
         r_det, r_prob = _ratios(err, det_b), _ratios(err, prob_b)
         exact = not bool(det_b.any())
     else:
-        bad_place, nonfinite = _nonfinite(got, value, det_b)
-        err_f = np.where(finite, err, 0.0)
-        r_det = np.where(finite, _ratios(err_f, det_b), 0.0)
-        r_prob = np.where(finite, _ratios(err_f, prob_b), 0.0)
-        exact = bool(np.all(det_b[np.isfinite(value)] == 0))
+        bad_place, nonfinite = _nonfinite(got, value, det_b, nan_may_spread)
+        err_f = xp.where(finite, err, 0.0)
+        r_det = xp.where(finite, _ratios(err_f, det_b), 0.0)
+        r_prob = xp.where(finite, _ratios(err_f, prob_b), 0.0)
+        exact = bool(xp.all(det_b[xp.isfinite(value)] == 0))
     ratio = r_prob if probabilistic else r_det
     if nonfinite is not None:
-        ratio = np.where(bad_place, np.inf, ratio)
+        ratio = xp.where(bad_place, xp.inf, ratio)
     failing = ratio >= 1.0
     bound = prob_b if probabilistic else det_b
     flat_r = ratio.reshape(-1)
-    top = np.argpartition(-flat_r, min(WORST_SHOWN, flat_r.size) - 1)[:WORST_SHOWN] \
-        if flat_r.size > WORST_SHOWN else np.arange(flat_r.size)
-    order = top[np.argsort(-flat_r[top], kind="stable")]
+    top = xp.argpartition(-flat_r, min(WORST_SHOWN, flat_r.size) - 1)[:WORST_SHOWN] \
+        if flat_r.size > WORST_SHOWN else xp.arange(flat_r.size)
+    order = _host(top[xp.argsort(-flat_r[top], kind="stable")])
     worst: list[ElementReport] = []
     for flat in order:
-        ix = tuple(int(i) for i in np.unravel_index(flat, ratio.shape)) if ratio.ndim else ()
-        if ratio[ix] == 0 and worst:
+        ix = tuple(int(i) for i in np.unravel_index(int(flat), ratio.shape)) if ratio.ndim \
+            else ()
+        if float(ratio[ix]) == 0 and worst:
             break
         worst.append(ElementReport(ix, float(value[ix]), float(got[ix]), float(err[ix]),
                                    float(bound[ix]), float(ratio[ix]), ref.n_at(ix),
                                    float(ref.mag[ix])))
 
-    worst_det, median_det = _max_median(r_det)
-    worst_prob, median_prob = _max_median(r_prob)
+    worst_det, median_det = _max_median(xp, r_det)
+    worst_prob, median_prob = _max_median(xp, r_prob)
     if nonfinite is None:  # the ratios judged are one of the two, unchanged
         worst_ratio, median_ratio = (worst_prob, median_prob) if probabilistic \
             else (worst_det, median_det)
     else:
-        worst_ratio, median_ratio = _max_median(ratio)
+        worst_ratio, median_ratio = _max_median(xp, ratio)
     return OutputVerdict(
         name=name, shape=tuple(got.shape), n=ref.max_n, passed=not bool(failing.any()),
         mismatched=int(failing.sum()), worst_ratio=worst_ratio, median_ratio=median_ratio,
@@ -220,6 +235,11 @@ def compare(name: str, got: np.ndarray, ref: Tracked, *,
         median_ratio_det=median_det, median_ratio_prob=median_prob,
         exact=exact, nonfinite=nonfinite, worst=worst,
     )
+
+
+def _host(a: Any) -> np.ndarray:
+    """A small index array on the host (from a device one where it lives there)."""
+    return a.get() if hasattr(a, "get") else np.asarray(a)
 
 
 def ladder_for(model: PrecisionModel) -> tuple[str, ...]:
@@ -265,9 +285,11 @@ def diagnose(
     reference_for: Callable[[PrecisionModel], Tracked],
     *,
     ladder: bool = True,
+    nan_may_spread: bool = False,
 ) -> None:
     """Fill ``out.diagnosis`` and ``out.per_model``: the worst ratio under each
-    candidate model, and the most precise model the result is consistent with.
+    candidate model, and the most precise model the result is consistent with
+    (``nan_may_spread`` as in :func:`compare`).
 
     ``ladder=False`` (composed ops: an optimizer or training step, see
     :attr:`~numoracle.oracle.ops.base.Op.precision_ladder`) tries only the
@@ -279,7 +301,8 @@ def diagnose(
         return
     models = dict(candidates(claimed, ladder=ladder))
     for name, model in models.items():
-        out.per_model[name] = compare(out.name, got, reference_for(model)).worst_ratio_det
+        out.per_model[name] = compare(out.name, got, reference_for(model),
+                                      nan_may_spread=nan_may_spread).worst_ratio_det
     if out.passed:
         how = "bit-exact as the exact regime requires" if out.exact else (
             f"worst ratio {out.worst_ratio:.3g}")

@@ -226,9 +226,13 @@ def _available(mode: TorchMode) -> str | None:
 
 _MODES: tuple[tuple[TorchMode, str], ...] = (
     (TorchMode("cpu", "fp32"), "torch CPU float32 (oneDNN fp32 matmul precision pinned to IEEE)"),
-    # measured: CPU bf16 matmuls read subnormal bf16 inputs as zero
-    (TorchMode("cpu", "bf16", claims=(("flush_subnormal_inputs", True),)),
-     "torch CPU bfloat16, fp32 accumulation, subnormal inputs flushed"),
+    # measured: CPU bf16 matmuls read subnormal bf16 inputs as zero, and an Inf or
+    # NaN input turns finite results of neighbouring elements into NaN
+    # (benchmarks/results/findings/torch-cpu-bf16-linear-nan-spreads)
+    (TorchMode("cpu", "bf16", claims=(("flush_subnormal_inputs", True),
+                                      ("nan_spreads", True))),
+     "torch CPU bfloat16, fp32 accumulation, subnormal inputs flushed, NaN may spread "
+     "from non-finite inputs"),
     (TorchMode("cuda", "fp32"), "torch CUDA float32, cuBLAS with TF32 off"),
     # measured (benchmarks/results/h100): cuBLAS rounds fp32 inputs to tf32 to
     # nearest, except in shapes where it runs a plain fp32 kernel (1 x 1 x 1);

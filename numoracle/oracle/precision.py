@@ -115,6 +115,13 @@ class PrecisionModel:
         the largest of the classes' bounds; only summations keep the exact
         regime. ``get_model(..., algorithm="direct")`` demands summation
         accuracy.
+    nan_spreads : bool
+        A non-finite input may turn finite results into NaN (a vectorised
+        kernel whose packed neighbours meet ``0 * inf``: measured in torch's
+        CPU bfloat16 GEMM, ``benchmarks/results/findings/``). In a case whose
+        inputs hold a non-finite value, a NaN where the reference is finite is
+        then not counted against the kernel; every finite result is still
+        judged, and cases with finite inputs are judged as usual.
     """
 
     name: str
@@ -131,6 +138,7 @@ class PrecisionModel:
     inputs_maybe_unrounded: bool = False
     bias_after_store: bool = False
     algorithms: tuple[str, ...] = ("summation",)
+    nan_spreads: bool = False
 
     def __post_init__(self) -> None:
         known = ("summation", "winograd", "fft")
@@ -206,6 +214,8 @@ class PrecisionModel:
             s += ", bias added after a store"
         if self.algorithms != ("summation",):
             s += f", algorithms {'/'.join(self.algorithms)}"
+        if self.nan_spreads:
+            s += ", NaN may spread from non-finite inputs"
         if self.probabilistic:
             s += f", probabilistic (alpha={self.alpha:g})"
         return s

@@ -98,9 +98,8 @@ class Tracked:
 
     def n_at(self, index: tuple[int, ...]) -> int:
         """The accumulation length of the element at ``index``."""
-        if isinstance(self.n, np.ndarray):
-            return int(self.n[index])
-        return int(self.n)
+        n: Any = self.n
+        return int(n[index]) if getattr(n, "ndim", 0) else int(n)  # host or device array
 
     @property
     def is_exact(self) -> bool:
