@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# The GPU work the open issues still need, in three device calls of under ten minutes
+# each (run them in this order; each packs its results into OUT/<phase>.tar.gz):
+#
+#   bash benchmarks/gpu_open_issues.sh OUT speed    # issue 13 (+ the GPU-marked tests)
+#   bash benchmarks/gpu_open_issues.sh OUT sweeps   # issues 10, 12 and 17 side by side
+#   bash benchmarks/gpu_open_issues.sh OUT layers   # issue 10: cuDNN on the UNet layers
+#
+# speed:  GPU-marked tests (device quantize, device verdicts included); the launch-
+#         blocking profile of the oracle and of realistic cases (profile_gpu.py); then,
+#         with the GPU to itself, the oracle against plain float64 (oracle_speed.py).
+# sweeps: the realistic-size soundness sweep of the GPU targets (issue 10), the logic
+#         targets over grids 1-32, steps 1-20, channels 1-16 (issue 12), the GPU targets
+#         under the size limits 256 and 1024 (issue 17), at once: 3 + 1 + 4 processes.
+# layers: cudnn_layers.py on the small UNet (ResNet-18 was measured before).
+set -uo pipefail
+out=${1:?usage: gpu_open_issues.sh OUT speed|sweeps|layers}
+phase=${2:?usage: gpu_open_issues.sh OUT speed|sweeps|layers}
+r="$out/$phase"; mkdir -p "$r"
+command -v python >/dev/null || { mkdir -p /tmp/shim; ln -sf "$(command -v python3)" /tmp/shim/python; export PATH=/tmp/shim:$PATH; }
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+t_start=$(date +%s)
+stamp() { echo "== $1 at $(( $(date +%s) - t_start )) s" | tee -a "$r/phases.log"; }
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  python3 -c 'import torch, cupy, numpy, hypothesis; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version(), "cupy", cupy.__version__, "numpy", numpy.__version__, "hypothesis", hypothesis.__version__)'
+  nproc; git rev-parse HEAD 2>/dev/null; } > "$r/device.txt" 2>&1
+case "$phase" in
+  speed)
+    stamp "GPU-marked tests"
+    timeout 150 python3 -m pytest -m gpu -p numoracle -q -n 4 -p no:cacheprovider tests \
+      > "$r/gpu_tests.log" 2>&1; echo "pytest exit $?" >> "$r/gpu_tests.log"
+    tail -2 "$r/gpu_tests.log"
+    stamp "profile (launch-blocking)"
+    CUDA_LAUNCH_BLOCKING=1 timeout 150 python3 -W ignore benchmarks/profile_gpu.py \
+      --out "$r/profile" --cases 3 > "$r/profile.log" 2>&1; echo "exit $?" >> "$r/profile.log"
+    stamp "oracle speed (GPU alone)"
+    timeout 220 python3 benchmarks/oracle_speed.py --device gpu --repeats 3 --no-sweep \
+      --linear 128,1024,1024 --linear 1024,4096,4096 --linear 4096,8192,8192 \
+      --fp64-max-elements 1048576 --conv 32,256,256,56,56 \
+      --out "$r/oracle_speed_gpu.json" > "$r/oracle_speed_gpu.log" 2>&1
+    echo "exit $?" >> "$r/oracle_speed_gpu.log"
+    ;;
+  sweeps)
+    stamp "realistic, logic and limits sweeps side by side"
+    timeout 540 python3 -W ignore benchmarks/soundness.py --regime realistic \
+      --backends torch-cuda,cupy --ops linear,matmul,conv2d,kan --limits default \
+      --max-reduction 1048576 --examples 500 --seconds 150 --jobs 3 \
+      --out "$r/realistic" > "$r/realistic.log" 2>&1 &
+    timeout 540 python3 -W ignore benchmarks/logic_sweep.py --op logic_ca --cases 2000 \
+      --max-side 32 --max-steps 20 --max-channels 16 --seconds 500 \
+      --targets torch-cuda-fp32,torch-cuda-fp64,cupy-atomic-fp32,cupy-ordered-fp32,cupy-serial-fp32 \
+      --out "$r/logic" > "$r/logic.log" 2>&1 &
+    timeout 540 python3 -W ignore benchmarks/soundness.py --limits 256,1024 \
+      --backends torch-cuda,cupy --examples 2000 --seconds 40 --jobs 4 \
+      --out "$r/limits" > "$r/limits.log" 2>&1 &
+    wait
+    tail -n 30 "$r/realistic.log" "$r/logic.log" "$r/limits.log"
+    ;;
+  layers)
+    stamp "cuDNN on the UNet layers"
+    timeout 560 python3 -W ignore benchmarks/cudnn_layers.py --out "$r/cudnn_layers" \
+      --nets unet --seconds 520 > "$r/cudnn_layers.log" 2>&1
+    echo "exit $?" >> "$r/cudnn_layers.log"; tail -4 "$r/cudnn_layers.log"
+    ;;
+  *) echo "unknown phase $phase: use speed, sweeps or layers" >&2; exit 2 ;;
+esac
+stamp "done"
+(cd "$out" && find "$phase" -type f -size -4M | tar -czf "$phase.tar.gz" -T - && rm -rf "$phase")
