@@ -41,8 +41,8 @@ from .formats import FP64, Format, chunk_size, quantize, representable
 from .precision import PrecisionModel, gamma, gamma_tilde
 from .xp import array_module as _xp
 
-__all__ = ["Tracked", "exact", "unjudged", "add", "sub", "relu", "relu_mask_mul", "mul_scalar",
-           "either", "matmul", "sum_", "store", "lsb_exponent", "ESCALATE_SHARE"]
+__all__ = ["Tracked", "exact", "unjudged", "concat", "add", "sub", "relu", "relu_mask_mul",
+           "mul_scalar", "either", "matmul", "sum_", "store", "lsb_exponent", "ESCALATE_SHARE"]
 
 U64 = FP64.u
 #: escalate to the exact context when the float64 reference error is not below
@@ -130,6 +130,29 @@ def unjudged(t: Tracked, bad: Any) -> Tracked:
     prob = xp.array(xp.broadcast_to(t.prob, t.value.shape), dtype=xp.float64)
     det[bad] = prob[bad] = xp.nan
     return replace(t, det=det, prob=prob)
+
+
+def concat(ts: list[Tracked], axis: int) -> Tracked:
+    """Tracked arrays joined along ``axis``: the blocks of one output computed
+    apart (each element keeps its own value, low part, radii and length)."""
+    if len(ts) == 1:
+        return ts[0]
+    xp = _xp(ts[0].value)
+
+    def join(get: Any) -> Any:
+        return xp.concatenate([xp.broadcast_to(get(t), t.value.shape) for t in ts], axis=axis)
+    zero = xp.zeros((), dtype=xp.float64)
+    lo = join(lambda t: zero if t.lo is None else t.lo) if any(
+        t.lo is not None for t in ts) else None
+    if all(np.ndim(t.n) == 0 for t in ts) and len({int(t.n) for t in ts}) == 1:
+        n: int | np.ndarray = int(ts[0].n)
+    else:  # lengths per element live on the host (see matmul)
+        n = np.concatenate([np.broadcast_to(np.asarray(t.n), t.value.shape) for t in ts],
+                           axis=axis)
+    return Tracked(value=join(lambda t: t.value), ref_err=join(lambda t: t.ref_err),
+                   det=join(lambda t: t.det), prob=join(lambda t: t.prob),
+                   mag=join(lambda t: t.mag), n=n, lo=lo,
+                   escalated=any(t.escalated for t in ts))
 
 
 def exact(x: Any) -> Tracked:

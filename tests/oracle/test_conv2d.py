@@ -181,3 +181,37 @@ def test_pairs_are_normalised() -> None:
     assert p["stride"] == (2, 1) and p["padding"] == (1, 1) and p["dilation"] == (1, 1)
     assert p["groups"] == 1 and p["bias"] is True
     assert Case.from_dict(Case(op="conv2d", params=p).to_dict()).params == p
+
+
+@pytest.mark.parametrize("family", ["normal", "exact", "special"])
+@pytest.mark.parametrize(("stride", "padding", "dilation", "groups"),
+                         [(1, 1, 1, 1), (2, 1, 1, 1), (1, 2, 2, 2), (2, 0, 1, 2)])
+def test_blocked_reference_is_the_whole_one(monkeypatch, family, stride, padding, dilation,
+                                            groups) -> None:
+    """Built a sample at a time (the block size of real layers), the reference and
+    its bounds are those built at once: same exact zeros, same unjudged elements."""
+    from numoracle.oracle.ops import conv2d as conv_module
+    from numoracle.oracle.precision import get_model
+
+    params = {"batch": 3, "in_channels": 4, "out_channels": 4, "height": 7, "width": 6,
+              "kernel_size": 3, "stride": stride, "padding": padding, "dilation": dilation,
+              "groups": groups, "bias": True}
+    case = Case("conv2d", get_op("conv2d").validate(params), storage="fp32", family=family,
+                seed=5)
+    inputs = case.inputs()
+    model = get_model("fp32")
+    whole = get_op("conv2d").reference(inputs, case.params, model)
+    monkeypatch.setattr(conv_module, "BLOCK_ELEMENTS", 1)  # one sample per block
+    blocked = get_op("conv2d").reference(inputs, case.params, model)
+    for name, w in whole.items():
+        b = blocked[name]
+        assert b.shape == w.shape
+        np.testing.assert_array_equal(np.isnan(b.det), np.isnan(w.det), err_msg=name)
+        np.testing.assert_array_equal(b.det == 0, w.det == 0, err_msg=name)
+        ok = np.isfinite(w.value) & np.isfinite(b.value)
+        np.testing.assert_array_equal(np.isfinite(b.value), np.isfinite(w.value))
+        tol = (w.ref_err + b.ref_err)[ok]
+        assert np.all(np.abs(b.value[ok] - w.value[ok]) <= tol), name
+        fin = np.isfinite(w.det) & np.isfinite(b.det)
+        np.testing.assert_allclose(b.det[fin], w.det[fin], rtol=1e-12, err_msg=name)
+        np.testing.assert_array_equal(np.broadcast_to(b.n, b.shape), np.broadcast_to(w.n, w.shape))

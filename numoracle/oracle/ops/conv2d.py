@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from functools import partial
 from types import MappingProxyType
 from typing import Any
 
@@ -39,7 +40,7 @@ import numpy as np
 
 from ...errors import InvalidArgument
 from ..precision import PrecisionModel
-from ..tracked import Tracked, _xp, add, exact, matmul, store, sum_, unjudged
+from ..tracked import Tracked, _nonzero, _xp, add, concat, exact, matmul, store, sum_, unjudged
 from ..transforms import widen_conv2d
 from .base import Op, Product, check_positive_int, with_bias_gradient
 from .plan import Choice, Derived, Dim, Flag, Multiple
@@ -283,70 +284,99 @@ def conv2d_tracked(
     g = _fold(grad_output) if grad_output is not None else None
     res: dict[str, Tracked] = {}
 
-    cols: Any = None
+    x_exact, g_exact = _is_exact(x), g is None or _is_exact(g)
     pad_mask: Any = None
     if "y" in want or "grad_weight" in want:
-        # im2col of the padded x: (G, N*Ho*Wo, C/G*kH*kW)
+        # padded-x index of each output position and tap, per axis
         rows = (np.arange(ho) * sh)[:, None] + (np.arange(kh) * dh)[None, :]  # (Ho, kH)
         cidx = (np.arange(wo) * sw)[:, None] + (np.arange(kw) * dw)[None, :]  # (Wo, kW)
         ri, ci = rows[:, None, :, None], cidx[None, :, None, :]
-
-        def im2col(v: Any) -> Any:
-            vpad = xp.pad(v, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
-            patches = vpad[:, :, xp.asarray(ri), xp.asarray(ci)]  # (N, C, Ho, Wo, kH, kW)
-            return _group_rows(patches, n, grp, cg, ho * wo, kh * kw)
-        cols = _map(x, im2col)
         inside = np.zeros((h + 2 * ph, wd + 2 * pw), dtype=bool)
         inside[ph:ph + h, pw:pw + wd] = True
         pad = ~inside[ri, ci]  # (Ho, Wo, kH, kW): taps that read padding
-        pad_mask = pad if bool(pad.any()) else None  # (Ho, Wo, kH, kW)
+        pad_mask = pad if bool(pad.any()) else None
 
     if "y" in want:
+        # im2col of the padded x, (G, N*Ho*Wo, C/G*kH*kW), a block of samples at a time
+        ri_d, ci_d = xp.asarray(ri), xp.asarray(ci)
+
+        def im2col(v: Any) -> Any:
+            vpad = xp.pad(v, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+            patches = vpad[:, :, ri_d, ci_d]  # (n, C, Ho, Wo, kH, kW)
+            return _group_rows(patches, v.shape[0], grp, cg, ho * wo, kh * kw)
         wmat = _map(weight, lambda v: v.reshape(grp, og, cg * kh * kw).transpose(0, 2, 1))
         b = None
         if bias is not None:
             b = _map(_fold(bias), lambda v: v.reshape(grp, 1, og))
-        if b is not None and model.bias_after_store:
-            t = add(store(matmul(cols, wmat, model), model), b, model)
-        else:
-            t = matmul(cols, wmat, model, bias=b)
+        pad_inf = None  # per position of one sample: a padding tap meets an infinite weight
         if pad_mask is not None:
-            za = _structural_rows(pad_mask, n, cg, xp)  # (1, N*Ho*Wo, C/G*kH*kW)
-            t = unjudged(t, za @ (xp.isinf(wmat.value) * 1.0) > 0)
-        res["y"] = _rearrange(t, lambda v: v.reshape(grp, n, ho, wo, og)
-                              .transpose(1, 0, 4, 2, 3).reshape(n, o, ho, wo))
+            za = _structural_rows(pad_mask, 1, cg, xp)  # (1, Ho*Wo, C/G*kH*kW)
+            pad_inf = za @ (xp.isinf(wmat.value) * 1.0) > 0
+        blocks = []
+        for n0, n1 in _sample_blocks(n, c * ho * wo * kh * kw):
+            cols = _map(x, _on_samples(im2col, n0, n1), x_exact)
+            if b is not None and model.bias_after_store:
+                t = add(store(matmul(cols, wmat, model), model), b, model)
+            else:
+                t = matmul(cols, wmat, model, bias=b)
+            if pad_inf is not None:
+                t = unjudged(t, xp.tile(pad_inf, (1, n1 - n0, 1)))
+            blocks.append(_rearrange(t, partial(_ungroup, shape=(n1 - n0, o, ho, wo), grp=grp)))
+        res["y"] = concat(blocks, axis=0)
 
     if "grad_input" in want:
         assert g is not None
         ih, vh = _taps(h, ho, kh, sh, ph, dh)
         iw, vw = _taps(wd, wo, kw, sw, pw, dw)
         valid = vh[:, None, :, None] & vw[None, :, None, :]  # (H, W, kH, kW)
+        ih_d, iw_d = xp.asarray(ih)[:, None, :, None], xp.asarray(iw)[None, :, None, :]
+        valid_d = xp.asarray(valid)
 
         def gather(v: Any) -> Any:
-            gath = v[:, :, xp.asarray(ih)[:, None, :, None], xp.asarray(iw)[None, :, None, :]]
-            gath = xp.where(xp.asarray(valid), gath, 0.0)  # structural zeros: exact 0
-            return _group_rows(gath, n, grp, og, h * wd, kh * kw)  # (G, N*H*W, O/G*kH*kW)
-        a = _map(g, gather)
+            gath = xp.where(valid_d, v[:, :, ih_d, iw_d], 0.0)  # structural zeros: exact 0
+            return _group_rows(gath, v.shape[0], grp, og, h * wd, kh * kw)  # (G, n*H*W, ...)
         wmat = _map(weight, lambda v: v.reshape(grp, og, cg, kh, kw)
                     .transpose(0, 1, 3, 4, 2).reshape(grp, og * kh * kw, cg))
-        terms = np.broadcast_to(Conv2d().grad_input_terms(
-            {**params, "height": h, "width": wd, "out_channels": o})[None], (n, h, wd))
-        t = matmul(a, wmat, model, terms=terms.reshape(1, n * h * wd, 1))
+        terms1 = Conv2d().grad_input_terms({**params, "height": h, "width": wd,
+                                            "out_channels": o})  # (H, W)
+        zero_inf = None  # per position of one sample: an inserted zero meets an infinite weight
         if not bool(valid.all()):
-            z = _structural_rows(~valid, n, og, xp)  # (1, N*H*W, O/G*kH*kW)
-            t = unjudged(t, z @ (xp.isinf(wmat.value) * 1.0) > 0)
-        res["grad_input"] = _rearrange(t, lambda v: v.reshape(grp, n, h, wd, cg)
-                                       .transpose(1, 0, 4, 2, 3).reshape(n, c, h, wd))
+            z = _structural_rows(~valid, 1, og, xp)  # (1, H*W, O/G*kH*kW)
+            zero_inf = z @ (xp.isinf(wmat.value) * 1.0) > 0
+        blocks = []
+        for n0, n1 in _sample_blocks(n, o * h * wd * kh * kw):
+            a = _map(g, _on_samples(gather, n0, n1), g_exact)
+            terms = np.broadcast_to(terms1[None], (n1 - n0, h, wd)).reshape(1, -1, 1)
+            t = matmul(a, wmat, model, terms=terms)
+            if zero_inf is not None:
+                t = unjudged(t, xp.tile(zero_inf, (1, n1 - n0, 1)))
+            blocks.append(_rearrange(t, partial(_ungroup, shape=(n1 - n0, c, h, wd), grp=grp)))
+        res["grad_input"] = concat(blocks, axis=0)
 
     if "grad_weight" in want:
+        # one contraction per kernel tap: grad_output against the strided view of the
+        # padded x that the tap reads ((G, O/G, N*Ho*Wo) @ (G, N*Ho*Wo, C/G))
         assert g is not None
         gmat = _map(g, lambda v: v.reshape(n, grp, og, ho * wo).transpose(1, 2, 0, 3)
-                    .reshape(grp, og, n * ho * wo))
-        t = matmul(gmat, cols, model)  # (G, O/G, C/G*kH*kW)
-        if pad_mask is not None:
-            zb = _structural_rows(pad_mask, n, cg, xp)[0]  # (N*Ho*Wo, C/G*kH*kW)
-            t = unjudged(t, (xp.isinf(gmat.value) * 1.0) @ zb > 0)
-        res["grad_weight"] = _rearrange(t, lambda v: v.reshape(o, cg, kh, kw))
+                    .reshape(grp, og, n * ho * wo), g_exact)
+        xpad = _map(x, lambda v: xp.pad(v, ((0, 0), (0, 0), (ph, ph), (pw, pw))), x_exact)
+        inf_g = xp.isinf(gmat.value) * 1.0 if pad_mask is not None else None
+
+        def tap(v: Any, i: int, j: int) -> Any:
+            view = v[:, :, i * dh:i * dh + sh * (ho - 1) + 1:sh,
+                     j * dw:j * dw + sw * (wo - 1) + 1:sw]  # (N, C, Ho, Wo)
+            return view.reshape(n, grp, cg, ho * wo).transpose(1, 0, 3, 2).reshape(
+                grp, n * ho * wo, cg)
+        per_tap = []
+        for i in range(kh):
+            for j in range(kw):
+                t = matmul(gmat, _map(xpad, partial(tap, i=i, j=j), x_exact), model)
+                if pad_mask is not None and bool(pad_mask[:, :, i, j].any()):
+                    reads_pad = xp.asarray(np.tile(pad_mask[:, :, i, j].reshape(-1), n) * 1.0)
+                    t = unjudged(t, (inf_g @ reads_pad > 0)[..., None])
+                per_tap.append(_rearrange(t, lambda v: v[..., None]))
+        res["grad_weight"] = _rearrange(concat(per_tap, axis=-1),  # (G, O/G, C/G, kH*kW)
+                                        lambda v: v.reshape(o, cg, kh, kw))
 
     if "grad_bias" in want:
         assert g is not None
@@ -377,15 +407,44 @@ def _fold(t: Tracked) -> Tracked:
     return replace(t, ref_err=t.ref_err + _xp(t.value).abs(t.lo), lo=None)
 
 
-def _map(t: Tracked, fn: Callable[[Any], Any]) -> Tracked:
+def _is_exact(t: Tracked) -> bool:
+    """No radius at all: an exact operand (zero-stride radii are not scanned)."""
+    return not (_nonzero(t.det) or _nonzero(t.prob) or _nonzero(t.ref_err))
+
+
+def _map(t: Tracked, fn: Callable[[Any], Any], is_exact: bool | None = None) -> Tracked:
     """``fn`` (a gather, pad, reshape: no arithmetic) applied to the value and
-    radii of an operand; an exact operand stays exact without touching its zeros."""
+    radii of an operand; an exact operand stays exact without touching its zeros
+    (``is_exact``: already known, so not checked again)."""
     xp = _xp(t.value)
-    if not (bool(xp.any(t.det)) or bool(xp.any(t.prob)) or bool(xp.any(t.ref_err))):
+    if _is_exact(t) if is_exact is None else is_exact:
         return exact(fn(t.value))
     return Tracked(value=fn(t.value), ref_err=fn(xp.asarray(t.ref_err)),
                    det=fn(xp.asarray(t.det)), prob=fn(xp.asarray(t.prob)),
                    mag=fn(xp.asarray(t.mag)), n=1)
+
+
+#: elements of the contraction rows built at once (the im2col patches of a block of
+#: samples): bounds the reference's temporaries at real layer sizes
+BLOCK_ELEMENTS = 1 << 24
+
+
+def _on_samples(fn: Callable[[Any], Any], n0: int, n1: int) -> Callable[[Any], Any]:
+    """``fn`` of samples ``[n0, n1)`` of an ``(N, ...)`` array."""
+    return lambda v: fn(v[n0:n1])
+
+
+def _ungroup(v: Any, shape: tuple[int, int, int, int], grp: int) -> Any:
+    """Contraction results ``(G, n*P1*P2, C/G)`` back as ``(n, C, P1, P2)``."""
+    nb, ch, p1, p2 = shape
+    return v.reshape(grp, nb, p1, p2, ch // grp).transpose(1, 0, 4, 2, 3).reshape(shape)
+
+
+def _sample_blocks(n: int, per_sample: int) -> list[tuple[int, int]]:
+    """``[n0, n1)`` ranges of samples whose rows hold about :data:`BLOCK_ELEMENTS`
+    elements (at least one sample each)."""
+    step = max(1, BLOCK_ELEMENTS // max(per_sample, 1))
+    return [(i, min(n, i + step)) for i in range(0, n, step)]
 
 
 def _group_rows(patches: Any, n: int, grp: int, cpg: int, positions: int, taps: int) -> Any:
