@@ -298,11 +298,10 @@ def conv2d_tracked(
 
     if "y" in want:
         # im2col of the padded x, (G, N*Ho*Wo, C/G*kH*kW), a block of samples at a time
-        ri_d, ci_d = xp.asarray(ri), xp.asarray(ci)
-
         def im2col(v: Any) -> Any:
             vpad = xp.pad(v, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
-            patches = vpad[:, :, ri_d, ci_d]  # (n, C, Ho, Wo, kH, kW)
+            patches = _stack_taps(vpad, [i * dh for i in range(kh)], [j * dw for j in range(kw)],
+                                  (sh, sw), (ho, wo))  # (n, C, Ho, Wo, kH*kW)
             return _group_rows(patches, v.shape[0], grp, cg, ho * wo, kh * kw)
         wmat = _map(weight, lambda v: v.reshape(grp, og, cg * kh * kw).transpose(0, 2, 1))
         b = None
@@ -326,15 +325,22 @@ def conv2d_tracked(
 
     if "grad_input" in want:
         assert g is not None
-        ih, vh = _taps(h, ho, kh, sh, ph, dh)
-        iw, vw = _taps(wd, wo, kw, sw, pw, dw)
+        _, vh = _taps(h, ho, kh, sh, ph, dh)
+        _, vw = _taps(wd, wo, kw, sw, pw, dw)
         valid = vh[:, None, :, None] & vw[None, :, None, :]  # (H, W, kH, kW)
-        ih_d, iw_d = xp.asarray(ih)[:, None, :, None], xp.asarray(iw)[None, :, None, :]
-        valid_d = xp.asarray(valid)
+        # grad_output with the transposed convolution's zeros put in: (s - 1) between
+        # neighbours, and around it what the taps reach past either end
+        span_h, span_w = sh * (ho - 1) + 1, sw * (wo - 1) + 1
+        lh, lw = max(0, dh * (kh - 1) - ph), max(0, dw * (kw - 1) - pw)
+        rh, rw = max(0, h + ph - span_h), max(0, wd + pw - span_w)
 
         def gather(v: Any) -> Any:
-            gath = xp.where(valid_d, v[:, :, ih_d, iw_d], 0.0)  # structural zeros: exact 0
-            return _group_rows(gath, v.shape[0], grp, og, h * wd, kh * kw)  # (G, n*H*W, ...)
+            nb = v.shape[0]
+            dil = xp.zeros((nb, o, lh + span_h + rh, lw + span_w + rw))
+            dil[:, :, lh:lh + span_h:sh, lw:lw + span_w:sw] = v  # inserted zeros: exact 0
+            taps = _stack_taps(dil, [ph - i * dh + lh for i in range(kh)],
+                               [pw - j * dw + lw for j in range(kw)], (1, 1), (h, wd))
+            return _group_rows(taps, nb, grp, og, h * wd, kh * kw)  # (G, n*H*W, O/G*kH*kW)
         wmat = _map(weight, lambda v: v.reshape(grp, og, cg, kh, kw)
                     .transpose(0, 1, 3, 4, 2).reshape(grp, og * kh * kw, cg))
         terms1 = Conv2d().grad_input_terms({**params, "height": h, "width": wd,
@@ -445,6 +451,17 @@ def _sample_blocks(n: int, per_sample: int) -> list[tuple[int, int]]:
     elements (at least one sample each)."""
     step = max(1, BLOCK_ELEMENTS // max(per_sample, 1))
     return [(i, min(n, i + step)) for i in range(0, n, step)]
+
+
+def _stack_taps(v: Any, starts_h: list[int], starts_w: list[int], step: Pair,
+                out: Pair) -> Any:
+    """``(n, C, out_h, out_w, taps)``: for every pair of starts (row-major), the
+    strided view of ``v`` (``(n, C, H', W')``) that the kernel tap reads: strided
+    copies, no index arrays."""
+    (s_h, s_w), (o_h, o_w) = step, out
+    views = [v[:, :, a:a + s_h * (o_h - 1) + 1:s_h, b:b + s_w * (o_w - 1) + 1:s_w]
+             for a in starts_h for b in starts_w]
+    return _xp(v).stack(views, axis=-1)
 
 
 def _group_rows(patches: Any, n: int, grp: int, cpg: int, positions: int, taps: int) -> Any:
