@@ -312,7 +312,7 @@ def conv2d_tracked(
             za = _structural_rows(pad_mask, 1, cg, xp)  # (1, Ho*Wo, C/G*kH*kW)
             pad_inf = za @ (xp.isinf(wmat.value) * 1.0) > 0
         blocks = []
-        for n0, n1 in _sample_blocks(n, c * ho * wo * kh * kw):
+        for n0, n1 in _sample_blocks(n, c * ho * wo * kh * kw, xp):
             cols = _map(x, _on_samples(im2col, n0, n1), x_exact)
             if b is not None and model.bias_after_store:
                 t = add(store(matmul(cols, wmat, model), model), b, model)
@@ -350,7 +350,7 @@ def conv2d_tracked(
             z = _structural_rows(~valid, 1, og, xp)  # (1, H*W, O/G*kH*kW)
             zero_inf = z @ (xp.isinf(wmat.value) * 1.0) > 0
         blocks = []
-        for n0, n1 in _sample_blocks(n, o * h * wd * kh * kw):
+        for n0, n1 in _sample_blocks(n, o * h * wd * kh * kw, xp):
             a = _map(g, _on_samples(gather, n0, n1), g_exact)
             terms = np.broadcast_to(terms1[None], (n1 - n0, h, wd)).reshape(1, -1, 1)
             t = matmul(a, wmat, model, terms=terms)
@@ -430,9 +430,11 @@ def _map(t: Tracked, fn: Callable[[Any], Any], is_exact: bool | None = None) -> 
                    mag=fn(xp.asarray(t.mag)), n=1)
 
 
-#: elements of the contraction rows built at once (the im2col patches of a block of
-#: samples): bounds the reference's temporaries at real layer sizes
+#: elements of the contraction rows built at once on the host (the im2col patches
+#: of a block of samples): bounds the reference's temporaries at real layer sizes
 BLOCK_ELEMENTS = 1 << 24
+#: the same on a GPU (CuPy): larger blocks, fewer launches and synchronisations
+DEVICE_BLOCK_ELEMENTS = 1 << 26
 
 
 def _on_samples(fn: Callable[[Any], Any], n0: int, n1: int) -> Callable[[Any], Any]:
@@ -446,10 +448,11 @@ def _ungroup(v: Any, shape: tuple[int, int, int, int], grp: int) -> Any:
     return v.reshape(grp, nb, p1, p2, ch // grp).transpose(1, 0, 4, 2, 3).reshape(shape)
 
 
-def _sample_blocks(n: int, per_sample: int) -> list[tuple[int, int]]:
+def _sample_blocks(n: int, per_sample: int, xp: Any) -> list[tuple[int, int]]:
     """``[n0, n1)`` ranges of samples whose rows hold about :data:`BLOCK_ELEMENTS`
-    elements (at least one sample each)."""
-    step = max(1, BLOCK_ELEMENTS // max(per_sample, 1))
+    (:data:`DEVICE_BLOCK_ELEMENTS` on a GPU) elements, at least one sample each."""
+    budget = BLOCK_ELEMENTS if xp is np else DEVICE_BLOCK_ELEMENTS
+    step = max(1, budget // max(per_sample, 1))
     return [(i, min(n, i + step)) for i in range(0, n, step)]
 
 
