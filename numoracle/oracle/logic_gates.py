@@ -255,24 +255,32 @@ def layer_forward(x: Tracked, idx_a: np.ndarray, idx_b: np.ndarray, p: Tracked,
     gam = gamma(model.order.height(k) + 2, model.acc_unit())
     da = pv @ ca + (pv @ cab) * bv  # (B, J)
     db = pv @ cb + (pv @ cab) * av
-    gates = gate_values(av, bv)  # (B, J, 16)
-    aa, ba = np.abs(av)[..., None], np.abs(bv)[..., None]
-    pa = np.abs(pv)[None]
-    ca_, cb_, cab_, c1_ = np.abs(ca), np.abs(cb), np.abs(cab), np.abs(c1)
+    abs_gates = np.abs(gate_values(av, bv))  # (B, J, 16)
+    aa, ba = np.abs(av), np.abs(bv)
+    pa = np.abs(pv)  # (J, 16)
+    # the sums over the 16 gates as per-neuron vectors (J,): every term is >= 0
+    c1_, ca_, cb_, cab_ = np.abs(c1), np.abs(ca), np.abs(cb), np.abs(cab)
     extra = []
     with np.errstate(invalid="ignore", over="ignore"):
-        for ra_, rb_, rp_ in zip(_radii(a), _radii(b), _radii(p), strict=True):
-            ra, rb, rp = ra_[..., None], rb_[..., None], rp_[None]
-            first = (np.abs(da) * ra_ + np.abs(db) * rb_
-                     + np.sum(np.abs(gates) * rp, axis=-1))
-            second = np.sum(ca_ * rp * ra + cb_ * rp * rb
-                            + cab_ * (rp * ra * ba + rp * aa * rb + (pa + rp) * ra * rb), axis=-1)
-            grow = np.sum((pa + rp) * (ca_ * ra + cb_ * rb + cab_ * (aa * rb + ra * ba + ra * rb))
-                          + rp * (c1_ + ca_ * aa + cb_ * ba + cab_ * aa * ba), axis=-1)
+        for ra, rb, rp in zip(_radii(a), _radii(b), _radii(p), strict=True):
+            pr = pa + rp
+            first = (np.abs(da) * ra + np.abs(db) * rb
+                     + np.einsum("bjg,jg->bj", abs_gates, rp))
+            second = (ra * (rp @ ca_) + rb * (rp @ cb_) + (ra * ba + aa * rb) * (rp @ cab_)
+                      + ra * rb * (pr @ cab_))
+            grow = (ra * (pr @ ca_) + rb * (pr @ cb_) + (aa * rb + ra * ba + ra * rb) * (pr @ cab_)
+                    + rp @ c1_ + aa * (rp @ ca_) + ba * (rp @ cb_) + aa * ba * (rp @ cab_))
             extra.append(first + second + gam * grow)
     det, prob, ref = extra
     y = _widened(y, det, prob, ref)
     return y, LayerCache(a, b, mul(a, b, model), idx_a, idx_b, x.shape[1])
+
+
+def _pairs(lin: np.ndarray, cab: np.ndarray) -> list[tuple[tuple[float, float], np.ndarray]]:
+    """The gates grouped by their pair ``(lin_g, cab_g)``: each distinct pair and
+    the gates that have it."""
+    keys = sorted({(float(x), float(y)) for x, y in zip(lin, cab, strict=True)})
+    return [(k, np.flatnonzero((lin == k[0]) & (cab == k[1]))) for k in keys]
 
 
 def layer_backward(gy: Tracked, p: Tracked, cache: LayerCache,
@@ -296,7 +304,7 @@ def layer_backward(gy: Tracked, p: Tracked, cache: LayerCache,
     count = (np.repeat(per_side, n_out) @ scatter).astype(np.int64)  # terms per input
     n_terms = np.maximum(count, 1)[None, :]
     gam = gamma(model.order.height(n_terms) + 2, model.acc_unit())
-    pa = np.abs(pv)[None]
+    pa = np.abs(pv)  # (J, 16)
     values, mags, facs = [], [], []
     with np.errstate(invalid="ignore", over="ignore"):
         for lin, other, k in ((COEF[:, 1], bv, len(_DA_TERMS)), (COEF[:, 2], av, len(_DB_TERMS))):
@@ -307,25 +315,27 @@ def layer_backward(gy: Tracked, p: Tracked, cache: LayerCache,
         out = term_sum(np.concatenate(values, axis=1) @ scatter,
                        np.concatenate(mags, axis=1) @ scatter, n_terms,
                        np.concatenate(facs, axis=1) @ scatter, model)
+    # the sums over the 16 gates as per-neuron vectors (J,), every term >= 0; the one
+    # sum that is not linear in the operand, sum_g |lin_g + cab_g o| r_g, per
+    # distinct pair (lin_g, cab_g)
     extra = []
     with np.errstate(invalid="ignore", over="ignore"):
-        for rg, rp_, ra, rb in zip(_radii(gy), _radii(p), _radii(cache.a), _radii(cache.b),
-                                   strict=True):
-            rp = rp_[None]
+        for rg, rp, ra, rb in zip(_radii(gy), _radii(p), _radii(cache.a), _radii(cache.b),
+                                  strict=True):
             sides, grows = [], []
+            c_rp, c_pa = rp @ np.abs(cab), pa @ np.abs(cab)
+            og = np.abs(gv)
             for lin, other, r_o in ((COEF[:, 1], bv, rb), (COEF[:, 2], av, ra)):
+                l_rp, l_pa = rp @ np.abs(lin), pa @ np.abs(lin)
+                oa = np.abs(other)
                 d = pv @ lin + (pv @ cab) * other  # (B, J)
-                dg = lin[None, None] + cab[None, None] * other[..., None]  # (B, J, 16)
-                og, oa = np.abs(gv)[..., None], np.abs(other)[..., None]
-                rgg, roo = rg[..., None], r_o[..., None]
-                first = (np.abs(d) * rg + np.abs(gv * (pv @ cab)) * r_o
-                         + np.sum(np.abs(gv[..., None] * dg) * rp, axis=-1))
-                second = np.sum(np.abs(lin) * rgg * rp
-                                + np.abs(cab) * (rgg * rp * oa + rgg * pa * roo + og * rp * roo
-                                                 + rgg * rp * roo), axis=-1)
-                grow = np.sum(np.abs(lin) * ((og + rgg) * (pa + rp) - og * pa)
-                              + np.abs(cab) * ((og + rgg) * (pa + rp) * (oa + roo)
-                                               - og * pa * oa), axis=-1)
+                by_pair = sum(np.abs(lv + cv * other) * (rp[:, idx].sum(axis=1))
+                              for (lv, cv), idx in _pairs(lin, cab))
+                first = np.abs(d) * rg + np.abs(gv * (pv @ cab)) * r_o + og * by_pair
+                second = (rg * l_rp + rg * oa * c_rp + rg * r_o * c_pa + og * r_o * c_rp
+                          + rg * r_o * c_rp)
+                grow = (og * l_rp + rg * l_pa + rg * l_rp + og * oa * c_rp
+                        + og * r_o * (c_pa + c_rp) + rg * (oa + r_o) * (c_pa + c_rp))
                 sides.append(first + second)
                 grows.append(grow)
             per = np.concatenate(sides, axis=1) @ scatter
