@@ -300,9 +300,8 @@ def conv2d_tracked(
         # im2col of the padded x, (G, N*Ho*Wo, C/G*kH*kW), a block of samples at a time
         def im2col(v: Any) -> Any:
             vpad = xp.pad(v, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
-            patches = _stack_taps(vpad, [i * dh for i in range(kh)], [j * dw for j in range(kw)],
-                                  (sh, sw), (ho, wo))  # (n, C, Ho, Wo, kH*kW)
-            return _group_rows(patches, v.shape[0], grp, cg, ho * wo, kh * kw)
+            return _group_windows(_windows(vpad, (0, 0), (sh, sw), (dh, dw), (ho, wo), (kh, kw)),
+                                  grp)  # (G, n*Ho*Wo, C/G*kH*kW)
         wmat = _map(weight, lambda v: v.reshape(grp, og, cg * kh * kw).transpose(0, 2, 1))
         b = None
         if bias is not None:
@@ -338,9 +337,10 @@ def conv2d_tracked(
             nb = v.shape[0]
             dil = xp.zeros((nb, o, lh + span_h + rh, lw + span_w + rw))
             dil[:, :, lh:lh + span_h:sh, lw:lw + span_w:sw] = v  # inserted zeros: exact 0
-            taps = _stack_taps(dil, [ph - i * dh + lh for i in range(kh)],
-                               [pw - j * dw + lw for j in range(kw)], (1, 1), (h, wd))
-            return _group_rows(taps, nb, grp, og, h * wd, kh * kw)  # (G, n*H*W, O/G*kH*kW)
+            # tap (i, j) reads dil[hi + ph + lh - i dh]: from the last tap up, then reversed
+            win = _windows(dil, (ph + lh - (kh - 1) * dh, pw + lw - (kw - 1) * dw), (1, 1),
+                           (dh, dw), (h, wd), (kh, kw))[..., ::-1, ::-1]
+            return _group_windows(win, grp)  # (G, n*H*W, O/G*kH*kW)
         wmat = _map(weight, lambda v: v.reshape(grp, og, cg, kh, kw)
                     .transpose(0, 1, 3, 4, 2).reshape(grp, og * kh * kw, cg))
         terms1 = Conv2d().grad_input_terms({**params, "height": h, "width": wd,
@@ -360,28 +360,31 @@ def conv2d_tracked(
         res["grad_input"] = concat(blocks, axis=0)
 
     if "grad_weight" in want:
-        # one contraction per kernel tap: grad_output against the strided view of the
-        # padded x that the tap reads ((G, O/G, N*Ho*Wo) @ (G, N*Ho*Wo, C/G))
+        # one contraction per group of kernel taps: grad_output against the strided
+        # views of the padded x that the taps read, as many taps at once as fit a block
+        # ((G, O/G, N*Ho*Wo) @ (G, N*Ho*Wo, C/G*taps))
         assert g is not None
         gmat = _map(g, lambda v: v.reshape(n, grp, og, ho * wo).transpose(1, 2, 0, 3)
                     .reshape(grp, og, n * ho * wo), g_exact)
         xpad = _map(x, lambda v: xp.pad(v, ((0, 0), (0, 0), (ph, ph), (pw, pw))), x_exact)
         inf_g = xp.isinf(gmat.value) * 1.0 if pad_mask is not None else None
 
-        def tap(v: Any, i: int, j: int) -> Any:
-            view = v[:, :, i * dh:i * dh + sh * (ho - 1) + 1:sh,
-                     j * dw:j * dw + sw * (wo - 1) + 1:sw]  # (N, C, Ho, Wo)
-            return view.reshape(n, grp, cg, ho * wo).transpose(1, 0, 3, 2).reshape(
-                grp, n * ho * wo, cg)
-        per_tap = []
-        for i in range(kh):
-            for j in range(kw):
-                t = matmul(gmat, _map(xpad, partial(tap, i=i, j=j), x_exact), model)
-                if pad_mask is not None and bool(pad_mask[:, :, i, j].any()):
-                    reads_pad = xp.asarray(np.tile(pad_mask[:, :, i, j].reshape(-1), n) * 1.0)
-                    t = unjudged(t, (inf_g @ reads_pad > 0)[..., None])
-                per_tap.append(_rearrange(t, lambda v: v[..., None]))
-        res["grad_weight"] = _rearrange(concat(per_tap, axis=-1),  # (G, O/G, C/G, kH*kW)
+        def tap_rows(v: Any, i0: int, i1: int) -> Any:  # kernel rows i0..i1-1, every column
+            win = _windows(v, (0, 0), (sh, sw), (dh, dw), (ho, wo), (kh, kw))[..., i0:i1, :]
+            return _group_windows(win, grp)  # (G, N*Ho*Wo, C/G*(i1-i0)*kW)
+        per_group = []
+        for i0, i1 in _sample_blocks(kh, n * c * ho * wo * kw, xp):  # blocks of kernel rows
+            t = matmul(gmat, _map(xpad, partial(tap_rows, i0=i0, i1=i1), x_exact), model)
+            taps = [(i, j) for i in range(i0, i1) for j in range(kw)]
+            if pad_mask is not None and inf_g is not None:
+                reads_pad = np.stack([np.tile(pad_mask[:, :, i, j].reshape(-1), n)
+                                      for i, j in taps], axis=-1) * 1.0  # (N*Ho*Wo, t)
+                if reads_pad.any():
+                    bad = (inf_g @ xp.asarray(reads_pad) > 0)[:, :, None, :]  # (G, O/G, 1, t)
+                    t = unjudged(t, xp.broadcast_to(bad, (grp, og, cg, len(taps)))
+                                 .reshape(grp, og, cg * len(taps)))
+            per_group.append(_rearrange(t, partial(_split_taps, cg=cg)))
+        res["grad_weight"] = _rearrange(concat(per_group, axis=-1),  # (G, O/G, C/G, kH*kW)
                                         lambda v: v.reshape(o, cg, kh, kw))
 
     if "grad_bias" in want:
@@ -449,33 +452,42 @@ def _ungroup(v: Any, shape: tuple[int, int, int, int], grp: int) -> Any:
 
 
 def _sample_blocks(n: int, per_sample: int, xp: Any) -> list[tuple[int, int]]:
-    """``[n0, n1)`` ranges of samples whose rows hold about :data:`BLOCK_ELEMENTS`
-    (:data:`DEVICE_BLOCK_ELEMENTS` on a GPU) elements, at least one sample each."""
+    """``[n0, n1)`` ranges of ``n`` samples (or kernel taps) whose rows hold about
+    :data:`BLOCK_ELEMENTS` (:data:`DEVICE_BLOCK_ELEMENTS` on a GPU) elements, at
+    least one sample each."""
     budget = BLOCK_ELEMENTS if xp is np else DEVICE_BLOCK_ELEMENTS
     step = max(1, budget // max(per_sample, 1))
     return [(i, min(n, i + step)) for i in range(0, n, step)]
 
 
-def _stack_taps(v: Any, starts_h: list[int], starts_w: list[int], step: Pair,
-                out: Pair) -> Any:
-    """``(n, C, out_h, out_w, taps)``: for every pair of starts (row-major), the
-    strided view of ``v`` (``(n, C, H', W')``) that the kernel tap reads: strided
-    copies, no index arrays."""
-    (s_h, s_w), (o_h, o_w) = step, out
-    views = [v[:, :, a:a + s_h * (o_h - 1) + 1:s_h, b:b + s_w * (o_w - 1) + 1:s_w]
-             for a in starts_h for b in starts_w]
-    return _xp(v).stack(views, axis=-1)
+def _windows(v: Any, start: Pair, step: Pair, tap_step: Pair, out: Pair, k: Pair) -> Any:
+    """The view ``(n, C, out_h, out_w, k_h, k_w)`` of ``v`` (``(n, C, H', W')``,
+    C-contiguous) whose element ``[.., p, q, i, j]`` is
+    ``v[.., start_h + step_h p + tap_step_h i, start_w + step_w q + tap_step_w j]``:
+    every kernel tap's strided window, no copy and no index arrays."""
+    base = v[:, :, start[0]:, start[1]:]  # its first element is the windows' first
+    s_n, s_c, s_h, s_w = base.strides
+    shape = (v.shape[0], v.shape[1], out[0], out[1], k[0], k[1])
+    strides = (s_n, s_c, step[0] * s_h, step[1] * s_w, tap_step[0] * s_h, tap_step[1] * s_w)
+    return _xp(v).lib.stride_tricks.as_strided(base, shape=shape, strides=strides)
 
 
-def _group_rows(patches: Any, n: int, grp: int, cpg: int, positions: int, taps: int) -> Any:
-    """``(N, G*cpg, P..., T...)`` patches as ``(G, N*P, cpg*T)`` contraction rows."""
-    p = patches.reshape(n, grp, cpg, positions, taps)
-    return p.transpose(1, 0, 3, 2, 4).reshape(grp, n * positions, cpg * taps)
+def _group_windows(win: Any, grp: int) -> Any:
+    """Windows ``(n, G*cpg, P1, P2, T1, T2)`` as contraction rows
+    ``(G, n*P1*P2, cpg*T1*T2)``, in one copy."""
+    n, ch, p1, p2, t1, t2 = win.shape
+    w = win.reshape(n, grp, ch // grp, p1, p2, t1, t2).transpose(1, 0, 3, 4, 2, 5, 6)
+    return _xp(win).ascontiguousarray(w).reshape(grp, n * p1 * p2, ch // grp * t1 * t2)
+
+
+def _split_taps(v: Any, cg: int) -> Any:
+    """``(G, O/G, C/G*t)`` grad_weight columns as ``(G, O/G, C/G, t)``."""
+    return v.reshape(v.shape[0], v.shape[1], cg, -1)
 
 
 def _structural_rows(mask: np.ndarray, n: int, cpg: int, xp: Any) -> Any:
     """A mask of structural zeros per position and tap, ``(P1, P2, kH, kW)``, as
-    the matching 1.0 entries of the contraction rows of :func:`_group_rows`,
+    the matching 1.0 entries of the contraction rows of :func:`_group_windows`,
     ``(1, N*P1*P2, cpg*kH*kW)``: the same for every sample and channel."""
     p1, p2, kh, kw = mask.shape
     m = np.broadcast_to(mask.reshape(p1 * p2, 1, kh * kw), (p1 * p2, cpg, kh * kw))
