@@ -8,7 +8,10 @@ Outputs ``y`` (N, O, Ho, Wo), ``grad_input`` (N, C, H, W), ``grad_weight``
 
 Every output is one contraction per element over im2col views (per group),
 computed by :func:`~numoracle.oracle.tracked.matmul`, so each gets the bound of
-its own reduction:
+its own reduction. The views are strided windows copied once into contraction
+rows, a block of samples (``y``, ``grad_input``) or of kernel rows
+(``grad_weight``) at a time, so that the reference of a real layer never holds
+the ``kH * kW``-fold im2col of the whole batch:
 
 * ``y``: ``C/groups * kH * kW`` terms (+1 with the bias); padding taps count
   as terms (a kernel may add their zeros);
