@@ -350,19 +350,19 @@ def gate_prob_grad(gys: list[Tracked], caches: list[LayerCache],
     """``G[j, g] = sum gy[b, j] gate_g(a, b)`` over every batch row of every use of
     the layer (cells, steps, channels): ``(J, 16)``, each gate's terms
     ``c gy m`` (``m`` in ``1, a, b, ab``) summed in any order."""
-    mono_cols: list[list[Tracked]] = [[] for _ in range(N_GATES)]
+    rows: list[list[Tracked]] = [[] for _ in range(4)]  # per monomial: (B, J) of every use
     for gy, cache in zip(gys, caches, strict=True):
         gy = _fold_lo(gy)
-        prods = [gy, mul(gy, cache.a, model), mul(gy, cache.b, model), mul(gy, cache.ab, model)]
-        for g, m, c in _Y_TERMS:
-            mono_cols[g].append(tmap(scale(prods[m], c), lambda v: v.T))  # (J, B)
+        for m, prod in enumerate((gy, mul(gy, cache.a, model), mul(gy, cache.b, model),
+                                  mul(gy, cache.ab, model))):
+            rows[m].append(prod)
+    mono = [tmap(tcat(r, axis=0), lambda v: v.T) for r in rows]  # (J, all rows) each
     j = gys[0].shape[1]
     out = []
     for g in range(N_GATES):
-        if not mono_cols[g]:
-            out.append(exact(np.zeros(j)))
-            continue
-        out.append(sum_(tcat(mono_cols[g], axis=1), axis=-1, model=model))
+        parts = [scale(mono[m], c) for gate, m, c in _Y_TERMS if gate == g]
+        out.append(sum_(tcat(parts, axis=1), axis=-1, model=model) if parts
+                   else exact(np.zeros(j)))
     res = tcat(out, axis=-1, stack=True)
     # gates 0 (no terms): exactly zero; keep the fields consistent
     return replace(res, n=1)
