@@ -58,13 +58,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from .elementwise import amax, div, exp, mul
 from .precision import PrecisionModel, gamma, gamma_tilde
-from .tracked import U64, Tracked, _fold_lo, either, exact, sub, sum_
+from .tracked import U64, Tracked, _fold_lo, concat, either, exact, sub, sum_
 
 __all__ = ["GATE_NAMES", "GATE_FORMULAS", "COEF", "N_GATES", "gate_values", "softmax",
            "softmax_backward", "take", "scale", "layer_forward", "layer_backward",
@@ -112,14 +113,13 @@ def tmap(t: Tracked, fn: Callable[[Any], Any]) -> Tracked:
 
 
 def tcat(ts: list[Tracked], axis: int, stack: bool = False) -> Tracked:
-    """Tracked arrays concatenated (or stacked) along ``axis``."""
-    ts = [_fold_lo(t) for t in ts]
-    join = np.stack if stack else np.concatenate
-
-    def field(name: str) -> Any:
-        return join([np.broadcast_to(getattr(t, name), t.value.shape) for t in ts], axis=axis)
-    return Tracked(value=field("value"), ref_err=field("ref_err"), det=field("det"),
-                   prob=field("prob"), mag=field("mag"), n=1)
+    """Tracked arrays concatenated (or stacked) along ``axis``: fresh arrays, low
+    parts folded into the radii, length 1 (:func:`~numoracle.oracle.tracked.concat`
+    keeps both)."""
+    parts = [tmap(t, partial(np.expand_dims, axis=axis)) if stack else _fold_lo(t) for t in ts]
+    if len(parts) == 1:
+        return tmap(parts[0], np.array)  # a copy, as concatenating one array makes
+    return replace(concat(parts, axis), n=1)
 
 
 def take(t: Tracked, idx: np.ndarray) -> Tracked:
