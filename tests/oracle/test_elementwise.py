@@ -50,6 +50,11 @@ def _values(rng: np.random.Generator, n: int, spread: float) -> np.ndarray:
 
 
 def _t(fn: Callable) -> Callable[[np.ndarray], np.ndarray]:
+    # One small (single-threaded) call first: torch's first parallel exp under
+    # AVX2 can return wrong values from its second thread, a race in torch's
+    # start-up that this test does not measure
+    # (benchmarks/results/findings/torch-cpu-avx2-first-parallel-exp).
+    fn(torch.ones(8, dtype=torch.float32))
     return lambda x: fn(torch.from_numpy(x)).numpy()
 
 
@@ -58,6 +63,8 @@ def _silu_backward(x: np.ndarray) -> np.ndarray:
     torch.nn.functional.silu(xt).backward(torch.ones_like(xt))
     return xt.grad.numpy()
 
+
+_silu_backward(np.ones(8, dtype=np.float32))  # warmed as _t warms its kernels
 
 UNARY = {
     "exp": (ew.exp, _t(torch.exp)),
@@ -93,8 +100,11 @@ def test_unary_sound_on_float32_kernels(name: str, radius: float) -> None:
     for _ in range(3):
         got = kernel(_perturbed(v, r, rng))
         judged = np.isfinite(t.bound())
-        worst = max(worst, float(np.max(_ratio(t, got)[judged])))
-    assert worst < 1.0, f"{name}: ratio {worst}"
+        ratio = np.where(judged, _ratio(t, got), 0.0)
+        i = int(np.argmax(ratio))
+        worst = max(worst, float(ratio[i]))
+        assert worst < 1.0, (f"{name}: ratio {worst} at x={v[i]!r}: kernel {float(got[i])!r}, "
+                             f"exact {float(t.value[i])!r}, bound {float(t.bound()[i])!r}")
 
 
 @pytest.mark.parametrize("name", sorted(UNARY))
