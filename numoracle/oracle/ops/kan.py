@@ -314,7 +314,8 @@ def kan_layer(x: Tracked, grid: np.ndarray, coef: Tracked, base_weight: Tracked,
     if "grad_input" in outputs:
         assert g is not None
         res["grad_input"] = unjudged(
-            _grad_input(x, g, lv, grid, order, w_eff, base_weight, l2, cell, model),
+            _grad_input(x, g, lv, grid, order, coef, spline_weight, w_eff, base_weight, l2,
+                        cell, model),
             ~fin["grad_input"])
     if "grad_coef" in outputs:
         assert g is not None
@@ -332,8 +333,8 @@ def kan_layer(x: Tracked, grid: np.ndarray, coef: Tracked, base_weight: Tracked,
 
 
 def _grad_input(x: Tracked, g: Tracked, lv: Levels, grid: np.ndarray, order: int,
-                w_eff: Tracked, base_weight: Tracked, l2: np.ndarray, cell: np.ndarray,
-                model: PrecisionModel) -> Tracked:
+                coef: Tracked, spline_weight: Tracked, w_eff: Tracked, base_weight: Tracked,
+                l2: np.ndarray, cell: np.ndarray, model: PrecisionModel) -> Tracked:
     bsz, n_in = x.shape
     n_out, _, n_c = w_eff.shape
     sg = silu_grad(x, model)  # (B, I), with x's radius
@@ -358,6 +359,9 @@ def _grad_input(x: Tracked, g: Tracked, lv: Levels, grid: np.ndarray, order: int
     base = mul(sg, matmul(g, base_weight, model), model)
     auto = add(spline, base, model)
     out = either(closed, auto)
+    lost = _scaled_first_underflow(g, spline_weight, coef, d, model)
+    if lost is not None:
+        out = _widen3(out, lost, lost, 0.0)
     out = unjudged(out, np.isnan(auto.det))
     if order == 1:
         xv = np.nan_to_num(x.value, nan=0.0, posinf=0.0, neginf=0.0)
@@ -371,6 +375,32 @@ def _grad_input(x: Tracked, g: Tracked, lv: Levels, grid: np.ndarray, order: int
                 out = either(out, nested_contraction("bj,jic,bic->bi", g, w_full, d_side_full,
                                                      model, outer=n_out, inner=n_c + 1))
     return out
+
+
+def _scaled_first_underflow(g: Tracked, spline_weight: Tracked, coef: Tracked, d: Tracked,
+                            model: PrecisionModel) -> np.ndarray | None:
+    """What ``grad_input`` may lose when a kernel follows the layer's definition,
+    ``(g[b,j] spline_weight[j,i]) sum_c coef[j,i,c] B'_c``, rather than forming
+    ``coef spline_weight`` first (efficient-kan): where ``0 < |g sw|`` is below
+    the smallest normal, that product is off by up to ``tiny`` (a flush to
+    zero included), and the rest of the term scales the loss by
+    ``|sum_c coef B'_c|``. ``(B, I)`` absolute allowance, or None where no such
+    product underflows (the usual case: then nothing is computed)."""
+    tiny = model.compute.tiny
+    with np.errstate(over="ignore", invalid="ignore"):
+        gm = np.nan_to_num(np.abs(g.value) + g.det + g.ref_err, nan=np.inf)  # (B, O)
+        sm = np.nan_to_num(np.abs(spline_weight.value) + spline_weight.det
+                           + spline_weight.ref_err, nan=np.inf)  # (O, I)
+        if not (np.any(gm > 0) and np.any(sm > 0)) or \
+                np.min(gm[gm > 0]) * np.min(sm[sm > 0]) >= tiny:
+            return None
+        prod = gm[:, :, None] * sm[None, :, :]  # (B, O, I)
+        under = (prod > 0) & (prod < tiny)
+        cm = np.abs(coef.value) + coef.det + coef.ref_err  # (O, I, C)
+        dm = np.abs(d.value) + d.det + d.ref_err  # (B, I, C)
+        # 0 * inf (an infinite coefficient or radius) is NaN here: an infinite loss
+        scale = np.nan_to_num(np.einsum("jic,bic->bji", cm, dm), nan=np.inf)
+        return tiny * np.sum(np.where(under, scale, 0.0), axis=1)
 
 
 def _widen_lip(d: Tracked, l2: np.ndarray, x: Tracked, cell: np.ndarray) -> Tracked:
