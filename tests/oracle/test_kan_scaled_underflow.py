@@ -18,13 +18,14 @@ from pathlib import Path
 import numpy as np
 
 from numoracle.checking.check import _reference_inputs, judge
+from numoracle.checking.verdict import OutputVerdict
 from numoracle.oracle.ops import get_op
-from numoracle.store.repro import load_repro
+from numoracle.store.repro import Repro, load_repro
 
 CASE = Path(__file__).parent.parent / "data" / "cupy-kan-scaled-underflow"
 
 
-def _verdict(r, grad_input: np.ndarray):  # noqa: ANN001, ANN202
+def _verdict(r: Repro, grad_input: np.ndarray) -> OutputVerdict:
     return judge(r.case, r.model, r.inputs, {**r.got, "grad_input": grad_input},
                  with_diagnosis=False)["grad_input"]
 
