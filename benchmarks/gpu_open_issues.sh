@@ -14,8 +14,8 @@
 #         under the size limits 256 and 1024 (issue 17), at once: 3 + 1 + 4 processes.
 # layers: cudnn_layers.py on the small UNet (ResNet-18 was measured before).
 set -uo pipefail
-out=${1:?usage: gpu_open_issues.sh OUT speed|sweeps|layers}
-phase=${2:?usage: gpu_open_issues.sh OUT speed|sweeps|layers}
+out=${1:?usage: gpu_open_issues.sh OUT speed|sweeps|confirm|layers}
+phase=${2:?usage: gpu_open_issues.sh OUT speed|sweeps|confirm|layers}
 r="$out/$phase"; mkdir -p "$r"
 command -v python >/dev/null || { mkdir -p /tmp/shim; ln -sf "$(command -v python3)" /tmp/shim/python; export PATH=/tmp/shim:$PATH; }
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
@@ -55,6 +55,23 @@ case "$phase" in
       --out "$r/limits" > "$r/limits.log" 2>&1 &
     wait
     tail -n 30 "$r/realistic.log" "$r/logic.log" "$r/limits.log"
+    ;;
+  confirm)
+    # the alarms of a `sweeps` call, one process on the GPU: the cuDNN modes of a
+    # conv2d repro (full and nearly full memory), then every stored repro replayed
+    stamp "cuDNN modes of the fp32-det grad_weight repro"
+    timeout 120 python3 -W ignore benchmarks/cudnn_wgrad_probe.py \
+      benchmarks/results/h100/session3/sweeps/realistic/repros/torch-cuda-fp32-det-conv2d-455c97250c50 \
+      --out "$r/wgrad_probe.json" > "$r/wgrad_probe.log" 2>&1; echo "exit $?" >> "$r/wgrad_probe.log"
+    stamp "replays"
+    for d in benchmarks/results/h100/session3/sweeps/*/repros/*/; do
+      echo "== $d"; timeout 60 python3 -W ignore -m numoracle replay "$d" 2>&1 | tail -4
+    done > "$r/replays.log" 2>&1
+    grep -c "^== " "$r/replays.log"
+    stamp "cuDNN on the UNet layers"
+    timeout 330 python3 -W ignore benchmarks/cudnn_layers.py --out "$r/cudnn_layers" \
+      --nets unet --seconds 300 > "$r/cudnn_layers.log" 2>&1
+    echo "exit $?" >> "$r/cudnn_layers.log"; tail -4 "$r/cudnn_layers.log"
     ;;
   layers)
     stamp "cuDNN on the UNet layers"
