@@ -85,3 +85,12 @@ def test_a_gpu_out_of_memory_leaves_the_case_unjudged() -> None:
     res = run_target(target, examples=5, store=None)
     assert res.verdict == "pass" and res.cases == 0 and res.unjudged >= 5
     assert res.status()[0] == "unjudged"
+
+
+def test_releasing_device_memory_without_cupy_loaded_is_a_no_op() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from numoracle.oracle.xp import release_cached_memory; "
+            "assert release_cached_memory() == 0; assert 'cupy' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -26,6 +26,7 @@ from ..kernels.backends import get_backend
 from ..oracle.ops import get_op
 from ..oracle.precision import PrecisionModel
 from ..oracle.tracked import Tracked
+from ..oracle.xp import release_cached_memory
 from .verdict import Verdict, advise, compare, diagnose
 
 __all__ = ["check_case", "run_kernel", "judge", "earlier_parameters", "DEFAULT_TIMEOUT", "Fault",
@@ -263,6 +264,7 @@ def _run_kernel(case: Case, target: Target, inputs: Mapping[str, np.ndarray],
         handed[name] = to_order(np.asarray(arr, dtype=np.float64), axes, order)
     if op.passes_params:
         args["params"] = dict(case.params)
+    release_cached_memory()  # the kernel gets the device memory the oracle no longer uses
     try:
         out = call(target.fn, args, timeout)
     except _Hung as exc:
