@@ -68,14 +68,22 @@ def load_repro(path: Path | str) -> Repro:
         raise InvalidArgument(f"{str(path)!r} is not a repro: no repro.json in {folder}; "
                               "give the folder a failing run printed")
     meta = json.loads(meta_file.read_text())
-    with np.load(folder / "arrays.npz") as z:
-        inputs = {k[6:]: z[k] for k in z.files if k.startswith("input_")}
-        got = {k[4:]: z[k] for k in z.files if k.startswith("got_")}
+    case = Case.from_dict(meta["case"])
+    stored_inputs = meta.get("inputs") == "arrays"
+    arrays = folder / "arrays.npz"
+    if arrays.is_file():
+        with np.load(arrays) as z:
+            inputs = {k[6:]: z[k] for k in z.files if k.startswith("input_")}
+            got = {k[4:]: z[k] for k in z.files if k.startswith("got_")}
+    elif stored_inputs:
+        raise InvalidArgument(f"{folder} has no arrays.npz: this case's inputs came from "
+                              "outside and are kept only there; restore the file to replay it")
+    else:  # the inputs come from the case's seed; the recorded outputs are gone
+        inputs, got = case.inputs(), {}
     t = meta["target"]
     model = PrecisionModel.from_dict(t["model"]) if "model" in t else get_model(t["precision"])
-    return Repro(folder, Case.from_dict(meta["case"]), t["name"], t["op"], model,
-                 t.get("source"), inputs, got, meta.get("verdict", {}),
-                 meta.get("inputs") == "arrays")
+    return Repro(folder, case, t["name"], t["op"], model, t.get("source"), inputs, got,
+                 meta.get("verdict", {}), stored_inputs)
 
 
 def _load_module(ref: str) -> Any:

@@ -176,3 +176,21 @@ def test_repro_with_given_inputs_replays_them(tmp_path: Path) -> None:
     again = check_case(r.case, target, inputs=r.inputs)
     assert not again.passed and again.got is not None
     assert np.array_equal(again.got["y"], v.got["y"])
+
+
+def test_a_repro_without_its_arrays_replays_from_its_seed(tmp_path: Path) -> None:
+    """A repro folder copied without arrays.npz (too large to keep, say): a seeded
+    case draws its inputs again; one whose inputs came from outside says so."""
+    v, target = failing_verdict()
+    folder = save_repro(v, target, store=tmp_path / "seeded")
+    (folder / "arrays.npz").unlink()
+    r = load_repro(folder)
+    assert r.got == {} and np.array_equal(r.inputs["x"], CASE.inputs()["x"])
+    assert not check_case(r.case, target).passed  # the kernel, run again, still fails
+
+    inputs = {k: np.full_like(a, 0.5) for k, a in CASE.inputs().items()}
+    given = save_repro(check_case(CASE, target, inputs=inputs), target,
+                       store=tmp_path / "given", inputs=inputs)
+    (given / "arrays.npz").unlink()
+    with pytest.raises(InvalidArgument, match="came from outside"):
+        load_repro(given)
