@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
-# The GPU work the open issues still need, in three device calls of under ten minutes
+# The GPU work the open issues still need, one device call of under ten minutes per phase
 # each (run them in this order; each packs its results into OUT/<phase>.tar.gz):
 #
-#   bash benchmarks/gpu_open_issues.sh OUT speed    # issue 13 (+ the GPU-marked tests)
-#   bash benchmarks/gpu_open_issues.sh OUT sweeps   # issues 10, 12 and 17 side by side
-#   bash benchmarks/gpu_open_issues.sh OUT layers   # issue 10: cuDNN on the UNet layers
+#   bash benchmarks/gpu_open_issues.sh OUT speed      # issue 13 (+ the GPU-marked tests)
+#   bash benchmarks/gpu_open_issues.sh OUT realistic  # issue 10: realistic sizes
+#   bash benchmarks/gpu_open_issues.sh OUT logic      # issue 12: logic_ca, T<=20, C<=16
+#   bash benchmarks/gpu_open_issues.sh OUT limits     # issue 17: max_elements 256, 1024
+#   bash benchmarks/gpu_open_issues.sh OUT layers     # issue 10: cuDNN on the UNet layers (done)
 #
 # speed:  GPU-marked tests (device quantize, device verdicts included); the launch-
 #         blocking profile of the oracle and of realistic cases (profile_gpu.py); then,
 #         with the GPU to itself, the oracle against plain float64 (oracle_speed.py).
-# sweeps: the realistic-size soundness sweep of the GPU targets (issue 10), the logic
-#         targets over grids 1-32, steps 1-20, channels 1-16 (issue 12), the GPU targets
-#         under the size limits 256 and 1024 (issue 17), at once: 3 + 1 + 4 processes.
+# realistic, logic, limits: one sweep per call (run side by side in one call, eight
+#         processes ran the GPU out of memory: results/h100/session3/README.md).
+# confirm: a stored conv2d repro under every cuDNN mode, every stored repro replayed.
 # layers: cudnn_layers.py on the small UNet (ResNet-18 was measured before).
 set -uo pipefail
-out=${1:?usage: gpu_open_issues.sh OUT speed|sweeps|confirm|layers}
-phase=${2:?usage: gpu_open_issues.sh OUT speed|sweeps|confirm|layers}
+out=${1:?usage: gpu_open_issues.sh OUT speed|realistic|logic|limits|confirm|layers}
+phase=${2:?usage: gpu_open_issues.sh OUT speed|realistic|logic|limits|confirm|layers}
 r="$out/$phase"; mkdir -p "$r"
 command -v python >/dev/null || { mkdir -p /tmp/shim; ln -sf "$(command -v python3)" /tmp/shim/python; export PATH=/tmp/shim:$PATH; }
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
@@ -40,21 +42,29 @@ case "$phase" in
       --out "$r/oracle_speed_gpu.json" > "$r/oracle_speed_gpu.log" 2>&1
     echo "exit $?" >> "$r/oracle_speed_gpu.log"
     ;;
-  sweeps)
-    stamp "realistic, logic and limits sweeps side by side"
-    timeout 540 python3 -W ignore benchmarks/soundness.py --regime realistic \
+  realistic)
+    # one sweep at a time: eight processes on one GPU ran it out of memory (session 3)
+    stamp "realistic-size sweep of the GPU targets, 2 processes"
+    timeout 550 python3 -W ignore benchmarks/soundness.py --regime realistic \
       --backends torch-cuda,cupy --ops linear,matmul,conv2d,kan --limits default \
-      --max-reduction 1048576 --examples 500 --seconds 150 --jobs 3 \
-      --out "$r/realistic" > "$r/realistic.log" 2>&1 &
-    timeout 540 python3 -W ignore benchmarks/logic_sweep.py --op logic_ca --cases 2000 \
-      --max-side 32 --max-steps 20 --max-channels 16 --seconds 500 \
+      --max-reduction 1048576 --examples 500 --seconds 40 --jobs 2 --seed "${SEED:-1}" \
+      --out "$r/realistic" > "$r/realistic.log" 2>&1; echo "exit $?" >> "$r/realistic.log"
+    tail -n 30 "$r/realistic.log"
+    ;;
+  logic)
+    stamp "logic_ca sweep of the CUDA/CuPy targets"
+    timeout 550 python3 -W ignore benchmarks/logic_sweep.py --op logic_ca --cases 2000 \
+      --max-side 32 --max-steps 20 --max-channels 16 --seconds 520 --seed "${SEED:-2}" \
       --targets torch-cuda-fp32,torch-cuda-fp64,cupy-atomic-fp32,cupy-ordered-fp32,cupy-serial-fp32 \
-      --out "$r/logic" > "$r/logic.log" 2>&1 &
-    timeout 540 python3 -W ignore benchmarks/soundness.py --limits 256,1024 \
-      --backends torch-cuda,cupy --examples 2000 --seconds 40 --jobs 4 \
-      --out "$r/limits" > "$r/limits.log" 2>&1 &
-    wait
-    tail -n 30 "$r/realistic.log" "$r/logic.log" "$r/limits.log"
+      --out "$r/logic" > "$r/logic.log" 2>&1; echo "exit $?" >> "$r/logic.log"
+    tail -n 8 "$r/logic.log"
+    ;;
+  limits)
+    stamp "GPU targets under the size limits 256 and 1024, 2 processes"
+    timeout 550 python3 -W ignore benchmarks/soundness.py --limits 256,1024 \
+      --backends torch-cuda,cupy --examples 2000 --seconds 15 --jobs 2 --seed "${SEED:-1}" \
+      --out "$r/limits" > "$r/limits.log" 2>&1; echo "exit $?" >> "$r/limits.log"
+    tail -n 30 "$r/limits.log"
     ;;
   confirm)
     # the alarms of a `sweeps` call, one process on the GPU: the cuDNN modes of a
