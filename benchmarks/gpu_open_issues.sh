@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU work the open issues still need, one device call of under ten minutes per phase
-# each (run them in this order; each packs its results into OUT/<phase>.tar.gz):
+# (each packs its results into OUT/<phase>.tar.gz):
 #
 #   bash benchmarks/gpu_open_issues.sh OUT speed      # issue 13 (+ the GPU-marked tests)
 #   bash benchmarks/gpu_open_issues.sh OUT realistic  # issue 10: realistic sizes
