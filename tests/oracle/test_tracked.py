@@ -263,3 +263,30 @@ def test_matmul_on_grids_beyond_float64_range(ea: int, eb: int) -> None:
     t = matmul(a, b, get_model("fp32"))
     assert t.value[0, 0] == 2.0**ea * 2.0**eb
     assert not np.isfinite(t.det[0, 0]) if ea + eb > 127 else t.det[0, 0] < 1e-37
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_finite_magnitude_of_the_affected_rows_and_columns_is_the_whole_ones(seed: int) -> None:
+    """Where an operand holds Inf or NaN, the magnitude of the finite terms is
+    recomputed only in the rows of ``a`` and columns of ``b`` (or the bias) that
+    hold one: the same as recomputing every element (to float64 summation order)."""
+    from numoracle.oracle.tracked import _finite_magnitude
+
+    rng = np.random.default_rng(seed)
+    m, k, n = rng.integers(3, 40, 3)
+    av = rng.standard_normal((m, k)) * 10.0 ** rng.integers(-5, 38, (m, k))
+    bv = rng.standard_normal((k, n)) * 10.0 ** rng.integers(-5, 38, (k, n))
+    for arr in (av, bv):
+        for _ in range(int(rng.integers(1, 3))):
+            arr[tuple(rng.integers(0, s) for s in arr.shape)] = rng.choice([np.inf, -np.inf,
+                                                                             np.nan])
+    bias = exact(rng.standard_normal(n)) if seed % 2 else None
+    if bias is not None and seed % 4 == 1:
+        bias.value[int(rng.integers(0, n))] = np.inf
+    a, b = exact(av), exact(bv)
+    with np.errstate(invalid="ignore", over="ignore"):
+        S = np.abs(av) @ np.abs(bv) + (0.0 if bias is None else np.abs(bias.value))
+        fin = lambda v: np.where(np.isfinite(v), np.abs(v), 0.0)  # noqa: E731
+        whole = fin(av) @ fin(bv) + (0.0 if bias is None else fin(bias.value))
+        part = _finite_magnitude(S, a, b, bias)
+    np.testing.assert_allclose(part, whole, rtol=1e-13)  # BLAS may block rows differently
