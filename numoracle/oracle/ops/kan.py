@@ -381,26 +381,42 @@ def _scaled_first_underflow(g: Tracked, spline_weight: Tracked, coef: Tracked, d
                             model: PrecisionModel) -> np.ndarray | None:
     """What ``grad_input`` may lose when a kernel follows the layer's definition,
     ``(g[b,j] spline_weight[j,i]) sum_c coef[j,i,c] B'_c``, rather than forming
-    ``coef spline_weight`` first (efficient-kan): where ``0 < |g sw|`` is below
-    the smallest normal, that product is off by up to ``tiny`` (a flush to
-    zero included), and the rest of the term scales the loss by
-    ``|sum_c coef B'_c|``. ``(B, I)`` absolute allowance, or None where no such
-    product underflows (the usual case: then nothing is computed)."""
+    ``coef spline_weight`` first (efficient-kan): where ``0 < |g sw|`` may fall
+    below the smallest normal (the operands within their radii), that product is
+    off by up to ``tiny`` (a flush to zero included), and the rest of the term
+    scales the loss by ``|sum_c coef B'_c|``. ``(B, I)`` absolute allowance, or
+    None where no such product can underflow (the usual case: then nothing is
+    computed). Works a block of samples at a time (``(B, O, I)`` would not fit
+    at realistic sizes)."""
     tiny = model.compute.tiny
+
+    def span(t: Tracked) -> tuple[np.ndarray, np.ndarray]:  # smallest, largest |value|
+        r = t.det + t.ref_err
+        mag = np.abs(t.value)
+        return (np.nan_to_num(np.maximum(mag - r, 0.0), nan=0.0),
+                np.nan_to_num(mag + r, nan=np.inf))
+
     with np.errstate(over="ignore", invalid="ignore"):
-        gm = np.nan_to_num(np.abs(g.value) + g.det + g.ref_err, nan=np.inf)  # (B, O)
-        sm = np.nan_to_num(np.abs(spline_weight.value) + spline_weight.det
-                           + spline_weight.ref_err, nan=np.inf)  # (O, I)
-        if not (np.any(gm > 0) and np.any(sm > 0)) or \
-                np.min(gm[gm > 0]) * np.min(sm[sm > 0]) >= tiny:
+        g_lo, g_hi = span(g)  # (B, O)
+        s_lo, s_hi = span(spline_weight)  # (O, I)
+        if not (np.any(g_hi > 0) and np.any(s_hi > 0)) or \
+                np.min(g_lo[g_hi > 0]) * np.min(s_lo[s_hi > 0]) >= tiny:
             return None
-        prod = gm[:, :, None] * sm[None, :, :]  # (B, O, I)
-        under = (prod > 0) & (prod < tiny)
         cm = np.abs(coef.value) + coef.det + coef.ref_err  # (O, I, C)
         dm = np.abs(d.value) + d.det + d.ref_err  # (B, I, C)
-        # 0 * inf (an infinite coefficient or radius) is NaN here: an infinite loss
-        scale = np.nan_to_num(np.einsum("jic,bic->bji", cm, dm), nan=np.inf)
-        return tiny * np.sum(np.where(under, scale, 0.0), axis=1)
+        bsz, (n_out, n_in) = g_lo.shape[0], s_lo.shape
+        lost = np.zeros((bsz, n_in))
+        step = max(1, (1 << 22) // max(1, n_out * n_in))
+        for b0 in range(0, bsz, step):
+            sl = slice(b0, b0 + step)
+            under = ((g_lo[sl, :, None] * s_lo[None] < tiny)
+                     & (g_hi[sl, :, None] * s_hi[None] > 0))  # (b, O, I)
+            if not under.any():
+                continue
+            # 0 * inf (an infinite coefficient or radius) is NaN here: an infinite loss
+            scale = np.nan_to_num(np.einsum("jic,bic->bji", cm, dm[sl]), nan=np.inf)
+            lost[sl] = tiny * np.sum(np.where(under, scale, 0.0), axis=1)
+        return lost
 
 
 def _widen_lip(d: Tracked, l2: np.ndarray, x: Tracked, cell: np.ndarray) -> Tracked:
