@@ -26,7 +26,9 @@ Bounds, composed in the error-tracking arithmetic:
   :func:`~numoracle.oracle.nested.nested_contraction`) *or* autograd through the
   recursion (``g @ W`` then the adjoints level by level, every contribution
   summed in any order): the bound covers both (:func:`~numoracle.oracle.tracked.either`);
-  order 1 near a knot: either side of the step;
+  a kernel may also scale ``g`` by ``spline_weight`` before the coefficients (the
+  definition's order), losing ``g sw`` where it underflows: ``tiny |sum_c coef B'_c|``
+  more there (:func:`_scaled_first_underflow`); order 1 near a knot: either side of the step;
 * ``grad_coef``: ``sum_b g B_c spline_weight`` (the scale applied before or after
   the sum); ``grad_base_weight``: ``g^T silu(x)``; ``grad_spline_weight``:
   ``sum_b sum_c g B_c coef`` nested either way.
