@@ -9,7 +9,7 @@ Outputs ``y`` (N, O, Ho, Wo), ``grad_input`` (N, C, H, W), ``grad_weight``
 Every output is one contraction per element over im2col views (per group),
 computed by :func:`~numoracle.oracle.tracked.matmul`, so each gets the bound of
 its own reduction. The views are strided windows copied once into contraction
-rows, a block of samples (``y``, ``grad_input``) or of kernel rows
+columns, a block of samples (``y``, ``grad_input``) or of input channels
 (``grad_weight``) at a time, so that the reference of a real layer never holds
 the ``kH * kW``-fold im2col of the whole batch:
 
@@ -289,6 +289,7 @@ def conv2d_tracked(
 
     x_exact, g_exact = _is_exact(x), g is None or _is_exact(g)
     pad_mask: Any = None
+    xpad: Any = None  # x with its padding, for y and grad_weight
     if "y" in want or "grad_weight" in want:
         # padded-x index of each output position and tap, per axis
         rows = (np.arange(ho) * sh)[:, None] + (np.arange(kh) * dh)[None, :]  # (Ho, kH)
@@ -298,31 +299,36 @@ def conv2d_tracked(
         inside[ph:ph + h, pw:pw + wd] = True
         pad = ~inside[ri, ci]  # (Ho, Wo, kH, kW): taps that read padding
         pad_mask = pad if bool(pad.any()) else None
+        xpad = _map(x, lambda v: xp.pad(v, ((0, 0), (0, 0), (ph, ph), (pw, pw))), x_exact)
 
+    x_cols = None  # y's im2col of the whole batch, when one block held it: grad_weight's too
     if "y" in want:
-        # im2col of the padded x, (G, N*Ho*Wo, C/G*kH*kW), a block of samples at a time
+        # im2col of the padded x, (G, C/G*kH*kW, N*Ho*Wo), a block of samples at a time;
+        # y comes out as (G, O/G, N*Ho*Wo)
         def im2col(v: Any) -> Any:
-            vpad = xp.pad(v, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
-            return _group_windows(_windows(vpad, (0, 0), (sh, sw), (dh, dw), (ho, wo), (kh, kw)),
-                                  grp)  # (G, n*Ho*Wo, C/G*kH*kW)
-        wmat = _map(weight, lambda v: v.reshape(grp, og, cg * kh * kw).transpose(0, 2, 1))
+            return _group_columns(_windows(v, (0, 0), (sh, sw), (dh, dw), (ho, wo), (kh, kw)),
+                                  grp)  # (G, C/G*kH*kW, n*Ho*Wo)
+        wmat = _map(weight, lambda v: v.reshape(grp, og, cg * kh * kw))
         b = None
         if bias is not None:
-            b = _map(_fold(bias), lambda v: v.reshape(grp, 1, og))
+            b = _map(_fold(bias), lambda v: v.reshape(grp, og, 1))
         pad_inf = None  # per position of one sample: a padding tap meets an infinite weight
-        if pad_mask is not None:
-            za = _structural_rows(pad_mask, 1, cg, xp)  # (1, Ho*Wo, C/G*kH*kW)
-            pad_inf = za @ (xp.isinf(wmat.value) * 1.0) > 0
+        if pad_mask is not None and bool(xp.isinf(wmat.value).any()):
+            za = _structural_columns(pad_mask, cg, xp)  # (1, C/G*kH*kW, Ho*Wo)
+            pad_inf = (xp.isinf(wmat.value) * 1.0) @ za > 0
         blocks = []
-        for n0, n1 in _sample_blocks(n, c * ho * wo * kh * kw, xp):
-            cols = _map(x, _on_samples(im2col, n0, n1), x_exact)
+        y_blocks = _sample_blocks(n, c * ho * wo * kh * kw, xp)
+        for n0, n1 in y_blocks:
+            cols = _map(xpad, _on_samples(im2col, n0, n1), x_exact)
             if b is not None and model.bias_after_store:
-                t = add(store(matmul(cols, wmat, model), model), b, model)
+                t = add(store(matmul(wmat, cols, model), model), b, model)
             else:
-                t = matmul(cols, wmat, model, bias=b)
+                t = matmul(wmat, cols, model, bias=b)
             if pad_inf is not None:
-                t = unjudged(t, xp.tile(pad_inf, (1, n1 - n0, 1)))
+                t = unjudged(t, xp.tile(pad_inf, (1, 1, n1 - n0)))
             blocks.append(_rearrange(t, partial(_ungroup, shape=(n1 - n0, o, ho, wo), grp=grp)))
+            if len(y_blocks) == 1:
+                x_cols = cols
         res["y"] = concat(blocks, axis=0)
 
     if "grad_input" in want:
@@ -343,51 +349,50 @@ def conv2d_tracked(
             # tap (i, j) reads dil[hi + ph + lh - i dh]: from the last tap up, then reversed
             win = _windows(dil, (ph + lh - (kh - 1) * dh, pw + lw - (kw - 1) * dw), (1, 1),
                            (dh, dw), (h, wd), (kh, kw))[..., ::-1, ::-1]
-            return _group_windows(win, grp)  # (G, n*H*W, O/G*kH*kW)
+            return _group_columns(win, grp)  # (G, O/G*kH*kW, n*H*W)
         wmat = _map(weight, lambda v: v.reshape(grp, og, cg, kh, kw)
-                    .transpose(0, 1, 3, 4, 2).reshape(grp, og * kh * kw, cg))
+                    .transpose(0, 2, 1, 3, 4).reshape(grp, cg, og * kh * kw))
         terms1 = Conv2d().grad_input_terms({**params, "height": h, "width": wd,
                                             "out_channels": o})  # (H, W)
         zero_inf = None  # per position of one sample: an inserted zero meets an infinite weight
-        if not bool(valid.all()):
-            z = _structural_rows(~valid, 1, og, xp)  # (1, H*W, O/G*kH*kW)
-            zero_inf = z @ (xp.isinf(wmat.value) * 1.0) > 0
+        if not bool(valid.all()) and bool(xp.isinf(wmat.value).any()):
+            z = _structural_columns(~valid, og, xp)  # (1, O/G*kH*kW, H*W)
+            zero_inf = (xp.isinf(wmat.value) * 1.0) @ z > 0
         blocks = []
         for n0, n1 in _sample_blocks(n, o * h * wd * kh * kw, xp):
             a = _map(g, _on_samples(gather, n0, n1), g_exact)
-            terms = np.broadcast_to(terms1[None], (n1 - n0, h, wd)).reshape(1, -1, 1)
-            t = matmul(a, wmat, model, terms=terms)
+            terms = np.broadcast_to(terms1[None], (n1 - n0, h, wd)).reshape(1, 1, -1)
+            t = matmul(wmat, a, model, terms=terms)  # (G, C/G, n*H*W)
             if zero_inf is not None:
-                t = unjudged(t, xp.tile(zero_inf, (1, n1 - n0, 1)))
+                t = unjudged(t, xp.tile(zero_inf, (1, 1, n1 - n0)))
             blocks.append(_rearrange(t, partial(_ungroup, shape=(n1 - n0, c, h, wd), grp=grp)))
         res["grad_input"] = concat(blocks, axis=0)
 
     if "grad_weight" in want:
-        # one contraction per group of kernel taps: grad_output against the strided
-        # views of the padded x that the taps read, as many taps at once as fit a block
-        # ((G, O/G, N*Ho*Wo) @ (G, N*Ho*Wo, C/G*taps))
+        # the strided views of the padded x that the taps read against grad_output, as
+        # many input channels (all their taps) at once as fit a block
+        # ((G, C/G*kH*kW, N*Ho*Wo) @ (G, N*Ho*Wo, O/G), a block of C/G at a time)
         assert g is not None
-        gmat = _map(g, lambda v: v.reshape(n, grp, og, ho * wo).transpose(1, 2, 0, 3)
-                    .reshape(grp, og, n * ho * wo), g_exact)
-        xpad = _map(x, lambda v: xp.pad(v, ((0, 0), (0, 0), (ph, ph), (pw, pw))), x_exact)
-        inf_g = xp.isinf(gmat.value) * 1.0 if pad_mask is not None else None
+        gmat = _map(g, lambda v: v.reshape(n, grp, og, ho * wo).transpose(1, 0, 3, 2)
+                    .reshape(grp, n * ho * wo, og), g_exact)
+        inf_g = xp.isinf(gmat.value) if pad_mask is not None else None
 
-        def tap_rows(v: Any, i0: int, i1: int) -> Any:  # kernel rows i0..i1-1, every column
-            win = _windows(v, (0, 0), (sh, sw), (dh, dw), (ho, wo), (kh, kw))[..., i0:i1, :]
-            return _group_windows(win, grp)  # (G, N*Ho*Wo, C/G*(i1-i0)*kW)
-        per_group = []
-        for i0, i1 in _sample_blocks(kh, n * c * ho * wo * kw, xp):  # blocks of kernel rows
-            t = matmul(gmat, _map(xpad, partial(tap_rows, i0=i0, i1=i1), x_exact), model)
-            taps = [(i, j) for i in range(i0, i1) for j in range(kw)]
-            if pad_mask is not None and inf_g is not None:
-                reads_pad = np.stack([np.tile(pad_mask[:, :, i, j].reshape(-1), n)
-                                      for i, j in taps], axis=-1) * 1.0  # (N*Ho*Wo, t)
-                if reads_pad.any():
-                    bad = (inf_g @ xp.asarray(reads_pad) > 0)[:, :, None, :]  # (G, O/G, 1, t)
-                    t = unjudged(t, xp.broadcast_to(bad, (grp, og, cg, len(taps)))
-                                 .reshape(grp, og, cg * len(taps)))
-            per_group.append(_rearrange(t, partial(_split_taps, cg=cg)))
-        res["grad_weight"] = _rearrange(concat(per_group, axis=-1),  # (G, O/G, C/G, kH*kW)
+        def tap_columns(v: Any, c0: int, c1: int) -> Any:  # channels c0..c1-1 of each group
+            hw = v.shape[2:]
+            part = v.reshape(n, grp, cg, *hw)[:, :, c0:c1].reshape(n, grp * (c1 - c0), *hw)
+            win = _windows(part, (0, 0), (sh, sw), (dh, dw), (ho, wo), (kh, kw))
+            return _group_columns(win, grp)  # (G, (c1-c0)*kH*kW, N*Ho*Wo)
+        bad = None  # per tap: a padding tap meets an infinite grad_output, (G, O/G, 1, kH*kW)
+        if pad_mask is not None and inf_g is not None and bool(inf_g.any()):
+            reads_pad = np.tile(pad_mask.reshape(ho * wo, kh * kw).T, (1, n)) * 1.0
+            bad = (xp.asarray(reads_pad) @ (inf_g * 1.0) > 0).transpose(0, 2, 1)[:, :, None, :]
+        per_block = []
+        for c0, c1 in _sample_blocks(cg, grp * n * ho * wo * kh * kw, xp):  # channel blocks
+            cols = x_cols if x_cols is not None and (c0, c1) == (0, cg) else _map(
+                xpad, partial(tap_columns, c0=c0, c1=c1), x_exact)
+            t = _rearrange(matmul(cols, gmat, model), partial(_split_taps, cg=c1 - c0))
+            per_block.append(t if bad is None else unjudged(t, bad))
+        res["grad_weight"] = _rearrange(concat(per_block, axis=2),  # (G, O/G, C/G, kH*kW)
                                         lambda v: v.reshape(o, cg, kh, kw))
 
     if "grad_bias" in want:
@@ -436,9 +441,12 @@ def _map(t: Tracked, fn: Callable[[Any], Any], is_exact: bool | None = None) -> 
                    mag=fn(xp.asarray(t.mag)), n=1)
 
 
-#: elements of the contraction rows built at once on the host (the im2col patches
-#: of a block of samples): bounds the reference's temporaries at real layer sizes
-BLOCK_ELEMENTS = 1 << 24
+#: elements of the contraction operands built at once on the host (the im2col
+#: patches of a block of samples): bounds the reference's temporaries at real layer
+#: sizes. 32 MiB of float64: glibc's largest mmap threshold, so that the blocks'
+#: temporaries come back from the heap instead of fresh pages (measured faster than
+#: 1 << 23 and 1 << 24 at 32x64x32x32, 3x3, on 2 cores)
+BLOCK_ELEMENTS = 1 << 22
 #: the same on a GPU (CuPy): larger blocks, fewer launches and synchronisations
 DEVICE_BLOCK_ELEMENTS = 1 << 26
 
@@ -449,9 +457,9 @@ def _on_samples(fn: Callable[[Any], Any], n0: int, n1: int) -> Callable[[Any], A
 
 
 def _ungroup(v: Any, shape: tuple[int, int, int, int], grp: int) -> Any:
-    """Contraction results ``(G, n*P1*P2, C/G)`` back as ``(n, C, P1, P2)``."""
+    """Contraction results ``(G, C/G, n*P1*P2)`` back as ``(n, C, P1, P2)``."""
     nb, ch, p1, p2 = shape
-    return v.reshape(grp, nb, p1, p2, ch // grp).transpose(1, 0, 4, 2, 3).reshape(shape)
+    return v.reshape(grp, ch // grp, nb, p1, p2).transpose(2, 0, 1, 3, 4).reshape(shape)
 
 
 def _sample_blocks(n: int, per_sample: int, xp: Any) -> list[tuple[int, int]]:
@@ -475,27 +483,28 @@ def _windows(v: Any, start: Pair, step: Pair, tap_step: Pair, out: Pair, k: Pair
     return _xp(v).lib.stride_tricks.as_strided(base, shape=shape, strides=strides)
 
 
-def _group_windows(win: Any, grp: int) -> Any:
-    """Windows ``(n, G*cpg, P1, P2, T1, T2)`` as contraction rows
-    ``(G, n*P1*P2, cpg*T1*T2)``, in one copy."""
+def _group_columns(win: Any, grp: int) -> Any:
+    """Windows ``(n, G*cpg, P1, P2, T1, T2)`` as contraction columns
+    ``(G, cpg*T1*T2, n*P1*P2)``, in one copy (whole rows of each window: the
+    faster copy, and the faster GEMM, than positions as rows)."""
     n, ch, p1, p2, t1, t2 = win.shape
-    w = win.reshape(n, grp, ch // grp, p1, p2, t1, t2).transpose(1, 0, 3, 4, 2, 5, 6)
-    return _xp(win).ascontiguousarray(w).reshape(grp, n * p1 * p2, ch // grp * t1 * t2)
+    w = win.reshape(n, grp, ch // grp, p1, p2, t1, t2).transpose(1, 2, 5, 6, 0, 3, 4)
+    return _xp(win).ascontiguousarray(w).reshape(grp, ch // grp * t1 * t2, n * p1 * p2)
 
 
 def _split_taps(v: Any, cg: int) -> Any:
-    """``(G, O/G, C/G*t)`` grad_weight columns as ``(G, O/G, C/G, t)``."""
-    return v.reshape(v.shape[0], v.shape[1], cg, -1)
+    """``(G, C/G*t, O/G)`` grad_weight columns as ``(G, O/G, C/G, t)``."""
+    return v.transpose(0, 2, 1).reshape(v.shape[0], v.shape[2], cg, -1)
 
 
-def _structural_rows(mask: np.ndarray, n: int, cpg: int, xp: Any) -> Any:
+def _structural_columns(mask: np.ndarray, cpg: int, xp: Any) -> Any:
     """A mask of structural zeros per position and tap, ``(P1, P2, kH, kW)``, as
-    the matching 1.0 entries of the contraction rows of :func:`_group_windows`,
-    ``(1, N*P1*P2, cpg*kH*kW)``: the same for every sample and channel."""
+    the matching 1.0 entries of one sample's contraction columns of
+    :func:`_group_columns`, ``(1, cpg*kH*kW, P1*P2)``: the same for every
+    sample and channel."""
     p1, p2, kh, kw = mask.shape
-    m = np.broadcast_to(mask.reshape(p1 * p2, 1, kh * kw), (p1 * p2, cpg, kh * kw))
-    one = xp.asarray(m.reshape(1, p1 * p2, cpg * kh * kw) * 1.0)  # one sample, then tiled
-    return xp.tile(one, (1, n, 1))  # on the device where xp is CuPy
+    m = np.broadcast_to(mask.reshape(p1 * p2, kh * kw).T[None], (cpg, kh * kw, p1 * p2))
+    return xp.asarray(m.reshape(1, cpg * kh * kw, p1 * p2) * 1.0)
 
 
 def _rearrange(t: Tracked, fn: Callable[[Any], Any]) -> Tracked:
