@@ -4,7 +4,7 @@ storage format, every correct target of that format judged against it.
 Usage::
 
     python benchmarks/logic_sweep.py --op logic_ca --cases 2000 --out DIR [--max-side 32]
-        [--max-steps 4] [--max-channels 4] [--targets a,b] [--seconds S]
+        [--max-steps 4] [--max-channels 4] [--targets a,b] [--seconds S] [--jobs N]
 
 Cases: grid sides log-uniform in ``[1, max-side]``, steps ``1..max-steps`` and
 channels ``1..max-channels`` (both log-uniform), kernels ``1..2``, hidden ``1..8``,
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import platform
 import sys
@@ -67,7 +68,7 @@ def judge(ref: Any, got: np.ndarray) -> tuple[bool, float, int]:
     return bool(worst < 1.0), worst, int(judged.sum())
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--op", default="logic_ca", choices=("logic_ca", "logic_layer"))
     ap.add_argument("--cases", type=int, default=2000)
@@ -78,12 +79,42 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--targets", default="")
     ap.add_argument("--seconds", type=float, default=float("inf"))
     ap.add_argument("--seed", type=int, default=0)
-    args = ap.parse_args(argv)
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="worker processes, each drawing its own cases (seeds spawned from "
+                         "--seed); each rewrites DIR/shards/<op>_sweep_<k>.json as it goes")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.jobs <= 1:
+        stats, drawn, start = _sweep(args, np.random.default_rng(args.seed), None)
+        _write(args, stats, drawn, start)
+        return 0
+    seeds = np.random.SeedSequence(args.seed).spawn(args.jobs)
+    per_job = -(-args.cases // args.jobs)
+    ctx = multiprocessing.get_context("spawn")  # CUDA in the workers: no fork
+    with ctx.Pool(args.jobs) as pool:
+        pool.starmap(_shard, [(argv if argv is not None else sys.argv[1:], k, seeds[k], per_job)
+                              for k in range(args.jobs)])
+    _merge(args)
+    return 0
+
+
+def _shard(argv: list[str], k: int, seed: np.random.SeedSequence, cases: int) -> None:
+    """Worker ``k``: the parent's arguments with its share of the cases."""
+    args = _parser().parse_args([*argv, "--cases", str(cases), "--jobs", "1"])
+    _sweep(args, np.random.default_rng(seed), k)
+
+
+def _sweep(args: argparse.Namespace, rng: np.random.Generator,
+           shard: int | None) -> tuple[dict[str, dict[str, Any]], int, float]:
+    """Draw and judge cases until ``args.cases`` or ``args.seconds``; a shard
+    rewrites its own file every 10 cases, the single run its result every 50."""
     op = get_op(args.op)
     wanted = [t for t in args.targets.split(",") if t]
     targets = [t for t in all_targets() if t.op == args.op and t.unavailable_reason() is None
                and (not wanted or t.name in wanted)]
-    rng = np.random.default_rng(args.seed)
     stats: dict[str, dict[str, Any]] = {
         t.name: {"cases": 0, "alarms": 0, "worst_ratio": 0.0, "ratios": [], "failures": []}
         for t in targets}
@@ -124,10 +155,41 @@ def main(argv: list[str] | None = None) -> int:
                     s["alarms"] += 1
                     s["failures"].append({"case": case.to_dict(), "worst": worst})
         i += 1
-        if i % 50 == 0:
+        if shard is not None and i % 10 == 0:
+            _write_shard(args, stats, shard, i, start)
+        elif shard is None and i % 50 == 0:
             _write(args, stats, i, start, quiet=True)
-    _write(args, stats, i, start)
-    return 0
+    if shard is not None:
+        _write_shard(args, stats, shard, i, start)
+    return stats, i, start
+
+
+def _write_shard(args: argparse.Namespace, stats: dict[str, dict[str, Any]], shard: int,
+                 drawn: int, start: float) -> None:
+    d = args.out / "shards"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / f"{args.op}_sweep_{shard}.json").write_text(json.dumps(
+        {"drawn": drawn, "seconds": round(time.time() - start, 1), "stats": stats}))
+
+
+def _merge(args: argparse.Namespace) -> None:
+    """The shards' files as one result (the ratios pooled), written as the
+    single run writes it."""
+    stats: dict[str, dict[str, Any]] = {}
+    drawn, seconds = 0, 0.0
+    for f in sorted((args.out / "shards").glob(f"{args.op}_sweep_*.json")):
+        part = json.loads(f.read_text())
+        drawn += part["drawn"]
+        seconds = max(seconds, part["seconds"])
+        for name, s in part["stats"].items():
+            m = stats.setdefault(name, {"cases": 0, "alarms": 0, "worst_ratio": 0.0,
+                                        "ratios": [], "failures": []})
+            for key in ("cases", "alarms"):
+                m[key] += s[key]
+            m["worst_ratio"] = max(m["worst_ratio"], s["worst_ratio"])
+            m["ratios"] += s["ratios"]
+            m["failures"] += s["failures"]
+    _write(args, stats, drawn, time.time() - seconds)
 
 
 def _write(args: argparse.Namespace, stats: dict[str, dict[str, Any]], drawn: int,
