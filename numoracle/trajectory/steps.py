@@ -129,7 +129,8 @@ def check_steps(step_fn: Callable[[Mapping[str, np.ndarray], int], Mapping[str, 
     final: dict[str, np.ndarray] = {}
     losses: list[float] = []
     for k in range(1, steps + 1):
-        got = step_fn({n: v.copy() for n, v in cur.items()}, k)
+        with np.errstate(all="ignore"):  # IEEE exceptions of a kernel are not failures
+            got = step_fn({n: v.copy() for n, v in cur.items()}, k)
         state = {n: exact(host_array(v)) for n, v in cur.items()}
         with np.errstate(all="ignore"):
             ref = ref_step(k, state, claimed)
