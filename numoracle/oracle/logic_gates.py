@@ -65,7 +65,7 @@ import numpy as np
 
 from .elementwise import amax, div, exp, mul
 from .precision import PrecisionModel, gamma, gamma_tilde
-from .tracked import U64, Tracked, _fold_lo, concat, either, exact, sub, sum_
+from .tracked import U64, Tracked, _fold_lo, either, exact, sub, sum_
 
 __all__ = ["GATE_NAMES", "GATE_FORMULAS", "COEF", "N_GATES", "gate_values", "softmax",
            "softmax_backward", "take", "scale", "layer_forward", "layer_backward",
@@ -107,19 +107,34 @@ def gate_values(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def tmap(t: Tracked, fn: Callable[[Any], Any]) -> Tracked:
     """``fn`` (indexing, reshaping, rolling: no arithmetic) applied to every array of ``t``."""
     t = _fold_lo(t)
-    full = lambda a: np.broadcast_to(a, t.value.shape)  # noqa: E731
-    return Tracked(value=fn(t.value), ref_err=fn(full(t.ref_err)), det=fn(full(t.det)),
-                   prob=fn(full(t.prob)), mag=fn(full(t.mag)), n=1)
+    shape = t.value.shape
+    return Tracked(value=fn(t.value), ref_err=fn(_full(t.ref_err, shape)),
+                   det=fn(_full(t.det, shape)), prob=fn(_full(t.prob, shape)),
+                   mag=fn(_full(t.mag, shape)), n=1)
 
 
 def tcat(ts: list[Tracked], axis: int, stack: bool = False) -> Tracked:
     """Tracked arrays concatenated (or stacked) along ``axis``: fresh arrays, low
     parts folded into the radii, length 1 (:func:`~numoracle.oracle.tracked.concat`
     keeps both)."""
-    parts = [tmap(t, partial(np.expand_dims, axis=axis)) if stack else _fold_lo(t) for t in ts]
-    if len(parts) == 1:
-        return tmap(parts[0], np.array)  # a copy, as concatenating one array makes
-    return replace(concat(parts, axis), n=1)
+    if len(ts) == 1:
+        t = tmap(ts[0], partial(np.expand_dims, axis=axis)) if stack else _fold_lo(ts[0])
+        return tmap(t, np.array)  # a copy, as concatenating one array makes
+    parts = [_fold_lo(t) for t in ts]
+    join = np.stack if stack else np.concatenate
+
+    def joined(get: Callable[[Tracked], np.ndarray]) -> np.ndarray:
+        return join([_full(get(t), t.value.shape) for t in parts], axis=axis)
+    # as concat() joins them (a stacked part has no low part and is not escalated)
+    return Tracked(value=joined(lambda t: t.value), ref_err=joined(lambda t: t.ref_err),
+                   det=joined(lambda t: t.det), prob=joined(lambda t: t.prob),
+                   mag=joined(lambda t: t.mag), n=1,
+                   escalated=not stack and any(t.escalated for t in parts))
+
+
+def _full(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``a`` broadcast to ``shape`` (as it is when it has that shape already)."""
+    return a if a.shape == shape else np.broadcast_to(a, shape)
 
 
 def take(t: Tracked, idx: np.ndarray) -> Tracked:
@@ -260,17 +275,21 @@ def layer_forward(x: Tracked, idx_a: np.ndarray, idx_b: np.ndarray, p: Tracked,
     pa = np.abs(pv)  # (J, 16)
     # the sums over the 16 gates as per-neuron vectors (J,): every term is >= 0
     c1_, ca_, cb_, cab_ = np.abs(c1), np.abs(ca), np.abs(cb), np.abs(cab)
-    extra = []
+    # the three radii (det, prob, ref) along a leading axis: the same arithmetic, once
     with np.errstate(invalid="ignore", over="ignore"):
-        for ra, rb, rp in zip(_radii(a), _radii(b), _radii(p), strict=True):
-            pr = pa + rp
-            first = (np.abs(da) * ra + np.abs(db) * rb
-                     + np.einsum("bjg,jg->bj", abs_gates, rp))
-            second = (ra * (rp @ ca_) + rb * (rp @ cb_) + (ra * ba + aa * rb) * (rp @ cab_)
-                      + ra * rb * (pr @ cab_))
-            grow = (ra * (pr @ ca_) + rb * (pr @ cb_) + (aa * rb + ra * ba + ra * rb) * (pr @ cab_)
-                    + rp @ c1_ + aa * (rp @ ca_) + ba * (rp @ cb_) + aa * ba * (rp @ cab_))
-            extra.append(first + second + gam * grow)
+        ra, rb = np.stack(_radii(a)), np.stack(_radii(b))  # (3, B, J)
+        rp = np.stack(_radii(p))  # (3, J, 16)
+        pr = pa + rp
+        r_ca, r_cb, r_cab, r_c1 = (rp @ v for v in (ca_, cb_, cab_, c1_))  # (3, J) each
+        p_ca, p_cb, p_cab = (pr @ v for v in (ca_, cb_, cab_))
+        first = (np.abs(da) * ra + np.abs(db) * rb
+                 + np.einsum("bjg,rjg->rbj", abs_gates, rp))
+        r_ca, r_cb, r_cab, r_c1, p_ca, p_cb, p_cab = (
+            v[:, None, :] for v in (r_ca, r_cb, r_cab, r_c1, p_ca, p_cb, p_cab))
+        second = (ra * r_ca + rb * r_cb + (ra * ba + aa * rb) * r_cab + ra * rb * p_cab)
+        grow = (ra * p_ca + rb * p_cb + (aa * rb + ra * ba + ra * rb) * p_cab
+                + r_c1 + aa * r_ca + ba * r_cb + aa * ba * r_cab)
+        extra = first + second + gam * grow
     det, prob, ref = extra
     y = _widened(y, det, prob, ref)
     return y, LayerCache(a, b, mul(a, b, model), idx_a, idx_b, x.shape[1])
@@ -281,6 +300,23 @@ def _pairs(lin: np.ndarray, cab: np.ndarray) -> list[tuple[tuple[float, float], 
     the gates that have it."""
     keys = sorted({(float(x), float(y)) for x, y in zip(lin, cab, strict=True)})
     return [(k, np.flatnonzero((lin == k[0]) & (cab == k[1]))) for k in keys]
+
+
+def _pair_table(lin: np.ndarray, cab: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_pairs` as arrays: the pairs' ``lin`` and ``cab`` values ``(P,)`` and
+    the ``(16, P)`` indicator of the gates that have each pair."""
+    pairs = _pairs(lin, cab)
+    ind = np.zeros((N_GATES, len(pairs)))
+    for q, (_, idx) in enumerate(pairs):
+        ind[idx, q] = 1.0
+    return (np.array([k[0] for k, _ in pairs]), np.array([k[1] for k, _ in pairs]), ind)
+
+
+#: per side of a layer's backward pass (d / d a, d / d b): the gates' linear
+#: coefficient, its magnitude and the pair table of (linear, cab)
+_SIDES = tuple((COEF[:, i], np.abs(COEF[:, i]), _pair_table(COEF[:, i], COEF[:, 3]))
+               for i in (1, 2))
+_ABS_CAB = np.abs(COEF[:, 3])
 
 
 def layer_backward(gy: Tracked, p: Tracked, cache: LayerCache,
@@ -317,52 +353,75 @@ def layer_backward(gy: Tracked, p: Tracked, cache: LayerCache,
                        np.concatenate(facs, axis=1) @ scatter, model)
     # the sums over the 16 gates as per-neuron vectors (J,), every term >= 0; the one
     # sum that is not linear in the operand, sum_g |lin_g + cab_g o| r_g, per
-    # distinct pair (lin_g, cab_g)
-    extra = []
+    # distinct pair (lin_g, cab_g). The three radii (det, prob, ref) ride along a
+    # leading axis: the same elementwise arithmetic, once.
     with np.errstate(invalid="ignore", over="ignore"):
-        for rg, rp, ra, rb in zip(_radii(gy), _radii(p), _radii(cache.a), _radii(cache.b),
-                                  strict=True):
-            sides, grows = [], []
-            c_rp, c_pa = rp @ np.abs(cab), pa @ np.abs(cab)
-            og = np.abs(gv)
-            for lin, other, r_o in ((COEF[:, 1], bv, rb), (COEF[:, 2], av, ra)):
-                l_rp, l_pa = rp @ np.abs(lin), pa @ np.abs(lin)
-                oa = np.abs(other)
-                d = pv @ lin + (pv @ cab) * other  # (B, J)
-                by_pair = sum(np.abs(lv + cv * other) * (rp[:, idx].sum(axis=1))
-                              for (lv, cv), idx in _pairs(lin, cab))
-                first = np.abs(d) * rg + np.abs(gv * (pv @ cab)) * r_o + og * by_pair
-                second = (rg * l_rp + rg * oa * c_rp + rg * r_o * c_pa + og * r_o * c_rp
-                          + rg * r_o * c_rp)
-                grow = (og * l_rp + rg * l_pa + rg * l_rp + og * oa * c_rp
-                        + og * r_o * (c_pa + c_rp) + rg * (oa + r_o) * (c_pa + c_rp))
-                sides.append(first + second)
-                grows.append(grow)
-            per = np.concatenate(sides, axis=1) @ scatter
-            grow_in = np.concatenate(grows, axis=1) @ scatter
-            extra.append(per + gam * grow_in)
-    det, prob, ref = extra
-    return _widened(out, det, prob, ref)
+        rg, ra, rb = (np.stack(_radii(t)) for t in (gy, cache.a, cache.b))  # (3, B, J)
+        rp = np.stack(_radii(p))  # (3, J, 16)
+        og = np.abs(gv)
+        pc = pv @ cab
+        g_pc = np.abs(gv * pc)
+        c_pa = pa @ _ABS_CAB
+        c_rp = (rp @ _ABS_CAB)[:, None, :]  # (3, 1, J)
+        sides, grows = [], []
+        for (lin, l_abs, (lvs, cvs, ind)), other, r_o in zip(_SIDES, (bv, av), (rb, ra),
+                                                              strict=True):
+            l_rp, l_pa = (rp @ l_abs)[:, None, :], pa @ l_abs
+            oa = np.abs(other)
+            d = pv @ lin + pc * other  # (B, J)
+            vals = np.abs(lvs[:, None, None] + cvs[:, None, None] * other)  # (P, B, J)
+            w = np.moveaxis(rp @ ind, -1, 1)[:, :, None, :]  # (3, P, 1, J)
+            by_pair = (vals[None] * w).sum(axis=1)  # in pair order, as a running sum
+            first = np.abs(d) * rg + g_pc * r_o + og * by_pair
+            second = (rg * l_rp + rg * oa * c_rp + rg * r_o * c_pa + og * r_o * c_rp
+                      + rg * r_o * c_rp)
+            grow = (og * l_rp + rg * l_pa + rg * l_rp + og * oa * c_rp
+                    + og * r_o * (c_pa + c_rp) + rg * (oa + r_o) * (c_pa + c_rp))
+            sides.append(first + second)
+            grows.append(grow)
+        per = np.concatenate(sides, axis=-1) @ scatter
+        grow_in = np.concatenate(grows, axis=-1) @ scatter
+        extra = per + gam * grow_in
+    return _widened(out, extra[0], extra[1], extra[2])
 
 
 def gate_prob_grad(gys: list[Tracked], caches: list[LayerCache],
                    model: PrecisionModel) -> Tracked:
     """``G[j, g] = sum gy[b, j] gate_g(a, b)`` over every batch row of every use of
     the layer (cells, steps, channels): ``(J, 16)``, each gate's terms
-    ``c gy m`` (``m`` in ``1, a, b, ab``) summed in any order."""
-    rows: list[list[Tracked]] = [[] for _ in range(4)]  # per monomial: (B, J) of every use
-    for gy, cache in zip(gys, caches, strict=True):
-        gy = _fold_lo(gy)
-        for m, prod in enumerate((gy, mul(gy, cache.a, model), mul(gy, cache.b, model),
-                                  mul(gy, cache.ab, model))):
-            rows[m].append(prod)
-    mono = [tmap(tcat(r, axis=0), lambda v: v.T) for r in rows]  # (J, all rows) each
-    j = gys[0].shape[1]
-    out = []
-    for g in range(N_GATES):
-        parts = [scale(mono[m], c) for gate, m, c in _Y_TERMS if gate == g]
-        out.append(sum_(tcat(parts, axis=1), axis=-1, model=model) if parts
-                   else exact(np.zeros(j)))
-    res = tcat(out, axis=-1, stack=True)
-    # gates 0 (no terms): exactly zero; keep the fields consistent
-    return replace(res, n=1)
+    ``c gy m`` (``m`` in ``1, a, b, ab``) summed in any order.
+
+    The products of every use are formed at once (elementwise: as use by use)."""
+    gy = tcat(gys, axis=0)  # (all rows, J)
+    prods = (gy, mul(gy, tcat([c.a for c in caches], axis=0), model),
+             mul(gy, tcat([c.b for c in caches], axis=0), model),
+             mul(gy, tcat([c.ab for c in caches], axis=0), model))
+    mono = [tmap(t, lambda v: v.T) for t in prods]  # (J, all rows) each
+    j = gy.shape[1]
+    fields = ("value", "ref_err", "det", "prob", "mag")
+    res = {f: np.zeros((j, N_GATES)) for f in fields}
+    for g, terms in _GATE_TERMS:
+        # the gate's terms' scaled monomials side by side, as scale() and tcat() make them
+        parts = {f: np.concatenate([getattr(mono[m], f) * (c if f == "value" else abs(c))
+                                    for m, c in terms], axis=1) for f in fields[:4]}
+        summed = _fold_lo(sum_(Tracked(value=parts["value"], ref_err=parts["ref_err"],
+                                       det=parts["det"], prob=parts["prob"],
+                                       mag=np.abs(parts["value"]), n=1),
+                               axis=-1, model=model))
+        for f in fields:
+            res[f][:, g] = getattr(summed, f)
+    # gate 0 (no terms): exactly zero
+    return Tracked(value=res["value"], ref_err=res["ref_err"], det=res["det"],
+                   prob=res["prob"], mag=res["mag"], n=1)
+
+
+def _gate_terms() -> tuple[tuple[int, list[tuple[int, float]]], ...]:
+    """Every gate with terms and its ``(monomial, coefficient)`` terms, in
+    :data:`_Y_TERMS`' order."""
+    terms: dict[int, list[tuple[int, float]]] = {}
+    for g, m, c in _Y_TERMS:
+        terms.setdefault(g, []).append((m, float(c)))
+    return tuple(sorted(terms.items()))
+
+
+_GATE_TERMS = _gate_terms()

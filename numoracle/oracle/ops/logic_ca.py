@@ -53,7 +53,7 @@ from ..logic_gates import (
     tmap,
 )
 from ..precision import PrecisionModel
-from ..tracked import Tracked, exact, matmul, mul_scalar, store, sub, sum_
+from ..tracked import Tracked, _fold_lo, exact, matmul, mul_scalar, store, sub, sum_
 from .base import Op, Product, check_positive_int
 from .logic_layer import as_index, connection_map
 from .plan import Dim, Flag
@@ -199,8 +199,16 @@ def _sent(a: np.ndarray, pos: int, dy: int, dx: int, periodic: bool) -> np.ndarr
 
 
 def _neighbourhood(x: Tracked, periodic: bool) -> Tracked:
-    return tcat([tmap(x, partial(_shift, dy=dy, dx=dx, periodic=periodic))
-                 for dy, dx in OFFSETS], axis=-1, stack=True)
+    """``(H, W, C, 9)``: the 9 shifted copies of ``x`` stacked, field by field (as
+    ``tcat`` of their ``tmap``'s stacks them)."""
+    x = _fold_lo(x)
+    shape = x.value.shape
+
+    def nb(a: np.ndarray) -> np.ndarray:
+        a = a if a.shape == shape else np.broadcast_to(a, shape)
+        return np.stack([_shift(a, dy, dx, periodic) for dy, dx in OFFSETS], axis=-1)
+    return Tracked(value=nb(x.value), ref_err=nb(x.ref_err), det=nb(x.det), prob=nb(x.prob),
+                   mag=nb(x.mag), n=1)
 
 
 def logic_ca(host: Mapping[str, np.ndarray], params: Mapping[str, Any],
@@ -253,6 +261,11 @@ def logic_ca(host: Mapping[str, np.ndarray], params: Mapping[str, Any],
                                              for _ in range(k_count)]
         perc_c: list[list[list[LayerCache]]] = [[[] for _ in PERCEPTION_WIDTHS]
                                                 for _ in range(k_count)]
+        # each cell's number of gradient contributions: the same at every step
+        counts = np.ones((h, w, c), np.int64)
+        for _ in range(k_count):
+            for dy, dx in OFFSETS:
+                counts += _shift(np.ones((h, w, c), np.int64), -dy, -dx, periodic)
         for step in reversed(caches):
             gz = tmap(g, lambda a: a.reshape(cells, c))
             for li in reversed(range(len(uidx))):
@@ -261,7 +274,6 @@ def logic_ca(host: Mapping[str, np.ndarray], params: Mapping[str, Any],
                 upd_c[li].append(step["upd"][li])
                 gz = layer_backward(gz, rows_of(pu, off, width), step["upd"][li], model)
             contribs = [tmap(gz, lambda a: a[:, :c].reshape(h, w, c))]
-            counts = np.ones((h, w, c), np.int64)
             for kk in range(k_count):
                 gk = tmap(gz, partial(_columns, lo=c * (1 + kk), hi=c * (2 + kk)))
                 for li in reversed(range(len(PERCEPTION_WIDTHS))):
@@ -275,7 +287,6 @@ def logic_ca(host: Mapping[str, np.ndarray], params: Mapping[str, Any],
                     # the cell (y, x) read (y + dy, x + dx): send its gradient there
                     contribs.append(tmap(nb, partial(_sent, pos=pos, dy=-dy, dx=-dx,
                                                      periodic=periodic)))
-                    counts += _shift(np.ones((h, w, c), np.int64), -dy, -dx, periodic)
             flat_shape = (n_val, len(contribs))  # positional: numpy < 2.1 has no shape=
             stacked = tmap(tcat(contribs, axis=-1, stack=True), _reshaper(flat_shape))
             ones = exact(np.ones((len(contribs), 1)))
