@@ -56,16 +56,14 @@ The exact regime does not apply: the probabilities carry the rounding of
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
-from functools import partial
 from typing import Any
 
 import numpy as np
 
 from .elementwise import amax, div, exp, mul
 from .precision import PrecisionModel, gamma, gamma_tilde
-from .tracked import U64, Tracked, _fold_lo, either, exact, sub, sum_
+from .tracked import U64, Tracked, _fold_lo, either, exact, sub, sum_, tcat, tmap
 
 __all__ = ["GATE_NAMES", "GATE_FORMULAS", "COEF", "N_GATES", "gate_values", "softmax",
            "softmax_backward", "take", "scale", "layer_forward", "layer_backward",
@@ -104,39 +102,6 @@ def gate_values(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 # -- tracked helpers ----------------------------------------------------------------------------
-def tmap(t: Tracked, fn: Callable[[Any], Any]) -> Tracked:
-    """``fn`` (indexing, reshaping, rolling: no arithmetic) applied to every array of ``t``."""
-    t = _fold_lo(t)
-    shape = t.value.shape
-    return Tracked(value=fn(t.value), ref_err=fn(_full(t.ref_err, shape)),
-                   det=fn(_full(t.det, shape)), prob=fn(_full(t.prob, shape)),
-                   mag=fn(_full(t.mag, shape)), n=1)
-
-
-def tcat(ts: list[Tracked], axis: int, stack: bool = False) -> Tracked:
-    """Tracked arrays concatenated (or stacked) along ``axis``: fresh arrays, low
-    parts folded into the radii, length 1 (:func:`~numoracle.oracle.tracked.concat`
-    keeps both)."""
-    if len(ts) == 1:
-        t = tmap(ts[0], partial(np.expand_dims, axis=axis)) if stack else _fold_lo(ts[0])
-        return tmap(t, np.array)  # a copy, as concatenating one array makes
-    parts = [_fold_lo(t) for t in ts]
-    join = np.stack if stack else np.concatenate
-
-    def joined(get: Callable[[Tracked], np.ndarray]) -> np.ndarray:
-        return join([_full(get(t), t.value.shape) for t in parts], axis=axis)
-    # as concat() joins them (a stacked part has no low part and is not escalated)
-    return Tracked(value=joined(lambda t: t.value), ref_err=joined(lambda t: t.ref_err),
-                   det=joined(lambda t: t.det), prob=joined(lambda t: t.prob),
-                   mag=joined(lambda t: t.mag), n=1,
-                   escalated=not stack and any(t.escalated for t in parts))
-
-
-def _full(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """``a`` broadcast to ``shape`` (as it is when it has that shape already)."""
-    return a if a.shape == shape else np.broadcast_to(a, shape)
-
-
 def take(t: Tracked, idx: np.ndarray) -> Tracked:
     """Columns ``idx`` of a ``(B, I)`` tracked array: ``(B, len(idx))``."""
     return tmap(t, lambda a: a[:, idx])

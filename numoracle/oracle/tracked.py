@@ -30,8 +30,9 @@ result is exact and the bound is 0.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 import numpy as np
@@ -41,8 +42,9 @@ from .formats import FP64, Format, chunk_size, quantize, representable
 from .precision import PrecisionModel, gamma, gamma_tilde
 from .xp import array_module as _xp
 
-__all__ = ["Tracked", "exact", "unjudged", "concat", "add", "sub", "relu", "relu_mask_mul",
-           "mul_scalar", "either", "matmul", "sum_", "store", "lsb_exponent", "ESCALATE_SHARE"]
+__all__ = ["Tracked", "exact", "unjudged", "concat", "tmap", "tcat", "add", "sub", "relu",
+           "relu_mask_mul", "mul_scalar", "either", "matmul", "sum_", "store", "lsb_exponent",
+           "ESCALATE_SHARE"]
 
 U64 = FP64.u
 #: escalate to the exact context when the float64 reference error is not below
@@ -153,6 +155,39 @@ def concat(ts: list[Tracked], axis: int) -> Tracked:
                    det=join(lambda t: t.det), prob=join(lambda t: t.prob),
                    mag=join(lambda t: t.mag), n=n, lo=lo,
                    escalated=any(t.escalated for t in ts))
+
+
+def tmap(t: Tracked, fn: Callable[[Any], Any]) -> Tracked:
+    """``fn`` (indexing, reshaping, rolling: no arithmetic) applied to every array of
+    ``t`` (host arrays), its low part folded into the radii; length 1."""
+    t = _fold_lo(t)
+    shape = t.value.shape
+    return Tracked(value=fn(t.value), ref_err=fn(_full(t.ref_err, shape)),
+                   det=fn(_full(t.det, shape)), prob=fn(_full(t.prob, shape)),
+                   mag=fn(_full(t.mag, shape)), n=1)
+
+
+def tcat(ts: list[Tracked], axis: int, stack: bool = False) -> Tracked:
+    """Tracked arrays concatenated (or stacked) along ``axis``: fresh arrays, low
+    parts folded into the radii, length 1 (:func:`concat` keeps both)."""
+    if len(ts) == 1:
+        t = tmap(ts[0], partial(np.expand_dims, axis=axis)) if stack else _fold_lo(ts[0])
+        return tmap(t, np.array)  # a copy, as concatenating one array makes
+    parts = [_fold_lo(t) for t in ts]
+    join = np.stack if stack else np.concatenate
+
+    def joined(get: Callable[[Tracked], np.ndarray]) -> np.ndarray:
+        return join([_full(get(t), t.value.shape) for t in parts], axis=axis)
+    # as concat() joins them (a stacked part has no low part and is not escalated)
+    return Tracked(value=joined(lambda t: t.value), ref_err=joined(lambda t: t.ref_err),
+                   det=joined(lambda t: t.det), prob=joined(lambda t: t.prob),
+                   mag=joined(lambda t: t.mag), n=1,
+                   escalated=not stack and any(t.escalated for t in parts))
+
+
+def _full(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``a`` broadcast to ``shape`` (as it is when it has that shape already)."""
+    return a if a.shape == shape else np.broadcast_to(a, shape)
 
 
 def exact(x: Any) -> Tracked:

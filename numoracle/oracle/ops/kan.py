@@ -41,7 +41,7 @@ them, and both are legitimate. The exact value family runs but is not exact
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -63,7 +63,19 @@ from ..elementwise import _rmul, mul, silu, silu_grad, where
 from ..formats import Format, quantize
 from ..nested import nested_contraction
 from ..precision import PrecisionModel
-from ..tracked import Tracked, _fold_lo, add, either, exact, matmul, store, sum_, unjudged
+from ..tracked import (
+    Tracked,
+    _fold_lo,
+    add,
+    either,
+    exact,
+    matmul,
+    store,
+    sum_,
+    tcat,
+    tmap,
+    unjudged,
+)
 from .base import Op, Product, check_positive_int
 from .plan import Choice, Dim
 
@@ -196,31 +208,13 @@ def place_near_knots(x: np.ndarray, grid: np.ndarray, storage: Format,
 
 
 # -- tracked helpers --------------------------------------------------------------------------
-def _map(t: Tracked, fn: Callable[[Any], Any]) -> Tracked:
-    """``fn`` (a reshape, transpose, pad: no arithmetic) applied to every array of ``t``."""
-    t = _fold_lo(t)
-    full = lambda a: np.broadcast_to(a, t.value.shape)  # noqa: E731
-    return Tracked(value=fn(t.value), ref_err=fn(full(t.ref_err)), det=fn(full(t.det)),
-                   prob=fn(full(t.prob)), mag=fn(full(t.mag)), n=1)
-
-
-def _cat(ts: list[Tracked], axis: int) -> Tracked:
-    ts = [_fold_lo(t) for t in ts]
-
-    def field(name: str) -> Any:
-        return np.concatenate([np.broadcast_to(getattr(t, name), t.value.shape) for t in ts],
-                              axis=axis)
-    return Tracked(value=field("value"), ref_err=field("ref_err"), det=field("det"),
-                   prob=field("prob"), mag=field("mag"), n=1)
-
-
 def _neg(t: Tracked) -> Tracked:
     t = _fold_lo(t)
     return replace(t, value=-t.value)
 
 
 def _pad_last(t: Tracked, before: int, after: int) -> Tracked:
-    return _map(t, lambda a: np.pad(a, [(0, 0)] * (a.ndim - 1) + [(before, after)]))
+    return tmap(t, lambda a: np.pad(a, [(0, 0)] * (a.ndim - 1) + [(before, after)]))
 
 
 def _widen3(t: Tracked, det: Any, prob: Any, ref: Any) -> Tracked:
@@ -241,8 +235,8 @@ def _autograd_spline(gb: Tracked, lv: Levels, model: PrecisionModel) -> Tracked:
         prev = lv.bases[p - 1]
         den1, den2, q1, q2 = lv.den1[p], lv.den2[p], lv.q1[p], lv.q2[p]
         assert den1 is not None and den2 is not None and q1 is not None and q2 is not None
-        lo = _map(prev, lambda a: a[..., :-1])
-        hi = _map(prev, lambda a: a[..., 1:])
+        lo = tmap(prev, lambda a: a[..., :-1])
+        hi = tmap(prev, lambda a: a[..., 1:])
         parts.append(quotient(mul(adj, lo, model), den1, model))
         parts.append(_neg(quotient(mul(adj, hi, model), den2, model)))
         if p > 1:
@@ -260,7 +254,7 @@ def _autograd_spline(gb: Tracked, lv: Levels, model: PrecisionModel) -> Tracked:
             amp = amp * (np.max(np.abs(q1.value), axis=-1) + np.max(np.abs(q2.value), axis=-1)
                          + 1.0 / np.min(np.abs(den1.value), axis=-1))
     over |= ~(amp < 2.0**-8 * model.accumulate.max)
-    out = sum_(_cat(parts, axis=-1), axis=-1, model=model)
+    out = sum_(tcat(parts, axis=-1), axis=-1, model=model)
     # an adjoint that may overflow makes inf * 0 = NaN in the kernel: not judged
     return unjudged(out, over)
 
@@ -304,14 +298,14 @@ def kan_layer(x: Tracked, grid: np.ndarray, coef: Tracked, base_weight: Tracked,
     cell = np.where(near, 2.0 * reach, 0.0)
 
     bases = _widen_lip(lv.bases[-1], l1, x, cell)  # (B, I, C)
-    w_eff = mul(coef, _map(spline_weight, lambda a: a[..., None]), model)
+    w_eff = mul(coef, tmap(spline_weight, lambda a: a[..., None]), model)
     fin = _finite_masks(x, grid, coef, base_weight, spline_weight, g)
     res: dict[str, Tracked] = {}
     s = silu(x, model) if {"y", "grad_base_weight"} & set(outputs) else None
     if "y" in outputs:
         assert s is not None
-        feats = _cat([_map(bases, lambda a: a.reshape(bsz, n_in * n_c)), s], axis=1)
-        weights = _cat([_map(w_eff, lambda a: a.reshape(n_out, n_in * n_c)), base_weight], axis=1)
+        feats = tcat([tmap(bases, lambda a: a.reshape(bsz, n_in * n_c)), s], axis=1)
+        weights = tcat([tmap(w_eff, lambda a: a.reshape(n_out, n_in * n_c)), base_weight], axis=1)
         res["y"] = unjudged(matmul(feats, weights.T, model), ~fin["y"])
     if "grad_input" in outputs:
         assert g is not None
@@ -343,11 +337,11 @@ def _grad_input(x: Tracked, g: Tracked, lv: Levels, grid: np.ndarray, order: int
     d = tracked_derivative(lv, model)  # (B, I, C) at the oracle's x
     if order >= 2:
         d = _widen_lip(d, l2, x, cell)
-    w_full = _cat([w_eff, _map(base_weight, lambda a: a[..., None])], axis=-1)
-    d_full = _cat([d, _map(sg, lambda a: a[..., None])], axis=-1)
+    w_full = tcat([w_eff, tmap(base_weight, lambda a: a[..., None])], axis=-1)
+    d_full = tcat([d, tmap(sg, lambda a: a[..., None])], axis=-1)
     closed = nested_contraction("bj,jic,bic->bi", g, w_full, d_full, model,
                                 outer=n_out, inner=n_c + 1)
-    gb = _map(matmul(g, _map(w_eff, lambda a: a.reshape(n_out, n_in * n_c)), model),
+    gb = tmap(matmul(g, tmap(w_eff, lambda a: a.reshape(n_out, n_in * n_c)), model),
               lambda a: a.reshape(bsz, n_in, n_c))
     spline = _autograd_spline(gb, lv, model)
     if order >= 2:
@@ -373,7 +367,7 @@ def _grad_input(x: Tracked, g: Tracked, lv: Levels, grid: np.ndarray, order: int
                 moved = shifted_derivative(xv, grid, 1, side, model)
                 keep = reach_any[..., None]
                 d_side = where(np.broadcast_to(keep, d.shape), moved, d)
-                d_side_full = _cat([d_side, _map(sg, lambda a: a[..., None])], axis=-1)
+                d_side_full = tcat([d_side, tmap(sg, lambda a: a[..., None])], axis=-1)
                 out = either(out, nested_contraction("bj,jic,bic->bi", g, w_full, d_side_full,
                                                      model, outer=n_out, inner=n_c + 1))
     return out

@@ -49,11 +49,9 @@ from ..logic_gates import (
     layer_forward,
     softmax,
     softmax_backward,
-    tcat,
-    tmap,
 )
 from ..precision import PrecisionModel
-from ..tracked import Tracked, _fold_lo, exact, matmul, mul_scalar, store, sub, sum_
+from ..tracked import Tracked, exact, matmul, mul_scalar, store, sub, sum_, tcat, tmap
 from .base import Op, Product, check_positive_int
 from .logic_layer import as_index, connection_map
 from .plan import Dim, Flag
@@ -199,16 +197,9 @@ def _sent(a: np.ndarray, pos: int, dy: int, dx: int, periodic: bool) -> np.ndarr
 
 
 def _neighbourhood(x: Tracked, periodic: bool) -> Tracked:
-    """``(H, W, C, 9)``: the 9 shifted copies of ``x`` stacked, field by field (as
-    ``tcat`` of their ``tmap``'s stacks them)."""
-    x = _fold_lo(x)
-    shape = x.value.shape
-
-    def nb(a: np.ndarray) -> np.ndarray:
-        a = a if a.shape == shape else np.broadcast_to(a, shape)
-        return np.stack([_shift(a, dy, dx, periodic) for dy, dx in OFFSETS], axis=-1)
-    return Tracked(value=nb(x.value), ref_err=nb(x.ref_err), det=nb(x.det), prob=nb(x.prob),
-                   mag=nb(x.mag), n=1)
+    """``(H, W, C, 9)``: the 9 shifted copies of ``x`` stacked."""
+    return tmap(x, lambda a: np.stack([_shift(a, dy, dx, periodic) for dy, dx in OFFSETS],
+                                      axis=-1))
 
 
 def logic_ca(host: Mapping[str, np.ndarray], params: Mapping[str, Any],
