@@ -4,7 +4,7 @@
 #
 #   bash benchmarks/gpu_open_issues.sh OUT speed      # issue 13 (+ the GPU-marked tests)
 #   bash benchmarks/gpu_open_issues.sh OUT realistic  # issue 10: realistic sizes
-#   bash benchmarks/gpu_open_issues.sh OUT logic      # issue 12: logic_ca, T<=20, C<=16
+#   bash benchmarks/gpu_open_issues.sh OUT logic      # issue 12: logic_ca, logic_layer, difflogic CUDA
 #   bash benchmarks/gpu_open_issues.sh OUT limits     # issue 17: max_elements 256, 1024
 #   bash benchmarks/gpu_open_issues.sh OUT layers     # issue 10: cuDNN on the UNet layers (done)
 #
@@ -52,13 +52,39 @@ case "$phase" in
     tail -n 30 "$r/realistic.log"
     ;;
   logic)
-    # eight workers: the host-side oracle sets the pace (100 cases took 144 s in one process)
-    stamp "logic_ca sweep of the CUDA/CuPy targets, 8 processes"
-    timeout 550 python3 -W ignore benchmarks/logic_sweep.py --op logic_ca --cases 2000 \
-      --max-side 32 --max-steps 20 --max-channels 16 --seconds 480 --seed "${SEED:-2}" --jobs 8 \
+    # issue 12 on the GPU: difflogic's CUDA extension built from its source (carried in
+    # build/difflogic-src, `git archive` of github.com/Felix-Petersen/difflogic: the
+    # device has no network), the GPU-marked tests with it importable, then the
+    # logic_ca sweep (10 workers: the host-side oracle sets the pace) beside the
+    # logic_layer sweep of torch CUDA and difflogic's python and CUDA implementations
+    stamp "logic_ca sweep (10 workers), difflogic's build and the GPU-marked tests"
+    timeout 470 python3 -W ignore benchmarks/logic_sweep.py --op logic_ca --cases 2000 \
+      --max-side 32 --max-steps 20 --max-channels 16 --seconds 440 --seed "${SEED:-3}" --jobs 10 \
       --targets torch-cuda-fp32,torch-cuda-fp64,cupy-atomic-fp32,cupy-ordered-fp32,cupy-serial-fp32 \
-      --out "$r/logic" > "$r/logic.log" 2>&1; echo "exit $?" >> "$r/logic.log"
-    tail -n 8 "$r/logic.log"
+      --out "$r/logic" > "$r/logic.log" 2>&1 &
+    ca=$!
+    if [ -d build/difflogic-src ]; then
+      (cd build/difflogic-src && MAX_JOBS=4 timeout 240 python3 setup.py build_ext --inplace \
+        > "$r/difflogic_build.log" 2>&1; echo "exit $?" >> "$r/difflogic_build.log") &
+      build=$!
+    fi
+    timeout 150 python3 -m pytest -m gpu -p numoracle -q -n 4 -p no:cacheprovider tests \
+      > "$r/gpu_tests.log" 2>&1; echo "pytest exit $?" >> "$r/gpu_tests.log"
+    tail -2 "$r/gpu_tests.log"
+    if [ -n "${build:-}" ]; then
+      wait "$build"
+      export PYTHONPATH="$PWD/build/difflogic-src:$PYTHONPATH"
+      python3 -c 'import difflogic, difflogic_cuda; print("difflogic from", difflogic.__file__, "extension", difflogic_cuda.__file__)' \
+        >> "$r/difflogic_build.log" 2>&1
+      tail -3 "$r/difflogic_build.log"
+    fi
+    stamp "logic_layer sweep (4 workers)"
+    timeout 300 python3 -W ignore benchmarks/logic_sweep.py --op logic_layer --cases 2000 \
+      --seconds $(( 440 - ($(date +%s) - t_start) )) --seed "${SEED:-3}" --jobs 4 \
+      --targets torch-cuda-fp32,torch-cuda-fp64,difflogic-python-cuda-fp32,difflogic-python-cuda-fp64,difflogic-cuda-fp32 \
+      --out "$r/logic" > "$r/logic_layer.log" 2>&1; echo "exit $?" >> "$r/logic_layer.log"
+    wait $ca; echo "exit $?" >> "$r/logic.log"
+    tail -n 6 "$r/logic.log" "$r/logic_layer.log"
     ;;
   limits)
     stamp "GPU targets under the size limits 256 and 1024, 2 processes"
