@@ -14,7 +14,12 @@ large ones rarely do. Every value family is drawn, ``special`` included.
 ``--seconds`` caps each run's time (a run then reports the cases it reached).
 
 Each (target, op) runs in its own process (spawned: CUDA does not survive a
-fork). Writes ``DIR/soundness.json`` (one row per target and op: cases,
+fork). A run that reaches fewer than ``--examples`` cases in its ``--seconds``
+goes on as shards: as many parallel runs as its own pace says the missing cases
+need, each with its own seed (``seed + 1000 k``), until the cases are reached or
+``--deadline`` seconds have passed since the start; a row then pools its shards
+(cases, alarms, the ratios by reduction length) and says how many ran. Writes
+``DIR/soundness.json`` (one row per target and op: cases,
 failures, worst ratios, and per reduction-length bucket the median and max of
 err/bound under the deterministic and the probabilistic bound) and
 ``DIR/soundness.md`` (the same as tables).
@@ -29,7 +34,7 @@ import multiprocessing as mp
 import os
 import platform
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +57,10 @@ def _alarm(res: Any) -> dict[str, Any]:
 
 def sweep_one(name: str, op: str, examples: int, seed: int, max_reduction: int,
               max_elements: int | None, store: str,
-              seconds: float | None = None, regime: str = "small") -> dict[str, Any]:
+              seconds: float | None = None, regime: str = "small",
+              shard: int = 0) -> dict[str, Any]:
+    """One run of (target, op) at one size limit: a row with the ratios by
+    reduction length still raw (``_buckets``: see :func:`summarise`)."""
     from numoracle.kernels import get_target
     from numoracle.running.runner import default_strategy, run_target
 
@@ -63,6 +71,7 @@ def sweep_one(name: str, op: str, examples: int, seed: int, max_reduction: int,
     limit = min(max_reduction, target.max_reduction or max_reduction)
     sizes = {} if max_elements is None else {"max_elements": max_elements}
     strat = default_strategy(target, max_reduction=limit, regime=regime, **sizes)
+    seed += SHARD_SEED_STEP * shard
     t0 = time.perf_counter()
 
     def left() -> float | None:
@@ -79,6 +88,7 @@ def sweep_one(name: str, op: str, examples: int, seed: int, max_reduction: int,
                           strategy=strat, store=store, shrink=False, seconds=left())
         res.cases += more.cases
         res.samples += more.samples
+        res.worst_ratio = max(res.worst_ratio, more.worst_ratio)
         if more.verdict == "FAIL":
             alarms.append(_alarm(more))
         elif more.verdict != "pass":
@@ -91,21 +101,54 @@ def sweep_one(name: str, op: str, examples: int, seed: int, max_reduction: int,
         if exact:
             continue  # exact-regime outputs have bound 0: counted apart
         b = buckets.setdefault(bucket(n), {"det": [], "prob": []})
-        b["det"].append(wd)
-        b["prob"].append(wp)
-    exact_outputs = sum(1 for s in res.samples if s[6])
-    stats = {
+        b["det"].append(float(wd))
+        b["prob"].append(float(wp))
+    row = res.row()
+    row.update(seconds=time.perf_counter() - t0, _buckets=buckets, alarms=alarms,
+               exact_regime_outputs=sum(1 for s in res.samples if s[6]),
+               model=target.precision.describe(), max_reduction=limit, message=res.message,
+               regime=regime, shards=1,
+               max_elements="default" if max_elements is None else max_elements)
+    return row
+
+
+#: seed offset between the shards of one (target, op, limit); rounds after an alarm add < 50
+SHARD_SEED_STEP = 1000
+
+
+def pool_rows(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Two shards' rows of one (target, op, limit) as one: counts added, the
+    worst kept, ratios pooled, the first failing shard's verdict and repro kept."""
+    out = dict(a if a.get("failures") or not b.get("failures") else b)
+    for key in ("cases", "failures", "unjudged", "exact_regime_outputs", "time_s", "seconds",
+                "shards"):
+        out[key] = a.get(key, 0) + b.get(key, 0)
+    out["worst_ratio"] = max(a["worst_ratio"], b["worst_ratio"])
+    out["alarms"] = a["alarms"] + b["alarms"]
+    buckets: dict[str, dict[str, list[float]]] = {}
+    for part in (a["_buckets"], b["_buckets"]):
+        for k, v in part.items():
+            m = buckets.setdefault(k, {"det": [], "prob": []})
+            m["det"] += v["det"]
+            m["prob"] += v["prob"]
+    out["_buckets"] = buckets
+    if out["status"] == "unjudged" and out["cases"]:
+        out["status"], out["reason"] = "pass", ""
+    return out
+
+
+def summarise(row: dict[str, Any]) -> dict[str, Any]:
+    """The row as written: per reduction-length bucket the median and max of
+    err/bound under both bounds, in place of the raw ratios."""
+    if "_buckets" not in row:
+        return row
+    out = {k: v for k, v in row.items() if k != "_buckets"}
+    out["by_reduction"] = {
         k: {"outputs": len(v["det"]),
             "median_det": float(np.median(v["det"])), "max_det": float(np.max(v["det"])),
             "median_prob": float(np.median(v["prob"])), "max_prob": float(np.max(v["prob"]))}
-        for k, v in sorted(buckets.items(), key=lambda kv: int(kv[0].split("-")[-1]))
-    }
-    row = res.row()
-    row.update(seconds=time.perf_counter() - t0, by_reduction=stats, alarms=alarms,
-               exact_regime_outputs=exact_outputs, model=target.precision.describe(),
-               max_reduction=limit, message=res.message, regime=regime,
-               max_elements="default" if max_elements is None else max_elements)
-    return row
+        for k, v in sorted(row["_buckets"].items(), key=lambda kv: int(kv[0].split("-")[-1]))}
+    return out
 
 
 def to_markdown(rows: list[dict[str, Any]], header: str) -> str:
@@ -160,6 +203,31 @@ def parse_limits(text: str) -> list[int | None]:
     return out
 
 
+def _shard_seconds(a: argparse.Namespace, elapsed: float) -> float | None:
+    if a.deadline is None:
+        return a.seconds
+    return max(1.0, min(a.seconds or a.deadline, a.deadline - elapsed))
+
+
+def _shards_needed(row: dict[str, Any], last: dict[str, Any], a: argparse.Namespace,
+                   elapsed: float) -> int:
+    """How many more shards a (target, op, limit) needs to reach ``--examples``
+    before ``--deadline`` at the pace its last run kept (0: none, or no time)."""
+    if a.seconds is None or "skipped" in row or "skipped" in last \
+            or row["cases"] >= a.examples or not last["cases"]:
+        return 0
+    left = (a.deadline - elapsed) if a.deadline is not None else a.seconds
+    if left < MIN_SHARD_SECONDS:
+        return 0
+    pace = last["cases"] / max(last["seconds"], 1e-3)  # cases per second of one process
+    per_shard = pace * min(a.seconds, left)
+    return max(1, min(a.jobs, math.ceil((a.examples - row["cases"]) / max(per_shard, 1.0))))
+
+
+#: a shard given less time than this is not started (start-up and warm-up eat it)
+MIN_SHARD_SECONDS = 15.0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--examples", type=int, default=2000)
@@ -175,7 +243,11 @@ def main() -> None:
                          "strategy's own (e.g. 256,1024,default,262144); replaces --max-elements")
     ap.add_argument("--backends", default="", help="comma-separated backends (default: all)")
     ap.add_argument("--seconds", type=float, default=None,
-                    help="time budget of each (target, op, limit) run")
+                    help="time budget of each (target, op, limit) run; a run short of "
+                         "--examples then goes on as parallel shards (see --deadline)")
+    ap.add_argument("--deadline", type=float, default=None,
+                    help="seconds from the start after which no shard is started (default: "
+                         "none; without --seconds no run is sharded)")
     ap.add_argument("--regime", default="small", choices=("small", "realistic"),
                     help="case sizes: small, or realistic layer shapes (with --limits default "
                          "and --max-reduction 1048576 for the regime's own limits)")
@@ -186,6 +258,8 @@ def main() -> None:
               if (not a.targets or t.name in a.targets.split(","))
               and (not a.ops or t.op in a.ops.split(","))
               and (not a.backends or t.backend in a.backends.split(","))]
+    if a.ops:  # started in the order given: the slowest ops first keep the end short
+        wanted.sort(key=lambda t: a.ops.split(",").index(t.op))
     limits = parse_limits(a.limits) if a.limits else [a.max_elements]
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -193,23 +267,50 @@ def main() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # one BLAS thread per worker process
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     ctx = mp.get_context("spawn")
+    start = time.perf_counter()
+    merged: dict[tuple[str, str, int | None], dict[str, Any]] = {}
     with ProcessPoolExecutor(max_workers=a.jobs, mp_context=ctx) as pool:
-        futs = {pool.submit(sweep_one, t.name, t.op, a.examples, a.seed, a.max_reduction,
-                            lim, str(out / "repros"), a.seconds, a.regime): (t, lim)
-                for lim in limits for t in wanted}
-        for f in as_completed(futs):
-            t, lim = futs[f]
-            try:
-                r = f.result()
-            except Exception as exc:  # a crashed sweep is reported, not lost
-                r = {"target": t.name, "op": t.op, "skipped": f"sweep crashed: {exc!r}",
-                     "max_elements": "default" if lim is None else lim}
-            rows.append(r)
-            (out / "soundness_partial.json").write_text(json.dumps(rows, indent=1))  # kept if cut
-            print(f"{r['target']:>18} {r['op']:<9} {r.get('max_elements', '')!s:>7} " + (
-                f"skipped ({r['skipped']})" if "skipped" in r else
-                f"{r['cases']} cases, {r['failures']} alarms, worst ratio "
-                f"{r['worst_ratio']:.3g}, {r['seconds']:.0f} s"), flush=True)
+        running: dict[Any, tuple[Any, int | None, int]] = {}
+        shards_of: dict[tuple[str, str, int | None], int] = {}
+
+        def submit(t: Any, lim: int | None, shard: int, examples: int, seconds: float | None,
+                   ) -> None:
+            running[pool.submit(sweep_one, t.name, t.op, examples, a.seed, a.max_reduction,
+                                lim, str(out / "repros"), seconds, a.regime, shard)] = (
+                t, lim, shard)
+            shards_of[(t.name, t.op, lim)] = shards_of.get((t.name, t.op, lim), 0) + 1
+
+        for lim in limits:
+            for t in wanted:
+                submit(t, lim, 0, a.examples, a.seconds)
+        while running:
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for f in done:
+                t, lim, _ = running.pop(f)
+                key = (t.name, t.op, lim)
+                try:
+                    r = f.result()
+                except Exception as exc:  # a crashed sweep is reported, not lost
+                    r = {"target": t.name, "op": t.op, "skipped": f"sweep crashed: {exc!r}",
+                         "max_elements": "default" if lim is None else lim}
+                prev = merged.get(key)
+                merged[key] = r if prev is None or "skipped" in prev else (
+                    prev if "skipped" in r else pool_rows(prev, r))
+                more = _shards_needed(merged[key], r, a, time.perf_counter() - start)
+                for _ in range(more):
+                    submit(t, lim, shards_of[key], -(-(a.examples - merged[key]["cases"]) // more),
+                           _shard_seconds(a, time.perf_counter() - start))
+                if any(running[g][:2] == (t, lim) for g in running):
+                    continue  # its other shards still run: printed when the last is in
+                rows_now = [summarise(v) for v in merged.values()]
+                (out / "soundness_partial.json").write_text(json.dumps(rows_now, indent=1))
+                m = merged[key]
+                print(f"{m['target']:>18} {m['op']:<9} {m.get('max_elements', '')!s:>7} " + (
+                    f"skipped ({m['skipped']})" if "skipped" in m else
+                    f"{m['cases']} cases, {m['failures']} alarms, worst ratio "
+                    f"{m['worst_ratio']:.3g}, {m['seconds']:.0f} process-s, "
+                    f"{m['shards']} shard(s)"), flush=True)
+    rows = [summarise(v) for v in merged.values()]
     order = {("default" if lim is None else lim): k for k, lim in enumerate(limits)}
     rows.sort(key=lambda r: (r["op"], r["target"], order.get(r.get("max_elements"), 0)))
     meta = {"command": "python benchmarks/soundness.py " + " ".join(
