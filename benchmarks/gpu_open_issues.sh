@@ -6,6 +6,7 @@
 #   bash benchmarks/gpu_open_issues.sh OUT realistic  # issue 10: realistic sizes
 #   bash benchmarks/gpu_open_issues.sh OUT logic      # issue 12: logic_ca, logic_layer, difflogic CUDA
 #   bash benchmarks/gpu_open_issues.sh OUT limits     # issue 17: max_elements 256, 1024 (+ difflogic CUDA)
+#   TOPUP=F bash benchmarks/gpu_open_issues.sh OUT topup  # issue 17: the cells `limits` left short
 #   bash benchmarks/gpu_open_issues.sh OUT layers     # issue 10: cuDNN on the UNet layers (done)
 #
 # speed:  GPU-marked tests (device quantize, device verdicts included); the launch-
@@ -16,8 +17,8 @@
 # confirm: a stored conv2d repro under every cuDNN mode, every stored repro replayed.
 # layers: cudnn_layers.py on the small UNet (ResNet-18 was measured before).
 set -uo pipefail
-out=${1:?usage: gpu_open_issues.sh OUT speed|realistic|logic|limits|confirm|layers}
-phase=${2:?usage: gpu_open_issues.sh OUT speed|realistic|logic|limits|confirm|layers}
+out=${1:?usage: gpu_open_issues.sh OUT speed|realistic|logic|limits|topup|confirm|layers}
+phase=${2:?usage: gpu_open_issues.sh OUT speed|realistic|logic|limits|topup|confirm|layers}
 r="$out/$phase"; mkdir -p "$r"
 command -v python >/dev/null || { mkdir -p /tmp/shim; ln -sf "$(command -v python3)" /tmp/shim/python; export PATH=/tmp/shim:$PATH; }
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
@@ -122,6 +123,34 @@ case "$phase" in
     fi
     wait $lim; echo "exit $?" >> "$r/limits.log"
     tail -n 70 "$r/limits.log"
+    ;;
+  topup)
+    # the limits cells a `limits` call left short of 2,000 (TOPUP: its soundness json),
+    # with another seed; difflogic's targets under the same limits beside them, once
+    # its extension is built (as in `limits`); then the cuDNN grouped-conv finding
+    stamp "limits top-up (13 workers), difflogic built beside it"
+    timeout 400 python3 -W ignore benchmarks/soundness.py --limits 256,1024 \
+      --backends torch-cuda,cupy --examples 2000 --seconds 60 --deadline 330 --jobs 13 \
+      --ops logic_ca,kan_chain,mlp_train,optim,kan,logic_layer,conv2d,linear,matmul \
+      --top-up "${TOPUP:?set TOPUP to the soundness json of the limits call}" \
+      --seed "${SEED:-5}" --out "$r/limits" > "$r/limits.log" 2>&1 &
+    lim=$!
+    cp -r build/difflogic-src /tmp/dl && cd /tmp/dl
+    sed -i 's/\(AT_DISPATCH_[A-Z_]*(\)\([a-z]\)\.type()/\1\2.scalar_type()/' \
+      difflogic/cuda/difflogic_kernel.cu
+    MAX_JOBS=3 timeout 240 python3 setup.py build_ext --inplace > "$r/difflogic_build.log" 2>&1
+    echo "exit $?" >> "$r/difflogic_build.log"; cd "$OLDPWD"
+    export PYTHONPATH="/tmp/dl:$PYTHONPATH"
+    stamp "difflogic targets under the limits (3 workers)"
+    timeout 280 python3 -W ignore benchmarks/soundness.py --limits 256,1024 --examples 2000 \
+      --targets difflogic-python-cuda-fp32,difflogic-python-cuda-fp64,difflogic-cuda-fp32 \
+      --seconds 60 --deadline 230 --jobs 3 --seed "${SEED:-5}" --out "$r/difflogic_limits" \
+      > "$r/difflogic_limits.log" 2>&1; echo "exit $?" >> "$r/difflogic_limits.log"
+    stamp "cuDNN TF32 grouped-conv finding"
+    timeout 60 python3 benchmarks/results/findings/cudnn-tf32-grouped-conv-nan-spreads/show.py \
+      --gpu > "$r/cudnn_grouped_nan.txt" 2>&1; echo "exit $?" >> "$r/cudnn_grouped_nan.txt"
+    wait $lim; echo "exit $?" >> "$r/limits.log"
+    tail -n 40 "$r/limits.log" "$r/difflogic_limits.log" "$r/cudnn_grouped_nan.txt"
     ;;
   confirm)
     # the alarms of a `sweeps` call, one process on the GPU: the cuDNN modes of a

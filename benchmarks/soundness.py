@@ -210,18 +210,18 @@ def _shard_seconds(a: argparse.Namespace, elapsed: float) -> float | None:
 
 
 def _shards_needed(row: dict[str, Any], last: dict[str, Any], a: argparse.Namespace,
-                   elapsed: float) -> int:
-    """How many more shards a (target, op, limit) needs to reach ``--examples``
+                   goal: int, elapsed: float) -> int:
+    """How many more shards a (target, op, limit) needs to reach ``goal`` cases
     before ``--deadline`` at the pace its last run kept (0: none, or no time)."""
     if a.seconds is None or "skipped" in row or "skipped" in last \
-            or row["cases"] >= a.examples or not last["cases"]:
+            or row["cases"] >= goal or not last["cases"]:
         return 0
     left = (a.deadline - elapsed) if a.deadline is not None else a.seconds
     if left < MIN_SHARD_SECONDS:
         return 0
     pace = last["cases"] / max(last["seconds"], 1e-3)  # cases per second of one process
     per_shard = pace * min(a.seconds, left)
-    return max(1, min(a.jobs, math.ceil((a.examples - row["cases"]) / max(per_shard, 1.0))))
+    return max(1, min(a.jobs, math.ceil((goal - row["cases"]) / max(per_shard, 1.0))))
 
 
 #: a shard given less time than this is not started (start-up and warm-up eat it)
@@ -242,6 +242,10 @@ def main() -> None:
                     help="comma-separated max_elements settings, 'default' for the "
                          "strategy's own (e.g. 256,1024,default,262144); replaces --max-elements")
     ap.add_argument("--backends", default="", help="comma-separated backends (default: all)")
+    ap.add_argument("--top-up", type=Path, default=None,
+                    help="a soundness(_partial).json of an earlier run of the same code: only "
+                         "its (target, op, limit) rows short of --examples run, each for the "
+                         "cases it lacks (with another --seed: the cases must be new ones)")
     ap.add_argument("--seconds", type=float, default=None,
                     help="time budget of each (target, op, limit) run; a run short of "
                          "--examples then goes on as parallel shards (see --deadline)")
@@ -280,9 +284,19 @@ def main() -> None:
                 t, lim, shard)
             shards_of[(t.name, t.op, lim)] = shards_of.get((t.name, t.op, lim), 0) + 1
 
+        goal = {(t.name, t.op, lim): a.examples for lim in limits for t in wanted}
+        if a.top_up is not None:
+            earlier = json.loads(a.top_up.read_text())
+            reached = {(r["target"], r["op"], None if r.get("max_elements") == "default"
+                     else r.get("max_elements")): 0 if "skipped" in r else r.get("cases", 0)
+                    for r in (earlier["rows"] if isinstance(earlier, dict) else earlier)
+                    }  # a row skipped there (not installed) counts as none
+            goal = {k: a.examples - reached[k] for k in goal
+                    if reached.get(k, a.examples) < a.examples}
         for lim in limits:
             for t in wanted:
-                submit(t, lim, 0, a.examples, a.seconds)
+                if (t.name, t.op, lim) in goal:
+                    submit(t, lim, 0, goal[(t.name, t.op, lim)], a.seconds)
         while running:
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for f in done:
@@ -296,9 +310,9 @@ def main() -> None:
                 prev = merged.get(key)
                 merged[key] = r if prev is None or "skipped" in prev else (
                     prev if "skipped" in r else pool_rows(prev, r))
-                more = _shards_needed(merged[key], r, a, time.perf_counter() - start)
+                more = _shards_needed(merged[key], r, a, goal[key], time.perf_counter() - start)
                 for _ in range(more):
-                    submit(t, lim, shards_of[key], -(-(a.examples - merged[key]["cases"]) // more),
+                    submit(t, lim, shards_of[key], -(-(goal[key] - merged[key]["cases"]) // more),
                            _shard_seconds(a, time.perf_counter() - start))
                 if any(running[g][:2] == (t, lim) for g in running):
                     continue  # its other shards still run: printed when the last is in

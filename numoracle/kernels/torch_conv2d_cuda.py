@@ -10,7 +10,8 @@ runs. Eight targets, ``torch-cuda-<model>[-cl][-det]``:
     TF32 on tensor cores. How cuDNN rounds them is not documented, so the
     ``tf32`` claim leaves ``input_rounding`` unknown, and it claims truncating
     accumulation (``accumulate_rounding="rz"``), as the tensor-core linear
-    targets do.
+    targets do; and ``nan_spreads``: in a grouped convolution an Inf of one
+    group was measured to turn another group's finite results into NaN.
 ``-cl``
     inputs converted to ``torch.channels_last`` inside the call (cuDNN's NHWC
     kernels); otherwise they are used as handed over (contiguous NCHW unless
@@ -241,7 +242,12 @@ def _targets() -> tuple[Target, ...]:
     available = get_backend("torch-cuda").available
     out = []
     for tf32 in (False, True):
-        base = get_model("tf32", accumulate_rounding="rz") if tf32 else get_model("fp32")
+        # measured on the H100: with TF32 on, a grouped convolution's Inf in one group
+        # turns finite results of another group into NaN (y, grad_input), as if the
+        # groups were one GEMM with zero blocks (0 * inf):
+        # benchmarks/results/findings/cudnn-tf32-grouped-conv-nan-spreads
+        base = (get_model("tf32", accumulate_rounding="rz").with_(nan_spreads=True) if tf32
+                else get_model("fp32"))
         # cuDNN's heuristics choose among implicit GEMM, Winograd and FFT engines
         base = base.with_(algorithms=ALGORITHMS)
         for channels_last in (False, True):

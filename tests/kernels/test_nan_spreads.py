@@ -68,3 +68,28 @@ def test_torch_cpu_bf16_passes_the_stored_case() -> None:
     assert target.precision.nan_spreads
     verdict = check_case(case, target)
     assert verdict.passed, verdict.message()
+
+
+CUDNN_FINDING = (Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "findings"
+                 / "cudnn-tf32-grouped-conv-nan-spreads")
+
+
+@pytest.mark.parametrize("name", ["torch-cuda-tf32-conv2d-1be30a6507ef",
+                                  "torch-cuda-tf32-cl-conv2d-3a96e4d37e83"])
+def test_cudnn_tf32_grouped_conv_recorded_outputs(name: str) -> None:
+    """The H100's recorded outputs of two grouped convolutions (NaN in a group whose
+    inputs are all finite): failing under the plain TF32 claim, passing under the
+    cuDNN TF32 targets' claim, which differs from it in ``nan_spreads`` alone."""
+    from numoracle.kernels.torch_conv2d_cuda import TARGETS
+    from numoracle.store.repro import load_repro
+
+    r = load_repro(CUDNN_FINDING / name)
+    claim = next(t.precision for t in TARGETS if t.name == r.target_name)
+    assert claim.nan_spreads
+    assert claim.with_(nan_spreads=False) == r.model
+    nan_out = [k for k, v in r.got.items() if np.isnan(v).any()]
+    assert nan_out
+    plain = judge(r.case, r.model, r.inputs, r.got, with_diagnosis=False)
+    assert not all(plain[k].passed for k in nan_out)
+    claimed = judge(r.case, claim, r.inputs, r.got, with_diagnosis=False)
+    assert all(v.passed for v in claimed.values()), {k: v.worst_ratio for k, v in claimed.items()}
