@@ -242,10 +242,11 @@ def main() -> None:
                     help="comma-separated max_elements settings, 'default' for the "
                          "strategy's own (e.g. 256,1024,default,262144); replaces --max-elements")
     ap.add_argument("--backends", default="", help="comma-separated backends (default: all)")
-    ap.add_argument("--top-up", type=Path, default=None,
-                    help="a soundness(_partial).json of an earlier run of the same code: only "
-                         "its (target, op, limit) rows short of --examples run, each for the "
-                         "cases it lacks (with another --seed: the cases must be new ones)")
+    ap.add_argument("--top-up", type=Path, nargs="+", default=None,
+                    help="soundness(_partial).json files of earlier runs of the same code: only "
+                         "the (target, op, limit) rows short of --examples in them together "
+                         "run, each for the cases it lacks (with another --seed: the cases "
+                         "must be new ones)")
     ap.add_argument("--seconds", type=float, default=None,
                     help="time budget of each (target, op, limit) run; a run short of "
                          "--examples then goes on as parallel shards (see --deadline)")
@@ -286,11 +287,13 @@ def main() -> None:
 
         goal = {(t.name, t.op, lim): a.examples for lim in limits for t in wanted}
         if a.top_up is not None:
-            earlier = json.loads(a.top_up.read_text())
-            reached = {(r["target"], r["op"], None if r.get("max_elements") == "default"
-                     else r.get("max_elements")): 0 if "skipped" in r else r.get("cases", 0)
-                    for r in (earlier["rows"] if isinstance(earlier, dict) else earlier)
-                    }  # a row skipped there (not installed) counts as none
+            reached: dict[tuple[str, str, int | None], int] = {}
+            for f in a.top_up:
+                earlier = json.loads(f.read_text())
+                for r in earlier["rows"] if isinstance(earlier, dict) else earlier:
+                    lim_r = None if r.get("max_elements") == "default" else r.get("max_elements")
+                    k = (r["target"], r["op"], lim_r)  # a row skipped there counts as none
+                    reached[k] = reached.get(k, 0) + (0 if "skipped" in r else r["cases"])
             goal = {k: a.examples - reached[k] for k in goal
                     if reached.get(k, a.examples) < a.examples}
         for lim in limits:
@@ -314,10 +317,10 @@ def main() -> None:
                 for _ in range(more):
                     submit(t, lim, shards_of[key], -(-(goal[key] - merged[key]["cases"]) // more),
                            _shard_seconds(a, time.perf_counter() - start))
+                rows_now = [summarise(v) for v in merged.values()]  # kept if cut short
+                (out / "soundness_partial.json").write_text(json.dumps(rows_now, indent=1))
                 if any(running[g][:2] == (t, lim) for g in running):
                     continue  # its other shards still run: printed when the last is in
-                rows_now = [summarise(v) for v in merged.values()]
-                (out / "soundness_partial.json").write_text(json.dumps(rows_now, indent=1))
                 m = merged[key]
                 print(f"{m['target']:>18} {m['op']:<9} {m.get('max_elements', '')!s:>7} " + (
                     f"skipped ({m['skipped']})" if "skipped" in m else
