@@ -21,8 +21,7 @@ GPU = pytest.mark.gpu
 LAYER = [pytest.param("torch-cpu-fp32"), pytest.param("torch-cpu-fp64"),
          pytest.param("difflogic-python-cpu-fp32"),
          pytest.param("torch-cuda-fp32", marks=GPU), pytest.param("torch-cuda-fp64", marks=GPU),
-         pytest.param("difflogic-python-cuda-fp32", marks=GPU),
-         pytest.param("difflogic-cuda-fp32", marks=GPU)]
+         pytest.param("difflogic-python-cuda-fp32", marks=GPU)]
 CA = [pytest.param("torch-cpu-fp32"), pytest.param("torch-cpu-fp64"),
       pytest.param("numpy-seq-fp32"), pytest.param("numpy-shuffled-fp32"),
       pytest.param("numpy-seq-fp64"),
@@ -51,6 +50,25 @@ def test_layer_target_passes(name: str, batch: int, n_in: int, n_out: int, famil
     params = {"batch": batch, "in_features": n_in, "out_features": n_out}
     v = check_case(Case("logic_layer", params, storage=_storage(name), family=family, seed=2), t)
     assert v.passed, v
+
+
+@GPU
+@pytest.mark.parametrize(("batch", "n_in", "n_out", "family"),
+                         [(1, 1, 1, "normal"), (7, 5, 3, "uniform"), (16, 9, 33, "heavy"),
+                          (4, 12, 2, "exact"), (3, 8, 4, "normal"), (5, 16, 6, "uniform")])
+def test_difflogic_cuda_fails_exactly_where_a_neuron_reads_one_input_twice(
+        batch: int, n_in: int, n_out: int, family: str) -> None:
+    """difflogic's CUDA backward adds 2 dy/da for a neuron with a == b (finding
+    difflogic-cuda-same-input-grad): caught there, passing where a != b everywhere."""
+    t = _target("difflogic-cuda-fp32", "logic_layer")
+    case = Case("logic_layer", {"batch": batch, "in_features": n_in, "out_features": n_out},
+                storage="fp32", family=family, seed=2)
+    inputs = case.inputs()
+    twice = bool((inputs["idx_a"] == inputs["idx_b"]).any())
+    v = check_case(case, t)
+    assert v.passed == (not twice), (twice, v)
+    if twice:
+        assert not v.outputs["grad_input"].passed
 
 
 @pytest.mark.parametrize("name", LAYER[:2])
