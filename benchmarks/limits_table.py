@@ -1,12 +1,15 @@
 """The soundness-under-size-limits table (issue 17) from the sweeps' soundness.json files.
 
     python benchmarks/limits_table.py FILE.json [FILE.json ...]
+    python benchmarks/limits_table.py soundness_partial.json:SEED ...
+
 
 Cells: judged cases / alarms / worst err/bound (deterministic) per op, target and
 ``max_elements`` setting. Runs with different Hypothesis seeds draw different
 cases, so their counts add; where two files hold the same (op, target, limit,
-seed), the later file on the command line is kept. Also lists the cells below
-2,000 cases.
+seed), the later file on the command line is kept. A run cut short leaves only
+``soundness_partial.json`` (rows without the command): name its seed after a colon.
+Also lists the cells below 2,000 cases.
 """
 
 from __future__ import annotations
@@ -22,10 +25,16 @@ LIMITS = ("256", "1024", "default", "262144")
 
 def load(paths: list[str]) -> dict[tuple[str, str, str], dict[int, tuple[int, int, float]]]:
     cells: dict[tuple[str, str, str], dict[int, tuple[int, int, float]]] = defaultdict(dict)
-    for path in paths:
+    for arg in paths:
+        path, _, given = arg.partition(":")
         d = json.loads(Path(path).read_text())
+        if isinstance(d, list):  # a partial file: rows only
+            if not given.isdigit():
+                raise SystemExit(f"{path} holds rows without their command: give its seed "
+                                 f"as {path}:SEED")
+            d = {"meta": {"command": f"--seed {given}"}, "rows": d}
         found = re.search(r"--seed (\d+)", d["meta"]["command"])
-        seed = int(found.group(1)) if found else 0
+        seed = int(given) if given.isdigit() else int(found.group(1)) if found else 0
         per_file: dict[tuple[str, str, str], list[int | float]] = {}
         for r in d["rows"]:
             if "skipped" in r:
