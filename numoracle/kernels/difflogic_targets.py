@@ -13,7 +13,12 @@ constructor builds it.
 ``difflogic`` builds a CUDA extension in its ``setup.py`` (which imports torch), and
 ``difflogic/difflogic.py`` imports that extension at the top, so even the python
 implementation needs it: install with ``pip install --no-build-isolation --no-deps
-difflogic`` on a machine with the CUDA toolkit. The targets are available only where
+difflogic`` on a machine with the CUDA toolkit. With torch 2.11 its kernel source
+compiles only after its ``AT_DISPATCH_*(x.type(), ...)`` calls take ``x.scalar_type()``
+(measured on the H100, ``benchmarks/results/h100/session4/``). The CUDA
+implementation's input gradient is wrong for a neuron whose two inputs are the same
+(``benchmarks/results/findings/difflogic-cuda-same-input-grad/``): the target fails
+those cases, as it should. The targets are available only where
 ``import difflogic`` works. ``LogicLayer`` asserts ``2 out_dim >= in_dim``; for cases
 with fewer neurons the layer is built with a smaller ``in_dim`` and then given the
 case's (the python implementation reads ``in_dim`` only in that assertion and in its
@@ -43,7 +48,8 @@ def _available(device: str, implementation: str) -> str | None:
     except Exception as exc:  # noqa: BLE001 - its CUDA extension may fail to load
         return (f"difflogic is not importable ({type(exc).__name__}: {exc}); install it with "
                 "`pip install --no-build-isolation --no-deps difflogic` where the CUDA "
-                "toolkit is present")
+                "toolkit is present (with torch >= 2.11 its CUDA source compiles only with "
+                "`x.type()` changed to `x.scalar_type()` in its AT_DISPATCH calls)")
     if implementation == "cuda" and device != "cuda":
         return "difflogic's CUDA implementation needs a CUDA device"
     return None

@@ -38,7 +38,6 @@ import numpy as np
 from ..errors import InvalidArgument
 from ..oracle.ops.conv2d import Conv2d
 from ..oracle.precision import PrecisionModel, get_model
-from ..oracle.transforms import ALGORITHMS
 from .backends import get_backend
 from .numpy_conv2d import conv2d as numpy_conv2d
 from .torch_targets import TorchMode, precision_flags
@@ -264,10 +263,10 @@ def step_model(name: str) -> PrecisionModel:
     """
     if name not in STEPS:
         raise InvalidArgument(f"step {name!r} is unknown; use one of {sorted(STEPS)}")
-    if name == "torch-cuda-tf32":  # as the cuDNN TF32 targets, every algorithm cuDNN may pick
-        return get_model("tf32", accumulate_rounding="rz", algorithms=ALGORITHMS)
-    if name == "torch-cuda":
-        return get_model("fp32", algorithms=ALGORITHMS)
+    if name in ("torch-cuda", "torch-cuda-tf32"):  # as the cuDNN conv2d targets claim
+        from .torch_conv2d_cuda import cudnn_claim
+
+        return cudnn_claim(tf32=name.endswith("tf32"))
     if name.startswith("cupy"):
         return get_model("fp32", flush_subnormal_inputs=True)  # -ftz=true
     return get_model("fp32")

@@ -49,13 +49,13 @@ from typing import Any
 
 from ..cases.target import Target
 from ..errors import InvalidArgument
-from ..oracle.precision import get_model
+from ..oracle.precision import PrecisionModel, get_model
 from ..oracle.transforms import ALGORITHMS
 from .backends import get_backend
 from .conv_geometry import resolve_geometry
 from .torch_targets import _has, _pinned
 
-__all__ = ["CudnnMode", "cudnn_flags", "conv2d", "TARGETS"]
+__all__ = ["CudnnMode", "cudnn_flags", "cudnn_claim", "conv2d", "TARGETS"]
 
 _NO_CONTEXT_WARNING = "Attempting to run cuBLAS, but there was no current CUDA context"
 
@@ -238,18 +238,26 @@ def cuda_kernels(call: Callable[[], Any]) -> str:
     return f"{algorithm_of(names)} ({shown})"
 
 
+def cudnn_claim(tf32: bool) -> PrecisionModel:
+    """What cuDNN's fp32 convolutions may do with TF32 off or on (the targets'
+    claim before ``deterministic_runs``): any engine its heuristics choose among
+    implicit GEMM, Winograd and FFT; with TF32 on, inputs rounded to TF32 in an
+    undocumented way, truncating tensor-core sums, and NaN spreading between the
+    groups of a grouped convolution (measured on the H100: an Inf in one group
+    turned another group's finite ``y`` or ``grad_input`` into NaN, as if the
+    groups ran as one GEMM with zero blocks;
+    ``benchmarks/results/findings/cudnn-tf32-grouped-conv-nan-spreads``)."""
+    if tf32:
+        return get_model("tf32", accumulate_rounding="rz", algorithms=ALGORITHMS,
+                         nan_spreads=True)
+    return get_model("fp32", algorithms=ALGORITHMS)
+
+
 def _targets() -> tuple[Target, ...]:
     available = get_backend("torch-cuda").available
     out = []
     for tf32 in (False, True):
-        # measured on the H100: with TF32 on, a grouped convolution's Inf in one group
-        # turns finite results of another group into NaN (y, grad_input), as if the
-        # groups were one GEMM with zero blocks (0 * inf):
-        # benchmarks/results/findings/cudnn-tf32-grouped-conv-nan-spreads
-        base = (get_model("tf32", accumulate_rounding="rz").with_(nan_spreads=True) if tf32
-                else get_model("fp32"))
-        # cuDNN's heuristics choose among implicit GEMM, Winograd and FFT engines
-        base = base.with_(algorithms=ALGORITHMS)
+        base = cudnn_claim(tf32)
         for channels_last in (False, True):
             for det in (False, True):
                 mode = CudnnMode(tf32=tf32, deterministic=det, channels_last=channels_last)
