@@ -5,7 +5,7 @@
 #   bash benchmarks/gpu_open_issues.sh OUT speed      # issue 13 (+ the GPU-marked tests)
 #   bash benchmarks/gpu_open_issues.sh OUT realistic  # issue 10: realistic sizes
 #   bash benchmarks/gpu_open_issues.sh OUT logic      # issue 12: logic_ca, logic_layer, difflogic CUDA
-#   bash benchmarks/gpu_open_issues.sh OUT limits     # issue 17: max_elements 256, 1024 (+ difflogic CUDA)
+#   [LIMITS=default,262144] bash benchmarks/gpu_open_issues.sh OUT limits  # issue 17 (+ difflogic CUDA)
 #   TOPUP=F bash benchmarks/gpu_open_issues.sh OUT topup  # issue 17: the cells `limits` left short
 #   bash benchmarks/gpu_open_issues.sh OUT layers     # issue 10: cuDNN on the UNet layers (done)
 #
@@ -24,6 +24,26 @@ command -v python >/dev/null || { mkdir -p /tmp/shim; ln -sf "$(command -v pytho
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 t_start=$(date +%s)
 stamp() { echo "== $1 at $(( $(date +%s) - t_start )) s" | tee -a "$r/phases.log"; }
+# difflogic's CUDA extension from its source, carried in build/difflogic-src (a `git
+# archive` of github.com/Felix-Petersen/difflogic: the device has no network). As it
+# ships it does not compile against torch 2.11: its AT_DISPATCH calls take the removed
+# `x.type()`; they get `x.scalar_type()`, nothing else (the diff is kept).
+build_difflogic() {  # build_difflogic JOBS (may run in the background)
+  rm -rf /tmp/dl && cp -r build/difflogic-src /tmp/dl || return 1
+  sed -i 's/\(AT_DISPATCH_[A-Z_]*(\)\([a-z]\)\.type()/\1\2.scalar_type()/' \
+    /tmp/dl/difflogic/cuda/difflogic_kernel.cu
+  git diff --no-index build/difflogic-src/difflogic/cuda/difflogic_kernel.cu \
+    /tmp/dl/difflogic/cuda/difflogic_kernel.cu > "$r/difflogic_patch.diff"
+  (cd /tmp/dl && MAX_JOBS=$1 timeout 240 python3 setup.py build_ext --inplace) \
+    > "$r/difflogic_build.log" 2>&1
+  echo "exit $?" >> "$r/difflogic_build.log"
+}
+use_difflogic() {  # after build_difflogic: importable from here on
+  export PYTHONPATH="/tmp/dl:$PYTHONPATH"
+  python3 -c 'import difflogic, difflogic_cuda; print("difflogic from", difflogic.__file__, "extension", difflogic_cuda.__file__)' \
+    >> "$r/difflogic_build.log" 2>&1
+  tail -2 "$r/difflogic_build.log"
+}
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c 'import torch, cupy, numpy, hypothesis; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version(), "cupy", cupy.__version__, "numpy", numpy.__version__, "hypothesis", hypothesis.__version__)'
   nproc; git rev-parse HEAD 2>/dev/null; } > "$r/device.txt" 2>&1
@@ -53,10 +73,8 @@ case "$phase" in
     tail -n 30 "$r/realistic.log"
     ;;
   logic)
-    # issue 12 on the GPU: difflogic's CUDA extension built from its source (carried in
-    # build/difflogic-src, `git archive` of github.com/Felix-Petersen/difflogic: the
-    # device has no network), the GPU-marked tests with it importable, then the
-    # logic_ca sweep (10 workers: the host-side oracle sets the pace) beside the
+    # issue 12 on the GPU: difflogic's CUDA extension built beside the GPU-marked tests
+    # and the logic_ca sweep (10 workers: the host-side oracle sets the pace) beside the
     # logic_layer sweep of torch CUDA and difflogic's python and CUDA implementations
     stamp "logic_ca sweep (10 workers), difflogic's build and the GPU-marked tests"
     timeout 470 python3 -W ignore benchmarks/logic_sweep.py --op logic_ca --cases 2000 \
@@ -64,21 +82,13 @@ case "$phase" in
       --targets torch-cuda-fp32,torch-cuda-fp64,cupy-atomic-fp32,cupy-ordered-fp32,cupy-serial-fp32 \
       --out "$r/logic" > "$r/logic.log" 2>&1 &
     ca=$!
-    if [ -d build/difflogic-src ]; then
-      (cd build/difflogic-src && MAX_JOBS=4 timeout 240 python3 setup.py build_ext --inplace \
-        > "$r/difflogic_build.log" 2>&1; echo "exit $?" >> "$r/difflogic_build.log") &
-      build=$!
-    fi
+    build_difflogic 4 &
+    build=$!
     timeout 150 python3 -m pytest -m gpu -p numoracle -q -n 4 -p no:cacheprovider tests \
       > "$r/gpu_tests.log" 2>&1; echo "pytest exit $?" >> "$r/gpu_tests.log"
     tail -2 "$r/gpu_tests.log"
-    if [ -n "${build:-}" ]; then
-      wait "$build"
-      export PYTHONPATH="$PWD/build/difflogic-src:$PYTHONPATH"
-      python3 -c 'import difflogic, difflogic_cuda; print("difflogic from", difflogic.__file__, "extension", difflogic_cuda.__file__)' \
-        >> "$r/difflogic_build.log" 2>&1
-      tail -3 "$r/difflogic_build.log"
-    fi
+    wait "$build"
+    use_difflogic
     stamp "logic_layer sweep (4 workers)"
     timeout 300 python3 -W ignore benchmarks/logic_sweep.py --op logic_layer --cases 2000 \
       --seconds $(( 440 - ($(date +%s) - t_start) )) --seed "${SEED:-3}" --jobs 4 \
@@ -90,27 +100,17 @@ case "$phase" in
   limits)
     # issue 17 on the GPU: every GPU target under max_elements 256 and 1024, 2,000 cases
     # a cell; a cell short of them after 60 s goes on as parallel shards (12 workers),
-    # the slowest ops started first. Beside it difflogic's CUDA extension is built (its
-    # dispatch calls patched from the removed `Tensor::type()` to `scalar_type()`: the
-    # source does not compile against torch 2.11 as it ships) and its layers swept.
+    # the slowest ops started first. Beside it difflogic's CUDA extension is built and
+    # its layers swept.
     stamp "limits sweep (12 workers); difflogic built and swept beside it"
-    timeout 540 python3 -W ignore benchmarks/soundness.py --limits 256,1024 \
+    timeout 540 python3 -W ignore benchmarks/soundness.py --limits "${LIMITS:-256,1024}" \
       --backends torch-cuda,cupy --examples 2000 --seconds 60 --deadline 470 --jobs 12 \
       --ops logic_ca,kan_chain,mlp_train,optim,kan,logic_layer,conv2d,linear,matmul \
       --seed "${SEED:-4}" --out "$r/limits" > "$r/limits.log" 2>&1 &
     lim=$!
     if [ -d build/difflogic-src ]; then
-      cp -r build/difflogic-src /tmp/dl && cd /tmp/dl
-      sed -i 's/\(AT_DISPATCH_[A-Z_]*(\)\([a-z]\)\.type()/\1\2.scalar_type()/' \
-        difflogic/cuda/difflogic_kernel.cu
-      git diff --no-index "$OLDPWD/build/difflogic-src/difflogic/cuda/difflogic_kernel.cu" \
-        difflogic/cuda/difflogic_kernel.cu > "$r/difflogic_patch.diff"
-      MAX_JOBS=4 timeout 240 python3 setup.py build_ext --inplace > "$r/difflogic_build.log" 2>&1
-      echo "exit $?" >> "$r/difflogic_build.log"; cd "$OLDPWD"
-      export PYTHONPATH="/tmp/dl:$PYTHONPATH"
-      python3 -c 'import difflogic, difflogic_cuda; print("difflogic from", difflogic.__file__, "extension", difflogic_cuda.__file__)' \
-        >> "$r/difflogic_build.log" 2>&1
-      tail -2 "$r/difflogic_build.log"
+      build_difflogic 4
+      use_difflogic
       stamp "difflogic tests and logic_layer sweep (3 workers)"
       timeout 120 python3 -m pytest -p numoracle -q -p no:cacheprovider \
         tests/kernels/test_logic_targets.py -k difflogic > "$r/difflogic_tests.log" 2>&1
@@ -133,21 +133,17 @@ case "$phase" in
     # DL_TARGETS shorten a call; FINDING=0 leaves the finding out
     deadline=${DEADLINE:-330}
     # shellcheck disable=SC2086 # TOPUP: a list of files
-    timeout $(( deadline + 70 )) python3 -W ignore benchmarks/soundness.py --limits 256,1024 \
+    timeout $(( deadline + 70 )) python3 -W ignore benchmarks/soundness.py --limits "${LIMITS:-256,1024}" \
       --backends torch-cuda,cupy --examples 2000 --seconds 60 --deadline "$deadline" --jobs 13 \
       --ops logic_ca,kan_chain,mlp_train,optim,kan,logic_layer,conv2d,linear,matmul \
       --top-up ${TOPUP:?set TOPUP to the soundness json of the limits call} \
       --seed "${SEED:-5}" --out "$r/limits" > "$r/limits.log" 2>&1 &
     lim=$!
-    cp -r build/difflogic-src /tmp/dl && cd /tmp/dl
-    sed -i 's/\(AT_DISPATCH_[A-Z_]*(\)\([a-z]\)\.type()/\1\2.scalar_type()/' \
-      difflogic/cuda/difflogic_kernel.cu
-    MAX_JOBS=3 timeout 240 python3 setup.py build_ext --inplace > "$r/difflogic_build.log" 2>&1
-    echo "exit $?" >> "$r/difflogic_build.log"; cd "$OLDPWD"
-    export PYTHONPATH="/tmp/dl:$PYTHONPATH"
+    build_difflogic 3
+    use_difflogic
     stamp "difflogic targets under the limits (3 workers)"
     dl_deadline=${DL_DEADLINE:-230}
-    timeout $(( dl_deadline + 80 )) python3 -W ignore benchmarks/soundness.py --limits 256,1024 \
+    timeout $(( dl_deadline + 80 )) python3 -W ignore benchmarks/soundness.py --limits "${LIMITS:-256,1024}" \
       --targets "${DL_TARGETS:-difflogic-python-cuda-fp32,difflogic-python-cuda-fp64,difflogic-cuda-fp32}" \
       --examples 2000 --seconds 60 --deadline "$dl_deadline" --jobs "${DL_JOBS:-3}" \
       --seed "${SEED:-5}" --out "$r/difflogic_limits" \
