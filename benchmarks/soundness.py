@@ -268,7 +268,6 @@ def main() -> None:
     limits = parse_limits(a.limits) if a.limits else [a.max_elements]
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    rows = []
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # one BLAS thread per worker process
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     ctx = mp.get_context("spawn")
@@ -331,7 +330,8 @@ def main() -> None:
     order = {("default" if lim is None else lim): k for k, lim in enumerate(limits)}
     rows.sort(key=lambda r: (r["op"], r["target"], order.get(r.get("max_elements"), 0)))
     meta = {"command": "python benchmarks/soundness.py " + " ".join(
-        f"--{k.replace('_', '-')} {v}" for k, v in vars(a).items() if v != ""),
+        f"--{k.replace('_', '-')} " + (" ".join(map(str, v)) if isinstance(v, list) else str(v))
+        for k, v in vars(a).items() if v not in ("", None)),
             "machine": platform.platform(), "examples": a.examples}
     try:
         import torch
