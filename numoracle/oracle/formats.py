@@ -106,7 +106,7 @@ FP16 = Format("fp16", 10, -14, 15)
 FORMATS: dict[str, Format] = {f.name: f for f in (FP64, FP32, TF32, BF16, FP16)}
 
 #: formats NumPy has as dtypes, whose casts :func:`quantize` uses for ``rne``
-_NATIVE: dict[str, tuple[Format, type]] = {"fp32": (FP32, np.float32), "fp16": (FP16, np.float16)}
+_NATIVE: dict[Format, type] = {FP32: np.float32, FP16: np.float16}
 
 
 def get_format(name: str | Format) -> Format:
@@ -145,13 +145,13 @@ def quantize(x: np.ndarray | float, fmt: Format | str, rounding: str = "rne") ->
     x = xp.asarray(x, dtype=xp.float64)
     if fmt.t >= 52:
         return xp.array(x, copy=True)
-    native = _NATIVE.get(fmt.name)
-    if native is not None and native[0] == fmt and rounding == "rne" and xp is np:
+    native = _NATIVE.get(fmt)
+    if native is not None and rounding == "rne" and xp is np:
         # the IEEE conversion rounds to nearest-even, to subnormals and to Inf as the
         # general path does (bit for bit, tests/oracle/test_formats.py), 60x faster.
         # Host only: CuPy's kernels are compiled with -ftz, which flushes subnormals.
         with np.errstate(over="ignore"):
-            return np.asarray(x).astype(native[1]).astype(np.float64)
+            return np.asarray(x).astype(native).astype(np.float64)
     return _quantize_general(x, fmt, rounding, xp)
 
 

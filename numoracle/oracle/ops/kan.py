@@ -387,7 +387,7 @@ def _scaled_first_underflow(g: Tracked, spline_weight: Tracked, coef: Tracked, d
     tiny = model.compute.tiny
 
     def span(t: Tracked) -> tuple[np.ndarray, np.ndarray]:  # smallest, largest |value|
-        r = t.det + t.ref_err
+        r = t.bound()
         mag = np.abs(t.value)
         return (np.nan_to_num(np.maximum(mag - r, 0.0), nan=0.0),
                 np.nan_to_num(mag + r, nan=np.inf))
