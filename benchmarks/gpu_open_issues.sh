@@ -3,7 +3,7 @@
 # (each packs its results into OUT/<phase>.tar.gz):
 #
 #   bash benchmarks/gpu_open_issues.sh OUT speed      # issue 13 (+ the GPU-marked tests)
-#   bash benchmarks/gpu_open_issues.sh OUT realistic  # issue 10: realistic sizes
+#   bash benchmarks/gpu_open_issues.sh OUT realistic  # issue 10: realistic sizes (4 workers a GPU)
 #   bash benchmarks/gpu_open_issues.sh OUT logic      # issue 12: logic_ca, logic_layer, difflogic CUDA
 #   [LIMITS=default,262144] bash benchmarks/gpu_open_issues.sh OUT limits  # issue 17 (+ difflogic CUDA)
 #   TOPUP=F bash benchmarks/gpu_open_issues.sh OUT topup  # issue 17: the cells `limits` left short
@@ -44,6 +44,19 @@ use_difflogic() {  # after build_difflogic: importable from here on
     >> "$r/difflogic_build.log" 2>&1
   tail -2 "$r/difflogic_build.log"
 }
+# difflogic's targets under the size limits (after use_difflogic), until a deadline
+sweep_difflogic() {  # sweep_difflogic DEADLINE_S
+  stamp "difflogic targets under the limits (${DL_JOBS:-3} workers)"
+  timeout $(( $1 + 80 )) python3 -W ignore benchmarks/soundness.py --limits "${LIMITS:-256,1024}" \
+    --targets "${DL_TARGETS:-difflogic-python-cuda-fp32,difflogic-python-cuda-fp64}" \
+    --examples 2000 --seconds 60 --deadline "$1" --jobs "${DL_JOBS:-3}" --gpus "$ngpu" \
+    --seed "${SEED:-5}" ${DL_TOPUP:+--top-up $DL_TOPUP} --out "$r/difflogic_limits" \
+    > "$r/difflogic_limits.log" 2>&1; echo "exit $?" >> "$r/difflogic_limits.log"
+}
+# the machine: its GPUs (workers are spread over them) and cores (JOBS: sweep workers)
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+[ "$ngpu" -ge 1 ] || ngpu=1
+jobs=${JOBS:-$(( $(python3 -c 'import os; print(os.cpu_count())') * 3 / 4 ))}
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c 'import torch, cupy, numpy, hypothesis; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version(), "cupy", cupy.__version__, "numpy", numpy.__version__, "hypothesis", hypothesis.__version__)'
   nproc; git rev-parse HEAD 2>/dev/null; } > "$r/device.txt" 2>&1
@@ -67,11 +80,12 @@ case "$phase" in
     # issue 10: 500 realistic-size cases per GPU target and op; four processes (eight ran
     # the GPU out of memory, session 3), a target-op short after 60 s sharded until the
     # deadline; TOPUP (files of earlier calls) runs only the cases they lacked
-    stamp "realistic-size sweep of the GPU targets, ${JOBS:-4} processes"
+    stamp "realistic-size sweep of the GPU targets, ${JOBS:-$(( 4 * ngpu ))} processes on $ngpu GPU(s)"
     # shellcheck disable=SC2086 # TOPUP: a list of files
     timeout 540 python3 -W ignore benchmarks/soundness.py --regime realistic \
       --backends torch-cuda,cupy --ops linear,matmul,conv2d,kan --limits default \
-      --max-reduction 1048576 --examples 500 --seconds 60 --deadline 470 --jobs "${JOBS:-4}" \
+      --max-reduction 1048576 --examples 500 --seconds 60 --deadline 470 \
+      --jobs "${JOBS:-$(( 4 * ngpu ))}" --gpus "$ngpu" \
       ${TOPUP:+--top-up $TOPUP} --seed "${SEED:-7}" \
       --out "$r/realistic" > "$r/realistic.log" 2>&1; echo "exit $?" >> "$r/realistic.log"
     tail -n 30 "$r/realistic.log"
@@ -102,28 +116,25 @@ case "$phase" in
     tail -n 6 "$r/logic.log" "$r/logic_layer.log"
     ;;
   limits)
-    # issue 17 on the GPU: every GPU target under max_elements 256 and 1024, 2,000 cases
-    # a cell; a cell short of them after 60 s goes on as parallel shards (12 workers),
-    # the slowest ops started first. Beside it difflogic's CUDA extension is built and
-    # its layers swept.
-    stamp "limits sweep (12 workers); difflogic built and swept beside it"
+    # issue 17 on the GPU: every GPU target under the size limits (LIMITS, default
+    # 256,1024), 2,000 cases a cell; a cell short of them after 60 s goes on as
+    # parallel shards (JOBS workers over the machine's GPUs), the slowest ops started
+    # first. Beside it difflogic's CUDA extension is built, its tests run and its
+    # targets swept under the same limits.
+    stamp "limits sweep ($jobs workers, $ngpu GPU(s)); difflogic built and swept beside it"
     timeout 540 python3 -W ignore benchmarks/soundness.py --limits "${LIMITS:-256,1024}" \
-      --backends torch-cuda,cupy --examples 2000 --seconds 60 --deadline 470 --jobs 12 \
-      --ops logic_ca,kan_chain,mlp_train,optim,kan,logic_layer,conv2d,linear,matmul \
+      --backends torch-cuda,cupy --examples 2000 --seconds 60 --deadline 470 --jobs "$jobs" \
+      --gpus "$ngpu" --ops logic_ca,kan_chain,mlp_train,optim,kan,logic_layer,conv2d,linear,matmul \
       --seed "${SEED:-4}" --out "$r/limits" > "$r/limits.log" 2>&1 &
     lim=$!
     if [ -d build/difflogic-src ]; then
       build_difflogic 4
       use_difflogic
-      stamp "difflogic tests and logic_layer sweep (3 workers)"
+      stamp "difflogic tests"
       timeout 120 python3 -m pytest -p numoracle -q -p no:cacheprovider \
         tests/kernels/test_logic_targets.py -k difflogic > "$r/difflogic_tests.log" 2>&1
       echo "pytest exit $?" >> "$r/difflogic_tests.log"; tail -2 "$r/difflogic_tests.log"
-      timeout 300 python3 -W ignore benchmarks/logic_sweep.py --op logic_layer --cases 2000 \
-        --seconds 280 --seed "${SEED:-4}" --jobs 3 \
-        --targets difflogic-python-cuda-fp32,difflogic-python-cuda-fp64,difflogic-cuda-fp32 \
-        --out "$r/difflogic" > "$r/difflogic_sweep.log" 2>&1; echo "exit $?" >> "$r/difflogic_sweep.log"
-      tail -n 4 "$r/difflogic_sweep.log"
+      sweep_difflogic $(( 460 - ($(date +%s) - t_start) ))
     fi
     wait $lim; echo "exit $?" >> "$r/limits.log"
     tail -n 70 "$r/limits.log"
@@ -138,20 +149,14 @@ case "$phase" in
     deadline=${DEADLINE:-330}
     # shellcheck disable=SC2086 # TOPUP: a list of files
     timeout $(( deadline + 70 )) python3 -W ignore benchmarks/soundness.py --limits "${LIMITS:-256,1024}" \
-      --backends torch-cuda,cupy --examples 2000 --seconds 60 --deadline "$deadline" --jobs 13 \
-      --ops logic_ca,kan_chain,mlp_train,optim,kan,logic_layer,conv2d,linear,matmul \
+      --backends torch-cuda,cupy --examples 2000 --seconds 60 --deadline "$deadline" \
+      --jobs "$jobs" --gpus "$ngpu" --ops logic_ca,kan_chain,mlp_train,optim,kan,logic_layer,conv2d,linear,matmul \
       --top-up ${TOPUP:?set TOPUP to the soundness json of the limits call} \
       --seed "${SEED:-5}" --out "$r/limits" > "$r/limits.log" 2>&1 &
     lim=$!
     build_difflogic 3
     use_difflogic
-    stamp "difflogic targets under the limits (3 workers)"
-    dl_deadline=${DL_DEADLINE:-230}
-    timeout $(( dl_deadline + 80 )) python3 -W ignore benchmarks/soundness.py --limits "${LIMITS:-256,1024}" \
-      --targets "${DL_TARGETS:-difflogic-python-cuda-fp32,difflogic-python-cuda-fp64,difflogic-cuda-fp32}" \
-      --examples 2000 --seconds 60 --deadline "$dl_deadline" --jobs "${DL_JOBS:-3}" \
-      --seed "${SEED:-5}" --out "$r/difflogic_limits" \
-      > "$r/difflogic_limits.log" 2>&1; echo "exit $?" >> "$r/difflogic_limits.log"
+    sweep_difflogic "${DL_DEADLINE:-230}"
     if [ "${FINDING:-1}" != 0 ]; then
       stamp "cuDNN TF32 grouped-conv finding"
       timeout 60 python3 benchmarks/results/findings/cudnn-tf32-grouped-conv-nan-spreads/show.py \

@@ -224,6 +224,14 @@ def _shards_needed(row: dict[str, Any], last: dict[str, Any], a: argparse.Namesp
     return max(1, min(a.jobs, math.ceil((goal - row["cases"]) / max(per_shard, 1.0))))
 
 
+def _pin_gpu(counter: Any, gpus: int) -> None:
+    """A worker process's start (before CUDA is touched): the next GPU in turn."""
+    with counter.get_lock():
+        k = counter.value
+        counter.value += 1
+    os.environ["CUDA_VISIBLE_DEVICES"] = str(k % gpus)
+
+
 #: a shard given less time than this is not started (start-up and warm-up eat it)
 MIN_SHARD_SECONDS = 15.0
 
@@ -253,6 +261,9 @@ def main() -> None:
     ap.add_argument("--deadline", type=float, default=None,
                     help="seconds from the start after which no shard is started (default: "
                          "none; without --seconds no run is sharded)")
+    ap.add_argument("--gpus", type=int, default=1,
+                    help="spread the worker processes over this many GPUs of the machine "
+                         "(worker k sees GPU k mod N alone, through CUDA_VISIBLE_DEVICES)")
     ap.add_argument("--regime", default="small", choices=("small", "realistic"),
                     help="case sizes: small, or realistic layer shapes (with --limits default "
                          "and --max-reduction 1048576 for the regime's own limits)")
@@ -273,7 +284,11 @@ def main() -> None:
     ctx = mp.get_context("spawn")
     start = time.perf_counter()
     merged: dict[tuple[str, str, int | None], dict[str, Any]] = {}
-    with ProcessPoolExecutor(max_workers=a.jobs, mp_context=ctx) as pool:
+    if a.gpus < 1:
+        raise SystemExit(f"--gpus {a.gpus}: give the number of GPUs to use, 1 or more")
+    spread = {} if a.gpus == 1 else {"initializer": _pin_gpu,
+                                     "initargs": (ctx.Value("i", 0), a.gpus)}
+    with ProcessPoolExecutor(max_workers=a.jobs, mp_context=ctx, **spread) as pool:
         running: dict[Any, tuple[Any, int | None, int]] = {}
         shards_of: dict[tuple[str, str, int | None], int] = {}
 

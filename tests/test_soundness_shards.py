@@ -58,3 +58,16 @@ def test_a_cell_is_sharded_only_while_short_and_in_time(sweep: Any) -> None:
     assert sweep._shards_needed(slow, _row(0), a, 2000, elapsed=70.0) == 0  # judged nothing
     no_cap = argparse.Namespace(seconds=None, deadline=None, jobs=12)
     assert sweep._shards_needed(slow, slow, no_cap, 2000, elapsed=70.0) == 0
+
+
+def test_workers_take_the_gpus_in_turn(sweep: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import multiprocessing as mp
+    import os
+
+    counter = mp.get_context("spawn").Value("i", 0)
+    seen = []
+    for _ in range(5):
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+        sweep._pin_gpu(counter, 2)
+        seen.append(os.environ["CUDA_VISIBLE_DEVICES"])
+    assert seen == ["0", "1", "0", "1", "0"]
