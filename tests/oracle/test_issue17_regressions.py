@@ -12,6 +12,14 @@ limits (``max_elements=1024``), and the oracle rules that now judge them.
   gradient is NaN, and the ReLU backward multiplies by the mask: ``NaN * 0``. The
   oracle had a NaN radius on the pre-activation (so it took the mask as certain)
   and a masked gradient whose radius was infinite as exactly 0.
+* KAN chain (torch fp64, CUDA and CPU alike, ``special`` seed 0, drawn by the GPU
+  sweep under the default and the 262,144-element limits): ``grad_input_2`` NaN
+  where the oracle's value is finite. Layer 1's output is within its bound but
+  far from the oracle's (``y_1[55, 1]``: the kernel's ``-3.3e258`` beside the
+  oracle's 0 with a radius of ``3.8e293``); autograd's recursion weights at the
+  kernel's own ``x`` then multiply past the float64 range and meet a zero basis
+  (``inf * 0``). The rule that leaves such elements unjudged had measured the
+  weights at the oracle's ``x`` only; it now widens them by the radius of ``x``.
 """
 
 from __future__ import annotations
@@ -38,6 +46,12 @@ MLP_225 = {"family": "special", "layouts": {}, "op": "mlp_train", "overlays": []
                       "eps": 0.001, "hidden1": 4, "hidden2": 4, "in_features": 1, "lr": 0.01,
                       "momentum": 0.0, "nesterov": False, "optimizer": "adam", "steps": 4,
                       "weight_decay": 0.0}}
+
+
+KAN_CHAIN_0 = {"family": "special", "layouts": {}, "op": "kan_chain", "overlays": [], "seed": 0,
+               "storage": "fp64",
+               "params": {"batch": 62, "grid_size": 4, "layers": 3, "spline_order": 3,
+                          "widths": [5, 5, 7, 1]}}
 
 
 def _kan_case(storage: str) -> Case:
@@ -157,3 +171,29 @@ def test_nested_contraction_partial_precision_subnormal_product() -> None:
         + 4 * model.accumulate.tiny
     assert err > 100 * old
     assert err <= t.det
+
+
+def test_kan_chain_adjoint_overflowing_at_the_kernels_own_input() -> None:
+    case = Case.from_dict(KAN_CHAIN_0)
+    a = case.inputs()
+    ref = get_op("kan_chain").reference(a, case.params, get_model("fp64"))
+    y1, gi2 = ref["y_1"], ref["grad_input_2"]
+    # the oracle's own value is finite, and a kernel's y_1 anywhere within the radius
+    # is correct; mpmath: at x = y_1 - radius the three levels' weights (x - t) / den
+    # multiply past the float64 range, so autograd's adjoint overflows there
+    assert np.isfinite(gi2.value[55, 1]) and y1.value[55, 1] == 0.0
+    mpmath.mp.dps = 30
+    x = mpmath.mpf(y1.value[55, 1]) - mpmath.mpf(y1.det[55, 1])
+    t = a["grid_2"][1]
+    weights = [abs(x - mpmath.mpf(t[0])) / mpmath.mpf(t[p] - t[0]) for p in (1, 2, 3)]
+    assert weights[0] * weights[1] * weights[2] > mpmath.mpf(np.finfo(np.float64).max)
+    assert not np.isfinite(gi2.det[55, 1])  # not judged
+    assert np.isfinite(gi2.det).sum() > 0  # elements with small radii still are
+    torch = pytest.importorskip("torch")
+    from numoracle.kernels import get_target
+
+    target = get_target("torch-cpu-fp64", "kan_chain")
+    got = target.fn(**{k: torch.as_tensor(v) for k, v in a.items()})
+    assert torch.isnan(got["grad_input_2"][55, 1])  # the kernel's inf * 0
+    v = check_case(case, target)
+    assert v.passed, v.message()

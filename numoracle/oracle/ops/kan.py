@@ -224,10 +224,12 @@ def _widen3(t: Tracked, det: Any, prob: Any, ref: Any) -> Tracked:
 
 
 # -- the layer ----------------------------------------------------------------------------------
-def _autograd_spline(gb: Tracked, lv: Levels, model: PrecisionModel) -> Tracked:
+def _autograd_spline(gb: Tracked, lv: Levels, xrad: np.ndarray, model: PrecisionModel,
+                     ) -> Tracked:
     """``sum_c gb_c B'_c(x)`` as autograd computes it through the recursion: the
     adjoint of every level, and every contribution ``adj * B_{p-1} / den`` to the
-    input's gradient summed in any order."""
+    input's gradient summed in any order. ``xrad`` (``(B, I)``) is how far the
+    kernel's own ``x`` may lie from the oracle's (a previous layer's radius)."""
     k = len(lv.bases) - 1
     adj, parts = gb, []
     over = np.any(np.isinf(gb.det), axis=-1)
@@ -245,14 +247,17 @@ def _autograd_spline(gb: Tracked, lv: Levels, model: PrecisionModel) -> Tracked:
             over |= np.any(np.isinf(adj.det), axis=-1)
     # autograd also forms adjoints and quotients away from the support (where the
     # weights exceed 1): where their largest possible magnitude nears the format's
-    # range, an intermediate may overflow and meet a zero basis (inf * 0 = NaN)
+    # range, an intermediate may overflow and meet a zero basis (inf * 0 = NaN); the
+    # weights at the kernel's x exceed those at the oracle's by up to xrad / den
     amp = np.sum(np.abs(gb.value) + gb.det, axis=-1)
     for p in range(1, k + 1):
-        q1, q2, den1 = lv.q1[p], lv.q2[p], lv.den1[p]
-        assert q1 is not None and q2 is not None and den1 is not None
-        with np.errstate(over="ignore"):  # an infinite amplitude is flagged below
+        q1, q2, den1, den2 = lv.q1[p], lv.q2[p], lv.den1[p], lv.den2[p]
+        assert q1 is not None and q2 is not None and den1 is not None and den2 is not None
+        inv1 = 1.0 / np.min(np.abs(den1.value), axis=-1)
+        inv2 = 1.0 / np.min(np.abs(den2.value), axis=-1)
+        with np.errstate(over="ignore", invalid="ignore"):  # flagged below
             amp = amp * (np.max(np.abs(q1.value), axis=-1) + np.max(np.abs(q2.value), axis=-1)
-                         + 1.0 / np.min(np.abs(den1.value), axis=-1))
+                         + xrad * (inv1 + inv2) + inv1)
     over |= ~(amp < 2.0**-8 * model.accumulate.max)
     out = sum_(tcat(parts, axis=-1), axis=-1, model=model)
     # an adjoint that may overflow makes inf * 0 = NaN in the kernel: not judged
@@ -343,7 +348,7 @@ def _grad_input(x: Tracked, g: Tracked, lv: Levels, grid: np.ndarray, order: int
                                 outer=n_out, inner=n_c + 1)
     gb = tmap(matmul(g, tmap(w_eff, lambda a: a.reshape(n_out, n_in * n_c)), model),
               lambda a: a.reshape(bsz, n_in, n_c))
-    spline = _autograd_spline(gb, lv, model)
+    spline = _autograd_spline(gb, lv, x.det + x.ref_err + cell, model)
     if order >= 2:
         with np.errstate(over="ignore"):  # an infinite radius: not judged
             gmag = np.sum(np.abs(gb.value) + gb.det + gb.ref_err, axis=-1)
