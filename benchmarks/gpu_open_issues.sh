@@ -7,6 +7,10 @@
 #   bash benchmarks/gpu_open_issues.sh OUT logic      # issue 12: logic_ca, logic_layer, difflogic CUDA
 #   [LIMITS=default,262144] bash benchmarks/gpu_open_issues.sh OUT limits  # issue 17 (+ difflogic CUDA)
 #   TOPUP=F bash benchmarks/gpu_open_issues.sh OUT topup  # issue 17: the cells `limits` left short
+#
+# Phases may share a machine: CUDA_VISIBLE_DEVICES gives each its GPUs (their workers
+# are spread over those), JOBS its worker processes; TARGETS and OPS narrow `limits`,
+# DIFFLOGIC=0 leaves difflogic's build and sweep out of `limits` and `topup`.
 #   bash benchmarks/gpu_open_issues.sh OUT layers     # issue 10: cuDNN on the UNet layers (done)
 #
 # speed:  GPU-marked tests (device quantize, device verdicts included); the launch-
@@ -54,7 +58,11 @@ sweep_difflogic() {  # sweep_difflogic DEADLINE_S
     > "$r/difflogic_limits.log" 2>&1; echo "exit $?" >> "$r/difflogic_limits.log"
 }
 # the machine: its GPUs (workers are spread over them) and cores (JOBS: sweep workers)
-ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then  # a share of the machine's GPUs
+  ngpu=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c .)
+else
+  ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+fi
 [ "$ngpu" -ge 1 ] || ngpu=1
 jobs=${JOBS:-$(( $(python3 -c 'import os; print(os.cpu_count())') * 3 / 4 ))}
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -124,10 +132,10 @@ case "$phase" in
     stamp "limits sweep ($jobs workers, $ngpu GPU(s)); difflogic built and swept beside it"
     timeout 540 python3 -W ignore benchmarks/soundness.py --limits "${LIMITS:-256,1024}" \
       --backends torch-cuda,cupy --examples 2000 --seconds 60 --deadline 470 --jobs "$jobs" \
-      --gpus "$ngpu" --ops logic_ca,kan_chain,mlp_train,optim,kan,logic_layer,conv2d,linear,matmul \
-      --seed "${SEED:-4}" --out "$r/limits" > "$r/limits.log" 2>&1 &
+      --gpus "$ngpu" --ops "${OPS:-logic_ca,kan_chain,mlp_train,optim,kan,logic_layer,conv2d,linear,matmul}" \
+      ${TARGETS:+--targets "$TARGETS"} --seed "${SEED:-4}" --out "$r/limits" > "$r/limits.log" 2>&1 &
     lim=$!
-    if [ -d build/difflogic-src ]; then
+    if [ -d build/difflogic-src ] && [ "${DIFFLOGIC:-1}" != 0 ]; then
       build_difflogic 4
       use_difflogic
       stamp "difflogic tests"
@@ -154,9 +162,11 @@ case "$phase" in
       --top-up ${TOPUP:?set TOPUP to the soundness json of the limits call} \
       --seed "${SEED:-5}" --out "$r/limits" > "$r/limits.log" 2>&1 &
     lim=$!
-    build_difflogic 3
-    use_difflogic
-    sweep_difflogic "${DL_DEADLINE:-230}"
+    if [ "${DIFFLOGIC:-1}" != 0 ]; then
+      build_difflogic 3
+      use_difflogic
+      sweep_difflogic "${DL_DEADLINE:-230}"
+    fi
     if [ "${FINDING:-1}" != 0 ]; then
       stamp "cuDNN TF32 grouped-conv finding"
       timeout 60 python3 benchmarks/results/findings/cudnn-tf32-grouped-conv-nan-spreads/show.py \

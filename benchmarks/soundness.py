@@ -225,11 +225,14 @@ def _shards_needed(row: dict[str, Any], last: dict[str, Any], a: argparse.Namesp
 
 
 def _pin_gpu(counter: Any, gpus: int) -> None:
-    """A worker process's start (before CUDA is touched): the next GPU in turn."""
+    """A worker process's start (before CUDA is touched): the next GPU in turn,
+    of those CUDA_VISIBLE_DEVICES names where it is set."""
     with counter.get_lock():
         k = counter.value
         counter.value += 1
-    os.environ["CUDA_VISIBLE_DEVICES"] = str(k % gpus)
+    seen = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    devices = [d for d in seen.split(",") if d.strip()] or [str(i) for i in range(gpus)]
+    os.environ["CUDA_VISIBLE_DEVICES"] = devices[k % min(gpus, len(devices))]
 
 
 #: a shard given less time than this is not started (start-up and warm-up eat it)

@@ -71,3 +71,16 @@ def test_workers_take_the_gpus_in_turn(sweep: Any, monkeypatch: pytest.MonkeyPat
         sweep._pin_gpu(counter, 2)
         seen.append(os.environ["CUDA_VISIBLE_DEVICES"])
     assert seen == ["0", "1", "0", "1", "0"]
+
+
+def test_workers_keep_to_the_visible_gpus(sweep: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import multiprocessing as mp
+    import os
+
+    counter = mp.get_context("spawn").Value("i", 0)
+    seen = []
+    for _ in range(3):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+        sweep._pin_gpu(counter, 2)
+        seen.append(os.environ["CUDA_VISIBLE_DEVICES"])
+    assert seen == ["2", "3", "2"]
