@@ -130,8 +130,9 @@ case "$phase" in
     # first. Beside it difflogic's CUDA extension is built, its tests run and its
     # targets swept under the same limits.
     stamp "limits sweep ($jobs workers, $ngpu GPU(s)); difflogic built and swept beside it"
-    timeout 540 python3 -W ignore benchmarks/soundness.py --limits "${LIMITS:-256,1024}" \
-      --backends torch-cuda,cupy --examples 2000 --seconds 60 --deadline 470 --jobs "$jobs" \
+    timeout $(( ${DEADLINE:-470} + 70 )) python3 -W ignore benchmarks/soundness.py \
+      --limits "${LIMITS:-256,1024}" --backends torch-cuda,cupy --examples 2000 --seconds 60 \
+      --deadline "${DEADLINE:-470}" --jobs "$jobs" \
       --gpus "$ngpu" --ops "${OPS:-logic_ca,kan_chain,mlp_train,optim,kan,logic_layer,conv2d,linear,matmul}" \
       ${TARGETS:+--targets "$TARGETS"} --seed "${SEED:-4}" --out "$r/limits" > "$r/limits.log" 2>&1 &
     lim=$!
