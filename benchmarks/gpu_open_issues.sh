@@ -90,9 +90,10 @@ case "$phase" in
     # deadline; TOPUP (files of earlier calls) runs only the cases they lacked
     stamp "realistic-size sweep of the GPU targets, ${JOBS:-$(( 4 * ngpu ))} processes on $ngpu GPU(s)"
     # shellcheck disable=SC2086 # TOPUP: a list of files
-    timeout 540 python3 -W ignore benchmarks/soundness.py --regime realistic \
-      --backends torch-cuda,cupy --ops linear,matmul,conv2d,kan --limits default \
-      --max-reduction 1048576 --examples 500 --seconds 60 --deadline 470 \
+    timeout $(( ${DEADLINE:-470} + 70 )) python3 -W ignore benchmarks/soundness.py \
+      --regime realistic --backends torch-cuda,cupy --ops linear,matmul,conv2d,kan \
+      --limits default --max-reduction 1048576 --examples 500 --seconds 60 \
+      --deadline "${DEADLINE:-470}" \
       --jobs "${JOBS:-$(( 4 * ngpu ))}" --gpus "$ngpu" \
       ${TOPUP:+--top-up $TOPUP} --seed "${SEED:-7}" \
       --out "$r/realistic" > "$r/realistic.log" 2>&1; echo "exit $?" >> "$r/realistic.log"

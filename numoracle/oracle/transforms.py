@@ -50,7 +50,13 @@ FFT (normwise)
     adds ``(1 + ε)² γ_{h_C} Σ_j (‖a_j‖₁ + ε√N‖a_j‖₂)‖b_j‖₂``. The 2-norm bounds
     every element, so every element of a plane gets the plane's bound. ``N`` is
     the padded plane plus the dilated kernel's extent, rounded up to powers of
-    two per axis (tiled FFTs use smaller ``N`` and stay inside). Any stride and
+    two per axis (tiled FFTs use smaller ``N`` and stay inside). Its
+    intermediates are at most ``N Σ_j ‖F(a_j)‖_∞ ‖b_j‖₁`` (an unnormalised inverse
+    transform sums ``N`` spectral terms); where that may exceed the compute or
+    accumulation format's range, an FFT may overflow where the result does not
+    (cuDNN's FFT engine gave Inf for a finite fp32 output on an H200:
+    ``benchmarks/results/findings/cudnn-fft-overflow/``), and the element is not
+    judged under a model that allows an FFT. Any stride and
     dilation: a strided forward subsamples the stride-1 planes, and the
     gradients of a strided convolution are correlations with zeros inserted,
     which leave the norms as they are (cuDNN ran an FFT engine for the input
@@ -251,6 +257,7 @@ def fft_radius(a: Any, b: Any, plane: tuple[int, int], model: PrecisionModel,
     eps = lg * eta / (1.0 - lg * eta)
     uc = math.sqrt(2.0) * float(gamma(np.asarray(2), u))
     rn = math.sqrt(nfft)
+    fmax = min(model.compute.max, model.accumulate.max)
     p_, j_ = a.shape[:2]
     q_, jg = b.shape[:2]
     a1 = xp.abs(a).reshape(p_, j_, -1).sum(axis=2)
@@ -270,7 +277,11 @@ def fft_radius(a: Any, b: Any, plane: tuple[int, int], model: PrecisionModel,
                                + uc * (1.0 + eps) * (a_hat @ qb2.T))
                 + eps * (pa1 @ qb2.T))
         chan = (1.0 + eps) ** 2 * h_c * (a_hat @ qb2.T)
-        out[:, grp * qg:(grp + 1) * qg] = pair + chan
+        # every intermediate is at most N sum_j ||F(a_j)||_inf ||b_j||_1 (the spectra,
+        # their products and channel sum, an unnormalised inverse transform): where
+        # that may pass the format's range, the algorithm may overflow (not judged)
+        peak = (1.0 + eps) ** 2 * nfft * (a_hat @ qb1.T)
+        out[:, grp * qg:(grp + 1) * qg] = xp.where(peak < fmax, pair + chan, xp.nan)
     return out
 
 

@@ -176,3 +176,33 @@ def test_a_strided_input_gradient_by_fft_is_within_the_fft_bound() -> None:
         ref = CONV.reference(inputs, params, get_model("fp32", algorithm="fft"),
                              ("grad_input",))
         assert compare("grad_input", got, ref["grad_input"]).worst_ratio < 1.0
+
+
+def test_an_fft_overflowing_where_the_result_does_not_is_not_judged_under_an_fft_claim(
+) -> None:
+    """cuDNN (TF32 off, channels-last, an FFT engine, on an H200) gave Inf in 68
+    elements of a finite fp32 forward: two inputs of 1.3e36 give flat spectra whose
+    unnormalised inverse transform sums 1,024 terms past the float32 range. Under a
+    claim that allows an FFT those elements are not judged (the others still are);
+    a claim of summation alone fails them."""
+    import json
+    from pathlib import Path
+
+    from numoracle.cases.case import Case
+    from numoracle.checking.check import judge
+
+    data = Path(__file__).resolve().parents[1] / "data" / "cudnn-fft-overflow"
+    meta = json.loads((data / "case.json").read_text())
+    case = Case.from_dict(meta["case"])
+    with np.load(data / "y.npz") as z:
+        got = {"y": z["y"]}
+    assert np.isinf(got["y"]).sum() == 68
+    inputs = case.inputs()
+    fft = get_model("fp32").with_(algorithms=("summation", "winograd", "fft"))
+    ref = get_op("conv2d").reference(inputs, case.params, fft, outputs=("y",))["y"]
+    assert np.all(np.isfinite(ref.value))
+    unjudged = np.isnan(ref.det)
+    assert unjudged[np.isinf(got["y"])].all() and not unjudged.all()
+    assert judge(case, fft, inputs, got)["y"].passed
+    direct = fft.with_(algorithms=("summation",))
+    assert not judge(case, direct, inputs, got)["y"].passed
