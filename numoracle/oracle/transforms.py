@@ -35,6 +35,11 @@ Winograd (componentwise)
     considered: ``F(2, 3)``, ``F(4, 3)``, ``F(6, 3)`` for 3×3 kernels and
     ``F(2, 5)``, ``F(4, 5)`` for 5×5, stride 1 and dilation 1 only (cuDNN's
     Winograd engines need them); the bound is the largest over the variants.
+    The filter gradient ``Σ_n x_nc ⋆ g_no`` is, tile by tile of ``g``, the same
+    construction with the kernel as the output and the tile as the filter,
+    ``F(k, r)``, the batch and the tiles summed as the channels are (cuDNN's
+    nonfused Winograd wgrad ran ``F(5, 5)`` on 9×9 tiles for a 5×5 kernel on an
+    H100, TF32 off and deterministic: ``benchmarks/results/h100/session5/``).
 
 FFT (normwise)
     An output plane is ``z = Σ_j a_j ⋆ b_j`` (a correlation per channel pair),
@@ -83,7 +88,8 @@ from .tracked import Tracked
 from .xp import array_module as _xp
 
 __all__ = ["ALGORITHMS", "TRANSFORMS", "winograd_matrices", "winograd_variants",
-           "winograd_radius", "fft_radius", "transform_radius", "widen_conv2d"]
+           "winograd_wgrad_variants", "winograd_radius", "winograd_wgrad_radius", "fft_radius",
+           "transform_radius", "widen_conv2d"]
 
 #: the algorithm classes a precision model may name: summations (direct,
 #: implicit GEMM, split-K: every order the model's ``order`` allows), Winograd
@@ -161,6 +167,67 @@ def winograd_variants(kernel: int) -> tuple[tuple[int, int], ...]:
     return {3: ((2, 3), (4, 3), (6, 3)), 5: ((2, 5), (4, 5))}.get(kernel, ())
 
 
+def winograd_wgrad_variants(kernel: int) -> tuple[tuple[int, int], ...]:
+    """The ``(m, r)`` tiles considered for the filter gradient of a square
+    ``kernel``: ``m`` is the kernel (the output), ``r`` the tile of the output
+    gradient (the filter). cuDNN's nonfused Winograd wgrad ran 9×9 tiles for a
+    5×5 kernel on an H100 (``winogradWgradDelta9x9_5x5``: ``F(5, 5)``); for 3×3
+    the forward's tiles, 4×4 and 6×6, are taken. () where none applies."""
+    return {3: ((3, 2), (3, 4)), 5: ((5, 5),)}.get(kernel, ())
+
+
+def _winograd_factor(m: int, r: int, h_c: int, model: PrecisionModel) -> float:
+    """The relative factor of ``F(m, r)``'s componentwise bound (module docstring)."""
+    at, g, bt = winograd_matrices(m, r)
+    alpha, fmt = m + r - 1, model.compute
+    h_total = (2 * r + _constant_roundings(g, fmt)) + (2 * alpha + _constant_roundings(
+        bt, fmt)) + 1 + h_c + (2 * alpha + _constant_roundings(at, fmt))
+    return (1.0 + float(gamma(np.asarray(h_total), _unit(model)))) * (
+        1.0 + model.input_unit()) ** 2 - 1.0
+
+
+def _tiles(a: Any, size: int, step: int, count: tuple[int, int]) -> Any:
+    """``a[..., i*step : i*step + size, j*step : j*step + size]`` for the tile grid
+    ``count``: ``(..., th, tw, size, size)`` (``a`` zero-padded far enough)."""
+    xp = _xp(a)
+    ri = (np.arange(count[0]) * step)[:, None] + np.arange(size)[None, :]
+    ci = (np.arange(count[1]) * step)[:, None] + np.arange(size)[None, :]
+    return a[..., xp.asarray(ri)[:, None, :, None], xp.asarray(ci)[None, :, None, :]]
+
+
+def winograd_wgrad_radius(x_abs: Any, g_abs: Any, padding: tuple[int, int],
+                          model: PrecisionModel) -> Any | None:
+    """Per element of the filter gradient ``(O, C, k, k)`` of a stride-1,
+    one-group convolution, the Winograd bound (largest over
+    :func:`winograd_wgrad_variants`): ``grad_weight[o, c] = Σ_n x_nc ⋆ g_no`` is,
+    tile by tile of ``g`` (``r × r``), the correlation of an ``α × α`` tile of the
+    padded ``x`` with it, ``F(k, r)``; the tiles and the batch are the sum that
+    the forward's channels are (``h_C`` its height). None where no variant applies."""
+    xp = _xp(x_abs)
+    n, c, h, wd = x_abs.shape
+    _, o, ho, wo = g_abs.shape
+    k = h + 2 * padding[0] - ho + 1
+    variants = winograd_wgrad_variants(k) if k == wd + 2 * padding[1] - wo + 1 else ()
+    if not variants:
+        return None
+    out = xp.zeros((o, c, k, k), dtype=xp.float64)
+    for m, r in variants:
+        at, g, bt = (_abs(mat, xp) for mat in winograd_matrices(m, r))
+        alpha = m + r - 1
+        th, tw = -(-ho // r), -(-wo // r)
+        gpad = xp.zeros((n, o, th * r, tw * r), dtype=xp.float64)
+        gpad[:, :, :ho, :wo] = g_abs
+        xpad = xp.zeros((n, c, (th - 1) * r + alpha, (tw - 1) * r + alpha), dtype=xp.float64)
+        hh, ww = min(h, xpad.shape[2] - padding[0]), min(wd, xpad.shape[3] - padding[1])
+        xpad[:, :, padding[0]:padding[0] + hh, padding[1]:padding[1] + ww] = x_abs[:, :, :hh, :ww]
+        v = bt @ _tiles(xpad, alpha, r, (th, tw)) @ bt.T  # (N, C, th, tw, α, α)
+        u = g @ _tiles(gpad, r, r, (th, tw)) @ g.T  # (N, O, th, tw, α, α)
+        mm = xp.einsum("nctsab,notsab->ocab", v, u)
+        h_c = int(model.order.height(n * th * tw))
+        out = xp.maximum(out, _winograd_factor(m, r, h_c, model) * (at @ mm @ at.T))
+    return out
+
+
 def _constant_roundings(mat: tuple[tuple[Fraction, ...], ...], fmt: Format) -> int:
     """2 where some entry is not exactly a ``fmt`` number (the matrix is applied
     twice, each with its rounded entries), else 0."""
@@ -203,27 +270,19 @@ def winograd_radius(x_abs: Any, w_abs: Any, padding: tuple[int, int], model: Pre
     n, c, h, wd = x_abs.shape
     ph, pw = padding
     ho, wo = h + 2 * ph - kh + 1, wd + 2 * pw - kw + 1
-    u, u_in = _unit(model), model.input_unit()
     h_c = int(model.order.height(cg))
     out = xp.zeros((n, o, ho, wo), dtype=xp.float64)
     og = o // groups
     for m, r in variants:
-        at, g, bt = winograd_matrices(m, r)
         alpha = m + r - 1
-        fmt = model.compute
-        h_total = (2 * r + _constant_roundings(g, fmt)) + (2 * alpha + _constant_roundings(
-            bt, fmt)) + 1 + h_c + (2 * alpha + _constant_roundings(at, fmt))
-        factor = (1.0 + float(gamma(np.asarray(h_total), u))) * (1.0 + u_in) ** 2 - 1.0
+        factor = _winograd_factor(m, r, h_c, model)
         th, tw = -(-ho // m), -(-wo // m)
         hp, wp = (th - 1) * m + alpha, (tw - 1) * m + alpha
         xpad = xp.zeros((n, c, hp, wp), dtype=xp.float64)
         hh, ww = min(h + 2 * ph, hp), min(wd + 2 * pw, wp)
         xpad[:, :, ph:ph + h, pw:pw + wd] = x_abs[:, :, :hh - ph, :ww - pw]
-        ri = (np.arange(th) * m)[:, None] + np.arange(alpha)[None, :]
-        ci = (np.arange(tw) * m)[:, None] + np.arange(alpha)[None, :]
-        tiles = xpad[:, :, xp.asarray(ri)[:, None, :, None], xp.asarray(ci)[None, :, None, :]]
-        bta, ga, ata = _abs(bt, xp), _abs(g, xp), _abs(at, xp)
-        v = bta @ tiles @ bta.T  # (N, C, th, tw, α, α)
+        ata, ga, bta = (_abs(mat, xp) for mat in winograd_matrices(m, r))
+        v = bta @ _tiles(xpad, alpha, m, (th, tw)) @ bta.T  # (N, C, th, tw, α, α)
         uu = ga @ w_abs @ ga.T  # (O, C/G, α, α)
         for grp in range(groups):
             vg = v[:, grp * cg:(grp + 1) * cg]
@@ -335,6 +394,8 @@ def transform_radius(output: str, inputs: Mapping[str, Any], params: Mapping[str
                 r = fft_radius(g, wf, plane, model, grp)
                 merge(xp.broadcast_to(r[:, :, None, None], (n, c, h, wd)))
             return out
+        if output == "grad_weight" and "winograd" in algos and one and grp == 1:
+            merge(winograd_wgrad_radius(xp.abs(x), xp.abs(g), (ph, pw), model))
         if output == "grad_weight" and "fft" in algos:
             # grad_weight[o, c] = Σ_n x[n, c] ⋆ g[n, o] (g dilated by the stride):
             # planes (o, c), sums over the batch
@@ -344,8 +405,8 @@ def transform_radius(output: str, inputs: Mapping[str, Any], params: Mapping[str
                 gg = g[:, gi * og:(gi + 1) * og].transpose(1, 0, 2, 3)  # (O/G, N, Ho, Wo)
                 xg = x[:, gi * cg:(gi + 1) * cg].transpose(1, 0, 2, 3)  # (C/G, N, H, W)
                 res[gi * og:(gi + 1) * og] = fft_radius(gg, xg, plane, model)
-            return xp.broadcast_to(res[:, :, None, None], (o, cg, kh, kw))
-    return None
+            merge(xp.broadcast_to(res[:, :, None, None], (o, cg, kh, kw)))
+    return out
 
 
 def widen_conv2d(res: Mapping[str, Tracked], inputs: Mapping[str, Any],

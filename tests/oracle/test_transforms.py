@@ -206,3 +206,56 @@ def test_an_fft_overflowing_where_the_result_does_not_is_not_judged_under_an_fft
     assert judge(case, fft, inputs, got)["y"].passed
     direct = fft.with_(algorithms=("summation",))
     assert not judge(case, direct, inputs, got)["y"].passed
+
+
+def _winograd_wgrad(x: np.ndarray, g: np.ndarray, pad: int, m: int, r: int,
+                    dtype: type) -> np.ndarray:
+    """The filter gradient ``(O, C, m, m)`` by Winograd ``F(m, r)`` over ``r × r``
+    tiles of ``g``, every stage rounded to ``dtype`` as a GPU kernel computes it
+    (the tiles' products summed over the batch and the tiles in order)."""
+    at, gm, bt = (np.array([[float(v) for v in row] for row in mat], dtype=dtype)
+                  for mat in winograd_matrices(m, r))
+    n, c, h, wd = x.shape
+    o, ho, wo = g.shape[1:]
+    a = m + r - 1
+    th, tw = -(-ho // r), -(-wo // r)
+    gp = np.zeros((n, o, th * r, tw * r), dtype=dtype)
+    gp[:, :, :ho, :wo] = g
+    xp = np.zeros((n, c, (th - 1) * r + a, (tw - 1) * r + a), dtype=dtype)
+    xp[:, :, pad:pad + h, pad:pad + wd] = x
+    acc = np.zeros((o, c, a, a), dtype=dtype)
+    for i in range(th):
+        for j in range(tw):
+            v = (bt @ xp[:, :, i * r:i * r + a, j * r:j * r + a] @ bt.T).astype(dtype)
+            u = (gm @ gp[:, :, i * r:(i + 1) * r, j * r:(j + 1) * r] @ gm.T).astype(dtype)
+            acc = (acc + np.einsum("ncab,noab->ocab", v, u)).astype(dtype)
+    return (at @ acc @ at.T).astype(dtype)
+
+
+@pytest.mark.parametrize(("k", "r"), [(3, 2), (3, 4), (5, 5)])
+def test_a_float32_winograd_filter_gradient_is_within_the_winograd_bound(k: int, r: int) -> None:
+    """cuDNN's nonfused Winograd wgrad (``F(5, 5)`` on 9×9 tiles for a 5×5 kernel
+    on an H100) is emulated in float32; it stays within the Winograd bound of the
+    filter gradient, and F(5, 5)'s transforms exceed what a summation may err."""
+    worst_wino = worst_sum = 0.0
+    for seed in range(4):
+        rng = np.random.default_rng(seed)
+        params = CONV.validate({"batch": 2, "in_channels": 3, "out_channels": 4, "height": 11,
+                                "width": 11, "kernel_size": (k, k), "padding": (k // 2, k // 2),
+                                "bias": False})
+        inputs = {name: rng.standard_normal(s).astype(np.float32).astype(np.float64)
+                  for name, s in CONV.input_shapes(params).items()}
+        x, g = inputs["x"], inputs["grad_output"]
+        exact = CONV.reference(inputs, params, get_model("fp64"), ("grad_weight",))
+        assert np.allclose(_winograd_wgrad(x, g, k // 2, k, r, np.float64),
+                           exact["grad_weight"].value, rtol=1e-9, atol=1e-9)
+        got = _winograd_wgrad(x.astype(np.float32), g.astype(np.float32), k // 2, k, r,
+                              np.float32)
+        wino = CONV.reference(inputs, params, get_model("fp32", algorithm="winograd"),
+                              ("grad_weight",))
+        direct = CONV.reference(inputs, params, get_model("fp32"), ("grad_weight",))
+        worst_wino = max(worst_wino, compare("grad_weight", got, wino["grad_weight"]).worst_ratio)
+        worst_sum = max(worst_sum, compare("grad_weight", got, direct["grad_weight"]).worst_ratio)
+    assert worst_wino < 1.0
+    if (k, r) == (5, 5):
+        assert worst_sum > 1.0
