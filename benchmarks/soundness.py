@@ -4,14 +4,15 @@ expected; err/bound statistics by reduction length under both bounds.
     python benchmarks/soundness.py [--examples 2000] [--targets a,b] [--jobs N]
                                    [--max-reduction 65536] [--out DIR] [--regime realistic]
                                    [--limits 256,1024,default,262144]
-                                   [--backends numpy,torch-cpu] [--seconds S]
+                                   [--backends numpy,torch-cpu] [--seconds S] [--gpus N]
 
 With ``--limits`` every (target, op) runs once per size limit (``max_elements``
 of the case strategy; ``default`` is the strategy's own default): soundness
 must not depend on the limits, since small limits draw shapes (one sample, one
 feature) and value meetings (a subnormal gradient beside a huge scale) that
 large ones rarely do. Every value family is drawn, ``special`` included.
-``--seconds`` caps each run's time (a run then reports the cases it reached).
+``--seconds`` caps each run's time (a run then reports the cases it reached). ``--gpus N``
+spreads the worker processes over N GPUs (of those CUDA_VISIBLE_DEVICES names).
 
 Each (target, op) runs in its own process (spawned: CUDA does not survive a
 fork). A run that reaches fewer than ``--examples`` cases in its ``--seconds``
