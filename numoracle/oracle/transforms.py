@@ -34,7 +34,11 @@ Winograd (componentwise)
     Winograd convolution for deep neural networks", ACM TOMS 2020). Variants
     considered: ``F(2, 3)``, ``F(4, 3)``, ``F(6, 3)`` for 3×3 kernels and
     ``F(2, 5)``, ``F(4, 5)`` for 5×5, stride 1 and dilation 1 only (cuDNN's
-    Winograd engines need them); the bound is the largest over the variants.
+    Winograd engines need them); the bound is the largest over the variants and
+    over the orientations a kernel may tile in (along each axis, the transform of
+    the reversed tile: it puts ``Aᵀ``'s large rows at the other end of the tile; a
+    cuDNN filter gradient on an H100 was 0.96 of the bound of one orientation at a
+    tile's corner, 0.30 of all four's).
     The filter gradient ``Σ_n x_nc ⋆ g_no`` is, tile by tile of ``g``, the same
     construction with the kernel as the output and the tile as the filter,
     ``F(k, r)``, the batch and the tiles summed as the channels are (cuDNN's
@@ -186,6 +190,17 @@ def _winograd_factor(m: int, r: int, h_c: int, model: PrecisionModel) -> float:
         1.0 + model.input_unit()) ** 2 - 1.0
 
 
+def _orientations(m: int, r: int, xp: Any) -> list[tuple[Any, ...]]:
+    """``(|Aᵀ|, |G|, |Bᵀ|)`` of ``F(m, r)`` for rows and for columns, ``(at_r,
+    at_c, g_r, g_c, bt_r, bt_c)``, in each of the four orientations a kernel may
+    tile in: along either axis the transform may run on the reversed tile and
+    filter (``F`` of reversed operands is the reversed correlation), which moves
+    ``Aᵀ``'s large rows to the other end of the tile. The bound takes them all."""
+    at, g, bt = (_abs(mat, xp) for mat in winograd_matrices(m, r))
+    ways = ((at, g, bt), (at[::-1, :], g[:, ::-1], bt[:, ::-1]))
+    return [(ar, ac, gr, gc, br, bc) for ar, gr, br in ways for ac, gc, bc in ways]
+
+
 def _tiles(a: Any, size: int, step: int, count: tuple[int, int]) -> Any:
     """``a[..., i*step : i*step + size, j*step : j*step + size]`` for the tile grid
     ``count``: ``(..., th, tw, size, size)`` (``a`` zero-padded far enough)."""
@@ -212,7 +227,6 @@ def winograd_wgrad_radius(x_abs: Any, g_abs: Any, padding: tuple[int, int],
         return None
     out = xp.zeros((o, c, k, k), dtype=xp.float64)
     for m, r in variants:
-        at, g, bt = (_abs(mat, xp) for mat in winograd_matrices(m, r))
         alpha = m + r - 1
         th, tw = -(-ho // r), -(-wo // r)
         gpad = xp.zeros((n, o, th * r, tw * r), dtype=xp.float64)
@@ -220,11 +234,13 @@ def winograd_wgrad_radius(x_abs: Any, g_abs: Any, padding: tuple[int, int],
         xpad = xp.zeros((n, c, (th - 1) * r + alpha, (tw - 1) * r + alpha), dtype=xp.float64)
         hh, ww = min(h, xpad.shape[2] - padding[0]), min(wd, xpad.shape[3] - padding[1])
         xpad[:, :, padding[0]:padding[0] + hh, padding[1]:padding[1] + ww] = x_abs[:, :, :hh, :ww]
-        v = bt @ _tiles(xpad, alpha, r, (th, tw)) @ bt.T  # (N, C, th, tw, α, α)
-        u = g @ _tiles(gpad, r, r, (th, tw)) @ g.T  # (N, O, th, tw, α, α)
-        mm = xp.einsum("nctsab,notsab->ocab", v, u)
-        h_c = int(model.order.height(n * th * tw))
-        out = xp.maximum(out, _winograd_factor(m, r, h_c, model) * (at @ mm @ at.T))
+        xt, gt = _tiles(xpad, alpha, r, (th, tw)), _tiles(gpad, r, r, (th, tw))
+        factor = _winograd_factor(m, r, int(model.order.height(n * th * tw)), model)
+        for at_r, at_c, g_r, g_c, bt_r, bt_c in _orientations(m, r, xp):
+            v = bt_r @ xt @ bt_c.T  # (N, C, th, tw, α, α)
+            u = g_r @ gt @ g_c.T  # (N, O, th, tw, α, α)
+            mm = xp.einsum("nctsab,notsab->ocab", v, u)
+            out = xp.maximum(out, factor * (at_r @ mm @ at_c.T))
     return out
 
 
@@ -281,17 +297,18 @@ def winograd_radius(x_abs: Any, w_abs: Any, padding: tuple[int, int], model: Pre
         xpad = xp.zeros((n, c, hp, wp), dtype=xp.float64)
         hh, ww = min(h + 2 * ph, hp), min(wd + 2 * pw, wp)
         xpad[:, :, ph:ph + h, pw:pw + wd] = x_abs[:, :, :hh - ph, :ww - pw]
-        ata, ga, bta = (_abs(mat, xp) for mat in winograd_matrices(m, r))
-        v = bta @ _tiles(xpad, alpha, m, (th, tw)) @ bta.T  # (N, C, th, tw, α, α)
-        uu = ga @ w_abs @ ga.T  # (O, C/G, α, α)
-        for grp in range(groups):
-            vg = v[:, grp * cg:(grp + 1) * cg]
-            ug = uu[grp * og:(grp + 1) * og]
-            mm = xp.einsum("nctsab,ocab->notsab", vg, ug)
-            y = ata @ mm @ ata.T  # (N, O/G, th, tw, m, m)
-            y = y.transpose(0, 1, 2, 4, 3, 5).reshape(n, og, th * m, tw * m)[:, :, :ho, :wo]
-            out[:, grp * og:(grp + 1) * og] = xp.maximum(out[:, grp * og:(grp + 1) * og],
-                                                         factor * y)
+        tiles = _tiles(xpad, alpha, m, (th, tw))
+        for at_r, at_c, g_r, g_c, bt_r, bt_c in _orientations(m, r, xp):
+            v = bt_r @ tiles @ bt_c.T  # (N, C, th, tw, α, α)
+            uu = g_r @ w_abs @ g_c.T  # (O, C/G, α, α)
+            for grp in range(groups):
+                vg = v[:, grp * cg:(grp + 1) * cg]
+                ug = uu[grp * og:(grp + 1) * og]
+                mm = xp.einsum("nctsab,ocab->notsab", vg, ug)
+                y = at_r @ mm @ at_c.T  # (N, O/G, th, tw, m, m)
+                y = y.transpose(0, 1, 2, 4, 3, 5).reshape(n, og, th * m, tw * m)[:, :, :ho, :wo]
+                out[:, grp * og:(grp + 1) * og] = xp.maximum(out[:, grp * og:(grp + 1) * og],
+                                                             factor * y)
     return out
 
 

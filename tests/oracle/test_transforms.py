@@ -232,11 +232,14 @@ def _winograd_wgrad(x: np.ndarray, g: np.ndarray, pad: int, m: int, r: int,
     return (at @ acc @ at.T).astype(dtype)
 
 
+@pytest.mark.parametrize("flip", [False, True])
 @pytest.mark.parametrize(("k", "r"), [(3, 2), (3, 4), (5, 5)])
-def test_a_float32_winograd_filter_gradient_is_within_the_winograd_bound(k: int, r: int) -> None:
+def test_a_float32_winograd_filter_gradient_is_within_the_winograd_bound(k: int, r: int,
+                                                                          flip: bool) -> None:
     """cuDNN's nonfused Winograd wgrad (``F(5, 5)`` on 9×9 tiles for a 5×5 kernel
-    on an H100) is emulated in float32; it stays within the Winograd bound of the
-    filter gradient, and F(5, 5)'s transforms exceed what a summation may err."""
+    on an H100) is emulated in float32, tiling from either end of the maps
+    (``flip``); it stays within the Winograd bound of the filter gradient, and
+    F(5, 5)'s transforms exceed what a summation may err."""
     worst_wino = worst_sum = 0.0
     for seed in range(4):
         rng = np.random.default_rng(seed)
@@ -249,8 +252,10 @@ def test_a_float32_winograd_filter_gradient_is_within_the_winograd_bound(k: int,
         exact = CONV.reference(inputs, params, get_model("fp64"), ("grad_weight",))
         assert np.allclose(_winograd_wgrad(x, g, k // 2, k, r, np.float64),
                            exact["grad_weight"].value, rtol=1e-9, atol=1e-9)
-        got = _winograd_wgrad(x.astype(np.float32), g.astype(np.float32), k // 2, k, r,
-                              np.float32)
+        hw = (2, 3) if flip else ()
+        got = np.flip(_winograd_wgrad(np.flip(x, hw).astype(np.float32),
+                                      np.flip(g, hw).astype(np.float32), k // 2, k, r,
+                                      np.float32), hw)
         wino = CONV.reference(inputs, params, get_model("fp32", algorithm="winograd"),
                               ("grad_weight",))
         direct = CONV.reference(inputs, params, get_model("fp32"), ("grad_weight",))
