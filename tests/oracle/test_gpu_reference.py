@@ -67,8 +67,10 @@ def test_the_pool_the_reference_leaves_is_released_before_the_kernel() -> None:
     del a
     held = pool.free_bytes()
     assert held > CACHED_MEMORY_KEPT
-    assert release_cached_memory() == held
-    assert pool.free_bytes() == 0
+    # every whole chunk goes back; what stays is a free piece of a chunk another
+    # array of the process still uses (a few bytes, as other tests left them)
+    assert release_cached_memory() == held - pool.free_bytes() > CACHED_MEMORY_KEPT
+    assert pool.free_bytes() < CACHED_MEMORY_KEPT
     small = cupy.ones(1024)
     del small
     assert release_cached_memory() == 0  # a little is kept: small cases pay nothing
