@@ -9,8 +9,12 @@ line that launched it (slower overall, but the shares are right).
 Writes ``DIR/<name>.txt`` (the 45 most expensive functions by cumulative and by
 own time) for
 
-* ``oracle_linear``: the linear reference + bound (fp32 model, CuPy) at
-  1024x4096x4096;
+* ``oracle_linear_small`` and ``oracle_linear``: the linear reference + bound
+  (fp32 model, CuPy) at 128x1024x1024 (where a fixed cost of about 13 ms
+  dominates) and 1024x4096x4096;
+* ``stages_linear_small``: the same small reference with every function of the
+  error-tracking arithmetic timed between device synchronisations (own time,
+  its callees' excluded), without ``CUDA_LAUNCH_BLOCKING`` being needed;
 * ``oracle_conv``: the conv2d reference + bound, 3x3, 32x256->256 at 56x56;
 * ``case_<target>_<op>``: ``run_target`` on ``--cases`` realistic-size cases
   (seed 0), the kernel, the transfers, the oracle and the verdict together.
@@ -67,6 +71,81 @@ def _oracle(out: Path, name: str, op_name: str, params: dict[str, Any]) -> None:
             f"{name} {params}: reference {t1 - t0:.4f} s, to host {t2 - t1:.4f} s")
 
 
+#: the functions of numoracle.oracle.tracked that ``stages`` times
+STAGES = ("matmul", "_matmul", "_operand", "_gammas", "_affine", "_may_fit", "lsb_exponent",
+          "_finite_magnitude", "_overflow_to_inf", "_escalate", "store", "_store", "_rounded",
+          "representable", "either", "add", "sum_")
+
+
+def _stages(out: Path, name: str, params: dict[str, Any], repeats: int = 5) -> None:
+    """Own time of each tracked function, the device synchronised around each call
+    (on NumPy, where CuPy is missing: the same table for the CPU)."""
+    try:
+        import cupy
+
+        xp: Any = cupy
+        sync = cupy.cuda.Device().synchronize
+    except ImportError:
+        xp, sync = np, (lambda: None)
+    import numoracle.oracle.ops.linear as lin
+    import numoracle.oracle.tracked as tr
+    from numoracle.oracle.ops import get_op
+    from numoracle.oracle.precision import get_model
+
+    op = get_op("linear")
+    params = op.validate(params)
+    rng = np.random.default_rng(0)
+    inputs = {k: xp.asarray(rng.standard_normal(s, dtype=np.float32).astype(np.float64))
+              for k, s in op.input_shapes(params).items()}
+    model = get_model("fp32")
+    own: dict[str, float] = dict.fromkeys(STAGES, 0.0)
+    calls: dict[str, int] = dict.fromkeys(STAGES, 0)
+    stack: list[float] = []  # callees' time, to subtract from the caller's
+
+    def timed(fname: str, fn: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            sync()
+            stack.append(0.0)
+            t0 = time.perf_counter()
+            res = fn(*args, **kwargs)
+            sync()
+            dt = time.perf_counter() - t0
+            inner = stack.pop()
+            own[fname] += dt - inner
+            calls[fname] += 1
+            if stack:
+                stack[-1] += dt
+            return res
+        return wrapper
+
+    originals = {f: getattr(tr, f) for f in STAGES if hasattr(tr, f)}
+    for f, fn in originals.items():
+        setattr(tr, f, timed(f, fn))
+        if hasattr(lin, f):
+            setattr(lin, f, getattr(tr, f))
+    try:
+        op.reference(inputs, params, model)  # warm-up
+        for k in own:
+            own[k], calls[k] = 0.0, 0
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(repeats):
+            op.reference(inputs, params, model)
+        sync()
+        total = (time.perf_counter() - t0) / repeats
+    finally:
+        for f, fn in originals.items():
+            setattr(tr, f, fn)
+            if hasattr(lin, f):
+                setattr(lin, f, fn)
+    lines = [f"{name} {params}: {1e3 * total:.2f} ms per reference (synchronised calls)",
+             "", "| function | calls | own ms |", "|---|---|---|"]
+    lines += [f"| {f} | {calls[f] // repeats} | {1e3 * own[f] / repeats:.3f} |"
+              for f in sorted(own, key=lambda f: -own[f]) if calls[f]]
+    (out / f"{name}.md").write_text("\n".join(lines) + "\n")
+    print(lines[0], flush=True)
+
+
 def _cases(out: Path, target_name: str, op: str, n: int) -> None:
     from numoracle.kernels import get_target
     from numoracle.running.runner import default_strategy, run_target
@@ -94,6 +173,9 @@ def main() -> None:
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
+    small = {"batch": 128, "in_features": 1024, "out_features": 1024, "bias": True}
+    _stages(out, "stages_linear_small", small)
+    _oracle(out, "oracle_linear_small", "linear", small)
     _oracle(out, "oracle_linear", "linear",
             {"batch": 1024, "in_features": 4096, "out_features": 4096, "bias": True})
     _oracle(out, "oracle_conv", "conv2d",
