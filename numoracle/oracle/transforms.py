@@ -239,7 +239,7 @@ def winograd_wgrad_radius(x_abs: Any, g_abs: Any, padding: tuple[int, int],
         for at_r, at_c, g_r, g_c, bt_r, bt_c in _orientations(m, r, xp):
             v = bt_r @ xt @ bt_c.T  # (N, C, th, tw, α, α)
             u = g_r @ gt @ g_c.T  # (N, O, th, tw, α, α)
-            mm = xp.einsum("nctsab,notsab->ocab", v, u)
+            mm = xp.einsum("nctsab,notsab->ocab", v, u, optimize=True)
             out = xp.maximum(out, factor * (at_r @ mm @ at_c.T))
     return out
 
@@ -304,7 +304,7 @@ def winograd_radius(x_abs: Any, w_abs: Any, padding: tuple[int, int], model: Pre
             for grp in range(groups):
                 vg = v[:, grp * cg:(grp + 1) * cg]
                 ug = uu[grp * og:(grp + 1) * og]
-                mm = xp.einsum("nctsab,ocab->notsab", vg, ug)
+                mm = xp.einsum("nctsab,ocab->notsab", vg, ug, optimize=True)  # a batched GEMM
                 y = at_r @ mm @ at_c.T  # (N, O/G, th, tw, m, m)
                 y = y.transpose(0, 1, 2, 4, 3, 5).reshape(n, og, th * m, tw * m)[:, :, :ho, :wo]
                 out[:, grp * og:(grp + 1) * og] = xp.maximum(out[:, grp * og:(grp + 1) * og],
