@@ -66,13 +66,17 @@ def _case(seed: int, *, c: int = 16, size: int = 10) -> tuple[dict, dict]:
     return params, inputs
 
 
+@pytest.mark.parametrize("flip", [False, True])
 @pytest.mark.parametrize("m", [2, 4, 6])
-def test_a_float32_winograd_is_within_the_winograd_bound(m: int) -> None:
+def test_a_float32_winograd_is_within_the_winograd_bound(m: int, flip: bool) -> None:
+    """Tiling from either end of the map (``flip``: the reversed correlation of the
+    reversed operands), a float32 Winograd stays within the bound."""
     worst_sum = worst_wino = 0.0
+    hw = (2, 3) if flip else ()
     for seed in range(6):
         params, inputs = _case(seed)
-        got = _winograd_fp32(inputs["x"].astype(np.float32), inputs["weight"].astype(np.float32),
-                             1, m)
+        got = np.flip(_winograd_fp32(np.flip(inputs["x"], hw).astype(np.float32),
+                                     np.flip(inputs["weight"], hw).astype(np.float32), 1, m), hw)
         wino = CONV.reference(inputs, params, get_model("fp32", algorithm="winograd"), ("y",))
         direct = CONV.reference(inputs, params, get_model("fp32"), ("y",))
         worst_wino = max(worst_wino, compare("y", got, wino["y"]).worst_ratio)
