@@ -7,14 +7,17 @@
 #   bash benchmarks/gpu_open_issues.sh OUT logic      # issue 12: logic_ca, logic_layer, difflogic CUDA
 #   [LIMITS=default,262144] bash benchmarks/gpu_open_issues.sh OUT limits  # issue 17 (+ difflogic CUDA)
 #   TOPUP=F bash benchmarks/gpu_open_issues.sh OUT topup  # issue 17: the cells `limits` left short
+#   bash benchmarks/gpu_open_issues.sh OUT layers     # issue 10: cuDNN on the UNet layers (done)
 #
 # Phases may share a machine: CUDA_VISIBLE_DEVICES gives each its GPUs (their workers
 # are spread over those), JOBS its worker processes; TARGETS and OPS narrow `limits`,
-# DIFFLOGIC=0 leaves difflogic's build and sweep out of `limits` and `topup`.
-#   bash benchmarks/gpu_open_issues.sh OUT layers     # issue 10: cuDNN on the UNet layers (done)
+# DEADLINE shortens `limits`, `topup` and `realistic`, TOPUP (files of earlier calls) makes
+# `realistic` and `topup` run only the cases those lack, DIFFLOGIC=0 leaves difflogic's
+# build and sweep out of `limits` and `topup`.
 #
 # speed:  GPU-marked tests (device quantize, device verdicts included); the launch-
-#         blocking profile of the oracle and of realistic cases (profile_gpu.py); then,
+#         blocking profile of the oracle and of realistic cases, and the stage table of
+#         the small linear reference (profile_gpu.py); then,
 #         with the GPU to itself, the oracle against plain float64 (oracle_speed.py).
 # realistic, logic, limits: one sweep per call (run side by side in one call, eight
 #         processes ran the GPU out of memory: results/h100/session3/README.md).
