@@ -353,10 +353,10 @@ def fft_radius(a: Any, b: Any, plane: tuple[int, int], model: PrecisionModel,
                                + uc * (1.0 + eps) * (a_hat @ qb2.T))
                 + eps * (pa1 @ qb2.T))
         chan = (1.0 + eps) ** 2 * h_c * (a_hat @ qb2.T)
-        # every intermediate is at most N sum_j ||F(a_j)||_inf ||b_j||_1 (the spectra,
+        # every intermediate is at most N sum_j ||F(a_j)||_inf ||F(b_j)||_inf (the spectra,
         # their products and channel sum, an unnormalised inverse transform): where
         # that may pass the format's range, the algorithm may overflow (not judged)
-        peak = (1.0 + eps) ** 2 * nfft * (a_hat @ qb1.T)
+        peak = (1.0 + eps) ** 2 * nfft * (a_hat @ (qb1 + eps * rn * qb2).T)
         out[:, grp * qg:(grp + 1) * qg] = xp.where(peak < fmax, pair + chan, xp.nan)
     return out
 
