@@ -98,7 +98,7 @@ def sweep_one(name: str, op: str, examples: int, seed: int, max_reduction: int,
         round_ += 1
     res.failures = len(alarms)
     buckets: dict[str, dict[str, list[float]]] = {}
-    for out, n, wd, wp, md, mpb, exact in res.samples:
+    for _out, n, wd, wp, _md, _mpb, exact in res.samples:
         if exact:
             continue  # exact-regime outputs have bound 0: counted apart
         b = buckets.setdefault(bucket(n), {"det": [], "prob": []})
@@ -225,6 +225,19 @@ def _shards_needed(row: dict[str, Any], last: dict[str, Any], a: argparse.Namesp
     return max(1, min(a.jobs, math.ceil((goal - row["cases"]) / max(per_shard, 1.0))))
 
 
+def _reached(files: list[Path]) -> dict[tuple[str, str, int | None], int]:
+    """Judged cases per (target, op, limit) in earlier runs' soundness(_partial).json
+    files, added up (a row skipped there counts as none)."""
+    reached: dict[tuple[str, str, int | None], int] = {}
+    for f in files:
+        earlier = json.loads(f.read_text())
+        for r in earlier["rows"] if isinstance(earlier, dict) else earlier:
+            lim = None if r.get("max_elements") == "default" else r.get("max_elements")
+            k = (r["target"], r["op"], lim)
+            reached[k] = reached.get(k, 0) + (0 if "skipped" in r else r["cases"])
+    return reached
+
+
 def _pin_gpu(counter: Any, gpus: int) -> None:
     """A worker process's start (before CUDA is touched): the next GPU in turn,
     of those CUDA_VISIBLE_DEVICES names where it is set."""
@@ -272,6 +285,8 @@ def main() -> None:
                     help="case sizes: small, or realistic layer shapes (with --limits default "
                          "and --max-reduction 1048576 for the regime's own limits)")
     a = ap.parse_args()
+    if a.gpus < 1:
+        raise SystemExit(f"--gpus {a.gpus}: give the number of GPUs to use, 1 or more")
     from numoracle.kernels import all_targets
 
     wanted = [t for t in all_targets()
@@ -288,40 +303,32 @@ def main() -> None:
     ctx = mp.get_context("spawn")
     start = time.perf_counter()
     merged: dict[tuple[str, str, int | None], dict[str, Any]] = {}
-    if a.gpus < 1:
-        raise SystemExit(f"--gpus {a.gpus}: give the number of GPUs to use, 1 or more")
     spread = {} if a.gpus == 1 else {"initializer": _pin_gpu,
                                      "initargs": (ctx.Value("i", 0), a.gpus)}
     with ProcessPoolExecutor(max_workers=a.jobs, mp_context=ctx, **spread) as pool:
-        running: dict[Any, tuple[Any, int | None, int]] = {}
+        running: dict[Any, tuple[Any, int | None]] = {}
         shards_of: dict[tuple[str, str, int | None], int] = {}
 
-        def submit(t: Any, lim: int | None, shard: int, examples: int, seconds: float | None,
-                   ) -> None:
+        def submit(t: Any, lim: int | None, examples: int, seconds: float | None) -> None:
+            key = (t.name, t.op, lim)
+            shard = shards_of.get(key, 0)  # the next shard's number: its seed offset
             running[pool.submit(sweep_one, t.name, t.op, examples, a.seed, a.max_reduction,
-                                lim, str(out / "repros"), seconds, a.regime, shard)] = (
-                t, lim, shard)
-            shards_of[(t.name, t.op, lim)] = shards_of.get((t.name, t.op, lim), 0) + 1
+                                lim, str(out / "repros"), seconds, a.regime, shard)] = (t, lim)
+            shards_of[key] = shard + 1
 
         goal = {(t.name, t.op, lim): a.examples for lim in limits for t in wanted}
         if a.top_up is not None:
-            reached: dict[tuple[str, str, int | None], int] = {}
-            for f in a.top_up:
-                earlier = json.loads(f.read_text())
-                for r in earlier["rows"] if isinstance(earlier, dict) else earlier:
-                    lim_r = None if r.get("max_elements") == "default" else r.get("max_elements")
-                    k = (r["target"], r["op"], lim_r)  # a row skipped there counts as none
-                    reached[k] = reached.get(k, 0) + (0 if "skipped" in r else r["cases"])
+            reached = _reached(a.top_up)
             goal = {k: a.examples - reached[k] for k in goal
                     if reached.get(k, a.examples) < a.examples}
         for lim in limits:
             for t in wanted:
                 if (t.name, t.op, lim) in goal:
-                    submit(t, lim, 0, goal[(t.name, t.op, lim)], a.seconds)
+                    submit(t, lim, goal[(t.name, t.op, lim)], a.seconds)
         while running:
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for f in done:
-                t, lim, _ = running.pop(f)
+                t, lim = running.pop(f)
                 key = (t.name, t.op, lim)
                 try:
                     r = f.result()
@@ -333,11 +340,11 @@ def main() -> None:
                     prev if "skipped" in r else pool_rows(prev, r))
                 more = _shards_needed(merged[key], r, a, goal[key], time.perf_counter() - start)
                 for _ in range(more):
-                    submit(t, lim, shards_of[key], -(-(goal[key] - merged[key]["cases"]) // more),
+                    submit(t, lim, -(-(goal[key] - merged[key]["cases"]) // more),
                            _shard_seconds(a, time.perf_counter() - start))
                 rows_now = [summarise(v) for v in merged.values()]  # kept if cut short
                 (out / "soundness_partial.json").write_text(json.dumps(rows_now, indent=1))
-                if any(running[g][:2] == (t, lim) for g in running):
+                if any(running[g] == (t, lim) for g in running):
                     continue  # its other shards still run: printed when the last is in
                 m = merged[key]
                 print(f"{m['target']:>18} {m['op']:<9} {m.get('max_elements', '')!s:>7} " + (

@@ -40,6 +40,7 @@ from ..oracle.ops.conv2d import Conv2d
 from ..oracle.precision import PrecisionModel, get_model
 from .backends import get_backend
 from .numpy_conv2d import conv2d as numpy_conv2d
+from .torch_conv2d_cuda import cudnn_claim
 from .torch_targets import TorchMode, precision_flags
 
 __all__ = ["torch_sgd_step", "numpy_sgd_step", "torch_cuda_sgd_step", "cupy_sgd_step",
@@ -264,8 +265,6 @@ def step_model(name: str) -> PrecisionModel:
     if name not in STEPS:
         raise InvalidArgument(f"step {name!r} is unknown; use one of {sorted(STEPS)}")
     if name in ("torch-cuda", "torch-cuda-tf32"):  # as the cuDNN conv2d targets claim
-        from .torch_conv2d_cuda import cudnn_claim
-
         return cudnn_claim(tf32=name.endswith("tf32"))
     if name.startswith("cupy"):
         return get_model("fp32", flush_subnormal_inputs=True)  # -ftz=true

@@ -201,6 +201,16 @@ def _orientations(m: int, r: int, xp: Any) -> list[tuple[Any, ...]]:
     return [(ar, ac, gr, gc, br, bc) for ar, gr, br in ways for ac, gc, bc in ways]
 
 
+def _embed(a: Any, plane: tuple[int, int], at: tuple[int, int]) -> Any:
+    """``a`` (``(..., H, W)``) placed at offset ``at`` in zeros of ``plane`` per
+    sample: the padded map a tiling reads (the tiles cover the whole map, so the
+    plane always holds it)."""
+    xp = _xp(a)
+    out = xp.zeros(a.shape[:-2] + plane, dtype=xp.float64)
+    out[..., at[0]:at[0] + a.shape[-2], at[1]:at[1] + a.shape[-1]] = a
+    return out
+
+
 def _tiles(a: Any, size: int, step: int, count: tuple[int, int]) -> Any:
     """``a[..., i*step : i*step + size, j*step : j*step + size]`` for the tile grid
     ``count``: ``(..., th, tw, size, size)`` (``a`` zero-padded far enough)."""
@@ -229,11 +239,8 @@ def winograd_wgrad_radius(x_abs: Any, g_abs: Any, padding: tuple[int, int],
     for m, r in variants:
         alpha = m + r - 1
         th, tw = -(-ho // r), -(-wo // r)
-        gpad = xp.zeros((n, o, th * r, tw * r), dtype=xp.float64)
-        gpad[:, :, :ho, :wo] = g_abs
-        xpad = xp.zeros((n, c, (th - 1) * r + alpha, (tw - 1) * r + alpha), dtype=xp.float64)
-        hh, ww = min(h, xpad.shape[2] - padding[0]), min(wd, xpad.shape[3] - padding[1])
-        xpad[:, :, padding[0]:padding[0] + hh, padding[1]:padding[1] + ww] = x_abs[:, :, :hh, :ww]
+        gpad = _embed(g_abs, (th * r, tw * r), (0, 0))
+        xpad = _embed(x_abs, ((th - 1) * r + alpha, (tw - 1) * r + alpha), padding)
         xt, gt = _tiles(xpad, alpha, r, (th, tw)), _tiles(gpad, r, r, (th, tw))
         factor = _winograd_factor(m, r, int(model.order.height(n * th * tw)), model)
         for at_r, at_c, g_r, g_c, bt_r, bt_c in _orientations(m, r, xp):
@@ -283,7 +290,7 @@ def winograd_radius(x_abs: Any, w_abs: Any, padding: tuple[int, int], model: Pre
     variants = winograd_variants(kh) if kh == kw else ()
     if not variants:
         return None
-    n, c, h, wd = x_abs.shape
+    n, _, h, wd = x_abs.shape
     ph, pw = padding
     ho, wo = h + 2 * ph - kh + 1, wd + 2 * pw - kw + 1
     h_c = int(model.order.height(cg))
@@ -293,10 +300,7 @@ def winograd_radius(x_abs: Any, w_abs: Any, padding: tuple[int, int], model: Pre
         alpha = m + r - 1
         factor = _winograd_factor(m, r, h_c, model)
         th, tw = -(-ho // m), -(-wo // m)
-        hp, wp = (th - 1) * m + alpha, (tw - 1) * m + alpha
-        xpad = xp.zeros((n, c, hp, wp), dtype=xp.float64)
-        hh, ww = min(h + 2 * ph, hp), min(wd + 2 * pw, wp)
-        xpad[:, :, ph:ph + h, pw:pw + wd] = x_abs[:, :, :hh - ph, :ww - pw]
+        xpad = _embed(x_abs, ((th - 1) * m + alpha, (tw - 1) * m + alpha), (ph, pw))
         tiles = _tiles(xpad, alpha, m, (th, tw))
         for at_r, at_c, g_r, g_c, bt_r, bt_c in _orientations(m, r, xp):
             v = bt_r @ tiles @ bt_c.T  # (N, C, th, tw, α, α)
