@@ -225,6 +225,15 @@ def _shards_needed(row: dict[str, Any], last: dict[str, Any], a: argparse.Namesp
     return max(1, min(a.jobs, math.ceil((goal - row["cases"]) / max(per_shard, 1.0))))
 
 
+def _next_shards(row: dict[str, Any], last: dict[str, Any], a: argparse.Namespace,
+                 goal: int, pending: int, elapsed: float) -> list[int]:
+    """The cases to ask of each new shard of a (target, op, limit): what it still
+    lacks beyond the ``pending`` cases its running shards were asked for."""
+    wanted = goal - pending
+    more = _shards_needed(row, last, a, wanted, elapsed)
+    return [-(-(wanted - row["cases"]) // more)] * more if more else []
+
+
 def _reached(files: list[Path]) -> dict[tuple[str, str, int | None], int]:
     """Judged cases per (target, op, limit) in earlier runs' soundness(_partial).json
     files, added up (a row skipped there counts as none)."""
@@ -308,12 +317,16 @@ def main() -> None:
     with ProcessPoolExecutor(max_workers=a.jobs, mp_context=ctx, **spread) as pool:
         running: dict[Any, tuple[Any, int | None]] = {}
         shards_of: dict[tuple[str, str, int | None], int] = {}
+        asked: dict[Any, int] = {}  # cases each running shard was asked for
+        pending: dict[tuple[str, str, int | None], int] = {}  # their sum per row
 
         def submit(t: Any, lim: int | None, examples: int, seconds: float | None) -> None:
             key = (t.name, t.op, lim)
             shard = shards_of.get(key, 0)  # the next shard's number: its seed offset
-            running[pool.submit(sweep_one, t.name, t.op, examples, a.seed, a.max_reduction,
-                                lim, str(out / "repros"), seconds, a.regime, shard)] = (t, lim)
+            f = pool.submit(sweep_one, t.name, t.op, examples, a.seed, a.max_reduction,
+                            lim, str(out / "repros"), seconds, a.regime, shard)
+            running[f], asked[f] = (t, lim), examples
+            pending[key] = pending.get(key, 0) + examples
             shards_of[key] = shard + 1
 
         goal = {(t.name, t.op, lim): a.examples for lim in limits for t in wanted}
@@ -330,6 +343,7 @@ def main() -> None:
             for f in done:
                 t, lim = running.pop(f)
                 key = (t.name, t.op, lim)
+                pending[key] -= asked.pop(f)
                 try:
                     r = f.result()
                 except Exception as exc:  # a crashed sweep is reported, not lost
@@ -338,10 +352,9 @@ def main() -> None:
                 prev = merged.get(key)
                 merged[key] = r if prev is None or "skipped" in prev else (
                     prev if "skipped" in r else pool_rows(prev, r))
-                more = _shards_needed(merged[key], r, a, goal[key], time.perf_counter() - start)
-                for _ in range(more):
-                    submit(t, lim, -(-(goal[key] - merged[key]["cases"]) // more),
-                           _shard_seconds(a, time.perf_counter() - start))
+                for cases in _next_shards(merged[key], r, a, goal[key], pending[key],
+                                          time.perf_counter() - start):
+                    submit(t, lim, cases, _shard_seconds(a, time.perf_counter() - start))
                 rows_now = [summarise(v) for v in merged.values()]  # kept if cut short
                 (out / "soundness_partial.json").write_text(json.dumps(rows_now, indent=1))
                 if any(running[g] == (t, lim) for g in running):

@@ -60,6 +60,15 @@ def test_a_cell_is_sharded_only_while_short_and_in_time(sweep: Any) -> None:
     assert sweep._shards_needed(slow, slow, no_cap, 2000, elapsed=70.0) == 0
 
 
+def test_running_shards_count_towards_the_goal(sweep: Any) -> None:
+    a = argparse.Namespace(seconds=60.0, deadline=470.0, jobs=12)
+    done = _row(100, seconds=60.0)  # one shard in: 100 cases a minute
+    assert sweep._next_shards(done, done, a, 500, pending=0, elapsed=70.0) == [100] * 4
+    # four shards still run, asked for 100 each: nothing more is started
+    assert sweep._next_shards(done, done, a, 500, pending=400, elapsed=70.0) == []
+    assert sweep._next_shards(done, done, a, 500, pending=300, elapsed=70.0) == [100]
+
+
 def test_workers_take_the_gpus_in_turn(sweep: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     import multiprocessing as mp
     import os

@@ -39,6 +39,7 @@ import numpy as np
 
 from .exact_dot import exact_matmul
 from .formats import FP64, Format, chunk_size, quantize, representable
+from .fused import add_rounding, contraction_radii, rounding_screen
 from .precision import PrecisionModel, gamma, gamma_tilde
 from .xp import array_module as _xp
 
@@ -349,18 +350,14 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
         if bias is not None:
             ref_prop = ref_prop + bias.ref_err
     del abs_a, abs_b  # input-sized: not held through the exact context
-    # S itself was summed in float64: make it an upper bound
+    # S itself was summed in float64: it is made an upper bound, the radii affine in it
     g64, g_det, g_prob = _gammas(n_host, h_host, model, xp)
-    S *= 1.0 + 2.0 * g64
-    S += terms * 2.0**-1074
-
     acc = model.accumulate
     eta = (h + 1) * acc.tiny  # absolute slack for underflow (flush to zero included)
     det_coef = c_in + g_det * (1 + c_in)
     prob_coef = c_in + g_prob * (1 + c_in)
-    det_acc = _affine(S, det_coef, eta)
-    prob_acc = _affine(S, prob_coef, eta)
-    ref_err = _affine(S, g64, terms * 2.0**-1074)
+    det_acc, prob_acc, ref_err = contraction_radii(
+        S, 1.0 + 2.0 * g64, terms * 2.0**-1074, det_coef, prob_coef, eta, g64)
     if has_ref:
         ref_err += ref_prop
 
@@ -488,13 +485,6 @@ def _finite_magnitude(S: Any, a: Tracked, b: Tracked, bias: Tracked | None) -> A
             return out
     out = fin(av) @ fin(bv)
     return out + fin(bias_v) if bias_v is not None else out
-
-
-def _affine(S: Any, coef: Any, const: Any) -> Any:
-    """``coef * S + const`` in a fresh array, with no temporary."""
-    out = S * coef
-    out += const
-    return out
 
 
 def _overflow_to_inf(mask: Any, *arrays: Any) -> tuple[Any, ...]:
@@ -684,18 +674,20 @@ def store(t: Tracked, model: PrecisionModel, fmt: Format | None = None) -> Track
 
 
 def _store(t: Tracked, fmt: Format, xp: Any) -> Tracked:
+    # reductions first: most outputs can neither overflow nor be exact
+    top = rounding_screen(t.value, t.ref_err, t.det)  # one pass where the device fuses it
+    if top is not None and top < fmt.max:  # no det is 0, none may overflow, no NaN
+        det, prob = add_rounding(t.value, t.ref_err, t.det, t.prob, fmt.u, fmt.tiny)
+        return replace(t, det=det, prob=prob)
     mag = xp.abs(t.value)
     mag += t.ref_err
-    # reductions first: most outputs can neither overflow nor be exact
     top = float(xp.max(mag)) + float(xp.max(t.det)) if mag.size else 0.0
     over = (mag + t.det) >= fmt.max if not top < fmt.max else None
     exact_here = None
     if not bool(xp.all(t.det)):  # some det == 0 (NaN counts as nonzero)
         exact_here = (t.det == 0) & (t.ref_err == 0)
         exact_here &= representable(t.value, fmt)
-    mag *= fmt.u
-    mag += fmt.tiny
-    det, prob = _rounded(t.det, mag, fmt.u), _rounded(t.prob, mag, fmt.u)
+    det, prob = add_rounding(t.value, t.ref_err, t.det, t.prob, fmt.u, fmt.tiny, mag)
     del mag
     if exact_here is not None:
         det[exact_here] = 0.0

@@ -1,0 +1,117 @@
+"""The bound arithmetic after a contraction's GEMMs, one pass where the device allows.
+
+A contraction's radii are affine in its magnitude sum ``S`` and its rounding to
+the output format is affine in ``|value|``: each is a handful of elementwise
+steps over output-sized arrays. On NumPy they stay separate in-place passes;
+on CuPy each group is one kernel (memory traffic, not arithmetic, sets the pace
+there). The kernels perform the same float64 operations in the same order as
+the NumPy passes, compiled without fused multiply-add contraction, so both
+give the same bits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .xp import array_module
+
+__all__ = ["contraction_radii", "rounding_screen", "add_rounding"]
+
+#: separate roundings, as NumPy's passes (no a*b+c contracted into one fma)
+_NO_FMA = ("--fmad=false",)
+_KERNELS: dict[str, Any] = {}
+
+
+def _kernel(name: str) -> Any:
+    """The CuPy kernel ``name`` (built on first use; CuPy caches its compilation)."""
+    if name not in _KERNELS:
+        import cupy  # noqa: PLC0415 - only for device arrays
+
+        if name == "contraction":
+            _KERNELS[name] = cupy.ElementwiseKernel(
+                "float64 grow, float64 tiny_sum, float64 det_coef, float64 prob_coef, "
+                "float64 eta, float64 g64",
+                "float64 S, float64 det, float64 prob, float64 ref",
+                "double s = S * grow; s = s + tiny_sum; S = s;"
+                "det = s * det_coef + eta; prob = s * prob_coef + eta;"
+                "ref = s * g64 + tiny_sum;",
+                "numoracle_contraction_radii", options=_NO_FMA)
+        elif name == "rounding":
+            _KERNELS[name] = cupy.ElementwiseKernel(
+                "float64 v, float64 ref, float64 u, float64 grow, float64 tiny",
+                "float64 det, float64 prob",
+                "double m = fabs(v) + ref; m = m * u; m = m + tiny;"
+                "det = det * grow + m; prob = prob * grow + m;",
+                "numoracle_add_rounding", options=_NO_FMA)
+        else:  # "screen"
+            _KERNELS[name] = cupy.ReductionKernel(
+                "float64 v, float64 ref, float64 det", "float64 top",
+                "det == 0.0 ? __longlong_as_double(0x7ff0000000000000LL) : fabs(v) + ref + det",
+                "(a != a || a > b) ? a : b", "top = a", "0.0",
+                "numoracle_rounding_screen")
+    return _KERNELS[name]
+
+
+def contraction_radii(S: Any, grow: float, tiny_sum: Any, det_coef: Any, prob_coef: Any,
+                      eta: Any, g64: Any) -> tuple[Any, Any, Any]:
+    """Make ``S`` (a float64 magnitude sum, in place) an upper bound,
+    ``S (1 + 2 gamma_n(u64)) + n 2^-1074`` (``grow``, ``tiny_sum``), and return
+    the radii affine in it: ``det_coef S + eta``, ``prob_coef S + eta`` and the
+    reference's own ``g64 S + tiny_sum`` (the coefficients floats, or arrays
+    broadcastable to ``S`` where the accumulation length varies)."""
+    xp = array_module(S)
+    if xp.__name__ == "cupy":
+        det, prob, ref = (xp.empty_like(S) for _ in range(3))
+        _kernel("contraction")(grow, tiny_sum, det_coef, prob_coef, eta, g64, S, det, prob,
+                               ref)
+        return det, prob, ref
+    S *= grow
+    S += tiny_sum
+    return _affine(S, det_coef, eta), _affine(S, prob_coef, eta), _affine(S, g64, tiny_sum)
+
+
+def _affine(S: Any, coef: Any, const: Any) -> Any:
+    """``coef * S + const`` in a fresh array, with no temporary."""
+    out = S * coef
+    out += const
+    return out
+
+
+def rounding_screen(value: Any, ref_err: Any, det: Any) -> float | None:
+    """On CuPy: ``max(|value| + ref_err + det)``, infinite where some ``det`` is 0
+    and NaN where any term is; one reduction, one synchronisation. ``None`` on
+    NumPy, whose separate passes cost less than the sum's temporary."""
+    if array_module(value).__name__ != "cupy" or not value.size:
+        return None
+    return float(_kernel("screen")(value, ref_err, det))
+
+
+def add_rounding(value: Any, ref_err: Any, det: Any, prob: Any, u: float, tiny: float,
+                 mag: Any = None) -> tuple[Any, Any]:
+    """The radii after one more rounding to a format of unit roundoff ``u`` and
+    smallest normal ``tiny``: ``r (1 + u) + u (|value| + ref_err) + tiny`` for
+    ``r`` in ``det``, ``prob``; in place where a radius is an array of its own.
+    ``mag``: ``|value| + ref_err`` where the caller has it (used up here)."""
+    xp = array_module(value)
+    det, prob = _own(det, value.shape, xp), _own(prob, value.shape, xp)
+    if xp.__name__ == "cupy" and mag is None:
+        _kernel("rounding")(value, ref_err, u, 1.0 + u, tiny, det, prob)
+        return det, prob
+    if mag is None:
+        mag = xp.abs(value)
+        mag += ref_err
+    mag *= u
+    mag += tiny
+    for r in (det, prob):
+        r *= 1.0 + u
+        r += mag
+    return det, prob
+
+
+def _own(r: Any, shape: tuple[int, ...], xp: Any) -> Any:
+    """``r`` itself where it is a writeable array of ``shape`` that no other array
+    views; else a copy of it at that shape."""
+    flags = getattr(r, "flags", None)
+    own = (getattr(r, "base", 0) is None and bool(getattr(flags, "writeable", True))
+           and getattr(r, "shape", None) == shape)
+    return r if own else xp.array(xp.broadcast_to(r, shape), dtype=xp.float64)
