@@ -52,6 +52,11 @@ def _kernel(name: str) -> Any:
     return _KERNELS[name]
 
 
+def _fused(xp: Any) -> bool:
+    """Whether the arrays of ``xp`` get the one-kernel forms (CuPy's do)."""
+    return bool(xp.__name__ == "cupy")
+
+
 def contraction_radii(S: Any, grow: float, tiny_sum: Any, det_coef: Any, prob_coef: Any,
                       eta: Any, g64: Any) -> tuple[Any, Any, Any]:
     """Make ``S`` (a float64 magnitude sum, in place) an upper bound,
@@ -60,7 +65,7 @@ def contraction_radii(S: Any, grow: float, tiny_sum: Any, det_coef: Any, prob_co
     reference's own ``g64 S + tiny_sum`` (the coefficients floats, or arrays
     broadcastable to ``S`` where the accumulation length varies)."""
     xp = array_module(S)
-    if xp.__name__ == "cupy":
+    if _fused(xp):
         det, prob, ref = (xp.empty_like(S) for _ in range(3))
         _kernel("contraction")(grow, tiny_sum, det_coef, prob_coef, eta, g64, S, det, prob,
                                ref)
@@ -81,7 +86,7 @@ def rounding_screen(value: Any, ref_err: Any, det: Any) -> float | None:
     """On CuPy: ``max(|value| + ref_err + det)``, infinite where some ``det`` is 0
     and NaN where any term is; one reduction, one synchronisation. ``None`` on
     NumPy, whose separate passes cost less than the sum's temporary."""
-    if array_module(value).__name__ != "cupy" or not value.size:
+    if not _fused(array_module(value)) or not value.size:
         return None
     return float(_kernel("screen")(value, ref_err, det))
 
@@ -94,7 +99,7 @@ def add_rounding(value: Any, ref_err: Any, det: Any, prob: Any, u: float, tiny: 
     ``mag``: ``|value| + ref_err`` where the caller has it (used up here)."""
     xp = array_module(value)
     det, prob = _own(det, value.shape, xp), _own(prob, value.shape, xp)
-    if xp.__name__ == "cupy" and mag is None:
+    if _fused(xp) and mag is None:
         _kernel("rounding")(value, ref_err, u, 1.0 + u, tiny, det, prob)
         return det, prob
     if mag is None:
