@@ -1,5 +1,7 @@
 """The bound arithmetic after a contraction's GEMMs, one pass where the device allows.
 
+Also the exact regime's grid: the lowest set bit of an array, one kernel on CuPy.
+
 A contraction's radii are affine in its magnitude sum ``S`` and its rounding to
 the output format is affine in ``|value|``: each is a handful of elementwise
 steps over output-sized arrays. On NumPy they stay separate in-place passes;
@@ -15,7 +17,7 @@ from typing import Any
 
 from .xp import array_module
 
-__all__ = ["contraction_radii", "rounding_screen", "add_rounding"]
+__all__ = ["contraction_radii", "rounding_screen", "add_rounding", "lowest_set_bit"]
 
 #: separate roundings, as NumPy's passes (no a*b+c contracted into one fma)
 _NO_FMA = ("--fmad=false",)
@@ -43,12 +45,21 @@ def _kernel(name: str) -> Any:
                 "double m = fabs(v) + ref; m = m * u; m = m + tiny;"
                 "det = det * grow + m; prob = prob * grow + m;",
                 "numoracle_add_rounding", options=_NO_FMA)
-        else:  # "screen"
-            _KERNELS[name] = cupy.ReductionKernel(
+        elif name == "screen":  # mapped here, reduced by CuPy's max (a ReductionKernel
+            # of everything to one number runs one block of threads: slow at this size)
+            _KERNELS[name] = cupy.ElementwiseKernel(
                 "float64 v, float64 ref, float64 det", "float64 top",
-                "det == 0.0 ? __longlong_as_double(0x7ff0000000000000LL) : fabs(v) + ref + det",
-                "(a != a || a > b) ? a : b", "top = a", "0.0",
-                "numoracle_rounding_screen")
+                "top = det == 0.0 ? __longlong_as_double(0x7ff0000000000000LL)"
+                " : fabs(v) + ref + det;", "numoracle_rounding_screen", options=_NO_FMA)
+        else:  # "lsb": the exponent of each element's lowest set bit, from its bits
+            _KERNELS[name] = cupy.ElementwiseKernel(
+                "float64 x, int32 none", "int32 e",
+                "long long b = __double_as_longlong(x); int E = (int)((b >> 52) & 0x7ff);"
+                "long long m = b & 0xfffffffffffffLL;"
+                "if (x == 0.0 || E == 0x7ff) e = none;"
+                "else if (E == 0) e = -1075 + __ffsll(m);"
+                "else e = E - 1076 + __ffsll(m | 0x10000000000000LL);",
+                "numoracle_lsb_exponent")
     return _KERNELS[name]
 
 
@@ -86,9 +97,22 @@ def rounding_screen(value: Any, ref_err: Any, det: Any) -> float | None:
     """On CuPy: ``max(|value| + ref_err + det)``, infinite where some ``det`` is 0
     and NaN where any term is; one reduction, one synchronisation. ``None`` on
     NumPy, whose separate passes cost less than the sum's temporary."""
-    if not _fused(array_module(value)) or not value.size:
+    xp = array_module(value)
+    if not _fused(xp) or not value.size:
         return None
-    return float(_kernel("screen")(value, ref_err, det))
+    return float(xp.max(_kernel("screen")(value, ref_err, det)))  # CuPy's max keeps NaN
+
+
+def lowest_set_bit(x: Any, none: int) -> int | None:
+    """On CuPy: the exponent of the lowest set bit over the nonzero finite
+    elements of float64 ``x`` (``none`` where there are none), in one pass and
+    one synchronisation. ``None`` on NumPy (its vectorised path is the caller's)."""
+    xp = array_module(x)
+    if not _fused(xp):
+        return None
+    if not x.size:
+        return none
+    return int(xp.min(_kernel("lsb")(x, none)))
 
 
 def add_rounding(value: Any, ref_err: Any, det: Any, prob: Any, u: float, tiny: float,

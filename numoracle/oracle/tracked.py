@@ -39,7 +39,7 @@ import numpy as np
 
 from .exact_dot import exact_matmul
 from .formats import FP64, Format, chunk_size, quantize, representable
-from .fused import add_rounding, contraction_radii, rounding_screen
+from .fused import add_rounding, contraction_radii, lowest_set_bit, rounding_screen
 from .precision import PrecisionModel, gamma, gamma_tilde
 from .xp import array_module as _xp
 
@@ -206,6 +206,9 @@ _NO_GRID = 1 << 20
 def lsb_exponent(x: np.ndarray) -> int:
     """Exponent of the lowest set bit over all nonzero finite elements of ``x``
     (the grid ``2^e`` they all lie on); a large number when there are none."""
+    on_device = lowest_set_bit(x, _NO_GRID)
+    if on_device is not None:
+        return on_device
     xp = _xp(x)
     flat = x.reshape(-1)
     best = _NO_GRID

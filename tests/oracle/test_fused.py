@@ -83,3 +83,24 @@ def test_gpu_rounding_matches_the_host_bitwise_and_screens(cupy: Any) -> None:
     nan = det.copy()
     nan[0, 0] = np.nan
     assert np.isnan(rounding_screen(dv, dref, cupy.asarray(nan)))
+
+
+@pytest.mark.gpu
+def test_gpu_lowest_set_bit_matches_the_host(cupy: Any) -> None:
+    from numoracle.oracle.tracked import _NO_GRID, lsb_exponent
+
+    rng = np.random.default_rng(6)
+    for k in range(40):
+        x = rng.standard_normal(int(rng.integers(1, 300))) * 2.0 ** int(rng.integers(-1100, 1000))
+        if k % 2:
+            x = np.round(x * 2.0**20) / 2.0 ** int(rng.integers(0, 40))
+        if k % 3 == 0:
+            x[0] = 5e-324 * int(rng.integers(1, 1 << 20))  # subnormal
+        if k % 5 == 0:
+            x[-1] = [np.inf, -np.inf, np.nan][k % 3]
+        if k % 7 == 0:
+            x[:] = 0.0
+        host = lsb_exponent(x)
+        assert lsb_exponent(cupy.asarray(x)) == host
+        assert lsb_exponent(cupy.asarray(x.reshape(1, -1)).T) == host  # any layout
+    assert lsb_exponent(cupy.zeros(0)) == _NO_GRID
