@@ -17,7 +17,8 @@ from typing import Any
 
 from .xp import array_module
 
-__all__ = ["contraction_radii", "rounding_screen", "add_rounding", "lowest_set_bit"]
+__all__ = ["fused", "contraction_radii", "rounding_screen", "add_rounding", "lowest_set_bit",
+           "device_scalars"]
 
 #: separate roundings, as NumPy's passes (no a*b+c contracted into one fma)
 _NO_FMA = ("--fmad=false",)
@@ -63,7 +64,7 @@ def _kernel(name: str) -> Any:
     return _KERNELS[name]
 
 
-def _fused(xp: Any) -> bool:
+def fused(xp: Any) -> bool:
     """Whether the arrays of ``xp`` get the one-kernel forms (CuPy's do)."""
     return bool(xp.__name__ == "cupy")
 
@@ -76,7 +77,7 @@ def contraction_radii(S: Any, grow: float, tiny_sum: Any, det_coef: Any, prob_co
     reference's own ``g64 S + tiny_sum`` (the coefficients floats, or arrays
     broadcastable to ``S`` where the accumulation length varies)."""
     xp = array_module(S)
-    if _fused(xp):
+    if fused(xp):
         det, prob, ref = (xp.empty_like(S) for _ in range(3))
         _kernel("contraction")(grow, tiny_sum, det_coef, prob_coef, eta, g64, S, det, prob,
                                ref)
@@ -98,21 +99,29 @@ def rounding_screen(value: Any, ref_err: Any, det: Any) -> float | None:
     and NaN where any term is; one reduction, one synchronisation. ``None`` on
     NumPy, whose separate passes cost less than the sum's temporary."""
     xp = array_module(value)
-    if not _fused(xp) or not value.size:
+    if not fused(xp) or not value.size:
         return None
     return float(xp.max(_kernel("screen")(value, ref_err, det)))  # CuPy's max keeps NaN
 
 
-def lowest_set_bit(x: Any, none: int) -> int | None:
+def lowest_set_bit(x: Any, none: int, sync: bool = True) -> Any:
     """On CuPy: the exponent of the lowest set bit over the nonzero finite
     elements of float64 ``x`` (``none`` where there are none), in one pass and
-    one synchronisation. ``None`` on NumPy (its vectorised path is the caller's)."""
+    one synchronisation (with ``sync=False`` none: a 0-d device array for
+    :func:`device_scalars`). ``None`` on NumPy (its vectorised path is the caller's)."""
     xp = array_module(x)
-    if not _fused(xp):
+    if not fused(xp):
         return None
-    if not x.size:
-        return none
-    return int(xp.min(_kernel("lsb")(x, none)))
+    low = xp.min(_kernel("lsb")(x, none)) if x.size else xp.asarray(none, dtype=xp.int32)
+    return int(low) if sync else low
+
+
+def device_scalars(scalars: list[Any]) -> list[float]:
+    """Several 0-d device arrays brought to the host in one transfer (one
+    synchronisation); integers up to 2^53 come back exact."""
+    xp = array_module(scalars[0])
+    return [float(v) for v in xp.stack([xp.asarray(v, dtype=xp.float64)
+                                          for v in scalars]).get()]
 
 
 def add_rounding(value: Any, ref_err: Any, det: Any, prob: Any, u: float, tiny: float,
@@ -123,7 +132,7 @@ def add_rounding(value: Any, ref_err: Any, det: Any, prob: Any, u: float, tiny: 
     ``mag``: ``|value| + ref_err`` where the caller has it (used up here)."""
     xp = array_module(value)
     det, prob = _own(det, value.shape, xp), _own(prob, value.shape, xp)
-    if _fused(xp) and mag is None:
+    if fused(xp) and mag is None:
         _kernel("rounding")(value, ref_err, u, 1.0 + u, tiny, det, prob)
         return det, prob
     if mag is None:

@@ -39,7 +39,14 @@ import numpy as np
 
 from .exact_dot import exact_matmul
 from .formats import FP64, Format, chunk_size, quantize, representable
-from .fused import add_rounding, contraction_radii, lowest_set_bit, rounding_screen
+from .fused import (
+    add_rounding,
+    contraction_radii,
+    device_scalars,
+    fused,
+    lowest_set_bit,
+    rounding_screen,
+)
 from .precision import PrecisionModel, gamma, gamma_tilde
 from .xp import array_module as _xp
 
@@ -111,10 +118,26 @@ class Tracked:
 
 
 def _nonzero(r: Any) -> bool:
-    """``any(r)``, without a pass over a broadcast scalar (an exact input's radii)."""
+    """``any(r)``, without a pass over a broadcast scalar, nor a device read for
+    the zero of :func:`exact`'s radii."""
     if r.size and not any(r.strides):
+        xp = _xp(r)
+        if xp is not np and r.data.ptr == _zero(xp).data.ptr:
+            return False
         return bool(r[(0,) * r.ndim])
     return bool(_xp(r).any(r))
+
+
+_ZEROS: dict[tuple[str, int], Any] = {}
+
+
+def _zero(xp: Any) -> Any:
+    """A 0-d float64 zero of ``xp`` (on the current device), one per device: the
+    radii of exact inputs are read-only broadcasts of it."""
+    key = (xp.__name__, xp.cuda.runtime.getDevice() if xp is not np else 0)
+    if key not in _ZEROS:
+        _ZEROS[key] = xp.zeros((), dtype=xp.float64)
+    return _ZEROS[key]
 
 
 def _swap_last(a: np.ndarray) -> np.ndarray:
@@ -195,7 +218,7 @@ def exact(x: Any) -> Tracked:
     """Wrap exact input values (radius 0)."""
     xp = _xp(x)
     v = xp.asarray(x, dtype=xp.float64)
-    z = xp.broadcast_to(xp.zeros((), dtype=xp.float64), v.shape)  # read-only, no memory
+    z = xp.broadcast_to(_zero(xp), v.shape)  # read-only, no memory
     return Tracked(value=v, ref_err=z, det=z, prob=z, mag=z, n=1)
 
 
@@ -366,26 +389,21 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
 
     # exact regime: exact inputs on a grid 2^e, all partial sums fit
     det_alone = False  # the kernel's bound zeroed where the reference's is not
-    if not has_rad and c_in == 0.0 and _may_fit(S, av, bv, bias, max(acc.p, FP64.p)):
-        ea, eb = lsb_exponent(av), lsb_exponent(bv)
-        # an operand without a nonzero finite element makes every product 0: on any grid
-        e = ea + eb if max(ea, eb) < _NO_GRID else 0
-        if bias is not None:
-            e = min(e, lsb_exponent(bias.value))
-        if e < (1 << 19):
-            fits_acc = (S <= _pow2(acc.p + e)) & (e >= acc.emin)
-            det_acc[fits_acc] = 0.0
-            prob_acc[fits_acc] = 0.0
-            if not has_ref and e >= FP64.emin - 52:
-                ref_err[S <= _pow2(FP64.p + e)] = 0.0
-            else:
-                det_alone = True
+    e, s_max = _grid_and_top(S, av, bv, bias, not has_rad and c_in == 0.0,
+                             max(acc.p, FP64.p))
+    if e is not None and e < (1 << 19):
+        fits_acc = (S <= _pow2(acc.p + e)) & (e >= acc.emin)
+        det_acc[fits_acc] = 0.0
+        prob_acc[fits_acc] = 0.0
+        if not has_ref and e >= FP64.emin - 52:
+            ref_err[S <= _pow2(FP64.p + e)] = 0.0
+        else:
+            det_alone = True
     if has_rad:
         det_acc += prop
         prob_acc += prop_p
     # unjudgeable: the kernel may overflow, or an inf meets an uncertain input
     # (inf times a subnormal that may be flushed: inf or NaN)
-    s_max = float(xp.max(S)) if S.size else 0.0  # NaN where S holds a NaN
     if has_rad or not s_max <= acc.max:
         unknown = (_finite_magnitude(S, a, b, bias) > acc.max) | xp.isnan(det_acc)
         det, prob = _overflow_to_inf(unknown, det_acc, prob_acc)
@@ -418,6 +436,37 @@ def _gammas(n_host: np.ndarray, h_host: np.ndarray, model: PrecisionModel,
 def _scalar_gammas(n: int, h: int, u_acc: float, alpha: float) -> tuple[float, float, float]:
     return (float(gamma(np.asarray(n), U64)), float(gamma(np.asarray(h), u_acc)),
             float(gamma_tilde(np.asarray(h), u_acc, alpha)))
+
+
+def _grid_and_top(S: Any, av: Any, bv: Any, bias: Tracked | None, exact_inputs: bool,
+                  p: int) -> tuple[int | None, float]:
+    """The exponent ``e`` of the grid ``2^e`` every product and the bias lie on,
+    where some element may be in the exact regime (``exact_inputs`` and ``S``
+    within ``2^(p + e)`` somewhere; else None), and ``max(S)`` (NaN where ``S``
+    holds a NaN). On a device: full scans, one synchronisation."""
+    xp = _xp(S)
+    if not S.size:
+        return None, 0.0
+    if fused(xp):
+        scans = (av, bv) + ((bias.value,) if bias is not None else ()) if exact_inputs else ()
+        *lsb, s_min, s_max = device_scalars(
+            [lowest_set_bit(v, _NO_GRID, sync=False) for v in scans] + [xp.min(S), xp.max(S)])
+        if not exact_inputs:
+            return None, s_max
+        e = _grid_exponent(*(int(v) for v in lsb))
+        return (None if s_min > _pow2(p + e) else e), s_max  # a NaN in S: may fit
+    s_max = float(xp.max(S))
+    if not (exact_inputs and _may_fit(S, av, bv, bias, p)):
+        return None, s_max
+    return _grid_exponent(lsb_exponent(av), lsb_exponent(bv),
+                          *((lsb_exponent(bias.value),) if bias is not None else ())), s_max
+
+
+def _grid_exponent(ea: int, eb: int, e_bias: int | None = None) -> int:
+    """The grid of the products (``ea + eb``) and the bias, from their lowest set bits."""
+    # an operand without a nonzero finite element makes every product 0: on any grid
+    e = ea + eb if max(ea, eb) < _NO_GRID else 0
+    return e if e_bias is None else min(e, e_bias)
 
 
 def _may_fit(S: Any, av: Any, bv: Any, bias: Tracked | None, p: int) -> bool:
