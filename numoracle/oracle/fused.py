@@ -69,7 +69,7 @@ def fused(xp: Any) -> bool:
     return bool(xp.__name__ == "cupy")
 
 
-def contraction_radii(S: Any, grow: float, tiny_sum: Any, det_coef: Any, prob_coef: Any,
+def contraction_radii(S: Any, grow: Any, tiny_sum: Any, det_coef: Any, prob_coef: Any,
                       eta: Any, g64: Any) -> tuple[Any, Any, Any]:
     """Make ``S`` (a float64 magnitude sum, in place) an upper bound,
     ``S (1 + 2 gamma_n(u64)) + n 2^-1074`` (``grow``, ``tiny_sum``), and return
