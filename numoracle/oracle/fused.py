@@ -1,14 +1,14 @@
 """The bound arithmetic after a contraction's GEMMs, one pass where the device allows.
 
-Also the exact regime's grid: the lowest set bit of an array, one kernel on CuPy.
-
 A contraction's radii are affine in its magnitude sum ``S`` and its rounding to
 the output format is affine in ``|value|``: each is a handful of elementwise
 steps over output-sized arrays. On NumPy they stay separate in-place passes;
 on CuPy each group is one kernel (memory traffic, not arithmetic, sets the pace
 there). The kernels perform the same float64 operations in the same order as
 the NumPy passes, compiled without fused multiply-add contraction, so both
-give the same bits.
+give the same bits. The exact regime's grid (the lowest set bit of an array) is
+one kernel on CuPy too, and several device scalars come to the host in one
+transfer.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 from .xp import array_module
 
 __all__ = ["fused", "contraction_radii", "rounding_screen", "add_rounding", "lowest_set_bit",
-           "device_scalars"]
+           "device_scalars", "own_array"]
 
 #: separate roundings, as NumPy's passes (no a*b+c contracted into one fma)
 _NO_FMA = ("--fmad=false",)
@@ -96,7 +96,7 @@ def _affine(S: Any, coef: Any, const: Any) -> Any:
 
 def rounding_screen(value: Any, ref_err: Any, det: Any) -> float | None:
     """On CuPy: ``max(|value| + ref_err + det)``, infinite where some ``det`` is 0
-    and NaN where any term is; one reduction, one synchronisation. ``None`` on
+    and NaN where any term is; one kernel and CuPy's max, one synchronisation. ``None`` on
     NumPy, whose separate passes cost less than the sum's temporary."""
     xp = array_module(value)
     if not fused(xp) or not value.size:
@@ -107,8 +107,8 @@ def rounding_screen(value: Any, ref_err: Any, det: Any) -> float | None:
 def lowest_set_bit(x: Any, none: int, sync: bool = True) -> Any:
     """On CuPy: the exponent of the lowest set bit over the nonzero finite
     elements of float64 ``x`` (``none`` where there are none), in one pass and
-    one synchronisation (with ``sync=False`` none: a 0-d device array for
-    :func:`device_scalars`). ``None`` on NumPy (its vectorised path is the caller's)."""
+    one synchronisation; with ``sync=False`` as a 0-d device array, for
+    :func:`device_scalars`. ``None`` on NumPy (its vectorised path is the caller's)."""
     xp = array_module(x)
     if not fused(xp):
         return None
@@ -131,7 +131,7 @@ def add_rounding(value: Any, ref_err: Any, det: Any, prob: Any, u: float, tiny: 
     ``r`` in ``det``, ``prob``; in place where a radius is an array of its own.
     ``mag``: ``|value| + ref_err`` where the caller has it (used up here)."""
     xp = array_module(value)
-    det, prob = _own(det, value.shape, xp), _own(prob, value.shape, xp)
+    det, prob = own_array(det, value.shape, xp), own_array(prob, value.shape, xp)
     if fused(xp) and mag is None:
         _kernel("rounding")(value, ref_err, u, 1.0 + u, tiny, det, prob)
         return det, prob
@@ -146,7 +146,7 @@ def add_rounding(value: Any, ref_err: Any, det: Any, prob: Any, u: float, tiny: 
     return det, prob
 
 
-def _own(r: Any, shape: tuple[int, ...], xp: Any) -> Any:
+def own_array(r: Any, shape: tuple[int, ...], xp: Any) -> Any:
     """``r`` itself where it is a writeable array of ``shape`` that no other array
     views; else a copy of it at that shape."""
     flags = getattr(r, "flags", None)

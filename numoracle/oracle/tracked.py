@@ -45,6 +45,7 @@ from .fused import (
     device_scalars,
     fused,
     lowest_set_bit,
+    own_array,
     rounding_screen,
 )
 from .precision import PrecisionModel, gamma, gamma_tilde
@@ -752,9 +753,8 @@ def _store(t: Tracked, fmt: Format, xp: Any) -> Tracked:
 def _rounded(radius: Any, scaled_mag: Any, u: float) -> Any:
     """``radius (1 + u) + scaled_mag``, where ``scaled_mag = u |value| + 2^emin``:
     one more rounding; in place when ``radius`` is an array of its own."""
-    flags = getattr(radius, "flags", None)
-    own = getattr(radius, "base", 0) is None and bool(getattr(flags, "writeable", True))
-    out = radius if own else radius.copy()
+    shape = np.broadcast_shapes(getattr(radius, "shape", ()), getattr(scaled_mag, "shape", ()))
+    out = own_array(radius, shape, _xp(scaled_mag))
     out *= 1.0 + u
     out += scaled_mag
     return out
