@@ -10,8 +10,8 @@ Writes ``DIR/<name>.txt`` (the 45 most expensive functions by cumulative and by
 own time) for
 
 * ``oracle_linear_small`` and ``oracle_linear``: the linear reference + bound
-  (fp32 model, CuPy) at 128x1024x1024 (where a fixed cost of about 13 ms
-  dominates) and 1024x4096x4096;
+  (fp32 model, CuPy) at 128x1024x1024 (where a fixed cost dominates: 13 ms,
+  about 5 ms since the fused kernels) and 1024x4096x4096;
 * ``stages_linear_small``: the same small reference with every function of the
   error-tracking arithmetic timed between device synchronisations (own time,
   its callees' excluded), without ``CUDA_LAUNCH_BLOCKING`` being needed;
@@ -72,9 +72,10 @@ def _oracle(out: Path, name: str, op_name: str, params: dict[str, Any]) -> None:
 
 
 #: the functions of numoracle.oracle.tracked that ``stages`` times
-STAGES = ("matmul", "_matmul", "_operand", "_gammas", "_affine", "_may_fit", "lsb_exponent",
-          "_finite_magnitude", "_overflow_to_inf", "_escalate", "store", "_store", "_rounded",
-          "representable", "either", "add", "sum_")
+STAGES = ("matmul", "_matmul", "_operand", "_gammas", "contraction_radii", "_grid_and_top",
+          "_may_fit", "lsb_exponent", "lowest_set_bit", "device_scalars", "_finite_magnitude",
+          "_overflow_to_inf", "_escalate", "store", "_store", "rounding_screen", "add_rounding",
+          "rounded", "representable", "either", "add", "sum_")
 
 
 def _stages(out: Path, name: str, params: dict[str, Any], repeats: int = 5) -> None:

@@ -315,18 +315,15 @@ def main() -> None:
     spread = {} if a.gpus == 1 else {"initializer": _pin_gpu,
                                      "initargs": (ctx.Value("i", 0), a.gpus)}
     with ProcessPoolExecutor(max_workers=a.jobs, mp_context=ctx, **spread) as pool:
-        running: dict[Any, tuple[Any, int | None]] = {}
+        running: dict[Any, tuple[Any, int | None, int]] = {}  # target, limit, cases asked
         shards_of: dict[tuple[str, str, int | None], int] = {}
-        asked: dict[Any, int] = {}  # cases each running shard was asked for
-        pending: dict[tuple[str, str, int | None], int] = {}  # their sum per row
 
         def submit(t: Any, lim: int | None, examples: int, seconds: float | None) -> None:
             key = (t.name, t.op, lim)
             shard = shards_of.get(key, 0)  # the next shard's number: its seed offset
-            f = pool.submit(sweep_one, t.name, t.op, examples, a.seed, a.max_reduction,
-                            lim, str(out / "repros"), seconds, a.regime, shard)
-            running[f], asked[f] = (t, lim), examples
-            pending[key] = pending.get(key, 0) + examples
+            running[pool.submit(sweep_one, t.name, t.op, examples, a.seed, a.max_reduction,
+                                lim, str(out / "repros"), seconds, a.regime, shard)] = (
+                t, lim, examples)
             shards_of[key] = shard + 1
 
         goal = {(t.name, t.op, lim): a.examples for lim in limits for t in wanted}
@@ -341,9 +338,8 @@ def main() -> None:
         while running:
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for f in done:
-                t, lim = running.pop(f)
+                t, lim, _ = running.pop(f)
                 key = (t.name, t.op, lim)
-                pending[key] -= asked.pop(f)
                 try:
                     r = f.result()
                 except Exception as exc:  # a crashed sweep is reported, not lost
@@ -352,12 +348,13 @@ def main() -> None:
                 prev = merged.get(key)
                 merged[key] = r if prev is None or "skipped" in prev else (
                     prev if "skipped" in r else pool_rows(prev, r))
-                for cases in _next_shards(merged[key], r, a, goal[key], pending[key],
+                pending = sum(n for u, v, n in running.values() if (u, v) == (t, lim))
+                for cases in _next_shards(merged[key], r, a, goal[key], pending,
                                           time.perf_counter() - start):
                     submit(t, lim, cases, _shard_seconds(a, time.perf_counter() - start))
                 rows_now = [summarise(v) for v in merged.values()]  # kept if cut short
                 (out / "soundness_partial.json").write_text(json.dumps(rows_now, indent=1))
-                if any(running[g] == (t, lim) for g in running):
+                if any(v[:2] == (t, lim) for v in running.values()):
                     continue  # its other shards still run: printed when the last is in
                 m = merged[key]
                 print(f"{m['target']:>18} {m['op']:<9} {m.get('max_elements', '')!s:>7} " + (

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from .xp import array_module
 
 __all__ = ["fused", "contraction_radii", "rounding_screen", "add_rounding", "lowest_set_bit",
-           "device_scalars", "own_array"]
+           "device_scalars", "own_array", "rounded"]
 
 #: separate roundings, as NumPy's passes (no a*b+c contracted into one fma)
 _NO_FMA = ("--fmad=false",)
@@ -131,8 +133,8 @@ def add_rounding(value: Any, ref_err: Any, det: Any, prob: Any, u: float, tiny: 
     ``r`` in ``det``, ``prob``; in place where a radius is an array of its own.
     ``mag``: ``|value| + ref_err`` where the caller has it (used up here)."""
     xp = array_module(value)
-    det, prob = own_array(det, value.shape, xp), own_array(prob, value.shape, xp)
     if fused(xp) and mag is None:
+        det, prob = own_array(det, value.shape, xp), own_array(prob, value.shape, xp)
         _kernel("rounding")(value, ref_err, u, 1.0 + u, tiny, det, prob)
         return det, prob
     if mag is None:
@@ -140,10 +142,17 @@ def add_rounding(value: Any, ref_err: Any, det: Any, prob: Any, u: float, tiny: 
         mag += ref_err
     mag *= u
     mag += tiny
-    for r in (det, prob):
-        r *= 1.0 + u
-        r += mag
-    return det, prob
+    return rounded(det, mag, u), rounded(prob, mag, u)
+
+
+def rounded(radius: Any, scaled_mag: Any, u: float) -> Any:
+    """``radius (1 + u) + scaled_mag``, where ``scaled_mag = u |value| + 2^emin``:
+    one more rounding; in place when ``radius`` is an array of its own."""
+    shape = np.broadcast_shapes(getattr(radius, "shape", ()), getattr(scaled_mag, "shape", ()))
+    out = own_array(radius, shape, array_module(scaled_mag))
+    out *= 1.0 + u
+    out += scaled_mag
+    return out
 
 
 def own_array(r: Any, shape: tuple[int, ...], xp: Any) -> Any:

@@ -45,7 +45,7 @@ from .fused import (
     device_scalars,
     fused,
     lowest_set_bit,
-    own_array,
+    rounded,
     rounding_screen,
 )
 from .precision import PrecisionModel, gamma, gamma_tilde
@@ -121,12 +121,12 @@ class Tracked:
 def _nonzero(r: Any) -> bool:
     """``any(r)``, without a pass over a broadcast scalar, nor a device read for
     the zero of :func:`exact`'s radii."""
+    xp = _xp(r)
     if r.size and not any(r.strides):
-        xp = _xp(r)
         if xp is not np and r.data.ptr == _zero(xp).data.ptr:
             return False
         return bool(r[(0,) * r.ndim])
-    return bool(_xp(r).any(r))
+    return bool(xp.any(r))
 
 
 _ZEROS: dict[tuple[str, int], Any] = {}
@@ -561,8 +561,8 @@ def add(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
         scaled = xp.abs(value) + ref_err
         scaled *= model.acc_unit()
         scaled += acc.tiny
-        det = _rounded(a.det + b.det, scaled, model.acc_unit())
-        prob = _rounded(a.prob + b.prob, scaled, model.acc_unit())
+        det = rounded(a.det + b.det, scaled, model.acc_unit())
+        prob = rounded(a.prob + b.prob, scaled, model.acc_unit())
         hi_err = (value - a.value) - b.value  # 0 when the float64 sum is exact
         exact_here = ((a.det == 0) & (b.det == 0) & (a.ref_err == 0) & (b.ref_err == 0)
                       & (hi_err == 0) & representable(value, acc))
@@ -675,8 +675,8 @@ def mul_scalar(t: Tracked, c: float, model: PrecisionModel, *, divide: bool = Fa
         u = model.acc_unit()
         scaled = (xp.abs(t.value) + t.ref_err) * (k * (u * (1.0 + e) + e))
         scaled += acc.tiny
-        det = _rounded(t.det * (k * (1.0 + e)), scaled, u)
-        prob = _rounded(t.prob * (k * (1.0 + e)), scaled, u)
+        det = rounded(t.det * (k * (1.0 + e)), scaled, u)
+        prob = rounded(t.prob * (k * (1.0 + e)), scaled, u)
         det, prob, ref_err = (xp.asarray(a, dtype=xp.float64) for a in (det, prob, ref_err))
         if xp is np and e == 0.0:
             if divide:  # exact where value * c gives back t.value exactly
@@ -748,16 +748,6 @@ def _store(t: Tracked, fmt: Format, xp: Any) -> Tracked:
     if over is not None:
         det, prob = _overflow_to_inf(over, det, prob)
     return replace(t, det=det, prob=prob)
-
-
-def _rounded(radius: Any, scaled_mag: Any, u: float) -> Any:
-    """``radius (1 + u) + scaled_mag``, where ``scaled_mag = u |value| + 2^emin``:
-    one more rounding; in place when ``radius`` is an array of its own."""
-    shape = np.broadcast_shapes(getattr(radius, "shape", ()), getattr(scaled_mag, "shape", ()))
-    out = own_array(radius, shape, _xp(scaled_mag))
-    out *= 1.0 + u
-    out += scaled_mag
-    return out
 
 
 # -- the exact context ---------------------------------------------------------
