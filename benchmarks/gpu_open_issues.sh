@@ -11,7 +11,8 @@
 #
 # Phases may share a machine: CUDA_VISIBLE_DEVICES gives each its GPUs (their workers
 # are spread over those), JOBS its worker processes; TARGETS and OPS narrow `limits`,
-# DEADLINE shortens `limits`, `topup` and `realistic`, TOPUP (files of earlier calls) makes
+# DEADLINE shortens `limits`, `topup` and `realistic`, BASELINE (a folder holding an
+# earlier `numoracle` package) times that too in `speed`, TOPUP (files of earlier calls) makes
 # `realistic` and `topup` run only the cases those lack, DIFFLOGIC=0 leaves difflogic's
 # build and sweep out of `limits` and `topup`.
 #
@@ -87,6 +88,14 @@ case "$phase" in
       --fp64-max-elements 1048576 --conv 32,256,256,56,56 \
       --out "$r/oracle_speed_gpu.json" > "$r/oracle_speed_gpu.log" 2>&1
     echo "exit $?" >> "$r/oracle_speed_gpu.log"
+    if [ -n "${BASELINE:-}" ]; then  # the same with an earlier numoracle package first on the path
+      stamp "oracle speed, baseline $BASELINE"
+      PYTHONPATH="$BASELINE:$PYTHONPATH" timeout 220 python3 benchmarks/oracle_speed.py \
+        --device gpu --repeats 3 --no-sweep --linear 128,1024,1024 --linear 1024,4096,4096 \
+        --linear 4096,8192,8192 --fp64-max-elements 1048576 --conv 32,256,256,56,56 \
+        --out "$r/oracle_speed_gpu_baseline.json" > "$r/oracle_speed_gpu_baseline.log" 2>&1
+      echo "exit $?" >> "$r/oracle_speed_gpu_baseline.log"
+    fi
     ;;
   realistic)
     # issue 10: 500 realistic-size cases per GPU target and op; four processes (eight ran

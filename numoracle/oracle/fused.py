@@ -9,22 +9,84 @@ the NumPy passes, compiled without fused multiply-add contraction, so both
 give the same bits. The exact regime's grid (the lowest set bit of an array) is
 one kernel on CuPy too, and several device scalars come to the host in one
 transfer.
+
+A contraction of exact operands runs on CuPy with one synchronisation, before
+its GEMMs: one pass over each operand writes its magnitude and reduces what the
+host must decide on (:func:`operand_facts`); everything after the GEMMs is one
+kernel (:func:`exact_contraction_radii`), and so is the rounding to the output
+format (:func:`store_rounding`), so the device is never left waiting for the host
+while the GEMMs run.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from .xp import array_module
 
-__all__ = ["fused", "contraction_radii", "rounding_screen", "add_rounding", "lowest_set_bit",
-           "device_scalars", "own_array", "rounded"]
+__all__ = ["fused", "contraction_radii", "add_rounding", "lowest_set_bit", "device_scalars",
+           "own_array", "rounded", "operand_facts", "OperandFacts", "exact_contraction_radii",
+           "store_rounding", "NOT_FINITE", "SUBNORMAL", "UNREPRESENTABLE"]
 
 #: separate roundings, as NumPy's passes (no a*b+c contracted into one fma)
 _NO_FMA = ("--fmad=false",)
 _KERNELS: dict[str, Any] = {}
+_INF = "__longlong_as_double(0x7ff0000000000000LL)"
+#: the lowest set bit's exponent of a nonzero finite float64 ``b`` (its bits), exponent field E
+_LSB = ("(E == 0 ? -1075 + __ffsll(b & 0xfffffffffffffLL)"
+        " : E - 1076 + __ffsll((b & 0xfffffffffffffLL) | 0x10000000000000LL))")
+#: formats.representable for one float64: a multiple of its quantum, within range
+_REPRESENTABLE = """
+__device__ bool numoracle_representable(double x, int t, int emin, double fmax) {
+  long long b = __double_as_longlong(x);
+  int E = (int)((b >> 52) & 0x7ff);
+  if (E == 0x7ff || x == 0.0) return true;  /* NaN, an infinity, a zero */
+  if (!(fabs(x) <= fmax)) return false;
+  int ex = E == 0 ? -1075 : E - 1023;  /* floor(log2|x|), below -1022 when subnormal */
+  return LSB >= max(ex, emin) - t;
+}
+""".replace("LSB", _LSB)
+#: one pass over an operand: its magnitude, and (reduced over the grid by atomics)
+#: ``none`` minus the lowest set bit of its nonzero finite elements (0 where there are
+#: none) and the flags of :data:`NOT_FINITE`, :data:`SUBNORMAL`, :data:`UNREPRESENTABLE`
+_FACTS = """
+extern "C" __global__ void numoracle_operand_facts(
+    const double* x, double* ax, long long n, int t, int emin, double fmax, double tiny,
+    int none, int* out) {
+  int far = 0, flags = 0;
+  long long step = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+    double v = x[i];
+    ax[i] = fabs(v);
+    long long b = __double_as_longlong(v);
+    int E = (int)((b >> 52) & 0x7ff);
+    if (E == 0x7ff) { flags |= 4; continue; }
+    if (v == 0.0) continue;
+    far = max(far, none - LSB);
+    if (fabs(v) < tiny) flags |= 2;
+    if (!numoracle_representable(v, t, emin, fmax)) flags |= 1;
+  }
+  for (int off = 16; off > 0; off >>= 1) {
+    far = max(far, __shfl_down_sync(0xffffffffu, far, off));
+    flags |= __shfl_down_sync(0xffffffffu, flags, off);
+  }
+  if ((threadIdx.x & 31) == 0) { atomicMax(out, far); atomicOr(out + 1, flags); }
+}
+""".replace("LSB", _LSB)
+#: :func:`operand_facts`' flags
+UNREPRESENTABLE, SUBNORMAL, NOT_FINITE = 1, 2, 4
+_EXACT_PARAMS = ("float64 grow, float64 tiny_sum, float64 det_coef, float64 prob_coef, "
+                 "float64 eta, float64 g64, float64 fits_acc, float64 fits_64, float64 acc_max")
+#: contraction_radii's arithmetic, then the exact regime's zeros and the overflow's infinities
+_EXACT_BODY = ("double s = S * grow; s = s + tiny_sum; S = s;"
+               "double d = s * det_coef + eta; double p = s * prob_coef + eta;"
+               "if (s <= fits_acc) { d = 0.0; p = 0.0; }"
+               "if (s > acc_max) { d = " + _INF + "; p = " + _INF + "; }"
+               "det = d; prob = p;"
+               "double r = s * g64 + tiny_sum; ref = s <= fits_64 ? 0.0 : r;")
 
 
 def _kernel(name: str) -> Any:
@@ -48,20 +110,37 @@ def _kernel(name: str) -> Any:
                 "double m = fabs(v) + ref; m = m * u; m = m + tiny;"
                 "det = det * grow + m; prob = prob * grow + m;",
                 "numoracle_add_rounding", options=_NO_FMA)
-        elif name == "screen":  # mapped here, reduced by CuPy's max (a ReductionKernel
-            # of everything to one number runs one block of threads: slow at this size)
+        elif name == "exact":
             _KERNELS[name] = cupy.ElementwiseKernel(
-                "float64 v, float64 ref, float64 det", "float64 top",
-                "top = det == 0.0 ? __longlong_as_double(0x7ff0000000000000LL)"
-                " : fabs(v) + ref + det;", "numoracle_rounding_screen", options=_NO_FMA)
+                _EXACT_PARAMS, "float64 S, float64 det, float64 prob, float64 ref",
+                _EXACT_BODY, "numoracle_exact_contraction", options=_NO_FMA)
+        elif name == "exact_bias":
+            _KERNELS[name] = cupy.ElementwiseKernel(
+                "float64 bias, " + _EXACT_PARAMS,
+                "float64 value, float64 S, float64 det, float64 prob, float64 ref",
+                "value = value + bias; S = S + fabs(bias);" + _EXACT_BODY,
+                "numoracle_exact_contraction_bias", options=_NO_FMA)
+        elif name == "store":
+            _KERNELS[name] = cupy.ElementwiseKernel(
+                "float64 v, float64 ref, float64 u, float64 grow, float64 tiny, float64 fmax, "
+                "int32 t, int32 emin", "float64 det, float64 prob",
+                "double m = fabs(v) + ref; bool over = m + det >= fmax;"
+                "bool exact = det == 0.0 && ref == 0.0 && numoracle_representable(v, t, emin,"
+                " fmax);"
+                "double mu = m * u; mu = mu + tiny;"
+                "double d = det * grow + mu; double p = prob * grow + mu;"
+                "if (exact) { d = 0.0; p = 0.0; }"
+                "if (over) { d = " + _INF + "; p = " + _INF + "; }"
+                "det = d; prob = p;",
+                "numoracle_store_rounding", preamble=_REPRESENTABLE, options=_NO_FMA)
+        elif name == "facts":
+            _KERNELS[name] = cupy.RawKernel(_REPRESENTABLE + _FACTS, "numoracle_operand_facts",
+                                            options=_NO_FMA)
         else:  # "lsb": the exponent of each element's lowest set bit, from its bits
             _KERNELS[name] = cupy.ElementwiseKernel(
                 "float64 x, int32 none", "int32 e",
                 "long long b = __double_as_longlong(x); int E = (int)((b >> 52) & 0x7ff);"
-                "long long m = b & 0xfffffffffffffLL;"
-                "if (x == 0.0 || E == 0x7ff) e = none;"
-                "else if (E == 0) e = -1075 + __ffsll(m);"
-                "else e = E - 1076 + __ffsll(m | 0x10000000000000LL);",
+                "e = x == 0.0 || E == 0x7ff ? none : " + _LSB + ";",
                 "numoracle_lsb_exponent")
     return _KERNELS[name]
 
@@ -94,16 +173,6 @@ def _affine(S: Any, coef: Any, const: Any) -> Any:
     out = S * coef
     out += const
     return out
-
-
-def rounding_screen(value: Any, ref_err: Any, det: Any) -> float | None:
-    """On CuPy: ``max(|value| + ref_err + det)``, infinite where some ``det`` is 0
-    and NaN where any term is; one kernel and CuPy's max, one synchronisation. ``None`` on
-    NumPy, whose separate passes cost less than the sum's temporary."""
-    xp = array_module(value)
-    if not fused(xp) or not value.size:
-        return None
-    return float(xp.max(_kernel("screen")(value, ref_err, det)))  # CuPy's max keeps NaN
 
 
 def lowest_set_bit(x: Any, none: int, sync: bool = True) -> Any:
@@ -162,3 +231,81 @@ def own_array(r: Any, shape: tuple[int, ...], xp: Any) -> Any:
     own = (getattr(r, "base", 0) is None and bool(getattr(flags, "writeable", True))
            and getattr(r, "shape", None) == shape)
     return r if own else xp.array(xp.broadcast_to(r, shape), dtype=xp.float64)
+
+
+@dataclass(frozen=True)
+class OperandFacts:
+    """What the host decides a contraction by, from one pass over an operand."""
+
+    #: ``|x|``, laid out as ``x`` is
+    magnitude: Any
+    #: the exponent of the lowest set bit of its nonzero finite elements (``none``
+    #: where there are none)
+    lsb: int
+    #: :data:`NOT_FINITE` (an infinity or NaN), :data:`SUBNORMAL` (a nonzero element
+    #: below the format's smallest normal), :data:`UNREPRESENTABLE` (an element the
+    #: format does not hold exactly), or'ed
+    flags: int
+
+
+def operand_facts(arrays: list[Any], fmt: Any, none: int) -> list[OperandFacts] | None:
+    """On CuPy: each array's :class:`OperandFacts` (subnormal and representable
+    as to ``fmt``), one pass each, all brought to the host in one transfer (the one
+    synchronisation). ``None`` on NumPy."""
+    xp = array_module(arrays[0])
+    if not fused(xp):
+        return None
+    found = xp.zeros((len(arrays), 2), dtype=xp.int32)
+    mags = []
+    for i, x in enumerate(arrays):
+        if not (x.flags.c_contiguous or x.flags.f_contiguous):
+            x = xp.ascontiguousarray(x)
+        ax = xp.empty_like(x)  # the same layout: both walked in memory order
+        if ax.strides != x.strides:
+            x = xp.ascontiguousarray(x)
+            ax = xp.empty_like(x)
+        if x.size:
+            blocks = min(-(-x.size // 256), 4096)
+            _kernel("facts")((blocks,), (256,), (
+                x, ax, np.int64(x.size), np.int32(fmt.t), np.int32(fmt.emin),
+                np.float64(fmt.max), np.float64(fmt.tiny), np.int32(none), found[i]))
+        mags.append(ax)
+    host = found.get()
+    return [OperandFacts(m, none - int(far), int(flags))
+            for m, (far, flags) in zip(mags, host, strict=True)]
+
+
+def exact_contraction_radii(value: Any, S: Any, bias: Any, grow: Any, tiny_sum: Any,
+                            det_coef: Any, prob_coef: Any, eta: Any, g64: Any,
+                            fits_acc: float, fits_64: float,
+                            acc_max: float) -> tuple[Any, Any, Any]:
+    """One CuPy kernel after a contraction of exact operands: ``bias`` added to
+    ``value`` and ``|bias|`` to ``S`` (where there is one), then
+    :func:`contraction_radii`; the kernel's radii 0 where ``S <= fits_acc`` and the
+    reference's where ``S <= fits_64`` (the exact regime; a negative threshold
+    where there is none), both kernel radii infinite where ``S > acc_max`` (the
+    accumulator may overflow). ``value`` and ``S`` change in place."""
+    xp = array_module(S)
+    det, prob, ref = (xp.empty_like(S) for _ in range(3))
+    scalars = (grow, tiny_sum, det_coef, prob_coef, eta, g64, fits_acc, fits_64, acc_max)
+    if bias is None:
+        _kernel("exact")(*scalars, S, det, prob, ref)
+    else:
+        _kernel("exact_bias")(bias, *scalars, value, S, det, prob, ref)
+    return det, prob, ref
+
+
+def store_rounding(value: Any, ref_err: Any, det: Any, prob: Any,
+                   fmt: Any) -> tuple[Any, Any] | None:
+    """On CuPy, one kernel: the radii after rounding to ``fmt``, as
+    :func:`add_rounding`, 0 where the value is exact (``det`` and ``ref_err`` 0)
+    and ``fmt`` holds it, infinite where ``|value| + ref_err + det`` reaches
+    ``fmt.max`` (the output may overflow); in place where a radius is an array of
+    its own. ``None`` on NumPy."""
+    xp = array_module(value)
+    if not fused(xp):
+        return None
+    det, prob = own_array(det, value.shape, xp), own_array(prob, value.shape, xp)
+    _kernel("store")(value, ref_err, fmt.u, 1.0 + fmt.u, fmt.tiny, fmt.max, np.int32(fmt.t),
+                     np.int32(fmt.emin), det, prob)
+    return det, prob

@@ -33,20 +33,25 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache, partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from .exact_dot import exact_matmul
 from .formats import FP64, Format, chunk_size, quantize, representable
 from .fused import (
+    NOT_FINITE,
+    SUBNORMAL,
+    UNREPRESENTABLE,
     add_rounding,
     contraction_radii,
     device_scalars,
+    exact_contraction_radii,
     fused,
     lowest_set_bit,
+    operand_facts,
     rounded,
-    rounding_screen,
+    store_rounding,
 )
 from .precision import PrecisionModel, gamma, gamma_tilde
 from .xp import array_module as _xp
@@ -331,29 +336,56 @@ def _coef(c: np.ndarray, xp: Any) -> Any:
     return float(c) if np.ndim(c) == 0 else xp.asarray(c)
 
 
+class _Lengths(NamedTuple):
+    """A contraction's accumulation lengths: ``n`` (terms) and ``h`` (its order's
+    height + 1) on the host, and as coefficients (floats, or arrays of the device)."""
+
+    n_host: np.ndarray
+    h_host: np.ndarray
+    terms: Any
+    h: Any
+
+
+def _lengths(k: int, with_bias: bool, n_terms: np.ndarray | None, model: PrecisionModel,
+             xp: Any) -> _Lengths:
+    if n_terms is None:
+        n_host = np.asarray(k + (1 if with_bias else 0), dtype=np.int64)
+    else:
+        n_host = np.asarray(n_terms, dtype=np.int64)
+        if np.any(n_host < 0) or np.any(n_host > k + (1 if with_bias else 0)):
+            from ..errors import InvalidArgument  # noqa: PLC0415
+
+            raise InvalidArgument(
+                f"terms must lie in [0, {k + with_bias}] (the contraction length "
+                f"{k}{' + 1 for the bias' if with_bias else ''}); got "
+                f"[{int(n_host.min())}, {int(n_host.max())}]"
+            )
+    h_host = model.order.height(n_host) + 1  # + one rounding of the product
+    return _Lengths(n_host, h_host, _coef(n_host, xp), _coef(h_host, xp))
+
+
+def _coefficients(lengths: _Lengths, c_in: float, model: PrecisionModel,
+                  xp: Any) -> tuple[Any, Any, Any, Any]:
+    """``gamma_n(u64)``, the radii's coefficients of ``S`` (deterministic,
+    probabilistic) and their absolute slack for underflow (flush to zero included)."""
+    g64, g_det, g_prob = _gammas(lengths.n_host, lengths.h_host, model, xp)
+    eta = (lengths.h + 1) * model.accumulate.tiny
+    return g64, c_in + g_det * (1 + c_in), c_in + g_prob * (1 + c_in), eta
+
+
 def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
             n_terms: np.ndarray | None = None) -> Tracked:
     xp = _xp(a.value)
+    lengths = _lengths(a.shape[-1], bias is not None, n_terms, model, xp)
+    if fused(xp):
+        done = _exact_device_matmul(a, b, model, bias, lengths)
+        if done is not None:
+            return done
     a, ca = _operand(a, model)
     b, cb = _operand(b, model)
     av, bv = a.value, b.value
     c_in = ca + cb + ca * cb
-    k = a.shape[-1]
-    if n_terms is None:
-        n_host = np.asarray(k + (1 if bias is not None else 0), dtype=np.int64)
-    else:
-        n_host = np.asarray(n_terms, dtype=np.int64)
-        if np.any(n_host < 0) or np.any(n_host > k + (1 if bias is not None else 0)):
-            from ..errors import InvalidArgument  # noqa: PLC0415
-
-            raise InvalidArgument(
-                f"terms must lie in [0, {k + (bias is not None)}] (the contraction length "
-                f"{k}{' + 1 for the bias' if bias is not None else ''}); got "
-                f"[{int(n_host.min())}, {int(n_host.max())}]"
-            )
-    terms: Any = _coef(n_host, xp)
-    h_host = model.order.height(n_host) + 1  # + one rounding of the product
-    h: Any = _coef(h_host, xp)
+    n_host, terms = lengths.n_host, lengths.terms
 
     abs_a, abs_b = xp.abs(av), xp.abs(bv)
     value = av @ bv
@@ -378,11 +410,8 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
             ref_prop = ref_prop + bias.ref_err
     del abs_a, abs_b  # input-sized: not held through the exact context
     # S itself was summed in float64: it is made an upper bound, the radii affine in it
-    g64, g_det, g_prob = _gammas(n_host, h_host, model, xp)
+    g64, det_coef, prob_coef, eta = _coefficients(lengths, c_in, model, xp)
     acc = model.accumulate
-    eta = (h + 1) * acc.tiny  # absolute slack for underflow (flush to zero included)
-    det_coef = c_in + g_det * (1 + c_in)
-    prob_coef = c_in + g_prob * (1 + c_in)
     det_acc, prob_acc, ref_err = contraction_radii(
         S, 1.0 + 2.0 * g64, terms * 2.0**-1074, det_coef, prob_coef, eta, g64)
     if has_ref:
@@ -410,16 +439,78 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
         det, prob = _overflow_to_inf(unknown, det_acc, prob_acc)
     else:  # S finite and in range, no radius: det_acc = coef S + eta has no NaN
         det, prob = det_acc, prob_acc
-    n: int | np.ndarray = int(n_host) if n_host.ndim == 0 else np.broadcast_to(
-        n_host, value.shape)
-    out = Tracked(value=value, ref_err=ref_err, det=det, prob=prob, mag=S, n=n)
-    # the float64 reference is surely precise enough: its coefficient (and its
-    # underflow slack) below ESCALATE_SHARE of the kernel's, elementwise
-    if (not has_ref and not det_alone and np.ndim(h_host) == 0
+    out = Tracked(value=value, ref_err=ref_err, det=det, prob=prob, mag=S,
+                  n=_n_of(n_host, value))
+    return _settle(out, av, bv, bias, model, lengths, (g64, det_coef, prob_coef, eta),
+                   certain=not has_ref and not det_alone, ref_prop=ref_prop)
+
+
+def _n_of(n_host: np.ndarray, value: Any) -> int | np.ndarray:
+    return int(n_host) if n_host.ndim == 0 else np.broadcast_to(n_host, value.shape)
+
+
+def _settle(out: Tracked, av: Any, bv: Any, bias: Tracked | None, model: PrecisionModel,
+            lengths: _Lengths, coefs: tuple[Any, Any, Any, Any], *, certain: bool,
+            ref_prop: Any = 0.0) -> Tracked:
+    """``out``, or where the float64 reference may not be precise enough, its
+    escalation to the exact context. It surely is (``certain`` of every element's
+    reference radius, one accumulation length) where its coefficient and its
+    underflow slack lie below ESCALATE_SHARE of the kernel's."""
+    g64, det_coef, prob_coef, eta = coefs
+    if (certain and np.ndim(lengths.h_host) == 0
             and float(g64) <= ESCALATE_SHARE * min(float(det_coef), float(prob_coef))
-            and float(np.max(n_host)) * 2.0**-1074 <= ESCALATE_SHARE * float(np.min(eta))):
+            and float(np.max(lengths.n_host)) * 2.0**-1074
+            <= ESCALATE_SHARE * float(np.min(eta))):
         return out
     return _escalate(out, av, bv, bias, model, ref_prop)
+
+
+def _exact_device_matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
+                         lengths: _Lengths) -> Tracked | None:
+    """:func:`_matmul` of exact operands on CuPy, with one synchronisation, before
+    the GEMMs (:func:`~numoracle.oracle.fused.operand_facts`), and one kernel
+    after them: the same bits as the general path. ``None`` where that path is
+    needed: operands with radii, non-finite elements, subnormals the model may
+    flush, a grid below float64's (its reference radius is not zeroed with the
+    kernel's)."""
+    operands = (a, b) + ((bias,) if bias is not None else ())
+    if any(_nonzero(t.det) or _nonzero(t.ref_err) for t in operands):
+        return None
+    av, bv = a.value, b.value
+    rounding = model.input_rounding if model.rounds_inputs else None
+    known = rounding is not None
+    if rounding is not None:  # a known rounding of exact inputs is applied exactly (as _operand)
+        av, bv = quantize(av, model.compute, rounding), quantize(bv, model.compute, rounding)
+    facts = operand_facts([av, bv] + ([bias.value] if bias is not None else []),
+                          model.compute, _NO_GRID)
+    if facts is None or any(f.flags & NOT_FINITE for f in facts):
+        return None
+    c = [model.input_unit() if model.rounds_inputs and not known
+         and f.flags & UNREPRESENTABLE else 0.0 for f in facts[:2]]
+    if any((model.flush_subnormal_inputs or ci > 0.0) and f.flags & SUBNORMAL
+           for ci, f in zip(c, facts, strict=False)):
+        return None
+    c_in = c[0] + c[1] + c[0] * c[1]
+    acc = model.accumulate
+    fits_acc = fits_64 = -1.0  # S >= 0: no element fits
+    if c_in == 0.0:
+        e = _grid_exponent(*(f.lsb for f in facts))
+        if e < FP64.emin - 52:
+            return None
+        if e < (1 << 19):
+            fits_acc = _pow2(acc.p + e) if e >= acc.emin else -1.0
+            fits_64 = _pow2(FP64.p + e)
+    xp = _xp(av)
+    value = av @ bv
+    S = facts[0].magnitude @ facts[1].magnitude
+    del facts
+    g64, det_coef, prob_coef, eta = coefs = _coefficients(lengths, c_in, model, xp)
+    det, prob, ref_err = exact_contraction_radii(
+        value, S, None if bias is None else bias.value, 1.0 + 2.0 * g64,
+        lengths.terms * 2.0**-1074, det_coef, prob_coef, eta, g64, fits_acc, fits_64, acc.max)
+    out = Tracked(value=value, ref_err=ref_err, det=det, prob=prob, mag=S,
+                  n=_n_of(lengths.n_host, value))
+    return _settle(out, av, bv, bias, model, lengths, coefs, certain=True)
 
 
 def _gammas(n_host: np.ndarray, h_host: np.ndarray, model: PrecisionModel,
@@ -727,11 +818,9 @@ def store(t: Tracked, model: PrecisionModel, fmt: Format | None = None) -> Track
 
 
 def _store(t: Tracked, fmt: Format, xp: Any) -> Tracked:
-    # reductions first: most outputs can neither overflow nor be exact
-    top = rounding_screen(t.value, t.ref_err, t.det)  # one pass where the device fuses it
-    if top is not None and top < fmt.max:  # no det is 0, none may overflow, no NaN
-        det, prob = add_rounding(t.value, t.ref_err, t.det, t.prob, fmt.u, fmt.tiny)
-        return replace(t, det=det, prob=prob)
+    fast = store_rounding(t.value, t.ref_err, t.det, t.prob, fmt)  # one kernel on a device
+    if fast is not None:
+        return replace(t, det=fast[0], prob=fast[1])
     mag = xp.abs(t.value)
     mag += t.ref_err
     top = float(xp.max(mag)) + float(xp.max(t.det)) if mag.size else 0.0

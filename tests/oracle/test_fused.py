@@ -7,8 +7,18 @@ from typing import Any
 import numpy as np
 import pytest
 
-from numoracle.oracle.fused import add_rounding, contraction_radii, rounding_screen
-from numoracle.oracle.precision import gamma
+from numoracle.oracle.formats import FP16, FP32, TF32
+from numoracle.oracle.fused import (
+    NOT_FINITE,
+    SUBNORMAL,
+    UNREPRESENTABLE,
+    add_rounding,
+    contraction_radii,
+    operand_facts,
+    store_rounding,
+)
+from numoracle.oracle.precision import gamma, get_model
+from numoracle.oracle.tracked import Tracked, exact, matmul, store
 
 
 def _magnitudes(shape: tuple[int, ...], seed: int) -> np.ndarray:
@@ -42,7 +52,9 @@ def test_add_rounding_leaves_a_shared_radius_alone() -> None:
     assert prob2 is prob  # its own array: rounded in place
     u = 2.0**-24
     np.testing.assert_array_equal(det, 0.5 * (1 + u) + (np.abs(v) * u + 2.0**-126))
-    assert rounding_screen(v, v, v) is None  # NumPy: separate passes, no screen
+    # NumPy: separate passes, no one-kernel forms
+    assert store_rounding(v, v, v, v, FP32) is None
+    assert operand_facts([v], FP32, 1 << 20) is None
 
 
 @pytest.mark.gpu
@@ -64,29 +76,6 @@ def test_gpu_contraction_radii_match_the_host_bitwise(cupy: Any, per_element: bo
 
 
 @pytest.mark.gpu
-def test_gpu_rounding_matches_the_host_bitwise_and_screens(cupy: Any) -> None:
-    rng = np.random.default_rng(3)
-    v = rng.standard_normal((64, 80)) * 2.0 ** rng.integers(-30, 30, (64, 80))
-    ref = np.abs(v) * 2.0**-50
-    det, prob = _magnitudes(v.shape, 4) + 1e-300, _magnitudes(v.shape, 5) + 1e-300
-    u, tiny = 2.0**-24, 2.0**-126
-    host = add_rounding(v, ref, det.copy(), prob.copy(), u, tiny)
-    dv, dref = cupy.asarray(v), cupy.asarray(ref)
-    dev = add_rounding(dv, dref, cupy.asarray(det), cupy.asarray(prob), u, tiny)
-    for h, d in zip(host, dev, strict=True):
-        np.testing.assert_array_equal(cupy.asnumpy(d), h)
-    top = rounding_screen(dv, dref, cupy.asarray(det))
-    assert top == float(np.max(np.abs(v) + ref + det))
-    zero = det.copy()
-    zero[5, 7] = 0.0
-    assert rounding_screen(dv, dref, cupy.asarray(zero)) == np.inf
-    nan = det.copy()
-    nan[0, 0] = np.nan
-    top_nan = rounding_screen(dv, dref, cupy.asarray(nan))
-    assert top_nan is not None and np.isnan(top_nan)
-
-
-@pytest.mark.gpu
 def test_gpu_lowest_set_bit_matches_the_host(cupy: Any) -> None:
     from numoracle.oracle.tracked import _NO_GRID, lsb_exponent
 
@@ -105,3 +94,121 @@ def test_gpu_lowest_set_bit_matches_the_host(cupy: Any) -> None:
         assert lsb_exponent(cupy.asarray(x)) == host
         assert lsb_exponent(cupy.asarray(x.reshape(1, -1)).T) == host  # any layout
     assert lsb_exponent(cupy.zeros(0)) == _NO_GRID
+
+
+def _exact_sums(shape: tuple[int, ...], rng: np.random.Generator, family: str) -> np.ndarray:
+    """Inputs whose products and sums of up to a few hundred terms are exact in
+    float64 (any order of summation gives the same bits), in several regimes."""
+    ints = rng.integers(-(1 << 12), 1 << 12, shape).astype(np.float64)
+    if family == "small":  # many elements in fp32's exact regime
+        return rng.integers(-8, 9, shape) * 2.0 ** rng.integers(-2, 3, shape)
+    if family == "huge":  # past fp32's range, partly
+        return ints * 2.0 ** rng.integers(50, 62, shape)
+    if family == "tiny":  # subnormal in fp32
+        return ints * 2.0 ** rng.integers(-150, -140, shape)
+    return ints * 2.0 ** rng.integers(-4, 5, shape)  # "wide": 13-bit, off tf32's grid
+
+
+def _same(host: Tracked, dev: Tracked, what: str) -> None:
+    for name in ("value", "det", "prob", "ref_err", "mag"):
+        h = np.broadcast_to(getattr(host, name), host.shape)
+        d = np.broadcast_to(getattr(dev.to_host(), name), host.shape)
+        np.testing.assert_array_equal(d, h, err_msg=f"{what}: {name}")
+    assert dev.lo is None and host.lo is None, what
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("model_name", ["fp32", "tf32", "bf16", "fp16", "fp32-acc16",
+                                        "fp32-flush"])
+def test_gpu_exact_contraction_and_store_match_the_host_bitwise(cupy: Any,
+                                                                model_name: str) -> None:
+    """The one-synchronisation device contraction (facts, GEMMs, one kernel) and the
+    one-kernel store give the general NumPy path's bits, in and out of the exact
+    regime, past the accumulator's range, with subnormals, biases, lengths per
+    element, zeros and non-finite inputs (those two by the general device path)."""
+    model = (get_model("fp32", flush_subnormal_inputs=True) if model_name == "fp32-flush"
+             else get_model(model_name))
+    rng = np.random.default_rng(11)
+    for k, family in enumerate(["small", "wide", "huge", "tiny", "small", "wide", "zero",
+                                "nonfinite"] * 2):
+        m, n, p = (int(v) for v in rng.integers(1, 40, 3))
+        a = _exact_sums((m, n), rng, "small" if family in ("zero", "nonfinite") else family)
+        w = _exact_sums((p, n), rng, family if family != "zero" else "small")
+        if family == "zero":
+            a[:] = 0.0
+        if family == "nonfinite":
+            w[0, 0] = [np.inf, np.nan][k % 2]
+        bias = _exact_sums((p,), rng, "small") if k % 2 else None
+        terms = rng.integers(0, n + (bias is not None) + 1, (m, p)) if k % 5 == 4 else None
+        if terms is not None:
+            bias = None
+            terms = np.minimum(terms, n)
+        results = []
+        for xp in (np, cupy):
+            ta, tw = exact(xp.asarray(a)), exact(xp.asarray(w))
+            tb = None if bias is None else exact(xp.asarray(bias))
+            out = matmul(ta, tw.T, model, bias=tb, terms=terms)
+            results.append((out, store(out, model)))
+        what = f"{model_name} case {k} {family} {(m, n, p)} bias={bias is not None}"
+        _same(results[0][0], results[1][0], what)
+        _same(results[0][1], results[1][1], what + " stored")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", [FP32, TF32, FP16])
+def test_gpu_store_rounding_matches_the_host_bitwise(cupy: Any, fmt: Any) -> None:
+    """Stored radii: exact representable values (0), overflow (inf), NaN radii,
+    shared radii and reference errors, as the NumPy passes give them."""
+    rng = np.random.default_rng(12)
+    shape = (37, 29)
+    v = rng.standard_normal(shape) * 2.0 ** rng.integers(-20, 20, shape)
+    v.flat[::5] = np.round(v.flat[::5])  # representable
+    v.flat[1::9] = fmt.max * rng.uniform(0.5, 1.5, v.flat[1::9].shape)
+    v.flat[2] = np.nan
+    v.flat[3] = -np.inf
+    det = _magnitudes(shape, 13) * 2.0**-40
+    det.flat[::3] = 0.0
+    det.flat[4] = np.nan
+    ref = np.where(rng.random(shape) < 0.5, 0.0, np.abs(v) * 2.0**-60)
+    for r, d in ((ref, det), (np.zeros(()), det), (ref, np.full((), 0.25))):
+        host = store(Tracked(value=v, ref_err=r, det=d, prob=d * 0.5, mag=np.abs(v)),
+                     get_model("fp64", storage=fmt, accumulate=fmt))
+        dv, dr, dd = (cupy.asarray(x) for x in (v, r, d))
+        dev = store(Tracked(value=dv, ref_err=dr, det=dd, prob=dd * 0.5, mag=cupy.abs(dv)),
+                    get_model("fp64", storage=fmt, accumulate=fmt))
+        for name in ("det", "prob"):
+            np.testing.assert_array_equal(cupy.asnumpy(getattr(dev, name)),
+                                          np.broadcast_to(getattr(host, name), shape))
+
+
+@pytest.mark.gpu
+def test_gpu_operand_facts_match_the_host(cupy: Any) -> None:
+    """Magnitudes, lowest set bits and flags of one pass, in any layout, against
+    the host's definitions."""
+    from numoracle.oracle.formats import representable
+    from numoracle.oracle.tracked import _NO_GRID, lsb_exponent
+
+    rng = np.random.default_rng(14)
+    for k in range(30):
+        x = rng.standard_normal((int(rng.integers(1, 40)), int(rng.integers(1, 40))))
+        x *= 2.0 ** int(rng.integers(-140, 140))
+        if k % 2:
+            x = np.round(x * 2.0**10) / 2.0 ** int(rng.integers(0, 30))
+        if k % 3 == 0:
+            x.flat[0] = 5e-324 * int(rng.integers(1, 1 << 20))
+        if k % 5 == 0:
+            x.flat[-1] = [np.inf, -np.inf, np.nan][k % 3]
+        if k % 7 == 0:
+            x[:] = 0.0
+        for fmt in (FP32, TF32):
+            for arr in (cupy.asarray(x), cupy.asarray(x.T).T, cupy.asarray(x)[:, ::2]):
+                (f,) = operand_facts([arr], fmt, _NO_GRID)
+                host = cupy.asnumpy(arr)
+                fin = host[np.isfinite(host)]
+                nz = fin[fin != 0]
+                assert f.lsb == lsb_exponent(host)
+                np.testing.assert_array_equal(cupy.asnumpy(f.magnitude), np.abs(host))
+                assert bool(f.flags & NOT_FINITE) == (fin.size < host.size)
+                assert bool(f.flags & SUBNORMAL) == bool(np.any(np.abs(nz) < fmt.tiny))
+                assert bool(f.flags & UNREPRESENTABLE) == (not representable(nz, fmt).all())
+    assert operand_facts([cupy.zeros((0, 3))], FP32, _NO_GRID)[0].lsb == _NO_GRID
