@@ -10,12 +10,12 @@ give the same bits. The exact regime's grid (the lowest set bit of an array) is
 one kernel on CuPy too, and several device scalars come to the host in one
 transfer.
 
-A contraction of exact operands runs on CuPy with one synchronisation, before
-its GEMMs: one pass over each operand writes its magnitude and reduces what the
-host must decide on (:func:`operand_facts`); everything after the GEMMs is one
-kernel (:func:`exact_contraction_radii`), and so is the rounding to the output
-format (:func:`store_rounding`), so the device is never left waiting for the host
-while the GEMMs run.
+A contraction of exact operands runs on CuPy with one synchronisation, and that
+one waits for no GEMM: one pass over each operand writes its magnitude and
+reduces what the host must decide on (:func:`operand_facts`), copied to the host
+while the GEMMs are queued behind it; everything after the GEMMs is one kernel
+(:func:`exact_contraction_radii`), and so is the rounding to the output format
+(:func:`store_rounding`), so the device is not left waiting for the host.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from .xp import array_module
 
 __all__ = ["fused", "contraction_radii", "add_rounding", "lowest_set_bit", "device_scalars",
            "own_array", "rounded", "operand_facts", "OperandFacts", "exact_contraction_radii",
-           "store_rounding", "NOT_FINITE", "SUBNORMAL", "UNREPRESENTABLE"]
+           "store_rounding", "PendingFacts", "NOT_FINITE", "SUBNORMAL", "UNREPRESENTABLE"]
 
 #: separate roundings, as NumPy's passes (no a*b+c contracted into one fma)
 _NO_FMA = ("--fmad=false",)
@@ -69,11 +69,26 @@ extern "C" __global__ void numoracle_operand_facts(
     if (fabs(v) < tiny) flags |= 2;
     if (!numoracle_representable(v, t, emin, fmax)) flags |= 1;
   }
+  /* the block's warps, then the block's one atomic per value (atomics of every warp
+     to one address serialise: measured slower than the pass itself) */
+  __shared__ int warp_far[32], warp_flags[32];
   for (int off = 16; off > 0; off >>= 1) {
     far = max(far, __shfl_down_sync(0xffffffffu, far, off));
     flags |= __shfl_down_sync(0xffffffffu, flags, off);
   }
-  if ((threadIdx.x & 31) == 0) { atomicMax(out, far); atomicOr(out + 1, flags); }
+  if ((threadIdx.x & 31) == 0) {
+    warp_far[threadIdx.x >> 5] = far;
+    warp_flags[threadIdx.x >> 5] = flags;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < (blockDim.x >> 5); ++w) {
+      far = max(far, warp_far[w]);
+      flags |= warp_flags[w];
+    }
+    atomicMax(out, far);
+    atomicOr(out + 1, flags);
+  }
 }
 """.replace("LSB", _LSB)
 #: :func:`operand_facts`' flags
@@ -248,10 +263,24 @@ class OperandFacts:
     flags: int
 
 
-def operand_facts(arrays: list[Any], fmt: Any, none: int) -> list[OperandFacts] | None:
+class PendingFacts:
+    """:func:`operand_facts` under way: the magnitudes are there to queue GEMMs on;
+    :meth:`result` waits for the facts alone (not for what was queued after them)."""
+
+    def __init__(self, magnitudes: list[Any], host: np.ndarray, ready: Any, none: int) -> None:
+        self.magnitudes = magnitudes
+        self._host, self._ready, self._none = host, ready, none
+
+    def result(self) -> list[OperandFacts]:
+        self._ready.synchronize()
+        return [OperandFacts(m, self._none - int(far), int(flags))
+                for m, (far, flags) in zip(self.magnitudes, self._host, strict=True)]
+
+
+def operand_facts(arrays: list[Any], fmt: Any, none: int) -> PendingFacts | None:
     """On CuPy: each array's :class:`OperandFacts` (subnormal and representable
-    as to ``fmt``), one pass each, all brought to the host in one transfer (the one
-    synchronisation). ``None`` on NumPy."""
+    as to ``fmt``), one pass each, all copied to the host in one asynchronous
+    transfer. ``None`` on NumPy."""
     xp = array_module(arrays[0])
     if not fused(xp):
         return None
@@ -265,14 +294,17 @@ def operand_facts(arrays: list[Any], fmt: Any, none: int) -> list[OperandFacts] 
             x = xp.ascontiguousarray(x)
             ax = xp.empty_like(x)
         if x.size:
-            blocks = min(-(-x.size // 256), 4096)
+            blocks = min(-(-x.size // 256), 1024)
             _kernel("facts")((blocks,), (256,), (
                 x, ax, np.int64(x.size), np.int32(fmt.t), np.int32(fmt.emin),
                 np.float64(fmt.max), np.float64(fmt.tiny), np.int32(none), found[i]))
         mags.append(ax)
-    host = found.get()
-    return [OperandFacts(m, none - int(far), int(flags))
-            for m, (far, flags) in zip(mags, host, strict=True)]
+    pinned = xp.cuda.alloc_pinned_memory(found.nbytes)  # (CuPy's pool of page-locked memory)
+    host = np.frombuffer(pinned, dtype=np.int32, count=found.size).reshape(found.shape)
+    stream = xp.cuda.get_current_stream()
+    xp.cuda.runtime.memcpyAsync(host.ctypes.data, found.data.ptr, found.nbytes,
+                                xp.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+    return PendingFacts(mags, host, stream.record(), none)
 
 
 def exact_contraction_radii(value: Any, S: Any, bias: Any, grow: Any, tiny_sum: Any,

@@ -467,12 +467,12 @@ def _settle(out: Tracked, av: Any, bv: Any, bias: Tracked | None, model: Precisi
 
 def _exact_device_matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
                          lengths: _Lengths) -> Tracked | None:
-    """:func:`_matmul` of exact operands on CuPy, with one synchronisation, before
-    the GEMMs (:func:`~numoracle.oracle.fused.operand_facts`), and one kernel
-    after them: the same bits as the general path. ``None`` where that path is
-    needed: operands with radii, non-finite elements, subnormals the model may
-    flush, a grid below float64's (its reference radius is not zeroed with the
-    kernel's)."""
+    """:func:`_matmul` of exact operands on CuPy: one synchronisation, which waits
+    for the operands' facts (:func:`~numoracle.oracle.fused.operand_facts`) while
+    the GEMMs run, and one kernel after them: the same bits as the general path.
+    ``None`` where that path is needed (its GEMMs run again there; rare):
+    operands with radii, non-finite elements, subnormals the model may flush, a
+    grid below float64's (its reference radius is not zeroed with the kernel's)."""
     operands = (a, b) + ((bias,) if bias is not None else ())
     if any(_nonzero(t.det) or _nonzero(t.ref_err) for t in operands):
         return None
@@ -481,9 +481,16 @@ def _exact_device_matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tr
     known = rounding is not None
     if rounding is not None:  # a known rounding of exact inputs is applied exactly (as _operand)
         av, bv = quantize(av, model.compute, rounding), quantize(bv, model.compute, rounding)
-    facts = operand_facts([av, bv] + ([bias.value] if bias is not None else []),
-                          model.compute, _NO_GRID)
-    if facts is None or any(f.flags & NOT_FINITE for f in facts):
+    pending = operand_facts([av, bv] + ([bias.value] if bias is not None else []),
+                            model.compute, _NO_GRID)
+    if pending is None:
+        return None
+    xp = _xp(av)
+    value = av @ bv  # queued behind the facts, running while the host reads them
+    S = pending.magnitudes[0] @ pending.magnitudes[1]
+    facts = pending.result()
+    del pending
+    if any(f.flags & NOT_FINITE for f in facts):
         return None
     c = [model.input_unit() if model.rounds_inputs and not known
          and f.flags & UNREPRESENTABLE else 0.0 for f in facts[:2]]
@@ -500,9 +507,6 @@ def _exact_device_matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tr
         if e < (1 << 19):
             fits_acc = _pow2(acc.p + e) if e >= acc.emin else -1.0
             fits_64 = _pow2(FP64.p + e)
-    xp = _xp(av)
-    value = av @ bv
-    S = facts[0].magnitude @ facts[1].magnitude
     del facts
     g64, det_coef, prob_coef, eta = coefs = _coefficients(lengths, c_in, model, xp)
     det, prob, ref_err = exact_contraction_radii(
