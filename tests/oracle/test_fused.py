@@ -209,7 +209,7 @@ def test_gpu_operand_facts_match_the_host(cupy: Any) -> None:
             x[:] = 0.0
         for fmt in (FP32, TF32):
             for arr in (cupy.asarray(x), cupy.asarray(x.T).T, cupy.asarray(x)[:, ::2]):
-                (f,) = operand_facts([arr], fmt, _NO_GRID)
+                (f,) = operand_facts([arr], fmt, _NO_GRID).result()
                 host = cupy.asnumpy(arr)
                 fin = host[np.isfinite(host)]
                 nz = fin[fin != 0]
@@ -218,4 +218,4 @@ def test_gpu_operand_facts_match_the_host(cupy: Any) -> None:
                 assert bool(f.flags & NOT_FINITE) == (fin.size < host.size)
                 assert bool(f.flags & SUBNORMAL) == bool(np.any(np.abs(nz) < fmt.tiny))
                 assert bool(f.flags & UNREPRESENTABLE) == (not representable(nz, fmt).all())
-    assert operand_facts([cupy.zeros((0, 3))], FP32, _NO_GRID)[0].lsb == _NO_GRID
+    assert operand_facts([cupy.zeros((0, 3))], FP32, _NO_GRID).result()[0].lsb == _NO_GRID
