@@ -481,13 +481,12 @@ def _exact_device_matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tr
     known = rounding is not None
     if rounding is not None:  # a known rounding of exact inputs is applied exactly (as _operand)
         av, bv = quantize(av, model.compute, rounding), quantize(bv, model.compute, rounding)
+    xp = _xp(av)
+    value = av @ bv  # first: the device is busy while the host queues the rest
     pending = operand_facts([av, bv] + ([bias.value] if bias is not None else []),
                             model.compute, _NO_GRID)
-    if pending is None:
-        return None
-    xp = _xp(av)
-    value = av @ bv  # queued behind the facts, running while the host reads them
-    S = pending.magnitudes[0] @ pending.magnitudes[1]
+    assert pending is not None  # called on CuPy only
+    S = pending.magnitudes[0] @ pending.magnitudes[1]  # runs while the host reads the facts
     facts = pending.result()
     del pending
     if any(f.flags & NOT_FINITE for f in facts):
