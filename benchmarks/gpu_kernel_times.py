@@ -3,8 +3,9 @@
 Runs the linear backward reference (fp32 model, the oracle_speed.py case) and the plain
 float64 products of the same outputs under torch's profiler, which records every CUDA
 kernel of the process (CuPy's and cuBLAS's too), and writes per kernel name its launches
-and device time, their sum, and the wall time of the call: wall minus the kernels' sum
-is time the device waited for the host.
+and device time, their sum, and the wall time of the call (each synchronised): wall
+minus the kernels' sum is time the device waited for the host (the profiler's own
+cost included).
 
     python benchmarks/gpu_kernel_times.py --linear 1024,4096,4096 --out OUT/kernels.md
 """
@@ -29,11 +30,12 @@ def _table(title: str, fn, repeats: int) -> list[str]:
     fn()
     cupy.cuda.Device().synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        t0 = time.perf_counter()
-        for _ in range(repeats):
+        wall = 0.0
+        for _ in range(repeats):  # each call synchronised, as a check's reference is
+            t0 = time.perf_counter()
             fn()
-        cupy.cuda.Device().synchronize()
-        wall = (time.perf_counter() - t0) / repeats
+            cupy.cuda.Device().synchronize()
+            wall += (time.perf_counter() - t0) / repeats
     per: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
     for ev in prof.events():
         if ev.device_type == torch.autograd.DeviceType.CUDA:
