@@ -4,7 +4,8 @@
 
 Seed 000's case: batch 2, 1 -> 16 channels, 128 x 128 pixels, 3 x 3 kernel. Times
 the full conv2d reference (y, grad_input, grad_weight, grad_bias with bounds)
-and grad_weight alone on the CPU and, when CuPy has a GPU, on its float64 path
+and grad_weight alone, and the full reference for a float64 kernel (the exact
+context's), on the CPU and, when CuPy has a GPU, on its float64 path
 (inputs already on the device; the time includes bringing value and bounds
 back to the host, as the checks do); then torch.autograd.gradcheck on growing
 square conv2d problems until one takes longer than the limit, and numoracle's
@@ -28,11 +29,13 @@ CONV = get_op("conv2d")
 
 
 def time_reference(params: dict, outputs: tuple[str, ...] = (), repeats: int = 3,
-                   gpu: bool = False) -> float:
-    """Median seconds of the reference + bound (on the GPU's float64 path with ``gpu``)."""
+                   gpu: bool = False, model_name: str = "fp32") -> float:
+    """Median seconds of the reference + bound (on the GPU's float64 path with ``gpu``)
+    for a kernel claiming ``model_name`` (``fp64``: a float64 kernel's, in the exact
+    context)."""
     case = Case("conv2d", params, family="normal", seed=0)
     inputs: dict = case.inputs()
-    model = get_model("fp32")
+    model = get_model(model_name)
     sync = lambda: None  # noqa: E731
     if gpu:
         import cupy  # noqa: PLC0415 - only with a GPU
@@ -67,7 +70,7 @@ def gpu_name() -> str | None:
 
 
 def gradcheck_time(side: int, channels: int) -> float:
-    import torch
+    import torch  # noqa: PLC0415 - only for the gradcheck ladder
 
     x = torch.randn(1, channels, side, side, dtype=torch.float64, requires_grad=True)
     w = torch.randn(channels, channels, 3, 3, dtype=torch.float64, requires_grad=True)
@@ -89,12 +92,15 @@ def main() -> None:
                "kernel_size": 3, "bias": True}
     res: dict = {"machine": platform.platform(), "seed000_case": seed000,
                  "seed000_all_outputs_s": time_reference(seed000),
-                 "seed000_grad_weight_s": time_reference(seed000, ("grad_weight",))}
+                 "seed000_grad_weight_s": time_reference(seed000, ("grad_weight",)),
+                 "seed000_fp64_target_all_outputs_s": time_reference(seed000, model_name="fp64")}
     gpu = gpu_name()
     if gpu is not None:
         res["gpu"] = gpu
         res["seed000_all_outputs_gpu_s"] = time_reference(seed000, gpu=True)
         res["seed000_grad_weight_gpu_s"] = time_reference(seed000, ("grad_weight",), gpu=True)
+        res["seed000_fp64_target_all_outputs_gpu_s"] = time_reference(seed000, gpu=True,
+                                                                      model_name="fp64")
         large = {"batch": 32, "in_channels": 64, "out_channels": 64, "height": 32, "width": 32,
                  "kernel_size": 3, "padding": 1, "bias": True}
         res["large_case"] = large
