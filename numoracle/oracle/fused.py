@@ -93,15 +93,21 @@ extern "C" __global__ void numoracle_operand_facts(
 """.replace("LSB", _LSB)
 #: :func:`operand_facts`' flags
 UNREPRESENTABLE, SUBNORMAL, NOT_FINITE = 1, 2, 4
-_EXACT_PARAMS = ("float64 grow, float64 tiny_sum, float64 det_coef, float64 prob_coef, "
-                 "float64 eta, float64 g64, float64 fits_acc, float64 fits_64, float64 acc_max")
-#: contraction_radii's arithmetic, then the exact regime's zeros and the overflow's infinities
-_EXACT_BODY = ("double s = S * grow; s = s + tiny_sum; S = s;"
-               "double d = s * det_coef + eta; double p = s * prob_coef + eta;"
-               "if (s <= fits_acc) { d = 0.0; p = 0.0; }"
+_RADII_PARAMS = ("float64 grow, float64 tiny_sum, float64 det_coef, float64 prob_coef, "
+                 "float64 eta, float64 g64")
+#: contraction_radii's arithmetic: S made an upper bound, the radii d, p, r affine in it
+_RADII = ("double s = S * grow; s = s + tiny_sum; S = s;"
+          "double d = s * det_coef + eta; double p = s * prob_coef + eta;"
+          "double r = s * g64 + tiny_sum;")
+_EXACT_PARAMS = _RADII_PARAMS + ", float64 fits_acc, float64 fits_64, float64 acc_max"
+#: then the exact regime's zeros and the overflow's infinities
+_EXACT_BODY = (_RADII + "if (s <= fits_acc) { d = 0.0; p = 0.0; }"
                "if (s > acc_max) { d = " + _INF + "; p = " + _INF + "; }"
-               "det = d; prob = p;"
-               "double r = s * g64 + tiny_sum; ref = s <= fits_64 ? 0.0 : r;")
+               "det = d; prob = p; ref = s <= fits_64 ? 0.0 : r;")
+_ROUNDING_PARAMS = "float64 v, float64 ref, float64 u, float64 grow, float64 tiny"
+#: add_rounding's arithmetic: the radii d, p after one more rounding
+_ROUNDING = ("double m = fabs(v) + ref; double mu = m * u; mu = mu + tiny;"
+             "double d = det * grow + mu; double p = prob * grow + mu;")
 
 
 def _kernel(name: str) -> Any:
@@ -111,19 +117,12 @@ def _kernel(name: str) -> Any:
 
         if name == "contraction":
             _KERNELS[name] = cupy.ElementwiseKernel(
-                "float64 grow, float64 tiny_sum, float64 det_coef, float64 prob_coef, "
-                "float64 eta, float64 g64",
-                "float64 S, float64 det, float64 prob, float64 ref",
-                "double s = S * grow; s = s + tiny_sum; S = s;"
-                "det = s * det_coef + eta; prob = s * prob_coef + eta;"
-                "ref = s * g64 + tiny_sum;",
+                _RADII_PARAMS, "float64 S, float64 det, float64 prob, float64 ref",
+                _RADII + "det = d; prob = p; ref = r;",
                 "numoracle_contraction_radii", options=_NO_FMA)
         elif name == "rounding":
             _KERNELS[name] = cupy.ElementwiseKernel(
-                "float64 v, float64 ref, float64 u, float64 grow, float64 tiny",
-                "float64 det, float64 prob",
-                "double m = fabs(v) + ref; m = m * u; m = m + tiny;"
-                "det = det * grow + m; prob = prob * grow + m;",
+                _ROUNDING_PARAMS, "float64 det, float64 prob", _ROUNDING + "det = d; prob = p;",
                 "numoracle_add_rounding", options=_NO_FMA)
         elif name == "exact":
             _KERNELS[name] = cupy.ElementwiseKernel(
@@ -137,13 +136,11 @@ def _kernel(name: str) -> Any:
                 "numoracle_exact_contraction_bias", options=_NO_FMA)
         elif name == "store":
             _KERNELS[name] = cupy.ElementwiseKernel(
-                "float64 v, float64 ref, float64 u, float64 grow, float64 tiny, float64 fmax, "
-                "int32 t, int32 emin", "float64 det, float64 prob",
-                "double m = fabs(v) + ref; bool over = m + det >= fmax;"
+                _ROUNDING_PARAMS + ", float64 fmax, int32 t, int32 emin",
+                "float64 det, float64 prob", _ROUNDING +
+                "bool over = m + det >= fmax;"
                 "bool exact = det == 0.0 && ref == 0.0 && numoracle_representable(v, t, emin,"
                 " fmax);"
-                "double mu = m * u; mu = mu + tiny;"
-                "double d = det * grow + mu; double p = prob * grow + mu;"
                 "if (exact) { d = 0.0; p = 0.0; }"
                 "if (over) { d = " + _INF + "; p = " + _INF + "; }"
                 "det = d; prob = p;",
