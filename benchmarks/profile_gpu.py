@@ -72,7 +72,7 @@ def _oracle(out: Path, name: str, op_name: str, params: dict[str, Any]) -> None:
 
 
 #: the functions of numoracle.oracle.tracked that ``stages`` times
-STAGES = ("matmul", "_matmul", "_exact_device_matmul", "operand_facts",
+STAGES = ("matmul", "_matmul", "_exact_fused_matmul", "operand_facts",
           "exact_contraction_radii", "_settle", "_operand", "_gammas", "contraction_radii", "_grid_and_top",
           "_may_fit", "lsb_exponent", "lowest_set_bit", "device_scalars", "_finite_magnitude",
           "_overflow_to_inf", "_escalate", "store", "_store", "store_rounding", "add_rounding",

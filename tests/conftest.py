@@ -1,4 +1,4 @@
-"""Fixtures of the GPU tests: the device libraries, or a clean skip."""
+"""Fixtures of the GPU tests (the device libraries, or a clean skip); the CPU loops warmed."""
 
 from __future__ import annotations
 
@@ -8,12 +8,17 @@ from typing import Any
 import pytest
 
 from numoracle.kernels import get_backend
+from numoracle.oracle import fused_cpu
 
 # torch loaded before any test starts a thread: importing it later, while a kernel
 # thread of an earlier test lived, crashed the interpreter (SIGSEGV in torch's
 # extension loading)
 with contextlib.suppress(ImportError):
     import torch  # noqa: F401
+
+# numba's loops compiled (or loaded from its cache) before any test times itself:
+# a Hypothesis deadline would otherwise count the first compilation
+fused_cpu.warm_up()
 
 
 @pytest.fixture(scope="module")

@@ -20,16 +20,21 @@ while the GEMMs are queued behind it; everything after the GEMMs is one kernel
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from . import fused_cpu
+from .formats import FP64
 from .xp import array_module
 
 __all__ = ["fused", "contraction_radii", "add_rounding", "lowest_set_bit", "device_scalars",
            "own_array", "rounded", "operand_facts", "OperandFacts", "exact_contraction_radii",
-           "store_rounding", "PendingFacts", "NOT_FINITE", "SUBNORMAL", "UNREPRESENTABLE"]
+           "store_rounding", "PendingFacts", "fused_exact", "exact_products", "NOT_FINITE",
+           "SUBNORMAL",
+           "UNREPRESENTABLE"]
 
 #: separate roundings, as NumPy's passes (no a*b+c contracted into one fma)
 _NO_FMA = ("--fmad=false",)
@@ -162,6 +167,13 @@ def fused(xp: Any) -> bool:
     return bool(xp.__name__ == "cupy")
 
 
+def fused_exact(xp: Any) -> bool:
+    """Whether a contraction of exact operands and the rounding to an output format
+    run as one pass each on the arrays of ``xp``: CuPy's kernels, or on NumPy the
+    loops of :mod:`~numoracle.oracle.fused_cpu` where numba is installed."""
+    return fused(xp) or (xp is np and fused_cpu.available())
+
+
 def contraction_radii(S: Any, grow: Any, tiny_sum: Any, det_coef: Any, prob_coef: Any,
                       eta: Any, g64: Any) -> tuple[Any, Any, Any]:
     """Make ``S`` (a float64 magnitude sum, in place) an upper bound,
@@ -188,11 +200,14 @@ def _affine(S: Any, coef: Any, const: Any) -> Any:
 
 
 def lowest_set_bit(x: Any, none: int, sync: bool = True) -> Any:
-    """On CuPy: the exponent of the lowest set bit over the nonzero finite
-    elements of float64 ``x`` (``none`` where there are none), in one pass and
-    one synchronisation; with ``sync=False`` as a 0-d device array, for
-    :func:`device_scalars`. ``None`` on NumPy (its vectorised path is the caller's)."""
+    """The exponent of the lowest set bit over the nonzero finite elements of
+    float64 ``x`` (``none`` where there are none), in one pass: on CuPy with one
+    synchronisation (with ``sync=False`` a 0-d device array, for
+    :func:`device_scalars`); on NumPy by :mod:`~numoracle.oracle.fused_cpu`.
+    ``None`` where neither runs (the caller's vectorised NumPy path)."""
     xp = array_module(x)
+    if xp is np and fused_cpu.available():
+        return fused_cpu.grid(x, FP64, none)[0] if x.size else none
     if not fused(xp):
         return None
     low = xp.min(_kernel("lsb")(x, none)) if x.size else xp.asarray(none, dtype=xp.int32)
@@ -269,16 +284,25 @@ class PendingFacts:
         self._host, self._ready, self._none = host, ready, none
 
     def result(self) -> list[OperandFacts]:
-        self._ready.synchronize()
+        if self._ready is not None:  # a device event
+            self._ready.synchronize()
         return [OperandFacts(m, self._none - int(far), int(flags))
                 for m, (far, flags) in zip(self.magnitudes, self._host, strict=True)]
 
 
-def operand_facts(arrays: list[Any], fmt: Any, none: int) -> PendingFacts | None:
-    """On CuPy: each array's :class:`OperandFacts` (subnormal and representable
-    as to ``fmt``), one pass each, all copied to the host in one asynchronous
-    transfer. ``None`` on NumPy."""
+def operand_facts(arrays: list[Any], fmt: Any, none: int, *,
+                  grid: bool = True) -> PendingFacts | None:
+    """Each array's :class:`OperandFacts` (subnormal and representable as to
+    ``fmt``), one pass each: on CuPy all copied to the host in one asynchronous
+    transfer; on NumPy by :mod:`~numoracle.oracle.fused_cpu`, the magnitudes in
+    this thread's scratch arrays (valid until its next call), the lowest set bit
+    (and representability) only with ``grid`` (else ``none``, representable).
+    ``None`` where neither runs (:func:`fused_exact`)."""
     xp = array_module(arrays[0])
+    if xp is np and fused_cpu.available():
+        mags = [_scratch(i, x) for i, x in enumerate(arrays)]
+        return PendingFacts(mags, fused_cpu.operand_facts(arrays, mags, fmt, none, grid),
+                            None, none)
     if not fused(xp):
         return None
     found = xp.zeros((len(arrays), 2), dtype=xp.int32)
@@ -304,6 +328,35 @@ def operand_facts(arrays: list[Any], fmt: Any, none: int) -> PendingFacts | None
     return PendingFacts(mags, host, stream.record(), none)
 
 
+def exact_products(av: Any, bv: Any, operands: list[Any], fmt: Any, none: int, *,
+                   grid: bool) -> tuple[Any, Any, PendingFacts]:
+    """``av @ bv``, the :func:`operand_facts` of ``operands`` (``av``, ``bv`` and
+    a bias) and ``S = |av| @ |bv|``: on CuPy the value's GEMM queued first (the
+    device works while the host queues the rest), then the facts' pass, then
+    ``S``'s GEMM, which runs while the host waits for the facts."""
+    value = av @ bv
+    pending = operand_facts(operands, fmt, none, grid=grid)
+    assert pending is not None
+    return value, pending.magnitudes[0] @ pending.magnitudes[1], pending
+
+
+_SCRATCH = threading.local()
+
+
+def _scratch(slot: int, like: np.ndarray) -> np.ndarray:
+    """This thread's scratch array ``slot``, shaped and laid out as ``like`` (C or
+    Fortran order; any other layout gets C order): kept from call to call, so that
+    the magnitudes of large operands do not take fresh pages every time."""
+    bufs = getattr(_SCRATCH, "bufs", None)
+    if bufs is None:
+        bufs = _SCRATCH.bufs = {}
+    buf = bufs.get(slot)
+    if buf is None or buf.size < like.size:
+        buf = bufs[slot] = np.empty(like.size, dtype=np.float64)
+    fortran = like.flags.f_contiguous and not like.flags.c_contiguous
+    return buf[:like.size].reshape(like.shape, order="F" if fortran else "C")
+
+
 def exact_contraction_radii(value: Any, S: Any, bias: Any, grow: Any, tiny_sum: Any,
                             det_coef: Any, prob_coef: Any, eta: Any, g64: Any,
                             fits_acc: float, fits_64: float,
@@ -313,10 +366,14 @@ def exact_contraction_radii(value: Any, S: Any, bias: Any, grow: Any, tiny_sum: 
     :func:`contraction_radii`; the kernel's radii 0 where ``S <= fits_acc`` and the
     reference's where ``S <= fits_64`` (the exact regime; a negative threshold
     where there is none), both kernel radii infinite where ``S > acc_max`` (the
-    accumulator may overflow). ``value`` and ``S`` change in place."""
+    accumulator may overflow). ``value`` and ``S`` change in place. On NumPy
+    (:func:`fused_exact`) one loop of :mod:`~numoracle.oracle.fused_cpu`, the
+    coefficients floats."""
     xp = array_module(S)
-    det, prob, ref = (xp.empty_like(S) for _ in range(3))
     scalars = (grow, tiny_sum, det_coef, prob_coef, eta, g64, fits_acc, fits_64, acc_max)
+    if xp is np:
+        return fused_cpu.exact_radii(value, S, bias, scalars)
+    det, prob, ref = (xp.empty_like(S) for _ in range(3))
     if bias is None:
         _kernel("exact")(*scalars, S, det, prob, ref)
     else:
@@ -330,11 +387,18 @@ def store_rounding(value: Any, ref_err: Any, det: Any, prob: Any,
     :func:`add_rounding`, 0 where the value is exact (``det`` and ``ref_err`` 0)
     and ``fmt`` holds it, infinite where ``|value| + ref_err + det`` reaches
     ``fmt.max`` (the output may overflow); in place where a radius is an array of
-    its own. ``None`` on NumPy."""
+    its own. On NumPy one loop of :mod:`~numoracle.oracle.fused_cpu`; ``None``
+    where neither runs (:func:`fused_exact`)."""
     xp = array_module(value)
-    if not fused(xp):
+    if not fused_exact(xp):
         return None
     det, prob = own_array(det, value.shape, xp), own_array(prob, value.shape, xp)
+    if xp is np:
+        v, ref = (np.ascontiguousarray(np.broadcast_to(a, value.shape), dtype=np.float64)
+                  for a in (value, ref_err))
+        det, prob = (a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in (det, prob))
+        fused_cpu.store_round(v, ref, det, prob, fmt)
+        return det, prob
     _kernel("store")(value, ref_err, fmt.u, 1.0 + fmt.u, fmt.tiny, fmt.max, np.int32(fmt.t),
                      np.int32(fmt.emin), det, prob)
     return det, prob

@@ -47,9 +47,10 @@ from .fused import (
     contraction_radii,
     device_scalars,
     exact_contraction_radii,
+    exact_products,
     fused,
+    fused_exact,
     lowest_set_bit,
-    operand_facts,
     rounded,
     store_rounding,
 )
@@ -377,8 +378,8 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
             n_terms: np.ndarray | None = None) -> Tracked:
     xp = _xp(a.value)
     lengths = _lengths(a.shape[-1], bias is not None, n_terms, model, xp)
-    if fused(xp):
-        done = _exact_device_matmul(a, b, model, bias, lengths)
+    if fused_exact(xp):
+        done = _exact_fused_matmul(a, b, model, bias, lengths)
         if done is not None:
             return done
     a, ca = _operand(a, model)
@@ -465,16 +466,20 @@ def _settle(out: Tracked, av: Any, bv: Any, bias: Tracked | None, model: Precisi
     return _escalate(out, av, bv, bias, model, ref_prop)
 
 
-def _exact_device_matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
-                         lengths: _Lengths) -> Tracked | None:
-    """:func:`_matmul` of exact operands on CuPy: one synchronisation, which waits
-    for the operands' facts (:func:`~numoracle.oracle.fused.operand_facts`) while
-    the GEMMs run, and one kernel after them: the same bits as the general path.
-    ``None`` where that path is needed (its GEMMs run again there; rare):
-    operands with radii, non-finite elements, subnormals the model may flush, a
-    grid below float64's (its reference radius is not zeroed with the kernel's)."""
+def _exact_fused_matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
+                        lengths: _Lengths) -> Tracked | None:
+    """:func:`_matmul` of exact operands, one pass over each operand
+    (:func:`~numoracle.oracle.fused.operand_facts`) and one over the output after
+    the GEMMs: the same bits as the general path. On CuPy its one synchronisation
+    waits for the operands' facts while the GEMMs run. ``None`` where the general
+    path is needed (its GEMMs run again there; rare): operands with radii,
+    non-finite elements, subnormals the model may flush, a grid below float64's
+    (its reference radius is not zeroed with the kernel's); on NumPy also lengths
+    that vary per element."""
     operands = (a, b) + ((bias,) if bias is not None else ())
     if any(_nonzero(t.det) or _nonzero(t.ref_err) for t in operands):
+        return None
+    if _xp(a.value) is np and np.ndim(lengths.n_host):
         return None
     av, bv = a.value, b.value
     rounding = model.input_rounding if model.rounds_inputs else None
@@ -482,11 +487,12 @@ def _exact_device_matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tr
     if rounding is not None:  # a known rounding of exact inputs is applied exactly (as _operand)
         av, bv = quantize(av, model.compute, rounding), quantize(bv, model.compute, rounding)
     xp = _xp(av)
-    value = av @ bv  # first: the device is busy while the host queues the rest
-    pending = operand_facts([av, bv] + ([bias.value] if bias is not None else []),
-                            model.compute, _NO_GRID)
-    assert pending is not None  # called on CuPy only
-    S = pending.magnitudes[0] @ pending.magnitudes[1]  # runs while the host reads the facts
+    on_device = fused(xp)
+    operand_values = [av, bv] + ([bias.value] if bias is not None else [])
+    # the grid on the host only where some element may be exact (see below)
+    value, S, pending = exact_products(
+        av, bv, operand_values, model.compute, _NO_GRID,
+        grid=on_device or (model.rounds_inputs and not known))
     facts = pending.result()
     del pending
     if any(f.flags & NOT_FINITE for f in facts):
@@ -499,8 +505,10 @@ def _exact_device_matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tr
     c_in = c[0] + c[1] + c[0] * c[1]
     acc = model.accumulate
     fits_acc = fits_64 = -1.0  # S >= 0: no element fits
-    if c_in == 0.0:
-        e = _grid_exponent(*(f.lsb for f in facts))
+    if c_in == 0.0 and (on_device or _may_fit(S, av, bv, bias, max(acc.p, FP64.p))):
+        # (S here is not yet grown: where no element of it fits, none grown does)
+        e = _grid_exponent(*(f.lsb if on_device else lsb_exponent(v)
+                             for f, v in zip(facts, operand_values, strict=True)))
         if e < FP64.emin - 52:
             return None
         if e < (1 << 19):

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import numpy as np
 import pytest
 
+from numoracle.oracle import fused_cpu
 from numoracle.oracle.formats import FP16, FP32, TF32
 from numoracle.oracle.fused import (
     NOT_FINITE,
@@ -19,6 +22,28 @@ from numoracle.oracle.fused import (
 )
 from numoracle.oracle.precision import gamma, get_model
 from numoracle.oracle.tracked import Tracked, exact, matmul, store
+
+
+@contextmanager
+def _numpy_passes() -> Iterator[None]:
+    """The NumPy passes, numba's loops switched off (the definitions they match)."""
+    saved = fused_cpu._loops
+    fused_cpu._loops = lambda: None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        fused_cpu._loops = saved  # type: ignore[assignment]
+
+
+@pytest.fixture(params=["numba", pytest.param("cupy", marks=pytest.mark.gpu)])
+def fast_xp(request: pytest.FixtureRequest) -> Any:
+    """The array module of a one-pass backend: NumPy with numba's loops (skipped
+    without numba), or CuPy (skipped without a GPU)."""
+    if request.param == "cupy":
+        return request.getfixturevalue("cupy")
+    if not fused_cpu.available():
+        pytest.skip("numba is not installed (pip install 'numoracle[fast]')")
+    return np
 
 
 def _magnitudes(shape: tuple[int, ...], seed: int) -> np.ndarray:
@@ -52,9 +77,9 @@ def test_add_rounding_leaves_a_shared_radius_alone() -> None:
     assert prob2 is prob  # its own array: rounded in place
     u = 2.0**-24
     np.testing.assert_array_equal(det, 0.5 * (1 + u) + (np.abs(v) * u + 2.0**-126))
-    # NumPy: separate passes, no one-kernel forms
-    assert store_rounding(v, v, v, v, FP32) is None
-    assert operand_facts([v], FP32, 1 << 20) is None
+    with _numpy_passes():  # NumPy without numba: separate passes, no one-pass forms
+        assert store_rounding(v, v, v, v, FP32) is None
+        assert operand_facts([v], FP32, 1 << 20) is None
 
 
 @pytest.mark.gpu
@@ -90,7 +115,8 @@ def test_gpu_lowest_set_bit_matches_the_host(cupy: Any) -> None:
             x[-1] = [np.inf, -np.inf, np.nan][k % 3]
         if k % 7 == 0:
             x[:] = 0.0
-        host = lsb_exponent(x)
+        with _numpy_passes():
+            host = lsb_exponent(x)
         assert lsb_exponent(cupy.asarray(x)) == host
         assert lsb_exponent(cupy.asarray(x.reshape(1, -1)).T) == host  # any layout
     assert lsb_exponent(cupy.zeros(0)) == _NO_GRID
@@ -124,15 +150,15 @@ def _same(host: dict[str, np.ndarray], dev: dict[str, np.ndarray], what: str) ->
         np.testing.assert_array_equal(dev[name], host[name], err_msg=f"{what}: {name}")
 
 
-@pytest.mark.gpu
 @pytest.mark.parametrize("model_name", ["fp32", "tf32", "bf16", "fp16", "fp32-acc16",
                                         "fp32-flush"])
-def test_gpu_exact_contraction_and_store_match_the_host_bitwise(cupy: Any,
-                                                                model_name: str) -> None:
-    """The one-synchronisation device contraction (facts, GEMMs, one kernel) and the
-    one-kernel store give the general NumPy path's bits, in and out of the exact
-    regime, past the accumulator's range, with subnormals, biases, lengths per
-    element, zeros and non-finite inputs (those two by the general device path)."""
+def test_exact_contraction_and_store_match_the_numpy_passes_bitwise(fast_xp: Any,
+                                                                    model_name: str) -> None:
+    """The one-pass contraction (facts, GEMMs, one pass after them) and store, on
+    the GPU and with numba's loops on the CPU, give the general NumPy path's bits,
+    in and out of the exact regime, past the accumulator's range, with subnormals,
+    biases, lengths per element, zeros and non-finite inputs (those three by the
+    general path)."""
     model = (get_model("fp32", flush_subnormal_inputs=True) if model_name == "fp32-flush"
              else get_model(model_name))
     rng = np.random.default_rng(11)
@@ -151,19 +177,20 @@ def test_gpu_exact_contraction_and_store_match_the_host_bitwise(cupy: Any,
             bias = None
             terms = np.minimum(terms, n)
         results = []
-        for xp in (np, cupy):
-            ta, tw = exact(xp.asarray(a)), exact(xp.asarray(w))
-            tb = None if bias is None else exact(xp.asarray(bias))
-            out = matmul(ta, tw.T, model, bias=tb, terms=terms)
-            results.append((_snapshot(out), _snapshot(store(out, model))))
+        for xp in (None, fast_xp):  # None: NumPy's passes
+            with _numpy_passes() if xp is None else nullcontext():
+                xp = xp or np
+                ta, tw = exact(xp.asarray(a)), exact(xp.asarray(w))
+                tb = None if bias is None else exact(xp.asarray(bias))
+                out = matmul(ta, tw.T, model, bias=tb, terms=terms)
+                results.append((_snapshot(out), _snapshot(store(out, model))))
         what = f"{model_name} case {k} {family} {(m, n, p)} bias={bias is not None}"
         _same(results[0][0], results[1][0], what)
         _same(results[0][1], results[1][1], what + " stored")
 
 
-@pytest.mark.gpu
 @pytest.mark.parametrize("fmt", [FP32, TF32, FP16])
-def test_gpu_store_rounding_matches_the_host_bitwise(cupy: Any, fmt: Any) -> None:
+def test_store_rounding_matches_the_numpy_passes_bitwise(fast_xp: Any, fmt: Any) -> None:
     """Stored radii: exact representable values (0), overflow (inf), NaN radii,
     shared radii and reference errors, as the NumPy passes give them."""
     rng = np.random.default_rng(12)
@@ -178,20 +205,21 @@ def test_gpu_store_rounding_matches_the_host_bitwise(cupy: Any, fmt: Any) -> Non
     det.flat[4] = np.nan
     ref = np.where(rng.random(shape) < 0.5, 0.0, np.abs(v) * 2.0**-60)
     for r, d in ((ref, det), (np.zeros(()), det), (ref, np.full((), 0.25))):
-        host = store(Tracked(value=v, ref_err=r, det=d.copy(), prob=d * 0.5, mag=np.abs(v)),
-                     get_model("fp64", storage=fmt, accumulate=fmt))  # (rounded in place)
-        dv, dr, dd = (cupy.asarray(x) for x in (v, r, d))
-        dev = store(Tracked(value=dv, ref_err=dr, det=dd, prob=dd * 0.5, mag=cupy.abs(dv)),
-                    get_model("fp64", storage=fmt, accumulate=fmt))
+        model = get_model("fp64", storage=fmt, accumulate=fmt)
+        with _numpy_passes():  # (radii rounded in place: copies)
+            host = store(Tracked(value=v, ref_err=r, det=d.copy(), prob=d * 0.5,
+                                 mag=np.abs(v)), model)
+        dv, dr, dd = (fast_xp.asarray(x) for x in (v, r, d.copy()))
+        dev = store(Tracked(value=dv, ref_err=dr, det=dd, prob=dd * 0.5,
+                            mag=fast_xp.abs(dv)), model).to_host()
         for name in ("det", "prob"):
-            np.testing.assert_array_equal(cupy.asnumpy(getattr(dev, name)),
+            np.testing.assert_array_equal(np.broadcast_to(getattr(dev, name), shape),
                                           np.broadcast_to(getattr(host, name), shape))
 
 
-@pytest.mark.gpu
-def test_gpu_operand_facts_match_the_host(cupy: Any) -> None:
+def test_operand_facts_match_the_numpy_definitions(fast_xp: Any) -> None:
     """Magnitudes, lowest set bits and flags of one pass, in any layout, against
-    the host's definitions."""
+    the NumPy definitions."""
     from numoracle.oracle.formats import representable
     from numoracle.oracle.tracked import _NO_GRID, lsb_exponent
 
@@ -208,14 +236,17 @@ def test_gpu_operand_facts_match_the_host(cupy: Any) -> None:
         if k % 7 == 0:
             x[:] = 0.0
         for fmt in (FP32, TF32):
-            for arr in (cupy.asarray(x), cupy.asarray(x.T).T, cupy.asarray(x)[:, ::2]):
+            xp = fast_xp
+            for arr in (xp.asarray(x), xp.asarray(x.T).T, xp.asarray(x)[:, ::2]):
                 (f,) = operand_facts([arr], fmt, _NO_GRID).result()
-                host = cupy.asnumpy(arr)
+                host = np.array(arr.get() if xp is not np else arr)
                 fin = host[np.isfinite(host)]
                 nz = fin[fin != 0]
-                assert f.lsb == lsb_exponent(host)
-                np.testing.assert_array_equal(cupy.asnumpy(f.magnitude), np.abs(host))
+                with _numpy_passes():
+                    assert f.lsb == lsb_exponent(host)
+                mag = f.magnitude.get() if xp is not np else f.magnitude
+                np.testing.assert_array_equal(mag, np.abs(host))
                 assert bool(f.flags & NOT_FINITE) == (fin.size < host.size)
                 assert bool(f.flags & SUBNORMAL) == bool(np.any(np.abs(nz) < fmt.tiny))
                 assert bool(f.flags & UNREPRESENTABLE) == (not representable(nz, fmt).all())
-    assert operand_facts([cupy.zeros((0, 3))], FP32, _NO_GRID).result()[0].lsb == _NO_GRID
+    assert operand_facts([fast_xp.zeros((0, 3))], FP32, _NO_GRID).result()[0].lsb == _NO_GRID

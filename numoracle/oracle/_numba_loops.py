@@ -1,0 +1,121 @@
+"""The loops of :mod:`~numoracle.oracle.fused_cpu`, compiled by numba (imported
+only where numba is installed). Each performs NumPy's float64 operations in
+NumPy's order; see the CuPy kernels of :mod:`~numoracle.oracle.fused`, which
+they mirror."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numba
+import numpy as np
+
+_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
+#: position of the set bit of 2^i, indexed by (2^i * _DEBRUIJN mod 2^64) >> 58
+_CTZ = np.zeros(64, dtype=np.int64)
+for _i in range(64):
+    _CTZ[(((1 << _i) * int(_DEBRUIJN)) % (1 << 64)) >> 58] = _i
+
+_jit = numba.njit(cache=True, nogil=True)
+
+
+@_jit
+def _ctz(m: Any) -> int:
+    """Trailing zeros of a nonzero 64-bit word."""
+    low = m & (~m + np.uint64(1))
+    return _CTZ[(low * _DEBRUIJN) >> np.uint64(58)]
+
+
+@_jit
+def _lsb(b: Any, e_field: Any) -> tuple[int, int]:
+    """The exponent of the lowest set bit of a nonzero finite float64 (its bits and
+    exponent field), and ``floor(log2 |x|)`` (-1075 for a subnormal)."""
+    mant = b & np.uint64(0xFFFFFFFFFFFFF)
+    if e_field == 0:
+        return -1074 + _ctz(mant), -1075
+    return e_field - 1075 + _ctz(mant | np.uint64(0x10000000000000)), e_field - 1023
+
+
+@_jit
+def magnitudes(x: Any, ax: Any, tiny: float) -> int:
+    """``|x|`` into ``ax``; NOT_FINITE (4) and SUBNORMAL (2, a nonzero below
+    ``tiny``), or'ed (branch-free: the loop vectorises)."""
+    not_finite, subnormal = False, False
+    for i in range(x.size):
+        a = abs(x[i])
+        ax[i] = a
+        not_finite |= not a <= 1.7976931348623157e308
+        subnormal |= (a < tiny) & (a != 0.0)
+    return 4 * not_finite + 2 * subnormal
+
+
+@_jit
+def grid(x: Any, t: int, emin: int, fmax: float, none: int) -> tuple[int, int]:
+    """The lowest set bit of the nonzero finite elements (``none`` where there are
+    none), and UNREPRESENTABLE (1) where one is off the format's grid or range."""
+    bits = x.view(np.uint64)
+    lowest, flags = none, 0
+    for i in range(x.size):
+        a = abs(x[i])
+        if a != 0.0 and a <= 1.7976931348623157e308:
+            b = bits[i]
+            lsb, ex = _lsb(b, np.int64((b >> np.uint64(52)) & np.uint64(0x7FF)))
+            lowest = min(lowest, lsb)
+            if not (a <= fmax and lsb >= max(ex, emin) - t):
+                flags = 1
+    return lowest, flags
+
+
+@_jit
+def exact(value: Any, S: Any, bias: Any, has_bias: bool, grow: float, tiny_sum: float,
+          det_coef: float, prob_coef: float, eta: float, g64: float, fits_acc: float,
+          fits_64: float, acc_max: float, det: Any, prob: Any, ref: Any) -> None:
+    nb = bias.size
+    if has_bias:  # along the last axis (rows of nb)
+        for r in range(S.size // nb):
+            for j in range(nb):
+                value[r * nb + j] = value[r * nb + j] + bias[j]
+                S[r * nb + j] = S[r * nb + j] + abs(bias[j])
+    for i in range(S.size):
+        s = S[i] * grow
+        s = s + tiny_sum
+        S[i] = s
+        d = s * det_coef + eta
+        p = s * prob_coef + eta
+        r = s * g64 + tiny_sum
+        if s <= fits_acc:
+            d = 0.0
+            p = 0.0
+        if s > acc_max:
+            d = np.inf
+            p = np.inf
+        det[i] = d
+        prob[i] = p
+        ref[i] = 0.0 if s <= fits_64 else r
+
+
+@_jit
+def store(v: Any, ref: Any, det: Any, prob: Any, u: float, grow: float, tiny: float,
+          fmax: float, t: int, emin: int) -> None:
+    bits = v.view(np.uint64)
+    for i in range(v.size):
+        m = abs(v[i]) + ref[i]
+        mu = m * u
+        mu = mu + tiny
+        d = det[i] * grow + mu
+        p = prob[i] * grow + mu
+        if det[i] == 0.0 and ref[i] == 0.0:  # exact: does the format hold it?
+            b = bits[i]
+            e_field = np.int64((b >> np.uint64(52)) & np.uint64(0x7FF))
+            held = True
+            if e_field != 0x7FF and v[i] != 0.0:
+                lsb, ex = _lsb(b, e_field)
+                held = abs(v[i]) <= fmax and lsb >= max(ex, emin) - t
+            if held:
+                d = 0.0
+                p = 0.0
+        if m + det[i] >= fmax:
+            d = np.inf
+            p = np.inf
+        det[i] = d
+        prob[i] = p

@@ -1,0 +1,112 @@
+"""The one-pass forms of :mod:`~numoracle.oracle.fused` on the CPU, compiled by numba.
+
+A contraction of exact operands on NumPy costs, beside its GEMMs, a dozen
+separate passes over every output (the radii affine in ``S``, the rounding to
+the output format) and one over every operand (magnitudes, the exact regime's
+grid): the CPU's memory bandwidth, not its arithmetic, sets their pace. Where
+numba is installed (``pip install 'numoracle[fast]'``) each group is one loop
+(:mod:`~numoracle.oracle._numba_loops`), performing the same float64 operations
+in the same order as the NumPy passes (numba, like NumPy, contracts no
+``a*b+c`` into one fma): the same bits, tested against them. The loops run
+on one core: after a GEMM the BLAS library's threads keep spinning on the
+others for a while (measured: a loop cut in two threads right after a GEMM
+took twice as long as on one). Without numba, or with ``NUMORACLE_NUMBA=0`` in
+the environment, the NumPy passes run. The loops compile on first use and are
+cached on disk.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+__all__ = ["available", "warm_up", "operand_facts", "grid", "exact_radii", "store_round"]
+
+
+@cache
+def _loops() -> Any:
+    """The compiled loops, or None where numba is missing or switched off."""
+    if os.environ.get("NUMORACLE_NUMBA", "1") == "0":
+        return None
+    try:
+        from . import _numba_loops  # noqa: PLC0415 - numba is optional
+    except ImportError:
+        return None
+    return _numba_loops
+
+
+def available() -> bool:
+    """Whether the CPU's one-pass forms run here."""
+    return _loops() is not None
+
+
+def warm_up() -> None:
+    """Compile the loops now (or load them from numba's cache), where they run:
+    their first use otherwise pays for it (about a second)."""
+    if not available():
+        return
+    from .formats import FP32  # noqa: PLC0415 - a format for the warm-up's one element
+
+    x = np.ones(1)
+    S, prob, det = x.copy(), x.copy(), x.copy()
+    operand_facts([x], [np.empty(1)], FP32, 1, True)
+    exact_radii(x.copy(), S, x, (1.0,) * 9)
+    store_round(x, x, det, prob, FP32)
+
+
+def _flat(a: np.ndarray) -> np.ndarray:
+    """The elements of an array in memory order where it is Fortran-contiguous, else
+    in C order (a view where the array is contiguous, a copy where it is not)."""
+    fortran = a.flags.f_contiguous and not a.flags.c_contiguous
+    return a.reshape(-1, order="F" if fortran else "C")
+
+
+def operand_facts(arrays: list[np.ndarray], mags: list[np.ndarray], fmt: Any, none: int,
+                  grid_too: bool) -> np.ndarray:
+    """``|x|`` of each array into ``mags`` (laid out as it), and per array ``none``
+    minus its lowest set bit (0 without ``grid_too``) and its flags, as the rows of
+    an int64 array (:func:`~numoracle.oracle.fused.operand_facts`)."""
+    out = np.zeros((len(arrays), 2), dtype=np.int64)
+    for i, (x, m) in enumerate(zip(arrays, mags, strict=True)):
+        lowest, unrepresentable = grid(x, fmt, none) if grid_too else (none, 0)
+        out[i] = none - lowest, unrepresentable | _magnitudes(x, m, fmt.tiny)
+    return out
+
+
+def _magnitudes(x: np.ndarray, mags: np.ndarray, tiny: float) -> int:
+    return int(_loops().magnitudes(_flat(x), _flat(mags), tiny))
+
+
+def grid(x: np.ndarray, fmt: Any, none: int) -> tuple[int, int]:
+    """The exponent of the lowest set bit of the nonzero finite elements of ``x``
+    (``none`` where there are none), and the flag UNREPRESENTABLE as to ``fmt``."""
+    lowest, flags = _loops().grid(_flat(x), fmt.t, fmt.emin, fmt.max, none)
+    return int(lowest), int(flags)
+
+
+def exact_radii(value: np.ndarray, S: np.ndarray, bias: np.ndarray | None,
+                scalars: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`~numoracle.oracle.fused.exact_contraction_radii` in one loop
+    (``value`` and ``S`` C-contiguous; a bias along their last axis in the loop,
+    any other broadcast by NumPy first, the same two additions)."""
+    if bias is not None and (bias.ndim != 1 or bias.shape[0] != value.shape[-1]):
+        value += bias
+        S += np.abs(bias)
+        bias = None
+    det, prob, ref = (np.empty_like(S) for _ in range(3))
+    b = np.zeros(1) if bias is None else np.ascontiguousarray(bias, dtype=np.float64)
+    _loops().exact(value.reshape(-1), S.reshape(-1), b, bias is not None,
+                   *(float(c) for c in scalars), det.reshape(-1), prob.reshape(-1),
+                   ref.reshape(-1))
+    return det, prob, ref
+
+
+def store_round(value: np.ndarray, ref: np.ndarray, det: np.ndarray, prob: np.ndarray,
+                fmt: Any) -> None:
+    """:func:`~numoracle.oracle.fused.store_rounding` in one loop, ``det`` and
+    ``prob`` in place (all four C-contiguous of one shape)."""
+    _loops().store(*(a.reshape(-1) for a in (value, ref, det, prob)), fmt.u, 1.0 + fmt.u,
+                   fmt.tiny, fmt.max, fmt.t, fmt.emin)
