@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from oracle_speed import linear_case
 
 from numoracle.oracle.ops import get_op
 from numoracle.oracle.precision import get_model
@@ -104,17 +105,9 @@ def main() -> None:
     a = ap.parse_args()
     b, i, o = (int(v) for v in a.shape.split(","))
     op, model = get_op("linear"), get_model("fp32")
-    params = {"batch": b, "in_features": i, "out_features": o, "bias": True}
+    params, inputs, plain = linear_case((b, i, o))
+    x, w, g = inputs["x"], inputs["weight"], inputs["grad_output"]
     rng = np.random.default_rng(0)
-    inputs = {k: rng.standard_normal(s, dtype=np.float32).astype(np.float64)
-              for k, s in op.input_shapes(params).items()}
-    x, w, g, bias = inputs["x"], inputs["weight"], inputs["grad_output"], inputs["bias"]
-
-    def plain() -> None:
-        x @ w.T + bias
-        g @ w
-        g.T @ x
-        g.sum(axis=0)
 
     def six_gemms() -> None:
         x @ w.T

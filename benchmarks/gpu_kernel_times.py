@@ -18,8 +18,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import cupy
-import numpy as np
 import torch
+from oracle_speed import linear_case
 from torch.profiler import ProfilerActivity, profile
 
 from numoracle.oracle.ops import get_op
@@ -52,18 +52,7 @@ def _table(title: str, fn, repeats: int) -> list[str]:
 
 def _linear(spec: str, repeats: int) -> list[str]:
     op, model = get_op("linear"), get_model("fp32")
-    b, i, o = (int(v) for v in spec.split(","))
-    params = {"batch": b, "in_features": i, "out_features": o, "bias": True}
-    rng = np.random.default_rng(0)
-    inputs = {k: cupy.asarray(rng.standard_normal(s, dtype=np.float32).astype(np.float64))
-              for k, s in op.input_shapes(params).items()}
-    x, w, g = inputs["x"], inputs["weight"], inputs["grad_output"]
-
-    def plain() -> None:
-        x @ w.T + inputs["bias"]
-        g @ w
-        g.T @ x
-        g.sum(axis=0)
+    params, inputs, plain = linear_case(tuple(int(v) for v in spec.split(",")), cupy)
     return (_table(f"oracle, linear backward {spec}",
                    lambda: op.reference(inputs, params, model), repeats)
             + _table(f"plain float64, linear backward {spec}", plain, repeats))

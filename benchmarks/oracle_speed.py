@@ -158,8 +158,11 @@ def sweep(xp: Any, max_k: int, repeats: int, models: tuple[str, ...]) -> list[di
     return rows
 
 
-def linear(xp: Any, shape: tuple[int, int, int], repeats: int, models: tuple[str, ...],
-           fp64_max: int) -> list[dict]:
+def linear_case(shape: tuple[int, ...], xp: Any = np) -> tuple[dict, dict, Any]:
+    """The linear backward case ``(batch, in, out)`` with a bias: its parameters, its
+    inputs (float32 values, as float64 arrays of ``xp``) and the plain float64
+    computation of its four outputs (also used by cpu_floor.py, profile_cpu.py and
+    gpu_kernel_times.py)."""
     b, i, o = shape
     params = LINEAR.validate({"batch": b, "in_features": i, "out_features": o, "bias": True})
     inputs = _inputs(LINEAR.input_shapes(params), xp)
@@ -170,7 +173,13 @@ def linear(xp: Any, shape: tuple[int, int, int], repeats: int, models: tuple[str
         g @ w
         g.T @ x
         g.sum(axis=0)
+    return params, inputs, plain
 
+
+def linear(xp: Any, shape: tuple[int, int, int], repeats: int, models: tuple[str, ...],
+           fp64_max: int) -> list[dict]:
+    _, i, o = shape
+    params, inputs, plain = linear_case(shape, xp)
     io = sum(v.size for v in inputs.values()) + sum(
         int(np.prod(s)) for s in LINEAR.output_shapes(params).values())
     rows = []

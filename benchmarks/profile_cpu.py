@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import io
 
-import numpy as np
 from line_profiler import LineProfiler
+from oracle_speed import linear_case
 
 import numoracle.oracle.fused as fu
 import numoracle.oracle.fused_cpu as fc
@@ -30,12 +30,8 @@ def main() -> None:
     a = ap.parse_args()
     if a.reuse_memory:
         reuse_freed_memory()
-    b, i, o = (int(v) for v in a.shape.split(","))
     op, model = get_op("linear"), get_model("fp32")
-    params = {"batch": b, "in_features": i, "out_features": o, "bias": True}
-    rng = np.random.default_rng(0)
-    inputs = {k: rng.standard_normal(s, dtype=np.float32).astype(np.float64)
-              for k, s in op.input_shapes(params).items()}
+    params, inputs, _ = linear_case(tuple(int(v) for v in a.shape.split(",")))
     lp = LineProfiler(tr._matmul, tr._exact_fused_matmul, tr._may_fit, tr._store, tr.sum_,
                       fu.exact_products, fu.operand_facts, fu.store_rounding,
                       fc.exact_radii, fc.store_round)
