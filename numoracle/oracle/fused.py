@@ -10,12 +10,15 @@ give the same bits. The exact regime's grid (the lowest set bit of an array) is
 one kernel on CuPy too, and several device scalars come to the host in one
 transfer.
 
-A contraction of exact operands runs on CuPy with one synchronisation, and that
-one waits for no GEMM: one pass over each operand writes its magnitude and
-reduces what the host must decide on (:func:`operand_facts`), copied to the host
-while the GEMMs are queued behind it; everything after the GEMMs is one kernel
-(:func:`exact_contraction_radii`), and so is the rounding to the output format
-(:func:`store_rounding`), so the device is not left waiting for the host.
+A contraction of exact operands is one pass over each operand, which writes its
+magnitude and reduces what the host must decide on (:func:`operand_facts`), the
+GEMMs (:func:`exact_products`), and one pass after them
+(:func:`exact_contraction_radii`); the rounding to an output format is one pass
+too (:func:`store_rounding`). On CuPy these are kernels and the contraction's
+one synchronisation waits for no GEMM (the facts are copied to the host while
+the GEMMs are queued behind them), so the device is not left waiting for the
+host; on NumPy they are the loops of :mod:`~numoracle.oracle.fused_cpu` where
+numba is installed (:func:`fused_exact`), else the general NumPy passes.
 """
 
 from __future__ import annotations
@@ -30,11 +33,10 @@ from . import fused_cpu
 from .formats import FP64
 from .xp import array_module
 
-__all__ = ["fused", "contraction_radii", "add_rounding", "lowest_set_bit", "device_scalars",
-           "own_array", "rounded", "operand_facts", "OperandFacts", "exact_contraction_radii",
-           "store_rounding", "PendingFacts", "fused_exact", "exact_products", "NOT_FINITE",
-           "SUBNORMAL",
-           "UNREPRESENTABLE"]
+__all__ = ["fused", "fused_exact", "contraction_radii", "add_rounding", "lowest_set_bit",
+           "device_scalars", "own_array", "rounded", "operand_facts", "OperandFacts",
+           "PendingFacts", "exact_products", "exact_contraction_radii", "store_rounding",
+           "NOT_FINITE", "SUBNORMAL", "UNREPRESENTABLE"]
 
 #: separate roundings, as NumPy's passes (no a*b+c contracted into one fma)
 _NO_FMA = ("--fmad=false",)
@@ -331,9 +333,9 @@ def operand_facts(arrays: list[Any], fmt: Any, none: int, *,
 def exact_products(av: Any, bv: Any, operands: list[Any], fmt: Any, none: int, *,
                    grid: bool) -> tuple[Any, Any, PendingFacts]:
     """``av @ bv``, the :func:`operand_facts` of ``operands`` (``av``, ``bv`` and
-    a bias) and ``S = |av| @ |bv|``: on CuPy the value's GEMM queued first (the
-    device works while the host queues the rest), then the facts' pass, then
-    ``S``'s GEMM, which runs while the host waits for the facts."""
+    a bias) and ``S = |av| @ |bv|``, in that order: on CuPy the device works on
+    the value's GEMM while the host queues the rest, and ``S``'s GEMM runs while
+    the host waits for the facts."""
     value = av @ bv
     pending = operand_facts(operands, fmt, none, grid=grid)
     assert pending is not None
@@ -341,19 +343,24 @@ def exact_products(av: Any, bv: Any, operands: list[Any], fmt: Any, none: int, *
 
 
 _SCRATCH = threading.local()
+#: elements above which a magnitude gets an array of its own (its GEMM outweighs the
+#: fresh pages; a scratch array that large would stay held)
+_SCRATCH_MAX = 1 << 22
 
 
 def _scratch(slot: int, like: np.ndarray) -> np.ndarray:
     """This thread's scratch array ``slot``, shaped and laid out as ``like`` (C or
     Fortran order; any other layout gets C order): kept from call to call, so that
-    the magnitudes of large operands do not take fresh pages every time."""
+    the magnitudes of operands do not take fresh pages every time."""
+    fortran = like.flags.f_contiguous and not like.flags.c_contiguous
+    if like.size > _SCRATCH_MAX:
+        return np.empty(like.shape, order="F" if fortran else "C")
     bufs = getattr(_SCRATCH, "bufs", None)
     if bufs is None:
         bufs = _SCRATCH.bufs = {}
     buf = bufs.get(slot)
     if buf is None or buf.size < like.size:
         buf = bufs[slot] = np.empty(like.size, dtype=np.float64)
-    fortran = like.flags.f_contiguous and not like.flags.c_contiguous
     return buf[:like.size].reshape(like.shape, order="F" if fortran else "C")
 
 
