@@ -97,24 +97,52 @@ def exact(value: Any, S: Any, bias: Any, has_bias: bool, grow: float, tiny_sum: 
 @_jit
 def store(v: Any, ref: Any, det: Any, prob: Any, u: float, grow: float, tiny: float,
           fmax: float, t: int, emin: int) -> None:
-    bits = v.view(np.uint64)
+    """One more rounding of the radii (branch-free: the loop vectorises). An exact
+    element (``det`` and ``ref`` 0) is left as it is here and rounded by
+    :func:`_store_exact` (after the loop, every other ``det`` is positive or NaN)."""
+    exact = 0
     for i in range(v.size):
-        m = abs(v[i]) + ref[i]
+        di, ri, pi = det[i], ref[i], prob[i]
+        m = abs(v[i]) + ri
         mu = m * u
         mu = mu + tiny
-        d = det[i] * grow + mu
+        d = di * grow + mu
+        p = pi * grow + mu
+        if m + di >= fmax:  # the output may overflow
+            d = np.inf
+            p = np.inf
+        held = (di == 0.0) & (ri == 0.0)
+        exact += held
+        det[i] = di if held else d
+        prob[i] = pi if held else p
+    if exact:
+        _store_exact(v, ref, det, prob, u, grow, tiny, fmax, t, emin)
+
+
+@_jit
+def _store_exact(v: Any, ref: Any, det: Any, prob: Any, u: float, grow: float, tiny: float,
+                 fmax: float, t: int, emin: int) -> None:
+    """The exact elements :func:`store` left: 0 where the format holds the value,
+    else rounded; infinite where the output may overflow."""
+    bits = v.view(np.uint64)
+    for i in range(v.size):
+        if det[i] != 0.0 or ref[i] != 0.0:
+            continue
+        m = abs(v[i])
+        mu = m * u
+        mu = mu + tiny
+        d = 0.0 * grow + mu
         p = prob[i] * grow + mu
-        if det[i] == 0.0 and ref[i] == 0.0:  # exact: does the format hold it?
-            b = bits[i]
-            e_field = np.int64((b >> np.uint64(52)) & np.uint64(0x7FF))
-            held = True
-            if e_field != 0x7FF and v[i] != 0.0:
-                lsb, ex = _lsb(b, e_field)
-                held = abs(v[i]) <= fmax and lsb >= max(ex, emin) - t
-            if held:
-                d = 0.0
-                p = 0.0
-        if m + det[i] >= fmax:
+        b = bits[i]
+        e_field = np.int64((b >> np.uint64(52)) & np.uint64(0x7FF))
+        held = True
+        if e_field != 0x7FF and v[i] != 0.0:
+            lsb, ex = _lsb(b, e_field)
+            held = m <= fmax and lsb >= max(ex, emin) - t
+        if held:
+            d = 0.0
+            p = 0.0
+        if m >= fmax:
             d = np.inf
             p = np.inf
         det[i] = d
