@@ -10,6 +10,8 @@ from typing import Any
 import numba
 import numpy as np
 
+from .fused_cpu import NOT_FINITE, SUBNORMAL, UNREPRESENTABLE
+
 _DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
 #: position of the set bit of 2^i, indexed by (2^i * _DEBRUIJN mod 2^64) >> 58
 _CTZ = np.zeros(64, dtype=np.int64)
@@ -38,21 +40,21 @@ def _lsb(b: Any, e_field: Any) -> tuple[int, int]:
 
 @_jit
 def magnitudes(x: Any, ax: Any, tiny: float) -> int:
-    """``|x|`` into ``ax``; NOT_FINITE (4) and SUBNORMAL (2, a nonzero below
-    ``tiny``), or'ed (branch-free: the loop vectorises)."""
+    """``|x|`` into ``ax``; NOT_FINITE and SUBNORMAL (a nonzero below ``tiny``),
+    or'ed (branch-free: the loop vectorises)."""
     not_finite, subnormal = False, False
     for i in range(x.size):
         a = abs(x[i])
         ax[i] = a
         not_finite |= not a <= 1.7976931348623157e308
         subnormal |= (a < tiny) & (a != 0.0)
-    return 4 * not_finite + 2 * subnormal
+    return NOT_FINITE * not_finite + SUBNORMAL * subnormal
 
 
 @_jit
 def grid(x: Any, t: int, emin: int, fmax: float, none: int) -> tuple[int, int]:
     """The lowest set bit of the nonzero finite elements (``none`` where there are
-    none), and UNREPRESENTABLE (1) where one is off the format's grid or range."""
+    none), and UNREPRESENTABLE where one is off the format's grid or range."""
     bits = x.view(np.uint64)
     lowest, flags = none, 0
     for i in range(x.size):
@@ -62,7 +64,7 @@ def grid(x: Any, t: int, emin: int, fmax: float, none: int) -> tuple[int, int]:
             lsb, ex = _lsb(b, np.int64((b >> np.uint64(52)) & np.uint64(0x7FF)))
             lowest = min(lowest, lsb)
             if not (a <= fmax and lsb >= max(ex, emin) - t):
-                flags = 1
+                flags = UNREPRESENTABLE
     return lowest, flags
 
 

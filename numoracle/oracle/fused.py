@@ -31,6 +31,7 @@ import numpy as np
 
 from . import fused_cpu
 from .formats import FP64
+from .fused_cpu import NOT_FINITE, SUBNORMAL, UNREPRESENTABLE
 from .xp import array_module
 
 __all__ = ["fused", "fused_exact", "contraction_radii", "add_rounding", "lowest_set_bit",
@@ -70,11 +71,11 @@ extern "C" __global__ void numoracle_operand_facts(
     ax[i] = fabs(v);
     long long b = __double_as_longlong(v);
     int E = (int)((b >> 52) & 0x7ff);
-    if (E == 0x7ff) { flags |= 4; continue; }
+    if (E == 0x7ff) { flags |= NOT_FINITE; continue; }
     if (v == 0.0) continue;
     far = max(far, none - LSB);
-    if (fabs(v) < tiny) flags |= 2;
-    if (!numoracle_representable(v, t, emin, fmax)) flags |= 1;
+    if (fabs(v) < tiny) flags |= SUBNORMAL;
+    if (!numoracle_representable(v, t, emin, fmax)) flags |= UNREPRESENTABLE;
   }
   /* the block's warps, then the block's one atomic per value (atomics of every warp
      to one address serialise: measured slower than the pass itself) */
@@ -97,9 +98,8 @@ extern "C" __global__ void numoracle_operand_facts(
     atomicOr(out + 1, flags);
   }
 }
-""".replace("LSB", _LSB)
-#: :func:`operand_facts`' flags
-UNREPRESENTABLE, SUBNORMAL, NOT_FINITE = 1, 2, 4
+""".replace("LSB", _LSB).replace("NOT_FINITE", str(NOT_FINITE)).replace(
+    "SUBNORMAL", str(SUBNORMAL)).replace("UNREPRESENTABLE", str(UNREPRESENTABLE))
 _RADII_PARAMS = ("float64 grow, float64 tiny_sum, float64 det_coef, float64 prob_coef, "
                  "float64 eta, float64 g64")
 #: contraction_radii's arithmetic: S made an upper bound, the radii d, p, r affine in it

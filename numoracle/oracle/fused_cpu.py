@@ -23,7 +23,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["available", "warm_up", "operand_facts", "grid", "exact_radii", "store_round"]
+__all__ = ["available", "warm_up", "operand_facts", "grid", "exact_radii", "store_round",
+           "NOT_FINITE", "SUBNORMAL", "UNREPRESENTABLE"]
+
+#: the flags of :func:`~numoracle.oracle.fused.operand_facts` (the CuPy kernel's too)
+UNREPRESENTABLE, SUBNORMAL, NOT_FINITE = 1, 2, 4
 
 
 @cache
