@@ -1,7 +1,9 @@
-"""The fused bound arithmetic: CuPy's one-kernel forms give NumPy's passes' bits."""
+"""The fused bound arithmetic: CuPy's one-kernel forms and numba's loops give NumPy's
+passes' bits."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any
@@ -250,3 +252,14 @@ def test_operand_facts_match_the_numpy_definitions(fast_xp: Any) -> None:
                 assert bool(f.flags & SUBNORMAL) == bool(np.any(np.abs(nz) < fmt.tiny))
                 assert bool(f.flags & UNREPRESENTABLE) == (not representable(nz, fmt).all())
     assert operand_facts([fast_xp.zeros((0, 3))], FP32, _NO_GRID).result()[0].lsb == _NO_GRID
+
+
+def test_numba_loops_switch_off_by_environment() -> None:
+    """``NUMORACLE_NUMBA=0``: the NumPy passes run, numba or not."""
+    import subprocess
+    import sys
+
+    code = "from numoracle.oracle import fused_cpu; print(fused_cpu.available())"
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "NUMORACLE_NUMBA": "0"},
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
