@@ -61,6 +61,12 @@ sweep_difflogic() {  # sweep_difflogic DEADLINE_S
     --seed "${SEED:-5}" ${DL_TOPUP:+--top-up $DL_TOPUP} --out "$r/difflogic_limits" \
     > "$r/difflogic_limits.log" 2>&1; echo "exit $?" >> "$r/difflogic_limits.log"
 }
+oracle_speed() {  # oracle_speed NAME: issue 13's GPU cases into $r/NAME.json and .log
+  timeout 220 python3 benchmarks/oracle_speed.py --device gpu --repeats 3 --no-sweep \
+    --linear 128,1024,1024 --linear 1024,4096,4096 --linear 4096,8192,8192 \
+    --fp64-max-elements 1048576 --conv 32,256,256,56,56 --out "$r/$1.json" > "$r/$1.log" 2>&1
+  echo "exit $?" >> "$r/$1.log"
+}
 # the machine: its GPUs (workers are spread over them) and cores (JOBS: sweep workers)
 if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then  # a share of the machine's GPUs
   ngpu=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c .)
@@ -83,18 +89,10 @@ case "$phase" in
     CUDA_LAUNCH_BLOCKING=1 timeout 150 python3 -W ignore benchmarks/profile_gpu.py \
       --out "$r/profile" --cases 3 > "$r/profile.log" 2>&1; echo "exit $?" >> "$r/profile.log"
     stamp "oracle speed (GPU alone)"
-    timeout 220 python3 benchmarks/oracle_speed.py --device gpu --repeats 3 --no-sweep \
-      --linear 128,1024,1024 --linear 1024,4096,4096 --linear 4096,8192,8192 \
-      --fp64-max-elements 1048576 --conv 32,256,256,56,56 \
-      --out "$r/oracle_speed_gpu.json" > "$r/oracle_speed_gpu.log" 2>&1
-    echo "exit $?" >> "$r/oracle_speed_gpu.log"
+    oracle_speed oracle_speed_gpu
     if [ -n "${BASELINE:-}" ]; then  # the same with an earlier numoracle package first on the path
       stamp "oracle speed, baseline $BASELINE"
-      PYTHONPATH="$BASELINE:$PYTHONPATH" timeout 220 python3 benchmarks/oracle_speed.py \
-        --device gpu --repeats 3 --no-sweep --linear 128,1024,1024 --linear 1024,4096,4096 \
-        --linear 4096,8192,8192 --fp64-max-elements 1048576 --conv 32,256,256,56,56 \
-        --out "$r/oracle_speed_gpu_baseline.json" > "$r/oracle_speed_gpu_baseline.log" 2>&1
-      echo "exit $?" >> "$r/oracle_speed_gpu_baseline.log"
+      PYTHONPATH="$BASELINE:$PYTHONPATH" oracle_speed oracle_speed_gpu_baseline
     fi
     ;;
   realistic)

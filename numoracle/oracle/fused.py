@@ -112,7 +112,7 @@ _EXACT_BODY = (_RADII + "if (s <= fits_acc) { d = 0.0; p = 0.0; }"
                "if (s > acc_max) { d = " + _INF + "; p = " + _INF + "; }"
                "det = d; prob = p; ref = s <= fits_64 ? 0.0 : r;")
 _ROUNDING_PARAMS = "float64 v, float64 ref, float64 u, float64 grow, float64 tiny"
-#: add_rounding's arithmetic: the radii d, p after one more rounding
+#: add_rounding's arithmetic (for store_rounding): the radii d, p after one more rounding
 _ROUNDING = ("double m = fabs(v) + ref; double mu = m * u; mu = mu + tiny;"
              "double d = det * grow + mu; double p = prob * grow + mu;")
 
@@ -127,10 +127,6 @@ def _kernel(name: str) -> Any:
                 _RADII_PARAMS, "float64 S, float64 det, float64 prob, float64 ref",
                 _RADII + "det = d; prob = p; ref = r;",
                 "numoracle_contraction_radii", options=_NO_FMA)
-        elif name == "rounding":
-            _KERNELS[name] = cupy.ElementwiseKernel(
-                _ROUNDING_PARAMS, "float64 det, float64 prob", _ROUNDING + "det = d; prob = p;",
-                "numoracle_add_rounding", options=_NO_FMA)
         elif name == "exact":
             _KERNELS[name] = cupy.ElementwiseKernel(
                 _EXACT_PARAMS, "float64 S, float64 det, float64 prob, float64 ref",
@@ -229,12 +225,9 @@ def add_rounding(value: Any, ref_err: Any, det: Any, prob: Any, u: float, tiny: 
     """The radii after one more rounding to a format of unit roundoff ``u`` and
     smallest normal ``tiny``: ``r (1 + u) + u (|value| + ref_err) + tiny`` for
     ``r`` in ``det``, ``prob``; in place where a radius is an array of its own.
-    ``mag``: ``|value| + ref_err`` where the caller has it (used up here)."""
+    ``mag``: ``|value| + ref_err`` where the caller has it (used up here). The
+    separate passes; :func:`store_rounding` is the one-pass form."""
     xp = array_module(value)
-    if fused(xp) and mag is None:
-        det, prob = own_array(det, value.shape, xp), own_array(prob, value.shape, xp)
-        _kernel("rounding")(value, ref_err, u, 1.0 + u, tiny, det, prob)
-        return det, prob
     if mag is None:
         mag = xp.abs(value)
         mag += ref_err

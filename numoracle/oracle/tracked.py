@@ -482,23 +482,23 @@ def _exact_fused_matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tra
     if _xp(a.value) is np and np.ndim(lengths.n_host):
         return None
     av, bv = a.value, b.value
-    rounding = model.input_rounding if model.rounds_inputs else None
-    known = rounding is not None
-    if rounding is not None:  # a known rounding of exact inputs is applied exactly (as _operand)
-        av, bv = quantize(av, model.compute, rounding), quantize(bv, model.compute, rounding)
+    if model.rounds_inputs and model.input_rounding is not None:
+        # a known rounding of exact inputs is applied exactly (as _operand)
+        av, bv = (quantize(v, model.compute, model.input_rounding) for v in (av, bv))
+    # an unknown one is charged where an operand is off the compute format (as _operand)
+    unknown_rounding = model.rounds_inputs and model.input_rounding is None
     xp = _xp(av)
     on_device = fused(xp)
     operand_values = [av, bv] + ([bias.value] if bias is not None else [])
     # the grid on the host only where some element may be exact (see below)
-    value, S, pending = exact_products(
-        av, bv, operand_values, model.compute, _NO_GRID,
-        grid=on_device or (model.rounds_inputs and not known))
+    value, S, pending = exact_products(av, bv, operand_values, model.compute, _NO_GRID,
+                                       grid=on_device or unknown_rounding)
     facts = pending.result()
     del pending
     if any(f.flags & NOT_FINITE for f in facts):
         return None
-    c = [model.input_unit() if model.rounds_inputs and not known
-         and f.flags & UNREPRESENTABLE else 0.0 for f in facts[:2]]
+    c = [model.input_unit() if unknown_rounding and f.flags & UNREPRESENTABLE else 0.0
+         for f in facts[:2]]
     if any((model.flush_subnormal_inputs or ci > 0.0) and f.flags & SUBNORMAL
            for ci, f in zip(c, facts, strict=False)):
         return None
