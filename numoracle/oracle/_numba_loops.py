@@ -10,7 +10,8 @@ from typing import Any
 import numba
 import numpy as np
 
-from .fused_cpu import NOT_FINITE, SUBNORMAL, UNREPRESENTABLE
+from .formats import FP32
+from .fused_cpu import NOT_FINITE, OFF_SINGLE, SUBNORMAL, UNREPRESENTABLE
 
 _DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
 #: position of the set bit of 2^i, indexed by (2^i * _DEBRUIJN mod 2^64) >> 58
@@ -19,6 +20,9 @@ for _i in range(64):
     _CTZ[(((1 << _i) * int(_DEBRUIJN)) % (1 << 64)) >> 58] = _i
 
 _jit = numba.njit(cache=True, nogil=True)
+#: one float32 ulp up at 1: ``m * _UP`` lies 1 or 2 ulps above a float32 ``m`` (normal, finite)
+_UP = np.float32(1.0 + 2.0**-23)
+_SINGLE_TINY, _SINGLE_MAX = FP32.tiny, FP32.max
 
 
 @_jit
@@ -52,6 +56,22 @@ def magnitudes(x: Any, ax: Any, tiny: float) -> int:
 
 
 @_jit
+def magnitudes_single(x: Any, ax: Any, tiny: float) -> int:
+    """``|x|`` rounded up to float32 into ``ax`` (the nearest float32 where it holds
+    ``|x|``, else one or two ulps above): :func:`magnitudes`' flags, and OFF_SINGLE
+    where a nonzero ``|x|`` lies outside float32's normal range (branch-free)."""
+    not_finite, subnormal, off = False, False, False
+    for i in range(x.size):
+        a = abs(x[i])
+        m = np.float32(a)
+        ax[i] = m if np.float64(m) >= a else m * _UP
+        not_finite |= not a <= 1.7976931348623157e308
+        subnormal |= (a < tiny) & (a != 0.0)
+        off |= (a != 0.0) & ~((a >= _SINGLE_TINY) & (a <= _SINGLE_MAX))
+    return NOT_FINITE * not_finite + SUBNORMAL * subnormal + OFF_SINGLE * off
+
+
+@_jit
 def grid(x: Any, t: int, emin: int, fmax: float, none: int) -> tuple[int, int]:
     """The lowest set bit of the nonzero finite elements (``none`` where there are
     none), and UNREPRESENTABLE where one is off the format's grid or range."""
@@ -69,31 +89,36 @@ def grid(x: Any, t: int, emin: int, fmax: float, none: int) -> tuple[int, int]:
 
 
 @_jit
-def exact(value: Any, S: Any, bias: Any, has_bias: bool, grow: float, tiny_sum: float,
-          det_coef: float, prob_coef: float, eta: float, g64: float, fits_acc: float,
-          fits_64: float, acc_max: float, det: Any, prob: Any, ref: Any) -> None:
-    nb = bias.size
-    if has_bias:  # along the last axis (rows of nb)
-        for r in range(S.size // nb):
-            for j in range(nb):
-                value[r * nb + j] = value[r * nb + j] + bias[j]
-                S[r * nb + j] = S[r * nb + j] + abs(bias[j])
-    for i in range(S.size):
-        s = S[i] * grow
-        s = s + tiny_sum
-        S[i] = s
-        d = s * det_coef + eta
-        p = s * prob_coef + eta
-        r = s * g64 + tiny_sum
-        if s <= fits_acc:
-            d = 0.0
-            p = 0.0
-        if s > acc_max:
-            d = np.inf
-            p = np.inf
-        det[i] = d
-        prob[i] = p
-        ref[i] = 0.0 if s <= fits_64 else r
+def exact(value: Any, S: Any, bias: Any, has_bias: bool, grow: float, tiny_mag: float,
+          tiny_sum: float, det_coef: float, prob_coef: float, eta: float, g64: float,
+          fits_acc: float, fits_64: float, acc_max: float, grown: Any, det: Any, prob: Any,
+          ref: Any) -> None:
+    """The bias added (along the last axis, rows of ``bias.size``), ``S`` (float32 or
+    float64) made an upper bound in float64 into ``grown`` (``S`` itself may be it),
+    and the radii affine in it."""
+    nb = bias.size if has_bias else S.size
+    for r in range(S.size // max(nb, 1)):
+        for j in range(nb):
+            i = r * nb + j
+            s = np.float64(S[i])
+            if has_bias:
+                value[i] = value[i] + bias[j]
+                s = s + abs(bias[j])
+            s = s * grow
+            s = s + tiny_mag
+            grown[i] = s
+            d = s * det_coef + eta
+            p = s * prob_coef + eta
+            rr = s * g64 + tiny_sum
+            if s <= fits_acc:
+                d = 0.0
+                p = 0.0
+            if s > acc_max:
+                d = np.inf
+                p = np.inf
+            det[i] = d
+            prob[i] = p
+            ref[i] = 0.0 if s <= fits_64 else rr
 
 
 @_jit

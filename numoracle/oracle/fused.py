@@ -30,14 +30,14 @@ from typing import Any
 import numpy as np
 
 from . import fused_cpu
-from .formats import FP64
-from .fused_cpu import NOT_FINITE, SUBNORMAL, UNREPRESENTABLE
+from .formats import FP32, FP64
+from .fused_cpu import NOT_FINITE, OFF_SINGLE, SUBNORMAL, UNREPRESENTABLE
 from .xp import array_module
 
 __all__ = ["fused", "fused_exact", "contraction_radii", "add_rounding", "lowest_set_bit",
            "device_scalars", "own_array", "rounded", "operand_facts", "OperandFacts",
            "PendingFacts", "exact_products", "exact_contraction_radii", "store_rounding",
-           "NOT_FINITE", "SUBNORMAL", "UNREPRESENTABLE"]
+           "magnitude_sum", "NOT_FINITE", "SUBNORMAL", "UNREPRESENTABLE", "OFF_SINGLE"]
 
 #: separate roundings, as NumPy's passes (no a*b+c contracted into one fma)
 _NO_FMA = ("--fmad=false",)
@@ -100,10 +100,10 @@ extern "C" __global__ void numoracle_operand_facts(
 }
 """.replace("LSB", _LSB).replace("NOT_FINITE", str(NOT_FINITE)).replace(
     "SUBNORMAL", str(SUBNORMAL)).replace("UNREPRESENTABLE", str(UNREPRESENTABLE))
-_RADII_PARAMS = ("float64 grow, float64 tiny_sum, float64 det_coef, float64 prob_coef, "
-                 "float64 eta, float64 g64")
+_RADII_PARAMS = ("float64 grow, float64 tiny_mag, float64 tiny_sum, float64 det_coef, "
+                 "float64 prob_coef, float64 eta, float64 g64")
 #: contraction_radii's arithmetic: S made an upper bound, the radii d, p, r affine in it
-_RADII = ("double s = S * grow; s = s + tiny_sum; S = s;"
+_RADII = ("double s = S * grow; s = s + tiny_mag; S = s;"
           "double d = s * det_coef + eta; double p = s * prob_coef + eta;"
           "double r = s * g64 + tiny_sum;")
 _EXACT_PARAMS = _RADII_PARAMS + ", float64 fits_acc, float64 fits_64, float64 acc_max"
@@ -172,21 +172,22 @@ def fused_exact(xp: Any) -> bool:
     return fused(xp) or (xp is np and fused_cpu.available())
 
 
-def contraction_radii(S: Any, grow: Any, tiny_sum: Any, det_coef: Any, prob_coef: Any,
-                      eta: Any, g64: Any) -> tuple[Any, Any, Any]:
+def contraction_radii(S: Any, grow: Any, tiny_mag: Any, tiny_sum: Any, det_coef: Any,
+                      prob_coef: Any, eta: Any, g64: Any) -> tuple[Any, Any, Any]:
     """Make ``S`` (a float64 magnitude sum, in place) an upper bound,
-    ``S (1 + 2 gamma_n(u64)) + n 2^-1074`` (``grow``, ``tiny_sum``), and return
-    the radii affine in it: ``det_coef S + eta``, ``prob_coef S + eta`` and the
-    reference's own ``g64 S + tiny_sum`` (the coefficients floats, or arrays
+    ``S grow + tiny_mag`` (its own rounding and underflow: for a float64 sum of
+    ``n`` terms ``1 + 2 gamma_n(u64)`` and ``n 2^-1074``), and return the radii
+    affine in it: ``det_coef S + eta``, ``prob_coef S + eta`` and the reference's
+    own ``g64 S + tiny_sum`` (``n 2^-1074``; the coefficients floats, or arrays
     broadcastable to ``S`` where the accumulation length varies)."""
     xp = array_module(S)
     if fused(xp):
         det, prob, ref = (xp.empty_like(S) for _ in range(3))
-        _kernel("contraction")(grow, tiny_sum, det_coef, prob_coef, eta, g64, S, det, prob,
-                               ref)
+        _kernel("contraction")(grow, tiny_mag, tiny_sum, det_coef, prob_coef, eta, g64, S,
+                               det, prob, ref)
         return det, prob, ref
     S *= grow
-    S += tiny_sum
+    S += tiny_mag
     return _affine(S, det_coef, eta), _affine(S, prob_coef, eta), _affine(S, g64, tiny_sum)
 
 
@@ -285,17 +286,19 @@ class PendingFacts:
                 for m, (far, flags) in zip(self.magnitudes, self._host, strict=True)]
 
 
-def operand_facts(arrays: list[Any], fmt: Any, none: int, *,
-                  grid: bool = True) -> PendingFacts | None:
+def operand_facts(arrays: list[Any], fmt: Any, none: int, *, grid: bool = True,
+                  single: bool = False) -> PendingFacts | None:
     """Each array's :class:`OperandFacts` (subnormal and representable as to
     ``fmt``), one pass each: on CuPy all copied to the host in one asynchronous
     transfer; on NumPy by :mod:`~numoracle.oracle.fused_cpu`, the magnitudes in
-    this thread's scratch arrays (valid until its next call), the lowest set bit
-    (and representability) only with ``grid`` (else ``none``, representable).
+    this thread's scratch arrays (valid until its next call; with ``single``
+    float32, rounded up, and the flag OFF_SINGLE), the lowest set bit (and
+    representability) only with ``grid`` (else ``none``, representable).
     ``None`` where neither runs (:func:`fused_exact`)."""
     xp = array_module(arrays[0])
     if xp is np and fused_cpu.available():
-        mags = [_scratch(i, x) for i, x in enumerate(arrays)]
+        dtype = np.float32 if single else np.float64
+        mags = [_scratch(i, x, dtype) for i, x in enumerate(arrays)]
         return PendingFacts(mags, fused_cpu.operand_facts(arrays, mags, fmt, none, grid),
                             None, none)
     if not fused(xp):
@@ -324,15 +327,45 @@ def operand_facts(arrays: list[Any], fmt: Any, none: int, *,
 
 
 def exact_products(av: Any, bv: Any, operands: list[Any], fmt: Any, none: int, *,
-                   grid: bool) -> tuple[Any, Any, PendingFacts]:
+                   grid: bool, single: bool = False) -> tuple[Any, Any, PendingFacts]:
     """``av @ bv``, the :func:`operand_facts` of ``operands`` (``av``, ``bv`` and
     a bias) and ``S = |av| @ |bv|``, in that order: on CuPy the device works on
     the value's GEMM while the host queues the rest, and ``S``'s GEMM runs while
-    the host waits for the facts."""
+    the host waits for the facts. With ``single`` (NumPy) ``S`` is the float32
+    GEMM of the magnitudes rounded up, in a scratch array (see :func:`magnitude_sum`)."""
     value = av @ bv
-    pending = operand_facts(operands, fmt, none, grid=grid)
+    pending = operand_facts(operands, fmt, none, grid=grid, single=single)
     assert pending is not None
-    return value, pending.magnitudes[0] @ pending.magnitudes[1], pending
+    ma, mb = pending.magnitudes[:2]
+    if not single:
+        return value, ma @ mb, pending
+    return value, np.matmul(ma, mb, out=_scratch(len(operands), value, np.float32)), pending
+
+
+def magnitude_sum(abs_a: Any, abs_b: Any, single: bool) -> Any:
+    """``|a| @ |b|`` (float64) from the magnitudes: their float64 GEMM, or with
+    ``single`` (NumPy; every nonzero magnitude within float32's normal range)
+    the float32 GEMM of the magnitudes rounded up to float32, which errs below
+    the exact sum by at most ``gamma_k(2^-24)`` of it plus ``k 2^-126`` (products
+    flushed to zero): the caller grows it into an upper bound."""
+    if not single:
+        return abs_a @ abs_b
+    return (single_magnitude(abs_a) @ single_magnitude(abs_b)).astype(np.float64)
+
+
+def single_magnitude(m: np.ndarray) -> np.ndarray:
+    """Float64 magnitudes ``m`` rounded up to float32: the nearest float32 where it
+    holds ``m``, else one or two ulps above (as numba's loop of
+    :mod:`~numoracle.oracle.fused_cpu`, the same bits)."""
+    with np.errstate(over="ignore"):
+        m32 = m.astype(np.float32)
+    return np.where(m32.astype(np.float64) >= m, m32, m32 * np.float32(1.0 + 2.0**-23))
+
+
+def in_single_range(m: np.ndarray) -> bool:
+    """Whether every nonzero magnitude of ``m`` lies in float32's normal range
+    (where :func:`magnitude_sum` may sum in float32)."""
+    return bool(np.all((m == 0.0) | ((m >= FP32.tiny) & (m <= FP32.max))))
 
 
 _SCRATCH = threading.local()
@@ -341,36 +374,39 @@ _SCRATCH = threading.local()
 _SCRATCH_MAX = 1 << 22
 
 
-def _scratch(slot: int, like: np.ndarray) -> np.ndarray:
-    """This thread's scratch array ``slot``, shaped and laid out as ``like`` (C or
-    Fortran order; any other layout gets C order): kept from call to call, so that
-    the magnitudes of operands do not take fresh pages every time."""
+def _scratch(slot: int, like: np.ndarray, dtype: Any = np.float64) -> np.ndarray:
+    """This thread's scratch array ``slot`` of ``dtype``, shaped and laid out as
+    ``like`` (C or Fortran order; any other layout gets C order): kept from call
+    to call, so that the magnitudes of operands do not take fresh pages every time."""
     fortran = like.flags.f_contiguous and not like.flags.c_contiguous
     if like.size > _SCRATCH_MAX:
-        return np.empty(like.shape, order="F" if fortran else "C")
+        return np.empty(like.shape, dtype=dtype, order="F" if fortran else "C")
     bufs = getattr(_SCRATCH, "bufs", None)
     if bufs is None:
         bufs = _SCRATCH.bufs = {}
-    buf = bufs.get(slot)
+    key = (slot, np.dtype(dtype).str)
+    buf = bufs.get(key)
     if buf is None or buf.size < like.size:
-        buf = bufs[slot] = np.empty(like.size, dtype=np.float64)
+        buf = bufs[key] = np.empty(like.size, dtype=dtype)
     return buf[:like.size].reshape(like.shape, order="F" if fortran else "C")
 
 
-def exact_contraction_radii(value: Any, S: Any, bias: Any, grow: Any, tiny_sum: Any,
-                            det_coef: Any, prob_coef: Any, eta: Any, g64: Any,
+def exact_contraction_radii(value: Any, S: Any, bias: Any, grow: Any, tiny_mag: Any,
+                            tiny_sum: Any, det_coef: Any, prob_coef: Any, eta: Any, g64: Any,
                             fits_acc: float, fits_64: float,
-                            acc_max: float) -> tuple[Any, Any, Any]:
+                            acc_max: float) -> tuple[Any, Any, Any, Any]:
     """One CuPy kernel after a contraction of exact operands: ``bias`` added to
     ``value`` and ``|bias|`` to ``S`` (where there is one), then
     :func:`contraction_radii`; the kernel's radii 0 where ``S <= fits_acc`` and the
     reference's where ``S <= fits_64`` (the exact regime; a negative threshold
     where there is none), both kernel radii infinite where ``S > acc_max`` (the
-    accumulator may overflow). ``value`` and ``S`` change in place. On NumPy
+    accumulator may overflow). Returns the grown ``S`` (float64) and the three
+    radii; ``value`` changes in place, and ``S`` too where it is float64. On NumPy
     (:func:`fused_exact`) one loop of :mod:`~numoracle.oracle.fused_cpu`, the
-    coefficients floats."""
+    coefficients floats, ``S`` float64 or float32 (:func:`magnitude_sum`)."""
     xp = array_module(S)
-    scalars = (grow, tiny_sum, det_coef, prob_coef, eta, g64, fits_acc, fits_64, acc_max)
+    scalars = (grow, tiny_mag, tiny_sum, det_coef, prob_coef, eta, g64, fits_acc, fits_64,
+               acc_max)
     if xp is np:
         return fused_cpu.exact_radii(value, S, bias, scalars)
     det, prob, ref = (xp.empty_like(S) for _ in range(3))
@@ -378,7 +414,7 @@ def exact_contraction_radii(value: Any, S: Any, bias: Any, grow: Any, tiny_sum: 
         _kernel("exact")(*scalars, S, det, prob, ref)
     else:
         _kernel("exact_bias")(bias, *scalars, value, S, det, prob, ref)
-    return det, prob, ref
+    return S, det, prob, ref
 
 
 def store_rounding(value: Any, ref_err: Any, det: Any, prob: Any,

@@ -24,10 +24,11 @@ from typing import Any
 import numpy as np
 
 __all__ = ["available", "warm_up", "operand_facts", "grid", "exact_radii", "store_round",
-           "NOT_FINITE", "SUBNORMAL", "UNREPRESENTABLE"]
+           "NOT_FINITE", "SUBNORMAL", "UNREPRESENTABLE", "OFF_SINGLE"]
 
-#: the flags of :func:`~numoracle.oracle.fused.operand_facts` (the CuPy kernel's too)
-UNREPRESENTABLE, SUBNORMAL, NOT_FINITE = 1, 2, 4
+#: the flags of :func:`~numoracle.oracle.fused.operand_facts` (the CuPy kernel's too;
+#: OFF_SINGLE only where the magnitudes are float32, on the CPU)
+UNREPRESENTABLE, SUBNORMAL, NOT_FINITE, OFF_SINGLE = 1, 2, 4, 8
 
 
 @cache
@@ -55,9 +56,11 @@ def warm_up() -> None:
     from .formats import FP32  # noqa: PLC0415 - a format for the warm-up's one element
 
     x = np.ones(1)
-    S, prob, det = x.copy(), x.copy(), x.copy()
-    operand_facts([x], [np.empty(1)], FP32, 1, True)
-    exact_radii(x.copy(), S, x, (1.0,) * 9)
+    prob, det = x.copy(), x.copy()
+    operand_facts([x, x], [np.empty(1), np.empty(1, dtype=np.float32)], FP32, 1, True)
+    for S in (x.copy(), np.ones(1, dtype=np.float32)):
+        exact_radii(x.copy(), S, x, (1.0,) * 10)
+        exact_radii(x.copy(), S, None, (1.0,) * 10)
     store_round(x, x, det, prob, FP32)
 
 
@@ -70,9 +73,10 @@ def _flat(a: np.ndarray) -> np.ndarray:
 
 def operand_facts(arrays: list[np.ndarray], mags: list[np.ndarray], fmt: Any, none: int,
                   grid_too: bool) -> np.ndarray:
-    """``|x|`` of each array into ``mags`` (laid out as it), and per array ``none``
-    minus its lowest set bit (0 without ``grid_too``) and its flags, as the rows of
-    an int64 array (:func:`~numoracle.oracle.fused.operand_facts`)."""
+    """``|x|`` of each array into ``mags`` (laid out as it; rounded up where ``mags``
+    is float32), and per array ``none`` minus its lowest set bit (0 without
+    ``grid_too``) and its flags, as the rows of an int64 array
+    (:func:`~numoracle.oracle.fused.operand_facts`)."""
     out = np.zeros((len(arrays), 2), dtype=np.int64)
     for i, (x, m) in enumerate(zip(arrays, mags, strict=True)):
         lowest, unrepresentable = grid(x, fmt, none) if grid_too else (none, 0)
@@ -81,7 +85,9 @@ def operand_facts(arrays: list[np.ndarray], mags: list[np.ndarray], fmt: Any, no
 
 
 def _magnitudes(x: np.ndarray, mags: np.ndarray, tiny: float) -> int:
-    return int(_loops().magnitudes(_flat(x), _flat(mags), tiny))
+    loops = _loops()
+    fill = loops.magnitudes_single if mags.dtype == np.float32 else loops.magnitudes
+    return int(fill(_flat(x), _flat(mags), tiny))
 
 
 def grid(x: np.ndarray, fmt: Any, none: int) -> tuple[int, int]:
@@ -92,20 +98,23 @@ def grid(x: np.ndarray, fmt: Any, none: int) -> tuple[int, int]:
 
 
 def exact_radii(value: np.ndarray, S: np.ndarray, bias: np.ndarray | None,
-                scalars: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                scalars: tuple[float, ...]) -> tuple[np.ndarray, ...]:
     """:func:`~numoracle.oracle.fused.exact_contraction_radii` in one loop
-    (``value`` and ``S`` C-contiguous; a bias along their last axis in the loop,
-    any other broadcast by NumPy first, the same two additions)."""
+    (``value`` and ``S`` C-contiguous, ``S`` float64, in place, or float32; a bias
+    along their last axis in the loop, any other broadcast by NumPy first, the
+    same two additions)."""
     if bias is not None and (bias.ndim != 1 or bias.shape[0] != value.shape[-1]):
         value += bias
+        S = S.astype(np.float64)  # (a float32 S in float64 first, as NumPy's passes)
         S += np.abs(bias)
         bias = None
-    det, prob, ref = (np.empty_like(S) for _ in range(3))
+    grown = S if S.dtype == np.float64 else np.empty(S.shape)
+    det, prob, ref = (np.empty(S.shape) for _ in range(3))
     b = np.zeros(1) if bias is None else np.ascontiguousarray(bias, dtype=np.float64)
     _loops().exact(value.reshape(-1), S.reshape(-1), b, bias is not None,
-                   *(float(c) for c in scalars), det.reshape(-1), prob.reshape(-1),
-                   ref.reshape(-1))
-    return det, prob, ref
+                   *(float(c) for c in scalars), grown.reshape(-1), det.reshape(-1),
+                   prob.reshape(-1), ref.reshape(-1))
+    return grown, det, prob, ref
 
 
 def store_round(value: np.ndarray, ref: np.ndarray, det: np.ndarray, prob: np.ndarray,

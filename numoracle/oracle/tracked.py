@@ -38,9 +38,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .exact_dot import exact_matmul
-from .formats import FP64, Format, chunk_size, quantize, representable
+from .formats import FP32, FP64, Format, chunk_size, quantize, representable
 from .fused import (
     NOT_FINITE,
+    OFF_SINGLE,
     SUBNORMAL,
     UNREPRESENTABLE,
     add_rounding,
@@ -50,7 +51,9 @@ from .fused import (
     exact_products,
     fused,
     fused_exact,
+    in_single_range,
     lowest_set_bit,
+    magnitude_sum,
     rounded,
     store_rounding,
 )
@@ -59,12 +62,15 @@ from .xp import array_module as _xp
 
 __all__ = ["Tracked", "exact", "unjudged", "concat", "tmap", "tcat", "add", "sub", "relu",
            "relu_mask_mul", "mul_scalar", "either", "matmul", "sum_", "store", "lsb_exponent",
-           "ESCALATE_SHARE"]
+           "ESCALATE_SHARE", "SINGLE_SUM_MAX_K"]
 
 U64 = FP64.u
 #: escalate to the exact context when the float64 reference error is not below
 #: this share of the kernel's bound
 ESCALATE_SHARE = 0.01
+#: the longest contraction whose magnitude sum ``S`` the CPU may sum in float32 (see
+#: :func:`_single`): its growth ``2 gamma_{k+1}(2^-24)`` stays within ``2^-11``
+SINGLE_SUM_MAX_K = 4095
 
 
 @dataclass(frozen=True)
@@ -390,7 +396,9 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
 
     abs_a, abs_b = xp.abs(av), xp.abs(bv)
     value = av @ bv
-    S = abs_a @ abs_b
+    single = (_single(xp, av.shape[-1], model) and in_single_range(abs_a)
+              and in_single_range(abs_b))
+    S = magnitude_sum(abs_a, abs_b, single)
     if bias is not None:
         value = value + bias.value
         S = S + xp.abs(bias.value)
@@ -410,11 +418,13 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
         if bias is not None:
             ref_prop = ref_prop + bias.ref_err
     del abs_a, abs_b  # input-sized: not held through the exact context
-    # S itself was summed in float64: it is made an upper bound, the radii affine in it
+    # S itself was summed in floating point: it is made an upper bound, the radii affine in it
     g64, det_coef, prob_coef, eta = _coefficients(lengths, c_in, model, xp)
     acc = model.accumulate
+    tiny_sum = terms * 2.0**-1074
     det_acc, prob_acc, ref_err = contraction_radii(
-        S, 1.0 + 2.0 * g64, terms * 2.0**-1074, det_coef, prob_coef, eta, g64)
+        S, *_growth(av.shape[-1], single, g64, tiny_sum), tiny_sum, det_coef, prob_coef, eta,
+        g64)
     if has_ref:
         ref_err += ref_prop
 
@@ -489,13 +499,15 @@ def _exact_fused_matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tra
     unknown_rounding = model.rounds_inputs and model.input_rounding is None
     xp = _xp(av)
     on_device = fused(xp)
+    single = _single(xp, av.shape[-1], model)
     operand_values = [av, bv] + ([bias.value] if bias is not None else [])
     # the grid on the host only where some element may be exact (see below)
     value, S, pending = exact_products(av, bv, operand_values, model.compute, _NO_GRID,
-                                       grid=on_device or unknown_rounding)
+                                       grid=on_device or unknown_rounding, single=single)
     facts = pending.result()
     del pending
-    if any(f.flags & NOT_FINITE for f in facts):
+    if any(f.flags & NOT_FINITE for f in facts) or (
+            single and any(f.flags & OFF_SINGLE for f in facts[:2])):
         return None
     c = [model.input_unit() if unknown_rounding and f.flags & UNREPRESENTABLE else 0.0
          for f in facts[:2]]
@@ -516,12 +528,43 @@ def _exact_fused_matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tra
             fits_64 = _pow2(FP64.p + e)
     del facts
     g64, det_coef, prob_coef, eta = coefs = _coefficients(lengths, c_in, model, xp)
-    det, prob, ref_err = exact_contraction_radii(
-        value, S, None if bias is None else bias.value, 1.0 + 2.0 * g64,
-        lengths.terms * 2.0**-1074, det_coef, prob_coef, eta, g64, fits_acc, fits_64, acc.max)
+    tiny_sum = lengths.terms * 2.0**-1074
+    S, det, prob, ref_err = exact_contraction_radii(
+        value, S, None if bias is None else bias.value,
+        *_growth(av.shape[-1], single, g64, tiny_sum), tiny_sum, det_coef, prob_coef, eta,
+        g64, fits_acc, fits_64, acc.max)
     out = Tracked(value=value, ref_err=ref_err, det=det, prob=prob, mag=S,
                   n=_n_of(lengths.n_host, value))
     return _settle(out, av, bv, bias, model, lengths, coefs, certain=True)
+
+
+def _single(xp: Any, k: int, model: PrecisionModel) -> bool:
+    """Whether a contraction of length ``k`` sums its magnitudes ``S`` in float32
+    (where its operands' nonzero magnitudes lie in float32's normal range): on
+    NumPy (the CPU's float32 GEMM takes half the time of float64's), up to
+    SINGLE_SUM_MAX_K terms, for an accumulator within float32's range (its
+    underflow slack ``eta`` dwarfs float32's). ``S`` is then grown by
+    ``2 gamma_{k+1}(2^-24)`` instead of ``2 gamma_n(2^-53)``: the bound grows by
+    at most ``2^-11`` of itself. On a GPU ``S`` is summed in float64."""
+    acc = model.accumulate
+    return (xp is np and k <= SINGLE_SUM_MAX_K and acc.tiny >= FP32.tiny
+            and acc.max <= FP32.max)
+
+
+def _growth(k: int, single: bool, g64: Any, tiny_sum: Any) -> tuple[Any, Any]:
+    """What makes ``S`` (of a contraction of length ``k``) an upper bound of the sum
+    of its magnitudes: ``S grow + tiny_mag``. Summed in float64 ``1 + 2 gamma_n(u64)``
+    and ``n 2^-1074`` (``g64``, ``tiny_sum``); in float32 (:func:`_single`) over its
+    ``k`` terms and the bias's one, each product possibly flushed to zero,
+    ``1 + 2 gamma_{k+1}(2^-24)`` and ``(k + 1) 2^-125``."""
+    if not single:
+        return 1.0 + 2.0 * g64, tiny_sum
+    return _single_growth(k)
+
+
+@lru_cache(maxsize=1024)
+def _single_growth(k: int) -> tuple[float, float]:
+    return 1.0 + 2.0 * float(gamma(np.asarray(k + 1), FP32.u)), (k + 1) * 2.0**-125
 
 
 def _gammas(n_host: np.ndarray, h_host: np.ndarray, model: PrecisionModel,

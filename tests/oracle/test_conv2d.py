@@ -191,7 +191,7 @@ def test_blocked_reference_is_the_whole_one(monkeypatch, family, stride, padding
     """Built a sample at a time (the block size of real layers), the reference and
     its bounds are those built at once: same exact zeros, same unjudged elements."""
     from numoracle.oracle.ops import conv2d as conv_module
-    from numoracle.oracle.precision import get_model
+    from numoracle.oracle.precision import gamma, get_model
 
     params = {"batch": 3, "in_channels": 4, "out_channels": 4, "height": 7, "width": 6,
               "kernel_size": 3, "stride": stride, "padding": padding, "dilation": dilation,
@@ -213,5 +213,9 @@ def test_blocked_reference_is_the_whole_one(monkeypatch, family, stride, padding
         tol = (w.ref_err + b.ref_err)[ok]
         assert np.all(np.abs(b.value[ok] - w.value[ok]) <= tol), name
         fin = np.isfinite(w.det) & np.isfinite(b.det)
-        np.testing.assert_allclose(b.det[fin], w.det[fin], rtol=1e-12, err_msg=name)
+        # equal but for the rounding of the magnitude sums S, in GEMMs of other shapes
+        # (float32 ones on the CPU: tracked._single)
+        k = params["in_channels"] // groups * params["kernel_size"] ** 2
+        rtol = 2 * float(gamma(np.asarray(max(k, params["batch"] * 7 * 6) + 1), 2.0**-24))
+        np.testing.assert_allclose(b.det[fin], w.det[fin], rtol=rtol, err_msg=name)
         np.testing.assert_array_equal(np.broadcast_to(b.n, b.shape), np.broadcast_to(w.n, w.shape))

@@ -10,20 +10,26 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from numoracle.oracle import fused_cpu
 from numoracle.oracle.formats import FP16, FP32, TF32
 from numoracle.oracle.fused import (
     NOT_FINITE,
+    OFF_SINGLE,
     SUBNORMAL,
     UNREPRESENTABLE,
     add_rounding,
     contraction_radii,
+    in_single_range,
+    magnitude_sum,
     operand_facts,
+    single_magnitude,
     store_rounding,
 )
 from numoracle.oracle.precision import gamma, get_model
-from numoracle.oracle.tracked import Tracked, exact, matmul, store
+from numoracle.oracle.tracked import Tracked, _growth, exact, matmul, store
 
 
 @contextmanager
@@ -60,8 +66,9 @@ def test_contraction_radii_are_affine_in_the_grown_sum() -> None:
     S = _magnitudes((5, 6), 0)
     before = S.copy()
     g64 = float(gamma(np.asarray(40), 2.0**-53))
-    det, prob, ref = contraction_radii(S, 1 + 2 * g64, 40 * 2.0**-1074, 3e-6, 1e-7, 1e-300, g64)
-    grown = before * (1 + 2 * g64) + 40 * 2.0**-1074
+    det, prob, ref = contraction_radii(S, 1 + 2 * g64, 41 * 2.0**-125, 40 * 2.0**-1074, 3e-6,
+                                       1e-7, 1e-300, g64)
+    grown = before * (1 + 2 * g64) + 41 * 2.0**-125
     np.testing.assert_array_equal(S, grown)  # in place
     np.testing.assert_array_equal(det, grown * 3e-6 + 1e-300)
     np.testing.assert_array_equal(prob, grown * 1e-7 + 1e-300)
@@ -91,7 +98,7 @@ def test_gpu_contraction_radii_match_the_host_bitwise(cupy: Any, per_element: bo
     S = _magnitudes(shape, 1)
     n = np.random.default_rng(2).integers(1, 4096, shape) if per_element else np.asarray(512)
     g64 = gamma(n, 2.0**-53)
-    coefs = (1 + 2 * g64, n * 2.0**-1074, 7 * g64 + 1e-7, 3 * g64, (n + 2) * 2.0**-126, g64)
+    coefs = (1 + 2 * g64, (n + 1) * 2.0**-125, n * 2.0**-1074, 7 * g64 + 1e-7, 3 * g64, (n + 2) * 2.0**-126, g64)
     host_S = S.copy()
     host = contraction_radii(host_S, *(c if per_element else float(c) for c in coefs))
     dev_S = cupy.asarray(S)
@@ -252,6 +259,74 @@ def test_operand_facts_match_the_numpy_definitions(fast_xp: Any) -> None:
                 assert bool(f.flags & SUBNORMAL) == bool(np.any(np.abs(nz) < fmt.tiny))
                 assert bool(f.flags & UNREPRESENTABLE) == (not representable(nz, fmt).all())
     assert operand_facts([fast_xp.zeros((0, 3))], FP32, _NO_GRID).result()[0].lsb == _NO_GRID
+
+
+def test_single_operand_facts_round_magnitudes_up() -> None:
+    """On the CPU with float32 magnitudes: rounded up (the nearest float32 where it
+    holds ``|x|``), the same bits as NumPy's :func:`single_magnitude`, and OFF_SINGLE
+    where a nonzero magnitude lies outside float32's normal range."""
+    if not fused_cpu.available():
+        pytest.skip("numba is not installed (pip install 'numoracle[fast]')")
+    from numoracle.oracle.tracked import _NO_GRID
+
+    rng = np.random.default_rng(15)
+    for k in range(20):
+        x = rng.standard_normal((int(rng.integers(1, 40)), int(rng.integers(1, 40))))
+        x *= 2.0 ** int(rng.integers(-140, 140))
+        if k % 2:
+            x = x * 2.0**-40 if np.abs(x).max() > 2.0**120 else x
+            x = x.astype(np.float32).astype(np.float64)  # held by float32 (where in range)
+        if k % 3 == 0:
+            x.flat[0] = 0.0
+        for arr in (x, x.T, x[:, ::2]):
+            (f,) = operand_facts([arr], FP32, _NO_GRID, single=True).result()
+            mag = np.abs(arr)
+            assert f.magnitude.dtype == np.float32
+            if in_single_range(mag):
+                assert np.all(f.magnitude >= mag)
+                held = mag.astype(np.float32).astype(np.float64) == mag  # (in range)
+                np.testing.assert_array_equal(f.magnitude[held], mag[held])
+            with np.errstate(over="ignore"):
+                np.testing.assert_array_equal(f.magnitude, single_magnitude(mag))
+            assert bool(f.flags & OFF_SINGLE) == (not in_single_range(mag))
+
+
+_SINGLE_MAGNITUDES = st.sampled_from(["held", "float64", "underflowing", "mixed"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(k=st.integers(1, 200), family=_SINGLE_MAGNITUDES, seed=st.integers(0, 2**32 - 1))
+def test_single_magnitude_sums_grown_bound_the_exact_sum(k: int, family: str,
+                                                         seed: int) -> None:
+    """A magnitude sum in float32 (the CPU's, ``tracked._single``), grown, is never below
+    the exact sum (in rationals), and above it by no more than its growth
+    ``2 gamma_{k+1}(2^-24)`` and underflow slack allow."""
+    from fractions import Fraction
+
+    rng = np.random.default_rng(seed)
+    scale = {"held": 0, "float64": 0, "underflowing": -70, "mixed": 0}[family]
+    a = np.abs(rng.standard_normal((3, k))) * 2.0 ** (scale + rng.integers(-8, 8, (3, k)))
+    b = np.abs(rng.standard_normal((k, 2))) * 2.0 ** (scale + rng.integers(-8, 8, (k, 2)))
+    if family == "held":
+        a, b = (x.astype(np.float32).astype(np.float64) for x in (a, b))
+    if family == "mixed":  # zeros, float32's extremes, products under its range
+        a.flat[::5] = 0.0
+        a.flat[1::7] = 2.0**-126
+        b.flat[2::6] = 2.0**-20
+        a.flat[3::11] = 2.0**100
+    a, b = (np.clip(x, 0.0, 2.0**120) for x in (a, b))
+    a[(a != 0) & (a < 2.0**-126)] = 2.0**-126
+    b[(b != 0) & (b < 2.0**-126)] = 2.0**-126
+    assert in_single_range(a) and in_single_range(b)
+    grow, tiny_mag = _growth(k, True, None, None)
+    S = magnitude_sum(a, b, True) * grow + tiny_mag
+    for i in range(3):
+        for j in range(2):
+            true = sum(Fraction(float(a[i, t])) * Fraction(float(b[t, j])) for t in range(k))
+            assert Fraction(float(S[i, j])) >= true
+            # above: each magnitude rounded up (2 ulps), float32's rounding, the growth
+            up = (1 + 2.0**-21) * (1 + float(gamma(np.asarray(k), 2.0**-24))) * grow
+            assert float(S[i, j]) <= float(true) * up * (1 + 2.0**-50) + 2 * tiny_mag
 
 
 def test_numba_loops_switch_off_by_environment() -> None:
