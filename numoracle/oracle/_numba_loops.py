@@ -89,36 +89,88 @@ def grid(x: Any, t: int, emin: int, fmax: float, none: int) -> tuple[int, int]:
 
 
 @_jit
-def exact(value: Any, S: Any, bias: Any, has_bias: bool, grow: float, tiny_mag: float,
-          tiny_sum: float, det_coef: float, prob_coef: float, eta: float, g64: float,
-          fits_acc: float, fits_64: float, acc_max: float, grown: Any, det: Any, prob: Any,
-          ref: Any) -> None:
-    """The bias added (along the last axis, rows of ``bias.size``), ``S`` (float32 or
-    float64) made an upper bound in float64 into ``grown`` (``S`` itself may be it),
-    and the radii affine in it."""
-    nb = bias.size if has_bias else S.size
-    for r in range(S.size // max(nb, 1)):
+def add_bias(value: Any, S: Any, bias: Any, grown: Any) -> None:
+    """The bias along the last axis (rows of ``bias.size``): ``value`` in place,
+    ``S`` (float32 or float64) plus ``|bias|`` into float64 ``grown``."""
+    nb = bias.size
+    for r in range(S.size // nb):
         for j in range(nb):
             i = r * nb + j
-            s = np.float64(S[i])
-            if has_bias:
-                value[i] = value[i] + bias[j]
-                s = s + abs(bias[j])
-            s = s * grow
-            s = s + tiny_mag
-            grown[i] = s
-            d = s * det_coef + eta
-            p = s * prob_coef + eta
-            rr = s * g64 + tiny_sum
-            if s <= fits_acc:
-                d = 0.0
-                p = 0.0
-            if s > acc_max:
-                d = np.inf
-                p = np.inf
-            det[i] = d
-            prob[i] = p
-            ref[i] = 0.0 if s <= fits_64 else rr
+            value[i] = value[i] + bias[j]
+            grown[i] = np.float64(S[i]) + abs(bias[j])
+
+
+@_jit
+def _radii(s: float, grow: float, tiny_mag: float, tiny_sum: float, det_coef: float,
+           prob_coef: float, eta: float, g64: float, fits_acc: float, fits_64: float,
+           acc_max: float) -> tuple[float, float, float, float]:
+    """One element's grown ``S`` and radii (det, prob, the reference's)."""
+    s = s * grow
+    s = s + tiny_mag
+    d = s * det_coef + eta
+    p = s * prob_coef + eta
+    r = s * g64 + tiny_sum
+    fits = s <= fits_acc
+    over = s > acc_max
+    d = 0.0 if fits else d
+    p = 0.0 if fits else p
+    d = np.inf if over else d
+    p = np.inf if over else p
+    return s, d, p, (0.0 if s <= fits_64 else r)
+
+
+@_jit
+def exact(S: Any, grow: float, tiny_mag: float, tiny_sum: float, det_coef: float,
+          prob_coef: float, eta: float, g64: float, fits_acc: float, fits_64: float,
+          acc_max: float, grown: Any, det: Any, prob: Any, ref: Any) -> None:
+    """``S`` (float32 or float64) made an upper bound in float64 into ``grown`` (``S``
+    itself may be it), and the radii affine in it (branch-free: the loop vectorises)."""
+    for i in range(S.size):
+        s, d, p, r = _radii(np.float64(S[i]), grow, tiny_mag, tiny_sum, det_coef, prob_coef,
+                            eta, g64, fits_acc, fits_64, acc_max)
+        grown[i] = s
+        det[i] = d
+        prob[i] = p
+        ref[i] = r
+
+
+@_jit
+def exact_stored(value: Any, S: Any, grow: float, tiny_mag: float, tiny_sum: float,
+                 det_coef: float, prob_coef: float, eta: float, g64: float, fits_acc: float,
+                 fits_64: float, acc_max: float, grown: Any, det: Any, prob: Any, ref: Any,
+                 u: float, grow_u: float, tiny: float, fmax: float, t: int, emin: int) -> None:
+    """:func:`exact`, and the radii rounded to the output format (``u`` ... ``emin``)
+    as :func:`store` rounds them, in the same pass."""
+    held = 0
+    for i in range(S.size):
+        s, d, p, r = _radii(np.float64(S[i]), grow, tiny_mag, tiny_sum, det_coef, prob_coef,
+                            eta, g64, fits_acc, fits_64, acc_max)
+        grown[i] = s
+        d, p, h = _rounded(value[i], r, d, p, u, grow_u, tiny, fmax)
+        held += h
+        det[i] = d
+        prob[i] = p
+        ref[i] = r
+    if held:
+        _store_exact(value, ref, det, prob, u, grow_u, tiny, fmax, t, emin)
+
+
+@_jit
+def _rounded(v: float, ri: float, di: float, pi: float, u: float, grow: float, tiny: float,
+             fmax: float) -> tuple[float, float, bool]:
+    """One element's radii ``di``, ``pi`` after one more rounding, infinite where the
+    output may overflow; unchanged where it is exact (``di`` and ``ri`` 0: said by the
+    flag, for :func:`_store_exact`)."""
+    m = abs(v) + ri
+    mu = m * u
+    mu = mu + tiny
+    d = di * grow + mu
+    p = pi * grow + mu
+    if m + di >= fmax:  # the output may overflow
+        d = np.inf
+        p = np.inf
+    held = (di == 0.0) & (ri == 0.0)
+    return (di if held else d), (pi if held else p), held
 
 
 @_jit
@@ -127,22 +179,13 @@ def store(v: Any, ref: Any, det: Any, prob: Any, u: float, grow: float, tiny: fl
     """One more rounding of the radii (branch-free: the loop vectorises). An exact
     element (``det`` and ``ref`` 0) is left as it is here and rounded by
     :func:`_store_exact` (after the loop, every other ``det`` is positive or NaN)."""
-    exact = 0
+    held = 0
     for i in range(v.size):
-        di, ri, pi = det[i], ref[i], prob[i]
-        m = abs(v[i]) + ri
-        mu = m * u
-        mu = mu + tiny
-        d = di * grow + mu
-        p = pi * grow + mu
-        if m + di >= fmax:  # the output may overflow
-            d = np.inf
-            p = np.inf
-        held = (di == 0.0) & (ri == 0.0)
-        exact += held
-        det[i] = di if held else d
-        prob[i] = pi if held else p
-    if exact:
+        d, p, h = _rounded(v[i], ref[i], det[i], prob[i], u, grow, tiny, fmax)
+        held += h
+        det[i] = d
+        prob[i] = p
+    if held:
         _store_exact(v, ref, det, prob, u, grow, tiny, fmax, t, emin)
 
 

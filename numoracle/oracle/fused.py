@@ -393,27 +393,31 @@ def _scratch(slot: int, like: np.ndarray, dtype: Any = np.float64) -> np.ndarray
 
 def exact_contraction_radii(value: Any, S: Any, bias: Any, grow: Any, tiny_mag: Any,
                             tiny_sum: Any, det_coef: Any, prob_coef: Any, eta: Any, g64: Any,
-                            fits_acc: float, fits_64: float,
-                            acc_max: float) -> tuple[Any, Any, Any, Any]:
+                            fits_acc: float, fits_64: float, acc_max: float,
+                            fmt: Any = None) -> tuple[Any, Any, Any, Any]:
     """One CuPy kernel after a contraction of exact operands: ``bias`` added to
     ``value`` and ``|bias|`` to ``S`` (where there is one), then
     :func:`contraction_radii`; the kernel's radii 0 where ``S <= fits_acc`` and the
     reference's where ``S <= fits_64`` (the exact regime; a negative threshold
     where there is none), both kernel radii infinite where ``S > acc_max`` (the
-    accumulator may overflow). Returns the grown ``S`` (float64) and the three
+    accumulator may overflow); with ``fmt``, the rounding to it after
+    (:func:`store_rounding`). Returns the grown ``S`` (float64) and the three
     radii; ``value`` changes in place, and ``S`` too where it is float64. On NumPy
-    (:func:`fused_exact`) one loop of :mod:`~numoracle.oracle.fused_cpu`, the
-    coefficients floats, ``S`` float64 or float32 (:func:`magnitude_sum`)."""
+    (:func:`fused_exact`) one loop of :mod:`~numoracle.oracle.fused_cpu` (the
+    rounding in it), the coefficients floats, ``S`` float64 or float32
+    (:func:`magnitude_sum`)."""
     xp = array_module(S)
     scalars = (grow, tiny_mag, tiny_sum, det_coef, prob_coef, eta, g64, fits_acc, fits_64,
                acc_max)
     if xp is np:
-        return fused_cpu.exact_radii(value, S, bias, scalars)
+        return fused_cpu.exact_radii(value, S, bias, scalars, fmt)
     det, prob, ref = (xp.empty_like(S) for _ in range(3))
     if bias is None:
         _kernel("exact")(*scalars, S, det, prob, ref)
     else:
         _kernel("exact_bias")(bias, *scalars, value, S, det, prob, ref)
+    if fmt is not None:
+        store_rounding(value, ref, det, prob, fmt)  # (in place: the arrays are its own)
     return S, det, prob, ref
 
 

@@ -59,8 +59,9 @@ def warm_up() -> None:
     prob, det = x.copy(), x.copy()
     operand_facts([x, x], [np.empty(1), np.empty(1, dtype=np.float32)], FP32, 1, True)
     for S in (x.copy(), np.ones(1, dtype=np.float32)):
-        exact_radii(x.copy(), S, x, (1.0,) * 10)
-        exact_radii(x.copy(), S, None, (1.0,) * 10)
+        for fmt in (None, FP32):
+            exact_radii(x.copy(), S, x, (1.0,) * 10, fmt)
+            exact_radii(x.copy(), S, None, (1.0,) * 10, fmt)
     store_round(x, x, det, prob, FP32)
 
 
@@ -98,11 +99,11 @@ def grid(x: np.ndarray, fmt: Any, none: int) -> tuple[int, int]:
 
 
 def exact_radii(value: np.ndarray, S: np.ndarray, bias: np.ndarray | None,
-                scalars: tuple[float, ...]) -> tuple[np.ndarray, ...]:
-    """:func:`~numoracle.oracle.fused.exact_contraction_radii` in one loop
-    (``value`` and ``S`` C-contiguous, ``S`` float64, in place, or float32; a bias
-    along their last axis in the loop, any other broadcast by NumPy first, the
-    same two additions)."""
+                scalars: tuple[float, ...], fmt: Any = None) -> tuple[np.ndarray, ...]:
+    """:func:`~numoracle.oracle.fused.exact_contraction_radii` in one loop, with
+    ``fmt`` the rounding to it too (:func:`store_round`) (``value`` and ``S``
+    C-contiguous, ``S`` float64, in place, or float32; a bias along their last
+    axis in a loop before, any other broadcast by NumPy: the same two additions)."""
     if bias is not None and (bias.ndim != 1 or bias.shape[0] != value.shape[-1]):
         value += bias
         S = S.astype(np.float64)  # (a float32 S in float64 first, as NumPy's passes)
@@ -110,10 +111,15 @@ def exact_radii(value: np.ndarray, S: np.ndarray, bias: np.ndarray | None,
         bias = None
     grown = S if S.dtype == np.float64 else np.empty(S.shape)
     det, prob, ref = (np.empty(S.shape) for _ in range(3))
-    b = np.zeros(1) if bias is None else np.ascontiguousarray(bias, dtype=np.float64)
-    _loops().exact(value.reshape(-1), S.reshape(-1), b, bias is not None,
-                   *(float(c) for c in scalars), grown.reshape(-1), det.reshape(-1),
-                   prob.reshape(-1), ref.reshape(-1))
+    loops, flat = _loops(), [a.reshape(-1) for a in (value, S, grown, det, prob, ref)]
+    if bias is not None:  # then S is grown's
+        loops.add_bias(flat[0], flat[1], np.ascontiguousarray(bias, dtype=np.float64), flat[2])
+        flat[1] = flat[2]
+    coefs = tuple(float(c) for c in scalars)
+    if fmt is None:
+        loops.exact(*flat[1:2], *coefs, *flat[2:])
+    else:
+        loops.exact_stored(*flat[:2], *coefs, *flat[2:], *_rounding(fmt))
     return grown, det, prob, ref
 
 
@@ -121,5 +127,9 @@ def store_round(value: np.ndarray, ref: np.ndarray, det: np.ndarray, prob: np.nd
                 fmt: Any) -> None:
     """:func:`~numoracle.oracle.fused.store_rounding` in one loop, ``det`` and
     ``prob`` in place (all four C-contiguous of one shape)."""
-    _loops().store(*(a.reshape(-1) for a in (value, ref, det, prob)), fmt.u, 1.0 + fmt.u,
-                   fmt.tiny, fmt.max, fmt.t, fmt.emin)
+    _loops().store(*(a.reshape(-1) for a in (value, ref, det, prob)), *_rounding(fmt))
+
+
+def _rounding(fmt: Any) -> tuple[float, float, float, float, int, int]:
+    """The loops' parameters of a rounding to ``fmt``."""
+    return fmt.u, 1.0 + fmt.u, fmt.tiny, fmt.max, fmt.t, fmt.emin

@@ -291,7 +291,7 @@ def _operand(t: Tracked, model: PrecisionModel) -> tuple[Tracked, float]:
 
 
 def matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None = None, *,
-           terms: np.ndarray | None = None) -> Tracked:
+           terms: np.ndarray | None = None, stored: bool = False) -> Tracked:
     """Contraction ``a @ b (+ bias)`` over the last axis of ``a`` under ``model``.
 
     Bound (deterministic), with ``S = (|a|+ra) @ (|b|+rb) + |bias| + rbias`` and
@@ -308,15 +308,20 @@ def matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None =
     inserted zeros) that a kernel need not add. Those zeros must be exact
     zeros of ``a`` or ``b``: they add nothing to ``S`` and adding them rounds
     nothing, so only the real terms count towards ``h``.
+
+    ``stored``: the result as :func:`store` makes it (rounded to the storage
+    format), for a contraction whose result is an output; on the CPU that rounding
+    is done in the contraction's own pass over its outputs.
     """
     a, b = _fold_lo(a), _fold_lo(b)  # an escalated operand's low part joins its radius
     bias = None if bias is None else _fold_lo(bias)
+    fmt = _store_format(model) if stored else None
     with np.errstate(invalid="ignore", over="ignore"):
-        out = _matmul(a, b, model, bias, terms)
-        if model.rounds_inputs and model.inputs_maybe_unrounded:
-            plain = model.with_(compute=model.storage, inputs_maybe_unrounded=False)
-            out = either(out, _matmul(a, b, plain, bias, terms))
-        return out
+        if not (model.rounds_inputs and model.inputs_maybe_unrounded):
+            return _matmul(a, b, model, bias, terms, fmt)
+        plain = model.with_(compute=model.storage, inputs_maybe_unrounded=False)
+        out = either(_matmul(a, b, model, bias, terms), _matmul(a, b, plain, bias, terms))
+        return out if fmt is None else _store(out, fmt, _xp(out.value))
 
 
 def either(t1: Tracked, t2: Tracked) -> Tracked:
@@ -381,11 +386,12 @@ def _coefficients(lengths: _Lengths, c_in: float, model: PrecisionModel,
 
 
 def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
-            n_terms: np.ndarray | None = None) -> Tracked:
+            n_terms: np.ndarray | None = None, fmt: Format | None = None) -> Tracked:
+    """The contraction, and with ``fmt`` its rounding to it (:func:`_store`)."""
     xp = _xp(a.value)
     lengths = _lengths(a.shape[-1], bias is not None, n_terms, model, xp)
     if fused_exact(xp):
-        done = _exact_fused_matmul(a, b, model, bias, lengths)
+        done = _exact_fused_matmul(a, b, model, bias, lengths, fmt)
         if done is not None:
             return done
     a, ca = _operand(a, model)
@@ -452,8 +458,9 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
         det, prob = det_acc, prob_acc
     out = Tracked(value=value, ref_err=ref_err, det=det, prob=prob, mag=S,
                   n=_n_of(n_host, value))
-    return _settle(out, av, bv, bias, model, lengths, (g64, det_coef, prob_coef, eta),
-                   certain=not has_ref and not det_alone, ref_prop=ref_prop)
+    out = _settle(out, av, bv, bias, model, lengths, (g64, det_coef, prob_coef, eta),
+                  certain=not has_ref and not det_alone, ref_prop=ref_prop)
+    return out if fmt is None else _store(out, fmt, xp)
 
 
 def _n_of(n_host: np.ndarray, value: Any) -> int | np.ndarray:
@@ -467,17 +474,22 @@ def _settle(out: Tracked, av: Any, bv: Any, bias: Tracked | None, model: Precisi
     escalation to the exact context. It surely is (``certain`` of every element's
     reference radius, one accumulation length) where its coefficient and its
     underflow slack lie below ESCALATE_SHARE of the kernel's."""
-    g64, det_coef, prob_coef, eta = coefs
-    if (certain and np.ndim(lengths.h_host) == 0
-            and float(g64) <= ESCALATE_SHARE * min(float(det_coef), float(prob_coef))
-            and float(np.max(lengths.n_host)) * 2.0**-1074
-            <= ESCALATE_SHARE * float(np.min(eta))):
+    if _precise(lengths, coefs, certain=certain):
         return out
     return _escalate(out, av, bv, bias, model, ref_prop)
 
 
+def _precise(lengths: _Lengths, coefs: tuple[Any, Any, Any, Any], *, certain: bool) -> bool:
+    """Whether the float64 reference surely is precise enough (see :func:`_settle`)."""
+    g64, det_coef, prob_coef, eta = coefs
+    return bool(certain and np.ndim(lengths.h_host) == 0
+                and float(g64) <= ESCALATE_SHARE * min(float(det_coef), float(prob_coef))
+                and float(np.max(lengths.n_host)) * 2.0**-1074
+                <= ESCALATE_SHARE * float(np.min(eta)))
+
+
 def _exact_fused_matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
-                        lengths: _Lengths) -> Tracked | None:
+                        lengths: _Lengths, fmt: Format | None = None) -> Tracked | None:
     """:func:`_matmul` of exact operands, one pass over each operand
     (:func:`~numoracle.oracle.fused.operand_facts`) and one over the output after
     the GEMMs: the same bits as the general path. On CuPy its one synchronisation
@@ -529,13 +541,17 @@ def _exact_fused_matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tra
     del facts
     g64, det_coef, prob_coef, eta = coefs = _coefficients(lengths, c_in, model, xp)
     tiny_sum = lengths.terms * 2.0**-1074
+    precise = _precise(lengths, coefs, certain=True)  # (else the rounding after escalating)
     S, det, prob, ref_err = exact_contraction_radii(
         value, S, None if bias is None else bias.value,
         *_growth(av.shape[-1], single, g64, tiny_sum), tiny_sum, det_coef, prob_coef, eta,
-        g64, fits_acc, fits_64, acc.max)
+        g64, fits_acc, fits_64, acc.max, fmt if precise else None)
     out = Tracked(value=value, ref_err=ref_err, det=det, prob=prob, mag=S,
                   n=_n_of(lengths.n_host, value))
-    return _settle(out, av, bv, bias, model, lengths, coefs, certain=True)
+    if precise:
+        return out
+    out = _escalate(out, av, bv, bias, model)
+    return out if fmt is None else _store(out, fmt, xp)
 
 
 def _single(xp: Any, k: int, model: PrecisionModel) -> bool:
@@ -864,11 +880,18 @@ def store(t: Tracked, model: PrecisionModel, fmt: Format | None = None) -> Track
     adds ``u_out (|value| + radius) + 2^emin_out``; exact where the value is
     exact and representable; unbounded where the output may overflow."""
     xp = _xp(t.value)
-    fmt = fmt or model.storage
-    if fmt.t >= 52 and model.accumulate.t >= 52:
+    fmt = _store_format(model, fmt)
+    if fmt is None:
         return t
     with np.errstate(invalid="ignore", over="ignore"):
         return _store(t, fmt, xp)
+
+
+def _store_format(model: PrecisionModel, fmt: Format | None = None) -> Format | None:
+    """The format :func:`store` rounds to (the storage format by default); None where
+    it rounds nothing (float64 storage after float64 accumulation)."""
+    fmt = fmt or model.storage
+    return None if fmt.t >= 52 and model.accumulate.t >= 52 else fmt
 
 
 def _store(t: Tracked, fmt: Format, xp: Any) -> Tracked:

@@ -98,7 +98,8 @@ def test_gpu_contraction_radii_match_the_host_bitwise(cupy: Any, per_element: bo
     S = _magnitudes(shape, 1)
     n = np.random.default_rng(2).integers(1, 4096, shape) if per_element else np.asarray(512)
     g64 = gamma(n, 2.0**-53)
-    coefs = (1 + 2 * g64, (n + 1) * 2.0**-125, n * 2.0**-1074, 7 * g64 + 1e-7, 3 * g64, (n + 2) * 2.0**-126, g64)
+    coefs = (1 + 2 * g64, (n + 1) * 2.0**-125, n * 2.0**-1074, 7 * g64 + 1e-7, 3 * g64,
+             (n + 2) * 2.0**-126, g64)
     host_S = S.copy()
     host = contraction_radii(host_S, *(c if per_element else float(c) for c in coefs))
     dev_S = cupy.asarray(S)
@@ -163,8 +164,9 @@ def _same(host: dict[str, np.ndarray], dev: dict[str, np.ndarray], what: str) ->
                                         "fp32-flush"])
 def test_exact_contraction_and_store_match_the_numpy_passes_bitwise(fast_xp: Any,
                                                                     model_name: str) -> None:
-    """The one-pass contraction (facts, GEMMs, one pass after them) and store, on
-    the GPU and with numba's loops on the CPU, give the general NumPy path's bits,
+    """The one-pass contraction (facts, GEMMs, one pass after them) and store (apart,
+    or in the contraction's pass), on the GPU and with numba's loops on the CPU,
+    give the general NumPy path's bits,
     in and out of the exact regime, past the accumulator's range, with subnormals,
     biases, lengths per element, zeros and non-finite inputs (those three by the
     general path)."""
@@ -191,11 +193,14 @@ def test_exact_contraction_and_store_match_the_numpy_passes_bitwise(fast_xp: Any
                 xp = xp or np
                 ta, tw = exact(xp.asarray(a)), exact(xp.asarray(w))
                 tb = None if bias is None else exact(xp.asarray(bias))
+                at_once = _snapshot(matmul(ta, tw.T, model, bias=tb, terms=terms, stored=True))
                 out = matmul(ta, tw.T, model, bias=tb, terms=terms)
-                results.append((_snapshot(out), _snapshot(store(out, model))))
+                results.append((_snapshot(out), _snapshot(store(out, model)), at_once))
         what = f"{model_name} case {k} {family} {(m, n, p)} bias={bias is not None}"
         _same(results[0][0], results[1][0], what)
         _same(results[0][1], results[1][1], what + " stored")
+        _same(results[0][1], results[1][2], what + " stored in the contraction's pass")
+        _same(results[0][1], results[0][2], what + " stored, NumPy's passes")
 
 
 @pytest.mark.parametrize("fmt", [FP32, TF32, FP16])

@@ -321,9 +321,9 @@ def conv2d_tracked(
         for n0, n1 in y_blocks:
             cols = _map(xpad, _on_samples(im2col, n0, n1), x_exact)
             if b is not None and model.bias_after_store:
-                t = add(store(matmul(wmat, cols, model), model), b, model)
+                t = store(add(matmul(wmat, cols, model, stored=True), b, model), model)
             else:
-                t = matmul(wmat, cols, model, bias=b)
+                t = matmul(wmat, cols, model, bias=b, stored=True)
             if pad_inf is not None:
                 t = unjudged(t, xp.tile(pad_inf, (1, 1, n1 - n0)))
             blocks.append(_rearrange(t, partial(_ungroup, shape=(n1 - n0, o, ho, wo), grp=grp)))
@@ -362,7 +362,7 @@ def conv2d_tracked(
         for n0, n1 in _sample_blocks(n, o * h * wd * kh * kw, xp):
             a = _map(g, _on_samples(gather, n0, n1), g_exact)
             terms = np.broadcast_to(terms1[None], (n1 - n0, h, wd)).reshape(1, 1, -1)
-            t = matmul(wmat, a, model, terms=terms)  # (G, C/G, n*H*W)
+            t = matmul(wmat, a, model, terms=terms, stored=True)  # (G, C/G, n*H*W)
             if zero_inf is not None:
                 t = unjudged(t, xp.tile(zero_inf, (1, 1, n1 - n0)))
             blocks.append(_rearrange(t, partial(_ungroup, shape=(n1 - n0, c, h, wd), grp=grp)))
@@ -390,7 +390,8 @@ def conv2d_tracked(
         for c0, c1 in _sample_blocks(cg, grp * n * ho * wo * kh * kw, xp):  # channel blocks
             cols = x_cols if x_cols is not None and (c0, c1) == (0, cg) else _map(
                 xpad, partial(tap_columns, c0=c0, c1=c1), x_exact)
-            t = _rearrange(matmul(cols, gmat, model), partial(_split_taps, cg=c1 - c0))
+            t = _rearrange(matmul(cols, gmat, model, stored=True),
+                           partial(_split_taps, cg=c1 - c0))
             per_block.append(t if bad is None else unjudged(t, bad))
         res["grad_weight"] = _rearrange(concat(per_block, axis=2),  # (G, O/G, C/G, kH*kW)
                                         lambda v: v.reshape(o, cg, kh, kw))
@@ -398,10 +399,10 @@ def conv2d_tracked(
     if "grad_bias" in want:
         assert g is not None
         gb = _map(g, lambda v: v.transpose(1, 0, 2, 3).reshape(o, n * ho * wo))
-        res["grad_bias"] = sum_(gb, axis=1, model=model)
-    stored = {k: store(v, model) for k, v in res.items()}
+        res["grad_bias"] = store(sum_(gb, axis=1, model=model), model)
+    # res holds each output rounded to its format (a contraction in its own pass)
     if not set(model.algorithms) - {"summation"}:
-        return stored
+        return res
     # a transform algorithm (Winograd, FFT) the model allows widens the bound; its
     # bound is taken over the operands' magnitudes, radii included
     mags = {"x": _magnitude(x), "weight": _magnitude(weight)}
@@ -409,7 +410,7 @@ def conv2d_tracked(
         mags["grad_output"] = _magnitude(g)
     exact_operands = all(not bool((t.det != 0).any()) for t in (x, weight) + (
         () if g is None else (g,)))
-    return widen_conv2d(stored, mags, params, model, add=not exact_operands)
+    return widen_conv2d(res, mags, params, model, add=not exact_operands)
 
 
 def _magnitude(t: Tracked) -> Any:

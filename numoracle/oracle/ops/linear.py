@@ -96,17 +96,17 @@ class Linear(Op):
         self._check_inputs(inputs, params)
         want = outputs or self.outputs(params)
         x, w, g = exact(inputs["x"]), exact(inputs["weight"]), exact(inputs["grad_output"])
-        res: dict[str, Tracked] = {}
+        res: dict[str, Tracked] = {}  # each stored (rounded to the output format)
         if "y" in want:
             b = exact(inputs["bias"]) if params["bias"] else None
             if b is not None and model.bias_after_store:
-                res["y"] = add(store(matmul(x, w.T, model), model), b, model)
+                res["y"] = store(add(matmul(x, w.T, model, stored=True), b, model), model)
             else:
-                res["y"] = matmul(x, w.T, model, bias=b)
+                res["y"] = matmul(x, w.T, model, bias=b, stored=True)
         if "grad_input" in want:
-            res["grad_input"] = matmul(g, w, model)
+            res["grad_input"] = matmul(g, w, model, stored=True)
         if "grad_weight" in want:
-            res["grad_weight"] = matmul(g.T, x, model)
+            res["grad_weight"] = matmul(g.T, x, model, stored=True)
         if "grad_bias" in want:
-            res["grad_bias"] = sum_(g, axis=0, model=model)
-        return {k: store(v, model) for k, v in res.items()}
+            res["grad_bias"] = store(sum_(g, axis=0, model=model), model)
+        return res

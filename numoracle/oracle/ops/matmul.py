@@ -13,7 +13,7 @@ import numpy as np
 
 from ...errors import InvalidArgument
 from ..precision import PrecisionModel
-from ..tracked import Tracked, exact, matmul, store
+from ..tracked import Tracked, exact, matmul
 from .base import Op, Product, check_positive_int
 from .plan import Dim, Shape
 
@@ -69,4 +69,4 @@ class Matmul(Op):
         outputs: tuple[str, ...] = (),
     ) -> dict[str, Tracked]:
         self._check_inputs(inputs, params)
-        return {"out": store(matmul(exact(inputs["a"]), exact(inputs["b"]), model), model)}
+        return {"out": matmul(exact(inputs["a"]), exact(inputs["b"]), model, stored=True)}
