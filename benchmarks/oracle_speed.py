@@ -2,6 +2,7 @@
 
     python benchmarks/oracle_speed.py [--device cpu|gpu] [--out FILE.json]
         [--sweep-max-k 1048576] [--linear B,I,O ...] [--conv N,C,O,H,W ...] [--repeats 3]
+        [--fresh-memory]
 
 In one run, on NumPy (``--device cpu``) or CuPy (``--device gpu``):
 
@@ -21,7 +22,8 @@ Each entry has the oracle's median time, the plain float64 time of the same
 outputs (``a @ b``; for linear the three products and the bias sum), their
 ratio, and on the CPU the oracle's peak traced memory against the float64
 size of the case's inputs and outputs. Inputs are float32 values (exact in the
-fp32 storage format) held as float64, as the checks hold them.
+fp32 storage format) held as float64, as the checks hold them. Freed memory is
+kept for reuse, as in a checking run (both timings alike), unless ``--fresh-memory``.
 """
 
 from __future__ import annotations
@@ -247,14 +249,19 @@ def main() -> None:
     ap.add_argument("--conv", action="append", default=None, metavar="N,C,O,H,W")
     ap.add_argument("--fp64-max-elements", type=int, default=1 << 20,
                     help="largest weight (in x out) the float64 target is timed at")
-    ap.add_argument("--reuse-memory", action="store_true",
-                    help="numoracle.oracle.memory.reuse_freed_memory() first (glibc keeps "
-                         "freed memory: no page faults on the oracle's temporaries)")
+    memory = ap.add_mutually_exclusive_group()
+    memory.add_argument("--reuse-memory", action="store_true",
+                        help="keep freed memory for reuse, as a checking run does "
+                             "(numoracle.oracle.memory.reuse_for_checking; the default)")
+    memory.add_argument("--fresh-memory", action="store_true",
+                        help="glibc's default allocator: the oracle's and the plain "
+                             "products' output arrays take fresh pages every call")
     a = ap.parse_args()
-    if a.reuse_memory:
-        from numoracle.oracle.memory import reuse_freed_memory  # noqa: PLC0415
+    a.reuse_memory = False
+    if not a.fresh_memory:
+        from numoracle.oracle.memory import reuse_for_checking  # noqa: PLC0415
 
-        a.reuse_memory = reuse_freed_memory()
+        a.reuse_memory = reuse_for_checking()
     xp = _xp(a.device)
     res: dict = {"command": " ".join([sys.executable.rsplit("/", 1)[-1]] + sys.argv),
                  "machine": platform.platform(), "processor": platform.processor(),

@@ -20,6 +20,7 @@ from ..cases.target import Target
 from ..checking.check import DEFAULT_TIMEOUT, check_case
 from ..checking.verdict import Verdict
 from ..errors import KernelMismatch, UnsupportedCase
+from ..oracle.memory import reuse_for_checking
 from ..reports.observe import case_features
 from ..reports.observe import enabled as observing
 from ..store.repro import DEFAULT_STORE, save_repro
@@ -218,6 +219,7 @@ def run_target(
         res.verdict, res.diagnosis = "skipped", reason
         return res
     strat = strategy if strategy is not None else default_strategy(target)
+    reuse_for_checking()  # the oracle's output-sized arrays: no fresh pages every case
     if isolate:
         from ..checking.isolate import prepare  # noqa: PLC0415 - multiprocessing only when isolating
 
