@@ -33,8 +33,8 @@ def main() -> None:
     op, model = get_op("linear"), get_model("fp32")
     params, inputs, _ = linear_case(tuple(int(v) for v in a.shape.split(",")))
     lp = LineProfiler(tr._matmul, tr._exact_fused_matmul, tr._may_fit, tr._store, tr.sum_,
-                      fu.exact_products, fu.operand_facts, fu.store_rounding, fu.exact_contraction_radii,
-                      fc.exact_radii, fc.store_round)
+                      fu.exact_products, fu.operand_facts, fu.store_rounding,
+                      fu.exact_contraction_radii, fc.exact_radii, fc.store_round)
     op.reference(inputs, params, model)
     lp.enable()
     for _ in range(10):

@@ -287,20 +287,31 @@ class PendingFacts:
 
 
 def operand_facts(arrays: list[Any], fmt: Any, none: int, *, grid: bool = True,
-                  single: bool = False) -> PendingFacts | None:
+                  single: bool = False, known: list[OperandFacts | None] | None = None,
+                  keep: list[bool] | None = None) -> PendingFacts | None:
     """Each array's :class:`OperandFacts` (subnormal and representable as to
     ``fmt``), one pass each: on CuPy all copied to the host in one asynchronous
     transfer; on NumPy by :mod:`~numoracle.oracle.fused_cpu`, the magnitudes in
-    this thread's scratch arrays (valid until its next call; with ``single``
-    float32, rounded up, and the flag OFF_SINGLE), the lowest set bit (and
-    representability) only with ``grid`` (else ``none``, representable).
-    ``None`` where neither runs (:func:`fused_exact`)."""
+    this thread's scratch arrays (valid until its next call; arrays of their own
+    where ``keep`` says so; with ``single`` float32, rounded up, and the flag
+    OFF_SINGLE), the lowest set bit (and representability) only with ``grid``
+    (else ``none``, representable), none of it where ``known`` has the facts
+    already (NumPy). ``None`` where neither runs (:func:`fused_exact`)."""
     xp = array_module(arrays[0])
     if xp is np and fused_cpu.available():
         dtype = np.float32 if single else np.float64
-        mags = [_scratch(i, x, dtype) for i, x in enumerate(arrays)]
-        return PendingFacts(mags, fused_cpu.operand_facts(arrays, mags, fmt, none, grid),
-                            None, none)
+        known = known or [None] * len(arrays)
+        keep = keep or [False] * len(arrays)
+        todo = [i for i, f in enumerate(known) if f is None]
+        mags = [f.magnitude if f is not None else
+                _owned(x, dtype) if keep[i] else _scratch(i, x, dtype)
+                for i, (x, f) in enumerate(zip(arrays, known, strict=True))]
+        host = np.array([(0, 0) if f is None else (none - f.lsb, f.flags) for f in known],
+                        dtype=np.int64).reshape(len(arrays), 2)
+        if todo:
+            host[todo] = fused_cpu.operand_facts([arrays[i] for i in todo],
+                                                 [mags[i] for i in todo], fmt, none, grid)
+        return PendingFacts(mags, host, None, none)
     if not fused(xp):
         return None
     found = xp.zeros((len(arrays), 2), dtype=xp.int32)
@@ -327,14 +338,18 @@ def operand_facts(arrays: list[Any], fmt: Any, none: int, *, grid: bool = True,
 
 
 def exact_products(av: Any, bv: Any, operands: list[Any], fmt: Any, none: int, *,
-                   grid: bool, single: bool = False) -> tuple[Any, Any, PendingFacts]:
+                   grid: bool, single: bool = False,
+                   known: list[OperandFacts | None] | None = None,
+                   keep: list[bool] | None = None) -> tuple[Any, Any, PendingFacts]:
     """``av @ bv``, the :func:`operand_facts` of ``operands`` (``av``, ``bv`` and
     a bias) and ``S = |av| @ |bv|``, in that order: on CuPy the device works on
     the value's GEMM while the host queues the rest, and ``S``'s GEMM runs while
-    the host waits for the facts. With ``single`` (NumPy) ``S`` is the float32
-    GEMM of the magnitudes rounded up, in a scratch array (see :func:`magnitude_sum`)."""
+    the host waits for the facts (``known``, ``keep``: see :func:`operand_facts`).
+    With ``single`` (NumPy) ``S`` is the float32 GEMM of the magnitudes rounded
+    up, in a scratch array (see :func:`magnitude_sum`)."""
     value = av @ bv
-    pending = operand_facts(operands, fmt, none, grid=grid, single=single)
+    pending = operand_facts(operands, fmt, none, grid=grid, single=single, known=known,
+                            keep=keep)
     assert pending is not None
     ma, mb = pending.magnitudes[:2]
     if not single:
@@ -374,13 +389,19 @@ _SCRATCH = threading.local()
 _SCRATCH_MAX = 1 << 22
 
 
+def _owned(like: np.ndarray, dtype: Any) -> np.ndarray:
+    """A fresh array of ``dtype`` laid out as ``like`` (C or Fortran order)."""
+    fortran = like.flags.f_contiguous and not like.flags.c_contiguous
+    return np.empty(like.shape, dtype=dtype, order="F" if fortran else "C")
+
+
 def _scratch(slot: int, like: np.ndarray, dtype: Any = np.float64) -> np.ndarray:
     """This thread's scratch array ``slot`` of ``dtype``, shaped and laid out as
     ``like`` (C or Fortran order; any other layout gets C order): kept from call
     to call, so that the magnitudes of operands do not take fresh pages every time."""
-    fortran = like.flags.f_contiguous and not like.flags.c_contiguous
     if like.size > _SCRATCH_MAX:
-        return np.empty(like.shape, dtype=dtype, order="F" if fortran else "C")
+        return _owned(like, dtype)
+    fortran = like.flags.f_contiguous and not like.flags.c_contiguous
     bufs = getattr(_SCRATCH, "bufs", None)
     if bufs is None:
         bufs = _SCRATCH.bufs = {}

@@ -99,7 +99,8 @@ def grid(x: np.ndarray, fmt: Any, none: int) -> tuple[int, int]:
 
 
 def exact_radii(value: np.ndarray, S: np.ndarray, bias: np.ndarray | None,
-                scalars: tuple[float, ...], fmt: Any = None) -> tuple[np.ndarray, ...]:
+                scalars: tuple[float, ...],
+                fmt: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`~numoracle.oracle.fused.exact_contraction_radii` in one loop, with
     ``fmt`` the rounding to it too (:func:`store_round`) (``value`` and ``S``
     C-contiguous, ``S`` float64, in place, or float32; a bias along their last

@@ -94,11 +94,15 @@ class Tracked:
     def T(self) -> Tracked:  # noqa: N802 - mirrors ndarray.T (last two axes)
         """Transpose of the last two axes."""
         sw = _swap_last
-        return replace(
+        out = replace(
             self,
             value=sw(self.value), ref_err=sw(self.ref_err), det=sw(self.det),
             prob=sw(self.prob), mag=sw(self.mag), lo=None if self.lo is None else sw(self.lo),
         )
+        memo = getattr(self, _MEMO, None)
+        if memo is not None:  # the same input's facts, transposed
+            object.__setattr__(out, _MEMO, memo)
+        return out
 
     def bound(self, probabilistic: bool = False) -> np.ndarray:
         """The bound a kernel's result is judged by: kernel radius + oracle error."""
@@ -228,11 +232,45 @@ def _full(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def exact(x: Any) -> Tracked:
-    """Wrap exact input values (radius 0)."""
+    """Wrap exact input values (radius 0). Their values are never changed: the
+    facts of a contraction's pass over them (magnitudes, flags) are kept with them
+    on the CPU, for the next contraction they enter (its transpose's too)."""
     xp = _xp(x)
     v = xp.asarray(x, dtype=xp.float64)
     z = xp.broadcast_to(_zero(xp), v.shape)  # read-only, no memory
-    return Tracked(value=v, ref_err=z, det=z, prob=z, mag=z, n=1)
+    t = Tracked(value=v, ref_err=z, det=z, prob=z, mag=z, n=1)
+    object.__setattr__(t, _MEMO, {})  # (not a field: replace() makes a Tracked without it)
+    return t
+
+
+#: the attribute of an exact input's kept operand facts: (format, float32 magnitudes,
+#: grid) -> (facts, the array they were taken of)
+_MEMO = "_operand_facts"
+#: inputs smaller than this keep nothing (a pass over them costs less than looking)
+_MEMO_MIN = 1 << 14
+
+
+def _memo(t: Tracked, v: Any) -> dict[Any, Any] | None:
+    """Where ``t``'s operand facts of its values ``v`` are kept (an exact input's,
+    large enough, on the CPU), else None."""
+    memo: dict[Any, Any] | None = getattr(t, _MEMO, None)
+    ok = memo is not None and v is t.value and _xp(v) is np and v.size >= _MEMO_MIN
+    return memo if ok else None
+
+
+def _recalled(memo: dict[Any, Any] | None, v: Any, key: Any) -> Any:
+    """The kept facts of ``v`` (as laid out as it: transposed where it is the kept
+    array's transpose), or None."""
+    found = memo.get(key) if memo is not None else None
+    if found is None:
+        return None
+    facts, like = found
+    for turn in (False, True):
+        view = _swap_last(like) if turn else like
+        if (v.shape == view.shape and v.strides == view.strides
+                and v.ctypes.data == view.ctypes.data):
+            return replace(facts, magnitude=_swap_last(facts.magnitude)) if turn else facts
+    return None
 
 
 #: what :func:`lsb_exponent` returns when no element is a nonzero finite number
@@ -514,10 +552,19 @@ def _exact_fused_matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tra
     single = _single(xp, av.shape[-1], model)
     operand_values = [av, bv] + ([bias.value] if bias is not None else [])
     # the grid on the host only where some element may be exact (see below)
-    value, S, pending = exact_products(av, bv, operand_values, model.compute, _NO_GRID,
-                                       grid=on_device or unknown_rounding, single=single)
+    grid = on_device or unknown_rounding
+    memos = [_memo(t, v) for t, v in zip(operands, operand_values, strict=True)]
+    key = (model.compute, single, grid)
+    known = [_recalled(m, v, key) for m, v in zip(memos, operand_values, strict=True)]
+    value, S, pending = exact_products(
+        av, bv, operand_values, model.compute, _NO_GRID, grid=grid, single=single,
+        known=known, keep=[m is not None and k is None for m, k in zip(memos, known,
+                                                                        strict=True)])
     facts = pending.result()
     del pending
+    for m, k, f, v in zip(memos, known, facts, operand_values, strict=True):
+        if m is not None and k is None:
+            m[key] = (f, v)
     if any(f.flags & NOT_FINITE for f in facts) or (
             single and any(f.flags & OFF_SINGLE for f in facts[:2])):
         return None

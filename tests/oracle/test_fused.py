@@ -343,3 +343,40 @@ def test_numba_loops_switch_off_by_environment() -> None:
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "NUMORACLE_NUMBA": "0"},
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_an_exact_inputs_operand_facts_are_kept_for_its_next_contraction(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the CPU a weight entering two contractions (``x @ w.T``, ``g @ w``) is
+    passed over once; the references are those computed without keeping anything."""
+    if not fused_cpu.available():
+        pytest.skip("numba is not installed (pip install 'numoracle[fast]')")
+    import numoracle.oracle.tracked as tracked
+    from numoracle.oracle.ops import get_op
+
+    rng = np.random.default_rng(16)
+    params = get_op("linear").validate({"batch": 16, "in_features": 256,
+                                        "out_features": 160, "bias": True})
+    inputs = {k: rng.standard_normal(s).astype(np.float32).astype(np.float64)
+              for k, s in get_op("linear").input_shapes(params).items()}
+    model = get_model("fp32")
+    passes: list[int] = []
+    counted = fused_cpu.operand_facts
+
+    def counting(arrays: list[np.ndarray], *args: Any) -> np.ndarray:
+        passes.extend(a.size for a in arrays)
+        return counted(arrays, *args)
+
+    monkeypatch.setattr(fused_cpu, "operand_facts", counting)
+    kept = get_op("linear").reference(inputs, params, model)
+    assert passes.count(256 * 160) == 1  # the weight, for y and grad_input
+    monkeypatch.setattr(tracked, "_MEMO_MIN", 1 << 40)
+    passes.clear()
+    fresh = get_op("linear").reference(inputs, params, model)
+    assert passes.count(256 * 160) == 2
+    for name, t in fresh.items():
+        _same(_snapshot(t), _snapshot(kept[name]), name)
+    w = exact(inputs["weight"])
+    moved = Tracked(value=w.value.copy(), ref_err=w.ref_err, det=w.det, prob=w.prob,
+                    mag=w.mag)
+    assert tracked._memo(moved, moved.value) is None  # a Tracked made otherwise keeps none
