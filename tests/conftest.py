@@ -1,4 +1,5 @@
-"""Fixtures of the GPU tests (the device libraries, or a clean skip); the CPU loops warmed."""
+"""Fixtures of the GPU tests (the device libraries, or a clean skip; the host's
+references as the device's); the CPU loops warmed."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 import pytest
 
 from numoracle.kernels import get_backend
-from numoracle.oracle import fused_cpu
+from numoracle.oracle import fused_cpu, tracked
 
 # torch loaded before any test starts a thread: importing it later, while a kernel
 # thread of an earlier test lived, crashed the interpreter (SIGSEGV in torch's
@@ -36,3 +37,13 @@ def torch_cuda() -> Any:
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
     return torch
+
+
+@pytest.fixture(autouse=True)
+def _host_sums_as_the_device(request: pytest.FixtureRequest,
+                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """GPU tests compare device references with the host's: there the host sums the
+    magnitudes ``S`` in float64 as the device does (elsewhere the CPU may sum them in
+    float32: ``tracked._single``)."""
+    if request.node.get_closest_marker("gpu") is not None:
+        monkeypatch.setattr(tracked, "SINGLE_SUM_MAX_K", -1)
