@@ -259,8 +259,12 @@ def main() -> None:
     a = ap.parse_args()
     a.reuse_memory = False
     if not a.fresh_memory:
-        from numoracle.oracle.memory import reuse_for_checking  # noqa: PLC0415
-
+        try:
+            from numoracle.oracle.memory import reuse_for_checking  # noqa: PLC0415
+        except ImportError:  # an earlier numoracle (a baseline): the same allocator setting
+            from numoracle.oracle.memory import (  # noqa: PLC0415
+                reuse_freed_memory as reuse_for_checking,
+            )
         a.reuse_memory = reuse_for_checking()
     xp = _xp(a.device)
     res: dict = {"command": " ".join([sys.executable.rsplit("/", 1)[-1]] + sys.argv),
