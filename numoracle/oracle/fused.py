@@ -111,10 +111,26 @@ _EXACT_PARAMS = _RADII_PARAMS + ", float64 fits_acc, float64 fits_64, float64 ac
 _EXACT_BODY = (_RADII + "if (s <= fits_acc) { d = 0.0; p = 0.0; }"
                "if (s > acc_max) { d = " + _INF + "; p = " + _INF + "; }"
                "det = d; prob = p; ref = s <= fits_64 ? 0.0 : r;")
-_ROUNDING_PARAMS = "float64 v, float64 ref, float64 u, float64 grow, float64 tiny"
-#: add_rounding's arithmetic (for store_rounding): the radii d, p after one more rounding
-_ROUNDING = ("double m = fabs(v) + ref; double mu = m * u; mu = mu + tiny;"
-             "double d = det * grow + mu; double p = prob * grow + mu;")
+#: store_rounding's arithmetic for one element: add_rounding's (the radii after one more
+#: rounding), 0 where the value is exact and the format holds it, infinite where the
+#: output may overflow
+_STORE = _REPRESENTABLE + """
+__device__ void numoracle_store(double v, double ref, double *det, double *prob, double u,
+                                double grow, double tiny, double fmax, int t, int emin) {
+  double m = fabs(v) + ref; double mu = m * u; mu = mu + tiny;
+  double d = *det * grow + mu; double p = *prob * grow + mu;
+  bool over = m + *det >= fmax;
+  bool exact = *det == 0.0 && ref == 0.0 && numoracle_representable(v, t, emin, fmax);
+  if (exact) { d = 0.0; p = 0.0; }
+  if (over) { d = INF; p = INF; }
+  *det = d; *prob = p;
+}
+""".replace("INF", _INF)
+_STORE_PARAMS = "float64 u, float64 grow_u, float64 tiny, float64 fmax, int32 t, int32 emin"
+_STORE_CALL = ("double dd = det, pp = prob;"
+               "numoracle_store(value, ref, &dd, &pp, u, grow_u, tiny, fmax, t, emin);"
+               "det = dd; prob = pp;")
+_RADII_OUT = "float64 S, float64 det, float64 prob, float64 ref"
 
 
 def _kernel(name: str) -> Any:
@@ -124,30 +140,26 @@ def _kernel(name: str) -> Any:
 
         if name == "contraction":
             _KERNELS[name] = cupy.ElementwiseKernel(
-                _RADII_PARAMS, "float64 S, float64 det, float64 prob, float64 ref",
-                _RADII + "det = d; prob = p; ref = r;",
+                _RADII_PARAMS, _RADII_OUT, _RADII + "det = d; prob = p; ref = r;",
                 "numoracle_contraction_radii", options=_NO_FMA)
-        elif name == "exact":
+        elif name in ("exact", "exact_stored"):  # (stored: then rounded to a format)
+            stored = name == "exact_stored"
             _KERNELS[name] = cupy.ElementwiseKernel(
-                _EXACT_PARAMS, "float64 S, float64 det, float64 prob, float64 ref",
-                _EXACT_BODY, "numoracle_exact_contraction", options=_NO_FMA)
-        elif name == "exact_bias":
+                "float64 value, " + _EXACT_PARAMS + ", " + _STORE_PARAMS if stored
+                else _EXACT_PARAMS, _RADII_OUT, _EXACT_BODY + (_STORE_CALL if stored else ""),
+                f"numoracle_{name}_contraction", preamble=_STORE, options=_NO_FMA)
+        elif name in ("exact_bias", "exact_bias_stored"):
+            stored = name == "exact_bias_stored"
             _KERNELS[name] = cupy.ElementwiseKernel(
-                "float64 bias, " + _EXACT_PARAMS,
-                "float64 value, float64 S, float64 det, float64 prob, float64 ref",
-                "value = value + bias; S = S + fabs(bias);" + _EXACT_BODY,
-                "numoracle_exact_contraction_bias", options=_NO_FMA)
+                "float64 bias, " + _EXACT_PARAMS + (", " + _STORE_PARAMS if stored else ""),
+                "float64 value, " + _RADII_OUT,
+                "value = value + bias; S = S + fabs(bias);" + _EXACT_BODY
+                + (_STORE_CALL if stored else ""),
+                f"numoracle_{name}_contraction", preamble=_STORE, options=_NO_FMA)
         elif name == "store":
             _KERNELS[name] = cupy.ElementwiseKernel(
-                _ROUNDING_PARAMS + ", float64 fmax, int32 t, int32 emin",
-                "float64 det, float64 prob", _ROUNDING +
-                "bool over = m + det >= fmax;"
-                "bool exact = det == 0.0 && ref == 0.0 && numoracle_representable(v, t, emin,"
-                " fmax);"
-                "if (exact) { d = 0.0; p = 0.0; }"
-                "if (over) { d = " + _INF + "; p = " + _INF + "; }"
-                "det = d; prob = p;",
-                "numoracle_store_rounding", preamble=_REPRESENTABLE, options=_NO_FMA)
+                "float64 value, float64 ref, " + _STORE_PARAMS, "float64 det, float64 prob",
+                _STORE_CALL, "numoracle_store_rounding", preamble=_STORE, options=_NO_FMA)
         elif name == "facts":
             _KERNELS[name] = cupy.RawKernel(_REPRESENTABLE + _FACTS, "numoracle_operand_facts",
                                             options=_NO_FMA)
@@ -433,13 +445,19 @@ def exact_contraction_radii(value: Any, S: Any, bias: Any, grow: Any, tiny_mag: 
     if xp is np:
         return fused_cpu.exact_radii(value, S, bias, scalars, fmt)
     det, prob, ref = (xp.empty_like(S) for _ in range(3))
+    stored = () if fmt is None else _rounding(fmt)
     if bias is None:
-        _kernel("exact")(*scalars, S, det, prob, ref)
+        _kernel("exact_stored" if stored else "exact")(
+            *((value,) if stored else ()), *scalars, *stored, S, det, prob, ref)
     else:
-        _kernel("exact_bias")(bias, *scalars, value, S, det, prob, ref)
-    if fmt is not None:
-        store_rounding(value, ref, det, prob, fmt)  # (in place: the arrays are its own)
+        _kernel("exact_bias_stored" if stored else "exact_bias")(
+            bias, *scalars, *stored, value, S, det, prob, ref)
     return S, det, prob, ref
+
+
+def _rounding(fmt: Any) -> tuple[Any, ...]:
+    """The kernels' parameters of a rounding to ``fmt`` (``_STORE_PARAMS``)."""
+    return fmt.u, 1.0 + fmt.u, fmt.tiny, fmt.max, np.int32(fmt.t), np.int32(fmt.emin)
 
 
 def store_rounding(value: Any, ref_err: Any, det: Any, prob: Any,
@@ -460,6 +478,5 @@ def store_rounding(value: Any, ref_err: Any, det: Any, prob: Any,
         det, prob = (a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in (det, prob))
         fused_cpu.store_round(v, ref, det, prob, fmt)
         return det, prob
-    _kernel("store")(value, ref_err, fmt.u, 1.0 + fmt.u, fmt.tiny, fmt.max, np.int32(fmt.t),
-                     np.int32(fmt.emin), det, prob)
+    _kernel("store")(value, ref_err, *_rounding(fmt), det, prob)
     return det, prob
