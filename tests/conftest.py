@@ -46,4 +46,4 @@ def _host_sums_as_the_device(request: pytest.FixtureRequest,
     magnitudes ``S`` in float64 as the device does (elsewhere the CPU may sum them in
     float32: ``tracked._single``)."""
     if request.node.get_closest_marker("gpu") is not None:
-        monkeypatch.setattr(tracked, "SINGLE_SUM_MAX_K", -1)
+        monkeypatch.setattr(tracked, "SINGLE_SUMS", False)

@@ -37,7 +37,8 @@ from .xp import array_module
 __all__ = ["fused", "fused_exact", "contraction_radii", "add_rounding", "lowest_set_bit",
            "device_scalars", "own_array", "rounded", "operand_facts", "OperandFacts",
            "PendingFacts", "exact_products", "exact_contraction_radii", "store_rounding",
-           "magnitude_sum", "NOT_FINITE", "SUBNORMAL", "UNREPRESENTABLE", "OFF_SINGLE"]
+           "magnitude_sum", "single_sum", "SINGLE_CHUNK", "NOT_FINITE", "SUBNORMAL",
+           "UNREPRESENTABLE", "OFF_SINGLE"]
 
 #: separate roundings, as NumPy's passes (no a*b+c contracted into one fma)
 _NO_FMA = ("--fmad=false",)
@@ -366,18 +367,46 @@ def exact_products(av: Any, bv: Any, operands: list[Any], fmt: Any, none: int, *
     ma, mb = pending.magnitudes[:2]
     if not single:
         return value, ma @ mb, pending
-    return value, np.matmul(ma, mb, out=_scratch(len(operands), value, np.float32)), pending
+    out = _scratch(len(operands), value, np.float32) if ma.shape[-1] <= SINGLE_CHUNK else None
+    return value, single_sum(ma, mb, out), pending
+
+
+#: the longest float32 GEMM of a magnitude sum: a longer contraction sums such chunks in
+#: float64, so that float32's rounding grows ``S`` by ``2 gamma_4097(2^-24) < 2^-11`` at most,
+#: whatever the length
+SINGLE_CHUNK = 4096
+
+
+def single_sum(ma: np.ndarray, mb: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``ma @ mb`` of float32 magnitudes: one float32 GEMM (into ``out``) of up to
+    SINGLE_CHUNK terms; else float32 GEMMs of SINGLE_CHUNK terms, summed in float64
+    in order (a float64 array)."""
+    k = ma.shape[-1]
+    if k <= SINGLE_CHUNK:
+        return np.matmul(ma, mb, out=out)
+    total: np.ndarray | None = None
+    for c0 in range(0, k, SINGLE_CHUNK):
+        c1 = c0 + SINGLE_CHUNK
+        part = np.matmul(ma[..., c0:c1], mb[c0:c1] if mb.ndim == 1 else mb[..., c0:c1, :])
+        if total is None:
+            total = part.astype(np.float64)
+        else:
+            total += part
+    assert total is not None
+    return total
 
 
 def magnitude_sum(abs_a: Any, abs_b: Any, single: bool) -> Any:
     """``|a| @ |b|`` (float64) from the magnitudes: their float64 GEMM, or with
     ``single`` (NumPy; every nonzero magnitude within float32's normal range)
-    the float32 GEMM of the magnitudes rounded up to float32, which errs below
-    the exact sum by at most ``gamma_k(2^-24)`` of it plus ``k 2^-126`` (products
-    flushed to zero): the caller grows it into an upper bound."""
+    the float32 GEMMs of the magnitudes rounded up to float32 (:func:`single_sum`),
+    which err below the exact sum by at most ``gamma_c(2^-24)`` of it (``c`` terms a
+    GEMM at most) plus ``k 2^-126`` (products flushed to zero): the caller grows it
+    into an upper bound."""
     if not single:
         return abs_a @ abs_b
-    return (single_magnitude(abs_a) @ single_magnitude(abs_b)).astype(np.float64)
+    return single_sum(single_magnitude(abs_a), single_magnitude(abs_b)).astype(np.float64,
+                                                                               copy=False)
 
 
 def single_magnitude(m: np.ndarray) -> np.ndarray:

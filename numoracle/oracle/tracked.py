@@ -37,6 +37,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from . import fused as fused_module
 from .exact_dot import exact_matmul
 from .formats import FP32, FP64, Format, chunk_size, quantize, representable
 from .fused import (
@@ -62,15 +63,14 @@ from .xp import array_module as _xp
 
 __all__ = ["Tracked", "exact", "unjudged", "concat", "tmap", "tcat", "add", "sub", "relu",
            "relu_mask_mul", "mul_scalar", "either", "matmul", "sum_", "store", "lsb_exponent",
-           "ESCALATE_SHARE", "SINGLE_SUM_MAX_K"]
+           "ESCALATE_SHARE", "SINGLE_SUMS"]
 
 U64 = FP64.u
 #: escalate to the exact context when the float64 reference error is not below
 #: this share of the kernel's bound
 ESCALATE_SHARE = 0.01
-#: the longest contraction whose magnitude sum ``S`` the CPU may sum in float32 (see
-#: :func:`_single`): its growth ``2 gamma_{k+1}(2^-24)`` stays within ``2^-11``
-SINGLE_SUM_MAX_K = 4095
+#: whether the CPU may sum a contraction's magnitudes ``S`` in float32 (:func:`_single`)
+SINGLE_SUMS = True
 
 
 @dataclass(frozen=True)
@@ -440,8 +440,7 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
 
     abs_a, abs_b = xp.abs(av), xp.abs(bv)
     value = av @ bv
-    single = (_single(xp, av.shape[-1], model) and in_single_range(abs_a)
-              and in_single_range(abs_b))
+    single = _single(xp, model) and in_single_range(abs_a) and in_single_range(abs_b)
     S = magnitude_sum(abs_a, abs_b, single)
     if bias is not None:
         value = value + bias.value
@@ -549,7 +548,7 @@ def _exact_fused_matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tra
     unknown_rounding = model.rounds_inputs and model.input_rounding is None
     xp = _xp(av)
     on_device = fused(xp)
-    single = _single(xp, av.shape[-1], model)
+    single = _single(xp, model)
     operand_values = [av, bv] + ([bias.value] if bias is not None else [])
     # the grid on the host only where some element may be exact (see below)
     grid = on_device or unknown_rounding
@@ -601,33 +600,35 @@ def _exact_fused_matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tra
     return out if fmt is None else _store(out, fmt, xp)
 
 
-def _single(xp: Any, k: int, model: PrecisionModel) -> bool:
-    """Whether a contraction of length ``k`` sums its magnitudes ``S`` in float32
-    (where its operands' nonzero magnitudes lie in float32's normal range): on
-    NumPy (the CPU's float32 GEMM takes half the time of float64's), up to
-    SINGLE_SUM_MAX_K terms, for an accumulator within float32's range (its
-    underflow slack ``eta`` dwarfs float32's). ``S`` is then grown by
-    ``2 gamma_{k+1}(2^-24)`` instead of ``2 gamma_n(2^-53)``: the bound grows by
-    at most ``2^-11`` of itself. On a GPU ``S`` is summed in float64."""
+def _single(xp: Any, model: PrecisionModel) -> bool:
+    """Whether a contraction sums its magnitudes ``S`` in float32 (where its
+    operands' nonzero magnitudes lie in float32's normal range): on NumPy (the
+    CPU's float32 GEMM takes half the time of float64's), for an accumulator
+    within float32's range (its underflow slack ``eta`` dwarfs float32's), in
+    float32 GEMMs of at most SINGLE_CHUNK terms (:func:`~numoracle.oracle.fused.single_sum`).
+    ``S`` is then grown by ``2 gamma_{c+1}(2^-24)`` (``c`` terms a GEMM) instead
+    of ``2 gamma_n(2^-53)``: the bound grows by at most ``2^-11`` of itself. On a
+    GPU ``S`` is summed in float64."""
     acc = model.accumulate
-    return (xp is np and k <= SINGLE_SUM_MAX_K and acc.tiny >= FP32.tiny
-            and acc.max <= FP32.max)
+    return SINGLE_SUMS and xp is np and acc.tiny >= FP32.tiny and acc.max <= FP32.max
 
 
 def _growth(k: int, single: bool, g64: Any, tiny_sum: Any) -> tuple[Any, Any]:
     """What makes ``S`` (of a contraction of length ``k``) an upper bound of the sum
     of its magnitudes: ``S grow + tiny_mag``. Summed in float64 ``1 + 2 gamma_n(u64)``
     and ``n 2^-1074`` (``g64``, ``tiny_sum``); in float32 (:func:`_single`) over its
-    ``k`` terms and the bias's one, each product possibly flushed to zero,
-    ``1 + 2 gamma_{k+1}(2^-24)`` and ``(k + 1) 2^-125``."""
+    ``k`` terms (``c`` of them a float32 GEMM, the rest in float64: its rounding
+    within the margin) and the bias's one, each product possibly flushed to zero,
+    ``1 + 2 gamma_{c+1}(2^-24)`` and ``(k + 1) 2^-125``."""
     if not single:
         return 1.0 + 2.0 * g64, tiny_sum
-    return _single_growth(k)
+    return _single_growth(k, fused_module.SINGLE_CHUNK)
 
 
 @lru_cache(maxsize=1024)
-def _single_growth(k: int) -> tuple[float, float]:
-    return 1.0 + 2.0 * float(gamma(np.asarray(k + 1), FP32.u)), (k + 1) * 2.0**-125
+def _single_growth(k: int, chunk: int) -> tuple[float, float]:
+    c = min(k, chunk)
+    return 1.0 + 2.0 * float(gamma(np.asarray(c + 1), FP32.u)), (k + 1) * 2.0**-125
 
 
 def _gammas(n_host: np.ndarray, h_host: np.ndarray, model: PrecisionModel,

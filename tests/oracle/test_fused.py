@@ -300,13 +300,28 @@ _SINGLE_MAGNITUDES = st.sampled_from(["held", "float64", "underflowing", "mixed"
 
 
 @settings(max_examples=60, deadline=None)
-@given(k=st.integers(1, 200), family=_SINGLE_MAGNITUDES, seed=st.integers(0, 2**32 - 1))
-def test_single_magnitude_sums_grown_bound_the_exact_sum(k: int, family: str,
-                                                         seed: int) -> None:
-    """A magnitude sum in float32 (the CPU's, ``tracked._single``), grown, is never below
-    the exact sum (in rationals), and above it by no more than its growth
-    ``2 gamma_{k+1}(2^-24)`` and underflow slack allow."""
+@given(k=st.integers(1, 200), family=_SINGLE_MAGNITUDES, seed=st.integers(0, 2**32 - 1),
+       chunk=st.sampled_from([4096, 16]))
+def test_single_magnitude_sums_grown_bound_the_exact_sum(k: int, family: str, seed: int,
+                                                         chunk: int) -> None:
+    """A magnitude sum in float32 (the CPU's, ``tracked._single``; in float32 GEMMs of
+    ``chunk`` terms at most, summed in float64), grown, is never below the exact sum
+    (in rationals), and above it by no more than its growth ``2 gamma_{c+1}(2^-24)``
+    and underflow slack allow."""
+
+    from numoracle.oracle import fused
+
+    saved, fused.SINGLE_CHUNK = fused.SINGLE_CHUNK, chunk
+    try:
+        _single_sum_bounds(k, family, seed)
+    finally:
+        fused.SINGLE_CHUNK = saved
+
+
+def _single_sum_bounds(k: int, family: str, seed: int) -> None:
     from fractions import Fraction
+
+    from numoracle.oracle import fused
 
     rng = np.random.default_rng(seed)
     scale = {"held": 0, "float64": 0, "underflowing": -70, "mixed": 0}[family]
@@ -330,7 +345,8 @@ def test_single_magnitude_sums_grown_bound_the_exact_sum(k: int, family: str,
             true = sum(Fraction(float(a[i, t])) * Fraction(float(b[t, j])) for t in range(k))
             assert Fraction(float(S[i, j])) >= true
             # above: each magnitude rounded up (2 ulps), float32's rounding, the growth
-            up = (1 + 2.0**-21) * (1 + float(gamma(np.asarray(k), 2.0**-24))) * grow
+            c = min(k, fused.SINGLE_CHUNK)
+            up = (1 + 2.0**-21) * (1 + float(gamma(np.asarray(c), 2.0**-24))) * grow
             assert float(S[i, j]) <= float(true) * up * (1 + 2.0**-50) + 2 * tiny_mag
 
 
@@ -380,3 +396,29 @@ def test_an_exact_inputs_operand_facts_are_kept_for_its_next_contraction(
     moved = Tracked(value=w.value.copy(), ref_err=w.ref_err, det=w.det, prob=w.prob,
                     mag=w.mag)
     assert tracked._memo(moved, moved.value) is None  # a Tracked made otherwise keeps none
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_chunked_single_sums_match_the_numpy_passes(fast_xp: Any, bias: bool,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Contractions longer than a float32 GEMM's chunk (here 7 terms): numba's loops
+    give NumPy's passes' bits, stored or not."""
+    from numoracle.oracle import fused
+
+    if fast_xp is not np:
+        pytest.skip("the device sums S in float64")
+    monkeypatch.setattr(fused, "SINGLE_CHUNK", 7)
+    rng = np.random.default_rng(17)
+    model = get_model("fp32")
+    for family in ("small", "wide", "tiny"):
+        a, w = _exact_sums((9, 30), rng, family), _exact_sums((11, 30), rng, family)
+        b = _exact_sums((11,), rng, "small") if bias else None
+        results = []
+        for passes in (_numpy_passes(), nullcontext()):
+            with passes:
+                tb = None if b is None else exact(b)
+                out = matmul(exact(a), exact(w).T, model, bias=tb)
+                results.append((_snapshot(out), _snapshot(
+                    matmul(exact(a), exact(w).T, model, bias=tb, stored=True))))
+        _same(results[0][0], results[1][0], family)
+        _same(results[0][1], results[1][1], family + " stored")
