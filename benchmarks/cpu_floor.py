@@ -1,17 +1,20 @@
 """What bounds the CPU reference of a linear backward from below, measured.
 
-    python benchmarks/cpu_floor.py [--shape 128,1024,1024] [--out FILE.json]
+    python benchmarks/cpu_floor.py [--shape 128,1024,1024] [--out FILE.json] [--fresh-memory]
 
 Times, on this machine and in one run (medians of 15; each part back to back with
-itself): the plain float64 products of the four outputs; the six GEMMs the reference needs
-(values and magnitude sums) with the magnitudes computed into fresh arrays, as the
-reference does, and into arrays kept from call to call; one elementwise pass over every
-output (``out = 2 * S`` into an existing array: what any radius the reference writes
+itself; freed memory kept for reuse as in a checking run unless ``--fresh-memory``): the
+plain float64 products of the four outputs; the six GEMMs the reference needed with float64
+magnitude sums (values and magnitude sums) with the magnitudes computed into fresh arrays
+and into arrays kept from call to call; the three float64 GEMMs and three float32 ones
+(magnitudes rounded to float32 into kept arrays) the reference does now; one elementwise
+pass over every output (``out = 2 * S`` into an existing array: what any radius the reference writes
 costs); the post-GEMM arithmetic of every output (the radii affine in ``S`` and the
 rounding to the output format) as NumPy's separate passes and, where numba is installed,
 as two fused loops of the same float64 operations (bitwise equal); and the reference
 itself (model fp32). With float64 magnitude sums the reference cannot go below (six GEMMs
-+ 3 passes) / plain: besides the GEMMs' two arrays it writes three (det, prob, ref).
++ 3 passes) / plain: besides the GEMMs' two arrays it writes three (det, prob, ref); with
+float32 ones, (three float64 and three float32 GEMMs + 4 passes: the grown sum too) / plain.
 """
 
 from __future__ import annotations
@@ -102,7 +105,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shape", default="128,1024,1024", metavar="B,I,O")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--fresh-memory", action="store_true",
+                    help="glibc's default allocator (else freed memory is kept, as in a "
+                         "checking run)")
     a = ap.parse_args()
+    if not a.fresh_memory:
+        from numoracle.oracle.memory import reuse_for_checking  # noqa: PLC0415
+
+        reuse_for_checking()
     b, i, o = (int(v) for v in a.shape.split(","))
     op, model = get_op("linear"), get_model("fp32")
     params, inputs, plain = linear_case((b, i, o))
@@ -129,6 +139,18 @@ def main() -> None:
         ag @ aw
         ag.T @ ax
 
+    kept32 = [np.empty(v.shape, dtype=np.float32) for v in (x, w, g)]
+
+    def single_gemms_kept() -> None:
+        x @ w.T
+        g @ w
+        g.T @ x
+        ax, aw, ag = (np.abs(v, out=k, casting="same_kind")
+                      for v, k in zip((x, w, g), kept32, strict=True))
+        ax @ aw.T
+        ag @ aw
+        ag.T @ ax
+
     outs = [np.ones((b, o)), np.ones((b, i)), np.ones((o, i))]
     dest = [np.empty_like(s) for s in outs]
 
@@ -141,12 +163,17 @@ def main() -> None:
            "numpy": np.__version__, "shape": [b, i, o],
            "plain_ms": _median_ms(plain), "six_gemms_ms": _median_ms(six_gemms),
            "six_gemms_kept_magnitudes_ms": _median_ms(six_gemms_kept),
+           "float64_and_float32_gemms_kept_magnitudes_ms": _median_ms(single_gemms_kept),
+           "freed_memory_reused": not a.fresh_memory,
            "one_output_pass_ms": _median_ms(one_pass),
            **_post_gemm(rng, b * o + b * i + o * i),
            "reference_ms": _median_ms(lambda: op.reference(inputs, params, model))}
     res["six_gemms_over_plain"] = res["six_gemms_ms"] / res["plain_ms"]
     res["floor_over_plain"] = (res["six_gemms_kept_magnitudes_ms"]
                                + 3 * res["one_output_pass_ms"]) / res["plain_ms"]
+    res["float32_sums_floor_over_plain"] = (
+        res["float64_and_float32_gemms_kept_magnitudes_ms"]
+        + 4 * res["one_output_pass_ms"]) / res["plain_ms"]
     res["reference_over_plain"] = res["reference_ms"] / res["plain_ms"]
     print(json.dumps(res, indent=1))
     if a.out:
