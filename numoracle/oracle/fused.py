@@ -358,8 +358,9 @@ def exact_products(av: Any, bv: Any, operands: list[Any], fmt: Any, none: int, *
     a bias) and ``S = |av| @ |bv|``, in that order: on CuPy the device works on
     the value's GEMM while the host queues the rest, and ``S``'s GEMM runs while
     the host waits for the facts (``known``, ``keep``: see :func:`operand_facts`).
-    With ``single`` (NumPy) ``S`` is the float32 GEMM of the magnitudes rounded
-    up, in a scratch array (see :func:`magnitude_sum`)."""
+    With ``single`` (NumPy) ``S`` is :func:`single_sum` of the magnitudes rounded up
+    to float32: float32 in a scratch array, float64 where the contraction is longer
+    than SINGLE_CHUNK (see :func:`magnitude_sum`)."""
     value = av @ bv
     pending = operand_facts(operands, fmt, none, grid=grid, single=single, known=known,
                             keep=keep)
@@ -372,9 +373,10 @@ def exact_products(av: Any, bv: Any, operands: list[Any], fmt: Any, none: int, *
 
 
 #: the longest float32 GEMM of a magnitude sum: a longer contraction sums such chunks in
-#: float64, so that float32's rounding grows ``S`` by ``2 gamma_4097(2^-24) < 2^-11`` at most,
-#: whatever the length
-SINGLE_CHUNK = 4096
+#: float64, so that, whatever the length, ``S`` is grown by ``2 gamma_2049(2^-24)`` (about
+#: 2^-12) and exceeds a float64 sum's bound by at most ``3 gamma_2049(2^-24) + 2^-21 < 2^-11``
+#: of itself (the growth, float32's own rounding, the magnitudes rounded up)
+SINGLE_CHUNK = 2048
 
 
 def single_sum(ma: np.ndarray, mb: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:

@@ -30,6 +30,7 @@ result is exact and the bound is 0.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache, partial
@@ -69,8 +70,9 @@ U64 = FP64.u
 #: escalate to the exact context when the float64 reference error is not below
 #: this share of the kernel's bound
 ESCALATE_SHARE = 0.01
-#: whether the CPU may sum a contraction's magnitudes ``S`` in float32 (:func:`_single`)
-SINGLE_SUMS = True
+#: whether the CPU may sum a contraction's magnitudes ``S`` in float32 (:func:`_single`;
+#: ``NUMORACLE_SINGLE_SUMS=0`` in the environment keeps them float64, the bounds 2^-11 sharper)
+SINGLE_SUMS = os.environ.get("NUMORACLE_SINGLE_SUMS", "1") != "0"
 
 
 @dataclass(frozen=True)
@@ -528,13 +530,15 @@ def _precise(lengths: _Lengths, coefs: tuple[Any, Any, Any, Any], *, certain: bo
 def _exact_fused_matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
                         lengths: _Lengths, fmt: Format | None = None) -> Tracked | None:
     """:func:`_matmul` of exact operands, one pass over each operand
-    (:func:`~numoracle.oracle.fused.operand_facts`) and one over the output after
-    the GEMMs: the same bits as the general path. On CuPy its one synchronisation
-    waits for the operands' facts while the GEMMs run. ``None`` where the general
-    path is needed (its GEMMs run again there; rare): operands with radii,
-    non-finite elements, subnormals the model may flush, a grid below float64's
-    (its reference radius is not zeroed with the kernel's); on NumPy also lengths
-    that vary per element."""
+    (:func:`~numoracle.oracle.fused.operand_facts`; an exact input's kept from its
+    last contraction) and one over the output after the GEMMs (with ``fmt``, the
+    rounding to it too): the same bits as the general path. On CuPy its one
+    synchronisation waits for the operands' facts while the GEMMs run. ``None``
+    where the general path is needed (its GEMMs run again there; rare): operands
+    with radii, non-finite elements, subnormals the model may flush, a grid below
+    float64's (its reference radius is not zeroed with the kernel's); on NumPy also
+    lengths that vary per element, and operands outside float32's normal range
+    where ``S`` would be summed in float32."""
     operands = (a, b) + ((bias,) if bias is not None else ())
     if any(_nonzero(t.det) or _nonzero(t.ref_err) for t in operands):
         return None
@@ -607,7 +611,7 @@ def _single(xp: Any, model: PrecisionModel) -> bool:
     within float32's range (its underflow slack ``eta`` dwarfs float32's), in
     float32 GEMMs of at most SINGLE_CHUNK terms (:func:`~numoracle.oracle.fused.single_sum`).
     ``S`` is then grown by ``2 gamma_{c+1}(2^-24)`` (``c`` terms a GEMM) instead
-    of ``2 gamma_n(2^-53)``: the bound grows by at most ``2^-11`` of itself. On a
+    of ``2 gamma_n(2^-53)``: the bound grows by less than ``2^-11`` of itself. On a
     GPU ``S`` is summed in float64."""
     acc = model.accumulate
     return SINGLE_SUMS and xp is np and acc.tiny >= FP32.tiny and acc.max <= FP32.max
