@@ -350,8 +350,8 @@ def matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None =
     nothing, so only the real terms count towards ``h``.
 
     ``stored``: the result as :func:`store` makes it (rounded to the storage
-    format), for a contraction whose result is an output; on the CPU that rounding
-    is done in the contraction's own pass over its outputs.
+    format), for a contraction whose result is an output: the rounding is done in
+    the contraction's own pass over its outputs (the CPU's loop, the GPU's kernel).
     """
     a, b = _fold_lo(a), _fold_lo(b)  # an escalated operand's low part joins its radius
     bias = None if bias is None else _fold_lo(bias)
