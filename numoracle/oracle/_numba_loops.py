@@ -11,7 +11,7 @@ import numba
 import numpy as np
 
 from .formats import FP32
-from .fused_cpu import NOT_FINITE, OFF_SINGLE, SUBNORMAL, UNREPRESENTABLE
+from .fused_cpu import NOT_FINITE, OFF_SINGLE, SINGLE_UP, SUBNORMAL, UNREPRESENTABLE
 
 _DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
 #: position of the set bit of 2^i, indexed by (2^i * _DEBRUIJN mod 2^64) >> 58
@@ -20,8 +20,6 @@ for _i in range(64):
     _CTZ[(((1 << _i) * int(_DEBRUIJN)) % (1 << 64)) >> 58] = _i
 
 _jit = numba.njit(cache=True, nogil=True)
-#: one float32 ulp up at 1: ``m * _UP`` lies 1 or 2 ulps above a float32 ``m`` (normal, finite)
-_UP = np.float32(1.0 + 2.0**-23)
 _SINGLE_TINY, _SINGLE_MAX = FP32.tiny, FP32.max
 
 
@@ -64,7 +62,7 @@ def magnitudes_single(x: Any, ax: Any, tiny: float) -> int:
     for i in range(x.size):
         a = abs(x[i])
         m = np.float32(a)
-        ax[i] = m if np.float64(m) >= a else m * _UP
+        ax[i] = m if np.float64(m) >= a else m * SINGLE_UP
         not_finite |= not a <= 1.7976931348623157e308
         subnormal |= (a < tiny) & (a != 0.0)
         off |= (a != 0.0) & ~((a >= _SINGLE_TINY) & (a <= _SINGLE_MAX))
@@ -156,17 +154,23 @@ def exact_stored(value: Any, S: Any, grow: float, tiny_mag: float, tiny_sum: flo
 
 
 @_jit
-def _rounded(v: float, ri: float, di: float, pi: float, u: float, grow: float, tiny: float,
-             fmax: float) -> tuple[float, float, bool]:
-    """One element's radii ``di``, ``pi`` after one more rounding, infinite where the
-    output may overflow; unchanged where it is exact (``di`` and ``ri`` 0: said by the
-    flag, for :func:`_store_exact`)."""
+def _one_more_rounding(v: float, ri: float, di: float, pi: float, u: float, grow: float,
+                       tiny: float, fmax: float) -> tuple[float, float, bool]:
+    """One element's radii ``di``, ``pi`` after one more rounding, and whether the
+    output may overflow (``|v| + ri + di`` reaching ``fmax``)."""
     m = abs(v) + ri
     mu = m * u
     mu = mu + tiny
-    d = di * grow + mu
-    p = pi * grow + mu
-    if m + di >= fmax:  # the output may overflow
+    return di * grow + mu, pi * grow + mu, m + di >= fmax
+
+
+@_jit
+def _rounded(v: float, ri: float, di: float, pi: float, u: float, grow: float, tiny: float,
+             fmax: float) -> tuple[float, float, bool]:
+    """:func:`_one_more_rounding`, infinite where the output may overflow; unchanged
+    where it is exact (``di`` and ``ri`` 0: said by the flag, for :func:`_store_exact`)."""
+    d, p, over = _one_more_rounding(v, ri, di, pi, u, grow, tiny, fmax)
+    if over:
         d = np.inf
         p = np.inf
     held = (di == 0.0) & (ri == 0.0)
@@ -198,11 +202,8 @@ def _store_exact(v: Any, ref: Any, det: Any, prob: Any, u: float, grow: float, t
     for i in range(v.size):
         if det[i] != 0.0 or ref[i] != 0.0:
             continue
+        d, p, over = _one_more_rounding(v[i], 0.0, 0.0, prob[i], u, grow, tiny, fmax)
         m = abs(v[i])
-        mu = m * u
-        mu = mu + tiny
-        d = 0.0 * grow + mu
-        p = prob[i] * grow + mu
         b = bits[i]
         e_field = np.int64((b >> np.uint64(52)) & np.uint64(0x7FF))
         held = True
@@ -212,7 +213,7 @@ def _store_exact(v: Any, ref: Any, det: Any, prob: Any, u: float, grow: float, t
         if held:
             d = 0.0
             p = 0.0
-        if m >= fmax:
+        if over:
             d = np.inf
             p = np.inf
         det[i] = d

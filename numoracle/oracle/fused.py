@@ -25,20 +25,29 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from . import fused_cpu
 from .formats import FP32, FP64
-from .fused_cpu import NOT_FINITE, OFF_SINGLE, SUBNORMAL, UNREPRESENTABLE
+from .fused_cpu import (
+    NOT_FINITE,
+    OFF_SINGLE,
+    SINGLE_UP,
+    SUBNORMAL,
+    UNREPRESENTABLE,
+    rounding_params,
+)
+from .precision import gamma
 from .xp import array_module
 
 __all__ = ["fused", "fused_exact", "contraction_radii", "add_rounding", "lowest_set_bit",
            "device_scalars", "own_array", "rounded", "operand_facts", "OperandFacts",
            "PendingFacts", "exact_products", "exact_contraction_radii", "store_rounding",
-           "magnitude_sum", "single_sum", "SINGLE_CHUNK", "NOT_FINITE", "SUBNORMAL",
-           "UNREPRESENTABLE", "OFF_SINGLE"]
+           "magnitude_sum", "single_sum", "single_growth", "SINGLE_CHUNK", "NOT_FINITE",
+           "SUBNORMAL", "UNREPRESENTABLE", "OFF_SINGLE"]
 
 #: separate roundings, as NumPy's passes (no a*b+c contracted into one fma)
 _NO_FMA = ("--fmad=false",)
@@ -398,6 +407,21 @@ def single_sum(ma: np.ndarray, mb: np.ndarray, out: np.ndarray | None = None) ->
     return total
 
 
+def single_growth(k: int) -> tuple[float, float]:
+    """What makes :func:`single_sum` of ``k`` terms (and a bias's one, added in
+    float64) an upper bound of the exact sum: ``S grow + tiny_mag`` with ``grow =
+    1 + 2 gamma_{c+1}(2^-24)`` (``c`` terms a float32 GEMM; the chunks' float64
+    additions lie within the margin) and ``tiny_mag = (k + 1) 2^-125`` (each
+    product possibly flushed to zero)."""
+    return _single_growth(k, SINGLE_CHUNK)
+
+
+@lru_cache(maxsize=1024)
+def _single_growth(k: int, chunk: int) -> tuple[float, float]:
+    c = min(k, chunk)
+    return 1.0 + 2.0 * float(gamma(np.asarray(c + 1), FP32.u)), (k + 1) * 2.0**-125
+
+
 def magnitude_sum(abs_a: Any, abs_b: Any, single: bool) -> Any:
     """``|a| @ |b|`` (float64) from the magnitudes: their float64 GEMM, or with
     ``single`` (NumPy; every nonzero magnitude within float32's normal range)
@@ -417,7 +441,7 @@ def single_magnitude(m: np.ndarray) -> np.ndarray:
     :mod:`~numoracle.oracle.fused_cpu`, the same bits)."""
     with np.errstate(over="ignore"):
         m32 = m.astype(np.float32)
-    return np.where(m32.astype(np.float64) >= m, m32, m32 * np.float32(1.0 + 2.0**-23))
+    return np.where(m32.astype(np.float64) >= m, m32, m32 * SINGLE_UP)
 
 
 def in_single_range(m: np.ndarray) -> bool:
@@ -476,7 +500,7 @@ def exact_contraction_radii(value: Any, S: Any, bias: Any, grow: Any, tiny_mag: 
     if xp is np:
         return fused_cpu.exact_radii(value, S, bias, scalars, fmt)
     det, prob, ref = (xp.empty_like(S) for _ in range(3))
-    stored = () if fmt is None else _rounding(fmt)
+    stored = () if fmt is None else rounding_params(fmt)
     if bias is None:
         _kernel("exact_stored" if stored else "exact")(
             *((value,) if stored else ()), *scalars, *stored, S, det, prob, ref)
@@ -484,11 +508,6 @@ def exact_contraction_radii(value: Any, S: Any, bias: Any, grow: Any, tiny_mag: 
         _kernel("exact_bias_stored" if stored else "exact_bias")(
             bias, *scalars, *stored, value, S, det, prob, ref)
     return S, det, prob, ref
-
-
-def _rounding(fmt: Any) -> tuple[Any, ...]:
-    """The kernels' parameters of a rounding to ``fmt`` (``_STORE_PARAMS``)."""
-    return fmt.u, 1.0 + fmt.u, fmt.tiny, fmt.max, np.int32(fmt.t), np.int32(fmt.emin)
 
 
 def store_rounding(value: Any, ref_err: Any, det: Any, prob: Any,
@@ -509,5 +528,5 @@ def store_rounding(value: Any, ref_err: Any, det: Any, prob: Any,
         det, prob = (a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in (det, prob))
         fused_cpu.store_round(v, ref, det, prob, fmt)
         return det, prob
-    _kernel("store")(value, ref_err, *_rounding(fmt), det, prob)
+    _kernel("store")(value, ref_err, *rounding_params(fmt), det, prob)
     return det, prob

@@ -24,11 +24,15 @@ from typing import Any
 import numpy as np
 
 __all__ = ["available", "warm_up", "operand_facts", "grid", "exact_radii", "store_round",
-           "NOT_FINITE", "SUBNORMAL", "UNREPRESENTABLE", "OFF_SINGLE"]
+           "rounding_params", "NOT_FINITE", "SUBNORMAL", "UNREPRESENTABLE", "OFF_SINGLE",
+           "SINGLE_UP"]
 
 #: the flags of :func:`~numoracle.oracle.fused.operand_facts` (the CuPy kernel's too;
 #: OFF_SINGLE only where the magnitudes are float32, on the CPU)
 UNREPRESENTABLE, SUBNORMAL, NOT_FINITE, OFF_SINGLE = 1, 2, 4, 8
+#: a magnitude rounded up to float32 where float32 does not hold it: ``m * SINGLE_UP`` lies
+#: 1 or 2 ulps above the nearest float32 ``m`` (normal, finite), in float32's arithmetic
+SINGLE_UP = np.float32(1.0 + 2.0**-23)
 
 
 @cache
@@ -120,7 +124,7 @@ def exact_radii(value: np.ndarray, S: np.ndarray, bias: np.ndarray | None,
     if fmt is None:
         loops.exact(*flat[1:2], *coefs, *flat[2:])
     else:
-        loops.exact_stored(*flat[:2], *coefs, *flat[2:], *_rounding(fmt))
+        loops.exact_stored(*flat[:2], *coefs, *flat[2:], *rounding_params(fmt))
     return grown, det, prob, ref
 
 
@@ -128,9 +132,10 @@ def store_round(value: np.ndarray, ref: np.ndarray, det: np.ndarray, prob: np.nd
                 fmt: Any) -> None:
     """:func:`~numoracle.oracle.fused.store_rounding` in one loop, ``det`` and
     ``prob`` in place (all four C-contiguous of one shape)."""
-    _loops().store(*(a.reshape(-1) for a in (value, ref, det, prob)), *_rounding(fmt))
+    _loops().store(*(a.reshape(-1) for a in (value, ref, det, prob)), *rounding_params(fmt))
 
 
-def _rounding(fmt: Any) -> tuple[float, float, float, float, int, int]:
-    """The loops' parameters of a rounding to ``fmt``."""
-    return fmt.u, 1.0 + fmt.u, fmt.tiny, fmt.max, fmt.t, fmt.emin
+def rounding_params(fmt: Any) -> tuple[float, float, float, float, np.int32, np.int32]:
+    """The parameters of a rounding to ``fmt`` for the loops and the CuPy kernels:
+    ``u``, ``1 + u``, its smallest normal and largest finite number, ``t``, ``emin``."""
+    return fmt.u, 1.0 + fmt.u, fmt.tiny, fmt.max, np.int32(fmt.t), np.int32(fmt.emin)

@@ -38,7 +38,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import fused as fused_module
 from .exact_dot import exact_matmul
 from .formats import FP32, FP64, Format, chunk_size, quantize, representable
 from .fused import (
@@ -57,6 +56,7 @@ from .fused import (
     lowest_set_bit,
     magnitude_sum,
     rounded,
+    single_growth,
     store_rounding,
 )
 from .precision import PrecisionModel, gamma, gamma_tilde
@@ -620,19 +620,9 @@ def _single(xp: Any, model: PrecisionModel) -> bool:
 def _growth(k: int, single: bool, g64: Any, tiny_sum: Any) -> tuple[Any, Any]:
     """What makes ``S`` (of a contraction of length ``k``) an upper bound of the sum
     of its magnitudes: ``S grow + tiny_mag``. Summed in float64 ``1 + 2 gamma_n(u64)``
-    and ``n 2^-1074`` (``g64``, ``tiny_sum``); in float32 (:func:`_single`) over its
-    ``k`` terms (``c`` of them a float32 GEMM, the rest in float64: its rounding
-    within the margin) and the bias's one, each product possibly flushed to zero,
-    ``1 + 2 gamma_{c+1}(2^-24)`` and ``(k + 1) 2^-125``."""
-    if not single:
-        return 1.0 + 2.0 * g64, tiny_sum
-    return _single_growth(k, fused_module.SINGLE_CHUNK)
-
-
-@lru_cache(maxsize=1024)
-def _single_growth(k: int, chunk: int) -> tuple[float, float]:
-    c = min(k, chunk)
-    return 1.0 + 2.0 * float(gamma(np.asarray(c + 1), FP32.u)), (k + 1) * 2.0**-125
+    and ``n 2^-1074`` (``g64``, ``tiny_sum``); in float32 (:func:`_single`)
+    :func:`~numoracle.oracle.fused.single_growth`."""
+    return single_growth(k) if single else (1.0 + 2.0 * g64, tiny_sum)
 
 
 def _gammas(n_host: np.ndarray, h_host: np.ndarray, model: PrecisionModel,

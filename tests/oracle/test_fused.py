@@ -29,7 +29,7 @@ from numoracle.oracle.fused import (
     store_rounding,
 )
 from numoracle.oracle.precision import gamma, get_model
-from numoracle.oracle.tracked import Tracked, _growth, exact, matmul, store
+from numoracle.oracle.tracked import Tracked, exact, matmul, store
 
 
 @contextmanager
@@ -338,7 +338,7 @@ def _single_sum_bounds(k: int, family: str, seed: int) -> None:
     a[(a != 0) & (a < 2.0**-126)] = 2.0**-126
     b[(b != 0) & (b < 2.0**-126)] = 2.0**-126
     assert in_single_range(a) and in_single_range(b)
-    grow, tiny_mag = _growth(k, True, None, None)
+    grow, tiny_mag = fused.single_growth(k)
     S = magnitude_sum(a, b, True) * grow + tiny_mag
     for i in range(3):
         for j in range(2):
