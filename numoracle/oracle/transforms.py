@@ -16,22 +16,35 @@ Winograd (componentwise)
     Algorithms for Convolutional Neural Networks", CVPR 2016). The matrices are
     built here by the Toom–Cook construction in exact rational arithmetic
     (points 0, ±1, ±2, ±1/2, … and ∞; :func:`winograd_matrices`) and checked to
-    compute the correlation exactly. Every stage is a product of small matrices,
-    so the standard forward error bound of matrix products (Higham, *Accuracy
-    and Stability of Numerical Algorithms*, 2nd ed., §3.5) composes to the
-    componentwise bound
+    compute the correlation exactly. Every stage is a product of small matrices
+    whose rounding errors are bounded by the standard forward error bound of
+    matrix products (Higham, *Accuracy and Stability of Numerical Algorithms*,
+    2nd ed., §3.5), relative to the magnitudes of the stage's operands. The
+    bound follows the data of the case: where a stage's result enters a later
+    stage, its actual magnitude (``|G g Gᵀ|``, ``|Bᵀ d B|``, ``|M|`` with
+    ``M = Σ_c U_c ⊙ V_c``, computed in float64 with their own error counted) is
+    used, not the worst case ``|G||g||Gᵀ|`` of the matrices' magnitudes. With
+    ``P = |G||g||Gᵀ|`` and ``Q = |Bᵀ||d||B|`` (what each transform's rounding
+    is relative to), ``U = G g Gᵀ`` and ``V = Bᵀ d B``:
 
-    ``|Ŷ − Y| ≤ ((1 + γ_h(u))(1 + u_in)² − 1) · |Aᵀ| [Σ_c (|G||g_c||Gᵀ|) ⊙ (|Bᵀ||d_c||B|)] |A|``
+    ``|M̂ − M| ≤ R = (1 + g_C)[e_U Σ_c P|V| + e_V Σ_c |U|Q + e_U e_V Σ_c PQ] + g_C Σ_c |U||V|``
 
-    with ``h = (2r + c_G) + (2α + c_B) + 1 + h_C + (2α + c_A)`` (``α = m + r − 1``;
-    ``c_X = 2`` where a transform matrix has entries the arithmetic cannot hold
-    exactly, as ``1/6`` of ``F(4, 3)``, else 0; ``h_C`` the height of the
-    channel sum under the model's order) and ``u`` the unit roundoff of the
+    ``|Ŷ − Y| ≤ (1 + g_A)|Aᵀ| R |A| + g_A |Aᵀ||M||A|``
+
+    with ``e_U = (1 + γ(2r + c_G))(1 + u_in) − 1``, ``e_V = (1 + γ(2α + c_B))(1 +
+    u_in) − 1`` (``α = m + r − 1``; ``c_X = 2`` where a transform matrix has
+    entries the arithmetic cannot hold exactly, as ``1/6`` of ``F(4, 3)``, else
+    0; ``u_in`` the rounding of the inputs to the compute format), ``g_C =
+    γ(1 + h_C)`` (the products and the channel sum, ``h_C`` its height under the
+    model's order) and ``g_A = γ(2α + c_A)``, ``γ`` at the unit roundoff of the
     coarser of the compute and accumulation formats (transforms may run in
-    either). The magnitude grows quickly with the tile size ``m`` through the
-    entries of ``A``, ``B`` and ``G``, as the published analyses find (Barabasz,
-    Anderson, Soodhalter & Gregg, "Error analysis and improving the accuracy of
-    Winograd convolution for deep neural networks", ACM TOMS 2020). Variants
+    either). Where the operands carry radii (a composed computation), ``|U|``
+    and ``|V|`` grow by the transforms of the radii and ``|M|`` is taken as
+    ``Σ_c |U||V|`` (no cancellation counted on). The magnitudes grow quickly
+    with the tile size ``m`` through the entries of ``A``, ``B`` and ``G``, as
+    the published analyses find (Barabasz, Anderson, Soodhalter & Gregg, "Error
+    analysis and improving the accuracy of Winograd convolution for deep neural
+    networks", ACM TOMS 2020). Variants
     considered: ``F(2, 3)``, ``F(4, 3)``, ``F(6, 3)`` for 3×3 kernels and
     ``F(2, 5)``, ``F(4, 5)`` for 5×5, stride 1 and dilation 1 only (cuDNN's
     Winograd engines need them); the bound is the largest over the variants and
@@ -180,25 +193,87 @@ def winograd_wgrad_variants(kernel: int) -> tuple[tuple[int, int], ...]:
     return {3: ((3, 2), (3, 4)), 5: ((5, 5),)}.get(kernel, ())
 
 
-def _winograd_factor(m: int, r: int, h_c: int, model: PrecisionModel) -> float:
-    """The relative factor of ``F(m, r)``'s componentwise bound (module docstring)."""
+#: unit roundoff of the oracle's own float64 arithmetic (its transforms of the data)
+_U64 = 2.0 ** -53
+
+
+def _winograd_units(m: int, r: int, h_c: Any, model: PrecisionModel) -> tuple[float, ...]:
+    """``(e_U, e_V, g_C, g_A)`` of ``F(m, r)`` under ``model`` (module docstring):
+    the relative errors of the filter and data transforms (inputs rounded to the
+    compute format included), of the products and their sum of height ``h_c``, and
+    of the output transform."""
     at, g, bt = winograd_matrices(m, r)
-    alpha, fmt = m + r - 1, model.compute
-    h_total = (2 * r + _constant_roundings(g, fmt)) + (2 * alpha + _constant_roundings(
-        bt, fmt)) + 1 + h_c + (2 * alpha + _constant_roundings(at, fmt))
-    return (1.0 + float(gamma(np.asarray(h_total), _unit(model)))) * (
-        1.0 + model.input_unit()) ** 2 - 1.0
+    alpha, fmt, u = m + r - 1, model.compute, _unit(model)
+    u_in = model.input_unit()
+
+    def gam(h: Any) -> float:
+        return float(gamma(np.asarray(h), u))
+    e_u = (1.0 + gam(2 * r + _constant_roundings(g, fmt))) * (1.0 + u_in) - 1.0
+    e_v = (1.0 + gam(2 * alpha + _constant_roundings(bt, fmt))) * (1.0 + u_in) - 1.0
+    return e_u, e_v, gam(1 + int(h_c)), gam(2 * alpha + _constant_roundings(at, fmt))
 
 
 def _orientations(m: int, r: int, xp: Any) -> list[tuple[Any, ...]]:
-    """``(|Aᵀ|, |G|, |Bᵀ|)`` of ``F(m, r)`` for rows and for columns, ``(at_r,
-    at_c, g_r, g_c, bt_r, bt_c)``, in each of the four orientations a kernel may
-    tile in: along either axis the transform may run on the reversed tile and
-    filter (``F`` of reversed operands is the reversed correlation), which moves
+    """``(Aᵀ, G, Bᵀ)`` of ``F(m, r)`` for rows and for columns, ``(at_r, at_c,
+    g_r, g_c, bt_r, bt_c)``, in each of the four orientations a kernel may tile
+    in: along either axis the transform may run on the reversed tile and filter
+    (``F`` of reversed operands is the reversed correlation), which moves
     ``Aᵀ``'s large rows to the other end of the tile. The bound takes them all."""
-    at, g, bt = (_abs(mat, xp) for mat in winograd_matrices(m, r))
+    at, g, bt = (_signed(mat, xp) for mat in winograd_matrices(m, r))
     ways = ((at, g, bt), (at[::-1, :], g[:, ::-1], bt[:, ::-1]))
     return [(ar, ac, gr, gc, br, bc) for ar, gr, br in ways for ac, gc, bc in ways]
+
+
+def _transformed(mat_r: Any, mat_c: Any, t: Any, rad: Any | None, slack: float
+                 ) -> tuple[Any, Any, Any]:
+    """``(T, |T|⁺, Q)`` of the transform ``T = mat_r · t · mat_cᵀ`` of tiles ``t``:
+    ``T`` in float64, ``|T|⁺`` an upper bound of ``|T|`` for any operand within
+    ``rad`` of ``t`` (the float64 error ``slack · Q`` included) and ``Q = |mat_r|
+    (|t| + rad) |mat_c|ᵀ``, what the transform's rounding errors are relative to."""
+    xp = _xp(t)
+    ar, ac = xp.abs(mat_r), xp.abs(mat_c)
+    val = mat_r @ t @ mat_c.T
+    mag = xp.abs(t) if rad is None else xp.abs(t) + rad
+    q = ar @ mag @ ac.T
+    up = xp.abs(val) + slack * q
+    if rad is not None:
+        up = up + ar @ rad @ ac.T
+    return val, up, q
+
+
+def _winograd_tile_bound(d: Any, d_rad: Any | None, f: Any, f_rad: Any | None,
+                         mats: tuple[Any, ...], contract: str, terms: int,
+                         units: tuple[float, ...], m: int, r: int) -> Any:
+    """The data-following bound of one orientation ``mats`` of ``F(m, r)``, per
+    element of ``Aᵀ M Aᵀ`` (module docstring): data tiles ``d`` (``α × α``),
+    filter tiles ``f`` (``r × r``), radii ``*_rad`` (None: exact), ``contract``
+    the einsum that forms ``M`` from the transformed data and filter (summing
+    ``terms`` products per element)."""
+    xp = _xp(d)
+    at_r, at_c, g_r, g_c, bt_r, bt_c = mats
+    alpha = m + r - 1
+    e_u, e_v, g_c_, g_a = units
+    s_u = float(gamma(np.asarray(2 * r + 2), _U64))
+    s_v = float(gamma(np.asarray(2 * alpha + 2), _U64))
+    v, v_up, q = _transformed(bt_r, bt_c, d, d_rad, s_v)
+    u, u_up, p = _transformed(g_r, g_c, f, f_rad, s_u)
+    del d
+    s_pv = xp.einsum(contract, v_up, p, optimize=True)
+    s_uq = xp.einsum(contract, q, u_up, optimize=True)
+    s_pq = xp.einsum(contract, q, p, optimize=True)
+    s_uv = xp.einsum(contract, v_up, u_up, optimize=True)
+    if d_rad is None and f_rad is None:
+        # the exact M = Σ U ⊙ V, computed from float64 U and V by a float64 sum
+        g64 = float(gamma(np.asarray(terms), _U64))
+        s_m = (1.0 + s_u) * (1.0 + s_v) * (1.0 + g64) - 1.0
+        m_up = xp.minimum(xp.abs(xp.einsum(contract, v, u, optimize=True)) + s_m * s_pq, s_uv)
+    else:  # operands anywhere within their radii: no cancellation counted on
+        m_up = s_uv
+    r_m = (1.0 + g_c_) * (e_u * s_pv + e_v * s_uq + e_u * e_v * s_pq) + g_c_ * s_uv
+    aa_r, aa_c = xp.abs(at_r), xp.abs(at_c)
+    out = (1.0 + g_a) * (aa_r @ r_m @ aa_c.T) + g_a * (aa_r @ m_up @ aa_c.T)
+    # the sums above are of non-negative float64 terms: their own rounding
+    return out * (1.0 + float(gamma(np.asarray(terms + 4 * alpha + 2 * r + 8), _U64)))
 
 
 def _embed(a: Any, plane: tuple[int, int], at: tuple[int, int]) -> Any:
@@ -220,17 +295,19 @@ def _tiles(a: Any, size: int, step: int, count: tuple[int, int]) -> Any:
     return a[..., xp.asarray(ri)[:, None, :, None], xp.asarray(ci)[None, :, None, :]]
 
 
-def winograd_wgrad_radius(x_abs: Any, g_abs: Any, padding: tuple[int, int],
-                          model: PrecisionModel) -> Any | None:
+def winograd_wgrad_radius(x: Any, g: Any, padding: tuple[int, int], model: PrecisionModel,
+                          x_rad: Any | None = None, g_rad: Any | None = None) -> Any | None:
     """Per element of the filter gradient ``(O, C, k, k)`` of a stride-1,
     one-group convolution, the Winograd bound (largest over
     :func:`winograd_wgrad_variants`): ``grad_weight[o, c] = Σ_n x_nc ⋆ g_no`` is,
     tile by tile of ``g`` (``r × r``), the correlation of an ``α × α`` tile of the
     padded ``x`` with it, ``F(k, r)``; the tiles and the batch are the sum that
-    the forward's channels are (``h_C`` its height). None where no variant applies."""
-    xp = _xp(x_abs)
-    n, c, h, wd = x_abs.shape
-    _, o, ho, wo = g_abs.shape
+    the forward's channels are (``h_C`` its height). ``x`` and ``g`` are the
+    operands' values, ``x_rad`` and ``g_rad`` their radii (None: exact). None
+    where no variant applies."""
+    xp = _xp(x)
+    n, c, h, wd = x.shape
+    _, o, ho, wo = g.shape
     k = h + 2 * padding[0] - ho + 1
     variants = winograd_wgrad_variants(k) if k == wd + 2 * padding[1] - wo + 1 else ()
     if not variants:
@@ -239,15 +316,22 @@ def winograd_wgrad_radius(x_abs: Any, g_abs: Any, padding: tuple[int, int],
     for m, r in variants:
         alpha = m + r - 1
         th, tw = -(-ho // r), -(-wo // r)
-        gpad = _embed(g_abs, (th * r, tw * r), (0, 0))
-        xpad = _embed(x_abs, ((th - 1) * r + alpha, (tw - 1) * r + alpha), padding)
-        xt, gt = _tiles(xpad, alpha, r, (th, tw)), _tiles(gpad, r, r, (th, tw))
-        factor = _winograd_factor(m, r, int(model.order.height(n * th * tw)), model)
-        for at_r, at_c, g_r, g_c, bt_r, bt_c in _orientations(m, r, xp):
-            v = bt_r @ xt @ bt_c.T  # (N, C, th, tw, α, α)
-            u = g_r @ gt @ g_c.T  # (N, O, th, tw, α, α)
-            mm = xp.einsum("nctsab,notsab->ocab", v, u, optimize=True)
-            out = xp.maximum(out, factor * (at_r @ mm @ at_c.T))
+
+        def gtiles(a: Any, _th: int = th, _tw: int = tw, _r: int = r) -> Any:
+            return _tiles(_embed(a, (_th * _r, _tw * _r), (0, 0)), _r, _r, (_th, _tw))
+
+        def xtiles(a: Any, _th: int = th, _tw: int = tw, _r: int = r, _a: int = alpha) -> Any:
+            return _tiles(_embed(a, ((_th - 1) * _r + _a, (_tw - 1) * _r + _a), padding),
+                          _a, _r, (_th, _tw))
+        xt, gt = xtiles(x), gtiles(g)
+        xr = None if x_rad is None else xtiles(x_rad)
+        gr = None if g_rad is None else gtiles(g_rad)
+        terms = n * th * tw
+        units = _winograd_units(m, r, model.order.height(terms), model)
+        for mats in _orientations(m, r, xp):
+            y = _winograd_tile_bound(xt, xr, gt, gr, mats, "nctsab,notsab->ocab", terms,
+                                     units, m, r)
+            out = xp.maximum(out, y)
     return out
 
 
@@ -276,43 +360,46 @@ def _unit(model: PrecisionModel) -> float:
     return max(model.acc_unit(), model.compute.unit_roundoff("rne"))
 
 
-def _abs(mat: tuple[tuple[Fraction, ...], ...], xp: Any) -> Any:
-    return xp.asarray([[abs(float(v)) for v in row] for row in mat], dtype=xp.float64)
+def _signed(mat: tuple[tuple[Fraction, ...], ...], xp: Any) -> Any:
+    return xp.asarray([[float(v) for v in row] for row in mat], dtype=xp.float64)
 
 
-def winograd_radius(x_abs: Any, w_abs: Any, padding: tuple[int, int], model: PrecisionModel,
-                    groups: int = 1) -> Any | None:
+def winograd_radius(x: Any, w: Any, padding: tuple[int, int], model: PrecisionModel,
+                    groups: int = 1, x_rad: Any | None = None,
+                    w_rad: Any | None = None) -> Any | None:
     """Per output element, the Winograd bound (largest over the variants) of the
-    stride-1 correlation of ``|x|`` ``(N, C, H, W)`` with ``|w|`` ``(O, C/groups,
-    r, r)``; None where no variant applies (kernel not 3×3 or 5×5)."""
-    xp = _xp(x_abs)
-    o, cg, kh, kw = w_abs.shape
+    stride-1 correlation of ``x`` ``(N, C, H, W)`` with ``w`` ``(O, C/groups, r,
+    r)`` (values; ``x_rad`` and ``w_rad`` their radii, None: exact); None where
+    no variant applies (kernel not 3×3 or 5×5)."""
+    xp = _xp(x)
+    o, cg, kh, kw = w.shape
     variants = winograd_variants(kh) if kh == kw else ()
     if not variants:
         return None
-    n, _, h, wd = x_abs.shape
+    n, _, h, wd = x.shape
     ph, pw = padding
     ho, wo = h + 2 * ph - kh + 1, wd + 2 * pw - kw + 1
-    h_c = int(model.order.height(cg))
+    units_h = model.order.height(cg)
     out = xp.zeros((n, o, ho, wo), dtype=xp.float64)
     og = o // groups
     for m, r in variants:
         alpha = m + r - 1
-        factor = _winograd_factor(m, r, h_c, model)
+        units = _winograd_units(m, r, units_h, model)
         th, tw = -(-ho // m), -(-wo // m)
-        xpad = _embed(x_abs, ((th - 1) * m + alpha, (tw - 1) * m + alpha), (ph, pw))
-        tiles = _tiles(xpad, alpha, m, (th, tw))
-        for at_r, at_c, g_r, g_c, bt_r, bt_c in _orientations(m, r, xp):
-            v = bt_r @ tiles @ bt_c.T  # (N, C, th, tw, α, α)
-            uu = g_r @ w_abs @ g_c.T  # (O, C/G, α, α)
+
+        def tiles(a: Any, _th: int = th, _tw: int = tw, _m: int = m, _a: int = alpha) -> Any:
+            return _tiles(_embed(a, ((_th - 1) * _m + _a, (_tw - 1) * _m + _a), (ph, pw)),
+                          _a, _m, (_th, _tw))
+        xt = tiles(x)
+        xr = None if x_rad is None else tiles(x_rad)
+        for mats in _orientations(m, r, xp):
             for grp in range(groups):
-                vg = v[:, grp * cg:(grp + 1) * cg]
-                ug = uu[grp * og:(grp + 1) * og]
-                mm = xp.einsum("nctsab,ocab->notsab", vg, ug, optimize=True)  # a batched GEMM
-                y = at_r @ mm @ at_c.T  # (N, O/G, th, tw, m, m)
+                cs, os_ = slice(grp * cg, (grp + 1) * cg), slice(grp * og, (grp + 1) * og)
+                y = _winograd_tile_bound(xt[:, cs], None if xr is None else xr[:, cs], w[os_],
+                                         None if w_rad is None else w_rad[os_], mats,
+                                         "nctsab,ocab->notsab", cg, units, m, r)
                 y = y.transpose(0, 1, 2, 4, 3, 5).reshape(n, og, th * m, tw * m)[:, :, :ho, :wo]
-                out[:, grp * og:(grp + 1) * og] = xp.maximum(out[:, grp * og:(grp + 1) * og],
-                                                             factor * y)
+                out[:, os_] = xp.maximum(out[:, os_], y)
     return out
 
 
@@ -366,17 +453,28 @@ def fft_radius(a: Any, b: Any, plane: tuple[int, int], model: PrecisionModel,
 
 
 def transform_radius(output: str, inputs: Mapping[str, Any], params: Mapping[str, Any],
-                     model: PrecisionModel, shape: tuple[int, ...]) -> Any | None:
+                     model: PrecisionModel, shape: tuple[int, ...],
+                     radii: Mapping[str, Any] | None = None) -> Any | None:
     """The largest transform bound the model's algorithms allow for one conv2d
     output of ``shape`` (before the store), per element; None where none applies
     (the model names only summations, the geometry rules transforms out, or the
-    output is ``grad_bias``)."""
+    output is ``grad_bias``).
+
+    ``inputs`` are the operands' values (``x``, ``weight``, ``grad_output``),
+    ``radii`` their radii where they carry some (None, or a name left out:
+    exact). The Winograd bound follows the transformed values of the case; the
+    FFT bound takes the norms of the magnitudes ``|value| + radius``."""
     algos = set(model.algorithms) & set(TRANSFORMS)
     if not algos or output == "grad_bias":
         return None
     xp = _xp(inputs["x"])
+    rad = {k: xp.asarray(v, dtype=xp.float64) for k, v in (radii or {}).items()
+           if v is not None}
     x = xp.asarray(inputs["x"], dtype=xp.float64)
     w = xp.asarray(inputs["weight"], dtype=xp.float64)
+    x_r, w_r = rad.get("x"), rad.get("weight")
+    x_m = xp.abs(x) if x_r is None else xp.abs(x) + x_r
+    w_m = xp.abs(w) if w_r is None else xp.abs(w) + w_r
     grp = params["groups"]
     ph, pw = params["padding"]
     o, cg, kh, kw = w.shape
@@ -396,35 +494,38 @@ def transform_radius(output: str, inputs: Mapping[str, Any], params: Mapping[str
     with np.errstate(all="ignore"):  # non-finite operands give an unjudged (NaN) radius
         if output == "y":
             if "winograd" in algos and one:
-                merge(winograd_radius(xp.abs(x), xp.abs(w), (ph, pw), model, grp))
+                merge(winograd_radius(x, w, (ph, pw), model, grp, x_r, w_r))
             if "fft" in algos:  # a strided forward subsamples the stride-1 planes
-                r = fft_radius(x, w, plane, model, grp)
+                r = fft_radius(x_m, w_m, plane, model, grp)
                 merge(xp.broadcast_to(r[:, :, None, None], shape))
             return out
         g = xp.asarray(inputs["grad_output"], dtype=xp.float64)
+        g_r = rad.get("grad_output")
+        g_m = xp.abs(g) if g_r is None else xp.abs(g) + g_r
         if output == "grad_input":
             # a correlation of grad_output (zeros inserted between its rows and
             # columns where strided), padded by k - 1 - p, with the flipped weight,
             # channels swapped (per group): zeros add nothing to the norms
-            wf = w[:, :, ::-1, ::-1].reshape(grp, o // grp, cg, kh, kw).transpose(0, 2, 1, 3, 4)
-            wf = wf.reshape(c, o // grp, kh, kw)
+            def flipped(a: Any) -> Any:
+                a = a[:, :, ::-1, ::-1].reshape(grp, o // grp, cg, kh, kw)
+                return a.transpose(0, 2, 1, 3, 4).reshape(c, o // grp, kh, kw)
+            wf, wf_r = flipped(w), None if w_r is None else flipped(w_r)
             if "winograd" in algos and one and kh - 1 >= ph and kw - 1 >= pw:
-                merge(winograd_radius(xp.abs(g), xp.abs(wf), (kh - 1 - ph, kw - 1 - pw),
-                                      model, grp))
+                merge(winograd_radius(g, wf, (kh - 1 - ph, kw - 1 - pw), model, grp, g_r, wf_r))
             if "fft" in algos:
-                r = fft_radius(g, wf, plane, model, grp)
+                r = fft_radius(g_m, flipped(w_m), plane, model, grp)
                 merge(xp.broadcast_to(r[:, :, None, None], (n, c, h, wd)))
             return out
         if output == "grad_weight" and "winograd" in algos and one and grp == 1:
-            merge(winograd_wgrad_radius(xp.abs(x), xp.abs(g), (ph, pw), model))
+            merge(winograd_wgrad_radius(x, g, (ph, pw), model, x_r, g_r))
         if output == "grad_weight" and "fft" in algos:
             # grad_weight[o, c] = Σ_n x[n, c] ⋆ g[n, o] (g dilated by the stride):
             # planes (o, c), sums over the batch
             og = o // grp
             res = xp.zeros((o, cg), dtype=xp.float64)
             for gi in range(grp):
-                gg = g[:, gi * og:(gi + 1) * og].transpose(1, 0, 2, 3)  # (O/G, N, Ho, Wo)
-                xg = x[:, gi * cg:(gi + 1) * cg].transpose(1, 0, 2, 3)  # (C/G, N, H, W)
+                gg = g_m[:, gi * og:(gi + 1) * og].transpose(1, 0, 2, 3)  # (O/G, N, Ho, Wo)
+                xg = x_m[:, gi * cg:(gi + 1) * cg].transpose(1, 0, 2, 3)  # (C/G, N, H, W)
                 res[gi * og:(gi + 1) * og] = fft_radius(gg, xg, plane, model)
             merge(xp.broadcast_to(res[:, :, None, None], (o, cg, kh, kw)))
     return out
@@ -432,21 +533,22 @@ def transform_radius(output: str, inputs: Mapping[str, Any], params: Mapping[str
 
 def widen_conv2d(res: Mapping[str, Tracked], inputs: Mapping[str, Any],
                  params: Mapping[str, Any], model: PrecisionModel, *,
-                 add: bool = False) -> dict[str, Tracked]:
+                 add: bool = False, radii: Mapping[str, Any] | None = None
+                 ) -> dict[str, Tracked]:
     """The conv2d outputs ``res`` (summation bounds) with each element's radius
     raised to the transform bound plus the final store where the model's
     algorithms allow a transform (:func:`transform_radius`); unchanged otherwise.
     Unjudged elements (NaN radius) stay unjudged.
 
-    ``inputs`` are the operands' magnitudes (``|x|``, ``|weight|``,
-    ``|grad_output|``, radii included). With ``add`` (operands that carry radii
-    of their own, in a composed computation) the transform bound is added to the
-    summation radius, which holds the propagated radii, instead of replacing it
-    where larger."""
+    ``inputs`` are the operands' values (``x``, ``weight``, ``grad_output``),
+    ``radii`` their radii where they carry some (None: exact). With ``add``
+    (operands that carry radii of their own, in a composed computation) the
+    transform bound is added to the summation radius, which holds the propagated
+    radii, instead of replacing it where larger."""
     out = dict(res)
     u_out = model.storage.unit_roundoff("rne")
     for name, t in res.items():
-        r = transform_radius(name, inputs, params, model, t.shape)
+        r = transform_radius(name, inputs, params, model, t.shape, radii)
         if r is None:
             continue
         xp = _xp(t.value)

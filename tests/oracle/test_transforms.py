@@ -268,3 +268,25 @@ def test_a_float32_winograd_filter_gradient_is_within_the_winograd_bound(k: int,
     assert worst_wino < 1.0
     if (k, r) == (5, 5):
         assert worst_sum > 1.0
+
+
+@pytest.mark.parametrize(("k", "r"), [(3, 4), (5, 5)])
+def test_a_winograd_filter_gradient_a_thousand_times_less_accurate_fails(k: int, r: int) -> None:
+    """The Winograd bound follows the transformed values of the case, not the
+    worst case of the matrices: a filter gradient whose error is a thousand
+    times a float32 Winograd's fails a Winograd claim, while the float32 one
+    passes it."""
+    rng = np.random.default_rng(7)
+    params = CONV.validate({"batch": 4, "in_channels": 8, "out_channels": 4, "height": 12,
+                            "width": 12, "kernel_size": (k, k), "padding": (k // 2, k // 2),
+                            "bias": False})
+    inputs = {name: rng.standard_normal(s).astype(np.float32).astype(np.float64)
+              for name, s in CONV.input_shapes(params).items()}
+    got = _winograd_wgrad(inputs["x"].astype(np.float32), inputs["grad_output"].astype(
+        np.float32), k // 2, k, r, np.float32).astype(np.float64)
+    wino = CONV.reference(inputs, params, get_model("fp32", algorithm="winograd"),
+                          ("grad_weight",))["grad_weight"]
+    assert compare("grad_weight", got, wino).passed
+    worse = wino.value + 1000.0 * (got - wino.value)
+    assert not compare("grad_weight", worse, wino).passed
+

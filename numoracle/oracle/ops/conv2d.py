@@ -405,17 +405,19 @@ def conv2d_tracked(
         return res
     # a transform algorithm (Winograd, FFT) the model allows widens the bound; its
     # bound is taken over the operands' magnitudes, radii included
-    mags = {"x": _magnitude(x), "weight": _magnitude(weight)}
-    if g is not None:
-        mags["grad_output"] = _magnitude(g)
-    exact_operands = all(not bool((t.det != 0).any()) for t in (x, weight) + (
-        () if g is None else (g,)))
-    return widen_conv2d(res, mags, params, model, add=not exact_operands)
+    ops = {"x": x, "weight": weight} if g is None else {"x": x, "weight": weight,
+                                                          "grad_output": g}
+    radii = {k: _radius(t) for k, t in ops.items()}
+    exact_operands = all(not bool((t.det != 0).any()) for t in ops.values())
+    return widen_conv2d(res, {k: t.value for k, t in ops.items()}, params, model,
+                        add=not exact_operands, radii=radii)
 
 
-def _magnitude(t: Tracked) -> Any:
-    """``|value| + radius``: what a kernel's own operand may be at most."""
-    return _xp(t.value).abs(t.value) + t.det + t.ref_err
+def _radius(t: Tracked) -> Any:
+    """How far a kernel's own operand may be from ``t``'s value (None: exact)."""
+    if _is_exact(t):
+        return None
+    return _xp(t.value).broadcast_to(t.det + t.ref_err, t.value.shape)
 
 
 def _fold(t: Tracked) -> Tracked:
