@@ -766,7 +766,9 @@ def add(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
         scaled += acc.tiny
         det = rounded(a.det + b.det, scaled, model.acc_unit())
         prob = rounded(a.prob + b.prob, scaled, model.acc_unit())
-        hi_err = (value - a.value) - b.value  # 0 when the float64 sum is exact
+        # TwoSum's error term: 0 exactly when the float64 sum is exact
+        bb = value - a.value
+        hi_err = (a.value - (value - bb)) + (b.value - bb)
         exact_here = ((a.det == 0) & (b.det == 0) & (a.ref_err == 0) & (b.ref_err == 0)
                       & (hi_err == 0) & representable(value, acc))
         det[exact_here] = prob[exact_here] = ref_err[exact_here] = 0.0

@@ -1,0 +1,177 @@
+"""What the rule families share: turning ATen arguments into tracked operands,
+shape-only maps over every array of a tracked value, and the set-valued answers
+of comparisons (:class:`Decision`) and of arg-max selections (:class:`IndexSet`).
+
+A comparison of inexact values may come out either way in a kernel where the
+oracle's value lies within the radius of the threshold: its boolean result is a
+:class:`Decision`, a NumPy boolean array that also names the elements where the
+kernel may answer the other way (``unsure``). Every rule consuming a boolean
+tensor (``where``, a cast to a floating type, a logical op) covers both answers
+there. An arg-max over values that tie within their radii has more than one
+right index: :class:`IndexSet` holds the oracle's index and, per element, every
+index the kernel may return.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ....errors import InvalidArgument
+from ...formats import quantize, representable
+from ...precision import PrecisionModel
+from ...tracked import Tracked, _fold_lo, exact, mul_scalar
+from ..rules import NoRule, RuleContext
+
+__all__ = ["Decision", "IndexSet", "as_tracked", "scalar", "tmap_all", "dims_of", "decided",
+           "unsure_of", "is_tracked", "reach", "check_no_dtype", "scaled", "index_set"]
+
+
+class Decision(np.ndarray):
+    """A boolean array whose elements in ``unsure`` may be the other way in a
+    kernel (the compared values lie within their radii of each other)."""
+
+    unsure: np.ndarray
+
+    def __array_finalize__(self, obj: Any) -> None:
+        if obj is not None and not hasattr(self, "unsure"):
+            u = getattr(obj, "unsure", None)
+            self.unsure = u if u is not None and u.shape == self.shape else np.zeros(
+                self.shape, dtype=bool)
+
+
+def decided(value: Any, unsure: Any = None) -> np.ndarray:
+    """``value`` as a boolean array; a :class:`Decision` where any element is unsure."""
+    value = np.asarray(value, dtype=bool)
+    if unsure is None:
+        return value
+    unsure = np.broadcast_to(np.asarray(unsure, dtype=bool), value.shape)
+    if not unsure.any():
+        return value
+    out = value.view(Decision)
+    out.unsure = np.array(unsure)
+    return out
+
+
+def unsure_of(x: Any) -> np.ndarray | None:
+    """The elements of a boolean tensor that a kernel may decide the other way."""
+    u = getattr(x, "unsure", None)
+    return None if u is None or not u.any() else u
+
+
+class IndexSet(np.ndarray):
+    """Indices (an int64 array) with, per element, the set of admissible ones:
+    ``allowed`` has the index array's shape plus one trailing axis over the
+    reduced positions, True where the kernel may return that position."""
+
+    allowed: np.ndarray
+
+    def admits(self, got: Any) -> np.ndarray:
+        """Elementwise: is the kernel's index ``got`` one of the admissible ones?"""
+        got = np.asarray(got, dtype=np.int64)
+        ok = (got >= 0) & (got < self.allowed.shape[-1])
+        safe = np.where(ok, got, 0)
+        return ok & np.take_along_axis(self.allowed, safe[..., None], axis=-1)[..., 0]
+
+
+def index_set(index: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """``index`` as an :class:`IndexSet` where some element has more than one
+    admissible index; else the plain array."""
+    index = np.asarray(index, dtype=np.int64)
+    if not (allowed.sum(axis=-1) > 1).any():
+        return index
+    out = index.view(IndexSet)
+    out.allowed = allowed
+    return out
+
+
+def is_tracked(x: Any) -> bool:
+    return isinstance(x, Tracked)
+
+
+def scalar(c: Any, model: PrecisionModel) -> Tracked:
+    """A Python number as a tracked 0-d operand: a kernel evaluates it in its
+    accumulation format, so a value not representable there carries the distance
+    to its rounding as radius."""
+    v = np.asarray(float(c), dtype=np.float64)
+    t = exact(v)
+    if not np.isfinite(v) or bool(representable(v, model.accumulate)):
+        return t
+    r = np.abs(quantize(v, model.accumulate) - v) * (1.0 + 2.0**-52)
+    return Tracked(value=v, ref_err=t.ref_err, det=np.asarray(r), prob=np.asarray(r),
+                   mag=np.abs(v), n=1)
+
+
+def scaled(ctx: RuleContext, t: Tracked, c: float, divide: bool = False) -> Tracked:
+    """``t * c`` (``t / c``) for a Python number ``c``: the kernel's factor is ``c``,
+    or its reciprocal, rounded to the accumulation format (exact for a power of two)."""
+    m = math.frexp(abs(c))[0] if c else 0.5
+    exact_c = bool(representable(np.asarray(c), ctx.model.accumulate))
+    rel = 0.0 if (m == 0.5 or (exact_c and not divide)) else 2.0 * ctx.model.acc_unit()
+    return mul_scalar(t, c, ctx.model, divide=divide, c_rel_err=rel)
+
+
+def as_tracked(x: Any, model: PrecisionModel) -> Tracked:
+    """Any operand of an arithmetic rule as a :class:`Tracked` value: itself, an
+    integer or boolean array (exact; a :class:`Decision`'s unsure elements may be
+    0 or 1: radius 1), or a Python number (:func:`scalar`)."""
+    if isinstance(x, Tracked):
+        return x
+    if isinstance(x, np.ndarray):
+        t = exact(x.astype(np.float64))
+        u = unsure_of(x)
+        if u is not None:
+            r = u.astype(np.float64)
+            t = Tracked(value=t.value, ref_err=t.ref_err, det=r, prob=r, mag=t.mag, n=1)
+        return t
+    if isinstance(x, (bool, int, float, np.number)):
+        return scalar(x, model)
+    raise NoRule(f"an operand of type {type(x).__name__} ({x!r}) is not a tensor or a number")
+
+
+def tmap_all(t: Tracked, fn: Callable[[np.ndarray], np.ndarray]) -> Tracked:
+    """``fn`` (indexing, reshaping, permuting: no arithmetic) applied to every
+    array of ``t`` (radii and per-element lengths broadcast to its shape first),
+    the low part folded into the oracle's error."""
+    t = _fold_lo(t)
+    shape = t.value.shape
+
+    def full(a: Any) -> np.ndarray:
+        a = np.asarray(a)
+        return a if a.shape == shape else np.broadcast_to(a, shape)
+
+    n: int | np.ndarray = t.n if np.ndim(t.n) == 0 else fn(full(t.n))
+    return Tracked(value=fn(t.value), ref_err=fn(full(t.ref_err)), det=fn(full(t.det)),
+                   prob=fn(full(t.prob)), mag=fn(full(t.mag)), n=n)
+
+
+def dims_of(dim: Any, ndim: int) -> tuple[int, ...]:
+    """ATen's ``dim`` argument (an int, a list, or None/empty for every axis) as
+    sorted non-negative axes."""
+    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+        return tuple(range(ndim))
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    out = []
+    for d in dims:
+        if not -max(ndim, 1) <= d < max(ndim, 1):
+            raise InvalidArgument(f"dim={d} is out of range for a tensor of {ndim} dims")
+        out.append(d % max(ndim, 1))
+    return tuple(sorted(set(out)))
+
+
+def reach(t: Tracked) -> np.ndarray:
+    """How far a kernel's value may lie from the oracle's: the kernel radius plus
+    the oracle's own error (NaN radii, unjudged elements, count as unbounded)."""
+    t = _fold_lo(t)
+    r = np.asarray(t.det + t.ref_err, dtype=np.float64)
+    return np.where(np.isnan(r), np.inf, r)
+
+
+def check_no_dtype(op: str, dtype: Any, allowed: Sequence[Any] = (None,)) -> None:
+    """Refuse a ``dtype=`` argument the rule does not model."""
+    if dtype not in allowed:
+        raise NoRule(f"no rule for {op} with dtype={dtype}: the rule bounds the op in its "
+                     "input's floating type; cast before the op instead")

@@ -1,0 +1,529 @@
+"""Rules for ATen's elementwise ops: correctly rounded arithmetic, comparisons and
+selection, the piecewise activations and the transcendentals.
+
+Arithmetic (``add``, ``sub``, ``mul``, ``div``) is rounded once in the
+accumulation format (:mod:`numoracle.oracle.elementwise`,
+:func:`numoracle.oracle.tracked.add`), exact where the inputs are exact and the
+result representable. A Python number operand is what the kernel sees in its
+accumulation format (:func:`._common.scalar`); a division by a single number may
+be a multiplication by its rounded reciprocal (torch's CPU kernels do so), so it
+is bounded as both roundings.
+
+Selections (``relu``, ``clamp``, ``hardtanh``, ``maximum``) round nothing and are
+1-Lipschitz: the radius passes through. A piecewise function (``leaky_relu``,
+``elu``, ``threshold``) whose branch a kernel may choose differently (the input
+lies within its radius of the edge) is bounded by its Lipschitz constant times
+the radius plus the larger of the branches' evaluation errors, or, where it
+jumps (``threshold``), by the jump.
+
+Transcendentals are :func:`~numoracle.oracle.elementwise.elementary` functions
+with a Lipschitz bound over the input's interval and the kernel's claimed ulps
+(``ctx.claims.ulps``; defaults in :data:`ULPS`, the CUDA maths library's
+documented errors plus one rounding per further operation). GELU's erf form and
+tanh form are different functions, never one another's approximation; both are
+bounded relative to ``|x|``, the magnitude of the terms of their usual formula
+``x/2 (1 + erf(x/sqrt 2))``, which cancels for large negative ``x``.
+
+Comparisons return a :class:`._common.Decision`; ``where`` covers both branches
+where the decision is unsure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import torch
+
+from ... import elementwise as ew
+from ...tracked import Tracked, _fold_lo, add, relu, sub
+from ..rules import NoRule, RuleContext, rule
+from ._common import as_tracked, decided, is_tracked, reach, scalar, scaled, unsure_of
+
+__all__ = ["ULPS", "ulps"]
+
+#: default ulps of the functions the rules here evaluate (see the module docstring)
+ULPS: dict[str, float] = {
+    "tanh": 2.0,        # tanhf
+    "erf": 2.0,         # erff
+    "log1p": 2.0,       # log1pf
+    "expm1": 2.0,       # expm1f
+    "rsqrt": 2.0,       # rsqrtf, or 1 / sqrtf: two roundings
+    "log2": 2.0,        # log2f
+    "pow": 4.0,         # powf 2, through exp/log of a general exponent
+    "gelu": 4.0,        # x/2 (1 + erff(x/sqrt 2)): erff 2 plus three roundings, of |x|
+    "gelu_tanh": 6.0,   # x/2 (1 + tanhf(c (x + a x^3))): tanhf 2, the cubic, of |x|
+    "elu": 4.0,         # alpha (expm1f(x)): expm1f 2 plus the scalings
+}
+
+
+def ulps(ctx: RuleContext, name: str) -> float:
+    """The ulps a kernel claims for ``name`` (the library default otherwise)."""
+    claimed = ctx.ulps(name)
+    if claimed is not None:
+        return float(claimed)
+    return ULPS[name] if name in ULPS else ew.ULPS[name]
+
+
+def _np(x: Any) -> bool:
+    return isinstance(x, np.ndarray) and not is_tracked(x)
+
+
+def _all_plain(*xs: Any) -> bool:
+    """No operand is tracked (integer/boolean arrays and numbers): exact NumPy."""
+    return not any(is_tracked(x) for x in xs) and any(_np(x) for x in xs)
+
+
+# -- arithmetic ------------------------------------------------------------------
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (bool, int, float, np.number)) and not isinstance(x, np.ndarray)
+
+
+@rule("aten.add.Tensor", "aten.add.Scalar")
+def add_rule(ctx: RuleContext, a: Any, b: Any, *, alpha: Any = 1) -> Any:
+    if _all_plain(a, b):
+        return np.asarray(a + alpha * np.asarray(b))
+    m = ctx.model
+    if alpha != 1:
+        b = scaled(ctx, as_tracked(b, m), float(alpha)) if not _number(b) else float(
+            alpha) * b
+    return add(as_tracked(a, m), as_tracked(b, m), m)
+
+
+@rule("aten.sub.Tensor", "aten.sub.Scalar")
+def sub_rule(ctx: RuleContext, a: Any, b: Any, *, alpha: Any = 1) -> Any:
+    if _all_plain(a, b):
+        return np.asarray(a - alpha * np.asarray(b))
+    m = ctx.model
+    if alpha != 1:
+        b = scaled(ctx, as_tracked(b, m), float(alpha)) if not _number(b) else float(
+            alpha) * b
+    return sub(as_tracked(a, m), as_tracked(b, m), m)
+
+
+@rule("aten.rsub.Scalar")
+def rsub_rule(ctx: RuleContext, a: Any, b: Any, alpha: Any = 1) -> Any:
+    return sub_rule(ctx, b, a, alpha=alpha) if alpha == 1 else sub_rule(
+        ctx, b, scaled(ctx, as_tracked(a, ctx.model), float(alpha)))
+
+
+@rule("aten.mul.Tensor", "aten.mul.Scalar")
+def mul_rule(ctx: RuleContext, a: Any, b: Any) -> Any:
+    if _all_plain(a, b):
+        return np.asarray(np.asarray(a) * np.asarray(b))
+    if _number(b):
+        return scaled(ctx, as_tracked(a, ctx.model), float(b))
+    if _number(a):
+        return scaled(ctx, as_tracked(b, ctx.model), float(a))
+    return ew.mul(as_tracked(a, ctx.model), as_tracked(b, ctx.model), ctx.model)
+
+
+@rule("aten.div.Tensor", "aten.div.Scalar")
+def div_rule(ctx: RuleContext, a: Any, b: Any) -> Any:
+    m = ctx.model
+    if _number(b):
+        if float(b) == 0.0:
+            return ew.div(as_tracked(a, m), scalar(b, m), m)
+        return scaled(ctx, as_tracked(a, m), float(b), divide=True)
+    a_t, b_t = as_tracked(a, m), as_tracked(b, m)
+    if b_t.value.size == 1 and a_t.value.size > 1:
+        # a single divisor: the kernel may multiply by its rounded reciprocal
+        return either_of(ew.div(a_t, b_t, m),
+                         ew.mul(a_t, ew.div(scalar(1.0, m), b_t, m), m))
+    return ew.div(a_t, b_t, m)
+
+
+def either_of(t1: Tracked, t2: Tracked) -> Tracked:
+    """A kernel computing ``t1`` or ``t2`` (the same exact value two ways): the
+    larger radius of the two."""
+    xp = np
+    return replace(t1, det=xp.maximum(t1.det, t2.det), prob=xp.maximum(t1.prob, t2.prob),
+                   ref_err=xp.maximum(t1.ref_err, t2.ref_err))
+
+
+@rule("aten.reciprocal.default")
+def reciprocal_rule(ctx: RuleContext, a: Tracked) -> Tracked:
+    return ew.div(scalar(1.0, ctx.model), a, ctx.model)
+
+
+@rule("aten.neg.default")
+def neg_rule(ctx: RuleContext, a: Any) -> Any:
+    if not is_tracked(a):
+        return -np.asarray(a)
+    a = _fold_lo(a)
+    return replace(a, value=-a.value)
+
+
+@rule("aten.abs.default")
+def abs_rule(ctx: RuleContext, a: Any) -> Any:
+    if not is_tracked(a):
+        return np.abs(np.asarray(a))
+    a = _fold_lo(a)  # 1-Lipschitz, no rounding
+    return replace(a, value=np.abs(a.value))
+
+
+# -- selections and piecewise functions ---------------------------------------------
+
+@rule("aten.relu.default")
+def relu_rule(ctx: RuleContext, a: Any) -> Any:
+    if not is_tracked(a):
+        return np.maximum(np.asarray(a), 0)
+    return relu(a)
+
+
+def _bound(ctx: RuleContext, a: Tracked, c: Any, upper: bool) -> Tracked:
+    c_t = as_tracked(c, ctx.model)
+    if upper:  # min(a, c) = -max(-a, -c)
+        neg = lambda t: replace(_fold_lo(t), value=-t.value)  # noqa: E731
+        return neg(ew.maximum(neg(a), neg(c_t)))
+    return ew.maximum(a, c_t)
+
+
+@rule("aten.clamp.default", "aten.clamp.Tensor")
+def clamp_rule(ctx: RuleContext, a: Any, min: Any = None, max: Any = None) -> Any:
+    if _all_plain(a, *(x for x in (min, max) if x is not None)):
+        return np.clip(np.asarray(a), min, max)
+    out = a
+    if min is not None:
+        out = _bound(ctx, out, min, upper=False)
+    if max is not None:
+        out = _bound(ctx, out, max, upper=True)
+    return out
+
+
+@rule("aten.clamp_min.default", "aten.clamp_min.Tensor")
+def clamp_min_rule(ctx: RuleContext, a: Any, min: Any) -> Any:
+    return clamp_rule(ctx, a, min=min)
+
+
+@rule("aten.clamp_max.default", "aten.clamp_max.Tensor")
+def clamp_max_rule(ctx: RuleContext, a: Any, max: Any) -> Any:
+    return clamp_rule(ctx, a, max=max)
+
+
+@rule("aten.hardtanh.default")
+def hardtanh_rule(ctx: RuleContext, a: Tracked, min_val: Any = -1, max_val: Any = 1) -> Any:
+    return clamp_rule(ctx, a, min=min_val, max=max_val)
+
+
+@rule("aten.maximum.default")
+def maximum_rule(ctx: RuleContext, a: Any, b: Any) -> Any:
+    if _all_plain(a, b):
+        return np.maximum(np.asarray(a), np.asarray(b))
+    return ew.maximum(as_tracked(a, ctx.model), as_tracked(b, ctx.model))
+
+
+@rule("aten.minimum.default")
+def minimum_rule(ctx: RuleContext, a: Any, b: Any) -> Any:
+    if _all_plain(a, b):
+        return np.minimum(np.asarray(a), np.asarray(b))
+    return _bound(ctx, as_tracked(a, ctx.model), as_tracked(b, ctx.model), upper=True)
+
+
+def _sign_unsure(x: Tracked, edge: float = 0.0) -> np.ndarray:
+    r = reach(x)
+    return (np.abs(x.value - edge) <= r) & (r > 0) | np.isnan(x.value)
+
+
+def _piecewise(x: Tracked, pos: Tracked, neg: Tracked, lip: float,
+               edge: float = 0.0, jump: Any = 0.0) -> Tracked:
+    """``pos`` where ``x > edge`` else ``neg``; where the kernel may take the other
+    branch: ``lip * reach(x) + jump`` plus the larger evaluation radius."""
+    x = _fold_lo(x)
+    cond = x.value > edge
+    unsure = _sign_unsure(x, edge)
+    out = ew.where(cond, pos, neg)
+    if not unsure.any():
+        return out
+    extra = lip * reach(x) + jump
+    det = np.where(unsure, np.maximum(pos.det, neg.det) + extra, out.det)
+    prob = np.where(unsure, np.maximum(pos.prob, neg.prob) + extra, out.prob)
+    ref = np.where(unsure, np.maximum(pos.ref_err, neg.ref_err), out.ref_err)
+    return replace(out, det=det, prob=prob, ref_err=ref)
+
+
+@rule("aten.leaky_relu.default")
+def leaky_relu_rule(ctx: RuleContext, a: Tracked, negative_slope: Any = 0.01) -> Tracked:
+    s = float(negative_slope)
+    return _piecewise(a, _fold_lo(a), scaled(ctx, a, s), max(1.0, abs(s)))
+
+
+@rule("aten.threshold.default")
+def threshold_rule(ctx: RuleContext, a: Tracked, threshold: Any, value: Any) -> Tracked:
+    v = as_tracked(value, ctx.model)
+    neg = replace(v, value=np.full(a.shape, float(value)))
+    jump = np.abs(_fold_lo(a).value - float(value))
+    return _piecewise(a, _fold_lo(a), neg, 1.0, edge=float(threshold), jump=jump)
+
+
+@rule("aten.elu.default")
+def elu_rule(ctx: RuleContext, a: Tracked, alpha: Any = 1, scale: Any = 1,
+             input_scale: Any = 1) -> Tracked:
+    al, sc, ins = float(alpha), float(scale), float(input_scale)
+    k = sc * al
+
+    def lip(lo: Any, hi: Any) -> Any:
+        return abs(k) * abs(ins) * np.exp(np.minimum(ins * hi, ins * lo).clip(None, 0.0)
+                                          if ins < 0 else np.minimum(ins * hi, 0.0))
+    neg = ew.elementary(a, ctx.model, f=lambda v: k * np.expm1(ins * v), lipschitz=lip,
+                        ulps=ulps(ctx, "elu"))
+    pos = _fold_lo(a) if sc == 1.0 else scaled(ctx, a, sc)
+    return _piecewise(a, pos, neg, max(abs(sc), abs(k * ins)))
+
+
+# -- comparisons, masks and where -------------------------------------------------
+
+_COMPARE: dict[str, Callable[[Any, Any], Any]] = {
+    "gt": np.greater, "lt": np.less, "ge": np.greater_equal, "le": np.less_equal,
+    "eq": np.equal, "ne": np.not_equal,
+}
+
+
+def _compare(op: Callable[[Any, Any], Any]) -> Callable[..., Any]:
+    def compare(ctx: RuleContext, a: Any, b: Any) -> np.ndarray:
+        if _all_plain(a, b) or not (is_tracked(a) or is_tracked(b)):
+            return np.asarray(op(np.asarray(a), np.asarray(b)))
+        at, bt = as_tracked(a, ctx.model), as_tracked(b, ctx.model)
+        av, bv = _fold_lo(at).value, _fold_lo(bt).value
+        with np.errstate(invalid="ignore"):
+            value = op(av, bv)
+            r = reach(at) + reach(bt)
+            unsure = ((np.abs(av - bv) <= r) & (r > 0)) | (np.isnan(r))
+        return decided(value, unsure)
+    return compare
+
+
+for _name, _op in _COMPARE.items():
+    rule(f"aten.{_name}.Tensor", f"aten.{_name}.Scalar")(_compare(_op))
+
+
+@rule("aten.where.self", "aten.where.ScalarSelf", "aten.where.ScalarOther", "aten.where.Scalar")
+def where_rule(ctx: RuleContext, cond: Any, a: Any, b: Any) -> Any:
+    floating = [x for x in (a, b) if is_tracked(x) or isinstance(x, float)]
+    if not floating:
+        return np.where(np.asarray(cond, dtype=bool), a, b)
+    at, bt = _fold_lo(as_tracked(a, ctx.model)), _fold_lo(as_tracked(b, ctx.model))
+    c = np.asarray(cond, dtype=bool)
+    out = ew.where(c, at, bt)
+    unsure = unsure_of(cond)
+    if unsure is None:
+        return out
+    with np.errstate(invalid="ignore"):
+        gap = np.abs(at.value - bt.value)
+        gap = np.where(at.value == bt.value, 0.0, gap)
+    other_det = np.where(c, bt.det, at.det) + gap
+    other_prob = np.where(c, bt.prob, at.prob) + gap
+    other_ref = np.where(c, bt.ref_err, at.ref_err)
+    return replace(out, det=np.where(unsure, np.maximum(out.det, other_det + other_ref), out.det),
+                   prob=np.where(unsure, np.maximum(out.prob, other_prob + other_ref), out.prob))
+
+
+@rule("aten.logical_not.default")
+def logical_not_rule(ctx: RuleContext, a: np.ndarray) -> np.ndarray:
+    if np.asarray(a).dtype != bool:
+        return np.asarray(a) == 0
+    return decided(~np.asarray(a, dtype=bool), unsure_of(a))
+
+
+def _logical(op: Callable[[Any, Any], Any]) -> Callable[..., np.ndarray]:
+    def logical(ctx: RuleContext, a: Any, b: Any) -> np.ndarray:
+        ab, bb = np.asarray(a, dtype=bool), np.asarray(b, dtype=bool)
+        ua, ub = unsure_of(a), unsure_of(b)
+        value = op(ab, bb)
+        if ua is None and ub is None:
+            return np.asarray(value)
+        ua = np.zeros(ab.shape, bool) if ua is None else ua
+        ub = np.zeros(bb.shape, bool) if ub is None else ub
+        # unsure unless the sure operand decides alone
+        flips = [op(ab ^ fa, bb ^ fb) != value for fa, fb in ((ua, 0), (0, ub), (ua, ub))]
+        return decided(value, flips[0] | flips[1] | flips[2])
+    return logical
+
+
+rule("aten.logical_and.default", "aten.bitwise_and.Tensor")(_logical(np.logical_and))
+rule("aten.logical_or.default", "aten.bitwise_or.Tensor")(_logical(np.logical_or))
+
+
+@rule("aten.isnan.default")
+def isnan_rule(ctx: RuleContext, a: Any) -> np.ndarray:
+    if not is_tracked(a):
+        return np.zeros(np.shape(a), dtype=bool)
+    a = _fold_lo(a)
+    return decided(np.isnan(a.value), np.isnan(a.det) | np.isinf(a.det))
+
+
+@rule("aten.isinf.default")
+def isinf_rule(ctx: RuleContext, a: Any) -> np.ndarray:
+    if not is_tracked(a):
+        return np.zeros(np.shape(a), dtype=bool)
+    a = _fold_lo(a)
+    return decided(np.isinf(a.value), ~np.isfinite(a.det))
+
+
+# -- transcendentals ---------------------------------------------------------------
+
+def _nearest_zero(lo: Any, hi: Any) -> Any:
+    return np.clip(0.0, lo, hi)
+
+
+@rule("aten.exp.default")
+def exp_rule(ctx: RuleContext, a: Tracked) -> Tracked:
+    return ew.exp(a, ctx.model, ulps=ulps(ctx, "exp"))
+
+
+@rule("aten.log.default")
+def log_rule(ctx: RuleContext, a: Tracked) -> Tracked:
+    return ew.log(a, ctx.model, ulps=ulps(ctx, "log"))
+
+
+@rule("aten.sqrt.default")
+def sqrt_rule(ctx: RuleContext, a: Tracked) -> Tracked:
+    return ew.sqrt(a, ctx.model, ulps=ulps(ctx, "sqrt"))
+
+
+@rule("aten.sigmoid.default")
+def sigmoid_rule(ctx: RuleContext, a: Tracked) -> Tracked:
+    return ew.sigmoid(a, ctx.model, ulps=ulps(ctx, "sigmoid"))
+
+
+@rule("aten.silu.default")
+def silu_rule(ctx: RuleContext, a: Tracked) -> Tracked:
+    return ew.silu(a, ctx.model, ulps=ulps(ctx, "silu"))
+
+
+@rule("aten.tanh.default")
+def tanh_rule(ctx: RuleContext, a: Tracked) -> Tracked:
+    def lip(lo: Any, hi: Any) -> Any:
+        t = np.tanh(_nearest_zero(lo, hi))
+        return 1.0 - t * t
+    return ew.elementary(a, ctx.model, f=np.tanh, lipschitz=lip, ulps=ulps(ctx, "tanh"))
+
+
+def erf_value(v: Any) -> Any:
+    """The float64 error function (torch's, accurate to a few float64 ulps)."""
+    return torch.special.erf(torch.from_numpy(np.ascontiguousarray(v, dtype=np.float64))).numpy()
+
+
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+@rule("aten.erf.default")
+def erf_rule(ctx: RuleContext, a: Tracked) -> Tracked:
+    def lip(lo: Any, hi: Any) -> Any:
+        m = _nearest_zero(lo, hi)
+        return _TWO_OVER_SQRT_PI * np.exp(-m * m)
+    return ew.elementary(a, ctx.model, f=erf_value, lipschitz=lip, ulps=ulps(ctx, "erf"))
+
+
+@rule("aten.log1p.default")
+def log1p_rule(ctx: RuleContext, a: Tracked) -> Tracked:
+    return ew.elementary(a, ctx.model, f=np.log1p,
+                         lipschitz=lambda lo, hi: np.where(lo > -1.0, 1.0 / (1.0 + lo), np.inf),
+                         ulps=ulps(ctx, "log1p"))
+
+
+@rule("aten.expm1.default")
+def expm1_rule(ctx: RuleContext, a: Tracked) -> Tracked:
+    return ew.elementary(a, ctx.model, f=np.expm1, lipschitz=lambda lo, hi: np.exp(hi),
+                         ulps=ulps(ctx, "expm1"))
+
+
+@rule("aten.log2.default")
+def log2_rule(ctx: RuleContext, a: Tracked) -> Tracked:
+    return ew.elementary(a, ctx.model, f=np.log2,
+                         lipschitz=lambda lo, hi: np.where(lo > 0, 1.0 / (lo * math.log(2.0)),
+                                                           np.inf),
+                         ulps=ulps(ctx, "log2"))
+
+
+def _rsqrt(ctx: RuleContext, a: Tracked) -> Tracked:
+    return ew.elementary(a, ctx.model, f=lambda v: 1.0 / np.sqrt(v),
+                         lipschitz=lambda lo, hi: np.where(lo > 0, 0.5 * lo ** -1.5, np.inf),
+                         ulps=ulps(ctx, "rsqrt"))
+
+
+@rule("aten.rsqrt.default")
+def rsqrt_rule(ctx: RuleContext, a: Tracked) -> Tracked:
+    return _rsqrt(ctx, a)
+
+
+@rule("aten.pow.Tensor_Scalar")
+def pow_rule(ctx: RuleContext, a: Any, exponent: Any) -> Any:
+    p = float(exponent)
+    if _all_plain(a):
+        return np.asarray(np.asarray(a) ** exponent)
+    m = ctx.model
+    if p == 1.0:
+        return _fold_lo(a)
+    if p == 2.0:
+        return ew.mul(a, a, m)
+    if p == 3.0:
+        return ew.mul(ew.mul(a, a, m), a, m)
+    if p == 0.5:
+        return ew.sqrt(a, m, ulps=ulps(ctx, "sqrt"))
+    if p == -1.0:
+        return ew.div(scalar(1.0, m), a, m)
+    if p == -0.5:
+        return _rsqrt(ctx, a)
+    if p == 0.0:
+        return as_tracked(np.ones(a.shape), m)
+    integral = p == int(p)
+
+    def f(v: Any) -> Any:
+        return np.power(v, p) if integral else np.where(v >= 0, np.abs(v) ** p, np.nan)
+
+    def lip(lo: Any, hi: Any) -> Any:
+        big = np.maximum(np.abs(lo), np.abs(hi))
+        small = np.where((lo <= 0) & (hi >= 0), 0.0, np.minimum(np.abs(lo), np.abs(hi)))
+        with np.errstate(divide="ignore"):
+            edge = big if p >= 1 else small
+            out = abs(p) * np.abs(edge) ** (p - 1.0)
+        if not integral:
+            out = np.where(lo >= 0, out, np.inf)
+        return np.where(np.isnan(out), np.inf, out)
+    return ew.elementary(a, m, f=f, lipschitz=lip, ulps=ulps(ctx, "pow"))
+
+
+_SQRT1_2 = math.sqrt(0.5)
+_GELU_LIP = 1.13  # max |gelu'| (about 1.1289) and max |gelu_tanh'| (about 1.1289), rounded up
+_TANH_C = math.sqrt(2.0 / math.pi)
+
+
+def _gelu_erf(v: Any) -> Any:
+    # x/2 erfc(-x/sqrt 2): no cancellation where erf(x/sqrt 2) nears -1
+    t = torch.from_numpy(np.ascontiguousarray(-v * _SQRT1_2, dtype=np.float64))
+    return 0.5 * v * torch.special.erfc(t).numpy()
+
+
+def _gelu_tanh_inner(v: Any) -> Any:
+    return _TANH_C * (v + 0.044715 * v * v * v)
+
+
+def _gelu_tanh(v: Any) -> Any:
+    # x/2 (1 + tanh z) = x sigmoid(2 z): no cancellation where tanh z nears -1
+    return v * ew.sigmoid_value(2.0 * _gelu_tanh_inner(v))
+
+
+def _gelu_ref_err(v: Any, value: Any, tanh_form: bool) -> Any:
+    """The float64 evaluation's error beyond a few ulps of the result: the argument's
+    rounding, amplified by ``|d log f / d arg|`` (``2 t`` for ``erfc(t)``, 2 for
+    ``sigmoid(2 z)``) times ``|arg|``."""
+    arg = np.abs(_gelu_tanh_inner(v)) * 2.0 if tanh_form else v * v
+    return 16.0 * 2.0**-53 * (arg + 8.0) * np.abs(value)
+
+
+@rule("aten.gelu.default")
+def gelu_rule(ctx: RuleContext, a: Tracked, *, approximate: str = "none") -> Tracked:
+    if approximate not in ("none", "tanh"):
+        raise NoRule(f"no rule for aten.gelu with {approximate=!r}")
+    name, f = ("gelu", _gelu_erf) if approximate == "none" else ("gelu_tanh", _gelu_tanh)
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = ew.elementary(a, ctx.model, f=f,
+                            lipschitz=lambda lo, hi: np.full_like(lo, _GELU_LIP),
+                            ulps=ulps(ctx, name), scale=np.abs)
+        extra = _gelu_ref_err(_fold_lo(a).value, out.value, approximate == "tanh")
+    return replace(out, ref_err=out.ref_err + extra)

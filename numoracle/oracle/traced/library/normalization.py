@@ -1,0 +1,156 @@
+"""Rules for the native normalisations: layer norm, group norm and batch norm
+(training and inference, the functional form with its running statistics).
+
+Each normalises ``x`` over its statistics axes::
+
+    mean = sum(x) / n
+    var  = sum((x - mean)^2) / n        (two-pass)   or   sum(x^2)/n - mean^2   (one-pass)
+    rstd = rsqrt(var + eps)
+    out  = (x - mean) rstd [* weight] [+ bias]
+
+composed from the primitives' bounds (:func:`.reductions.variance`), so the
+variance algorithm is a claim (``ctx.claims.variance``), not a constant: the
+one-pass form's cancellation is in its bound, and a kernel that uses it fails a
+two-pass claim where the cancellation is large. The composed bound is
+componentwise: the mean's radius enters every deviation, which also covers
+kernels that fold the mean into an affine ``x * scale + shift`` (torch's CPU
+kernels) or update it as they go (Welford's algorithm).
+
+The outputs are torch's: ``(out, mean, rstd)`` with the statistics shaped as
+torch saves them; batch norm in inference returns empty statistics; the
+functional training form also returns the updated running mean and variance
+(``(1 - momentum) running + momentum * batch``, the variance unbiased).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ... import elementwise as ew
+from ...tracked import Tracked, add, exact, sub
+from ..rules import RuleContext, rule
+from ._common import as_tracked, scaled, tmap_all
+from .elementwise import ulps
+from .reductions import variance
+
+__all__ = ["normalize"]
+
+
+def _rsqrt(ctx: RuleContext, t: Tracked) -> Tracked:
+    return ew.elementary(t, ctx.model, f=lambda v: 1.0 / np.sqrt(v),
+                         lipschitz=lambda lo, hi: np.where(lo > 0, 0.5 * lo ** -1.5, np.inf),
+                         ulps=ulps(ctx, "rsqrt"))
+
+
+def _reshape(t: Tracked, shape: Sequence[int]) -> Tracked:
+    return tmap_all(t, lambda a: np.reshape(a, tuple(shape)))
+
+
+def normalize(ctx: RuleContext, x: Tracked, dims: tuple[int, ...], eps: float,
+              weight: Any = None, bias: Any = None, affine_shape: Sequence[int] = ()
+              ) -> tuple[Tracked, Tracked, Tracked, Tracked]:
+    """``(out, mean, rstd, var)`` over ``dims`` (statistics kept with size-1 axes);
+    ``weight`` and ``bias`` reshaped to ``affine_shape`` to broadcast."""
+    m = ctx.model
+    kept = tuple(1 if d in dims else s for d, s in enumerate(x.shape))
+    var, mean = variance(ctx, x, dims)
+    var, mean = _reshape(var, kept), _reshape(mean, kept)
+    rstd = _rsqrt(ctx, add(var, as_tracked(float(eps), m), m))
+    out = ew.mul(sub(x, mean, m), rstd, m)
+    if weight is not None:
+        out = ew.mul(out, _reshape(as_tracked(weight, m), affine_shape), m)
+    if bias is not None:
+        out = add(out, _reshape(as_tracked(bias, m), affine_shape), m)
+    return out, mean, rstd, var
+
+
+@rule("aten.native_layer_norm.default")
+def layer_norm_rule(ctx: RuleContext, x: Tracked, normalized_shape: Sequence[int],
+                    weight: Any, bias: Any, eps: float) -> tuple[Tracked, Tracked, Tracked]:
+    nd, k = x.value.ndim, len(normalized_shape)
+    dims = tuple(range(nd - k, nd))
+    out, mean, rstd, _ = normalize(ctx, x, dims, eps, weight, bias, tuple(normalized_shape))
+    return out, mean, rstd
+
+
+@rule("aten.native_group_norm.default")
+def group_norm_rule(ctx: RuleContext, x: Tracked, weight: Any, bias: Any, n: int, c: int,
+                    hxw: int, group: int, eps: float) -> tuple[Tracked, Tracked, Tracked]:
+    shape = x.shape
+    g = _reshape(x, (n, group, (c // group) * hxw))
+    ret = normalize(ctx, g, (2,), eps)
+    out = _reshape(ret[0], (n, c, hxw))
+    m = ctx.model
+    if weight is not None:
+        out = ew.mul(out, _reshape(as_tracked(weight, m), (1, c, 1)), m)
+    if bias is not None:
+        out = add(out, _reshape(as_tracked(bias, m), (1, c, 1)), m)
+    return _reshape(out, shape), _reshape(ret[1], (n, group)), _reshape(ret[2], (n, group))
+
+
+def _batch(ctx: RuleContext, x: Tracked, weight: Any, bias: Any, running_mean: Any,
+           running_var: Any, training: bool, momentum: float, eps: float
+           ) -> tuple[Tracked, ...]:
+    m = ctx.model
+    c = x.shape[1]
+    dims = tuple(d for d in range(x.value.ndim) if d != 1)
+    affine = (1, c) + (1,) * (x.value.ndim - 2)
+    if training:
+        out, mean, rstd, var = normalize(ctx, x, dims, eps, weight, bias, affine)
+        stats = (_reshape(mean, (c,)), _reshape(rstd, (c,)))
+        if running_mean is None:
+            return (out, *stats)
+        k = int(np.prod([x.shape[d] for d in dims]))
+        unbiased = scaled(ctx, scaled(ctx, _reshape(var, (c,)), float(k)), float(max(k - 1, 1)),
+                          divide=True)
+        mom = float(momentum)
+
+        def update(run: Any, batch: Tracked) -> Tracked:
+            return add(scaled(ctx, as_tracked(run, m), 1.0 - mom), scaled(ctx, batch, mom), m)
+        return (out, *stats, update(running_mean, stats[0]), update(running_var, unbiased))
+    mean = _reshape(as_tracked(running_mean, m), affine)
+    var = _reshape(as_tracked(running_var, m), affine)
+    rstd = _rsqrt(ctx, add(var, as_tracked(float(eps), m), m))
+    out = ew.mul(sub(x, mean, m), rstd, m)
+    if weight is not None:
+        out = ew.mul(out, _reshape(as_tracked(weight, m), affine), m)
+    if bias is not None:
+        out = add(out, _reshape(as_tracked(bias, m), affine), m)
+    empty = exact(np.zeros((0,)))
+    return out, empty, empty
+
+
+@rule("aten.native_batch_norm.default", "aten._native_batch_norm_legit.default")
+def batch_norm_rule(ctx: RuleContext, x: Tracked, weight: Any, bias: Any, running_mean: Any,
+                    running_var: Any, training: bool, momentum: float, eps: float
+                    ) -> tuple[Tracked, ...]:
+    return _batch(ctx, x, weight, bias, running_mean, running_var, training, momentum,
+                  eps)[:3]
+
+
+@rule("aten._native_batch_norm_legit_functional.default")
+def batch_norm_functional_rule(ctx: RuleContext, x: Tracked, weight: Any, bias: Any,
+                               running_mean: Any, running_var: Any, training: bool,
+                               momentum: float, eps: float) -> tuple[Tracked, ...]:
+    out = _batch(ctx, x, weight, bias, running_mean, running_var, training, momentum, eps)
+    if len(out) == 3:  # inference: the running statistics unchanged
+        m = ctx.model
+        return (*out, as_tracked(running_mean, m), as_tracked(running_var, m))
+    return out
+
+
+@rule("aten._native_batch_norm_legit_no_training.default")
+def batch_norm_inference_rule(ctx: RuleContext, x: Tracked, weight: Any, bias: Any,
+                              running_mean: Any, running_var: Any, momentum: float,
+                              eps: float) -> tuple[Tracked, ...]:
+    return _batch(ctx, x, weight, bias, running_mean, running_var, False, momentum, eps)[:3]
+
+
+@rule("aten._native_batch_norm_legit.no_stats")
+def batch_norm_no_stats_rule(ctx: RuleContext, x: Tracked, weight: Any, bias: Any,
+                             training: bool, momentum: float, eps: float
+                             ) -> tuple[Tracked, ...]:
+    return _batch(ctx, x, weight, bias, None, None, True, momentum, eps)[:3]

@@ -1,0 +1,280 @@
+"""Rules for ATen's reductions: sums and means, prefix sums, maxima and minima
+with their indices, vector norms and variances.
+
+A sum is a contraction with a vector of ones (:func:`~numoracle.oracle.tracked.sum_`):
+the bound of its order model over ``S = sum |x_i| + radii``, exact in the exact
+regime. A mean divides the sum by its length, in the kernel as a division or a
+multiplication by the rounded reciprocal. A prefix sum (``cumsum``) is a
+contraction with a triangle of ones whose zeros are structural: element ``k`` has
+``k + 1`` terms.
+
+A maximum selects: no rounding, the radius is the largest along the axis. Its
+index is set-valued (:class:`._common.IndexSet`): every position whose value may
+be the largest in some kernel (its interval reaches the largest lower end) is an
+admissible answer, so a kernel that breaks a tie the other way is not wrong.
+
+A variance is computed as the kernel claims (``ctx.claims.variance``): two-pass
+(the mean first, then the squared deviations) or one-pass (``E[x²] - E[x]²``,
+whose cancellation the composed bound carries).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ... import elementwise as ew
+from ...tracked import Tracked, _fold_lo, concat, exact, matmul, sub, sum_
+from ..rules import NoRule, RuleContext, rule
+from ._common import (
+    as_tracked,
+    check_no_dtype,
+    decided,
+    dims_of,
+    index_set,
+    is_tracked,
+    reach,
+    scaled,
+    tmap_all,
+    unsure_of,
+)
+
+__all__ = ["reduce_sum", "reduce_mean", "variance", "last_axis"]
+
+
+def last_axis(x: Tracked, dims: tuple[int, ...]) -> Tracked:
+    """``x`` with ``dims`` moved to the end and merged into one axis."""
+    nd = x.value.ndim
+    keep = [d for d in range(nd) if d not in dims]
+    shape = [x.shape[d] for d in keep] + [int(np.prod([x.shape[d] for d in dims]))]
+    return tmap_all(x, lambda a: np.transpose(a, keep + list(dims)).reshape(shape))
+
+
+def _keepdims(t: Any, shape: tuple[int, ...], dims: tuple[int, ...], keepdim: bool) -> Any:
+    if not keepdim:
+        return t
+    kept = tuple(1 if d in dims else s for d, s in enumerate(shape))
+    if is_tracked(t):
+        return tmap_all(t, lambda a: np.reshape(a, kept))
+    return np.reshape(t, kept)
+
+
+def reduce_sum(ctx: RuleContext, x: Tracked, dims: tuple[int, ...]) -> Tracked:
+    """The sum over ``dims`` (no keepdim)."""
+    if x.value.ndim == 0:
+        return tmap_all(x, np.array)
+    flat = last_axis(x, dims)
+    if flat.shape[-1] == 0:
+        return exact(np.zeros(flat.shape[:-1]))
+    return sum_(flat, axis=-1, model=ctx.model)
+
+
+def reduce_mean(ctx: RuleContext, x: Tracked, dims: tuple[int, ...]) -> Tracked:
+    """The mean over ``dims`` (no keepdim): the sum divided by its length."""
+    k = int(np.prod([x.shape[d] for d in dims])) if x.value.ndim else 1
+    return scaled(ctx, reduce_sum(ctx, x, dims), float(k), divide=True)
+
+
+@rule("aten.sum.dim_IntList", "aten.sum.default")
+def sum_rule(ctx: RuleContext, x: Any, dim: Any = None, keepdim: bool = False, *,
+             dtype: Any = None) -> Any:
+    dims = dims_of(dim, np.ndim(x.value if is_tracked(x) else x))
+    if not is_tracked(x):
+        return np.sum(np.asarray(x), axis=dims, keepdims=keepdim)
+    check_no_dtype("aten.sum", dtype)
+    return _keepdims(reduce_sum(ctx, x, dims), x.shape, dims, keepdim)
+
+
+@rule("aten.mean.dim", "aten.mean.default")
+def mean_rule(ctx: RuleContext, x: Tracked, dim: Any = None, keepdim: bool = False, *,
+              dtype: Any = None) -> Tracked:
+    check_no_dtype("aten.mean", dtype)
+    dims = dims_of(dim, x.value.ndim)
+    return _keepdims(reduce_mean(ctx, x, dims), x.shape, dims, keepdim)
+
+
+def _extreme(x: Tracked, dims: tuple[int, ...], largest: bool) -> Tracked:
+    flat = last_axis(_fold_lo(x), dims)
+    if largest:
+        return ew.amax(flat, axis=-1)
+    neg = tmap_all(flat, np.array)
+    out = ew.amax(Tracked(value=-neg.value, ref_err=neg.ref_err, det=neg.det, prob=neg.prob,
+                          mag=neg.mag, n=neg.n), axis=-1)
+    return Tracked(value=-out.value, ref_err=out.ref_err, det=out.det, prob=out.prob,
+                   mag=out.mag, n=out.n)
+
+
+def _amax(largest: bool) -> Any:
+    def amax_rule(ctx: RuleContext, x: Any, dim: Any = (), keepdim: bool = False) -> Any:
+        dims = dims_of(dim, np.ndim(x.value if is_tracked(x) else x))
+        if not is_tracked(x):
+            f = np.max if largest else np.min
+            return f(np.asarray(x), axis=dims, keepdims=keepdim)
+        return _keepdims(_extreme(x, dims, largest), x.shape, dims, keepdim)
+    return amax_rule
+
+
+def arg_extreme(x: Tracked, axis: int, largest: bool) -> tuple[Tracked, np.ndarray]:
+    """The extreme over ``axis`` and its index, set-valued where values tie within
+    their radii (see the module docstring)."""
+    flat = last_axis(_fold_lo(x), (axis % max(x.value.ndim, 1),))
+    v = flat.value if largest else -flat.value
+    r = reach(flat)
+    nan = np.isnan(v)
+    with np.errstate(invalid="ignore"):
+        best = np.where(nan.any(-1), np.nan, np.nanmax(np.where(nan, -np.inf, v), axis=-1)
+                        if v.shape[-1] else np.zeros(v.shape[:-1]))
+        idx = np.where(nan.any(-1), np.argmax(nan, axis=-1), np.argmax(v == best[..., None],
+                                                                    axis=-1))
+        floor = np.max(np.where(nan, -np.inf, v - r), axis=-1, keepdims=True)
+        allowed = np.where(nan.any(-1, keepdims=True), nan | np.isnan(r),
+                           (v + r >= floor) | np.isnan(r))
+    value = _extreme(x, (axis % max(x.value.ndim, 1),), largest)
+    return value, index_set(idx, allowed)
+
+
+def _max_dim(largest: bool) -> Any:
+    def max_dim_rule(ctx: RuleContext, x: Tracked, dim: int, keepdim: bool = False) -> Any:
+        value, idx = arg_extreme(x, dim, largest)
+        dims = (dim % max(x.value.ndim, 1),)
+        return (_keepdims(value, x.shape, dims, keepdim),
+                _keep_index(idx, x.shape, dims, keepdim))
+    return max_dim_rule
+
+
+def _keep_index(idx: np.ndarray, shape: tuple[int, ...], dims: tuple[int, ...],
+                keepdim: bool) -> np.ndarray:
+    if not keepdim:
+        return idx
+    kept = tuple(1 if d in dims else s for d, s in enumerate(shape))
+    allowed = getattr(idx, "allowed", None)
+    out = np.reshape(np.asarray(idx), kept)
+    if allowed is None:
+        return out
+    return index_set(out, allowed.reshape(kept + allowed.shape[-1:]))
+
+
+def _argmax(largest: bool) -> Any:
+    def argmax_rule(ctx: RuleContext, x: Tracked, dim: Any = None, keepdim: bool = False) -> Any:
+        if dim is None:
+            flat = tmap_all(x, np.ravel)
+            _, idx = arg_extreme(flat, 0, largest)
+            if keepdim:
+                return _keep_index(idx, x.shape, tuple(range(x.value.ndim)), True)
+            return idx
+        _, idx = arg_extreme(x, dim, largest)
+        return _keep_index(idx, x.shape, (dim % max(x.value.ndim, 1),), keepdim)
+    return argmax_rule
+
+
+for _name, _largest in (("max", True), ("min", False)):
+    rule(f"aten.{_name}.dim")(_max_dim(_largest))
+    rule(f"aten.arg{_name}.default")(_argmax(_largest))
+    rule(f"aten.a{_name}.default", f"aten.{_name}.default")(_amax(_largest))
+
+#: the widest prefix sum contracted in one block (its triangle of ones is block x n)
+_CUMSUM_BLOCK = 512
+
+
+@rule("aten.cumsum.default")
+def cumsum_rule(ctx: RuleContext, x: Any, dim: int, *, dtype: Any = None) -> Any:
+    if not is_tracked(x):
+        return np.cumsum(np.asarray(x), axis=dim)
+    check_no_dtype("aten.cumsum", dtype)
+    nd = x.value.ndim
+    if nd == 0:
+        return tmap_all(x, np.array)
+    axis = dim % nd
+    moved = tmap_all(x, lambda a: np.moveaxis(a, axis, -1))
+    n = moved.shape[-1]
+    blocks = []
+    for j0 in range(0, n, _CUMSUM_BLOCK):
+        j1 = min(n, j0 + _CUMSUM_BLOCK)
+        tri = np.triu(np.ones((j1, j1 - j0)), -j0)  # [i, j] = 1 where i <= j0 + j
+        part = tmap_all(moved, _head(j1))
+        blocks.append(matmul(part, exact(tri), ctx.model, terms=np.arange(j0 + 1, j1 + 1)))
+    out = concat(blocks, axis=-1) if len(blocks) > 1 else blocks[0]
+    return tmap_all(out, lambda a: np.moveaxis(a, -1, axis))
+
+
+def _head(k: int) -> Any:
+    def head(a: np.ndarray) -> np.ndarray:
+        return a[..., :k]
+    return head
+
+
+@rule("aten.linalg_vector_norm.default")
+def vector_norm_rule(ctx: RuleContext, x: Tracked, ord: Any = 2, dim: Any = None,
+                     keepdim: bool = False, *, dtype: Any = None) -> Tracked:
+    check_no_dtype("aten.linalg_vector_norm", dtype)
+    dims = dims_of(dim, x.value.ndim)
+    o = float(ord)
+    a = _fold_lo(x)
+    mag = Tracked(value=np.abs(a.value), ref_err=a.ref_err, det=a.det, prob=a.prob, mag=a.mag,
+                  n=a.n)
+    if o == 2.0:
+        out = ew.sqrt(reduce_sum(ctx, ew.mul(a, a, ctx.model), dims), ctx.model)
+    elif o == 1.0:
+        out = reduce_sum(ctx, mag, dims)
+    elif o == float("inf"):
+        out = _extreme(mag, dims, True)
+    else:
+        raise NoRule(f"no rule for aten.linalg_vector_norm with ord={ord}: rules exist for "
+                     "ord 1, 2 and inf")
+    return _keepdims(out, x.shape, dims, keepdim)
+
+
+def variance(ctx: RuleContext, x: Tracked, dims: tuple[int, ...], correction: float = 0.0,
+             mean: Tracked | None = None) -> tuple[Tracked, Tracked]:
+    """The variance over ``dims`` with ``correction`` (no keepdim) and the mean,
+    as the claimed variance algorithm computes them."""
+    m = ctx.model
+    k = int(np.prod([x.shape[d] for d in dims]))
+    mu = reduce_mean(ctx, x, dims) if mean is None else mean
+    denom = max(k - correction, 0.0)
+    if ctx.claims.variance == "two-pass":
+        kept = tuple(1 if d in dims else s for d, s in enumerate(x.shape))
+        d = sub(x, tmap_all(mu, lambda a: np.reshape(a, kept)), m)
+        ss = reduce_sum(ctx, ew.mul(d, d, m), dims)
+    else:
+        sq = reduce_sum(ctx, ew.mul(x, x, m), dims)
+        s = reduce_sum(ctx, x, dims)
+        ss = sub(sq, scaled(ctx, ew.mul(s, s, m), float(k), divide=True), m)
+    if denom == 0.0:
+        return ew.div(ss, as_tracked(0.0, m), m), mu
+    return scaled(ctx, ss, float(denom), divide=True), mu
+
+
+@rule("aten.var.correction", "aten.var.dim")
+def var_rule(ctx: RuleContext, x: Tracked, dim: Any = None, *args: Any, correction: Any = None,
+             keepdim: bool = False, **kw: Any) -> Tracked:
+    dims = dims_of(dim, x.value.ndim)
+    if args:  # var.dim(x, dim, unbiased, keepdim)
+        correction = 1.0 if args[0] else 0.0
+        keepdim = bool(args[1]) if len(args) > 1 else keepdim
+    corr = 1.0 if correction is None else float(correction)
+    return _keepdims(variance(ctx, x, dims, corr)[0], x.shape, dims, keepdim)
+
+
+@rule("aten.std.correction", "aten.std.dim")
+def std_rule(ctx: RuleContext, x: Tracked, dim: Any = None, *args: Any, correction: Any = None,
+             keepdim: bool = False, **kw: Any) -> Tracked:
+    v = var_rule(ctx, x, dim, *args, correction=correction, keepdim=keepdim)
+    return ew.sqrt(v, ctx.model)
+
+
+def _any(ctx: RuleContext, x: Any, dim: Any = None, keepdim: bool = False) -> Any:
+    if is_tracked(x):
+        x = decided(_fold_lo(x).value != 0, (np.abs(x.value) <= reach(x)) & (reach(x) > 0))
+    arr = np.asarray(x, dtype=bool)
+    dims = dims_of(dim, arr.ndim)
+    value = np.any(arr, axis=dims, keepdims=keepdim)
+    u = unsure_of(x)
+    if u is None:
+        return value
+    sure_true = np.any(arr & ~u, axis=dims, keepdims=keepdim)
+    return decided(value, np.any(u, axis=dims, keepdims=keepdim) & ~sure_true)
+
+
+rule("aten.any.dim", "aten.any.default", "aten.any.dims")(_any)

@@ -1,0 +1,325 @@
+"""Rules for ATen's data-movement ops: views, copies, joins, padding, gathers,
+casts and tensor factories.
+
+None of them does arithmetic, so each maps the value and every radius through
+the same indexing (:func:`._common.tmap_all`): an element moved keeps its bound,
+a padded or created element is an exact constant. Integer and boolean tensors
+(NumPy arrays) are moved the same way; a boolean tensor's unsure elements
+(:class:`._common.Decision`) move with it. The one rounding here is a cast to a
+narrower floating type (``_to_copy``), a
+:func:`~numoracle.oracle.tracked.store` to that format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any
+
+import numpy as np
+import torch
+
+from ...formats import BF16, FP16, FP32, Format
+from ...tracked import Tracked, exact, store, tcat
+from ..rules import NoRule, RuleContext, rule
+from ._common import Decision, as_tracked, decided, dims_of, is_tracked, reach, tmap_all
+
+__all__ = ["move"]
+
+#: the floating formats a cast may round to (float64: the oracle's own, no rounding)
+_CAST_FORMATS: dict[torch.dtype, Format] = {torch.float32: FP32, torch.float16: FP16,
+                                            torch.bfloat16: BF16}
+
+
+def move(x: Any, fn: Callable[[np.ndarray], np.ndarray]) -> Any:
+    """``fn`` (a pure rearrangement) applied to a tracked value, or to an integer or
+    boolean array (keeping a :class:`Decision`'s unsure elements with their values)."""
+    if is_tracked(x):
+        return tmap_all(x, fn)
+    arr = np.asarray(x)
+    u = getattr(x, "unsure", None)
+    out = np.array(fn(arr))
+    return decided(out, np.array(fn(u))) if isinstance(x, Decision) and u is not None else out
+
+
+def _shape(size: Sequence[int], numel: int) -> tuple[int, ...]:
+    size = [int(s) for s in size]
+    if -1 in size:
+        known = int(np.prod([s for s in size if s != -1])) or 1
+        size[size.index(-1)] = numel // known
+    return tuple(size)
+
+
+@rule("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default",
+      "aten.view_copy.default")
+def view_rule(ctx: RuleContext, x: Any, size: Sequence[int]) -> Any:
+    shape = _shape(size, int(np.prod(np.shape(_values(x)))))
+    return move(x, lambda a: np.reshape(a, shape))
+
+
+def _values(x: Any) -> np.ndarray:
+    return x.value if is_tracked(x) else np.asarray(x)
+
+
+@rule("aten.alias.default", "aten.clone.default", "aten.lift_fresh_copy.default",
+      "aten.detach.default", "aten.contiguous.default")
+def identity_rule(ctx: RuleContext, x: Any, **_: Any) -> Any:
+    return move(x, np.array)
+
+
+@rule("aten.permute.default", "aten.permute_copy.default")
+def permute_rule(ctx: RuleContext, x: Any, dims: Sequence[int]) -> Any:
+    return move(x, lambda a: np.transpose(a, [d % max(a.ndim, 1) for d in dims]))
+
+
+@rule("aten.transpose.int")
+def transpose_rule(ctx: RuleContext, x: Any, dim0: int, dim1: int) -> Any:
+    return move(x, lambda a: np.swapaxes(a, dim0, dim1))
+
+
+@rule("aten.t.default")
+def t_rule(ctx: RuleContext, x: Any) -> Any:
+    return move(x, lambda a: a.T)
+
+
+@rule("aten.expand.default", "aten.expand_copy.default")
+def expand_rule(ctx: RuleContext, x: Any, size: Sequence[int], *, implicit: bool = False) -> Any:
+    shape0 = np.shape(_values(x))
+    lead = len(size) - len(shape0)
+    shape = tuple(int(shape0[i - lead]) if s == -1 else int(s) for i, s in enumerate(size))
+    return move(x, lambda a: np.broadcast_to(a, shape))
+
+
+@rule("aten.squeeze.dims", "aten.squeeze.dim", "aten.squeeze.default")
+def squeeze_rule(ctx: RuleContext, x: Any, dim: Any = None) -> Any:
+    shape = np.shape(_values(x))
+    dims = dims_of(dim, len(shape))
+    drop = tuple(d for d in dims if d < len(shape) and shape[d] == 1)
+    return move(x, lambda a: np.squeeze(a, axis=drop) if drop else a)
+
+
+@rule("aten.unsqueeze.default")
+def unsqueeze_rule(ctx: RuleContext, x: Any, dim: int) -> Any:
+    nd = np.ndim(_values(x)) + 1
+    return move(x, lambda a: np.expand_dims(a, dim % nd))
+
+
+@rule("aten.slice.Tensor", "aten.slice_copy.Tensor")
+def slice_rule(ctx: RuleContext, x: Any, dim: int = 0, start: Any = None, end: Any = None,
+               step: int = 1) -> Any:
+    nd = np.ndim(_values(x))
+    index = [slice(None)] * nd
+    index[dim % nd] = slice(start, end, step)
+    return move(x, lambda a: a[tuple(index)])
+
+
+@rule("aten.select.int", "aten.select_copy.int")
+def select_rule(ctx: RuleContext, x: Any, dim: int, index: int) -> Any:
+    return move(x, lambda a: np.take(a, index, axis=dim))
+
+
+@rule("aten.flip.default")
+def flip_rule(ctx: RuleContext, x: Any, dims: Sequence[int]) -> Any:
+    return move(x, lambda a: np.flip(a, axis=tuple(dims)))
+
+
+@rule("aten.roll.default")
+def roll_rule(ctx: RuleContext, x: Any, shifts: Sequence[int], dims: Sequence[int] = ()) -> Any:
+    return move(x, lambda a: np.roll(a, tuple(shifts), axis=tuple(dims) if dims else None))
+
+
+def _triangle(upper: bool) -> Callable[..., Any]:
+    def tri(ctx: RuleContext, x: Any, diagonal: int = 0) -> Any:
+        a = _values(x)
+        rows, cols = a.shape[-2], a.shape[-1]
+        keep = np.triu(np.ones((rows, cols), bool), diagonal) if upper else np.tril(
+            np.ones((rows, cols), bool), diagonal)
+        return move(x, lambda v: np.where(keep, v, np.zeros((), v.dtype)))
+    return tri
+
+
+rule("aten.triu.default")(_triangle(True))
+rule("aten.tril.default")(_triangle(False))
+
+
+@rule("aten.cat.default")
+def cat_rule(ctx: RuleContext, xs: Sequence[Any], dim: int = 0) -> Any:
+    xs = [x for x in xs if np.size(_values(x)) or np.ndim(_values(x)) > 1]
+    if any(is_tracked(x) for x in xs):
+        return tcat([as_tracked(x, ctx.model) for x in xs], axis=dim)
+    return np.concatenate([np.asarray(x) for x in xs], axis=dim)
+
+
+@rule("aten.stack.default")
+def stack_rule(ctx: RuleContext, xs: Sequence[Any], dim: int = 0) -> Any:
+    if any(is_tracked(x) for x in xs):
+        nd = np.ndim(_values(xs[0])) + 1
+        return tcat([as_tracked(x, ctx.model) for x in xs], axis=dim % nd, stack=True)
+    return np.stack([np.asarray(x) for x in xs], axis=dim)
+
+
+@rule("aten.constant_pad_nd.default")
+def pad_rule(ctx: RuleContext, x: Any, pad: Sequence[int], value: Any = 0) -> Any:
+    a = _values(x)
+    widths = [(0, 0)] * a.ndim
+    for i in range(len(pad) // 2):
+        widths[a.ndim - 1 - i] = (int(pad[2 * i]), int(pad[2 * i + 1]))
+    if any(lo < 0 or hi < 0 for lo, hi in widths):
+        def crop(v: np.ndarray) -> np.ndarray:
+            return v[tuple(slice(max(-lo, 0), v.shape[i] - max(-hi, 0))
+                           for i, (lo, hi) in enumerate(widths))]
+        x = move(x, crop)
+        widths = [(max(lo, 0), max(hi, 0)) for lo, hi in widths]
+    if not is_tracked(x):
+        return np.pad(np.asarray(x), widths, constant_values=value)
+    t = tmap_all(x, partial(np.pad, pad_width=widths))  # radii padded with 0
+    v = np.pad(x.value, widths, constant_values=float(value))
+    c = as_tracked(value, ctx.model)
+    if c.det.any():  # a constant the kernel rounds: its radius where it was put
+        inner = np.pad(np.zeros(x.shape, bool), widths, constant_values=True)
+        r = np.where(inner, float(c.det), t.det)
+        return Tracked(value=v, ref_err=t.ref_err, det=r, prob=r, mag=np.abs(v), n=t.n)
+    return Tracked(value=v, ref_err=t.ref_err, det=t.det, prob=t.prob, mag=np.abs(v), n=t.n)
+
+
+@rule("aten.index_select.default")
+def index_select_rule(ctx: RuleContext, x: Any, dim: int, index: np.ndarray) -> Any:
+    idx = np.asarray(index, dtype=np.int64)
+    return move(x, lambda a: np.take(a, idx, axis=dim))
+
+
+@rule("aten.gather.default")
+def gather_rule(ctx: RuleContext, x: Any, dim: int, index: np.ndarray,
+                sparse_grad: bool = False) -> Any:
+    idx = np.asarray(index, dtype=np.int64)
+
+    def pick(a: np.ndarray) -> np.ndarray:
+        sl = tuple(slice(0, s) for s in idx.shape)
+        sub = a[tuple(slice(None) if i == dim % a.ndim else sl[i] for i in range(a.ndim))]
+        return np.take_along_axis(sub, idx, axis=dim)
+    return move(x, pick)
+
+
+@rule("aten.index.Tensor")
+def index_rule(ctx: RuleContext, x: Any, indices: Sequence[Any]) -> Any:
+    key = tuple(slice(None) if i is None else np.asarray(i) for i in indices)
+    if any(isinstance(i, Decision) and i.unsure.any() for i in indices if i is not None):
+        raise NoRule("no rule for aten.index.Tensor with a mask a kernel may decide "
+                     "otherwise (its values lie within their bound of the threshold)")
+    return move(x, lambda a: a[key])
+
+
+# -- casts and copies ---------------------------------------------------------------
+
+def _cast(ctx: RuleContext, x: Any, dtype: Any) -> Any:
+    if dtype is None:
+        return move(x, np.array)
+    if dtype.is_floating_point:
+        t = as_tracked(x, ctx.model)
+        fmt = _CAST_FORMATS.get(dtype)
+        return tmap_all(t, np.array) if fmt is None else store(t, ctx.model, fmt)
+    np_dtype = torch.empty((), dtype=dtype).numpy().dtype
+    if not is_tracked(x):
+        return np.asarray(x).astype(np_dtype)
+    v, r = x.value, reach(x)
+    if dtype == torch.bool:
+        return decided(v != 0, (np.abs(v) <= r) & (r > 0))
+    lo, hi = np.trunc(v - r), np.trunc(v + r)
+    if np.any(lo != hi):
+        raise NoRule(f"no rule for a cast to {dtype} of values a kernel may truncate to a "
+                     "different integer (they lie within their bound of an integer)")
+    return np.trunc(v).astype(np_dtype)
+
+
+@rule("aten._to_copy.default")
+def to_copy_rule(ctx: RuleContext, x: Any, *, dtype: Any = None, **_: Any) -> Any:
+    return _cast(ctx, x, dtype)
+
+
+@rule("aten.copy.default", "aten.copy_.default")
+def copy_rule(ctx: RuleContext, dst: Any, src: Any, non_blocking: bool = False) -> Any:
+    shape = np.shape(_values(dst))
+    if is_tracked(dst) and not is_tracked(src):
+        src = as_tracked(src, ctx.model)
+    elif not is_tracked(dst) and is_tracked(src):
+        src = _cast(ctx, src, torch.from_numpy(np.zeros((), np.asarray(dst).dtype)).dtype)
+    return move(src, lambda a: np.array(np.broadcast_to(a, shape)))
+
+
+# -- factories ---------------------------------------------------------------------
+
+def _filled(ctx: RuleContext, shape: Sequence[int], value: Any, dtype: Any) -> Any:
+    shape = tuple(int(s) for s in shape)
+    if dtype is None or dtype.is_floating_point:
+        c = as_tracked(value, ctx.model)
+        v = np.full(shape, float(value))
+        if c.det.any():
+            r = np.full(shape, float(c.det))
+            return Tracked(value=v, ref_err=np.zeros(shape), det=r, prob=r, mag=np.abs(v))
+        return exact(v)
+    return np.full(shape, value, dtype=torch.empty((), dtype=dtype).numpy().dtype)
+
+
+@rule("aten.full.default")
+def full_rule(ctx: RuleContext, size: Sequence[int], fill_value: Any, *, dtype: Any = None,
+              **_: Any) -> Any:
+    if dtype is None and isinstance(fill_value, (bool, int)):
+        dtype = torch.bool if isinstance(fill_value, bool) else torch.int64
+    return _filled(ctx, size, fill_value, dtype)
+
+
+def _like_dtype(x: Any, dtype: Any) -> Any:
+    if dtype is not None:
+        return dtype
+    return None if is_tracked(x) else torch.from_numpy(np.zeros((), np.asarray(x).dtype)).dtype
+
+
+@rule("aten.full_like.default")
+def full_like_rule(ctx: RuleContext, x: Any, fill_value: Any, *, dtype: Any = None,
+                   **_: Any) -> Any:
+    return _filled(ctx, np.shape(_values(x)), fill_value, _like_dtype(x, dtype))
+
+
+@rule("aten.zeros_like.default", "aten.empty_like.default")
+def zeros_like_rule(ctx: RuleContext, x: Any, *, dtype: Any = None, **_: Any) -> Any:
+    return _filled(ctx, np.shape(_values(x)), 0, _like_dtype(x, dtype))
+
+
+@rule("aten.ones_like.default")
+def ones_like_rule(ctx: RuleContext, x: Any, *, dtype: Any = None, **_: Any) -> Any:
+    return _filled(ctx, np.shape(_values(x)), 1, _like_dtype(x, dtype))
+
+
+@rule("aten.zeros.default", "aten.empty.memory_format")
+def zeros_rule(ctx: RuleContext, size: Sequence[int], *, dtype: Any = None, **_: Any) -> Any:
+    return _filled(ctx, size, 0, dtype)
+
+
+@rule("aten.empty_permuted.default")
+def empty_permuted_rule(ctx: RuleContext, size: Sequence[int], physical_layout: Any, *,
+                        dtype: Any = None, **_: Any) -> Any:
+    return _filled(ctx, size, 0, dtype)
+
+
+@rule("aten.new_zeros.default", "aten.new_empty.default")
+def new_zeros_rule(ctx: RuleContext, x: Any, size: Sequence[int], *, dtype: Any = None,
+                   **_: Any) -> Any:
+    return _filled(ctx, size, 0, _like_dtype(x, dtype))
+
+
+@rule("aten.ones.default")
+def ones_rule(ctx: RuleContext, size: Sequence[int], *, dtype: Any = None, **_: Any) -> Any:
+    return _filled(ctx, size, 1, dtype)
+
+
+@rule("aten.scalar_tensor.default")
+def scalar_tensor_rule(ctx: RuleContext, s: Any, *, dtype: Any = None, **_: Any) -> Any:
+    return _filled(ctx, (), s, dtype)
+
+
+@rule("aten.arange.start_step", "aten.arange.default", "aten.arange.start")
+def arange_rule(ctx: RuleContext, *args: Any, dtype: Any = None, **_: Any) -> Any:
+    values = np.arange(*args)
+    if (dtype is not None and dtype.is_floating_point) or values.dtype.kind == "f":
+        return as_tracked(values.astype(np.float64), ctx.model)
+    return values.astype(np.int64)
