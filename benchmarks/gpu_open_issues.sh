@@ -55,7 +55,7 @@ use_difflogic() {  # after build_difflogic: importable from here on
 # difflogic's targets under the size limits (after use_difflogic), until a deadline
 sweep_difflogic() {  # sweep_difflogic DEADLINE_S
   stamp "difflogic targets under the limits (${DL_JOBS:-3} workers)"
-  timeout $(( $1 + 80 )) python3 -W ignore benchmarks/soundness.py --limits "${LIMITS:-256,1024}" \
+  timeout $(( $1 + 80 )) python3 -W ignore -m benchmarks sweep --limits "${LIMITS:-256,1024}" \
     --targets "${DL_TARGETS:-difflogic-python-cuda-fp32,difflogic-python-cuda-fp64}" \
     --examples 2000 --seconds 60 --deadline "$1" --jobs "${DL_JOBS:-3}" --gpus "$ngpu" \
     --seed "${SEED:-5}" ${DL_TOPUP:+--top-up $DL_TOPUP} --out "$r/difflogic_limits" \
@@ -104,7 +104,7 @@ case "$phase" in
     # cases take seconds) and, in a worker new on a fresh machine, first compiles CuPy's
     # kernels (about 30 s): 70 s of grace cut two of session 6's calls short
     # shellcheck disable=SC2086 # TOPUP: a list of files
-    timeout $(( ${DEADLINE:-470} + 100 )) python3 -W ignore benchmarks/soundness.py \
+    timeout $(( ${DEADLINE:-470} + 100 )) python3 -W ignore -m benchmarks sweep \
       --regime realistic --backends torch-cuda,cupy --ops linear,matmul,conv2d,kan \
       --limits default --max-reduction 1048576 --examples 500 --seconds 60 \
       --deadline "${DEADLINE:-470}" \
@@ -145,7 +145,7 @@ case "$phase" in
     # first. Beside it difflogic's CUDA extension is built, its tests run and its
     # targets swept under the same limits.
     stamp "limits sweep ($jobs workers, $ngpu GPU(s)); difflogic built and swept beside it"
-    timeout $(( ${DEADLINE:-470} + 70 )) python3 -W ignore benchmarks/soundness.py \
+    timeout $(( ${DEADLINE:-470} + 70 )) python3 -W ignore -m benchmarks sweep \
       --limits "${LIMITS:-256,1024}" --backends torch-cuda,cupy --examples 2000 --seconds 60 \
       --deadline "${DEADLINE:-470}" --jobs "$jobs" \
       --gpus "$ngpu" --ops "${OPS:-logic_ca,kan_chain,mlp_train,optim,kan,logic_layer,conv2d,linear,matmul}" \
@@ -172,7 +172,7 @@ case "$phase" in
     # DL_TARGETS shorten a call; FINDING=0 leaves the finding out
     deadline=${DEADLINE:-330}
     # shellcheck disable=SC2086 # TOPUP: a list of files
-    timeout $(( deadline + 70 )) python3 -W ignore benchmarks/soundness.py --limits "${LIMITS:-256,1024}" \
+    timeout $(( deadline + 70 )) python3 -W ignore -m benchmarks sweep --limits "${LIMITS:-256,1024}" \
       --backends torch-cuda,cupy --examples 2000 --seconds 60 --deadline "$deadline" \
       --jobs "$jobs" --gpus "$ngpu" --ops logic_ca,kan_chain,mlp_train,optim,kan,logic_layer,conv2d,linear,matmul \
       --top-up ${TOPUP:?set TOPUP to the soundness json of the limits call} \

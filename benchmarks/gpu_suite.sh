@@ -13,7 +13,7 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 echo "== GPU tests"; timeout 240 python3 -m pytest -m gpu -p numoracle -q -n 4 -p no:cacheprovider tests > "$out/r/gpu_tests.log" 2>&1; tail -3 "$out/r/gpu_tests.log"
 echo "== TF32 rounding"; timeout 60 python3 benchmarks/tf32_rounding.py --out "$out/r/tf32_rounding.json" 2>&1 | tail -3
 echo "== oracle cost (GPU float64 path)"; timeout 120 python3 benchmarks/oracle_cost.py --no-gradcheck --out "$out/r/oracle_cost_gpu.json" 2>&1 | tail -3
-echo "== soundness sweep"; timeout 330 python3 benchmarks/soundness.py --examples "$examples" --jobs 14 --out "$out/r" 2>&1 | tail -20
+echo "== soundness sweep"; timeout 330 python -m benchmarks sweep --examples "$examples" --jobs 14 --out "$out/r" 2>&1 | tail -20
 echo "== numoracle run"; timeout 150 python3 -m numoracle run --report "$out/r/run" > "$out/r/run.log" 2>&1; tail -30 "$out/r/run.log"
 # small files only (repros of large cases can be tens of MB)
 (cd "$out/r" && find . -type f -size -512k | tar -czf ../gpu_results.tar.gz -T -)

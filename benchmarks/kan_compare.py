@@ -44,12 +44,7 @@ NAMES = ("x", "grid", "coef", "base_weight", "spline_weight", "grad_output")
 
 
 def _zoo() -> Any:
-    path = Path(__file__).parent / "zoo" / "kan.py"
-    spec = importlib.util.spec_from_file_location("kan_zoo", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return importlib.import_module("numoracle.zoo.kan")
 
 
 def _tensors(inputs: dict[str, np.ndarray], dtype: torch.dtype) -> dict[str, torch.Tensor]:

@@ -19,6 +19,6 @@ export PYTHONUNBUFFERED=1
   nproc
 } > "$out/device.txt" 2>&1
 t0=$(date +%s)
-timeout 570 python3 benchmarks/soundness.py --limits "$limits" --backends torch-cuda,cupy \
+timeout 570 python -m benchmarks sweep --limits "$limits" --backends torch-cuda,cupy \
   --examples "$examples" --seconds "$seconds" --jobs "$jobs" --out "$out" > "$out/sweep.log" 2>&1
 echo "sweep exit $? after $(( $(date +%s) - t0 )) s" >> "$out/sweep.log"

@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "zoo"))
 
 
 def _gpu() -> bool:
@@ -128,7 +127,7 @@ def main() -> int:
     ap.add_argument("--impls", default="for,foreach,fused",
                     help="torch.optim implementations, comma-separated (for, foreach, fused)")
     a = ap.parse_args()
-    from optim import STEP_MUTANTS
+    from numoracle.zoo.optim import STEP_MUTANTS
 
     from numoracle.kernels.optim_targets import numpy_mlp_step, torch_mlp_step, torch_optimizer_step
 

@@ -25,7 +25,7 @@ timeout 220 python3 benchmarks/cudnn_layers.py --out "$r/cudnn_layers" --batch 8
   --seconds 180 > "$r/cudnn_layers.log" 2>&1; echo "exit $?" >> "$r/cudnn_layers.log"
 tail -3 "$r/cudnn_layers.log"
 stamp "realistic-size soundness sweep"
-timeout $(( seconds * 2 + 50 )) python3 benchmarks/soundness.py --regime realistic \
+timeout $(( seconds * 2 + 50 )) python -m benchmarks sweep --regime realistic \
   --backends torch-cuda,cupy --ops linear,matmul,conv2d,kan --limits default \
   --max-reduction 1048576 --examples "$examples" --seconds "$seconds" --jobs 6 \
   --out "$r/realistic" > "$r/realistic.log" 2>&1; echo "exit $?" >> "$r/realistic.log"

@@ -12,7 +12,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > 
 timeout $(( layer_s + 30 )) python3 -W ignore benchmarks/cudnn_layers.py --out "$r/cudnn_layers" \
   --seconds "$layer_s" > "$r/cudnn_layers.log" 2>&1; echo "exit $?" >> "$r/cudnn_layers.log"
 tail -4 "$r/cudnn_layers.log"
-timeout $(( sweep_s * 3 + 40 )) python3 -W ignore benchmarks/soundness.py --regime realistic \
+timeout $(( sweep_s * 3 + 40 )) python3 -W ignore -m benchmarks sweep --regime realistic \
   --targets torch-cuda-fp32,torch-cuda-tf32,cupy-fp32,cupy-fp32-nchw --ops linear,matmul,conv2d,kan \
   --limits default --max-reduction 1048576 --examples 500 --seconds "$sweep_s" --jobs 4 \
   --out "$r/realistic" > "$r/realistic.log" 2>&1; echo "exit $?" >> "$r/realistic.log"

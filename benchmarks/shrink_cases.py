@@ -39,9 +39,7 @@ from numoracle.cases.case import Case
 from numoracle.oracle.formats import quantize
 
 ROOT = Path(__file__).resolve().parents[1]
-ZOO = ROOT / "benchmarks" / "zoo"
-sys.path.insert(0, str(ROOT))
-from benchmarks.zoo.conv2d import stale_weights  # noqa: E402 - the zoo from this checkout
+from numoracle.zoo.conv2d import stale_weights  # noqa: E402
 
 
 def dump_linear(path: Path) -> list[str]:
@@ -50,7 +48,7 @@ def dump_linear(path: Path) -> list[str]:
               "grad_output": rng.standard_normal((128, 1024)), "bias": rng.standard_normal(1024)}
     np.savez(path, **{k: quantize(v, "fp32").astype(np.float32) for k, v in arrays.items()})
     return ["--op", "linear", "--target", "last_term_dropped", "--source",
-            str(ZOO / "linear.py")]
+            "numoracle.zoo.linear"]
 
 
 def dump_conv2d(path: Path) -> list[str]:
@@ -74,7 +72,7 @@ def dump_conv2d(path: Path) -> list[str]:
             break
         w = w - 0.5 * out["grad_weight"]
         b = b - 0.5 * out["grad_bias"]
-    return ["--op", "conv2d", "--target", "stale_weights", "--source", str(ZOO / "conv2d.py"),
+    return ["--op", "conv2d", "--target", "stale_weights", "--source", "numoracle.zoo.conv2d",
             "--param", "padding=1,1"]
 
 
@@ -84,7 +82,7 @@ def dump_kan(path: Path) -> list[str]:
     arrays = case.inputs()
     np.savez(path, **{k: v.astype(np.float32) for k, v in arrays.items()})
     return ["--op", "kan", "--target", "kan_upper_edge_index_off_by_one", "--source",
-            str(ZOO / "kan.py")]
+            "numoracle.zoo.kan"]
 
 
 CASES = {"linear": dump_linear, "conv2d": dump_conv2d, "kan": dump_kan}

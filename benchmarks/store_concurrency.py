@@ -102,7 +102,7 @@ def main() -> int:
          "junit_logging=no", "test_generated.py"], cwd=work, env=env,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     zoos = [subprocess.Popen(
-        [sys.executable, "-m", "numoracle", "zoo", "--zoo", str(ROOT / "benchmarks" / "zoo"),
+        [sys.executable, "-m", "numoracle", "zoo",
          "--ops", "linear", "--examples", "50", "--seed", str(seed), "--store", str(store),
          "--report", str(work / f"zoo{seed}")], cwd=work, env=env,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for seed in (1, 2)]

@@ -6,7 +6,7 @@ step; each mutant must be named at its expected step and tensor.
 The correct steps are torch CPU and NumPy, and where a GPU is present the torch
 CUDA step on cuDNN with TF32 off (claiming fp32) and on (claiming the cuDNN TF32
 targets' model) and the CuPy step (atomic and two-phase grad_weight); the
-mutants are those of ``benchmarks/zoo/training.py``, on the torch CUDA step too
+mutants are those of :mod:`numoracle.zoo.training`, on the torch CUDA step too
 where torch sees a GPU. Each step claims :func:`numoracle.kernels.sgd_steps.step_model`.
 """
 
@@ -23,10 +23,10 @@ import numpy as np
 from numoracle.kernels import get_backend
 from numoracle.kernels.sgd_steps import STEPS, step_model
 from numoracle.oracle.ops.conv2d import Conv2d
-from numoracle.store.repro import _load_module
+import importlib
 from numoracle.trajectory import check_trajectory
 
-ZOO = _load_module(str(Path(__file__).resolve().parent / "zoo" / "training.py"))
+ZOO = importlib.import_module("numoracle.zoo.training")
 
 
 def problem(rng: np.random.Generator) -> dict:

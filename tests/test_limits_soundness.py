@@ -4,7 +4,7 @@ passes cases drawn under several ``max_elements`` settings, every value family
 
 Small limits draw what large ones rarely do (one sample, one feature, a
 subnormal upstream gradient beside a huge scale: the false alarms of the KAN
-and MLP-training references under ``max_elements=1024``). ``benchmarks/soundness.py
+and MLP-training references under ``max_elements=1024``). ``python -m benchmarks sweep
 --limits 256,1024,default,262144`` runs the same over thousands of cases.
 """
 

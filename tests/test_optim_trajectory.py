@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -17,10 +14,8 @@ from numoracle.oracle.ops import get_op
 from numoracle.oracle.optim_math import OptimConfig
 from numoracle.oracle.precision import get_model
 from numoracle.trajectory import check_mlp_trajectory, check_optimizer_trajectory
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "zoo"))
-from optim import STEP_MUTANTS
-from optim import TARGETS as ZOO_TARGETS
+from numoracle.zoo.optim import STEP_MUTANTS
+from numoracle.zoo.optim import TARGETS as ZOO_TARGETS
 
 CONFIGS = [OptimConfig("sgd", lr=0.1), OptimConfig("sgd", lr=0.1, momentum=0.9, nesterov=True,
                                                      weight_decay=0.01),

@@ -1,27 +1,28 @@
-"""``benchmarks/soundness.py`` pools the shards of a sweep cell honestly: counts
-add, the worst ratio and the ratios by reduction length cover every shard, a
-failing shard's verdict is kept, and a cell is sharded only while it lacks cases
-and time is left. The GPU sweeps' tables are built from these rows."""
+"""The harness's soundness sweep (``python -m benchmarks sweep``) pools the shards
+of a sweep cell honestly: counts add, the worst ratio and the ratios by reduction
+length cover every shard, a failing shard's verdict is kept, and a cell is
+sharded only while it lacks cases and time is left. The GPU sweeps' tables are
+built from these rows."""
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "soundness.py"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def sweep() -> Any:
-    spec = importlib.util.spec_from_file_location("soundness_sweep", _PATH)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    with pytest.MonkeyPatch.context() as mp:  # the harness is a package of the checkout
+        if str(ROOT) not in sys.path:
+            mp.syspath_prepend(str(ROOT))
+        return importlib.import_module("benchmarks.commands.sweep")
 
 
 def _row(cases: int, failures: int = 0, worst: float = 0.5, det: tuple = (0.1, 0.5),

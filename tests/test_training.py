@@ -3,7 +3,7 @@ at the first step and tensor that break the bound (teacher forcing)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import importlib
 
 import numpy as np
 import pytest
@@ -15,13 +15,11 @@ from numoracle.kernels.sgd_steps import numpy_sgd_step, torch_sgd_step
 from numoracle.oracle.ops.conv2d import Conv2d, conv2d_tracked
 from numoracle.oracle.precision import get_model
 from numoracle.oracle.tracked import Tracked, exact
-from numoracle.store.repro import _load_module
 from numoracle.trajectory import TENSORS, TinyCNN, check_trajectory
 
 pytest.importorskip("torch")
 
-ZOO = _load_module(str(Path(__file__).resolve().parents[1] / "benchmarks" / "zoo"
-                       / "training.py"))
+ZOO = importlib.import_module("numoracle.zoo.training")
 FP32 = get_model("fp32")
 
 

@@ -3,7 +3,7 @@ target that keeps stale weights fails on one case, in a fresh process too."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import importlib
 
 import numpy as np
 import pytest
@@ -11,12 +11,10 @@ import pytest
 from numoracle.cases.case import Case
 from numoracle.checking.check import check_case, earlier_parameters
 from numoracle.kernels import get_target
-from numoracle.store.repro import _load_module
 
 pytest.importorskip("torch")
 
-ZOO = _load_module(str(Path(__file__).resolve().parent.parent / "benchmarks" / "zoo"
-                       / "conv2d.py"))
+ZOO = importlib.import_module("numoracle.zoo.conv2d")
 STALE = next(t for t in ZOO.TARGETS if t.name == "stale_weights")
 PARAMS = {"batch": 2, "in_channels": 2, "out_channels": 3, "height": 5, "width": 4,
           "kernel_size": 2, "padding": 1, "bias": True}

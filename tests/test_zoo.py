@@ -7,13 +7,12 @@ from pathlib import Path
 import pytest
 
 from numoracle.kernels import get_target
-from numoracle.oracle.ops import OP_GROUPS
+from numoracle.oracle.ops import OP_GROUPS, OPS
 from numoracle.running.runner import run_target
-from numoracle.store.repro import _load_module, replay
+from numoracle.store.repro import replay
+from numoracle.zoo import mutants
 
-ZOO = Path(__file__).resolve().parents[1] / "benchmarks" / "zoo"
-MUTANTS = [t for f in sorted(ZOO.glob("*.py")) if f.name != "__init__.py"
-           for t in _load_module(str(f)).TARGETS]
+MUTANTS = mutants(sorted(OPS))
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda t: f"{t.op}-{t.name}")

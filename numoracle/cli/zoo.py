@@ -1,6 +1,7 @@
-"""``numoracle zoo``: run the bug zoo (deliberately broken kernels under
-``benchmarks/zoo``) and report which mutants were caught, after how many cases,
-with the shrunk repro's shape; ``--report DIR`` writes ``DIR/zoo.json``."""
+"""``numoracle zoo``: run the bug zoo (deliberately broken kernels, :mod:`numoracle.zoo`,
+or the ``*.py`` files of a folder given with ``--zoo PATH``) and report which
+mutants were caught, after how many cases, with the shrunk repro's shape;
+``--report DIR`` writes ``DIR/zoo.json``."""
 
 from __future__ import annotations
 
@@ -33,8 +34,9 @@ __all__ = ["ZOO_EXAMPLES", "DEFAULT_ZOO", "ZOO_COLUMNS", "add_parser"]
 
 #: cases per mutant of ``numoracle zoo``
 ZOO_EXAMPLES = 200
-#: where ``numoracle zoo`` looks for the zoo, relative to the current directory
-DEFAULT_ZOO = Path("benchmarks") / "zoo"
+#: where ``numoracle zoo`` looks for mutants by default: None, the package's own
+#: zoo (:mod:`numoracle.zoo`, imported only for the ops asked for)
+DEFAULT_ZOO: Path | None = None
 ZOO_COLUMNS = ("mutant", "op", "status", "at case", "repro_shape")
 
 
@@ -43,7 +45,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     zoo = sub.add_parser("zoo", help="run the bug zoo: mutants the oracle must catch")
     ops_option(zoo)
     zoo.add_argument("--zoo", type=Path, default=DEFAULT_ZOO, metavar="PATH",
-                     help=f"the zoo folder (default {DEFAULT_ZOO})")
+                     help="a folder of *.py files whose TARGETS are mutants "
+                          "(default: numoracle's own zoo, numoracle.zoo)")
     run_options(zoo, ZOO_EXAMPLES, "mutant")
     zoo.add_argument("--observability", action="store_true",
                      help="write Hypothesis observability records (.hypothesis/observed/) "
@@ -52,14 +55,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     zoo.set_defaults(func=_cmd_zoo)
 
 
-def _load_zoo(folder: Path, ops: Sequence[str]) -> list[Target]:
-    """The mutants of every ``*.py`` file in ``folder`` (its ``TARGETS``) computing ``ops``."""
+def _load_zoo(folder: Path | None, ops: Sequence[str],
+              skipped: dict[str, str] | None = None) -> list[Target]:
+    """The mutants computing ``ops``: from :mod:`numoracle.zoo` when ``folder`` is
+    None (modules needing a missing optional package go to ``skipped``), else
+    from the ``TARGETS`` of every ``*.py`` file in ``folder``."""
+    if folder is None:
+        from ..zoo import mutants as zoo_mutants  # noqa: PLC0415 - the zoo imports kernels
+
+        chosen = zoo_mutants(ops, skipped=skipped)
+        if not chosen:
+            why = "".join(f"; {m}: {reason}" for m, reason in (skipped or {}).items())
+            raise InvalidArgument(f"numoracle's zoo has no mutant computing {list(ops)} that "
+                                  f"can load here{why}; pass --zoo PATH for a folder of your "
+                                  "own mutants")
+        return chosen
     from ..store.repro import _load_module  # noqa: PLC0415 - loads the zoo's files as repros do
 
     if not folder.is_dir():
         raise InvalidArgument(
-            f"no bug zoo at {str(folder)!r}: the bug zoo lives in the numoracle source tree "
-            "under benchmarks/zoo; run from a checkout or pass --zoo PATH"
+            f"no bug zoo at {str(folder)!r}: pass --zoo PATH with a folder of *.py files "
+            "whose TARGETS list mutants, or leave --zoo out for numoracle's own zoo"
         )
     mutants: list[Target] = []
     for path in sorted(folder.glob("*.py")):
@@ -92,7 +108,10 @@ def _zoo_row(r: TargetResult) -> dict[str, Any]:
 
 
 def _cmd_zoo(args: argparse.Namespace, console: Console) -> int:
-    mutants = _load_zoo(args.zoo, check_ops(args.ops))
+    unloaded: dict[str, str] = {}
+    mutants = _load_zoo(args.zoo, check_ops(args.ops), unloaded)
+    for module, reason in unloaded.items():
+        print_text(console, f"skipped the zoo's {module} mutants: {reason}", style="yellow")
     if args.sharp:
         mutants = [sharpened(t) for t in mutants]
     with observing(args.observability) as observed:

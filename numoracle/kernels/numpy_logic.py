@@ -18,7 +18,7 @@ rounding only) or ``"racy"`` (a CPU emulation of unsynchronised read-modify-writ
 updates: cells merge in pairs that both read the accumulator before either writes,
 so the second write wins and the first cell's contributions are lost).
 :func:`ca_numpy` also takes the flags the bug zoo uses to plant seed 004's bugs
-(``benchmarks/zoo/logic.py``).
+(:mod:`numoracle.zoo.logic`).
 
 The layer's formulas are difflogic's (``r = r + p_g * gate_g``), written here
 independently of the oracle.

@@ -10,8 +10,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from .formats import FP32
-from .fused_cpu import NOT_FINITE, OFF_SINGLE, SINGLE_UP, SUBNORMAL, UNREPRESENTABLE
+from .formats import FP32, NOT_FINITE, OFF_SINGLE, SINGLE_UP, SUBNORMAL, UNREPRESENTABLE
 
 _DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
 #: position of the set bit of 2^i, indexed by (2^i * _DEBRUIJN mod 2^64) >> 58

@@ -34,6 +34,11 @@ __all__ = [
     "chunk_size",
     "quantize",
     "representable",
+    "UNREPRESENTABLE",
+    "SUBNORMAL",
+    "NOT_FINITE",
+    "OFF_SINGLE",
+    "SINGLE_UP",
 ]
 
 ROUNDINGS = ("rne", "rz")
@@ -102,6 +107,15 @@ FP32 = Format("fp32", 23, -126, 127)
 TF32 = Format("tf32", 10, -126, 127)
 BF16 = Format("bf16", 7, -126, 127)
 FP16 = Format("fp16", 10, -14, 15)
+
+#: the flags a pass over an operand reports as to a format
+#: (:func:`~numoracle.oracle.fused.operand_facts`, on the GPU and the CPU alike): off the
+#: format's grid, subnormal, not finite; OFF_SINGLE only where the magnitudes are float32,
+#: on the CPU (a magnitude float32 does not hold)
+UNREPRESENTABLE, SUBNORMAL, NOT_FINITE, OFF_SINGLE = 1, 2, 4, 8
+#: a magnitude rounded up to float32 where float32 does not hold it: ``m * SINGLE_UP`` lies
+#: 1 or 2 ulps above the nearest float32 ``m`` (normal, finite), in float32's arithmetic
+SINGLE_UP = np.float32(1.0 + 2.0**-23)
 
 FORMATS: dict[str, Format] = {f.name: f for f in (FP64, FP32, TF32, BF16, FP16)}
 

@@ -23,16 +23,14 @@ from typing import Any
 
 import numpy as np
 
+# the operand flags and SINGLE_UP are defined with the formats, below both this module
+# and its compiled loops (which import them from there, not from here)
+from .formats import NOT_FINITE, OFF_SINGLE, SINGLE_UP, SUBNORMAL, UNREPRESENTABLE
+
 __all__ = ["available", "warm_up", "operand_facts", "grid", "exact_radii", "store_round",
            "rounding_params", "NOT_FINITE", "SUBNORMAL", "UNREPRESENTABLE", "OFF_SINGLE",
            "SINGLE_UP"]
 
-#: the flags of :func:`~numoracle.oracle.fused.operand_facts` (the CuPy kernel's too;
-#: OFF_SINGLE only where the magnitudes are float32, on the CPU)
-UNREPRESENTABLE, SUBNORMAL, NOT_FINITE, OFF_SINGLE = 1, 2, 4, 8
-#: a magnitude rounded up to float32 where float32 does not hold it: ``m * SINGLE_UP`` lies
-#: 1 or 2 ulps above the nearest float32 ``m`` (normal, finite), in float32's arithmetic
-SINGLE_UP = np.float32(1.0 + 2.0**-23)
 
 
 @cache

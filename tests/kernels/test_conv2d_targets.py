@@ -84,10 +84,10 @@ def test_outputs_in_an_undeclared_order_fail_with_their_shape() -> None:
 
 
 def test_a_layout_misread_fails_as_a_logic_bug() -> None:
-    from numoracle.store.repro import _load_module
 
-    zoo = Path(__file__).resolve().parents[2] / "benchmarks" / "zoo" / "conv2d.py"
-    mutant = {t.name: t for t in _load_module(str(zoo)).TARGETS}["weight_fortran_read_as_c"]
+    from numoracle.zoo import conv2d as zoo
+
+    mutant = {t.name: t for t in zoo.TARGETS}["weight_fortran_read_as_c"]
     v = check_case(Case(op="conv2d", params=PARAMS, family="exact", seed=2,
                         layouts={"weight": "OIHW:F"}), mutant)
     assert not v.passed

@@ -8,6 +8,7 @@ The torch CPU targets run here; the CUDA targets (torch CUDA, CuPy) carry the
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,6 @@ from numoracle.checking.rerun import check_reruns
 from numoracle.kernels import get_target
 from numoracle.oracle.ops.kan_chain import chain_outputs
 from numoracle.running.runner import run_target
-from numoracle.store.repro import _load_module
 from numoracle.strategies import cases
 
 GPU = pytest.mark.gpu
@@ -28,7 +28,6 @@ TARGETS = [pytest.param("torch-cpu-fp32"), pytest.param("torch-cpu-fp64"),
            pytest.param("torch-cuda-fp32", marks=GPU), pytest.param("torch-cuda-fp64", marks=GPU),
            pytest.param("cupy-fp32", marks=GPU)]
 WIDTHS = {1: (3, 4), 2: (3, 5, 2), 3: (2, 4, 3, 2)}
-ZOO = Path(__file__).resolve().parents[2] / "benchmarks" / "zoo" / "kan_chain.py"
 
 
 def _target(name: str) -> Any:
@@ -84,7 +83,7 @@ def test_no_accumulation_across_calls(name: str) -> None:
 @pytest.mark.parametrize("layers", [1, 2, 3])
 def test_first_layer_input_gradient_skipped_is_caught_at_every_depth(layers: int,
                                                                        tmp_path: Path) -> None:
-    mutant = _load_module(str(ZOO)).TARGETS[0]
+    mutant = importlib.import_module("numoracle.zoo.kan_chain").TARGETS[0]
     res = run_target(mutant, examples=20, seed=0, store=tmp_path,
                      strategy=cases(op="kan_chain", params={"layers": layers}))
     assert res.verdict == "FAIL", f"not caught in {res.cases} cases"

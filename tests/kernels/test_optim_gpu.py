@@ -4,8 +4,6 @@ their step, the real race between the phases in most runs."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,9 +12,7 @@ import pytest
 from numoracle.kernels.optim_targets import torch_mlp_step, torch_optimizer_step
 from numoracle.oracle.optim_math import OptimConfig
 from numoracle.trajectory import check_mlp_trajectory, check_optimizer_trajectory, mlp_problem
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "zoo"))
-from optim import STEP_MUTANTS
+from numoracle.zoo.optim import STEP_MUTANTS
 
 CONFIGS = [OptimConfig("sgd", lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01),
            OptimConfig("adam", lr=0.01, amsgrad=True, weight_decay=0.01),

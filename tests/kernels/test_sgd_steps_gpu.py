@@ -3,7 +3,7 @@ check under the model they claim; the cuDNN step mutants are named at their step
 
 from __future__ import annotations
 
-from pathlib import Path
+import importlib
 from typing import Any
 
 import numpy as np
@@ -11,11 +11,9 @@ import pytest
 
 from numoracle.kernels.sgd_steps import STEPS, cupy_sgd_step, step_model
 from numoracle.oracle.ops.conv2d import Conv2d
-from numoracle.store.repro import _load_module
 from numoracle.trajectory import check_trajectory
 
-ZOO = _load_module(str(Path(__file__).resolve().parents[2] / "benchmarks" / "zoo"
-                       / "training.py"))
+ZOO = importlib.import_module("numoracle.zoo.training")
 
 #: (batch, in, out, side, kernel, conv) of the problems
 PROBLEMS = [

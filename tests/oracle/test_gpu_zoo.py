@@ -12,11 +12,10 @@ import pytest
 from numoracle.checking import check
 from numoracle.kernels import get_target
 from numoracle.running.runner import run_target
-from numoracle.store.repro import _load_module
+from numoracle.zoo import mutants as zoo_mutants
 
 pytestmark = pytest.mark.gpu
 
-ZOO = Path(__file__).resolve().parents[2] / "benchmarks" / "zoo"
 
 
 @pytest.fixture
@@ -37,7 +36,7 @@ def on_the_device(cupy: Any, monkeypatch: pytest.MonkeyPatch) -> list[int]:
 @pytest.mark.parametrize("op", ["linear", "conv2d"])
 def test_gpu_reference_catches_every_mutant_and_passes_the_kernel(
         on_the_device: list[int], tmp_path: Path, op: str) -> None:
-    mutants = [t for t in _load_module(str(ZOO / f"{op}.py")).TARGETS if t.op == op]
+    mutants = zoo_mutants([op])
     assert mutants
     for t in mutants:
         r = run_target(t, examples=100, seed=0, store=tmp_path, shrink=False)

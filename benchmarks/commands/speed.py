@@ -1,6 +1,7 @@
-"""Oracle speed: reference + bound against the plain float64 computation of the same outputs.
+"""``speed``: the oracle's reference + bound against the plain float64 computation
+of the same outputs.
 
-    python benchmarks/oracle_speed.py [--device cpu|gpu] [--out FILE.json]
+    python -m benchmarks speed [--device cpu|gpu] [--out FILE.json]
         [--sweep-max-k 1048576] [--linear B,I,O ...] [--conv N,C,O,H,W ...] [--repeats 3]
         [--fresh-memory]
 
@@ -33,7 +34,6 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
 import tracemalloc
 from functools import partial
@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.record import meta
 from numoracle.oracle.ops import get_op
 from numoracle.oracle.precision import get_model
 
@@ -224,22 +225,14 @@ def conv(xp: Any, shape: tuple[int, ...], repeats: int) -> list[dict]:
                    "conv")]
 
 
-def _commit() -> str | None:
-    import subprocess  # noqa: PLC0415
-
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
 def _ints(spec: str) -> tuple[int, ...]:
     return tuple(int(v) for v in spec.split(","))
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``speed`` to the harness's subcommands."""
+    ap = sub.add_parser("speed", help="the oracle's time against plain float64 products of "
+                                      "the same outputs (matmul sweep, linear, conv2d)")
     ap.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     ap.add_argument("--out", default=None)
     ap.add_argument("--repeats", type=int, default=5)
@@ -256,7 +249,11 @@ def main() -> None:
     memory.add_argument("--fresh-memory", action="store_true",
                         help="glibc's default allocator: the oracle's and the plain "
                              "products' output arrays take fresh pages every call")
-    a = ap.parse_args()
+    ap.set_defaults(func=run)
+
+
+def run(a: argparse.Namespace) -> int:
+    """Time what ``a`` names; every row is written to ``--out`` as soon as it is measured."""
     a.reuse_memory = False
     if not a.fresh_memory:
         try:
@@ -267,11 +264,9 @@ def main() -> None:
             )
         a.reuse_memory = reuse_for_checking()
     xp = _xp(a.device)
-    res: dict = {"command": " ".join([sys.executable.rsplit("/", 1)[-1]] + sys.argv),
-                 "machine": platform.platform(), "processor": platform.processor(),
-                 "device": a.device, "numpy": np.__version__, "commit": _commit(),
-                 "reuse_freed_memory": a.reuse_memory,
-                 "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "default")}
+    res: dict = meta(a.argv, processor=platform.processor(), device=a.device,
+                     reuse_freed_memory=a.reuse_memory,
+                     blas_threads=os.environ.get("OPENBLAS_NUM_THREADS", "default"))
     if xp is not np:
         res["gpu"] = xp.cuda.runtime.getDeviceProperties(0)["name"].decode()
     else:
@@ -284,7 +279,4 @@ def main() -> None:
         linear(xp, _ints(spec), a.repeats, models, a.fp64_max_elements)
     for spec in a.conv or []:
         conv(xp, _ints(spec), a.repeats)
-
-
-if __name__ == "__main__":
-    main()
+    return 0

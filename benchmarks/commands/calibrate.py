@@ -1,4 +1,4 @@
-"""Calibration of the sharp mode: the probabilistic bound's false-alarm rate on
+"""``calibrate``: the sharp mode's calibration: the probabilistic bound's false-alarm rate on
 correct kernels, against its failure budget alpha, by reduction length.
 
 The sharp mode judges each element by the probabilistic bound of Higham & Mary
@@ -17,7 +17,7 @@ same way), and the probabilistic bound is exceeded by a factor that grows with n
 while the deterministic bound holds. The sharp mode must not be used there, nor
 for truncating accumulation (tensor cores), which the models refuse.
 
-    python benchmarks/sharp_calibration.py --cases 100000 --out benchmarks/results/cpu/sharp
+    python -m benchmarks calibrate --cases 100000 --out benchmarks/results/cpu/sharp
 """
 
 from __future__ import annotations
@@ -25,14 +25,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import platform
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks.record import meta
 from numoracle.cases.case import Case
 from numoracle.checking.check import check_case
 from numoracle.cli._common import sharpened
@@ -92,18 +91,22 @@ def correlated_limit() -> list[dict]:
     return out
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``calibrate`` to the harness's subcommands."""
+    ap = sub.add_parser("calibrate", help="the probabilistic bound's false-alarm rate on "
+                                          "correct kernels, against its failure budget")
     ap.add_argument("--cases", type=int, default=100_000)
     ap.add_argument("--targets", default="numpy-fp32,torch-cpu-fp32")
     ap.add_argument("--max-log2", type=int, default=14)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/cpu/sharp"))
-    args = ap.parse_args()
+    ap.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Calibrate on the targets ``args`` names; writes ``calibration.json`` and ``.md``."""
     get_op("matmul")
-    results = {"command": " ".join(["python"] + sys.argv),
-               "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}, "
-                          f"python {platform.python_version()}",
+    results = {**meta(args.argv),
                "runs": [calibrate(t, args.cases, args.max_log2, args.seed)
                         for t in args.targets.split(",")],
                "correlated_limit": correlated_limit()}
@@ -135,5 +138,3 @@ def main() -> int:
     return 0
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())

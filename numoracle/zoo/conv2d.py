@@ -16,15 +16,15 @@ single case, in any process: for ops with trained parameters every check first
 calls the target with other parameter values and judges the call after that
 update (:func:`numoracle.checking.check.earlier_parameters`, DESIGN §4). Its training
 counterpart, a step that keeps stale weights, is named at step 2, tensor ``y``
-by the stepwise training check (``benchmarks/zoo/training.py``).
+by the stepwise training check (:mod:`numoracle.zoo.training`).
 """
 
 from __future__ import annotations
 
 import sys
 import types
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
 import numpy as np
 
@@ -40,6 +40,8 @@ Arrays = dict[str, Any]
 _MODE = TorchMode("cpu", "fp32")
 _NUMPY = NUMPY_TARGETS[0]
 _TORCH = TORCH_TARGETS[0]
+#: numpy-fp32's conv2d declares its layouts per input (a mapping)
+_NUMPY_LAYOUTS = cast("Mapping[str, tuple[str, ...]]", _NUMPY.layouts)
 
 
 # -- weight layouts read wrongly (NumPy, NHWC / HWIO kernel) --------------------------
@@ -158,15 +160,15 @@ def _target(name: str, fn: Callable[..., Arrays], base: Target, **changes: Any) 
     kw: dict[str, Any] = {"backend": base.backend, "layouts": base.layouts,
                           "output_layouts": base.output_layouts, **changes}
     return Target(name=name, op="conv2d", precision=get_model("fp32"), fn=fn,
-                  description=(fn.__doc__ or "").strip(), source=__file__, **kw)
+                  description=(fn.__doc__ or "").strip(), source=__name__, **kw)
 
 
 TARGETS: list[Target] = [
     _target("weight_oihw_read_as_hwio", weight_oihw_read_as_hwio, _NUMPY,
-            layouts={**_NUMPY.layouts, "weight": ("OIHW",)},
+            layouts={**_NUMPY_LAYOUTS, "weight": ("OIHW",)},
             output_layouts={"y": "NHWC", "grad_input": "NHWC"}),
     _target("weight_fortran_read_as_c", weight_fortran_read_as_c, _NUMPY,
-            layouts={**_NUMPY.layouts, "weight": ("OIHW:F",)},
+            layouts={**_NUMPY_LAYOUTS, "weight": ("OIHW:F",)},
             output_layouts={"y": "NHWC", "grad_input": "NHWC"}),
     _target("kernel_flipped", kernel_flipped, _TORCH),
     _target("padding_off_by_one", padding_off_by_one, _TORCH),

@@ -117,10 +117,10 @@ _CA = {
 
 TARGETS: list[Target] = [
     Target(name=name, op="logic_layer", backend="torch-cpu", precision=get_model("fp32"),
-           fn=fn, description=(fn.__doc__ or "").strip(), source=__file__)
+           fn=fn, description=(fn.__doc__ or "").strip(), source=__name__)
     for name, fn in _LAYER.items()
 ] + [
     Target(name=name, op="logic_ca", backend="numpy", precision=get_model("fp32"), fn=fn,
-           description=(fn.__doc__ or "").strip(), source=__file__)
+           description=(fn.__doc__ or "").strip(), source=__name__)
     for name, fn in _CA.items()
 ]

@@ -1,10 +1,11 @@
-"""Soundness and sharpness sweep: many cases per correct target, zero false alarms
-expected; err/bound statistics by reduction length under both bounds.
+"""``sweep``: soundness and sharpness of the bound over many cases per correct
+target: zero false alarms expected; err/bound statistics by reduction length
+under both bounds.
 
-    python benchmarks/soundness.py [--examples 2000] [--targets a,b] [--jobs N]
-                                   [--max-reduction 65536] [--out DIR] [--regime realistic]
-                                   [--limits 256,1024,default,262144]
-                                   [--backends numpy,torch-cpu] [--seconds S] [--gpus N]
+    python -m benchmarks sweep [--examples 2000] [--targets a,b] [--ops linear,matmul]
+                               [--jobs N] [--max-reduction 65536] [--out DIR]
+                               [--regime realistic] [--limits 256,1024,default,262144]
+                               [--backends numpy,torch-cpu] [--seconds S] [--gpus N]
 
 With ``--limits`` every (target, op) runs once per size limit (``max_elements``
 of the case strategy; ``default`` is the strategy's own default): soundness
@@ -33,13 +34,16 @@ import json
 import math
 import multiprocessing as mp
 import os
-import platform
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from benchmarks.record import meta, write_json, write_text
+from numoracle.kernels import all_targets, get_target
+from numoracle.running.runner import default_strategy, run_target
 
 
 def bucket(n: int) -> str:
@@ -62,9 +66,6 @@ def sweep_one(name: str, op: str, examples: int, seed: int, max_reduction: int,
               shard: int = 0) -> dict[str, Any]:
     """One run of (target, op) at one size limit: a row with the ratios by
     reduction length still raw (``_buckets``: see :func:`summarise`)."""
-    from numoracle.kernels import get_target
-    from numoracle.running.runner import default_strategy, run_target
-
     target = get_target(name, op)
     reason = target.unavailable_reason()
     if reason:
@@ -262,11 +263,13 @@ def _pin_gpu(counter: Any, gpus: int) -> None:
 MIN_SHARD_SECONDS = 15.0
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``sweep`` to the harness's subcommands."""
+    ap = sub.add_parser("sweep", help="soundness sweep: many cases per correct target, "
+                                      "err/bound by reduction length")
     ap.add_argument("--examples", type=int, default=2000)
     ap.add_argument("--targets", default="", help="comma-separated names (default: all)")
-    ap.add_argument("--ops", default="", help="comma-separated ops (default: all)")
+    ap.add_argument("--ops", "--op", default="", help="comma-separated ops (default: all)")
     ap.add_argument("--jobs", type=int, default=max(1, (mp.cpu_count() or 2) - 1))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-reduction", type=int, default=1 << 16)
@@ -293,11 +296,13 @@ def main() -> None:
     ap.add_argument("--regime", default="small", choices=("small", "realistic"),
                     help="case sizes: small, or realistic layer shapes (with --limits default "
                          "and --max-reduction 1048576 for the regime's own limits)")
-    a = ap.parse_args()
+    ap.set_defaults(func=run)
+
+
+def run(a: argparse.Namespace) -> int:
+    """Run the sweep ``a`` describes; writes ``soundness.json`` and ``soundness.md``."""
     if a.gpus < 1:
         raise SystemExit(f"--gpus {a.gpus}: give the number of GPUs to use, 1 or more")
-    from numoracle.kernels import all_targets
-
     wanted = [t for t in all_targets()
               if (not a.targets or t.name in a.targets.split(","))
               and (not a.ops or t.op in a.ops.split(","))
@@ -342,7 +347,7 @@ def main() -> None:
                 key = (t.name, t.op, lim)
                 try:
                     r = f.result()
-                except Exception as exc:  # a crashed sweep is reported, not lost
+                except Exception as exc:  # noqa: BLE001 - a crashed sweep is reported, not lost
                     r = {"target": t.name, "op": t.op, "skipped": f"sweep crashed: {exc!r}",
                          "max_elements": "default" if lim is None else lim}
                 prev = merged.get(key)
@@ -365,21 +370,9 @@ def main() -> None:
     rows = [summarise(v) for v in merged.values()]
     order = {("default" if lim is None else lim): k for k, lim in enumerate(limits)}
     rows.sort(key=lambda r: (r["op"], r["target"], order.get(r.get("max_elements"), 0)))
-    meta = {"command": "python benchmarks/soundness.py " + " ".join(
-        f"--{k.replace('_', '-')} " + (" ".join(map(str, v)) if isinstance(v, list) else str(v))
-        for k, v in vars(a).items() if v not in ("", None)),
-            "machine": platform.platform(), "examples": a.examples}
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            meta["gpu"] = torch.cuda.get_device_name(0)
-            meta["torch"] = torch.__version__
-    except ImportError:
-        pass
-    (out / "soundness.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
-    (out / "soundness.md").write_text(to_markdown(rows, f"# Soundness sweep\n\n{json.dumps(meta)}"))
+    info = meta(a.argv, examples=a.examples)
+    write_json(out / "soundness.json", {"meta": info, "rows": rows})
+    write_text(out / "soundness.md", to_markdown(rows, f"# Soundness sweep\n\n{json.dumps(info)}"))
+    return 0
 
 
-if __name__ == "__main__":
-    main()

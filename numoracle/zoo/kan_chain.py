@@ -32,6 +32,6 @@ MUTANTS: dict[str, Any] = {
 
 TARGETS: list[Target] = [
     Target(name=name, op="kan_chain", backend="torch-cpu", precision=get_model("fp32"), fn=fn,
-           description=(fn.__doc__ or "").strip(), source=__file__)
+           description=(fn.__doc__ or "").strip(), source=__name__)
     for name, fn in MUTANTS.items()
 ]

@@ -34,6 +34,7 @@ from numoracle.cases.target import Target
 from numoracle.kernels.mlp_numpy import update
 from numoracle.kernels.optim_targets import _numpy_mlp_fn
 from numoracle.oracle.optim_math import OptimConfig
+from numoracle.oracle.precision import get_model
 
 
 def _optim(param0: np.ndarray, grads: np.ndarray, params: Mapping[str, Any],
@@ -58,13 +59,13 @@ _STEP_BUGS = {"per_sample_update": "per_sample_update",
               "update_before_accumulation": "phase_race"}
 
 TARGETS: list[Target] = [
-    Target(name=name, op="optim", backend="numpy", precision="fp32",
+    Target(name=name, op="optim", backend="numpy", precision=get_model("fp32"),
            fn=partial(_optim, bugs=frozenset([bug])), layouts=("C",),
-           source=__file__, description=f"float32 optimizer update with {bug}")
+           source=__name__, description=f"float32 optimizer update with {bug}")
     for name, bug in _OPTIM_BUGS.items()
 ] + [
-    Target(name=name, op="mlp_train", backend="numpy", precision="fp32",
-           fn=partial(_numpy_mlp_fn, bugs=(bug,)), layouts=("C",), source=__file__,
+    Target(name=name, op="mlp_train", backend="numpy", precision=get_model("fp32"),
+           fn=partial(_numpy_mlp_fn, bugs=(bug,)), layouts=("C",), source=__name__,
            description=f"two-phase trainer with {bug}")
     for name, bug in _STEP_BUGS.items()
 ]
@@ -102,8 +103,8 @@ def _cupy_available() -> str | None:
 
 #: the training-step defects in the CuPy kernels (GPU only; skipped elsewhere)
 TARGETS += [
-    Target(name=f"cupy_{name}", op="mlp_train", backend="cupy", precision="fp32",
-           fn=partial(_cupy_mlp, bugs=(bug,)), layouts=("C",), source=__file__,
+    Target(name=f"cupy_{name}", op="mlp_train", backend="cupy", precision=get_model("fp32"),
+           fn=partial(_cupy_mlp, bugs=(bug,)), layouts=("C",), source=__name__,
            available=_cupy_available, description=f"CuPy two-phase trainer with {bug}")
     for name, bug in _STEP_BUGS.items()
 ]

@@ -100,6 +100,6 @@ MUTANTS: dict[str, Any] = {
 
 TARGETS: list[Target] = [
     Target(name=name, op="linear", backend="numpy", precision=get_model("fp32"), fn=fn,
-           description=(fn.__doc__ or "").strip(), source=__file__)
+           description=(fn.__doc__ or "").strip(), source=__name__)
     for name, fn in MUTANTS.items()
 ]

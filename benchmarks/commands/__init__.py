@@ -1,0 +1,1 @@
+"""The harness's subcommands, one module each (``add_parser(subparsers)``)."""

@@ -1,1 +1,0 @@
-"""The bug zoo: deliberately broken kernels the oracle must catch."""
