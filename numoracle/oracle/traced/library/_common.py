@@ -64,27 +64,29 @@ def unsure_of(x: Any) -> np.ndarray | None:
 
 class IndexSet(np.ndarray):
     """Indices (an int64 array) with, per element, the set of admissible ones:
-    ``allowed`` has the index array's shape plus one trailing axis over the
-    reduced positions, True where the kernel may return that position."""
+    ``candidates`` has the index array's shape plus one trailing axis listing the
+    indices a kernel may return (``-1`` pads the shorter lists)."""
 
-    allowed: np.ndarray
+    candidates: np.ndarray
 
     def admits(self, got: Any) -> np.ndarray:
         """Elementwise: is the kernel's index ``got`` one of the admissible ones?"""
         got = np.asarray(got, dtype=np.int64)
-        ok = (got >= 0) & (got < self.allowed.shape[-1])
-        safe = np.where(ok, got, 0)
-        return ok & np.take_along_axis(self.allowed, safe[..., None], axis=-1)[..., 0]
+        return np.any(self.candidates == got[..., None], axis=-1) & (got >= 0)
 
 
-def index_set(index: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+def index_set(index: np.ndarray, allowed: np.ndarray, positions: Any = None) -> np.ndarray:
     """``index`` as an :class:`IndexSet` where some element has more than one
-    admissible index; else the plain array."""
+    admissible index; else the plain array. ``allowed`` (the index's shape plus the
+    reduced axis) marks the admissible positions along the reduced axis, whose
+    index values are ``positions`` (default ``0, 1, ...``; broadcastable)."""
     index = np.asarray(index, dtype=np.int64)
     if not (allowed.sum(axis=-1) > 1).any():
         return index
+    if positions is None:
+        positions = np.arange(allowed.shape[-1])
     out = index.view(IndexSet)
-    out.allowed = allowed
+    out.candidates = np.where(allowed, positions, -1).astype(np.int64)
     return out
 
 

@@ -40,7 +40,7 @@ from ._common import (
     unsure_of,
 )
 
-__all__ = ["reduce_sum", "reduce_mean", "variance", "last_axis"]
+__all__ = ["reduce_sum", "reduce_mean", "variance", "last_axis", "arg_lanes", "arg_extreme"]
 
 
 def last_axis(x: Tracked, dims: tuple[int, ...]) -> Tracked:
@@ -115,21 +115,28 @@ def _amax(largest: bool) -> Any:
     return amax_rule
 
 
+def arg_lanes(values: np.ndarray, radius: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The index of the largest value of each lane (the last axis; a NaN wins, as
+    in torch) and the admissible ones: every position whose interval
+    ``value ± radius`` reaches the largest lower end of the lane."""
+    v, r = values, radius
+    nan = np.isnan(v)
+    any_nan = nan.any(-1)
+    with np.errstate(invalid="ignore"):
+        filled = np.where(nan, -np.inf, v)
+        best = np.max(filled, axis=-1) if v.shape[-1] else np.zeros(v.shape[:-1])
+        idx = np.where(any_nan, np.argmax(nan, axis=-1),
+                       np.argmax(filled == best[..., None], axis=-1))
+        floor = np.max(np.where(nan, -np.inf, v - r), axis=-1, keepdims=True)
+        allowed = np.where(any_nan[..., None], nan | np.isinf(r), (v + r >= floor) | np.isinf(r))
+    return idx, allowed
+
+
 def arg_extreme(x: Tracked, axis: int, largest: bool) -> tuple[Tracked, np.ndarray]:
     """The extreme over ``axis`` and its index, set-valued where values tie within
     their radii (see the module docstring)."""
     flat = last_axis(_fold_lo(x), (axis % max(x.value.ndim, 1),))
-    v = flat.value if largest else -flat.value
-    r = reach(flat)
-    nan = np.isnan(v)
-    with np.errstate(invalid="ignore"):
-        best = np.where(nan.any(-1), np.nan, np.nanmax(np.where(nan, -np.inf, v), axis=-1)
-                        if v.shape[-1] else np.zeros(v.shape[:-1]))
-        idx = np.where(nan.any(-1), np.argmax(nan, axis=-1), np.argmax(v == best[..., None],
-                                                                    axis=-1))
-        floor = np.max(np.where(nan, -np.inf, v - r), axis=-1, keepdims=True)
-        allowed = np.where(nan.any(-1, keepdims=True), nan | np.isnan(r),
-                           (v + r >= floor) | np.isnan(r))
+    idx, allowed = arg_lanes(flat.value if largest else -flat.value, reach(flat))
     value = _extreme(x, (axis % max(x.value.ndim, 1),), largest)
     return value, index_set(idx, allowed)
 
@@ -148,11 +155,12 @@ def _keep_index(idx: np.ndarray, shape: tuple[int, ...], dims: tuple[int, ...],
     if not keepdim:
         return idx
     kept = tuple(1 if d in dims else s for d, s in enumerate(shape))
-    allowed = getattr(idx, "allowed", None)
+    cands = getattr(idx, "candidates", None)
     out = np.reshape(np.asarray(idx), kept)
-    if allowed is None:
+    if cands is None:
         return out
-    return index_set(out, allowed.reshape(kept + allowed.shape[-1:]))
+    return index_set(out, cands.reshape(kept + cands.shape[-1:]) >= 0,
+                     cands.reshape(kept + cands.shape[-1:]))
 
 
 def _argmax(largest: bool) -> Any:

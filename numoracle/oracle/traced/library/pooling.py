@@ -1,0 +1,206 @@
+"""Rules for max and average pooling (2-D and 3-D) and their backward ops.
+
+A pooling window is gathered from the padded input (``-inf`` padding for max,
+``0`` for average) with the op's kernel size, stride, padding, dilation and
+``ceil_mode`` (the last window may hang over the end; it never starts in the
+right padding, as in torch).
+
+* Max pooling selects: no rounding, the radius is the largest radius in the
+  window. Its index (a flat position in the input's spatial plane) is
+  set-valued (:class:`._common.IndexSet`): where values tie within their radii a
+  kernel may return any of them.
+* Average pooling sums the window (a contraction with ones over its real taps:
+  padding zeros are structural, not terms) and divides by the window's count:
+  its size with ``count_include_pad`` (clipped to the padded input), the real taps
+  without, or ``divisor_override``. The kernel may divide, or multiply by the
+  rounded reciprocal.
+* The backward ops add each output gradient into the input positions its window
+  read (max: the selected one; average: every tap, divided by the count). An
+  input position fed by ``c`` windows is a sum of ``c`` terms, bounded by
+  ``gamma_{c-1}(u)`` times their magnitudes; where the forward's selection is
+  set-valued, every admissible position may receive the gradient.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ... import elementwise as ew
+from ...precision import gamma
+from ...tracked import U64, Tracked, _fold_lo, exact, matmul
+from ..rules import RuleContext, rule
+from ._common import index_set, reach, tmap_all
+from ._windows import Windows, windows
+from .elementwise import either_of
+from .reductions import arg_lanes
+
+__all__ = ["scatter_add"]
+
+
+def _max_pool(ctx: RuleContext, x: Tracked, d: int, kernel: Any, stride: Any, padding: Any,
+              dilation: Any, ceil_mode: bool) -> tuple[Tracked, np.ndarray]:
+    w = windows(x, d, kernel, stride, padding, dilation, ceil_mode)
+    x = _fold_lo(x)
+    win = tmap_all(x, lambda a: w.gather(a, 0.0))
+    vals = w.gather(x.value, -np.inf)
+    win = Tracked(value=vals, ref_err=win.ref_err, det=win.det, prob=win.prob, mag=win.mag)
+    value = ew.amax(win, axis=-1)
+    idx_tap, allowed = arg_lanes(vals, reach(win))
+    pos = w.positions()
+    pos = np.broadcast_to(pos, vals.shape)
+    idx = np.take_along_axis(pos, idx_tap[..., None], axis=-1)[..., 0]
+    return value, index_set(idx, allowed & (pos >= 0), pos)
+
+
+@rule("aten.max_pool2d_with_indices.default")
+def max_pool2d_rule(ctx: RuleContext, x: Tracked, kernel_size: Any, stride: Any = (),
+                    padding: Any = 0, dilation: Any = 1, ceil_mode: bool = False) -> Any:
+    return _max_pool(ctx, x, 2, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+@rule("aten.max_pool3d_with_indices.default")
+def max_pool3d_rule(ctx: RuleContext, x: Tracked, kernel_size: Any, stride: Any = (),
+                    padding: Any = 0, dilation: Any = 1, ceil_mode: bool = False) -> Any:
+    return _max_pool(ctx, x, 3, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+def _divisors(w: Windows, count_include_pad: bool, divisor_override: Any) -> np.ndarray:
+    if divisor_override:
+        return np.full(w.out, float(divisor_override))
+    if count_include_pad:
+        return w.clipped_counts()
+    return (w.positions() >= 0).sum(-1).astype(np.float64)
+
+
+def _avg_pool(ctx: RuleContext, x: Tracked, d: int, kernel: Any, stride: Any, padding: Any,
+              ceil_mode: bool, count_include_pad: bool, divisor_override: Any) -> Tracked:
+    m = ctx.model
+    w = windows(x, d, kernel, stride, padding, 1, ceil_mode)
+    win = tmap_all(_fold_lo(x), lambda a: w.gather(a, 0.0))
+    real = (w.positions() >= 0).sum(-1)
+    flat = tmap_all(win, lambda a: a[..., None, :])  # (..., *out, 1, K)
+    s = matmul(flat, exact(np.ones((w.taps, 1))), m, terms=real[..., None, None])
+    s = tmap_all(s, lambda a: a[..., 0, 0])
+    div = exact(np.broadcast_to(_divisors(w, count_include_pad, divisor_override), s.shape))
+    return either_of(ew.div(s, div, m), ew.mul(s, ew.div(exact(np.ones(())), div, m), m))
+
+
+@rule("aten.avg_pool2d.default")
+def avg_pool2d_rule(ctx: RuleContext, x: Tracked, kernel_size: Any, stride: Any = (),
+                    padding: Any = 0, ceil_mode: bool = False, count_include_pad: bool = True,
+                    divisor_override: Any = None) -> Tracked:
+    return _avg_pool(ctx, x, 2, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override)
+
+
+@rule("aten.avg_pool3d.default")
+def avg_pool3d_rule(ctx: RuleContext, x: Tracked, kernel_size: Any, stride: Any = (),
+                    padding: Any = 0, ceil_mode: bool = False, count_include_pad: bool = True,
+                    divisor_override: Any = None) -> Tracked:
+    return _avg_pool(ctx, x, 3, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override)
+
+
+# -- backward --------------------------------------------------------------------------
+
+def scatter_add(ctx: RuleContext, g: Tracked, targets: np.ndarray, shape: tuple[int, ...],
+                d: int) -> Tracked:
+    """The input gradient of shape ``shape``: each ``g`` element (``(..., *out, K)``)
+    added into the flat spatial position ``targets`` names (-1: none)."""
+    g = _fold_lo(g)
+    lead = shape[: len(shape) - d]
+    plane = int(np.prod(shape[len(shape) - d:]))
+    rows = int(np.prod(lead)) if lead else 1
+    tg = np.broadcast_to(targets, g.value.shape).reshape(rows, -1)
+    ok = tg >= 0
+    col = np.where(ok, tg, 0) + (np.arange(rows) * plane)[:, None]
+
+    def add_at(a: Any) -> np.ndarray:
+        out = np.zeros(rows * plane)
+        np.add.at(out, col[ok], np.broadcast_to(a, g.value.shape).reshape(rows, -1)[ok])
+        return out.reshape(shape)
+    value, mag = add_at(g.value), add_at(np.abs(g.value))
+    count = add_at(np.ones(g.value.shape))
+    det, prob, ref = add_at(g.det), add_at(g.prob), add_at(g.ref_err)
+    h = np.maximum(count - 1, 0)
+    u = ctx.model.acc_unit()
+    rounding = gamma(h, u) * (mag + det) + h * ctx.model.accumulate.tiny
+    ref = ref + gamma(h, U64) * mag
+    exact_here = (h == 0)
+    det = np.where(exact_here, det, det + rounding)
+    prob = np.where(exact_here, prob, prob + rounding)
+    return Tracked(value=value, ref_err=ref, det=det, prob=prob, mag=mag,
+                   n=np.maximum(count, 1).astype(np.int64))
+
+
+def _max_pool_backward(ctx: RuleContext, grad: Tracked, x: Any, d: int, kernel: Any,
+                       stride: Any, padding: Any, dilation: Any, ceil_mode: bool,
+                       indices: np.ndarray) -> Tracked:
+    shape = tuple(x.shape)
+    gk = tmap_all(_fold_lo(grad), lambda a: a[..., None])  # (..., *out, 1)
+    idx = np.asarray(indices, dtype=np.int64)[..., None]
+    out = scatter_add(ctx, gk, idx, shape, d)
+    cands = getattr(indices, "candidates", None)
+    if cands is None:
+        return out
+    others = (cands >= 0) & (cands != idx)  # admissible positions not chosen
+    if not others.any():
+        return out
+    span = np.abs(gk.value) + gk.det + gk.ref_err  # (..., *out, 1)
+    zero_g = Tracked(value=np.zeros(cands.shape), ref_err=np.zeros(cands.shape),
+                     det=np.broadcast_to(span, cands.shape) * others,
+                     prob=np.broadcast_to(span, cands.shape) * others,
+                     mag=np.zeros(cands.shape))
+    spread = scatter_add(ctx, zero_g, np.where(others, cands, -1), shape, d)
+    # where the chosen position may not receive it, it may lose the gradient too
+    lost = scatter_add(ctx, Tracked(value=np.zeros(idx.shape), ref_err=np.zeros(idx.shape),
+                                    det=span * others.any(-1, keepdims=True),
+                                    prob=span * others.any(-1, keepdims=True),
+                                    mag=np.zeros(idx.shape)), idx, shape, d)
+    return Tracked(value=out.value, ref_err=out.ref_err, det=out.det + spread.det + lost.det,
+                   prob=out.prob + spread.prob + lost.prob, mag=out.mag, n=out.n)
+
+
+@rule("aten.max_pool2d_with_indices_backward.default")
+def max_pool2d_backward_rule(ctx: RuleContext, grad: Tracked, x: Any, kernel_size: Any,
+                             stride: Any, padding: Any, dilation: Any, ceil_mode: bool,
+                             indices: np.ndarray) -> Tracked:
+    return _max_pool_backward(ctx, grad, x, 2, kernel_size, stride, padding, dilation,
+                              ceil_mode, indices)
+
+
+@rule("aten.max_pool3d_with_indices_backward.default")
+def max_pool3d_backward_rule(ctx: RuleContext, grad: Tracked, x: Any, kernel_size: Any,
+                             stride: Any, padding: Any, dilation: Any, ceil_mode: bool,
+                             indices: np.ndarray) -> Tracked:
+    return _max_pool_backward(ctx, grad, x, 3, kernel_size, stride, padding, dilation,
+                              ceil_mode, indices)
+
+
+def _avg_pool_backward(ctx: RuleContext, grad: Tracked, x: Any, d: int, kernel: Any,
+                       stride: Any, padding: Any, ceil_mode: bool, count_include_pad: bool,
+                       divisor_override: Any) -> Tracked:
+    m = ctx.model
+    w = windows(x, d, kernel, stride, padding, 1, ceil_mode)
+    div = exact(np.broadcast_to(_divisors(w, count_include_pad, divisor_override), grad.shape))
+    share = either_of(ew.div(grad, div, m), ew.mul(grad, ew.div(exact(np.ones(())), div, m), m))
+    per_tap = tmap_all(share, lambda a: np.broadcast_to(a[..., None], a.shape + (w.taps,)))
+    return scatter_add(ctx, per_tap, w.positions(), tuple(x.shape), d)
+
+
+@rule("aten.avg_pool2d_backward.default")
+def avg_pool2d_backward_rule(ctx: RuleContext, grad: Tracked, x: Any, kernel_size: Any,
+                             stride: Any, padding: Any, ceil_mode: bool,
+                             count_include_pad: bool, divisor_override: Any) -> Tracked:
+    return _avg_pool_backward(ctx, grad, x, 2, kernel_size, stride, padding, ceil_mode,
+                              count_include_pad, divisor_override)
+
+
+@rule("aten.avg_pool3d_backward.default")
+def avg_pool3d_backward_rule(ctx: RuleContext, grad: Tracked, x: Any, kernel_size: Any,
+                             stride: Any, padding: Any, ceil_mode: bool,
+                             count_include_pad: bool, divisor_override: Any) -> Tracked:
+    return _avg_pool_backward(ctx, grad, x, 3, kernel_size, stride, padding, ceil_mode,
+                              count_include_pad, divisor_override)
