@@ -25,7 +25,7 @@ the pytest plugin summarises them at the end of a run.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -170,6 +170,28 @@ def _make_target(
     )
 
 
+def _traced_name(op: str | None, reference: Any, traced: Mapping[str, Any]) -> str:
+    """The op a check runs: ``op``, or the traced op made from ``reference``
+    (:func:`numoracle.oracle.traced.op.traced_op`, registered under ``op`` when
+    given, else ``traced_<reference name>``)."""
+    given = {k: v for k, v in traced.items() if v is not None and v != ()}
+    if reference is None:
+        if op is None:
+            raise InvalidArgument("give op= (a built-in op, e.g. op='linear') or reference= "
+                                  "(a PyTorch function or module, with inputs=)")
+        if given:
+            raise InvalidArgument(f"{sorted(given)} describe a reference; give reference= "
+                                  "with them, or drop them for op=" + repr(op))
+        return op
+    if "inputs" not in given:
+        raise InvalidArgument("reference= needs inputs=, e.g. inputs={'x': ('batch', 'n')} "
+                              "or example tensors")
+    from .oracle.traced.op import traced_op  # noqa: PLC0415 - torch only for traced references
+
+    kwargs = {("params" if k == "reference_params" else k): v for k, v in given.items()}
+    return traced_op(reference, name=op, **kwargs).name
+
+
 #: cases() arguments a check sets from its own: the op and the claimed precision's storage
 _FIXED_BY_CHECK = {"op": "op=", "storage": "precision="}
 
@@ -247,7 +269,13 @@ def _replay_stored(target: Target, store: Path | str | None) -> TargetResult:
 def check_kernel(
     fn: Callable[..., Any],
     *,
-    op: str,
+    op: str | None = None,
+    reference: Any = None,
+    inputs: Any = None,
+    dims: Mapping[str, Any] | None = None,
+    grads: Sequence[str] = (),
+    reference_params: Mapping[str, Any] | None = None,
+    claims: Any = None,
     precision: str | PrecisionModel = "fp32",
     backend: str = "numpy",
     outputs: Sequence[str] = (),
@@ -273,8 +301,27 @@ def check_kernel(
     fn : callable
         ``fn(**inputs) -> dict``: the op's inputs as backend arrays, by name;
         returns the outputs it computes, by name.
-    op : str
-        The op ``fn`` computes (``"linear"``, ``"matmul"``).
+    op : str or None
+        The op ``fn`` computes (``"linear"``, ``"matmul"``); with ``reference``,
+        the name the traced op is registered under.
+    reference : callable, nn.Module or str, optional
+        A PyTorch reference ``f(*inputs, **reference_params)`` that *is* the op
+        (:class:`numoracle.oracle.traced.op.TracedOp`): traced to ATen per case
+        and bounded one rule per ATen op. Its outputs are ``out`` (one tensor),
+        ``out0``, ``out1``, ... (a tuple) or a dict's keys.
+    inputs : mapping or sequence, optional
+        With ``reference``: ``{"x": ("batch", "n")}`` (dimension names and ints)
+        or example tensors (fixed shapes).
+    dims : mapping, optional
+        With ``reference``: ``{"n": (1, 4096)}``, the range of each dimension.
+    grads : tuple of str
+        With ``reference``: inputs whose gradients ``fn`` returns as
+        ``grad_<input>``; it is then also given ``grad_<output>``.
+    reference_params : mapping, optional
+        With ``reference``: fixed non-tensor keyword arguments of the reference.
+    claims : Claims, optional
+        With ``reference``: :class:`numoracle.oracle.traced.Claims` (ulps of
+        transcendentals, variance, per-op or fused rounding).
     precision : str or PrecisionModel
         The precision model ``fn`` claims (``"fp32"``, ``"tf32"``, ``"bf16"``...).
     backend : str
@@ -332,6 +379,8 @@ def check_kernel(
     >>> check_kernel(mm, op="matmul", examples=5, store=None).verdict
     'pass'
     """
+    op = _traced_name(op, reference, {"inputs": inputs, "dims": dims, "grads": tuple(grads),
+                                      "reference_params": reference_params, "claims": claims})
     target = _make_target(fn, op=op, precision=precision, backend=backend, outputs=outputs,
                          layouts=layouts, name=name)
     _check_examples(examples)
@@ -343,7 +392,13 @@ def check_kernel(
 
 def validate(
     *,
-    op: str,
+    op: str | None = None,
+    reference: Any = None,
+    inputs: Any = None,
+    dims: Mapping[str, Any] | None = None,
+    grads: Sequence[str] = (),
+    reference_params: Mapping[str, Any] | None = None,
+    claims: Any = None,
     precision: str | PrecisionModel = "fp32",
     backend: str = "numpy",
     outputs: Sequence[str] = (),
@@ -374,6 +429,8 @@ def validate(
     _check_examples(examples)
     _check_seed(seed)
     _isolation(isolate, timeout)  # a bad value fails at collection
+    op = _traced_name(op, reference, {"inputs": inputs, "dims": dims, "grads": tuple(grads),
+                                      "reference_params": reference_params, "claims": claims})
 
     def decorate(fn: Callable[..., Any]) -> Callable[[], None]:
         target = _make_target(fn, op=op, precision=precision, backend=backend,

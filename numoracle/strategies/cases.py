@@ -140,9 +140,8 @@ def _budget_key(kind: str, op: Op, params: Params, limits: _Limits,
     return None if pkey is None else (kind, op, limits, pkey, *extra)
 
 
-def _largest(fits: Callable[[int], bool], hi: int) -> int:
-    """Largest ``v`` in ``[1, hi]`` with ``fits(v)`` (``fits`` monotone, ``fits(1)``)."""
-    lo = 1
+def _largest(fits: Callable[[int], bool], hi: int, lo: int = 1) -> int:
+    """Largest ``v`` in ``[lo, hi]`` with ``fits(v)`` (``fits`` monotone, ``fits(lo)``)."""
     while lo < hi:
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
@@ -156,10 +155,11 @@ _BOOLEANS = st.booleans()
 
 def _draw_dim(spec: Dim, draw: st.DrawFn, op: Op, params: Params, limits: _Limits) -> int:
     cap = limits.dim_cap if spec.max_value is None else spec.max_value
-    hi = _memo(_budget_key("dim", op, params, limits, spec.name, cap),
-               lambda: _largest(lambda v: limits.fits(op, {**params, spec.name: v}), cap))
+    lo = int(spec.smallest)  # the least the dimension may be (1 unless the op says more)
+    hi = _memo(_budget_key("dim", op, params, limits, spec.name, cap, lo),
+               lambda: _largest(lambda v: limits.fits(op, {**params, spec.name: v}), cap, lo))
     # batch_sizes(max_value=hi) and dims(max_value=hi), without checking the arguments again
-    return draw(_dims(1, hi, (1, hi)) if spec.is_batch else _dims(1, hi, (1,)))
+    return draw(_dims(lo, hi, (lo, hi)) if spec.is_batch else _dims(lo, hi, (lo,)))
 
 
 def _draw_flag(spec: Flag, draw: st.DrawFn, op: Op, params: Params, limits: _Limits) -> bool:

@@ -1,0 +1,169 @@
+"""The bound interpreter: a captured ATen graph evaluated over tracked arrays.
+
+Every placeholder becomes an exact input (:func:`~numoracle.oracle.tracked.exact`
+for floating-point values, a NumPy array for integer and boolean ones); every
+``call_function`` node calls the rule of its ATen op
+(:func:`~numoracle.oracle.traced.rules.lookup`) with the node's arguments, its
+earlier nodes' results in their place; ``operator.getitem`` picks one result
+of a multi-output op. The graph is walked once *before* any arithmetic, so a
+reference that calls an op without a rule is refused by name
+(:class:`~numoracle.oracle.traced.rules.NoRule`) and never half evaluated.
+
+Rules return their results rounded in the model's accumulation format. Where
+the storage format is narrower than the accumulation format, the rounding to
+storage follows the claimed policy (:class:`~numoracle.oracle.traced.rules.Claims`):
+
+* ``per-op``: every floating-point result of every op is rounded to the storage
+  format (:func:`~numoracle.oracle.tracked.store`), as eager torch does in bf16
+  and fp16, where every op reads and writes tensors of the storage dtype;
+* ``fused``: intermediates stay in the accumulation format, and only the
+  graph's outputs are rounded to the storage format.
+
+A kernel that keeps intermediates wider than eager passes under either claim
+where its outputs are within both bounds; a fused kernel judged with the per-op
+claim is judged against a looser bound than it meets, never a tighter one it
+cannot. Where storage and accumulation formats agree (fp32 in fp32, fp64), the
+accumulation rounding already is the storage rounding and nothing more is added.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import fx
+
+from ...errors import InvalidArgument
+from ..tracked import Tracked, exact, store
+from . import library  # noqa: F401 - registers the rules
+from .capture import Graph
+from .rules import Rule, RuleContext, lookup
+
+__all__ = ["evaluate", "rules_of", "stores_per_op"]
+
+
+def rules_of(graph: Graph) -> dict[fx.Node, Rule]:
+    """The rule of every ATen call of ``graph``, found before any arithmetic.
+
+    Raises
+    ------
+    NoRule
+        Naming the first ATen op of the graph without a rule.
+    InvalidArgument
+        For a node that calls something other than an ATen op or ``getitem``.
+    """
+    found: dict[fx.Node, Rule] = {}
+    for node in graph.module.graph.nodes:
+        if node.op != "call_function" or node.target is operator.getitem:
+            continue
+        if not isinstance(node.target, torch._ops.OpOverload):
+            raise InvalidArgument(f"the captured graph calls {node.target!r}, which is not an "
+                                  "ATen op; the traced oracle evaluates ATen graphs only")
+        found[node] = lookup(node.target)
+    return found
+
+
+def stores_per_op(ctx: RuleContext) -> bool:
+    """Whether every op's result is rounded to the storage format: the per-op
+    policy, where storage is narrower than accumulation."""
+    model = ctx.model
+    return ctx.claims.rounding == "per-op" and model.storage.t < model.accumulate.t
+
+
+def _to_value(a: Any) -> Any:
+    """A tensor constant of the graph (or an input) as the rules take it."""
+    if isinstance(a, torch.Tensor):
+        arr = a.detach().cpu().numpy()
+        return exact(arr.astype(np.float64)) if a.is_floating_point() else arr
+    if isinstance(a, np.ndarray):
+        return exact(a) if np.issubdtype(a.dtype, np.floating) else a
+    return a
+
+
+def _stored(result: Any, ctx: RuleContext) -> Any:
+    if isinstance(result, Tracked):
+        return store(result, ctx.model)
+    if isinstance(result, (tuple, list)):
+        return type(result)(_stored(r, ctx) for r in result)
+    return result
+
+
+def _load(env: dict[fx.Node, Any], a: Any) -> Any:
+    return fx.node.map_arg(a, lambda n: env[n])
+
+
+def evaluate(graph: Graph, inputs: Mapping[str, Any], ctx: RuleContext,
+             outputs: Sequence[str] = ()) -> dict[str, Any]:
+    """Evaluate ``graph`` on ``inputs`` (host arrays by placeholder name) under
+    ``ctx``; returns the requested outputs (all when empty) by name: a
+    :class:`Tracked` for each floating-point output, a NumPy array for an
+    integer one.
+
+    Only the nodes the requested outputs depend on are evaluated.
+    """
+    rules = rules_of(graph)
+    want = tuple(outputs) or graph.outputs
+    unknown = [o for o in want if o not in graph.outputs]
+    if unknown:
+        raise InvalidArgument(f"outputs {unknown} are not outputs of the graph; it has "
+                              f"{graph.outputs}")
+    nodes = list(graph.module.graph.nodes)
+    out_node = nodes[-1]
+    flat_out = _flatten(out_node.args[0])
+    if len(flat_out) != len(graph.outputs):
+        raise InvalidArgument(f"the graph returns {len(flat_out)} values for the outputs "
+                              f"{graph.outputs}")
+    targets = {graph.outputs.index(o): flat_out[graph.outputs.index(o)] for o in want}
+    needed = _needed([t for t in targets.values() if isinstance(t, fx.Node)])
+    per_op = stores_per_op(ctx)
+    narrower = ctx.model.storage.t < ctx.model.accumulate.t
+    env: dict[fx.Node, Any] = {}
+    placeholders = iter(graph.inputs)
+    for node in nodes:
+        if node.op == "placeholder":
+            name = next(placeholders)
+            if node in needed:
+                if name not in inputs:
+                    raise InvalidArgument(f"input {name!r} is missing; the graph takes "
+                                          f"{graph.inputs}")
+                env[node] = _to_value(inputs[name])
+        elif node not in needed:
+            continue
+        elif node.op == "get_attr":
+            env[node] = _to_value(getattr(graph.module, str(node.target)))
+        elif node.op == "call_function":
+            args, kwargs = _load(env, node.args), _load(env, node.kwargs)
+            if node.target is operator.getitem:
+                env[node] = args[0][args[1]]
+                continue
+            result = rules[node](ctx, *args, **kwargs)
+            env[node] = _stored(result, ctx) if per_op else result
+    done: dict[str, Any] = {}
+    for i, node in targets.items():
+        value = env[node] if isinstance(node, fx.Node) else _to_value(node)
+        if isinstance(value, Tracked) and narrower and not per_op:
+            value = store(value, ctx.model)  # fused: one rounding to storage, at the end
+        done[graph.outputs[i]] = value
+    return done
+
+
+def _flatten(a: Any) -> list[Any]:
+    if isinstance(a, (tuple, list)):
+        return [x for item in a for x in _flatten(item)]
+    return [a]
+
+
+def _needed(roots: Sequence[fx.Node]) -> set[fx.Node]:
+    """The nodes ``roots`` depend on, themselves included."""
+    seen: set[fx.Node] = set()
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        stack.extend(node.all_input_nodes)
+    return seen

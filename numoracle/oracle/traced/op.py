@@ -1,0 +1,355 @@
+"""``TracedOp``: an op whose reference is a PyTorch function or module.
+
+The op's inputs are declared with symbolic dimensions (``{"x": ("batch", "n")}``,
+ints for fixed sizes) or given as example tensors (fixed shapes, as a
+KernelBench problem's ``get_inputs()`` gives them); its dimensions are its
+parameters, drawn by the case strategies like any op's (``dims={"n": (1, 4096)}``
+bounds them). An ``nn.Module``'s parameters are inputs too (drawn from the value
+families, handed to the kernel by name) and count as trained parameters
+(:attr:`Op.parameters`). Outputs are named after the reference's result:
+``out`` for one tensor, ``out0``, ``out1``, ... for a tuple, a dict's keys;
+with ``grads=("x", ...)`` the op also takes ``grad_<output>`` for each output
+and computes ``grad_x``, ...
+
+Each case's reference is the reference's ATen graph (:mod:`.capture`)
+evaluated by the bound interpreter (:mod:`.interpret`) under the claimed
+precision model and :class:`~numoracle.oracle.traced.rules.Claims`: the bound
+of the composition follows from one rule per ATen op. An op without a rule is
+refused by name.
+
+A traced op is made per reference, so it is registered by hand
+(:func:`traced_op`); :meth:`TracedOp.spec` is the plain data that makes it again
+(the reference as ``module:qualname``), which repros keep.
+
+Examples
+--------
+>>> import torch
+>>> op = TracedOp(torch.relu, inputs={"x": ("batch", "n")}, dims={"n": (1, 8)},
+...               name="traced_relu_example")
+>>> op.param_names, op.outputs({"batch": 2, "n": 3})
+(('batch', 'n'), ('out',))
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from ...errors import InvalidArgument
+from ..ops import OPS, register_op
+from ..ops.base import Op, Product
+from ..ops.plan import Dim
+from ..precision import PrecisionModel
+from ..tracked import Tracked, exact
+from .capture import Reference, ShapeFacts, shape_facts
+from .capture import capture as capture_graph
+from .interpret import evaluate
+from .rules import Claims, RuleContext
+
+__all__ = ["TracedOp", "traced_op", "DEFAULT_DIM", "DEFAULT_BATCH", "resolve_reference"]
+
+#: the range a dimension is drawn in unless ``dims`` says otherwise
+DEFAULT_DIM = (1, 64)
+#: the range of a dimension named ``batch``
+DEFAULT_BATCH = (1, 16)
+#: shape facts kept per op (one per parameter set the strategies try)
+_FACTS_KEPT = 4096
+
+
+def resolve_reference(ref: str) -> Any:
+    """The object ``module:qualname`` names (``pkg.mod:fn``, ``pkg.mod:Class``)."""
+    if not isinstance(ref, str) or ref.count(":") != 1:
+        raise InvalidArgument(f"reference={ref!r} must be 'module:name', e.g. "
+                              "'mypkg.refs:softmax'")
+    module, qual = ref.split(":")
+    try:
+        obj: Any = importlib.import_module(module)
+    except ImportError as exc:
+        raise InvalidArgument(f"reference={ref!r}: module {module!r} cannot be imported "
+                              f"({exc}); run from where it is importable") from exc
+    for part in qual.split("."):
+        if not hasattr(obj, part):
+            raise InvalidArgument(f"reference={ref!r}: {module} has no {qual!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def _location(obj: Any) -> str | None:
+    """``module:qualname`` of ``obj`` where importing it gives it back, else None."""
+    module, qual = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if not module or not qual or "<" in qual:
+        return None
+    try:
+        found = resolve_reference(f"{module}:{qual}")
+    except InvalidArgument:
+        return None
+    return f"{module}:{qual}" if found is obj else None
+
+
+def _signature_names(fn: Any, count: int) -> tuple[str, ...]:
+    target = fn.forward if isinstance(fn, torch.nn.Module) else fn
+    try:
+        params = [p for p in inspect.signature(target).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    if len(params) >= count:
+        return tuple(p.name for p in params[:count])
+    return tuple(f"in{i}" for i in range(count))
+
+
+def _dims_of(inputs: Mapping[str, Sequence[Any]]) -> list[str]:
+    names: list[str] = []
+    for name, shape in inputs.items():
+        if isinstance(shape, (str, bytes)) or not isinstance(shape, Sequence):
+            raise InvalidArgument(f"inputs[{name!r}]={shape!r} must be a tuple of dimension "
+                                  "names and ints, e.g. ('batch', 'n') or ('batch', 4)")
+        for d in shape:
+            if isinstance(d, str):
+                if not d.isidentifier():
+                    raise InvalidArgument(f"dimension {d!r} of inputs[{name!r}] must be an "
+                                          "identifier")
+                if d not in names:
+                    names.append(d)
+            elif isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
+                raise InvalidArgument(f"inputs[{name!r}] has {d!r}; a dimension is a name or "
+                                      "a positive int")
+    return names
+
+
+def _range(name: str, spec: Any) -> tuple[int, int]:
+    if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
+        spec = (1, int(spec))
+    ok = (isinstance(spec, (tuple, list)) and len(spec) == 2
+          and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in spec)
+          and 1 <= spec[0] <= spec[1])
+    if not ok:
+        raise InvalidArgument(f"dims[{name!r}]={spec!r} must be (lo, hi) with 1 <= lo <= hi, "
+                              "or hi, e.g. dims={'n': (1, 4096)}")
+    return int(spec[0]), int(spec[1])
+
+
+class TracedOp(Op):
+    """An op made from a PyTorch reference (see the module docstring).
+
+    Parameters
+    ----------
+    reference : callable, nn.Module, nn.Module subclass or str
+        ``f(*inputs, **params)``; a module class is made with ``init``; a
+        string ``"module:qualname"`` is imported.
+    inputs : mapping or sequence
+        ``{name: (dim, ...)}`` with dimension names (str) and fixed sizes
+        (int); or example tensors (a sequence, named after the reference's
+        parameters, or a mapping by name): fixed shapes.
+    dims : mapping
+        ``{dim: (lo, hi)}`` (or ``hi``): the range each dimension is drawn in
+        (:data:`DEFAULT_DIM`; :data:`DEFAULT_BATCH` for ``batch``).
+    params : mapping
+        Fixed non-tensor keyword arguments of the reference.
+    grads : sequence of str
+        Inputs whose gradients the op computes (``grad_<input>``), taking
+        ``grad_<output>`` for every output.
+    name : str or None
+        The op's name; ``traced_<reference name>`` by default.
+    claims : Claims or None
+        What the kernel claims beyond its formats (transcendental ulps,
+        variance, per-op or fused rounding).
+    init : sequence
+        Arguments that make a module class into a module.
+    cache : bool
+        Keep a captured graph per signature (False: trace every case again,
+        for references whose Python branches on input values).
+    """
+
+    precision_ladder = False
+
+    def __init__(self, reference: Any, *, inputs: Any, dims: Mapping[str, Any] | None = None,
+                 params: Mapping[str, Any] | None = None, grads: Sequence[str] = (),
+                 name: str | None = None, claims: Claims | None = None,
+                 init: Sequence[Any] = (), cache: bool = True) -> None:
+        self._where = reference if isinstance(reference, str) else _location(
+            type(reference) if isinstance(reference, torch.nn.Module) else reference)
+        if isinstance(reference, str):
+            reference = resolve_reference(reference)
+        if isinstance(reference, type) and issubclass(reference, torch.nn.Module):
+            reference = reference(*init)
+        elif init:
+            raise InvalidArgument("init= is for a module class; the reference is "
+                                  f"{reference!r}")
+        self._init = tuple(init)
+        if isinstance(grads, str):
+            raise InvalidArgument(f"grads={grads!r} must be a tuple of input names, e.g. "
+                                  f"grads=({grads!r},)")
+        self.examples: dict[str, tuple[int, ...]] | None = None
+        if isinstance(inputs, Mapping) and inputs and all(
+                isinstance(v, torch.Tensor) for v in inputs.values()):
+            shapes = {str(k): tuple(v.shape) for k, v in inputs.items()}
+        elif isinstance(inputs, (list, tuple)) and inputs and all(
+                isinstance(v, torch.Tensor) for v in inputs):
+            shapes = dict(zip(_signature_names(reference, len(inputs)),
+                              (tuple(v.shape) for v in inputs), strict=True))
+        elif isinstance(inputs, Mapping) and inputs:
+            shapes = {str(k): tuple(v) if isinstance(v, (tuple, list)) else v
+                      for k, v in inputs.items()}
+        else:
+            raise InvalidArgument(f"inputs={inputs!r} must name the reference's tensor inputs "
+                                  "with their dimensions, e.g. inputs={'x': ('batch', 'n')}, "
+                                  "or give example tensors")
+        for k in shapes:
+            if not k.isidentifier():
+                raise InvalidArgument(f"input name {k!r} must be an identifier")
+        self.declared: dict[str, tuple[Any, ...]] = shapes
+        names = _dims_of(self.declared)
+        dims = dict(dims or {})
+        unknown = sorted(set(dims) - set(names))
+        if unknown:
+            raise InvalidArgument(f"dims names {unknown}, which no input uses; the dimensions "
+                                  f"are {names}")
+        self.ranges = {d: _range(d, dims.get(d, DEFAULT_BATCH if d == "batch" else DEFAULT_DIM))
+                       for d in names}
+        self.param_names = tuple(names)
+        # a traced op's plan and trained parameters are its own, not its class's
+        self.plan = tuple(Dim(d, max_value=hi, is_batch=(d == "batch"),  # type: ignore[misc]
+                              smallest=lo) for d, (lo, hi) in self.ranges.items())
+        self.claims = claims if claims is not None else Claims()
+        if not isinstance(self.claims, Claims):
+            raise InvalidArgument(f"claims={claims!r} must be a numoracle.oracle.traced.Claims")
+        self.reference_fn = reference
+        self.ref = Reference(reference, tuple(self.declared), params=params, grads=grads,
+                             cache=cache)
+        self.parameters = tuple(self.ref.state)  # type: ignore[misc]
+        base = getattr(type(reference) if isinstance(reference, torch.nn.Module) else reference,
+                       "__name__", "reference")
+        self.name = name if name is not None else f"traced_{base}"
+        if not isinstance(self.name, str) or not self.name.replace("-", "_").isidentifier():
+            raise InvalidArgument(f"name={self.name!r} must be an identifier-like str")
+        self._facts: dict[tuple[Any, ...], ShapeFacts] = {}
+
+    # -- plain data --------------------------------------------------------------
+    def spec(self) -> dict[str, Any] | None:
+        """The JSON-ready arguments that make this op again (None where the
+        reference cannot be found by import: a lambda, a local function)."""
+        if self._where is None:
+            return None
+        return {"reference": self._where, "inputs": {k: list(v) for k, v in self.declared.items()},
+                "dims": {k: list(v) for k, v in self.ranges.items()},
+                "params": dict(self.ref.params), "grads": list(self.ref.grads),
+                "name": self.name, "init": list(self._init), "cache": self.ref.cache,
+                "claims": {"ulps": dict(self.claims.ulps), "variance": self.claims.variance,
+                           "rounding": self.claims.rounding}}
+
+    @classmethod
+    def from_spec(cls, spec: Mapping[str, Any]) -> TracedOp:
+        """Inverse of :meth:`spec`."""
+        return cls(spec["reference"], inputs={k: tuple(v) for k, v in spec["inputs"].items()},
+                   dims={k: tuple(v) for k, v in spec["dims"].items()},
+                   params=spec.get("params") or {}, grads=tuple(spec.get("grads", ())),
+                   name=spec["name"], init=tuple(spec.get("init", ())),
+                   cache=spec.get("cache", True), claims=Claims(**spec.get("claims", {})))
+
+    # -- the Op interface -----------------------------------------------------------
+    def validate(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        self._reject_unknown(params)
+        out: dict[str, Any] = {}
+        for d, (lo, hi) in self.ranges.items():
+            v = params.get(d)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not lo <= v <= hi:
+                raise InvalidArgument(f"{self.name}: {d}={v!r} must be an int in [{lo}, {hi}]; "
+                                      f"widen dims={{{d!r}: (lo, hi)}} to allow it")
+            out[d] = int(v)
+        return out
+
+    def _declared_shapes(self, params: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+        shapes = {k: tuple(int(params[d]) if isinstance(d, str) else int(d) for d in shape)
+                  for k, shape in self.declared.items()}
+        shapes.update(self.ref.parameter_shapes())
+        return shapes
+
+    def facts(self, params: Mapping[str, Any]) -> ShapeFacts:
+        """Output shapes, longest reduction and products for ``params`` (one fake
+        run of the reference, kept)."""
+        key = tuple(int(params[d]) for d in self.param_names)
+        found = self._facts.get(key)
+        if found is None:
+            if len(self._facts) >= _FACTS_KEPT:
+                self._facts.clear()
+            found = self._facts[key] = shape_facts(self.ref, self._declared_shapes(params))
+        return found
+
+    def _graded(self, params: Mapping[str, Any]) -> tuple[str, ...]:
+        """The reference's outputs (those that take a ``grad_<output>``)."""
+        if not self.ref.grads:
+            return ()
+        grads = {f"grad_{g}" for g in self.ref.grads}
+        return tuple(o for o in self.facts(params).outputs if o not in grads)
+
+    def input_shapes(self, params: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+        shapes = self._declared_shapes(params)
+        if self.ref.grads:
+            outs = self.facts(params).outputs
+            shapes.update({f"grad_{o}": outs[o] for o in self._graded(params)})
+        return shapes
+
+    def outputs(self, params: Mapping[str, Any]) -> tuple[str, ...]:
+        return tuple(self.facts(params).outputs)
+
+    def output_shapes(self, params: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
+        return dict(self.facts(params).outputs)
+
+    def reductions(self, params: Mapping[str, Any]) -> dict[str, int]:
+        facts = self.facts(params)
+        return dict.fromkeys(facts.outputs, facts.longest)
+
+    def products(self, params: Mapping[str, Any]) -> tuple[Product, ...]:
+        return tuple(Product(a, b, n) for a, b, n in self.facts(params).products)
+
+    def context(self, model: PrecisionModel) -> RuleContext:
+        """What the rules are evaluated under for a kernel claiming ``model``."""
+        return RuleContext(model, self.claims)
+
+    def reference(self, inputs: Mapping[str, np.ndarray], params: Mapping[str, Any],
+                  model: PrecisionModel, outputs: tuple[str, ...] = ()) -> dict[str, Tracked]:
+        self._check_inputs(inputs, params)
+        host = {k: np.asarray(v.get() if hasattr(v, "get") else v) for k, v in inputs.items()}
+        values = {n: host[n] for n in self.ref.names}
+        cotangents = {f"grad_{o}": host[f"grad_{o}"] for o in self._graded(params)}
+        graph = capture_graph(self.ref, values, cotangents)
+        got = evaluate(graph, host, self.context(model), outputs)
+        return {k: v if isinstance(v, Tracked) else exact(np.asarray(v, dtype=np.float64))
+                for k, v in got.items()}
+
+    def __repr__(self) -> str:
+        return f"<traced op {self.name}: {self.ref.describe()}>"
+
+
+def traced_op(reference: Any, **kwargs: Any) -> TracedOp:
+    """A :class:`TracedOp` (``TracedOp(reference, **kwargs)``) registered as an op,
+    so that cases, checks, repros and replay find it by name.
+
+    An op of the same name and the same :meth:`~TracedOp.spec` is reused.
+
+    Raises
+    ------
+    InvalidArgument
+        When another op has that name: give ``name=``.
+    """
+    op = reference if isinstance(reference, TracedOp) else TracedOp(reference, **kwargs)
+    old = OPS.get(op.name)
+    if old is not None and old is not op:
+        same = isinstance(old, TracedOp) and (
+            old.spec() == op.spec() if op.spec() is not None
+            else old.reference_fn is op.reference_fn and old.declared == op.declared
+            and old.ranges == op.ranges and old.ref.grads == op.ref.grads
+            and old.claims == op.claims and old.ref.params == op.ref.params)
+        if not same:
+            raise InvalidArgument(f"an op named {op.name!r} exists already ({old!r}); give "
+                                  "this reference another name=")
+        return old  # type: ignore[return-value]
+    register_op(op)
+    return op
+

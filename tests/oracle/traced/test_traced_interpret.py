@@ -1,0 +1,113 @@
+"""The bound interpreter: refusal by name before arithmetic, values and bounds
+against torch, the exact regime, and the per-op and fused rounding policies."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from numoracle.oracle.formats import quantize
+from numoracle.oracle.precision import get_model
+from numoracle.oracle.traced import RULES, Claims, NoRule, RuleContext
+from numoracle.oracle.traced.capture import Reference, capture
+from numoracle.oracle.traced.interpret import evaluate, rules_of, stores_per_op
+
+FP32 = RuleContext(get_model("fp32"))
+
+
+def _rand(shape, fmt="fp32", seed=0):
+    return quantize(np.random.default_rng(seed).standard_normal(shape), fmt)
+
+
+def _layer(x, w, b):
+    return torch.relu(torch.nn.functional.linear(x, w, b))
+
+
+def test_an_op_without_a_rule_is_refused_by_name_before_any_arithmetic(monkeypatch):
+    calls = []
+    mm = RULES["aten.mm.default"]
+    monkeypatch.setitem(RULES, "aten.mm.default",
+                        lambda *a, **k: calls.append(1) or mm(*a, **k))
+
+    def f(a, b):
+        return torch.special.bessel_j0(a @ b)
+    g = capture(Reference(f, ("a", "b")), {"a": _rand((2, 3)), "b": _rand((3, 2))})
+    with pytest.raises(NoRule, match=r"no rule for aten\.special_bessel_j0\.default"):
+        evaluate(g, {"a": _rand((2, 3)), "b": _rand((3, 2))}, FP32)
+    assert calls == []
+    with pytest.raises(NoRule):
+        rules_of(g)
+
+
+def test_a_layer_is_bounded_and_torch_float32_lies_within():
+    x, w, b = _rand((6, 9)), _rand((5, 9), seed=1), _rand((5,), seed=2)
+    g = capture(Reference(_layer, ("x", "w", "b")), {"x": x, "w": w, "b": b})
+    out = evaluate(g, {"x": x, "w": w, "b": b}, FP32)["out"]
+    exact = _layer(*(torch.tensor(a) for a in (x, w, b))).numpy()
+    np.testing.assert_allclose(out.value, exact, rtol=1e-15, atol=1e-300)
+    got = _layer(*(torch.tensor(a, dtype=torch.float32) for a in (x, w, b))).double().numpy()
+    err = np.abs(got - out.value)
+    assert np.all(err <= out.bound())
+    assert np.any(out.bound() > 0)
+
+
+def test_a_layer_on_an_integer_grid_is_exact():
+    rng = np.random.default_rng(3)
+    x, w, b = (rng.integers(-8, 8, s).astype(np.float64) for s in ((4, 7), (3, 7), (3,)))
+    g = capture(Reference(_layer, ("x", "w", "b")), {"x": x, "w": w, "b": b})
+    out = evaluate(g, {"x": x, "w": w, "b": b}, FP32)["out"]
+    assert out.is_exact
+    torch_fp32 = _layer(*(torch.tensor(a, dtype=torch.float32) for a in (x, w, b)))
+    np.testing.assert_array_equal(torch_fp32.double().numpy(), out.value)
+
+
+def _chain(x, y, z):
+    return (x * y + z) * y - x
+
+
+@pytest.mark.parametrize("storage", ["bf16", "fp16"])
+def test_per_op_rounding_covers_eager_and_fused_is_sharper(storage):
+    shape = (64,)
+    vals = {n: _rand(shape, storage, seed=i) for i, n in enumerate("xyz")}
+    g = capture(Reference(_chain, ("x", "y", "z")), vals)
+    model = get_model(storage)
+    per_op = RuleContext(model, Claims(rounding="per-op"))
+    fused = RuleContext(model, Claims(rounding="fused"))
+    assert stores_per_op(per_op) and not stores_per_op(fused)
+    eager_bound = evaluate(g, vals, per_op)["out"]
+    fused_bound = evaluate(g, vals, fused)["out"]
+    np.testing.assert_array_equal(eager_bound.value, fused_bound.value)
+    assert np.all(fused_bound.bound() <= eager_bound.bound())
+    assert np.any(fused_bound.bound() < eager_bound.bound())
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[storage]
+    eager = _chain(*(torch.tensor(vals[n], dtype=dtype) for n in "xyz")).double().numpy()
+    assert np.all(np.abs(eager - eager_bound.value) <= eager_bound.bound())
+    # a fused kernel: float32 throughout, one rounding at the end
+    wide = _chain(*(torch.tensor(vals[n], dtype=torch.float32) for n in "xyz"))
+    once = wide.to(dtype).double().numpy()
+    assert np.all(np.abs(once - fused_bound.value) <= fused_bound.bound())
+
+
+def test_equal_formats_add_no_second_rounding():
+    vals = {n: _rand((16,), seed=i) for i, n in enumerate("xyz")}
+    g = capture(Reference(_chain, ("x", "y", "z")), vals)
+    a = evaluate(g, vals, RuleContext(get_model("fp32"), Claims(rounding="per-op")))["out"]
+    b = evaluate(g, vals, RuleContext(get_model("fp32"), Claims(rounding="fused")))["out"]
+    np.testing.assert_array_equal(a.det, b.det)
+
+
+def test_only_the_requested_outputs_are_evaluated(monkeypatch):
+    calls = []
+    relu = RULES["aten.relu.default"]
+    monkeypatch.setitem(RULES, "aten.relu.default",
+                        lambda *a, **k: calls.append(1) or relu(*a, **k))
+
+    def f(x):
+        return x + x, torch.relu(x)
+    vals = {"x": _rand((3,))}
+    g = capture(Reference(f, ("x",)), vals)
+    out = evaluate(g, vals, FP32, outputs=("out0",))
+    assert list(out) == ["out0"] and calls == []
+    evaluate(g, vals, FP32)
+    assert calls == [1]
