@@ -158,6 +158,7 @@ def stale_weights(x, weight, grad_output, bias=None, *, params) -> Arrays:
 
 def _target(name: str, fn: Callable[..., Arrays], base: Target, **changes: Any) -> Target:
     kw: dict[str, Any] = {"backend": base.backend, "layouts": base.layouts,
+                          "available": base.available,
                           "output_layouts": base.output_layouts, **changes}
     return Target(name=name, op="conv2d", precision=get_model("fp32"), fn=fn,
                   description=(fn.__doc__ or "").strip(), source=__name__, **kw)

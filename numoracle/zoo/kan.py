@@ -2,9 +2,9 @@
 
 Every mutant is one of seed 001's bugs or a close relative; ``numoracle zoo --ops kan``
 must catch each with the default strategies, and the correct kernel must pass.
-The functions follow the dtype of their inputs, so the comparison benchmark
-(``benchmarks/kan_compare.py``) runs the same mutants under float32 central
-differences and float64 ``torch.autograd.gradcheck``.
+The functions follow the dtype of their inputs, so the same mutants can be run
+under float32 central differences and float64 ``torch.autograd.gradcheck`` for
+comparison.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import torch
 
 import numoracle.kernels.torch_kan as _host
 from numoracle.cases.target import Target
+from numoracle.kernels.backends import get_backend
 from numoracle.kernels.torch_kan import b_splines, kan_forward_backward
 from numoracle.kernels.torch_targets import TorchMode, precision_flags
 from numoracle.oracle.precision import get_model
@@ -136,6 +137,7 @@ MUTANTS: dict[str, Any] = {
 
 TARGETS: list[Target] = [
     Target(name=name, op="kan", backend="torch-cpu", precision=get_model("fp32"), fn=fn,
-           description=(fn.__doc__ or "").strip(), source=__name__)
+           description=(fn.__doc__ or "").strip(), source=__name__,
+           available=get_backend("torch-cpu").available)
     for name, fn in MUTANTS.items()
 ]

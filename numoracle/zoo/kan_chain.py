@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from numoracle.cases.target import Target
+from numoracle.kernels.backends import get_backend
 from numoracle.kernels.torch_kan import kan_chain_forward_backward
 from numoracle.kernels.torch_targets import TorchMode, precision_flags
 from numoracle.oracle.precision import get_model
@@ -32,6 +33,7 @@ MUTANTS: dict[str, Any] = {
 
 TARGETS: list[Target] = [
     Target(name=name, op="kan_chain", backend="torch-cpu", precision=get_model("fp32"), fn=fn,
-           description=(fn.__doc__ or "").strip(), source=__name__)
+           description=(fn.__doc__ or "").strip(), source=__name__,
+           available=get_backend("torch-cpu").available)
     for name, fn in MUTANTS.items()
 ]

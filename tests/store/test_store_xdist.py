@@ -1,7 +1,7 @@
 """The store under pytest-xdist: two workers checking kernels of the same names
 at once, one worker killed mid-run; every repro saved once and replayable, and
 the later checks of a name replay its stored repro first.
-(benchmarks/store_concurrency.py runs the same with 8 workers and two zoo runs.)"""
+(benchmarks/results/cpu/store/ records the same with 8 workers and two zoo runs.)"""
 
 from __future__ import annotations
 
