@@ -39,3 +39,10 @@ def test_a_sweep_records_its_rows_and_command(tmp_path: Path) -> None:
     assert result["meta"]["command"].startswith("python -m benchmarks sweep --ops matmul")
     assert result["meta"]["machine"] and result["meta"]["numpy"]
     assert "numpy-fp32" in (out / "soundness.md").read_text()
+
+
+def test_the_validation_page_is_what_the_results_give() -> None:
+    """docs/validation.md and the results index are generated: never edited by hand,
+    never stale (run ``python -m benchmarks validation`` after recording a run)."""
+    done = _harness("validation", "--check")
+    assert done.returncode == 0, done.stderr
