@@ -42,7 +42,7 @@ def test_a_sweep_records_its_rows_and_command(tmp_path: Path) -> None:
 
 
 def test_the_validation_page_is_what_the_results_give() -> None:
-    """docs/validation.md and the results index are generated: never edited by hand,
-    never stale (run ``python -m benchmarks validation`` after recording a run)."""
+    """docs/validation.md is generated: never edited by hand, never stale (run
+    ``python -m benchmarks validation`` after changing a result it reads)."""
     done = _harness("validation", "--check")
     assert done.returncode == 0, done.stderr
