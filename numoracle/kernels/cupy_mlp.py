@@ -17,7 +17,7 @@ race), ``bias_correction_off``, ``eps_in_sqrt``, ``momentum_init_zero``.
 
 The race needs a slow accumulation to show: on small problems the
 accumulation kernel takes a few microseconds and mostly finishes before the
-update kernel on the other stream starts (1 of 10 trials on an H100). So the
+update kernel on the other stream starts. So the
 accumulation kernel takes ``spin`` (clock cycles): after its forward pass,
 sample ``s`` of ``B`` waits ``spin (s + 1) / B`` cycles before adding its
 gradient, so the sums build up over ``spin`` cycles. This changes no value:
@@ -46,7 +46,7 @@ __all__ = ["ACCUMULATE_SOURCE", "UPDATE_SOURCE", "RACE_SPIN_CYCLES", "cupy_mlp_s
            "TARGETS"]
 
 #: clock cycles over which the ``phase_race`` trainer's accumulation spreads its
-#: additions (about 2 ms on an H100), so the update on the other stream reads
+#: additions (milliseconds on current GPUs), so the update on the other stream reads
 #: partial sums
 RACE_SPIN_CYCLES = 1 << 22
 

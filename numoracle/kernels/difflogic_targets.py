@@ -14,8 +14,8 @@ constructor builds it.
 ``difflogic/difflogic.py`` imports that extension at the top, so even the python
 implementation needs it: install with ``pip install --no-build-isolation --no-deps
 difflogic`` on a machine with the CUDA toolkit. With torch 2.11 its kernel source
-compiles only after its ``AT_DISPATCH_*(x.type(), ...)`` calls take ``x.scalar_type()``
-(measured on the H100, ``benchmarks/results/h100/session4/``). The CUDA
+compiles only after its ``AT_DISPATCH_*(x.type(), ...)`` calls take
+``x.scalar_type()``. The CUDA
 implementation's input gradient is wrong for a neuron whose two inputs are the same
 (``benchmarks/results/findings/difflogic-cuda-same-input-grad/``): the target fails
 those cases, as it should. The targets are available only where

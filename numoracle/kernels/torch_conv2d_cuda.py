@@ -11,7 +11,7 @@ runs. Eight targets, ``torch-cuda-<model>[-cl][-det]``:
     ``tf32`` claim leaves ``input_rounding`` unknown, and it claims truncating
     accumulation (``accumulate_rounding="rz"``), as the tensor-core linear
     targets do; and ``nan_spreads``: in a grouped convolution an Inf of one
-    group was measured to turn another group's finite results into NaN.
+    group may turn another group's finite results into NaN.
 ``-cl``
     inputs converted to ``torch.channels_last`` inside the call (cuDNN's NHWC
     kernels); otherwise they are used as handed over (contiguous NCHW unless
@@ -243,9 +243,9 @@ def cudnn_claim(tf32: bool) -> PrecisionModel:
     claim before ``deterministic_runs``): any engine its heuristics choose among
     implicit GEMM, Winograd and FFT; with TF32 on, inputs rounded to TF32 in an
     undocumented way, truncating tensor-core sums, and NaN spreading between the
-    groups of a grouped convolution (measured on the H100: an Inf in one group
-    turned another group's finite ``y`` or ``grad_input`` into NaN, as if the
-    groups ran as one GEMM with zero blocks;
+    groups of a grouped convolution (an Inf in one group may turn another group's
+    finite ``y`` or ``grad_input`` into NaN, as if the groups ran as one GEMM with
+    zero blocks: a finding with repros,
     ``benchmarks/results/findings/cudnn-tf32-grouped-conv-nan-spreads``)."""
     if tf32:
         return get_model("tf32", accumulate_rounding="rz", algorithms=ALGORITHMS,

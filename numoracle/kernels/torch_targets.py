@@ -58,7 +58,7 @@ class TorchMode:
         Let cuBLAS round fp32 inputs to TF32 (CUDA fp32 only).
     claims : tuple of (field, value)
         Precision-model fields the mode claims beyond its preset, for behaviour
-        numoracle measured (see ``benchmarks/results/``).
+        of the library that its plain preset does not describe.
     """
 
     device: str
@@ -226,23 +226,22 @@ def _available(mode: TorchMode) -> str | None:
 
 _MODES: tuple[tuple[TorchMode, str], ...] = (
     (TorchMode("cpu", "fp32"), "torch CPU float32 (oneDNN fp32 matmul precision pinned to IEEE)"),
-    # measured: CPU bf16 matmuls read subnormal bf16 inputs as zero, and an Inf or
-    # NaN input turns finite results of neighbouring elements into NaN
-    # (benchmarks/results/findings/torch-cpu-bf16-linear-nan-spreads)
+    # CPU bf16 matmuls read subnormal bf16 inputs as zero, and an Inf or NaN input
+    # turns finite results of neighbouring elements into NaN (a finding with a repro:
+    # benchmarks/results/findings/torch-cpu-bf16-linear-nan-spreads)
     (TorchMode("cpu", "bf16", claims=(("flush_subnormal_inputs", True),
                                       ("nan_spreads", True))),
      "torch CPU bfloat16, fp32 accumulation, subnormal inputs flushed, NaN may spread "
      "from non-finite inputs"),
     (TorchMode("cuda", "fp32"), "torch CUDA float32, cuBLAS with TF32 off"),
-    # measured (benchmarks/results/h100): cuBLAS rounds fp32 inputs to tf32 to
-    # nearest, except in shapes where it runs a plain fp32 kernel (1 x 1 x 1);
-    # tensor-core sums broke the probabilistic (round-to-nearest) bound, so the
-    # tensor-core targets claim truncating accumulation
+    # cuBLAS rounds fp32 inputs to tf32 to nearest, except in shapes where it runs a
+    # plain fp32 kernel (1 x 1 x 1); tensor-core sums do not keep the probabilistic
+    # (round-to-nearest) bound, so the tensor-core targets claim truncating accumulation
     (TorchMode("cuda", "fp32", tf32=True,
                claims=(("input_rounding", "rne"), ("inputs_maybe_unrounded", True),
                        ("accumulate_rounding", "rz"))),
      "torch CUDA float32, cuBLAS with TF32 on"),
-    # measured: at batch 1, F.linear rounds x W^T to bf16/fp16 before adding the bias
+    # at batch 1, F.linear rounds x W^T to bf16/fp16 before adding the bias
     (TorchMode("cuda", "bf16", claims=(("bias_after_store", True), ("accumulate_rounding", "rz"))),
      "torch CUDA bfloat16, reduced-precision reductions off"),
     (TorchMode("cuda", "fp16", claims=(("bias_after_store", True), ("accumulate_rounding", "rz"))),

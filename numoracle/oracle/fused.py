@@ -88,7 +88,7 @@ extern "C" __global__ void numoracle_operand_facts(
     if (!numoracle_representable(v, t, emin, fmax)) flags |= UNREPRESENTABLE;
   }
   /* the block's warps, then the block's one atomic per value (atomics of every warp
-     to one address serialise: measured slower than the pass itself) */
+     to one address serialise, and would cost more than the pass itself) */
   __shared__ int warp_far[32], warp_flags[32];
   for (int off = 16; off > 0; off >>= 1) {
     far = max(far, __shfl_down_sync(0xffffffffu, far, off));

@@ -9,8 +9,8 @@ numba is installed (``pip install 'numoracle[fast]'``) each group is one loop
 in the same order as the NumPy passes (numba, like NumPy, contracts no
 ``a*b+c`` into one fma): the same bits, tested against them. The loops run
 on one core: after a GEMM the BLAS library's threads keep spinning on the
-others for a while (measured: a loop cut in two threads right after a GEMM
-took twice as long as on one). Without numba, or with ``NUMORACLE_NUMBA=0`` in
+others for a while, so a loop cut in threads right after a GEMM competes with
+them. Without numba, or with ``NUMORACLE_NUMBA=0`` in
 the environment, the NumPy passes run. The loops compile on first use and are
 cached on disk.
 """

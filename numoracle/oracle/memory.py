@@ -4,9 +4,8 @@ The reference of a contraction allocates a handful of output-sized float64
 arrays (value, magnitude, radii) per call. glibc serves blocks above its mmap
 threshold with fresh pages from the kernel and returns them on free, so every
 such array pays a page fault per 4 KiB page when first written; on some
-virtual machines that costs more than the arithmetic (measured: a 512x64x512
-fp32 reference 12.7 ms with fresh pages, 3.5 ms with reused ones; six fresh
-8 MiB arrays written 10.6 ms, reused ones 2.8 ms).
+virtual machines that costs more than the arithmetic (the timings are in
+``benchmarks/results/cpu/oracle_speed/``).
 :func:`reuse_freed_memory` asks glibc to keep freed memory for reuse instead.
 It changes the allocator of the whole process (its resident size stays at its
 peak): a checking run turns it on (:func:`reuse_for_checking`, from

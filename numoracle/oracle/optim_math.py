@@ -28,9 +28,8 @@ the kernel may hold every hyperparameter and every derived scalar rounded
 to the storage format (relative error ``u`` unless the value is a value of the
 format). ``1 - beta1`` and ``1 - beta2`` may be computed from the rounded
 betas, so their relative error is ``u beta / (1 - beta) + 2u``
-(:func:`one_minus_err`): torch's fused CUDA Adam does so (measured on an H100:
-it uses 0.00099998713 for ``1 - 0.999``, 216 u off;
-benchmarks/results/h100/optim/fused_probe). The bias
+(:func:`one_minus_err`): torch's fused CUDA Adam does so (it uses the float32
+``1 - fl(0.999)``, hundreds of u away from ``0.001``). The bias
 corrections ``1 - beta^t`` may be computed in float32 (fused kernels): their
 relative error is taken as ``((t + 4) u beta^t + 2u) / (1 - beta^t)``
 (``beta`` rounded, ``pow``, the subtraction that cancels), halved under the

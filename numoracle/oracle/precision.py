@@ -117,8 +117,8 @@ class PrecisionModel:
         accuracy.
     nan_spreads : bool
         A non-finite input may turn finite results into NaN (a vectorised
-        kernel whose packed neighbours meet ``0 * inf``: measured in torch's
-        CPU bfloat16 GEMM, ``benchmarks/results/findings/``). In a case whose
+        kernel whose packed neighbours meet ``0 * inf``, as torch's CPU bfloat16
+        GEMM does: ``benchmarks/results/findings/``). In a case whose
         inputs hold a non-finite value, a NaN where the reference is finite is
         then not counted against the kernel; every finite result is still
         judged, and cases with finite inputs are judged as usual.

@@ -50,13 +50,13 @@ Winograd (componentwise)
     Winograd engines need them); the bound is the largest over the variants and
     over the orientations a kernel may tile in (along each axis, the transform of
     the reversed tile: it puts ``Aᵀ``'s large rows at the other end of the tile; a
-    cuDNN filter gradient on an H100 was 0.96 of the bound of one orientation at a
-    tile's corner, 0.30 of all four's).
+    kernel tiling the other way can come close to the bound of one orientation at a
+    tile's corner).
     The filter gradient ``Σ_n x_nc ⋆ g_no`` is, tile by tile of ``g``, the same
     construction with the kernel as the output and the tile as the filter,
     ``F(k, r)``, the batch and the tiles summed as the channels are (cuDNN's
-    nonfused Winograd wgrad ran ``F(5, 5)`` on 9×9 tiles for a 5×5 kernel on an
-    H100, TF32 off and deterministic: ``benchmarks/results/h100/session5/``).
+    nonfused Winograd wgrad runs ``F(5, 5)`` on 9×9 tiles for a 5×5 kernel with
+    TF32 off and deterministic algorithms).
 
 FFT (normwise)
     An output plane is ``z = Σ_j a_j ⋆ b_j`` (a correlation per channel pair),
@@ -76,14 +76,13 @@ FFT (normwise)
     intermediates are at most ``N Σ_j ‖F(a_j)‖_∞ ‖b_j‖₁`` (an unnormalised inverse
     transform sums ``N`` spectral terms); where that may exceed the compute or
     accumulation format's range, an FFT may overflow where the result does not
-    (cuDNN's FFT engine gave Inf for a finite fp32 output on an H200:
-    ``benchmarks/results/findings/cudnn-fft-overflow/``), and the element is not
+    (cuDNN's FFT engine can give Inf for a finite fp32 output, a finding with a
+    repro: ``benchmarks/results/findings/cudnn-fft-overflow/``), and the element is not
     judged under a model that allows an FFT. Any stride and
     dilation: a strided forward subsamples the stride-1 planes, and the
     gradients of a strided convolution are correlations with zeros inserted,
-    which leave the norms as they are (cuDNN ran an FFT engine for the input
-    gradient of a stride-2 layer on an H100:
-    ``benchmarks/results/h100/session/``).
+    which leave the norms as they are (cuDNN may run an FFT engine for the input
+    gradient of a stride-2 layer).
 
 Both bounds come on top of the final rounding to the storage format.
 """
@@ -187,8 +186,8 @@ def winograd_variants(kernel: int) -> tuple[tuple[int, int], ...]:
 def winograd_wgrad_variants(kernel: int) -> tuple[tuple[int, int], ...]:
     """The ``(m, r)`` tiles considered for the filter gradient of a square
     ``kernel``: ``m`` is the kernel (the output), ``r`` the tile of the output
-    gradient (the filter). cuDNN's nonfused Winograd wgrad ran 9×9 tiles for a
-    5×5 kernel on an H100 (``winogradWgradDelta9x9_5x5``: ``F(5, 5)``); for 3×3
+    gradient (the filter). cuDNN's nonfused Winograd wgrad runs 9×9 tiles for a
+    5×5 kernel (``winogradWgradDelta9x9_5x5``: ``F(5, 5)``); for 3×3
     the forward's tiles, 4×4 and 6×6, are taken. () where none applies."""
     return {3: ((3, 2), (3, 4)), 5: ((5, 5),)}.get(kernel, ())
 

@@ -447,8 +447,8 @@ def _map(t: Tracked, fn: Callable[[Any], Any], is_exact: bool | None = None) -> 
 #: elements of the contraction operands built at once on the host (the im2col
 #: patches of a block of samples): bounds the reference's temporaries at real layer
 #: sizes. 32 MiB of float64: glibc's largest mmap threshold, so that the blocks'
-#: temporaries come back from the heap instead of fresh pages (measured faster than
-#: 1 << 23 and 1 << 24 at 32x64x32x32, 3x3, on 2 cores)
+#: temporaries come back from the heap instead of fresh pages (larger blocks take
+#: fresh pages for every block)
 BLOCK_ELEMENTS = 1 << 22
 #: the same on a GPU (CuPy): larger blocks, fewer launches and synchronisations
 DEVICE_BLOCK_ELEMENTS = 1 << 26
