@@ -28,6 +28,7 @@ Writes ``DIR/sharpness-LABEL.json`` and ``DIR/sharpness-LABEL.md``.
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import platform
 import subprocess
@@ -41,13 +42,14 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
 
 from numoracle.cases.case import Case
-from numoracle.checking.check import run_kernel
+from numoracle.checking.check import judge, run_kernel
 from numoracle.errors import UnsupportedCase
 from numoracle.kernels import available_targets, get_target
 from numoracle.oracle.ops import get_op
 from numoracle.oracle.precision import get_model
 from numoracle.oracle.transforms import winograd_matrices
 from numoracle.running.runner import default_strategy, same_draws_everywhere
+from numoracle.store.repro import load_repro
 
 __all__ = ["main", "collect_target", "transform_rows", "summarise", "to_markdown"]
 
@@ -275,6 +277,26 @@ def transform_rows(seeds: int, keep: int) -> list[dict[str, Any]]:
     return rows
 
 
+def rejudge_repros(pattern: str) -> list[dict[str, Any]]:
+    """The recorded outputs of stored conv2d repros (``pattern``: a glob of repro
+    folders) judged again at this code, under the claimed formats with every
+    algorithm class allowed: the worst err/bound per output of real library
+    results that a transform algorithm computed."""
+    rows = []
+    for d in sorted(glob.glob(pattern, recursive=True)):
+        rep = load_repro(d)
+        if not rep.got or rep.op != "conv2d":
+            continue
+        model = rep.model
+        if set(model.algorithms) == {"summation"}:
+            model = model.with_(algorithms=("summation", "winograd", "fft"))
+        outs = judge(rep.case, model, rep.inputs, rep.got, with_diagnosis=False)
+        rows.append({"repro": d, "target": rep.target_name, "model": model.describe(),
+                     "params": dict(rep.case.params),
+                     "worst": {k: v.worst_ratio for k, v in outs.items()}})
+    return rows
+
+
 def to_markdown(rows: list[dict[str, Any]], header: str) -> str:
     lines = [header, "",
              "Per output, over the judged elements (bound > 0) of correct kernels: err/bound "
@@ -324,7 +346,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="cases per emulated transform algorithm (0: none)")
     ap.add_argument("--out", default="benchmarks/results/cpu/sharpness")
     ap.add_argument("--label", default="current")
+    ap.add_argument("--repros", default="",
+                    help="a glob of stored conv2d repro folders to judge again instead")
     args = ap.parse_args(argv)
+    if args.repros:
+        found = rejudge_repros(args.repros)
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"repros-{args.label}.json").write_text(json.dumps(
+            {"command": "python -m benchmarks sharpness " + " ".join(argv or []),
+             "commit": _commit(), "rows": found}, indent=1, default=str) + "\n")
+        for r in found:
+            print(r["repro"], r["worst"])
+        return 0
 
 
     names = {t for t in args.targets.split(",") if t}

@@ -1,0 +1,89 @@
+"""cuDNN's fp32 5×5 filter gradient judged under summation and transform claims.
+
+Runs one conv2d case (batch 64, 64→64 channels, 32×32, 5×5, padding 2, normal
+values, TF32 off) on cuDNN through the ``torch-cuda-fp32`` and
+``torch-cuda-fp32-det`` targets once, keeps the outputs, and judges them under
+the claimed formats with summation only, summation or Winograd, summation or
+FFT, and every class (the targets' claim), with the diagnosis of each claim.
+Run it once per numoracle version (``PYTHONPATH`` picks the package) on the
+same saved outputs:
+
+    python benchmarks/cudnn_winograd_sharpness.py run OUT/grad_weight.npz
+    python benchmarks/cudnn_winograd_sharpness.py judge OUT/grad_weight.npz OUT/LABEL.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import numpy as np
+
+import numoracle
+from numoracle.cases.case import Case
+from numoracle.checking.check import judge, run_kernel
+from numoracle.kernels import get_target
+
+PARAMS = {"batch": 64, "in_channels": 64, "out_channels": 64, "height": 32, "width": 32,
+          "kernel_size": (5, 5), "stride": (1, 1), "padding": (2, 2), "dilation": (1, 1),
+          "groups": 1, "bias": False}
+TARGETS = ("torch-cuda-fp32", "torch-cuda-fp32-det")
+
+
+def case() -> Case:
+    return Case(op="conv2d", params=dict(PARAMS), storage="fp32", family="normal", seed=0)
+
+
+def run(path: str) -> None:
+
+    c = case()
+    inputs = c.inputs()
+    arrays = {}  # the inputs come back from the case's seed
+    for name in TARGETS:
+        t = get_target(name, "conv2d")
+        engine = None
+        if t.engine is not None:
+            engine = t.engine(lambda t=t: run_kernel(c, t, inputs))
+        got, err = run_kernel(c, t, inputs)
+        assert got is not None, err
+        arrays[f"got_{name}_grad_weight"] = got["grad_weight"]
+        print(name, "engine:", engine, flush=True)
+    np.savez(path, **arrays)
+
+
+def judge_saved(path: str, out: str) -> None:
+
+    c = case()
+    inputs = c.inputs()
+    with np.load(path) as z:
+        gots = {name: {k[len(f"got_{name}_"):]: z[k] for k in z.files
+                       if k.startswith(f"got_{name}_")} for name in TARGETS}
+    rows = {}
+    for name in TARGETS:
+        claimed = get_target(name, "conv2d").precision
+        got = {"grad_weight": gots[name]["grad_weight"]}
+        res = {}
+        for label, algos in (("summation", ("summation",)),
+                             ("summation+winograd", ("summation", "winograd")),
+                             ("summation+fft", ("summation", "fft")),
+                             ("claimed", tuple(claimed.algorithms))):
+            t0 = time.perf_counter()
+            model = claimed.with_(algorithms=algos)
+            v = judge(c, model, inputs, got, with_diagnosis=True)["grad_weight"]
+            res[label] = {"algorithms": list(algos), "worst_det": v.worst_ratio_det,
+                          "worst_prob": v.worst_ratio_prob, "passed": v.passed,
+                          "diagnosis": v.diagnosis, "per_model": v.per_model,
+                          "seconds": round(time.perf_counter() - t0, 1)}
+            print(name, label, v.worst_ratio_det, v.diagnosis, flush=True)
+        rows[name] = res
+    with open(out, "w") as f:
+        json.dump({"case": c.to_dict() if hasattr(c, "to_dict") else str(c),
+                   "numoracle": numoracle.__file__, "rows": rows}, f, indent=1, default=str)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "run":
+        run(sys.argv[2])
+    else:
+        judge_saved(sys.argv[2], sys.argv[3])
