@@ -22,16 +22,17 @@ same in the percentiles.
     python -m benchmarks sharpness [--cases 60] [--seed 0] [--targets a,b]
                                    [--out benchmarks/results/cpu/sharpness] [--label NAME]
 
-Writes ``DIR/sharpness-LABEL.json`` and ``DIR/sharpness-LABEL.md``.
+                                   [--repros GLOB]
+
+Writes ``DIR/sharpness-LABEL.json`` and ``DIR/sharpness-LABEL.md``; with
+``--repros``, the recorded outputs of stored conv2d repros judged again
+(``DIR/repros-LABEL.json``).
 """
 
 from __future__ import annotations
 
 import argparse
 import glob
-import json
-import platform
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ import torch
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
 
+from benchmarks.record import meta, write_json, write_text
 from numoracle.cases.case import Case
 from numoracle.checking.check import judge, run_kernel
 from numoracle.errors import UnsupportedCase
@@ -51,7 +53,8 @@ from numoracle.oracle.transforms import winograd_matrices
 from numoracle.running.runner import default_strategy, same_draws_everywhere
 from numoracle.store.repro import load_repro
 
-__all__ = ["main", "collect_target", "transform_rows", "summarise", "to_markdown"]
+__all__ = ["add_parser", "run", "rejudge_repros", "collect_target", "transform_rows",
+           "summarise", "to_markdown"]
 
 #: elements of one output of one case kept for the percentiles
 DEFAULT_ELEMENTS = 2048
@@ -325,17 +328,10 @@ def to_markdown(rows: list[dict[str, Any]], header: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks sharpness",
-                                 description=__doc__.split("\n\n")[0])
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``sharpness`` to the harness's subcommands."""
+    ap = sub.add_parser("sharpness", help="err/bound of correct kernels per op and output: "
+                                          "worst and 99th percentile under both bounds")
     ap.add_argument("--cases", type=int, default=60, help="cases per (target, op)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--targets", default="", help="comma-separated target names (all: empty)")
@@ -344,23 +340,21 @@ def main(argv: list[str] | None = None) -> int:
                     help="elements per output and case kept for the percentiles")
     ap.add_argument("--transform-cases", type=int, default=8,
                     help="cases per emulated transform algorithm (0: none)")
-    ap.add_argument("--out", default="benchmarks/results/cpu/sharpness")
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/cpu/sharpness"))
     ap.add_argument("--label", default="current")
     ap.add_argument("--repros", default="",
                     help="a glob of stored conv2d repro folders to judge again instead")
-    args = ap.parse_args(argv)
+    ap.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write ``sharpness-LABEL.json`` and ``.md`` (or ``repros-LABEL.json``) under ``--out``."""
     if args.repros:
         found = rejudge_repros(args.repros)
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / f"repros-{args.label}.json").write_text(json.dumps(
-            {"command": "python -m benchmarks sharpness " + " ".join(argv or []),
-             "commit": _commit(), "rows": found}, indent=1, default=str) + "\n")
+        write_json(args.out / f"repros-{args.label}.json", {**meta(args.argv), "rows": found})
         for r in found:
             print(r["repro"], r["worst"])
         return 0
-
-
     names = {t for t in args.targets.split(",") if t}
     ops = {t for t in args.ops.split(",") if t}
     rows = []
@@ -374,21 +368,12 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
     if args.transform_cases and (not ops or "conv2d" in ops) and not names:
         rows += [summarise(r) for r in transform_rows(args.transform_cases, args.elements)]
-    meta = {"command": "python -m benchmarks sharpness " + " ".join(argv or []),
-            "commit": _commit(), "machine": f"{platform.machine()} {platform.processor()} "
-            f"({platform.system()}), numpy {np.__version__}", "cases": args.cases,
-            "seed": args.seed, "elements_per_output_case": args.elements,
-            "seconds": round(time.perf_counter() - t0, 1)}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"sharpness-{args.label}.json").write_text(
-        json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    record = meta(args.argv, cases=args.cases, seed=args.seed,
+                  elements_per_output_case=args.elements,
+                  seconds=round(time.perf_counter() - t0, 1))
+    write_json(args.out / f"sharpness-{args.label}.json", {"meta": record, "rows": rows})
     header = (f"# Sharpness ({args.label}): err/bound of correct kernels\n\n"
-              f"`{meta['command']}` at {meta['commit']}; {meta['machine']}; "
-              f"{meta['seconds']} s")
-    (out / f"sharpness-{args.label}.md").write_text(to_markdown(rows, header))
+              f"`{record['command']}` at {record['commit']}; {record['machine']}; "
+              f"{record['seconds']} s")
+    write_text(args.out / f"sharpness-{args.label}.md", to_markdown(rows, header))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
