@@ -160,3 +160,45 @@ def test_max_pool_ties_admit_either_index() -> None:
     _, idx = lookup("aten.max_pool2d_with_indices.default")(ctx, x, [2, 2])
     assert idx.admits(np.array([[[[0]]]])).all() and idx.admits(np.array([[[[3]]]])).all()
     assert not idx.admits(np.array([[[[2]]]])).any()
+
+
+def mp_adaptive(x, out):
+    d = len(out)
+    sp = x.shape[-d:]
+    lead = x.shape[:-d]
+    res = np.empty(lead + tuple(out), dtype=object)
+    for li in np.ndindex(lead):
+        for o in itertools.product(*[range(v) for v in out]):
+            ranges = [range((o[i] * sp[i]) // out[i], -((-(o[i] + 1) * sp[i]) // out[i]))
+                      for i in range(d)]
+            taps = [x[li + t] for t in itertools.product(*ranges)]
+            res[li + o] = mpmath.fsum(taps) / len(taps)
+    return res
+
+
+def _adaptive_backward_case() -> RuleCase:
+    x = rnd(1, 2, 7, 5)
+    g = rnd(1, 2, 3, 4)
+
+    def mp(g, x):
+        res = np.empty(x.shape, dtype=object)
+        for i in np.ndindex(x.shape):
+            e = np.empty(x.shape, dtype=object)
+            e[...] = mpmath.mpf(0)
+            e[i] = mpmath.mpf(1)
+            res[i] = mpmath.fsum(np.ravel(mp_adaptive(e, (3, 4)) * g))
+        return res
+    return RuleCase("aten._adaptive_avg_pool2d_backward.default", (g, x), mp=mp)
+
+
+CASES += [
+    RuleCase("aten.avg_pool1d.default", (rnd(2, 3, 9), [3], [2], [1]),
+             mp=lambda x, k, s, p: mp_pool(x, 1, k, s, p, 1, False, "avg")),
+    RuleCase("aten._adaptive_avg_pool2d.default", (rnd(2, 3, 7, 5), [3, 4]),
+             mp=lambda x, o: mp_adaptive(x, o)),
+    RuleCase("aten._adaptive_avg_pool2d.default", (rnd(1, 2, 6, 6), [1, 1]),
+             mp=lambda x, o: mp_adaptive(x, o), id="global"),
+    RuleCase("aten.adaptive_avg_pool1d.default", (rnd(2, 3, 10), [4]),
+             mp=lambda x, o: mp_adaptive(x, o)),
+    _adaptive_backward_case(),
+]

@@ -244,3 +244,135 @@ def test_one_pass_claim_is_looser_where_it_cancels() -> None:
 
 #: rules whose mpmath check is a test of its own above
 ALSO_TESTED = ("aten._native_batch_norm_legit_functional.default",)
+
+
+def mp_nll(x, t, w, reduction, ignore):
+    n = x.shape[0]
+    picks, weights = [], []
+    for i in range(n):
+        ti = int(t[i])
+        wi = mpmath.mpf(0) if ti == ignore else (mpmath.mpf(1) if w is None else w[ti])
+        picks.append(-x[i, ti] * wi if ti != ignore else mpmath.mpf(0))
+        weights.append(wi)
+    total = mpmath.fsum(weights)
+    if reduction == 0:
+        return np.array(picks + [None], dtype=object)[:-1], mpmath.mpf(0)
+    s = mpmath.fsum(picks)
+    return (s if reduction == 2 else s / total), total
+
+
+def mp_nll_backward(g, x, t, w, reduction, ignore, total):
+    out = np.empty(x.shape, dtype=object)
+    out[...] = mpmath.mpf(0)
+    for i in range(x.shape[0]):
+        ti = int(t[i])
+        if ti == ignore:
+            continue
+        wi = mpmath.mpf(1) if w is None else w[ti]
+        gi = g[i] if reduction == 0 else g[()]
+        out[i, ti] = -gi * wi / (total[()] if reduction == 1 else 1)
+    return out
+
+
+_logp = torch.log_softmax(rnd(6, 5), 1)
+_t = torch.tensor([0, 4, 2, 2, 1, 3])
+_w = rnd(5).abs() + 0.5
+CASES += [
+    RuleCase("aten.nll_loss_forward.default", (_logp, _t, None, 1, -100), mp=mp_nll),
+    RuleCase("aten.nll_loss_forward.default", (_logp, _t, _w, 1, 2), mp=mp_nll,
+             id="weighted-ignore"),
+    RuleCase("aten.nll_loss_forward.default", (_logp, _t, _w, 0, -100), mp=mp_nll, id="none"),
+    RuleCase("aten.nll_loss_forward.default", (_logp, _t, None, 2, -100), mp=mp_nll, id="sum"),
+    RuleCase("aten.nll_loss_backward.default", (torch.tensor(0.7), _logp, _t, _w, 1, 2,
+                                                 _w[[0, 4, 1, 3]].sum()),
+             mp=mp_nll_backward),
+    RuleCase("aten.nll_loss_backward.default", (rnd(6), _logp, _t, None, 0, -100,
+                                                 torch.tensor(6.0)),
+             mp=mp_nll_backward, id="none"),
+]
+
+
+def mp_nll2d(x, t, w, reduction, ignore):
+    flat_x = np.moveaxis(x, 1, -1).reshape(-1, x.shape[1])
+    out = mp_nll(flat_x, t.reshape(-1), w, reduction, ignore)
+    if reduction == 0:
+        return out[0].reshape(t.shape), out[1]
+    return out
+
+
+_logp2 = torch.log_softmax(rnd(2, 4, 3, 3), 1)
+_t2 = torch.randint(0, 4, (2, 3, 3), generator=G)
+CASES += [
+    RuleCase("aten.nll_loss2d_forward.default", (_logp2, _t2, None, 1, -100), mp=mp_nll2d),
+    RuleCase("aten.nll_loss2d_backward.default", (torch.tensor(1.3), _logp2, _t2, None, 2, -100,
+                                                   torch.tensor(18.0)),
+             mp=lambda g, x, t, w, r, i, tw: np.moveaxis(mp_nll_backward(
+                 g, np.moveaxis(x, 1, -1).reshape(-1, 4), t.reshape(-1), w, r, i, tw).reshape(
+                 2, 3, 3, 4), -1, 1)),
+]
+
+
+def mp_layer_norm_backward(g, x, shape, mean, rstd, w, b, mask):
+    axes = tuple(range(x.ndim - len(shape), x.ndim))
+    lead = tuple(range(x.ndim - len(shape)))
+    k = int(np.prod(shape))
+    mu, rs = mean, rstd  # the op takes the saved statistics as given
+    xhat = (x - mu) * rs
+    gx = g * w
+    gi = rs * (gx - np.sum(gx, axis=axes, keepdims=True) / k
+               - xhat * np.sum(gx * xhat, axis=axes, keepdims=True) / k)
+    return gi, np.sum(g * xhat, axis=lead), np.sum(g, axis=lead)
+
+
+def _ln_backward_case() -> RuleCase:
+    x, w, b = rnd(3, 8), rnd(8), rnd(8)
+    _, mean, rstd = torch.ops.aten.native_layer_norm(x, [8], w, b, 1e-5)
+    return RuleCase("aten.native_layer_norm_backward.default",
+                    (rnd(3, 8), x, [8], mean, rstd, w, b, [True, True, True]),
+                    mp=mp_layer_norm_backward)
+
+
+def _gn_backward_case() -> RuleCase:
+    x, w, b = rnd(2, 4, 3), rnd(4), rnd(4)
+    _, mean, rstd = torch.ops.aten.native_group_norm(x, w, b, 2, 4, 3, 2, 1e-5)
+
+    def mp(g, x, mean, rstd, w, n, c, hxw, grp, mask):
+        mu, rs = mean.reshape(n, grp, 1), rstd.reshape(n, grp, 1)
+        gi, _, _ = mp_layer_norm_backward(
+            g.reshape(n, grp, -1), x.reshape(n, grp, -1), (c // grp * hxw,), mu, rs,
+            np.repeat(w, hxw).reshape(1, grp, -1), None, mask)
+        xhat = ((x.reshape(n, grp, -1) - mu) * rs).reshape(n, c, hxw)
+        return (gi.reshape(x.shape), np.sum(g * xhat, axis=(0, 2)), np.sum(g, axis=(0, 2)))
+    return RuleCase("aten.native_group_norm_backward.default",
+                    (rnd(2, 4, 3), x, mean, rstd, w, 2, 4, 3, 2, [True, True, True]), mp=mp)
+
+
+def _bn_backward_case(train: bool) -> RuleCase:
+    x, w, b = rnd(4, 3, 2), rnd(3), rnd(3)
+    rm, rv = rnd(3), rnd(3).abs() + 0.5
+    _, sm, si = torch.ops.aten.native_batch_norm(x, w, b, rm.clone(), rv.clone(), train, 0.1,
+                                                 1e-5)
+
+    def mp(g, x, w, rm, rv, sm, si, train, eps, mask):
+        xt = np.moveaxis(x, 1, -1).reshape(-1, 3)  # (N*L, C): statistics over axis 0
+        gt = np.moveaxis(g, 1, -1).reshape(-1, 3)
+        if train:
+            gi_t, _, _ = mp_layer_norm_backward(gt.T, xt.T, (xt.shape[0],), sm.reshape(3, 1),
+                                                si.reshape(3, 1), w.reshape(3, 1), None, mask)
+            gi = np.moveaxis(gi_t.T.reshape(4, 2, 3), -1, 1)
+            xhat = (xt - sm) * si
+            gw, gb = np.sum(gt * xhat, axis=0), np.sum(gt, axis=0)
+        else:
+            rs = mpmap(lambda v: 1 / mpmath.sqrt(v + mpmath.mpf(eps)), rv)
+            gi = g * (w * rs).reshape(1, 3, 1)
+            xhat = (xt - rm) * rs
+            gw, gb = np.sum(gt * xhat, axis=0), np.sum(gt, axis=0)
+        return gi, gw, gb
+    return RuleCase("aten.native_batch_norm_backward.default",
+                    (rnd(4, 3, 2), x, w, rm, rv, sm if train else None,
+                     si if train else None, train, 1e-5, [True, True, True]), mp=mp,
+                    id="train" if train else "eval")
+
+
+CASES += [_ln_backward_case(), _gn_backward_case(), _bn_backward_case(True),
+          _bn_backward_case(False)]

@@ -20,6 +20,12 @@ The outputs are torch's: ``(out, mean, rstd)`` with the statistics shaped as
 torch saves them; batch norm in inference returns empty statistics; the
 functional training form also returns the updated running mean and variance
 (``(1 - momentum) running + momentum * batch``, the variance unbiased).
+
+The backward ops compose the same way: with ``xhat = (x - mean) rstd`` and
+``gx = grad * weight``, the input gradient is
+``rstd (gx - mean(gx) - xhat mean(gx xhat))`` over the statistics axes (batch
+norm in inference: ``gx rstd``), the weight gradient ``sum(grad xhat)`` and the
+bias gradient ``sum(grad)`` over the other axes.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from ...tracked import Tracked, add, exact, sub
 from ..rules import RuleContext, rule
 from ._common import as_tracked, scaled, tmap_all
 from .elementwise import ulps
-from .reductions import variance
+from .reductions import reduce_mean, reduce_sum, variance
 
 __all__ = ["normalize"]
 
@@ -154,3 +160,86 @@ def batch_norm_no_stats_rule(ctx: RuleContext, x: Tracked, weight: Any, bias: An
                              training: bool, momentum: float, eps: float
                              ) -> tuple[Tracked, ...]:
     return _batch(ctx, x, weight, bias, None, None, True, momentum, eps)[:3]
+
+
+# -- backward --------------------------------------------------------------------------
+
+def _mean_keep(ctx: RuleContext, t: Tracked, dims: tuple[int, ...]) -> Tracked:
+    kept = tuple(1 if d in dims else s for d, s in enumerate(t.shape))
+    return _reshape(reduce_mean(ctx, t, dims), kept)
+
+
+def _sum_to(ctx: RuleContext, t: Tracked, dims: tuple[int, ...], shape: Sequence[int]) -> Tracked:
+    return _reshape(reduce_sum(ctx, t, dims), shape)
+
+
+def _input_grad(ctx: RuleContext, gx: Tracked, xhat: Tracked, rstd: Tracked,
+                dims: tuple[int, ...]) -> Tracked:
+    """``rstd (gx - mean(gx) - xhat mean(gx xhat))`` over ``dims``: the input
+    gradient of a normalisation whose statistics are taken over ``dims``."""
+    m = ctx.model
+    a = _mean_keep(ctx, gx, dims)
+    b = _mean_keep(ctx, ew.mul(gx, xhat, m), dims)
+    return ew.mul(sub(sub(gx, a, m), ew.mul(xhat, b, m), m), rstd, m)
+
+
+@rule("aten.native_layer_norm_backward.default")
+def layer_norm_backward_rule(ctx: RuleContext, grad: Tracked, x: Tracked,
+                             normalized_shape: Sequence[int], mean: Tracked, rstd: Tracked,
+                             weight: Any, bias: Any, output_mask: Sequence[bool]
+                             ) -> tuple[Tracked | None, ...]:
+    m = ctx.model
+    nd, k = x.value.ndim, len(normalized_shape)
+    dims, lead = tuple(range(nd - k, nd)), tuple(range(nd - k))
+    xhat = ew.mul(sub(x, mean, m), rstd, m)
+    gx = grad if weight is None else ew.mul(grad, as_tracked(weight, m), m)
+    gi = _input_grad(ctx, gx, xhat, rstd, dims) if output_mask[0] else None
+    gw = _sum_to(ctx, ew.mul(grad, xhat, m), lead, normalized_shape) if (
+        output_mask[1] and weight is not None) else None
+    gb = _sum_to(ctx, grad, lead, normalized_shape) if (
+        output_mask[2] and bias is not None) else None
+    return gi, gw, gb
+
+
+@rule("aten.native_group_norm_backward.default")
+def group_norm_backward_rule(ctx: RuleContext, grad: Tracked, x: Tracked, mean: Tracked,
+                             rstd: Tracked, weight: Any, n: int, c: int, hxw: int, group: int,
+                             output_mask: Sequence[bool]) -> tuple[Tracked | None, ...]:
+    m = ctx.model
+    shape = x.shape
+    cg = c // group
+    g4, x4 = _reshape(grad, (n, group, cg, hxw)), _reshape(x, (n, group, cg, hxw))
+    mu, rs = _reshape(mean, (n, group, 1, 1)), _reshape(rstd, (n, group, 1, 1))
+    xhat = ew.mul(sub(x4, mu, m), rs, m)
+    gx = g4 if weight is None else ew.mul(g4, _reshape(as_tracked(weight, m),
+                                                       (1, group, cg, 1)), m)
+    gi = _reshape(_input_grad(ctx, gx, xhat, rs, (2, 3)), shape) if output_mask[0] else None
+    gw = _sum_to(ctx, ew.mul(g4, xhat, m), (0, 3), (c,)) if output_mask[1] else None
+    gb = _sum_to(ctx, g4, (0, 3), (c,)) if output_mask[2] else None
+    return gi, gw, gb
+
+
+@rule("aten.native_batch_norm_backward.default")
+def batch_norm_backward_rule(ctx: RuleContext, grad: Tracked, x: Tracked, weight: Any,
+                             running_mean: Any, running_var: Any, save_mean: Any,
+                             save_invstd: Any, train: bool, eps: float,
+                             output_mask: Sequence[bool]) -> tuple[Tracked | None, ...]:
+    m = ctx.model
+    c = x.shape[1]
+    dims = tuple(d for d in range(x.value.ndim) if d != 1)
+    affine = (1, c) + (1,) * (x.value.ndim - 2)
+    if train:
+        mu = _reshape(as_tracked(save_mean, m), affine)
+        rs = _reshape(as_tracked(save_invstd, m), affine)
+    else:
+        mu = _reshape(as_tracked(running_mean, m), affine)
+        rs = _rsqrt(ctx, add(_reshape(as_tracked(running_var, m), affine),
+                             as_tracked(float(eps), m), m))
+    xhat = ew.mul(sub(x, mu, m), rs, m)
+    gx = grad if weight is None else ew.mul(grad, _reshape(as_tracked(weight, m), affine), m)
+    gi = None
+    if output_mask[0]:
+        gi = _input_grad(ctx, gx, xhat, rs, dims) if train else ew.mul(gx, rs, m)
+    gw = _sum_to(ctx, ew.mul(grad, xhat, m), dims, (c,)) if output_mask[1] else None
+    gb = _sum_to(ctx, grad, dims, (c,)) if output_mask[2] else None
+    return gi, gw, gb

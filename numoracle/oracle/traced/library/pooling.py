@@ -1,4 +1,5 @@
-"""Rules for max and average pooling (2-D and 3-D) and their backward ops.
+"""Rules for max and average pooling (1-D, 2-D and 3-D; adaptive average pooling)
+and their backward ops.
 
 A pooling window is gathered from the padded input (``-inf`` padding for max,
 ``0`` for average) with the op's kernel size, stride, padding, dilation and
@@ -13,7 +14,8 @@ right padding, as in torch).
   padding zeros are structural, not terms) and divides by the window's count:
   its size with ``count_include_pad`` (clipped to the padded input), the real taps
   without, or ``divisor_override``. The kernel may divide, or multiply by the
-  rounded reciprocal.
+  rounded reciprocal. Adaptive pooling's window ``i`` along an axis of length
+  ``L`` with ``O`` outputs covers ``[floor(i L / O), ceil((i + 1) L / O))``.
 * The backward ops add each output gradient into the input positions its window
   read (max: the selected one; average: every tap, divided by the count). An
   input position fed by ``c`` windows is a sum of ``c`` terms, bounded by
@@ -23,6 +25,7 @@ right padding, as in torch).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -204,3 +207,90 @@ def avg_pool3d_backward_rule(ctx: RuleContext, grad: Tracked, x: Any, kernel_siz
                              count_include_pad: bool, divisor_override: Any) -> Tracked:
     return _avg_pool_backward(ctx, grad, x, 3, kernel_size, stride, padding, ceil_mode,
                               count_include_pad, divisor_override)
+
+
+# -- 1-D and adaptive average pooling ------------------------------------------------------
+
+def _h1(t: Tracked) -> Tracked:
+    return tmap_all(_fold_lo(t), lambda a: a[..., None, :])
+
+
+@rule("aten.avg_pool1d.default")
+def avg_pool1d_rule(ctx: RuleContext, x: Tracked, kernel_size: Any, stride: Any = (),
+                    padding: Any = 0, ceil_mode: bool = False,
+                    count_include_pad: bool = True) -> Tracked:
+    def one(v: Any, default: int) -> list[int]:
+        vals = list(v) if isinstance(v, (list, tuple)) else [v]
+        return [default, int(vals[0])] if vals else []
+    k = one(kernel_size, 1)
+    y = _avg_pool(ctx, _h1(x), 2, k, one(stride, 1) or k, one(padding, 0), ceil_mode,
+                  count_include_pad, None)
+    return tmap_all(y, lambda a: a[..., 0, :])
+
+
+def _adaptive(spatial: Sequence[int], out: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """``(*out, K)`` flat input positions of each adaptive window (-1: none past its
+    end, K the longest window) and ``(*out,)`` the window sizes: along each axis
+    window ``i`` covers ``[floor(i L / O), ceil((i + 1) L / O))``."""
+    d = len(spatial)
+    axes = []
+    for size, o in zip(spatial, out, strict=True):
+        start = (np.arange(o) * size) // o
+        end = -((-(np.arange(o) + 1) * size) // o)
+        k = int((end - start).max())
+        idx = start[:, None] + np.arange(k)[None, :]
+        axes.append(np.where(idx < end[:, None], idx, -1))
+    pos = np.zeros((1,) * (2 * d), dtype=np.int64)
+    valid = np.ones((1,) * (2 * d), dtype=bool)
+    stride = 1
+    for i in reversed(range(d)):
+        shape = [1] * (2 * d)
+        shape[i], shape[d + i] = axes[i].shape
+        a = axes[i].reshape(shape)
+        pos = pos + np.where(a >= 0, a, 0) * stride
+        valid = valid & (a >= 0)
+        stride *= spatial[i]
+    pos = np.where(valid, pos, -1)
+    outs = tuple(int(o) for o in out)
+    flat = pos.reshape(outs + (-1,))
+    return flat, (flat >= 0).sum(-1)
+
+
+def _adaptive_avg(ctx: RuleContext, x: Tracked, out: Sequence[int]) -> Tracked:
+    m = ctx.model
+    d = len(out)
+    spatial = x.shape[-d:]
+    pos, count = _adaptive(spatial, out)
+    x = _fold_lo(x)
+    lead = x.shape[:-d]
+
+    def gather(a: np.ndarray) -> np.ndarray:
+        flat = np.broadcast_to(a, x.shape).reshape(lead + (-1,))
+        flat = np.concatenate([flat, np.zeros(lead + (1,))], axis=-1)  # -1 reads the 0
+        return flat[..., pos]
+    win = tmap_all(x, gather)  # (..., *out, K)
+    flat = tmap_all(win, lambda a: a[..., None, :])
+    s = matmul(flat, exact(np.ones((pos.shape[-1], 1))), m, terms=count[..., None, None])
+    s = tmap_all(s, lambda a: a[..., 0, 0])
+    div = exact(np.broadcast_to(count.astype(np.float64), s.shape))
+    return either_of(ew.div(s, div, m), ew.mul(s, ew.div(exact(np.ones(())), div, m), m))
+
+
+@rule("aten._adaptive_avg_pool2d.default")
+def adaptive_avg_pool2d_rule(ctx: RuleContext, x: Tracked, output_size: Sequence[int]) -> Tracked:
+    return _adaptive_avg(ctx, x, [int(o) for o in output_size])
+
+
+@rule("aten.adaptive_avg_pool1d.default")
+def adaptive_avg_pool1d_rule(ctx: RuleContext, x: Tracked, output_size: Sequence[int]) -> Tracked:
+    return _adaptive_avg(ctx, x, [int(o) for o in output_size])
+
+
+@rule("aten._adaptive_avg_pool2d_backward.default")
+def adaptive_avg_pool2d_backward_rule(ctx: RuleContext, grad: Tracked, x: Any) -> Tracked:
+    m = ctx.model
+    pos, count = _adaptive(tuple(x.shape[-2:]), grad.shape[-2:])
+    div = exact(np.broadcast_to(count.astype(np.float64), grad.shape))
+    share = either_of(ew.div(grad, div, m), ew.mul(grad, ew.div(exact(np.ones(())), div, m), m))
+    per_tap = tmap_all(share, lambda a: np.broadcast_to(a[..., None], a.shape + (pos.shape[-1],)))
+    return scatter_add(ctx, per_tap, pos, tuple(x.shape), 2)

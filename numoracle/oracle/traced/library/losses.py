@@ -1,0 +1,104 @@
+"""Rules for the negative log-likelihood loss and its backward op.
+
+``nll_loss_forward`` picks ``-x[n, t_n]`` (times the class weight ``w[t_n]``: one
+rounding) for every sample whose target is not ``ignore_index``; the ``sum``
+reduction adds them (a contraction, exact in the exact regime), the ``mean``
+reduction divides that sum by the total weight (the number of counted samples
+without weights, exact; else a sum of weights). Its second output is the total
+weight (0 without a reduction, as torch leaves it). ``nll_loss_backward`` puts
+``-w[t_n] g`` (divided by the total weight for ``mean``) at each sample's target
+class and 0 elsewhere. The 2-D forms take ``(N, C, H, W)`` scores and
+``(N, H, W)`` targets.
+
+The other losses (mean squared error, L1, smooth L1 and Huber, KL divergence,
+binary cross-entropy) reach the traced oracle as the elementwise ops and
+reductions they are made of, and are bounded by composition.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ... import elementwise as ew
+from ...tracked import Tracked, _fold_lo, exact, sum_
+from ..rules import NoRule, RuleContext, rule
+from ._common import as_tracked, tmap_all
+
+__all__ = ["REDUCTIONS"]
+
+#: ATen's reduction codes
+REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
+
+
+def _picked(ctx: RuleContext, x: Tracked, target: np.ndarray, weight: Any,
+            ignore_index: int) -> tuple[Tracked, Tracked, np.ndarray]:
+    """``(-x[n, t_n] w[t_n], w[t_n], kept)`` per sample (0 where ignored)."""
+    t = np.asarray(target, dtype=np.int64)
+    kept = t != ignore_index
+    safe = np.where(kept, t, 0)
+    x = _fold_lo(x)
+    if x.value.ndim == 1:
+        pick = tmap_all(x, lambda a: a[safe])
+    else:
+        pick = tmap_all(x, lambda a: np.take_along_axis(a, np.expand_dims(safe, 1), axis=1)[:, 0])
+    neg = Tracked(value=-pick.value * kept, ref_err=pick.ref_err * kept, det=pick.det * kept,
+                  prob=pick.prob * kept, mag=pick.mag * kept, n=pick.n)
+    if weight is None:
+        return neg, exact(kept.astype(np.float64)), kept
+    w = as_tracked(weight, ctx.model)
+    wt = tmap_all(w, lambda a: a[safe] * kept)
+    return ew.mul(neg, wt, ctx.model), wt, kept
+
+
+def _total(ctx: RuleContext, wt: Tracked) -> Tracked:
+    flat = tmap_all(wt, np.ravel)
+    return sum_(flat, axis=0, model=ctx.model) if flat.value.size else exact(np.zeros(()))
+
+
+@rule("aten.nll_loss_forward.default", "aten.nll_loss2d_forward.default")
+def nll_loss_rule(ctx: RuleContext, x: Tracked, target: np.ndarray, weight: Any,
+                  reduction: int, ignore_index: int) -> tuple[Tracked, Tracked]:
+    if reduction not in REDUCTIONS:
+        raise NoRule(f"no rule for aten.nll_loss_forward with {reduction=}")
+    picked, wt, _ = _picked(ctx, x, target, weight, ignore_index)
+    if REDUCTIONS[reduction] == "none":  # torch leaves the total weight 0
+        return picked, exact(np.zeros(()))
+    total = _total(ctx, wt)
+    s = sum_(tmap_all(picked, np.ravel), axis=0, model=ctx.model) if picked.value.ndim else \
+        picked
+    if REDUCTIONS[reduction] == "sum":
+        return s, total
+    return ew.div(s, total, ctx.model), total
+
+
+@rule("aten.nll_loss_backward.default", "aten.nll_loss2d_backward.default")
+def nll_loss_backward_rule(ctx: RuleContext, grad: Tracked, x: Tracked, target: np.ndarray,
+                           weight: Any, reduction: int, ignore_index: int,
+                           total_weight: Tracked) -> Tracked:
+    m = ctx.model
+    t = np.asarray(target, dtype=np.int64)
+    kept = t != ignore_index
+    safe = np.where(kept, t, 0)
+    w = exact(kept.astype(np.float64)) if weight is None else tmap_all(
+        as_tracked(weight, m), lambda a: a[safe] * kept)
+    g = as_tracked(grad, m)
+    share = ew.mul(tmap_all(g, lambda a: np.broadcast_to(a, t.shape)), w, m)
+    if REDUCTIONS[reduction] == "mean":
+        share = ew.div(share, as_tracked(total_weight, m), m)
+    share = tmap_all(share, lambda a: a * kept)
+    share = Tracked(value=-share.value, ref_err=share.ref_err, det=share.det, prob=share.prob,
+                    mag=share.mag, n=share.n)
+    shape = x.shape
+    axis = 1 if len(shape) > 1 else 0
+
+    def place(a: np.ndarray) -> np.ndarray:
+        out = np.zeros(shape)
+        if len(shape) == 1:
+            out[safe] = a
+            return out
+        idx = np.expand_dims(safe, axis)
+        np.put_along_axis(out, idx, np.expand_dims(a, axis), axis=axis)
+        return out
+    return tmap_all(share, place)
