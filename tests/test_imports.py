@@ -143,3 +143,20 @@ def test_no_import_cycle() -> None:
     gone = [sorted(c) for c in ALLOWED if c not in found]
     assert not new, "import cycles in numoracle (imports must point one way):\n" + "\n".join(new)
     assert not gone, f"these allowed cycles are gone (or changed): delete them from ALLOWED: {gone}"
+
+
+def test_the_oracle_never_imports_strategies_kernels_or_the_zoo() -> None:
+    """The oracle is the bottom layer: nothing it imports, however indirectly, is a
+    strategy, a kernel under test or a mutant."""
+    graph = import_graph()
+    above = ("numoracle.strategies", "numoracle.kernels", "numoracle.zoo")
+    for module in (m for m in graph if m.startswith("numoracle.oracle")):
+        seen, todo = set(), [module]
+        while todo:
+            for nxt in graph[todo.pop()]:
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        reached = sorted(m for m in seen if m.startswith(above))
+        assert not reached, f"{_short(module)} reaches {[_short(m) for m in reached]}"
+

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -45,3 +48,38 @@ def test_correct_targets_pass(name: str, op: str, tmp_path: Path) -> None:
     assert res.verdict == "pass", res.message
     assert res.cases == 150 and res.failures == 0
     assert 0 < res.worst_ratio < 1
+
+
+def _python(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=600, check=False)
+
+
+def test_the_zoo_imports_only_the_modules_of_the_ops_asked_for() -> None:
+    done = _python("import sys\n"
+                   "from numoracle.zoo import mutants, zoo_modules\n"
+                   "assert {t.op for t in mutants(['linear'])} == {'linear'}\n"
+                   "loaded = sorted(m for m in sys.modules if m.startswith('numoracle.zoo.'))\n"
+                   "print(loaded, 'torch' in sys.modules, len(zoo_modules()))")
+    assert done.returncode == 0, done.stderr
+    loaded, torch_loaded, modules = done.stdout.rsplit(" ", 2)
+    assert loaded == "['numoracle.zoo.linear']" and torch_loaded == "False", done.stdout
+    assert int(modules) >= 7
+
+
+def test_numoracle_zoo_runs_where_torch_cannot_be_imported(tmp_path: Path) -> None:
+    """torch blocked (as if not installed): the NumPy mutants run and are caught, the
+    torch ones are skipped with the reason; nothing crashes."""
+    done = _python(
+        "import sys\nsys.modules['torch'] = None  # import torch now raises ImportError\n"
+        "from numoracle.cli import main\n"
+        f"status = main(['zoo', '--ops', 'linear,kan', '--examples', '20', '--store', "
+        f"{str(tmp_path / 'store')!r}, '--report', {str(tmp_path / 'rep')!r}])\n"
+        "assert 'torch' not in sys.modules or sys.modules['torch'] is None\n"
+        "sys.exit(status)")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "skipped the zoo's kan mutants: torch is not installed" in done.stdout
+    rows = json.loads((tmp_path / "rep" / "zoo.json").read_text())
+    ran = [r for r in rows if r["status"] != "skipped"]
+    assert {r["op"] for r in ran} == {"linear"} and all(r["caught"] for r in ran)
+    assert {r["op"] for r in rows if r["status"] == "skipped"} == {"kan_chain"}
