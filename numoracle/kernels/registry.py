@@ -77,6 +77,17 @@ def target_names(op: str | None = None) -> list[str]:
     return sorted({t.name for t in all_targets(op)})
 
 
+def _reference_targets(op: str) -> list[Target]:
+    """torch's targets of an op made from a PyTorch reference (none for other ops)."""
+    from ..oracle.ops import OPS
+
+    if not callable(getattr(OPS.get(op), "spec", None)):
+        return []
+    from .torch_traced import reference_targets
+
+    return reference_targets(op)
+
+
 def get_target(name: str, op: str) -> Target:
     """The target called ``name`` that computes ``op``.
 
@@ -85,10 +96,13 @@ def get_target(name: str, op: str) -> Target:
     InvalidArgument
         If there is none; the message lists the names defined for ``op``.
     """
-    _check_op(op, optional=False)
-    for t in _targets():
+    made = _reference_targets(op)
+    if not made:
+        _check_op(op, optional=False)
+    for t in (*_targets(), *made):
         if t.name == name and t.op == op:
             return t
     raise InvalidArgument(
-        f"target {name!r} is unknown for op {op!r}; use one of {target_names(op)}"
+        f"target {name!r} is unknown for op {op!r}; use one of "
+        f"{[t.name for t in made] if made else target_names(op)}"
     )

@@ -68,6 +68,10 @@ def load_repro(path: Path | str) -> Repro:
         raise InvalidArgument(f"{str(path)!r} is not a repro: no repro.json in {folder}; "
                               "give the folder a failing run printed")
     meta = json.loads(meta_file.read_text())
+    if "op_spec" in meta:  # an op made from a reference at run time: made again
+        from ..oracle.traced.op import restore_op  # noqa: PLC0415 - torch only for such ops
+
+        restore_op(meta["op_spec"])
     case = Case.from_dict(meta["case"])
     stored_inputs = meta.get("inputs") == "arrays"
     arrays = folder / "arrays.npz"

@@ -119,6 +119,16 @@ def _signature_from_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
             "shapes": {k: list(s) for k, s in sorted(case.shapes().items())}}
 
 
+def _op_spec(op: str) -> dict[str, Any]:
+    """``{"op_spec": ...}`` for an op made at run time (a traced reference's, whose
+    ``spec()`` rebuilds it on replay), else nothing."""
+    from ..oracle.ops import get_op  # noqa: PLC0415 - ops load with the case
+
+    spec = getattr(get_op(op), "spec", None)
+    made = spec() if callable(spec) else None
+    return {} if made is None else {"op_spec": made}
+
+
 def _key(sig: Mapping[str, Any]) -> str:
     return hashlib.sha1(json.dumps(sig, sort_keys=True).encode()).hexdigest()[:12]
 
@@ -182,6 +192,7 @@ def write_repro(verdict: Verdict, target: Target, store: Path | str,
     meta = {
         "format": FORMAT_VERSION,
         "case": case.to_dict(),
+        **_op_spec(verdict.op),
         "inputs": "arrays" if given else "seed",
         "signature": sig,
         "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

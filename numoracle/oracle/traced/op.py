@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -51,7 +52,8 @@ from .capture import capture as capture_graph
 from .interpret import evaluate
 from .rules import Claims, RuleContext
 
-__all__ = ["TracedOp", "traced_op", "DEFAULT_DIM", "DEFAULT_BATCH", "resolve_reference"]
+__all__ = ["TracedOp", "traced_op", "restore_op", "DEFAULT_DIM", "DEFAULT_BATCH",
+           "resolve_reference"]
 
 #: the range a dimension is drawn in unless ``dims`` says otherwise
 DEFAULT_DIM = (1, 64)
@@ -236,12 +238,17 @@ class TracedOp(Op):
         reference cannot be found by import: a lambda, a local function)."""
         if self._where is None:
             return None
-        return {"reference": self._where, "inputs": {k: list(v) for k, v in self.declared.items()},
+        spec = {"reference": self._where, "inputs": {k: list(v) for k, v in self.declared.items()},
                 "dims": {k: list(v) for k, v in self.ranges.items()},
                 "params": dict(self.ref.params), "grads": list(self.ref.grads),
                 "name": self.name, "init": list(self._init), "cache": self.ref.cache,
                 "claims": {"ulps": dict(self.claims.ulps), "variance": self.claims.variance,
                            "rounding": self.claims.rounding}}
+        try:  # as JSON gives it back (tuples as lists), or None where it cannot
+            plain: dict[str, Any] = json.loads(json.dumps(spec))
+        except (TypeError, ValueError):
+            return None
+        return plain
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any]) -> TracedOp:
@@ -353,3 +360,11 @@ def traced_op(reference: Any, **kwargs: Any) -> TracedOp:
     register_op(op)
     return op
 
+
+def restore_op(spec: Mapping[str, Any]) -> TracedOp:
+    """The registered traced op that ``spec`` (:meth:`TracedOp.spec`) describes,
+    made and registered where it is not (a repro replayed in a new process)."""
+    old = OPS.get(spec["name"])
+    if isinstance(old, TracedOp) and old.spec() == dict(spec):
+        return old
+    return traced_op(TracedOp.from_spec(spec))

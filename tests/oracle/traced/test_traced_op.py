@@ -169,3 +169,21 @@ def test_a_reference_string_resolves():
                   name="traced_softplus_str")
     assert op.spec()["reference"] == "torch.nn.functional:softplus"
     assert np.isclose(op.ref.fn(torch.tensor([0.0])).item(), np.log(2.0))
+
+
+def test_a_repro_of_a_traced_op_replays_in_a_fresh_registry(tmp_path, monkeypatch):
+    from numoracle.store.repro import load_repro, replay
+
+    def no_bias(x, w, b):
+        return {"out": torch.relu(x @ w.T)}
+
+    with pytest.raises(KernelMismatch) as info:
+        check_kernel(no_bias, reference=layer, inputs=LAYER_INPUTS, op="traced_layer_repro",
+                     examples=12, store=tmp_path, backend="torch-cpu")
+    folders = [p for p in tmp_path.iterdir() if (p / "repro.json").is_file()]
+    assert len(folders) == 1 and str(folders[0]) in str(info.value)
+    monkeypatch.delitem(OPS, "traced_layer_repro")  # as a new process starts
+    r = load_repro(folders[0])
+    assert r.op == "traced_layer_repro" and isinstance(get_op(r.op), TracedOp)
+    v = replay(folders[0], rerun=False)
+    assert not v.passed
