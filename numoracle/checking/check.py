@@ -27,6 +27,7 @@ from ..oracle.ops import get_op
 from ..oracle.precision import PrecisionModel
 from ..oracle.tracked import Tracked
 from ..oracle.xp import release_cached_memory
+from .diagnosis import FATAL_KINDS, Fault
 from .verdict import Verdict, advise, compare, diagnose
 
 __all__ = ["check_case", "run_kernel", "judge", "earlier_parameters", "DEFAULT_TIMEOUT", "Fault",
@@ -35,33 +36,6 @@ __all__ = ["check_case", "run_kernel", "judge", "earlier_parameters", "DEFAULT_T
 #: seconds a kernel may run before it counts as hung
 DEFAULT_TIMEOUT = 120.0
 
-
-class Fault(str):
-    """A sentence saying why a kernel call gave no outputs, with its kind.
-
-    A ``str`` (it is what :func:`run_kernel` returns as its error and what a
-    :class:`~numoracle.checking.verdict.Verdict` keeps) that also says which
-    kind of misbehaviour it was, so that a runner can budget the expensive
-    ones: ``"hang"`` (past the timeout), ``"crash"`` (the kernel's process
-    died), ``"cuda"`` (a CUDA error raised or left sticky), ``"input"`` (the
-    kernel wrote to an input), ``"raise"`` (an exception), ``"output"`` (a
-    missing or malformed output), ``"oom"`` (the GPU ran out of memory: the case
-    is not judged, see :func:`check_case`).
-    """
-
-    kind: str = "raise"
-
-    def __new__(cls, text: str, kind: str = "raise") -> Fault:
-        self = super().__new__(cls, text)
-        self.kind = kind
-        return self
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (Fault, (str(self), self.kind))
-
-
-#: fault kinds after which the process that ran the kernel cannot be trusted
-FATAL_KINDS = ("hang", "crash", "cuda")
 
 _SCOPE: ContextVar[tuple[bool, float | None] | None] = ContextVar("numoracle_isolation",
                                                                   default=None)
@@ -202,12 +176,13 @@ def _raised(exc: BaseException, backend: Any, during: str) -> Fault:
         return Fault(f"the kernel {'raised' if during == 'call' else 'left'} a CUDA error: "
                      f"{name}", "cuda")
     if isinstance(exc, SystemExit):
-        return Fault(f"the kernel called sys.exit({exc.code!r})", "raise")
+        return Fault(f"the kernel called sys.exit({exc.code!r})", "raise", exception="SystemExit")
     if isinstance(exc, ValueError) and "read-only" in str(exc):
         where = _kernel_line(exc)
         return Fault("the kernel wrote to one of its inputs, which are read-only: "
                      f"ValueError: {exc}{where}", "input")
-    return Fault(f"the kernel raised {type(exc).__name__}: {exc}", "raise")
+    return Fault(f"the kernel raised {type(exc).__name__}: {exc}", "raise",
+                 exception=type(exc).__name__)
 
 
 def _kernel_line(exc: BaseException) -> str:
@@ -219,7 +194,7 @@ def _kernel_line(exc: BaseException) -> str:
 
 def run_kernel(case: Case, target: Target, inputs: Mapping[str, np.ndarray],
                timeout: float | None = DEFAULT_TIMEOUT, *,
-               isolate: bool = False) -> tuple[dict[str, np.ndarray] | None, str | None]:
+               isolate: bool = False) -> tuple[dict[str, np.ndarray] | None, Fault | None]:
     """Run ``target`` on the case's inputs; return (host outputs, None) or
     (None, a :class:`Fault` saying what went wrong).
 
@@ -465,7 +440,7 @@ def check_case(case: Case, target: Target, *, timeout: float | None = DEFAULT_TI
         timeout = scope[1]
     inputs = case.inputs() if inputs is None else dict(inputs)
     got: dict[str, np.ndarray] | None = None
-    error: str | None = None
+    error: Fault | None = None
     if update_first and get_op(case.op).parameters:
         _, error = run_kernel(case, target, earlier_parameters(case, inputs), timeout,
                               isolate=isolate)  # outputs dropped
@@ -480,7 +455,8 @@ def check_case(case: Case, target: Target, *, timeout: float | None = DEFAULT_TI
         raise UnsupportedCase(f"{error}; the case is not judged (a GPU shared by fewer "
                               "processes, or smaller cases, leave it the memory it needs)")
     verdict = Verdict(case=case, target=target.name, op=target.op,
-                      precision=target.precision.name, passed=False, error=error, got=got)
+                      precision=target.precision.name, passed=False, error=error, got=got,
+                      model=target.precision)
     if got is not None:
         try:
             verdict.outputs = judge(case, target.precision, inputs, got,

@@ -3,8 +3,8 @@
 One function does it: :func:`run_isolated` has the contract of
 :func:`numoracle.checking.check.run_kernel` (it *is* ``run_kernel`` with
 ``isolate=True``): host inputs in, ``(host outputs, None)`` or ``(None, fault)``
-out, where the fault is a :class:`~numoracle.checking.check.Fault`, a ``str``
-with a ``kind``. In the worker the inputs are moved to the target's device,
+out, where the fault is a :class:`~numoracle.checking.diagnosis.Fault` (a
+sentence with a ``kind``). In the worker the inputs are moved to the target's device,
 the kernel is called, the outputs are checked and brought back to the host
 there; only host NumPy arrays cross the process boundary.
 
@@ -141,7 +141,8 @@ def _worker_main(conn: Any) -> None:
             try:
                 result: Any = (_call_here(obj, payload, None), None)
             except BaseException as exc:  # noqa: BLE001 - SystemExit too: a failure to report
-                result = (None, Fault(f"the function raised {type(exc).__name__}: {exc}"))
+                result = (None, Fault(f"the function raised {type(exc).__name__}: {exc}",
+                                      exception=type(exc).__name__))
         else:
             case, inputs = payload
             result = _run_kernel(case, obj, inputs, None, _call_here)

@@ -1,15 +1,17 @@
 """The numpy.testing-style message of a verdict: criterion first, non-finite
 placement before values, mismatched count and share, the worst elements, the
-diagnosis, then the repro and the command that replays it."""
+diagnosis, then the repro and the command that replays it.
+
+This module sits below :mod:`numoracle.checking.verdict` (which formats its
+verdicts with it) and does not import it: it reads the fields a verdict and an
+output verdict have.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from .verdict import OutputVerdict, Verdict
 
 __all__ = ["format_verdict", "format_output", "fmt_ratio"]
 
@@ -21,7 +23,7 @@ def fmt_ratio(r: float | None) -> str:
     return f"{r:.3g}"
 
 
-def format_output(o: OutputVerdict, probabilistic: bool) -> list[str]:
+def format_output(o: Any, probabilistic: bool) -> list[str]:
     """Lines about one output: criterion, NaN/Inf placement, counts, worst elements."""
     kind = "probabilistic" if probabilistic else "deterministic"
     crit = "bound 0 (exact regime)" if o.exact else f"{kind} bound"
@@ -45,7 +47,7 @@ def format_output(o: OutputVerdict, probabilistic: bool) -> list[str]:
     return lines
 
 
-def format_verdict(v: Verdict, *, probabilistic: bool = False) -> str:
+def format_verdict(v: Any, *, probabilistic: bool = False) -> str:
     """numpy.testing-style message for a verdict; ends with the replay command."""
     head = "PASS" if v.passed else "FAIL"
     lines = [f"{head}: {v.target} on {v.op}, claiming {v.precision}",

@@ -58,7 +58,7 @@ def check_reruns(case: Case, target: Target, *, runs: int = 3,
         got, error = run_kernel(case, target, inputs, timeout)
         if got is None:
             return RerunVerdict(target.name, case, runs, False, target.precision.deterministic_runs,
-                                diagnosis=error or "the kernel returned nothing")
+                                diagnosis=str(error or "the kernel returned nothing"))
         results.append(got)
     first = results[0]
     refs = get_op(case.op).reference(inputs, case.params, target.precision, tuple(first))

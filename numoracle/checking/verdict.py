@@ -18,14 +18,17 @@ from ..oracle.precision import PRESETS, STANDARD_MODELS, PrecisionModel
 from ..oracle.tracked import Tracked
 from ..oracle.transforms import ALGORITHMS, TRANSFORMS
 from ..oracle.xp import array_module
+from .diagnosis import Diagnosis, Fault, failure_class, most_specific
 from .message import format_verdict
 
 __all__ = ["ElementReport", "OutputVerdict", "Verdict", "candidates", "compare", "diagnose",
-           "ladder_for", "advise", "FLUSH_ADVICE"]
+           "explain", "ladder_for", "advise", "FLUSH_ADVICE", "Diagnosis"]
 
 WORST_SHOWN = 5
 #: the candidate model that allows every algorithm class (see :func:`candidates`)
 TRANSFORM_SUFFIX = "+winograd/fft"
+#: the candidate model that lets subnormal inputs be read as zero
+FLUSHED_SUFFIX = "+flushed-subnormals"
 _TRANSFORM_WORDS = "a Winograd or FFT algorithm at the claimed formats"
 
 
@@ -61,7 +64,7 @@ class OutputVerdict:
     exact: bool
     nonfinite: str | None = None
     worst: list[ElementReport] = field(default_factory=list)
-    diagnosis: str = ""
+    diagnosis: Diagnosis = field(default_factory=Diagnosis)
     per_model: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -79,13 +82,17 @@ class Verdict:
     precision: str
     passed: bool
     outputs: dict[str, OutputVerdict] = field(default_factory=dict)
-    error: str | None = None
+    #: why the kernel gave no outputs (a :class:`~numoracle.checking.diagnosis.Fault`,
+    #: or a sentence)
+    error: Fault | str | None = None
     repro: str | None = None
     seconds: float = 0.0
     got: dict[str, np.ndarray] | None = field(default=None, repr=False)
     #: the engine or algorithm the library used, where its target can tell
     #: (:attr:`~numoracle.cases.target.Target.engine`); recorded on failures
     engine: str | None = None
+    #: the precision model claimed (``precision`` is its name)
+    model: PrecisionModel | None = None
 
     @property
     def worst_ratio(self) -> float:
@@ -94,12 +101,32 @@ class Verdict:
         return max((o.worst_ratio for o in self.outputs.values()), default=0.0)
 
     @property
+    def cause(self) -> tuple[str, Diagnosis] | None:
+        """The failing output whose diagnosis is the most specific (a logic bug in
+        any output makes the failure a logic bug), with its diagnosis; None for a
+        pass or a kernel error."""
+        return most_specific((o.name, o.diagnosis) for o in self.outputs.values()
+                             if not o.passed)
+
+    @property
+    def failure_class(self) -> str:
+        """The class of the failure (:func:`~numoracle.checking.diagnosis.failure_class`):
+        the fault's, or the most specific failing output's; ``pass`` for a pass."""
+        if self.passed:
+            return "pass"
+        return failure_class(self.error, (o.diagnosis for o in self.outputs.values()
+                                          if not o.passed))
+
+    @property
     def diagnosis(self) -> str:
+        """The headline: the error, else the most specific failing output's
+        diagnosis, else the passing output of the largest ratio's."""
         if self.error is not None:
-            return self.error
-        bad = [o for o in self.outputs.values() if not o.passed]
-        pick = bad[0] if bad else max(self.outputs.values(), key=lambda o: o.worst_ratio,
-                                      default=None)
+            return str(self.error)
+        cause = self.cause
+        if cause is not None:
+            return f"{cause[0]}: {cause[1]}"
+        pick = max(self.outputs.values(), key=lambda o: o.worst_ratio, default=None)
         return "" if pick is None else f"{pick.name}: {pick.diagnosis}"
 
     def message(self) -> str:
@@ -271,20 +298,29 @@ def candidates(claimed: PrecisionModel, *,
     claimed one with an unfused bias epilogue, the standard ladder of its
     storage format and, last, the claimed formats under any algorithm class
     (Winograd, FFT: :mod:`numoracle.oracle.transforms`; ops other than conv2d
-    ignore it)."""
+    ignore it). Each model is named as it is listed (the claimed model's
+    variants ``<claimed>+flushed-subnormals``, ``<claimed>+bias-after-store``,
+    ``<claimed>+winograd/fft``), so a diagnosis carries the model itself."""
     out = [(claimed.name, claimed)]
     if not claimed.flush_subnormal_inputs:
-        out.append((f"{claimed.name}+flushed-subnormals",
-                    claimed.with_(flush_subnormal_inputs=True)))
+        name = f"{claimed.name}{FLUSHED_SUFFIX}"
+        out.append((name, claimed.with_(flush_subnormal_inputs=True, name=name)))
     if not ladder:
         return out
     if not claimed.bias_after_store:
-        out.append((f"{claimed.name}+bias-after-store", claimed.with_(bias_after_store=True)))
+        name = f"{claimed.name}+bias-after-store"
+        out.append((name, claimed.with_(bias_after_store=True, name=name)))
     out += [(name, PRESETS[name]) for name in ladder_for(claimed) if name != claimed.name]
     if not set(TRANSFORMS) <= set(claimed.algorithms):
         # last: a transform bound is looser than the coarser formats' summations
-        out.append((f"{claimed.name}{TRANSFORM_SUFFIX}", claimed.with_(algorithms=ALGORITHMS)))
+        name = f"{claimed.name}{TRANSFORM_SUFFIX}"
+        out.append((name, claimed.with_(algorithms=ALGORITHMS, name=name)))
     return out
+
+
+def _fit_ratio(out: OutputVerdict) -> float:
+    """The worst ratio of a comparison, Inf where NaN or Inf stand where they must not."""
+    return out.worst_ratio if out.nonfinite is None else float("inf")
 
 
 def diagnose(
@@ -297,8 +333,9 @@ def diagnose(
     nan_may_spread: bool = False,
 ) -> None:
     """Fill ``out.diagnosis`` and ``out.per_model``: the worst ratio under each
-    candidate model, and the most precise model the result is consistent with
-    (``nan_may_spread`` as in :func:`compare`).
+    candidate model (Inf where NaN or Inf stand where the model allows none), and
+    what the result is consistent with (:func:`explain`; ``nan_may_spread`` as
+    in :func:`compare`).
 
     ``ladder=False`` (composed ops: an optimizer or training step, see
     :attr:`~numoracle.oracle.ops.base.Op.precision_ladder`) tries only the
@@ -306,37 +343,62 @@ def diagnose(
     "exceeds the bound: a logic bug", never "consistent with" a coarser format.
     """
     if out.nonfinite:
-        out.diagnosis = out.nonfinite
+        out.diagnosis = Diagnosis("nonfinite", out.nonfinite)
         return
-    models = dict(candidates(claimed, ladder=ladder))
-    for name, model in models.items():
-        out.per_model[name] = compare(out.name, got, reference_for(model),
-                                      nan_may_spread=nan_may_spread).worst_ratio_det
+    models = candidates(claimed, ladder=ladder)
+    for name, model in models:
+        out.per_model[name] = _fit_ratio(compare(out.name, got, reference_for(model),
+                                                 nan_may_spread=nan_may_spread))
     if out.passed:
         how = "bit-exact as the exact regime requires" if out.exact else (
             f"worst ratio {out.worst_ratio:.3g}")
-        out.diagnosis = f"within {claimed.name} ({how})"
+        out.diagnosis = Diagnosis("pass", f"within {claimed.name} ({how})", model=claimed)
         return
-    fits = [n for n, r in out.per_model.items() if r < 1.0 and n != claimed.name]
-    if fits and fits[0].endswith(TRANSFORM_SUFFIX):
-        out.diagnosis = (f"exceeds {claimed.name}; consistent with a Winograd or FFT algorithm "
-                         f"at {claimed.name}'s formats; no summation order in the standard "
-                         "formats explains it")
-    elif fits:
-        named = [_TRANSFORM_WORDS if n.endswith(TRANSFORM_SUFFIX) else n for n in fits[1:]]
-        also = f"; also consistent with {', '.join(named)}" if named else ""
-        out.diagnosis = (f"exceeds {claimed.name}; consistent with {fits[0]} "
-                         f"({models[fits[0]].describe()}){also}")
-    elif not ladder:
-        out.diagnosis = (f"exceeds the {claimed.name} bound: a logic bug (the bound "
-                         "composes every rounding of the claimed model, so no coarser "
-                         "precision explains a result outside it)")
-    elif out.exact:
-        out.diagnosis = ("exceeds every precision model: the bound is 0 here (exact "
-                         "regime), so this is a logic bug (wrong index or layout, a "
-                         "dropped or extra term)")
-    else:
-        out.diagnosis = "exceeds every precision model: a logic bug"
+    fits = [m for name, m in models if out.per_model[name] < 1.0 and name != claimed.name]
+    out.diagnosis = explain(claimed, fits, exact=out.exact, ladder=ladder)
+
+
+def explain(claimed: PrecisionModel, fits: list[PrecisionModel], *, exact: bool = False,
+            ladder: bool = True, note: str = "") -> Diagnosis:
+    """The diagnosis of a result beyond ``claimed`` that the models ``fits``
+    (in :func:`candidates` order, the claimed one left out) explain.
+
+    One model: "consistent with" it. Several, the first a variant of the claimed
+    model (flushed subnormals, an unfused epilogue): that variant, the others
+    "also consistent". Several standard models: the headline names them all, as
+    one case cannot tell them apart (:mod:`numoracle.checking.discriminate` runs
+    the cases that can). Only a Winograd or FFT bound: the algorithm class. None:
+    a logic bug. ``note`` ends the sentence (what told the models apart)."""
+    tail = f"; {note}" if note else ""
+    if not fits:
+        if not ladder:
+            text = (f"exceeds the {claimed.name} bound: a logic bug (the bound composes "
+                    "every rounding of the claimed model, so no coarser precision explains "
+                    "a result outside it)")
+        elif exact:
+            text = ("exceeds every precision model: the bound is 0 here (exact regime), so "
+                    "this is a logic bug (wrong index or layout, a dropped or extra term)")
+        else:
+            text = "exceeds every precision model: a logic bug"
+        return Diagnosis("logic", text + tail)
+    first, rest = fits[0], fits[1:]
+    if first.name.endswith(TRANSFORM_SUFFIX):
+        return Diagnosis("algorithm", f"exceeds {claimed.name}; consistent with a Winograd or "
+                         f"FFT algorithm at {claimed.name}'s formats; no summation order in the "
+                         f"standard formats explains it{tail}", model=first)
+    words = [_TRANSFORM_WORDS if m.name.endswith(TRANSFORM_SUFFIX) else m.name for m in rest]
+    summations = [m for m in rest if not m.name.endswith(TRANSFORM_SUFFIX)]
+    if first.name.startswith(f"{claimed.name}+") or not summations:
+        also = f"; also consistent with {', '.join(words)}" if words else ""
+        return Diagnosis("precision", f"exceeds {claimed.name}; consistent with {first.name} "
+                         f"({first.describe()}){also}{tail}", model=first,
+                         alternatives=tuple(summations))
+    names = [first.name] + [m.name for m in summations]
+    listed = ", ".join(names[:-1]) + f" or {names[-1]}"
+    extra = f"; also with {_TRANSFORM_WORDS}" if len(words) > len(summations) else ""
+    return Diagnosis("precision", f"exceeds {claimed.name}; consistent with {listed}: this case "
+                     f"cannot tell them apart ({first.name}, the first, is the most precise)"
+                     f"{extra}{tail}", model=first, alternatives=tuple(summations))
 
 
 def summarize_models(verdicts: Mapping[str, OutputVerdict]) -> dict[str, float]:
@@ -369,7 +431,8 @@ def advise(verdict: Verdict, backend: str) -> None:
     advice = FLUSH_ADVICE.get(backend)
     if advice is None:
         return
-    flushed = f"consistent with {verdict.precision}+flushed-subnormals"
     for o in verdict.outputs.values():
-        if not o.passed and flushed in o.diagnosis:
-            o.diagnosis += ". " + advice.format(model=verdict.precision)
+        d = o.diagnosis
+        if not o.passed and d.kind == "precision" and d.model is not None \
+                and d.model.name == f"{verdict.precision}{FLUSHED_SUFFIX}":
+            o.diagnosis = d.with_advice(advice.format(model=verdict.precision))

@@ -18,9 +18,13 @@ from hypothesis.errors import FlakyFailure, HypothesisException
 from ..cases.case import Case
 from ..cases.target import Target
 from ..checking.check import DEFAULT_TIMEOUT, check_case
-from ..checking.verdict import Verdict
+from ..checking.diagnosis import Diagnosis
+from ..checking.discriminate import discriminate
+from ..checking.message import fmt_ratio
+from ..checking.verdict import Verdict, ladder_for
 from ..errors import KernelMismatch, UnsupportedCase
 from ..oracle.memory import reuse_for_checking
+from ..oracle.precision import PRESETS, PrecisionModel
 from ..reports.observe import case_features
 from ..reports.observe import enabled as observing
 from ..store.repro import DEFAULT_STORE, save_repro
@@ -77,17 +81,31 @@ class TargetResult:
     #: the size regime of the cases (``small`` or ``realistic``: see
     #: :data:`numoracle.oracle.ops.plan.REGIMES`)
     regime: str = "small"
+    #: the precision model claimed (``precision`` is its name)
+    model: PrecisionModel | None = None
+    #: the recorded failure's diagnosis of each failing output
+    diagnoses: dict[str, Diagnosis] = field(default_factory=dict)
+    #: the recorded failure (the shrunk case's verdict), or None
+    failure: Verdict | None = field(default=None, repr=False)
 
     def effective(self) -> dict[str, str]:
         """Per output, the most precise standard model every diagnosed case fits
-        (``"none"`` when no model fits): the precision the target really delivered."""
-        from ..checking.verdict import ladder_for  # noqa: PLC0415
-        from ..oracle.precision import PRESETS  # noqa: PLC0415 - only for diagnosed runs
-
+        (the cases that told candidate causes apart included), ``"none"`` when no
+        model fits or the failure is a logic bug, ``"nondeterministic"`` when the
+        output's results changed between runs: the precision the target really
+        delivered, in the ladder of the claimed model's storage format."""
+        model = self.model or PRESETS.get(self.precision, PRESETS["fp32"])
+        ladder = ladder_for(model)
         out = {}
         for name, ratios in self.per_model.items():
-            ladder = ladder_for(PRESETS.get(self.precision, PRESETS["fp32"]))
-            out[name] = next((m for m in ladder if ratios.get(m, float("inf")) < 1.0), "none")
+            kind = self.diagnoses[name].kind if name in self.diagnoses else None
+            if kind == "nondeterministic":
+                out[name] = "nondeterministic"
+            elif kind == "logic":
+                out[name] = "none"
+            else:
+                out[name] = next((m for m in ladder if ratios.get(m, float("inf")) < 1.0),
+                                 "none")
         return out
 
     def status(self) -> tuple[str, str]:
@@ -213,7 +231,7 @@ def run_target(
         attempts) goes on. The kernel must be importable by the worker
         (InvalidArgument at once if not).
     """
-    res = TargetResult(target.name, target.op, target.precision.name)
+    res = TargetResult(target.name, target.op, target.precision.name, model=target.precision)
     reason = target.unavailable_reason()
     if reason:
         res.verdict, res.diagnosis = "skipped", reason
@@ -246,6 +264,8 @@ def run_target(
                 res.unjudged_reason = str(exc)
             return
         kind = getattr(v.error, "kind", None)
+        if state["failed"] and not v.passed and _weaker(v, state["first"]):
+            return  # shrinking keeps the first failure's class: a logic bug stays one
         if kind is not None and not state["failed"]:
             res.unjudged += 1
         if observing():  # features for Tyche: op, family, n, verdict
@@ -292,17 +312,41 @@ def run_target(
                         "attempts that hung or crashed" + _hang_note(state, timeout, "; "))
     except KernelMismatch as exc:
         _record_failure(res, cast(Verdict, exc.verdict), target, store,  # raised by prop
-                        _hang_note(state, timeout))
+                        _hang_note(state, timeout), isolate=isolate, timeout=timeout)
     except (FlakyFailure, HypothesisException, ExceptionGroup) as exc:
         last = state["last"]
         if last is not None:
             note = (f"the failure did not reproduce while shrinking ({type(exc).__name__}): "
                     "nondeterministic or racy?")
-            _record_failure(res, last, target, store, note)
+            _record_failure(res, last, target, store, note, isolate=isolate, timeout=timeout)
         else:
             res.verdict, res.diagnosis = "error", f"{type(exc).__name__}: {exc}"
     res.seconds = time.perf_counter() - t0
+    if res.verdict == "pass" and not res.message:
+        res.message = _pass_message(res)
     return res
+
+
+def _pass_message(res: TargetResult) -> str:
+    """The message of a run that found no failure: what was judged, and how close
+    the worst case came to its bound."""
+    unjudged = f"; {res.unjudged} drawn cases not judged" if res.unjudged else ""
+    if res.cases == 0:
+        return (f"UNJUDGED: {res.target} on {res.op}, claiming {res.precision}: no case was "
+                f"judged{unjudged}")
+    return (f"PASS: {res.target} on {res.op}, claiming {res.precision}: {res.cases} cases "
+            f"within the bound, worst ratio {fmt_ratio(res.worst_ratio)}{unjudged}")
+
+
+def _weaker(v: Verdict, first: Verdict | None) -> bool:
+    """Whether a failure found while shrinking is of a weaker class than the
+    first: the first had a logic bug in some output and this one has none (so
+    that a logic bug shrinks to a case that still shows it, not to one where
+    only rounding fails)."""
+    def logic(x: Verdict) -> bool:
+        return x.error is None and any(not o.passed and o.diagnosis.kind == "logic"
+                                       for o in x.outputs.values())
+    return first is not None and logic(first) and not logic(v)
 
 
 def _hang_note(state: dict[str, Any], timeout: float | None, sep: str = "") -> str:
@@ -314,11 +358,22 @@ def _hang_note(state: dict[str, Any], timeout: float | None, sep: str = "") -> s
 
 
 def _record_failure(res: TargetResult, verdict: Verdict, target: Target,
-                    store: Path | str | None, note: str = "") -> None:
+                    store: Path | str | None, note: str = "", *, isolate: bool = False,
+                    timeout: float | None = DEFAULT_TIMEOUT) -> None:
     res.failures = max(res.failures, 1)
     res.verdict = "FAIL"
     res.fault = getattr(verdict.error, "kind", None)
     res.worst_ratio = max(res.worst_ratio, verdict.worst_ratio)
+    if verdict.error is None and verdict.got is not None:
+        # the causes one case cannot tell apart: reruns and discriminating cases
+        found = discriminate(verdict, target, timeout=timeout, isolate=isolate)
+        if res.per_model:  # a diagnosed run: the probes are diagnosed cases too
+            for name, ratios in found.per_model.items():
+                seen = res.per_model.setdefault(name, {})
+                for m, r in ratios.items():
+                    seen[m] = max(seen.get(m, 0.0), r)
+    res.diagnoses = {o.name: o.diagnosis for o in verdict.outputs.values() if not o.passed}
+    res.failure = verdict
     res.diagnosis = verdict.diagnosis
     shapes = verdict.case.shapes()
     res.repro_shape = ", ".join(f"{k}{tuple(s)}" for k, s in shapes.items())

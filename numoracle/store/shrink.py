@@ -48,7 +48,6 @@ from ..errors import InvalidArgument, UnsupportedCase
 from ..oracle.formats import get_format, quantize
 from ..oracle.ops import get_op
 from ..oracle.ops.plan import Choice, Dim, Flag, Multiple, Pair, smallest
-from .store import diagnosis_class
 
 if TYPE_CHECKING:
     from ..cases.target import Target
@@ -167,23 +166,23 @@ def infer_params(op_name: str, arrays: Mapping[str, np.ndarray],
 
 
 def reason(verdict: Verdict) -> tuple[str, str] | None:
-    """What a failure is: (the first failing output, its diagnosis class), or
-    ("error", kind) for a kernel error; None for a pass."""
+    """What a failure is: (the failing output of the most specific diagnosis, its
+    class: a logic bug in any output makes the failure a logic bug), or
+    ("error", class) for a kernel error; None for a pass."""
     if verdict.passed:
         return None
     if verdict.error is not None:
-        return ("error", diagnosis_class("", verdict.error))
-    bad = [o for o in verdict.outputs.values() if not o.passed]
-    return (bad[0].name, diagnosis_class(bad[0].diagnosis)) if bad else None
+        return ("error", verdict.failure_class)
+    cause = verdict.cause
+    return None if cause is None else (cause[0], cause[1].cls)
 
 
 def _reasons(verdict: Verdict) -> set[tuple[str, str]]:
     if verdict.passed:
         return set()
     if verdict.error is not None:
-        return {("error", diagnosis_class("", verdict.error))}
-    return {(o.name, diagnosis_class(o.diagnosis)) for o in verdict.outputs.values()
-            if not o.passed}
+        return {("error", verdict.failure_class)}
+    return {(o.name, o.diagnosis.cls) for o in verdict.outputs.values() if not o.passed}
 
 
 def _same_reason(want: tuple[str, str], got: set[tuple[str, str]]) -> bool:

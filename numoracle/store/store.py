@@ -71,8 +71,11 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def diagnosis_class(text: str, error: str | None = None) -> str:
-    """The class of a diagnosis: ``logic``, ``precision:<model>``, ``nonfinite``,
-    or ``error:<kind>`` for a kernel that raised, hung or returned the wrong thing."""
+    """The class of a diagnosis read from its sentence: ``logic``,
+    ``precision:<model>``, ``nonfinite``, or ``error:<kind>`` for a kernel that
+    raised, hung or returned the wrong thing. Only for repro folders written
+    before signatures were stored; a verdict's class is read from its structured
+    diagnoses (:attr:`~numoracle.checking.verdict.Verdict.failure_class`)."""
     if error:
         raised = re.search(r"raised (\w+)", error)
         if raised:
@@ -95,12 +98,14 @@ def diagnosis_class(text: str, error: str | None = None) -> str:
 
 def signature(verdict: Verdict) -> dict[str, Any]:
     """The failure signature of a failing verdict: target, op, the failing
-    outputs, the class of the first one's diagnosis, and the case's shapes."""
+    outputs, the class of the failure (its fault's, or its most specific failing
+    output's: a logic bug in any output makes the failure a logic bug), and the
+    case's shapes."""
     bad = [o for o in verdict.outputs.values() if not o.passed]
     return {
         "target": verdict.target, "op": verdict.op,
         "outputs": sorted(o.name for o in bad),
-        "diagnosis": diagnosis_class(bad[0].diagnosis if bad else "", verdict.error),
+        "diagnosis": verdict.failure_class,
         "shapes": {k: list(s) for k, s in sorted(verdict.case.shapes().items())},
     }
 
@@ -199,7 +204,8 @@ def write_repro(verdict: Verdict, target: Target, store: Path | str,
         "target": {"name": target.name, "op": target.op, "precision": target.precision.name,
                    "model": target.precision.to_dict(), "source": target.source},
         "verdict": {"passed": verdict.passed, "worst_ratio": _num(verdict.worst_ratio),
-                    "diagnosis": verdict.diagnosis, "error": verdict.error,
+                    "diagnosis": verdict.diagnosis,
+                    "error": None if verdict.error is None else str(verdict.error),
                     "engine": verdict.engine},
         "describe": case.describe() + (" (inputs given)" if given else ""),
     }

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..checking.diagnosis import Diagnosis
 from ..checking.verdict import OutputVerdict, diagnose
 from ..oracle.precision import PrecisionModel
 from ..oracle.tracked import Tracked
@@ -154,10 +155,11 @@ def first_failure(rec: StepVerdict, names: Sequence[str], arrays: Mapping[str, n
                     return reference(m)[name]
             diagnose(out, arrays[name], claimed, reference_for, ladder=ladder)
         else:
-            out.diagnosis = out.nonfinite or f"exceeds {claimed.name}"
+            out.diagnosis = Diagnosis("nonfinite", out.nonfinite) if out.nonfinite \
+                else Diagnosis("exceeds", f"exceeds {claimed.name}")
         w = out.worst[0] if out.worst else None
         if w is None:
-            return StepFailure(rec.step, name, out.worst_ratio, out.diagnosis)
-        return StepFailure(rec.step, name, out.worst_ratio, out.diagnosis, w.index,
+            return StepFailure(rec.step, name, out.worst_ratio, str(out.diagnosis))
+        return StepFailure(rec.step, name, out.worst_ratio, str(out.diagnosis), w.index,
                            w.reference, w.got, w.bound)
     raise AssertionError("a failing step without a failing tensor")  # pragma: no cover
