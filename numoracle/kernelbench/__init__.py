@@ -7,8 +7,10 @@ the kernel under test. See ``docs/kernelbench.md``.
 
 from __future__ import annotations
 
+from .cases import KBCase
 from .census import ProblemOps, classify, problem_ops
+from .judge import CaseResult, Judgement, judge
 from .problem import BadFile, InputSpec, Problem, load_problem
 
-__all__ = ["BadFile", "InputSpec", "Problem", "load_problem", "ProblemOps", "classify",
-           "problem_ops"]
+__all__ = ["judge", "Judgement", "CaseResult", "KBCase", "BadFile", "InputSpec", "Problem",
+           "load_problem", "ProblemOps", "classify", "problem_ops"]

@@ -15,9 +15,8 @@ of the graph. :func:`classify` sorts a problem into one of three answers:
     the graph cannot be captured, or the model draws random numbers
     (``bernoulli``: live dropout) that no init argument switches off.
 
-The graph is captured with the traced oracle's own decomposition table where
-the traced package provides one (:data:`DECOMPOSITIONS`); otherwise without
-decompositions, so the ops listed are those the model's modules call.
+The graph is captured with the traced oracle's own decomposition table
+(:func:`decompositions`), so the ops listed are those its interpreter meets.
 """
 
 from __future__ import annotations
@@ -50,8 +49,8 @@ def decompositions() -> Mapping[Any, Callable[..., Any]] | None:
         _capture = importlib.import_module("numoracle.oracle.traced.capture")
     except ImportError:
         return None
-    table = getattr(_capture, "DECOMPOSITIONS", None)
-    return table if isinstance(table, Mapping) else None
+    table = getattr(_capture, "decomposition_table", None)
+    return dict(table()) if callable(table) else None
 
 
 @dataclass

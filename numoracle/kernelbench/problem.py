@@ -193,7 +193,7 @@ class Problem:
     def inputs(self, sizes: Mapping[str, Any] | None = None, *, seed: int = 0) -> list[Any]:
         """``get_inputs()`` on the CPU with torch's generator seeded by ``seed``."""
         with _knobs(self.module, sizes or {}), torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+            torch.default_generator.manual_seed(seed)
             return list(self._call("get_inputs"))
 
     def input_specs(self, sizes: Mapping[str, Any] | None = None) -> tuple[InputSpec, ...]:
@@ -221,7 +221,7 @@ class Problem:
         """``Model(*init_args)`` on the CPU, its parameters from torch's generator at ``seed``."""
         args = self.init_args(sizes) if init_args is None else list(init_args)
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+            torch.default_generator.manual_seed(seed)
             try:
                 return self.model_class(*args)
             except Exception as exc:  # noqa: BLE001 - a problem that cannot be built is refused

@@ -1,0 +1,474 @@
+"""The verdict on one candidate for one problem: pass, fail, abstain or refused.
+
+:func:`judge` runs the official case first, then cases drawn by Hypothesis
+(other sizes, value families, layouts, drawn parameters), stopping at the
+first failure, which Hypothesis shrinks to the smallest failing case. Every
+case runs the candidate in its own worker process (:mod:`.candidate`; a fresh
+process per candidate file) and judges the second call's outputs against the
+traced oracle's bound under the claimed precision: ``|got − exact| / bound < 1``
+per element, where ``exact`` is ``Model.forward`` evaluated in float64 (never
+torch's own output) and the bound follows from one rule per ATen op.
+
+Beside the oracle's verdict each case records KernelBench's own rule on the
+same outputs: ``torch.allclose(torch_out, got, atol=tol, rtol=tol)`` for
+``tol`` in 1e-2 and 1e-4, against torch's output of ``Model`` in the claimed
+storage format (as KernelBench compares).
+
+What a judgement says
+---------------------
+``pass``      every judged case within the bound
+``fail``      a case outside it (or a fault: an input written, a wrong shape,
+              dtype or device, a result reused, a crash); the smallest failing
+              case, how to replay it, and whether the official case passed
+              ("right at the benchmark's shape, wrong as an operator")
+``abstain``   the reference calls an ATen op without a rule (named)
+``refused``   the problem cannot be judged: its files do not load, or no size
+              of it fits the oracle
+
+Train mode is kept, as KernelBench keeps it (BatchNorm normalises with batch
+statistics); live dropout is switched off by its init argument (``p = 0``,
+said in the judgement). A problem whose reference lies within the bound of
+zero at the official inputs (identically zero, or far below the bound) is
+flagged *degenerate*: there a zeros kernel passes, so only drawn cases can
+fail a candidate.
+"""
+
+from __future__ import annotations
+
+import ast
+import shlex
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..checking import isolate
+from ..checking.verdict import OutputVerdict, compare
+from ..errors import InvalidArgument
+from ..oracle.precision import get_model
+from ..oracle.traced.capture import Reference, capture, decomposition_table
+from ..oracle.traced.interpret import evaluate
+from ..oracle.traced.rules import RULES, NoRule, RuleContext
+from ..oracle.tracked import Tracked
+from .candidate import run_case
+from .cases import (
+    FAMILIES,
+    PARAMS,
+    KBCase,
+    case_inputs,
+    case_state,
+    float64_bytes,
+    layouts_for,
+    reduced_sizes,
+    valid_sizes,
+    varied_knobs,
+)
+from .census import problem_ops
+from .problem import BadFile, Problem, load_problem
+
+__all__ = ["judge", "Judgement", "CaseResult", "PRECISIONS", "DEFAULT_MAX_BYTES",
+           "check_candidate_file", "missing_rules"]
+
+#: claimed precision -> (storage dtype, TF32 allowed)
+PRECISIONS = {"fp32": ("float32", False), "tf32": ("float32", True), "bf16": ("bfloat16", False)}
+#: the float64 floor (inputs and parameters) above which a size is not evaluated whole
+DEFAULT_MAX_BYTES = 64 << 20
+_TORCH = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+@dataclass
+class CaseResult:
+    """The judgement of one case."""
+
+    case: KBCase
+    passed: bool
+    fault: str | None = None
+    outputs: list[OutputVerdict] = field(default_factory=list)
+    kernelbench: dict[str, bool] = field(default_factory=dict)
+    degenerate: bool = False
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def worst_ratio(self) -> float:
+        if self.fault is not None:
+            return float("inf")
+        return max((o.worst_ratio for o in self.outputs), default=0.0)
+
+    def reason(self) -> str:
+        if self.fault is not None:
+            return self.fault
+        bad = [o for o in self.outputs if not o.passed]
+        if not bad:
+            return f"within the bound (worst ratio {self.worst_ratio:.3g})"
+        o = bad[0]
+        w = o.worst[0] if o.worst else None
+        where = (f"; worst at {w.index}: exact {w.reference:.9g}, got {w.got:.9g}, bound "
+                 f"{w.bound:.3g}" if w is not None else "")
+        text = o.nonfinite or f"{o.mismatched} of {o.count} elements outside the bound"
+        return f"output {o.name}: {text} (worst ratio {o.worst_ratio:.3g}){where}"
+
+
+@dataclass
+class Judgement:
+    """The verdict on one candidate for one problem (see the module docstring)."""
+
+    problem: str
+    candidate: str
+    precision: str
+    status: str = "pass"
+    reason: str = ""
+    official: CaseResult | None = None
+    failing: CaseResult | None = None
+    cases: int = 0
+    kernelbench: dict[str, bool] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    degenerate: bool = False
+    seconds: float = 0.0
+    worst_ratio: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "pass"
+
+    def replay(self) -> str:
+        """The command that judges the smallest failing case again."""
+        if self.failing is None:
+            return ""
+        return (f"numoracle kernelbench {shlex.quote(self.problem)} "
+                f"{shlex.quote(self.candidate)} --precision {self.precision} "
+                f"--case {shlex.quote(self.failing.case.to_json())}")
+
+    def as_dict(self) -> dict[str, Any]:
+        d = {"problem": self.problem, "candidate": self.candidate, "precision": self.precision,
+             "status": self.status, "reason": self.reason, "cases": self.cases,
+             "kernelbench": self.kernelbench, "notes": self.notes, "missing": self.missing,
+             "degenerate": self.degenerate, "seconds": round(self.seconds, 3),
+             "worst_ratio": self.worst_ratio}
+        if self.failing is not None:
+            d["failing_case"] = self.failing.case.describe()
+            d["failing_official"] = self.failing is self.official
+            d["replay"] = self.replay()
+        if self.official is not None:
+            d["official_passed"] = self.official.passed
+        return d
+
+
+class _Context:
+    """What every case of one judgement shares."""
+
+    def __init__(self, problem: Problem, candidate: Path, precision: str, device: str,
+                 timeout: float, max_bytes: int, isolated: bool = True) -> None:
+        if precision not in PRECISIONS:
+            raise InvalidArgument(f"precision={precision!r} is unknown; use one of "
+                                  f"{tuple(PRECISIONS)}")
+        self.problem, self.candidate, self.precision = problem, candidate, precision
+        self.dtype_name, self.tf32 = PRECISIONS[precision]
+        self.dtype = _TORCH[self.dtype_name]
+        self.model = get_model(precision)
+        self.device, self.timeout, self.max_bytes = device, timeout, max_bytes
+        self.isolated = isolated
+        self.base: dict[str, Any] = dict(problem.dropout_off())
+        self.specs = problem.input_specs(self.base)
+        self.choices = layouts_for(self.specs)
+
+    def run(self, case: KBCase) -> CaseResult:
+        t0 = time.perf_counter()
+        p, sizes = self.problem, case.overrides(self.base)
+        layouts = case.layouts or tuple("C" for _ in self.specs)
+        first = case_inputs(p, case, self.base, draw=1, dtype=self.dtype)
+        second = case_inputs(p, case, self.base, draw=2, dtype=self.dtype)
+        state = case_state(p, case, self.base, dtype=self.dtype)
+        kwargs: dict[str, Any] = {"problem": str(p.path), "candidate": str(self.candidate),
+                  "overrides": sizes, "state": state, "first": first, "second": second,
+                  "layouts": list(layouts), "device": self.device, "dtype": self.dtype_name,
+                  "tf32": self.tf32, "seed": case.seed}
+        if self.isolated:
+            answer, fault = isolate.call_isolated(run_case, kwargs, timeout=self.timeout)
+        else:
+            answer, fault = run_case(**kwargs), None
+        result = CaseResult(case, passed=False)
+        if fault is not None:
+            result.fault = str(fault)
+        else:
+            result.notes = list(answer.get("notes", []))
+            kb = answer.get("kernelbench") or []
+            result.kernelbench = {tol: all(d[tol] for d in kb) for tol in ("0.01", "0.0001")} \
+                if kb else {"0.01": False, "0.0001": False}
+            result.fault = answer.get("fault")
+        refs = self.reference(sizes, state, second)
+        if result.fault is None:
+            got = answer["outputs"]
+            result.outputs = [self._compare(i, g, r) for i, (g, r) in
+                              enumerate(zip(got, refs, strict=True))]
+            result.passed = all(o.passed for o in result.outputs)
+        result.degenerate = all(_within_bound_of_zero(r) for r in refs)
+        result.seconds = time.perf_counter() - t0
+        return result
+
+    def reference(self, sizes: Mapping[str, Any], state: Mapping[str, np.ndarray],
+                  args: Sequence[Any]) -> list[Any]:
+        """The exact outputs and bounds of ``Model.forward`` on ``args``."""
+        model = self.problem.model(sizes)
+        model.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in state.items()},
+                              strict=True)
+        _batch_statistics_only(model)
+        names = self.problem.input_names
+        ref = Reference(model, names)
+        tensors: dict[str, Any] = dict(zip(names, args, strict=False))
+        params = dict(model.named_parameters())
+        for input_name, pname in ref.state.items():
+            tensors[input_name] = params[pname].detach().numpy().astype(np.float64)
+        graph = capture(ref, tensors)
+        out = evaluate(graph, tensors, RuleContext(self.model))
+        return [out[n] for n in graph.outputs]
+
+    def _compare(self, i: int, got: np.ndarray, ref: Any) -> OutputVerdict:
+        name = f"out{i}"
+        if isinstance(ref, Tracked):
+            return compare(name, np.asarray(got, dtype=np.float64), ref,
+                           probabilistic=self.model.probabilistic)
+        same = np.array_equal(np.asarray(got), np.asarray(ref))
+        ratio = 0.0 if same else float("inf")
+        return OutputVerdict(name=name, shape=tuple(np.shape(got)), n=0, passed=same,
+                             mismatched=0 if same else int(np.sum(np.asarray(got) != ref)),
+                             worst_ratio=ratio, median_ratio=ratio, worst_ratio_det=ratio,
+                             worst_ratio_prob=ratio, median_ratio_det=ratio,
+                             median_ratio_prob=ratio, exact=True,
+                             diagnosis="integer output: exact equality")
+
+
+def _batch_statistics_only(model: torch.nn.Module) -> None:
+    """Stop train-mode norms from updating their running statistics: in train mode
+    their output uses the batch's statistics only, so the result is the same, and
+    the graph holds no in-place update of a buffer."""
+    for m in model.modules():
+        if m.training and getattr(m, "track_running_stats", False):
+            m.track_running_stats = False
+            m.running_mean = None
+            m.running_var = None
+            m.num_batches_tracked = None
+
+
+def _within_bound_of_zero(ref: Any) -> bool:
+    """Whether zeros would pass: every exact value within its own bound of 0."""
+    if not isinstance(ref, Tracked):
+        return not np.any(ref)
+    value = np.asarray(ref.to_host().value)
+    bound = np.asarray(ref.to_host().bound(False))
+    return bool(np.all(np.abs(value) < bound) or not np.any(value))
+
+
+def missing_rules(problem: Problem, sizes: Mapping[str, Any]) -> list[str]:
+    """ATen ops of the reference's graph at ``sizes`` that have no rule."""
+    ops = problem_ops(problem, sizes=sizes, table=decomposition_table()).ops
+    return [op for op in ops if op not in RULES]
+
+
+def _strategy(ctx: _Context, small: Mapping[str, int]) -> Any:
+    """Drawn cases: each varied knob from 1 to twice its official value (a kernel
+    written for the benchmark's shape only fails above it too), or to four times
+    its reduced value where the official instance does not fit; every value
+    family, layout and parameter choice; a seed."""
+    from hypothesis import strategies as st  # noqa: PLC0415 - hypothesis only when judging
+
+    knobs = varied_knobs(ctx.problem)
+    fits = float64_bytes(ctx.problem, ctx.base) <= ctx.max_bytes
+
+    @st.composite
+    def cases(draw: Any) -> KBCase:
+        sizes = {}
+        for name, value in sorted(knobs.items()):
+            hi = 2 * value if fits else min(value, max(4 * small.get(name, value), 16))
+            sizes[name] = draw(st.integers(1, hi))
+        layouts = tuple(draw(st.sampled_from(c)) for c in ctx.choices)
+        return KBCase(sizes=tuple(sorted(sizes.items())), family=draw(st.sampled_from(FAMILIES)),
+                      layouts=layouts, params=draw(st.sampled_from(PARAMS)),
+                      seed=draw(st.integers(0, 2 ** 16)))
+    return cases()
+
+
+def _drawn(ctx: _Context, small: Mapping[str, int], examples: int,
+           seed: int) -> tuple[int, CaseResult | None, list[str]]:
+    """Judge up to ``examples`` drawn cases; (cases judged, smallest failure, notes)."""
+    from hypothesis import HealthCheck, assume, given, settings  # noqa: PLC0415
+    from hypothesis import seed as hseed  # noqa: PLC0415 - hypothesis only when judging
+
+    judged: list[CaseResult] = []
+    failures: list[CaseResult] = []
+
+    @settings(max_examples=examples, database=None, deadline=None, derandomize=False,
+              suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
+    @hseed(seed)
+    @given(_strategy(ctx, small))
+    def check(case: KBCase) -> None:
+        sizes = case.overrides(ctx.base)
+        assume(valid_sizes(ctx.problem, sizes))
+        assume(float64_bytes(ctx.problem, sizes) <= ctx.max_bytes)
+        result = ctx.run(case)
+        judged.append(result)
+        if not result.passed:
+            failures.append(result)
+            raise AssertionError(result.reason())
+
+    notes: list[str] = []
+    try:
+        check()
+    except AssertionError:
+        pass
+    except Exception as exc:  # noqa: BLE001 - Hypothesis giving up is reported, not raised
+        if failures:
+            pass
+        else:
+            notes.append(f"drawn cases stopped: {type(exc).__name__}: {str(exc)[:120]}")
+    return len(judged), (failures[-1] if failures else None), notes
+
+
+def check_candidate_file(path: str | Path) -> None:
+    """Refuse a candidate file that does not parse or defines no ``ModelNew``, without
+    running it (running it may compile CUDA: that happens in the worker).
+
+    Raises
+    ------
+    BadFile
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise BadFile(f"candidate file {str(path)!r} does not exist; give the path of a .py "
+                      "file or of a folder of them")
+    try:
+        tree = ast.parse(path.read_text(), filename=str(path))
+    except SyntaxError as exc:
+        raise BadFile(f"candidate file {path.name}: syntax error at line {exc.lineno}: "
+                      f"{exc.msg}") from None
+    names = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    names |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
+              if isinstance(t, ast.Name)}
+    if "ModelNew" not in names:
+        raise BadFile(f"candidate file {path.name} does not define ModelNew; KernelBench's "
+                      "format needs a class ModelNew(nn.Module)")
+
+
+def judge(problem: str | Path, candidate: str | Path, *, precision: str = "fp32",
+          examples: int = 20, seed: int = 0, device: str = "cpu", timeout: float = 120.0,
+          max_bytes: int = DEFAULT_MAX_BYTES, case: KBCase | None = None,
+          isolated: bool = True) -> Judgement:
+    """Judge the candidate file against the problem file.
+
+    Parameters
+    ----------
+    problem, candidate : path
+        KernelBench-format files (``Model``/``get_inputs``/``get_init_inputs``;
+        ``ModelNew``).
+    precision : str
+        The claim: ``"fp32"`` (TF32 off in the candidate's process), ``"tf32"``,
+        ``"bf16"`` (inputs, parameters and outputs in bfloat16).
+    examples : int
+        Drawn cases after the official one (0: the official case only).
+    seed : int
+        Hypothesis's seed for the drawn cases.
+    device : str
+        Where the candidate runs (``"cpu"``, ``"cuda"``).
+    timeout : float
+        Seconds one case may take in the candidate's process.
+    max_bytes : int
+        The float64 floor above which a size is not evaluated whole; an
+        official instance above it is replaced by the same problem at reduced
+        sizes (said in the judgement).
+    case : KBCase or None
+        Judge this case only (the replay of a failure).
+    isolated : bool
+        Run the candidate in a worker process of its own (a crash, a CUDA
+        error, an extension's name clash stays there); False runs it here.
+
+    Returns
+    -------
+    Judgement
+    """
+    t0 = time.perf_counter()
+    out = Judgement(str(problem), str(candidate), precision)
+    try:
+        prob = load_problem(problem)
+        check_candidate_file(candidate)
+        ctx = _Context(prob, Path(candidate), precision, device, timeout, max_bytes,
+                       isolated)
+    except BadFile as exc:
+        out.status, out.reason = "refused", str(exc)
+        return out
+    for k in ctx.base:
+        out.notes.append(f"{k}=0: dropout switched off (train mode's masks are random)")
+    if isolated:
+        isolate.shutdown()  # a fresh process for this candidate
+    try:
+        return _judge(ctx, out, examples, seed, case)
+    except NoRule as exc:
+        out.status, out.reason = "abstain", str(exc)
+        return out
+    except BadFile as exc:
+        out.status, out.reason = "refused", str(exc)
+        return out
+    finally:
+        out.seconds = time.perf_counter() - t0
+        if isolated:
+            isolate.shutdown()
+
+
+def _judge(ctx: _Context, out: Judgement, examples: int, seed: int,
+           case: KBCase | None) -> Judgement:
+    prob = ctx.problem
+    small = reduced_sizes(prob, ctx.base) if varied_knobs(prob) else {}
+    if small is None:
+        out.status, out.reason = "refused", "the model does not run at its official sizes"
+        return out
+    fits = float64_bytes(prob, ctx.base) <= ctx.max_bytes
+    probe = {} if fits else small
+    out.missing = missing_rules(prob, {**ctx.base, **probe})
+    if out.missing:
+        out.status = "abstain"
+        out.reason = "no rule for " + ", ".join(out.missing)
+        return out
+    if case is not None:
+        first = ctx.run(case)
+        out.cases = 1
+    else:
+        official = KBCase() if fits else KBCase(sizes=tuple(sorted(small.items())))
+        if not fits:
+            out.notes.append(f"the official instance needs more than {ctx.max_bytes >> 20} MiB "
+                             f"in float64: its distribution judged at {official.describe()}")
+        first = ctx.run(official)
+        out.official, out.cases = first, 1
+        out.kernelbench = dict(first.kernelbench)
+        out.degenerate = first.degenerate
+        if first.degenerate:
+            out.notes.append("degenerate at the official inputs: the reference is within "
+                             "the bound of zero there, so a zeros kernel would pass it; "
+                             "judged at drawn inputs")
+    out.notes.extend(n for n in first.notes if n not in out.notes)
+    out.worst_ratio = first.worst_ratio
+    failing = None if first.passed else first
+    if failing is None and case is None and examples > 0:
+        n, failing, notes = _drawn(ctx, small, examples, seed)
+        out.cases += n
+        out.notes.extend(notes)
+        if out.degenerate and n == 0:
+            out.status, out.reason = "refused", "degenerate at the official inputs and no "\
+                "drawn case could be judged"
+            return out
+    if failing is None:
+        out.status = "pass"
+        out.reason = f"{out.cases} cases within the {ctx.precision} bound"
+        return out
+    out.status, out.failing = "fail", failing
+    out.worst_ratio = failing.worst_ratio
+    if out.official is not None and out.official.passed and not failing.case.official:
+        out.reason = ("right at the benchmark's shape, wrong as an operator: "
+                      + failing.reason())
+    else:
+        out.reason = failing.reason()
+    return out
+

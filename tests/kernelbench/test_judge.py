@@ -1,0 +1,139 @@
+"""The judge: correct candidates pass, broken ones fail for the right reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from numoracle.kernelbench.cases import KBCase
+from numoracle.kernelbench.judge import judge
+
+
+def run(problems: Path, candidates: Path, problem: str, candidate: str, **kw: object):
+    kw.setdefault("examples", 8)
+    kw.setdefault("isolated", False)
+    return judge(problems / f"{problem}.py", candidates / f"{candidate}.py", **kw)
+
+
+@pytest.mark.parametrize(("problem", "candidate"), [
+    ("relu", "relu_correct"),
+    ("matmul", "matmul_correct"),
+])
+def test_correct_candidates_pass(problems: Path, candidates: Path, problem: str,
+                                 candidate: str) -> None:
+    j = run(problems, candidates, problem, candidate)
+    assert j.status == "pass", j.reason
+    assert j.cases > 1 and j.official is not None and j.official.passed
+    assert j.kernelbench == {"0.01": True, "0.0001": True}
+
+
+@pytest.mark.parametrize(("candidate", "words", "official_passes"), [
+    ("relu_zeros", "outside the bound", False),
+    ("relu_float64", "has dtype torch.float64", False),
+    ("relu_parameter", "not a plain torch.Tensor", False),
+    ("relu_result_reuse", "NaN where the reference is not NaN", False),
+    ("relu_identity", "outside the bound", True),
+    ("relu_mutates", "wrote to its input 'x'", True),
+    ("relu_strides_ignored", "outside the bound", True),
+    ("relu_shape_specialised", "outside the bound", True),
+])
+def test_broken_candidates_fail_for_their_reason(problems: Path, candidates: Path,
+                                                 candidate: str, words: str,
+                                                 official_passes: bool) -> None:
+    j = run(problems, candidates, "relu", candidate, examples=30)
+    assert j.status == "fail"
+    assert words in j.reason
+    assert j.official is not None and j.official.passed is official_passes
+    if official_passes:
+        assert j.reason.startswith("right at the benchmark's shape, wrong as an operator")
+        assert not j.failing.case.official
+        # KernelBench's own rule, on the official case, lets it through
+        assert j.kernelbench["0.01"] and j.kernelbench["0.0001"]
+    assert "--case" in j.replay()
+
+
+def test_the_failing_case_shrinks_and_replays(problems: Path, candidates: Path) -> None:
+    j = run(problems, candidates, "relu", "relu_strides_ignored", examples=30)
+    case = j.failing.case
+    assert "S" in case.layouts or "T" in case.layouts
+    sizes = dict(case.sizes)
+    assert sizes["batch_size"] * sizes["dim"] <= 4  # shrunk from up to 16 x 64
+    again = run(problems, candidates, "relu", "relu_strides_ignored",
+                case=KBCase.from_json(case.to_json()))
+    assert again.status == "fail" and again.cases == 1
+
+
+def test_isolated_candidates_run_in_their_own_process(problems: Path, candidates: Path,
+                                                      tmp_path: Path) -> None:
+    crash = tmp_path / "relu_exits.py"
+    crash.write_text((candidates / "relu_correct.py").read_text().replace(
+        "        return torch.clamp(x, min=0.0)",
+        "        import os\n\n        os._exit(3)"))
+    j = judge(problems / "relu.py", crash, examples=0, isolated=True, timeout=60)
+    assert j.status == "fail"
+    assert "exited with code 3" in j.reason
+
+
+def test_a_bad_candidate_file_is_refused(problems: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "no_model_new.py"
+    bad.write_text("import torch\n\nclass Model(torch.nn.Module):\n    pass\n")
+    j = judge(problems / "relu.py", bad, examples=0, isolated=False)
+    assert j.status == "refused" and "does not define ModelNew" in j.reason
+
+
+def test_a_reference_op_without_a_rule_abstains_by_name(problems: Path, tmp_path: Path,
+                                                        candidates: Path) -> None:
+    odd = tmp_path / "odd.py"
+    odd.write_text((problems / "relu.py").read_text().replace("torch.relu(x)",
+                                                              "torch.special.i0(x)"))
+    j = judge(odd, candidates / "relu_correct.py", examples=0, isolated=False)
+    assert j.status == "abstain"
+    assert j.missing == ["aten.special_i0.default"] or "i0" in j.reason
+
+
+def test_parameters_bind_by_position_where_names_differ(problems: Path,
+                                                        candidates: Path) -> None:
+    j = run(problems, candidates, "gemm_gelu", "gemm_gelu_correct")
+    assert j.status == "pass", j.reason
+    assert any("bound by position and shape" in n and "weight<-linear.weight" in n
+               for n in j.notes)
+
+
+@pytest.mark.parametrize(("candidate", "kb_1e2", "kb_1e4"), [
+    ("gemm_gelu_tanh", True, True),   # tanh-GELU claimed as the erf form: within 1e-4
+    ("gemm_gelu_bf16", True, False),  # bfloat16 arithmetic claimed fp32: within 1e-2
+])
+def test_semantic_and_precision_downgrades_fail_where_allclose_passes(
+        problems: Path, candidates: Path, candidate: str, kb_1e2: bool, kb_1e4: bool) -> None:
+    j = run(problems, candidates, "gemm_gelu", candidate)
+    assert j.status == "fail"
+    assert j.failing is j.official and "outside the bound" in j.reason
+    assert j.kernelbench == {"0.01": kb_1e2, "0.0001": kb_1e4}
+
+
+def test_a_correct_candidate_passes_under_a_bf16_claim(problems: Path,
+                                                       candidates: Path) -> None:
+    j = run(problems, candidates, "gemm_gelu", "gemm_gelu_correct", precision="bf16")
+    assert j.status == "pass", j.reason
+
+
+def test_batch_norm_in_train_mode_and_ignored_affine_weights(problems: Path,
+                                                             candidates: Path) -> None:
+    assert run(problems, candidates, "batchnorm", "batchnorm_correct").status == "pass"
+    j = run(problems, candidates, "batchnorm", "batchnorm_no_affine", examples=20)
+    assert j.status == "fail" and j.official.passed  # default weights are ones, biases zeros
+    assert j.failing.case.params == "drawn"
+
+
+def test_dropout_is_switched_off_and_said(problems: Path, candidates: Path) -> None:
+    j = run(problems, candidates, "dropout", "dropout_correct")
+    assert j.status == "pass", j.reason
+    assert any("dropout_p=0" in n for n in j.notes)
+
+
+def test_a_degenerate_problem_is_flagged(problems: Path, candidates: Path) -> None:
+    j = run(problems, candidates, "zero_reference", "relu_zeros")
+    assert j.degenerate and any("degenerate" in n for n in j.notes)
+    assert j.status == "pass"  # zeros is right: the reference is zero everywhere
+    assert not run(problems, candidates, "relu", "relu_zeros").degenerate
