@@ -49,7 +49,7 @@ def calibrate(name: str, cases: int, max_log2: int, seed: int) -> dict:
     buckets: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     start = time.perf_counter()
     for i in range(cases):
-        k = int(round(2 ** rng.uniform(0, max_log2)))
+        k = round(2 ** rng.uniform(0, max_log2))
         m, n = int(rng.integers(1, 5)), int(rng.integers(1, 5))
         case = Case(op="matmul", params={"batch_shape": (), "m": m, "k": k, "n": n},
                     storage="fp32", family=str(rng.choice(FAMILIES)), seed=i)

@@ -203,6 +203,25 @@ def speed_text() -> tuple[str, set[str]]:
     return "\n".join(lines), set(paths)
 
 
+def isolation_text() -> tuple[str, set[str]]:
+    """The fault table: each hostile kernel's outcome, in-process and isolated."""
+    path = "cpu/isolation/isolation.json"
+    data = _load(path)
+    faults = data["faults"]
+    judged = [r for r in faults if r["repro"] and r["next_check"] == "pass"]
+    lost = [r for r in faults if not r["repro"]]
+    lines = [f"- {len(judged)} of {len(faults)} (fault, mode) rows end in a failing verdict "
+             "with a saved repro, and a correct kernel checked next in the same process "
+             f"passes: {', '.join(sorted({r['fault'] for r in judged}))}."]
+    lines += [f"- {r['fault']} {r['mode']}: {r['outcome']}." for r in lost]
+    small = next((r for r in data["overhead"] if "overhead_ms" in r), None)
+    if small is not None:
+        lines.append(f"- Isolation's cost per kernel call on a small case ({small['what']}): "
+                     f"{small['overhead_ms']:.3g} ms (median), "
+                     f"{small['min_overhead_ms']:.3g} ms (least).")
+    return "\n".join(lines) + f"\n\nFrom {_link(path)}.", {path}
+
+
 def findings_text() -> tuple[str, set[str]]:
     """Each finding's folder with the first paragraph of its README (or its repro's target)."""
     lines, read = [], set()
@@ -262,6 +281,7 @@ def page() -> tuple[str, set[str]]:
         read |= used
     sections: list[tuple[str, Callable[[], tuple[str, set[str]]]]] = [
         ("The probabilistic (sharp) bound's calibration", calibration_text),
+        ("Hostile kernels: crashes, hangs and writes are verdicts", isolation_text),
         ("What the oracle costs", cost_text),
         ("The oracle's speed against plain float64", speed_text),
         ("Findings in libraries, made by the oracle on its own", findings_text),
