@@ -119,6 +119,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("problems", type=Path)
     parser.add_argument("--limit", type=int, default=40, help="problems at most (default 40)")
+    parser.add_argument("--every", type=int, default=1,
+                        help="take every N-th problem file (a spread over both levels)")
     parser.add_argument("--examples", type=int, default=8)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--precision", default="fp32")
@@ -129,7 +131,7 @@ def main() -> int:
     args = parser.parse_args()
     mutants = [m for m in args.mutants.split(",") if m]
     t0 = time.perf_counter()
-    chosen = [p for p in _problem_files(args.problems) if _judged(p)][: args.limit]
+    chosen = [p for p in _problem_files(args.problems)[::args.every] if _judged(p)][: args.limit]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for path in chosen:
@@ -144,7 +146,7 @@ def main() -> int:
                            official_reduced=any("official instance" in n for n in j.notes))
                 rows.append(row)
                 print(f"{row['problem']} {mutant}: {j.status} KB {j.kernelbench} "
-                      f"{j.reason[:100]}", file=sys.stderr)
+                      f"{j.seconds:.1f}s {j.reason[:100]}", file=sys.stderr, flush=True)
     seconds = time.perf_counter() - t0
     meta = {"command": "python benchmarks/kernelbench_mutants.py " + " ".join(sys.argv[1:]),
             "machine": f"{platform.machine()} {platform.system()}, "
