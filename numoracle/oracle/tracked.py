@@ -771,6 +771,8 @@ def add(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
         hi_err = (a.value - (value - bb)) + (b.value - bb)
         exact_here = ((a.det == 0) & (b.det == 0) & (a.ref_err == 0) & (b.ref_err == 0)
                       & (hi_err == 0) & representable(value, acc))
+        # arrays, also for 0-d operands (whose arithmetic gives NumPy scalars)
+        det, prob, ref_err = (xp.asarray(r, dtype=xp.float64) for r in (det, prob, ref_err))
         det[exact_here] = prob[exact_here] = ref_err[exact_here] = 0.0
         n = a.n + b.n
         mag = xp.abs(a.value) + xp.abs(b.value)
