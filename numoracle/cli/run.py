@@ -1,32 +1,45 @@
 """``numoracle run``: check every target available here (or those named) on
-every op, print a table and the message of each failure; ``--report DIR``
-writes ``DIR/report.json``."""
+every op, each (target, op, size regime) a row with a fair share of the
+budget (:mod:`numoracle.running.schedule`), in worker processes with ``-j``
+(:mod:`numoracle.running.pool`); print a table, the message of each failure,
+the warm-up and a totals line; ``--report DIR`` writes ``DIR/report.json``
+and ``DIR/report.html``. Exits 1 when a row failed or a runnable row was
+left unjudged."""
 
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from ..cases.target import Target
+from ..checking.check import DEFAULT_TIMEOUT
 from ..checking.report import results_table, write_json
 from ..errors import InvalidArgument
 from ..reports import observing, write_html
 from ._common import (
+    _progress,
+    built_in,
     check_ops,
     names,
     ops_option,
     positive_float,
     positive_int,
     print_text,
+    regime_shares,
     resolve_regime,
-    run_all,
     run_options,
     sharp_option,
     sharpened,
     skipped_line,
 )
+
+if TYPE_CHECKING:
+    from ..running.runner import TargetResult
+    from ..running.schedule import Row, RunPlan
 
 __all__ = ["RUN_EXAMPLES", "RUN_BUDGET", "RUN_COLUMNS", "add_parser"]
 
@@ -36,6 +49,8 @@ RUN_EXAMPLES = 2000
 RUN_BUDGET = 60.0
 RUN_COLUMNS = ("target", "op", "precision", "cases", "failures", "worst_ratio", "status",
                "time_s")
+#: the run's exit status when every runnable row passed
+ALL_PASSED = 0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -46,9 +61,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      help="targets to check (default: every one available here)")
     run_options(run, RUN_EXAMPLES, "target and op")
     run.add_argument("--budget", type=positive_float, default=RUN_BUDGET, metavar="SECONDS",
-                     help=f"time for the whole run, shared among the targets (default "
-                          f"{RUN_BUDGET:g} s); each target stops drawing new cases when its "
-                          "share is spent")
+                     help=f"time for judging, shrinking and reporting, shared among the rows "
+                          f"(target, op, size regime) (default {RUN_BUDGET:g} s); every row gets "
+                          "--min-cases cases within its share before any row gets more; a "
+                          "warm-up of one case per target runs before the clock")
+    run.add_argument("-j", "--jobs", type=positive_int, metavar="N",
+                     help="worker processes judging rows side by side (default: the cores "
+                          "here, capped by memory; 1 judges in this process); the same seeds "
+                          "give the same per-row results whatever N")
+    run.add_argument("--min-cases", type=positive_int, default=20, metavar="N",
+                     help="cases every row gets before any row gets more (default 20)")
+    run.add_argument("--shrink-time", type=positive_float, metavar="SECONDS",
+                     help="cap on the time shrinking one failure may take (default a tenth "
+                          "of --budget, at least 1 s); the smallest failure found by then is "
+                          "saved")
     sharp_option(run)
     run.add_argument("--regime", choices=("auto", "small", "realistic", "mixed"),
                      default="auto",
@@ -93,25 +119,30 @@ def _select_targets(names: Sequence[str] | None, ops: Sequence[str]) -> list[Tar
 
 
 def _cmd_run(args: argparse.Namespace, console: Console) -> int:
+    wall0 = time.perf_counter()
     ops = check_ops(args.ops)
     targets = _select_targets(args.targets, ops)
     args.regime = resolve_regime(getattr(args, "regime", "auto"), targets)
     if getattr(args, "sharp", False):
         targets = [sharpened(t) for t in targets]
+    plan = None
     with observing(args.observability) as observed:
         if args.cluster is not None:  # Ray tasks, merged into the same results
             from ..running.cluster import cluster_results  # noqa: PLC0415 - Ray is optional
 
             results = cluster_results(targets, args, console)
         else:
-            results = run_all(targets, args, console)
+            plan = _scheduled(targets, args, console)
+            results = plan.results
     ran = [r for r in results if r.verdict != "skipped"]
+    t_report = time.perf_counter()
     if args.report is not None:
         path = write_json(args.report / "report.json", [r.row() for r in results])
         console.print(f"report: {path}", markup=False)
         page = write_html(args.report / "report.html", results, examples=args.examples,
                           observed=None if observed is None else str(observed))
-        console.print(f"report: {page}", markup=False)
+        console.print(f"report: {page} (written in {time.perf_counter() - t_report:.1f} s)",
+                      markup=False)
     if observed is not None:
         console.print(f"observability records (Tyche): {observed}", markup=False)
     skipped = skipped_line(results)
@@ -125,13 +156,92 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     for row in rows:  # realistic-size runs are rows of their own: say so beside the op
         if row.get("regime", "small") != "small":
             row["op"] = f"{row['op']} ({row['regime']})"
+        if row.get("asked"):  # cases got of cases asked
+            row["cases"] = f"{row['cases']}/{row['asked']}"
     console.print(results_table(rows, "numoracle run", columns))
+    unjudged = [r for r in ran if r.status()[0] == "unjudged"]
     for r in ran:
         if r.verdict == "FAIL":
             print_text(console, r.message or r.diagnosis)
         elif r.status()[0] != "pass":
             print_text(console, f"{r.target} on {r.op}: {r.status()[0]}: {r.status()[1]}",
-                        style="red")
-    return 0 if all(r.verdict == "pass" for r in ran) else 1
+                       style="red")
+    from ..running.schedule import totals_line  # noqa: PLC0415 - loaded by the run already
+
+    if plan is not None:
+        print_text(console, plan.warm_line())
+    print_text(console, totals_line(results, plan, time.perf_counter() - wall0))
+    if unjudged:
+        print_text(console, f"{len(unjudged)} runnable row(s) were left unjudged: the run is "
+                            "not a pass; give a larger --budget, fewer --targets or --ops, or "
+                            "more --jobs", style="red")
+    return ALL_PASSED if all(r.status()[0] == "pass" for r in ran) else 1
 
 
+def _scheduled(targets: Sequence[Target], args: argparse.Namespace,
+               console: Console) -> RunPlan:
+    """Rows for ``targets``, warmed up, judged within ``--budget`` in
+    ``--jobs`` processes; skipped targets come back as skipped rows, in
+    target order."""
+    from ..running.pool import default_jobs, run_pool  # noqa: PLC0415 - only when running
+    from ..running.runner import run_target  # noqa: PLC0415 - hypothesis only when running
+    from ..running.schedule import (  # noqa: PLC0415 - hypothesis only when running
+        REPORT_RESERVE,
+        SHRINK_SHARE,
+        Row,
+        RunPlan,
+        RunSettings,
+        judge_rows,
+        warm_up,
+    )
+
+    isolate = getattr(args, "isolate", None)
+    rows: list[Row] = []
+    slots: list[TargetResult | int] = []
+    for t in targets:
+        if t.unavailable_reason() is not None:
+            slots.append(run_target(t))  # a skipped result, at once
+            continue
+        for regime, part in regime_shares(t, getattr(args, "regime", "small")):
+            slots.append(len(rows))
+            rows.append(Row(t, regime=regime, weight=part, asked=args.examples,
+                            isolate=not built_in(t) if isolate is None else isolate))
+    budget = getattr(args, "budget", None)
+    jobs = args.jobs or default_jobs(len(rows))
+    jobs = max(1, min(jobs, len(rows)))
+    shrink = args.shrink_time
+    if shrink is None and budget is not None:
+        shrink = max(SHRINK_SHARE * budget, 1.0)
+    settings = RunSettings(seed=args.seed, min_cases=args.min_cases, store=args.store,
+                           timeout=getattr(args, "timeout", DEFAULT_TIMEOUT),
+                           diagnose=getattr(args, "diagnose", False), shrink_seconds=shrink,
+                           shrink_grace=0.0 if budget is None else REPORT_RESERVE * budget)
+    seconds = None if budget is None else budget - min(REPORT_RESERVE * budget, 2.0)
+    plan = RunPlan([], budget=budget, jobs=jobs)
+    with _progress(console) as progress:
+        bars = [progress.add_task(r.label, total=r.asked, visible=False) for r in rows]
+        warming = progress.add_task(f"warming up {len({r.target.name for r in rows})} "
+                                    f"targets on {jobs} process(es)", total=None)
+
+        def on_case(k: int, passed: bool) -> None:
+            progress.update(bars[k], visible=True)
+            if passed:
+                progress.advance(bars[k])
+
+        def on_warm() -> None:
+            progress.update(warming, visible=False)
+
+        if jobs == 1:
+            t0 = time.monotonic()
+            plan.warm = warm_up(rows, settings)
+            plan.warm_seconds = time.monotonic() - t0
+            on_warm()
+            t1 = time.monotonic()
+            judged = judge_rows(rows, seconds, settings,
+                                on_case=lambda k, v: on_case(k, bool(v.passed)))
+            plan.judge_seconds = time.monotonic() - t1
+        else:
+            judged, plan.warm, plan.warm_seconds, plan.judge_seconds = run_pool(
+                rows, seconds, settings, jobs, on_case=on_case, on_warm=on_warm)
+    plan.results = [judged[s] if isinstance(s, int) else s for s in slots]
+    return plan

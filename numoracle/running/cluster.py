@@ -27,7 +27,6 @@ imports it only when a run starts.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import hashlib
 import json
 import os
@@ -45,6 +44,7 @@ from ..cases.target import Target
 from ..checking.check import DEFAULT_TIMEOUT
 from ..errors import InvalidArgument
 from ..store.repro import DEFAULT_STORE
+from .blocks import block_seed, merge_results
 from .runner import TargetResult, same_draws_everywhere
 
 __all__ = ["run_cluster", "ClusterRun", "Block", "BlockOutcome", "UnjudgedResult",
@@ -60,22 +60,6 @@ DEFAULT_TASK_TIMEOUT = 900.0
 def needs_gpu(target: Target) -> bool:
     """Whether ``target``'s kernel runs on a GPU (its blocks ask Ray for one)."""
     return target.on_gpu
-
-
-def block_seed(seed: int, index: int) -> int:
-    """The Hypothesis seed of block ``index`` of a run seeded ``seed``.
-
-    Block 0 keeps ``seed`` (one block draws a local run's cases); the others
-    take 64 bits of SHA-256 of both, so they depend on nothing else — not on
-    the node, the order of completion or the number of workers.
-
-    >>> block_seed(0, 0), block_seed(0, 1) == block_seed(0, 1), block_seed(0, 1) != block_seed(1, 1)
-    (0, True, True)
-    """
-    if index == 0:
-        return seed
-    digest = hashlib.sha256(f"numoracle-block:{seed}:{index}".encode()).digest()
-    return int.from_bytes(digest[:8], "little")
 
 
 @dataclass(frozen=True)
@@ -221,22 +205,7 @@ def merge_blocks(target: Target, outcomes: Sequence[BlockOutcome]) -> list[Targe
         merged.verdict, merged.diagnosis = "skipped", skipped[0].diagnosis
         out.append(merged)
     elif ran:
-        for r in ran:
-            first_failure = r.verdict == "FAIL" and merged.verdict != "FAIL"
-            if first_failure:
-                merged.verdict, merged.diagnosis, merged.message = "FAIL", r.diagnosis, r.message
-                merged.repro, merged.repro_shape = r.repro, r.repro_shape
-                if r.cases_to_catch is not None:
-                    merged.cases_to_catch = merged.cases + r.cases_to_catch
-            elif r.verdict not in ("pass", "FAIL") and merged.verdict == "pass":
-                merged.verdict, merged.diagnosis = r.verdict, r.diagnosis
-            merged.worst_ratio = max(merged.worst_ratio, r.worst_ratio)
-            merged.seconds += r.seconds
-            for name, ratios in r.per_model.items():
-                seen = merged.per_model.setdefault(name, {})
-                for m, v in ratios.items():
-                    seen[m] = max(seen.get(m, 0.0), v)
-            _merge_rest(merged, r, first_failure)
+        merged = merge_results(ran)
         out.append(merged)
     for o in sorted((o for o in outcomes if o.result is None), key=lambda o: o.block.index):
         b = o.block
@@ -246,26 +215,6 @@ def merge_blocks(target: Target, outcomes: Sequence[BlockOutcome]) -> list[Targe
                                   block_index=b.index, block_seed=b.seed,
                                   block_examples=b.examples))
     return out
-
-
-#: fields merge_blocks merges by their meaning; the others by their type (_merge_rest)
-_MERGED_BY_MEANING = {"target", "op", "precision", "verdict", "diagnosis", "message", "repro",
-                      "repro_shape", "cases_to_catch", "worst_ratio", "seconds", "per_model"}
-
-
-def _merge_rest(merged: TargetResult, r: TargetResult, first_failure: bool) -> None:
-    """Counts add up (cases, failures, ...), lists concatenate (samples, ...);
-    any other field is the first failing block's."""
-    for f in dataclasses.fields(TargetResult):
-        if f.name in _MERGED_BY_MEANING:
-            continue
-        mine, theirs = getattr(merged, f.name), getattr(r, f.name)
-        if isinstance(theirs, int) and not isinstance(theirs, bool):
-            setattr(merged, f.name, mine + theirs)
-        elif isinstance(theirs, list):
-            mine.extend(theirs)
-        elif first_failure:
-            setattr(merged, f.name, theirs)
 
 
 # --------------------------------------------------------------------------- driver side

@@ -87,6 +87,10 @@ class TargetResult:
     diagnoses: dict[str, Diagnosis] = field(default_factory=dict)
     #: the recorded failure (the shrunk case's verdict), or None
     failure: Verdict | None = field(default=None, repr=False)
+    #: cases asked for (0: not said); ``cases`` of ``asked`` is what the row got
+    asked: int = 0
+    #: seconds each judged case took (drawing, kernel, oracle), in order
+    case_seconds: list[float] = field(default_factory=list)
 
     def effective(self) -> dict[str, str]:
         """Per output, the most precise standard model every diagnosed case fits
@@ -134,7 +138,7 @@ class TargetResult:
                 "repro": self.repro, "time_s": round(self.seconds, 3),
                 "diagnosis": self.diagnosis, "cases_to_catch": self.cases_to_catch,
                 "repro_shape": self.repro_shape, "unjudged": self.unjudged,
-                "fault": self.fault, "regime": self.regime,
+                "fault": self.fault, "regime": self.regime, "asked": self.asked,
                 "effective": ", ".join(f"{k}: {v}" for k, v in self.effective().items())}
 
 
@@ -192,6 +196,9 @@ def run_target(
     timeout: float | None = DEFAULT_TIMEOUT,
     diagnose: bool = False,
     isolate: bool = False,
+    shrink_seconds: float | None = None,
+    first_case: bool = False,
+    expected_case: float = 0.0,
 ) -> TargetResult:
     """Check ``examples`` cases of ``target``; shrink and save the first failure.
 
@@ -212,8 +219,9 @@ def run_target(
     shrink : bool
         Shrink a failure to a minimal case.
     seconds : float or None
-        Time budget: once spent, no new case is started (a failure found by
-        then is still shrunk and saved).
+        Time budget: no case is started that would end past it, judging by
+        the mean time of the cases judged so far (a failure found by then is
+        still shrunk and saved).
     timeout : float or None
         Seconds a kernel may take on one case before it counts as hung (None:
         no limit). A hang costs one timeout per case; it is shrunk with
@@ -230,8 +238,19 @@ def run_target(
         shrinking, in fresh workers, at most :data:`CRASH_SHRINK_TRIES` crashed
         attempts) goes on. The kernel must be importable by the worker
         (InvalidArgument at once if not).
+    shrink_seconds : float or None
+        Cap on the time shrinking a failure may take (None: no cap); once
+        spent, the smallest failing case so far is saved and its diagnosis
+        says that shrinking stopped at the cap.
+    first_case : bool
+        Start the first case whatever ``seconds`` says: a row judged by no
+        case has no result.
+    expected_case : float
+        Seconds a case is expected to take before any has been timed here
+        (from an earlier block of the same target and regime).
     """
-    res = TargetResult(target.name, target.op, target.precision.name, model=target.precision)
+    res = TargetResult(target.name, target.op, target.precision.name, model=target.precision,
+                       asked=examples)
     reason = target.unavailable_reason()
     if reason:
         res.verdict, res.diagnosis = "skipped", reason
@@ -243,7 +262,8 @@ def run_target(
 
         prepare(target)
     state: dict[str, Any] = {"failed": False, "last": None, "first": None, "hangs": 0,
-                             "crashes": 0, "timeout": timeout}
+                             "crashes": 0, "timeout": timeout, "shrink_end": None,
+                             "tried": 0}
     t0 = time.perf_counter()
     deadline = None if seconds is None else t0 + seconds
 
@@ -253,8 +273,16 @@ def run_target(
               report_multiple_bugs=False, print_blob=False)
     @given(strat)
     def prop(case: Case) -> None:
-        if deadline is not None and not state["failed"] and time.perf_counter() > deadline:
-            raise _BudgetSpent  # not an Exception: Hypothesis lets it through at once
+        started = time.perf_counter()
+        if state["failed"]:
+            if state["shrink_end"] is not None and started > state["shrink_end"]:
+                raise _ShrinkSpent
+        elif deadline is not None and (state["tried"] or not first_case):
+            times = res.case_seconds
+            expected = sum(times) / len(times) if times else expected_case
+            if started + expected > deadline:
+                raise _BudgetSpent  # not an Exception: Hypothesis lets it through at once
+        state["tried"] += 1
         try:
             v = check_case(case, target, timeout=state["timeout"], with_diagnosis=diagnose,
                            isolate=isolate)
@@ -273,6 +301,7 @@ def run_target(
                 event(key, value)
         if not state["failed"]:
             res.cases += 1
+            res.case_seconds.append(time.perf_counter() - started)
             res.worst_ratio = max(res.worst_ratio, v.worst_ratio)
             for o in v.outputs.values():
                 seen = res.per_model.setdefault(o.name, {}) if o.per_model else {}
@@ -288,6 +317,8 @@ def run_target(
                 state["failed"] = True
                 res.cases_to_catch = res.cases
                 state["first"] = v
+                if shrink_seconds is not None:
+                    state["shrink_end"] = time.perf_counter() + shrink_seconds
                 if kind == "hang" and state["timeout"] is not None:
                     state["timeout"] = state["timeout"] * HANG_SHRINK_FACTOR
             state["last"] = v  # Hypothesis shrinks monotonically: the smallest so far
@@ -307,9 +338,12 @@ def run_target(
     except _BudgetSpent:
         pass  # every case run so far passed
     except _ShrinkSpent:
-        _record_failure(res, state["last"], target, store,
-                        f"shrinking stopped after {max(state['hangs'], state['crashes'])} "
-                        "attempts that hung or crashed" + _hang_note(state, timeout, "; "))
+        if state["shrink_end"] is not None and time.perf_counter() > state["shrink_end"]:
+            why = f"shrinking stopped at its cap of {shrink_seconds:g} s"
+        else:
+            why = (f"shrinking stopped after {max(state['hangs'], state['crashes'])} "
+                   "attempts that hung or crashed")
+        _record_failure(res, state["last"], target, store, why + _hang_note(state, timeout, "; "))
     except KernelMismatch as exc:
         _record_failure(res, cast(Verdict, exc.verdict), target, store,  # raised by prop
                         _hang_note(state, timeout), isolate=isolate, timeout=timeout)

@@ -1,0 +1,255 @@
+"""A run's rows in worker processes, one per core (``numoracle run -j N``).
+
+The driver deals the rows to ``jobs`` worker processes (started with
+``spawn``: no inherited CUDA or thread state), balancing their weights. Each
+worker warms its targets up, says so, and waits; once every worker is warm
+the driver starts the clock and every worker judges its rows with
+:func:`~numoracle.running.schedule.judge_rows` in the time given, streaming
+each case (for the progress bars) and each row's result back through a pipe.
+A worker is pinned to GPU ``index mod GPUs`` through ``CUDA_VISIBLE_DEVICES``
+(set before it imports anything) where the machine has several.
+
+Rows draw with the same seeds as in one process, so the per-row results are
+those of ``-j 1`` when time does not cut a row short. A worker that dies
+leaves its rows unjudged, with the reason.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+import shutil
+import subprocess
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, cast
+
+from .runner import TargetResult
+from .schedule import Row, RunSettings, judge_rows, warm_up
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+
+__all__ = ["run_pool", "default_jobs", "gpu_count", "MEMORY_PER_WORKER"]
+
+#: bytes of memory a worker may need (imports, the oracle's arrays): caps the default jobs
+MEMORY_PER_WORKER = 3 * 2**30
+
+
+def gpu_count() -> int:
+    """GPUs the NVIDIA driver lists (``nvidia-smi -L``), without initialising
+    CUDA in this process; 0 where there is no driver."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return 0
+    try:
+        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=30,
+                             check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory available here (``/proc/meminfo``), None where unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def default_jobs(rows: int) -> int:
+    """Worker processes for ``rows`` rows: the cores this process may use,
+    capped by the memory available (:data:`MEMORY_PER_WORKER` each) and by the
+    number of rows."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    memory = _available_memory()
+    by_memory = cores if memory is None else max(memory // MEMORY_PER_WORKER, 1)
+    return max(1, min(cores, by_memory, rows))
+
+
+def _deal(rows: Sequence[Row], jobs: int) -> list[list[int]]:
+    """Row indices per worker: heaviest first to the lightest-loaded worker,
+    each worker's rows kept in run order."""
+    load = [0.0] * jobs
+    hands: list[list[int]] = [[] for _ in range(jobs)]
+    for k in sorted(range(len(rows)), key=lambda k: -rows[k].weight):
+        w = min(range(jobs), key=lambda j: (load[j], len(hands[j])))
+        hands[w].append(k)
+        load[w] += rows[k].weight
+    return [sorted(h) for h in hands if h]
+
+
+def _portable(row: Row) -> tuple[Any, ...]:
+    """A row as the worker rebuilds it: the target itself where it pickles,
+    else its registered name, op and precision model."""
+    try:
+        target: Any = pickle.dumps(row.target)
+    except (pickle.PicklingError, AttributeError, TypeError):
+        target = (row.target.name, row.target.op, row.target.precision)
+    return (target, row.regime, row.weight, row.asked, row.isolate)
+
+
+def _rebuild(spec: tuple[Any, ...]) -> Row:
+    target, regime, weight, asked, isolate = spec
+    if isinstance(target, bytes):
+        t = pickle.loads(target)
+    else:
+        from ..kernels import get_target  # noqa: PLC0415 - the worker loads the registry
+
+        name, op, precision = target
+        t = replace(get_target(name, op), precision=precision)
+    return Row(t, regime=regime, weight=weight, asked=asked, isolate=isolate)
+
+
+def _worker(conn: Connection, specs: list[tuple[int, tuple[Any, ...]]],
+            settings: RunSettings) -> None:
+    """A worker's life: warm up, wait for the clock, judge, report."""
+    try:
+        index = [k for k, _ in specs]
+        rows = [_rebuild(s) for _, s in specs]
+        warm = warm_up(rows, settings)
+        conn.send(("warm", warm))
+        message = conn.recv()
+        if message[0] != "go":
+            return
+        seconds = message[1]
+
+        def on_case(i: int, v: Any) -> None:
+            conn.send(("case", index[i], bool(v.passed)))
+
+        def on_row(i: int, res: TargetResult) -> None:
+            conn.send(("row", index[i], res))
+
+        judge_rows(rows, seconds, settings, on_case=on_case, on_row=on_row)
+        conn.send(("done", None))
+    except Exception:  # noqa: BLE001 - the driver reports it with the rows left unjudged
+        conn.send(("error", traceback.format_exc()))
+    finally:
+        conn.close()
+
+
+def run_pool(rows: Sequence[Row], seconds: float | None, settings: RunSettings, jobs: int, *,
+             on_case: Callable[[int, bool], None] | None = None,
+             on_warm: Callable[[], None] | None = None,
+             warm_limit: float | None = None,
+             ) -> tuple[list[TargetResult], dict[str, float], float, float]:
+    """Judge ``rows`` in ``jobs`` worker processes within ``seconds`` after
+    their warm-up.
+
+    Returns the results in row order, the warm-up seconds per target (the
+    slowest worker's), the warm-up's wall time and the judging's wall time.
+    ``on_case(row, passed)`` is called per case judged, ``on_warm()`` once
+    the clock starts. A worker still warming up after ``warm_limit`` seconds,
+    or that dies, leaves its rows unjudged.
+    """
+    ctx = multiprocessing.get_context("spawn")
+    hands = _deal(rows, jobs)
+    gpus = gpu_count() if len(hands) > 1 else 0
+    results: list[TargetResult | None] = [None] * len(rows)
+    reasons: dict[int, str] = {}
+    workers: list[tuple[Any, Connection, list[int]]] = []
+    t0 = time.monotonic()
+    for w, hand in enumerate(hands):
+        parent, child = ctx.Pipe()
+        specs = [(k, _portable(rows[k])) for k in hand]
+        old = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if gpus > 1 and old is None:  # the child reads it before importing CUDA
+            os.environ["CUDA_VISIBLE_DEVICES"] = str(w % gpus)
+        try:
+            p = ctx.Process(target=_worker, args=(child, specs, settings), daemon=True,
+                            name=f"numoracle-run-{w}")
+            p.start()
+        finally:
+            if gpus > 1 and old is None:
+                del os.environ["CUDA_VISIBLE_DEVICES"]
+        child.close()
+        workers.append((p, parent, hand))
+    warm: dict[str, float] = {}
+    try:
+        live = []
+        for p, conn, hand in workers:
+            left = None if warm_limit is None else max(warm_limit - (time.monotonic() - t0), 0)
+            got = _recv(conn, left)
+            if got is not None and got[0] == "warm":
+                for key, s in got[1].items():
+                    warm[key] = max(warm.get(key, 0.0), s)
+                live.append((p, conn, hand))
+            else:
+                why = ("its worker did not finish warming up" if got is None
+                       else f"its worker failed: {_last_line(got[1])}")
+                reasons.update(dict.fromkeys(hand, why))
+        warm_wall = time.monotonic() - t0
+        if on_warm is not None:
+            on_warm()
+        t1 = time.monotonic()
+        for _p, conn, _hand in live:
+            conn.send(("go", seconds))
+        _collect(live, results, reasons, on_case)
+        judge_wall = time.monotonic() - t1
+    finally:
+        for p, conn, _hand in workers:
+            if p.is_alive():
+                p.terminate()
+            p.join(timeout=5)
+            conn.close()
+    out: list[TargetResult] = []
+    for k, res in enumerate(results):
+        if res is None:
+            t = rows[k].target
+            res = TargetResult(t.name, t.op, t.precision.name, verdict="unjudged",
+                               diagnosis=reasons.get(k, "its worker ended without a result"),
+                               regime=rows[k].regime, asked=rows[k].asked)
+        out.append(res)
+    return out, warm, warm_wall, judge_wall
+
+
+def _recv(conn: Connection, timeout: float | None) -> Any:
+    """The next message, or None when none came within ``timeout`` or the
+    worker is gone."""
+    try:
+        if timeout is not None and not conn.poll(timeout):
+            return None
+        return conn.recv()
+    except (EOFError, OSError):
+        return None
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in str(text).strip().splitlines() if line.strip()]
+    return lines[-1] if lines else "unknown error"
+
+
+def _collect(live: list[tuple[Any, Connection, list[int]]], results: list[TargetResult | None],
+             reasons: dict[int, str], on_case: Callable[[int, bool], None] | None) -> None:
+    """Read the workers' messages until every one is done or gone."""
+    from multiprocessing.connection import wait  # noqa: PLC0415 - only with workers
+
+    open_ = {conn: hand for _p, conn, hand in live}
+    while open_:
+        for ready in wait(list(open_)):
+            conn = cast("Connection", ready)
+            got = _recv(conn, 0)
+            hand = open_[conn]
+            if got is None or got[0] in ("done", "error"):
+                if got is None or got[0] == "error":
+                    why = ("its worker died" if got is None
+                           else f"its worker failed: {_last_line(got[1])}")
+                    for k in hand:
+                        if results[k] is None:
+                            reasons[k] = why
+                del open_[conn]
+            elif got[0] == "case" and on_case is not None:
+                on_case(got[1], got[2])
+            elif got[0] == "row":
+                results[got[1]] = got[2]

@@ -1,0 +1,234 @@
+"""A run's plan: rows (target × op × size regime), a warm-up before the clock,
+then a fair share of the budget for every row.
+
+The budget of a run is shared among its rows so that every row is judged:
+
+1. **Warm-up, before the clock.** Each target runs one small case first, so
+   that the one-time costs — imports, the CUDA context, CuPy's NVRTC
+   compilation, torch's first cuDNN call, numba's JIT — are paid once and
+   outside the budget; :class:`RunPlan` reports them as a line of their own.
+2. **One case each.** Every row's first case (block 0, the run's seed) runs
+   before any row gets a second, while the budget lasts: a row judged by no
+   case has no result.
+3. **The minimum next.** Every row gets up to ``min_cases`` cases (block 1,
+   seed :func:`~numoracle.running.blocks.block_seed` ``(seed, 1)``) within
+   its share of the time left — the time left divided among the rows still
+   to run, weighted by the row's part of its target's time — before any row
+   gets more; a case starts only when the mean time of the row's cases so
+   far says it ends within the share.
+4. **The rest.** The time left is shared again among the rows that passed
+   and want more: block 2 (seed ``block_seed(seed, 2)``), the rest of the
+   cases asked for. The blocks of a row merge into one result.
+
+A failure is shrunk within its own cap (``shrink_seconds``, and never past
+the budget's end plus a twentieth), and the row stops there. The same rows
+with the same seed draw the same cases in one process or in several
+(:mod:`numoracle.running.pool`), so per-row results do not depend on the
+number of workers when time does not cut a row short.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from ..checking.check import DEFAULT_TIMEOUT
+from ..errors import InvalidArgument
+from .blocks import block_seed, merge_results
+from .runner import TargetResult, default_strategy, run_target
+
+if TYPE_CHECKING:
+    from ..cases.target import Target
+    from ..checking.verdict import Verdict
+
+__all__ = ["Row", "RunPlan", "RunSettings", "judge_rows", "warm_up", "totals_line",
+           "MIN_CASES", "REPORT_RESERVE", "SHRINK_SHARE"]
+
+#: cases every row gets before any row gets more
+MIN_CASES = 20
+#: share of the budget kept for writing the report (at most 2 s)
+REPORT_RESERVE = 0.05
+#: a failure's shrinking may take this share of the budget (at least 1 s)
+SHRINK_SHARE = 0.1
+
+
+@dataclass
+class Row:
+    """One line of a run's report: a target on its op in one size regime,
+    ``asked`` cases, ``weight`` its part of the target's time."""
+
+    target: Target
+    regime: str = "small"
+    weight: float = 1.0
+    asked: int = 2000
+    isolate: bool = False
+
+    @property
+    def label(self) -> str:
+        extra = "" if self.regime == "small" else f" ({self.regime})"
+        return f"{self.target.name} {self.target.op}{extra}"
+
+
+@dataclass
+class RunSettings:
+    """What every row of a run is judged with (the same in every worker)."""
+
+    seed: int = 0
+    min_cases: int = MIN_CASES
+    store: Path | str | None = None
+    timeout: float | None = DEFAULT_TIMEOUT
+    diagnose: bool = False
+    shrink_seconds: float | None = None
+    #: seconds past the end of judging that shrinking may still use
+    shrink_grace: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.min_cases < 1:
+            raise InvalidArgument(f"min_cases={self.min_cases!r} must be a positive int; "
+                                  f"give e.g. {MIN_CASES}")
+
+
+@dataclass
+class RunPlan:
+    """How a run went: its results in row order, the warm-up per target, the
+    seconds of warm-up, of judging and in all, and the workers used."""
+
+    results: list[TargetResult]
+    warm: dict[str, float] = field(default_factory=dict)
+    warm_seconds: float = 0.0
+    judge_seconds: float = 0.0
+    budget: float | None = None
+    jobs: int = 1
+    notes: list[str] = field(default_factory=list)
+
+    def warm_line(self) -> str:
+        """The warm-up as one line: its wall time and the slowest targets."""
+        slow = sorted(self.warm.items(), key=lambda kv: -kv[1])[:3]
+        where = ", ".join(f"{k} {s:.1f} s" for k, s in slow)
+        return (f"warm-up (before the clock: imports, JIT, compilation, device contexts): "
+                f"{self.warm_seconds:.1f} s for {len(self.warm)} targets"
+                + (f"; slowest {where}" if where else ""))
+
+
+def warm_up(rows: Sequence[Row], settings: RunSettings) -> dict[str, float]:
+    """Run one small case of each target of ``rows`` (not judged, nothing
+    saved) and return the seconds each took, keyed ``"target op"``."""
+    took: dict[str, float] = {}
+    for row in rows:
+        t = row.target
+        key = f"{t.name} {t.op}"
+        if key in took or t.unavailable_reason() is not None:
+            continue
+        t0 = time.perf_counter()
+        run_target(t, examples=1, seed=settings.seed, store=None, shrink=False,
+                   timeout=settings.timeout, isolate=row.isolate,
+                   strategy=default_strategy(t, regime="small"))
+        took[key] = time.perf_counter() - t0
+    return took
+
+
+def _share(left: float, weights: Sequence[float], k: int) -> float:
+    """Row ``k``'s part of ``left`` seconds among rows ``k`` onwards."""
+    rest = sum(weights[k:])
+    return max(left, 0.0) * weights[k] / rest if rest > 0 else 0.0
+
+
+def judge_rows(rows: Sequence[Row], seconds: float | None, settings: RunSettings, *,
+               on_case: Callable[[int, Verdict], None] | None = None,
+               on_row: Callable[[int, TargetResult], None] | None = None,
+               ) -> list[TargetResult]:
+    """Judge ``rows`` in this process within ``seconds`` (None: no limit):
+    one case for every row, then up to ``settings.min_cases`` for every row,
+    then the rest of the cases asked for, each within its share of the time
+    left.
+
+    ``on_case(i, verdict)`` is called per case of row ``i``, ``on_row(i,
+    result)`` whenever row ``i``'s result changes; the results come back in
+    row order.
+    """
+    start = time.monotonic()
+    end = None if seconds is None else start + seconds
+    weights = [r.weight for r in rows]
+    results: list[TargetResult | None] = [None] * len(rows)
+    # block 0: one case per row, started whatever the shares while the budget lasts;
+    # block 1: up to min_cases per row in shares; block 2: the rest in shares
+    sizes = [[1, min(settings.min_cases, r.asked) - 1, r.asked - min(settings.min_cases, r.asked)]
+             for r in rows]
+    for index in range(3):
+        todo = [k for k, r in enumerate(results) if sizes[k][index] > 0
+                and (r.verdict == "pass" if r is not None else index == 0)]
+        todo_weights = [weights[k] for k in todo]
+        for i, k in enumerate(todo):
+            now = time.monotonic()
+            if end is not None and now >= end:
+                break
+            row, prev = rows[k], results[k]
+            share = None if end is None or index == 0 else _share(end - now, todo_weights, i)
+            expected = 0.0
+            if prev is not None and prev.case_seconds:
+                expected = sum(prev.case_seconds) / len(prev.case_seconds)
+            res = _block(row, k, index, sizes[k][index], share, settings, end, on_case,
+                         first_case=index == 0, expected_case=expected)
+            results[k] = res if prev is None else merge_results([prev, res])
+            if on_row is not None:
+                on_row(k, cast(TargetResult, results[k]))
+    out = []
+    for k, got in enumerate(results):
+        t = rows[k].target
+        final = got or TargetResult(t.name, t.op, t.precision.name, regime=rows[k].regime)
+        final.asked = rows[k].asked
+        out.append(final)
+    return out
+
+
+def _block(row: Row, k: int, index: int, examples: int, share: float | None,
+           settings: RunSettings, end: float | None,
+           on_case: Callable[[int, Verdict], None] | None, *, first_case: bool = False,
+           expected_case: float = 0.0) -> TargetResult:
+    """Block ``index`` of row ``k``: ``examples`` cases within ``share`` seconds."""
+    shrink = settings.shrink_seconds
+    if end is not None:  # shrinking ends by the budget's end plus its grace at the latest
+        left = max(end + settings.shrink_grace - time.monotonic(), 0.0)
+        shrink = left if shrink is None else min(shrink, left)
+    callback: Callable[[Verdict], None] | None = None
+    if on_case is not None:
+        def callback(v: Verdict, _k: int = k) -> None:
+            on_case(_k, v)
+    res = run_target(row.target, examples=examples, seed=block_seed(settings.seed, index),
+                     strategy=default_strategy(row.target, regime=row.regime),
+                     store=settings.store, on_case=callback, seconds=share,
+                     timeout=settings.timeout, diagnose=settings.diagnose, isolate=row.isolate,
+                     shrink_seconds=shrink, first_case=first_case, expected_case=expected_case)
+    res.regime = row.regime
+    return res
+
+
+def totals_line(results: Sequence[TargetResult], plan: RunPlan | None = None,
+                wall: float | None = None) -> str:
+    """``rows: P passed, F failed, S skipped, U unjudged; N cases (min m, median
+    d per judged row); judged in T s of a B s budget``."""
+    counts = {"pass": 0, "fail": 0, "skipped": 0, "unjudged": 0}
+    for r in results:
+        counts[r.status()[0]] += 1
+    judged = sorted(r.cases for r in results if r.status()[0] in ("pass", "fail"))
+    cases = sum(r.cases for r in results)
+    parts = [f"rows: {counts['pass']} passed, {counts['fail']} failed, "
+             f"{counts['skipped']} skipped, {counts['unjudged']} unjudged",
+             f"{cases:,} cases" + (f" (per judged row min {judged[0]}, median "
+                                   f"{judged[len(judged) // 2]})" if judged else "")]
+    if plan is not None:
+        budget = f" of a {plan.budget:g} s budget" if plan.budget is not None else ""
+        parts.append(f"judged in {plan.judge_seconds:.1f} s{budget} on {plan.jobs} "
+                     f"process{'es' if plan.jobs > 1 else ''}")
+    if wall is not None:
+        parts.append(f"{wall:.1f} s in all")
+    return "; ".join(parts)
+
+
+def describe(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """The rows as plain data (target, op, regime, asked)."""
+    return [{"target": r.target.name, "op": r.target.op, "regime": r.regime, "asked": r.asked}
+            for r in rows]

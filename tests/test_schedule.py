@@ -1,0 +1,129 @@
+"""The run's plan: every row judged within its share, no case started that
+would outlast it, shrinking within its cap, the same per-row results in one
+process and in several, and an honest ending on the command line."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from numoracle.cases.target import Target
+from numoracle.cli import main
+from numoracle.kernels import get_target
+from numoracle.oracle.precision import get_model
+from numoracle.running.pool import _deal, default_jobs, run_pool
+from numoracle.running.runner import TargetResult, run_target
+from numoracle.running.schedule import Row, RunSettings, judge_rows, totals_line, warm_up
+
+
+def sleepy(seconds: float) -> Target:
+    """numpy's matmul, ``seconds`` slower a call."""
+    def fn(a: Any, b: Any) -> dict[str, Any]:
+        time.sleep(seconds)
+        return {"out": np.matmul(a, b)}
+
+    return Target(name=f"sleeps-{seconds:g}", op="matmul", backend="numpy",
+                  precision=get_model("fp32"), fn=fn)
+
+
+def test_a_case_that_would_outlast_the_share_is_not_started(tmp_path: Path) -> None:
+    rows, settings = [Row(sleepy(0.6), asked=50)], RunSettings(min_cases=5, store=tmp_path)
+    warm_up(rows, settings)
+    t0 = time.monotonic()
+    [res] = judge_rows(rows, 1.0, settings)
+    took = time.monotonic() - t0
+    # the first case always runs; the second would end past the second: not started
+    assert res.cases == 1 and res.asked == 50 and res.status()[0] == "pass"
+    assert took < 1.0 + 0.6, took
+
+
+def test_a_slow_row_does_not_starve_the_others(tmp_path: Path) -> None:
+    rows = [Row(sleepy(0.3), asked=40), Row(get_target("numpy-fp32", "matmul"), asked=40)]
+    settings = RunSettings(min_cases=3, store=tmp_path)
+    warm_up(rows, settings)
+    t0 = time.monotonic()
+    slow, fast = judge_rows(rows, 2.0, settings)
+    took = time.monotonic() - t0
+    assert slow.cases >= 1 and fast.cases >= 3, (slow.cases, fast.cases)
+    assert slow.cases < 40  # its share ran out long before its cases
+    assert took < 2.0 * 1.1 + 0.3, took
+
+
+def test_rows_left_without_time_are_unjudged_not_passed(tmp_path: Path) -> None:
+    rows = [Row(sleepy(0.3), asked=5), Row(get_target("numpy-fp32", "matmul"), asked=5)]
+    settings = RunSettings(min_cases=5, store=tmp_path)
+    warm_up(rows, settings)
+    first, second = judge_rows(rows, 0.1, settings)
+    assert first.cases >= 1 and first.status()[0] == "pass"
+    assert second.cases == 0 and second.status()[0] == "unjudged"
+    line = totals_line([first, second])
+    assert line.startswith("rows: 1 passed, 0 failed, 0 skipped, 1 unjudged")
+
+
+def adds_bias_twice(x: Any, weight: Any, grad_output: Any, bias: Any = None) -> dict[str, Any]:
+    y = x @ weight.T
+    out = {"grad_input": grad_output @ weight, "grad_weight": grad_output.T @ x}
+    if bias is not None:
+        y = y + 2 * bias
+        out["grad_bias"] = grad_output.sum(axis=0)
+    out["y"] = y
+    return out
+
+
+def test_shrinking_stops_at_its_cap_and_says_so(tmp_path: Path) -> None:
+    t = Target(name="bias-twice", op="linear", backend="numpy", precision=get_model("fp32"),
+               fn=adds_bias_twice)
+    res = run_target(t, examples=50, store=tmp_path, shrink_seconds=0.0)
+    assert res.verdict == "FAIL" and res.repro
+    assert "shrinking stopped at its cap of 0 s" in res.diagnosis
+    shrunk = run_target(t, examples=50, store=tmp_path)
+    assert "cap" not in shrunk.diagnosis
+
+
+def _same(rows: list[TargetResult]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in r.row().items() if k not in ("time_s", "repro")} for r in rows]
+
+
+@pytest.mark.slow
+def test_workers_give_the_results_of_one_process(tmp_path: Path) -> None:
+    rows = [Row(get_target("numpy-fp32", "matmul"), asked=7),
+            Row(get_target("numpy-fp32", "linear"), asked=7)]
+    settings = RunSettings(seed=3, min_cases=3, store=tmp_path)
+    here = judge_rows(rows, None, settings)
+    there, warm, _warm_s, _judge_s = run_pool(rows, None, settings, 2)
+    assert set(warm) == {"numpy-fp32 matmul", "numpy-fp32 linear"}
+    assert all(r.cases == 7 for r in here)  # blocks of 1, 2 and 4 cases
+    assert _same(there) == _same(here)
+    assert [r.samples for r in there] == [r.samples for r in here]
+
+
+def test_rows_are_dealt_by_weight_and_jobs_are_capped() -> None:
+    t = get_target("numpy-fp32", "matmul")
+    rows = [Row(t, weight=w) for w in (0.7, 0.3, 1.0, 1.0)]
+    hands = _deal(rows, 2)
+    assert sorted(k for h in hands for k in h) == [0, 1, 2, 3]
+    loads = [sum(rows[k].weight for k in h) for h in hands]
+    assert max(loads) - min(loads) <= 0.7
+    assert default_jobs(1) == 1 and default_jobs(10_000) >= 1
+
+
+def test_run_says_its_totals_and_exits_1_when_rows_are_unjudged(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    status = main(["run", "--targets", "numpy-fp32", "--ops", "matmul,linear,conv2d",
+                   "--budget", "0.01", "-j", "1", "--report", str(tmp_path / "rep"),
+                   "--store", str(tmp_path / "store")])
+    out = capsys.readouterr().out
+    rows = json.loads((tmp_path / "rep" / "report.json").read_text())
+    unjudged = [r for r in rows if r["status"] == "unjudged"]
+    assert unjudged and status == 1, out
+    assert "warm-up (before the clock" in out
+    assert f"{len(unjudged)} unjudged" in out and "left unjudged" in out
+    assert all(r["asked"] == 2000 for r in rows)
+    assert f"0/{rows[-1]['asked']}" in out  # the table says cases got of cases asked
