@@ -29,6 +29,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -115,52 +116,20 @@ def _judged(path: Path) -> bool:
         return False
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("problems", type=Path)
-    parser.add_argument("--limit", type=int, default=40, help="problems at most (default 40)")
-    parser.add_argument("--every", type=int, default=1,
-                        help="take every N-th problem file (a spread over both levels)")
-    parser.add_argument("--examples", type=int, default=8)
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--precision", default="fp32")
-    parser.add_argument("--isolate", action="store_true",
-                        help="a process per candidate (default: in-process, faster)")
-    parser.add_argument("--mutants", default=",".join(BODIES))
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/cpu/kernelbench"))
-    args = parser.parse_args()
-    mutants = [m for m in args.mutants.split(",") if m]
-    t0 = time.perf_counter()
-    chosen = [p for p in _problem_files(args.problems)[::args.every] if _judged(p)][: args.limit]
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for path in chosen:
-            for mutant in mutants:
-                cand = Path(tmp) / f"{path.stem}__{mutant}.py"
-                cand.write_text(HEADER.format(path=str(path.resolve())) + BODIES[mutant])
-                j = judge(path, cand, precision=args.precision, examples=args.examples,
-                          device=args.device, isolated=args.isolate)
-                row = j.as_dict()
-                row.update(problem=f"{path.parent.name}/{path.stem}", mutant=mutant,
-                           candidate=mutant,
-                           official_reduced=any("official instance" in n for n in j.notes))
-                rows.append(row)
-                print(f"{row['problem']} {mutant}: {j.status} KB {j.kernelbench} "
-                      f"{j.seconds:.1f}s {j.reason[:100]}", file=sys.stderr, flush=True)
-    seconds = time.perf_counter() - t0
-    meta = {"command": "python benchmarks/kernelbench_mutants.py " + " ".join(sys.argv[1:]),
-            "machine": f"{platform.machine()} {platform.system()}, "
-                       f"{torch.cuda.get_device_name() if args.device != 'cpu' else 'CPU only'}",
-            "torch": torch.__version__, "seconds": round(seconds, 1),
-            "problems": len(chosen), "mutants": mutants}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "mutants.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1)
-                                           + "\n")
+def write(rows: list[dict[str, Any]], metas: list[dict[str, Any]], out: Path) -> None:
+    """``mutants.json`` and ``mutants.md`` in ``out`` from the rows of one or more runs."""
+    meta = metas[0]
+    problems = sorted({r["problem"] for r in rows})
+    mutants = list(dict.fromkeys(r["mutant"] for r in rows))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "mutants.json").write_text(json.dumps({"meta": metas, "rows": rows}, indent=1)
+                                      + "\n")
     lines = ["# KernelBench mutants: numoracle beside KernelBench's own rule", "",
-             f"Command: `{meta['command']}`  ",
-             f"Machine: {meta['machine']}; torch {meta['torch']}; {meta['seconds']} s; "
-             f"{len(chosen)} problems (those the traced oracle judges), precision "
-             f"{args.precision}, {args.examples} drawn cases per candidate after the "
+             "Commands: " + "; ".join(f"`{m['command']}`" for m in metas) + "  ",
+             f"Machine: {meta['machine']}; torch {meta['torch']}; "
+             f"{max(m['seconds'] for m in metas)} s (the longest run); "
+             f"{len(problems)} problems (those the traced oracle judges), precision "
+             f"{meta['precision']}, {meta['examples']} drawn cases per candidate after the "
              "official one.", "",
              "Per mutant: how many candidates each judge lets through (`pass`). numoracle's "
              "`pass` on `model` is a correct candidate passing; on any other mutant a miss. "
@@ -187,7 +156,68 @@ def main() -> int:
                      f"{'pass' if kb.get('0.01') else 'fail'} | "
                      f"{'pass' if kb.get('0.0001') else 'fail'} | {r['cases']} | "
                      f"{r['reason'][:140].replace('|', '/')} |")
-    (args.out / "mutants.md").write_text("\n".join(lines) + "\n")
+    (out / "mutants.md").write_text("\n".join(lines) + "\n")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("problems", type=Path, nargs="?")
+    parser.add_argument("--limit", type=int, default=40, help="problems at most (default 40)")
+    parser.add_argument("--every", type=int, default=1,
+                        help="take every N-th problem file (a spread over both levels)")
+    parser.add_argument("--examples", type=int, default=8)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--precision", default="fp32")
+    parser.add_argument("--isolate", action="store_true",
+                        help="a process per candidate (default: in-process, faster)")
+    parser.add_argument("--mutants", default=",".join(BODIES))
+    parser.add_argument("--no-shrink", action="store_true",
+                        help="report the first failing drawn case, unshrunk (faster)")
+    parser.add_argument("--merge", type=Path, nargs="+", default=None,
+                        help="write mutants.md and .json to --out from shard files")
+    parser.add_argument("--shard", type=int, default=0)
+    parser.add_argument("--shards", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/cpu/kernelbench"))
+    args = parser.parse_args()
+    if args.merge:
+        shards = [json.loads(p.read_text()) for p in args.merge]
+        write([r for d in shards for r in d["rows"]], [d["meta"] for d in shards], args.out)
+        return 0
+    if args.problems is None:
+        parser.error("give PROBLEMS_DIR, or --merge FILES")
+    mutants = [m for m in args.mutants.split(",") if m]
+    t0 = time.perf_counter()
+    chosen = [p for p in _problem_files(args.problems)[::args.every] if _judged(p)][: args.limit]
+    chosen = chosen[args.shard::args.shards]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for path in chosen:
+            for mutant in mutants:
+                cand = Path(tmp) / f"{path.stem}__{mutant}.py"
+                cand.write_text(HEADER.format(path=str(path.resolve())) + BODIES[mutant])
+                j = judge(path, cand, precision=args.precision, examples=args.examples,
+                          device=args.device, isolated=args.isolate,
+                          shrink=not args.no_shrink)
+                row = j.as_dict()
+                row.update(problem=f"{path.parent.name}/{path.stem}", mutant=mutant,
+                           candidate=mutant,
+                           official_reduced=any("official instance" in n for n in j.notes))
+                rows.append(row)
+                print(f"{row['problem']} {mutant}: {j.status} KB {j.kernelbench} "
+                      f"{j.seconds:.1f}s {j.reason[:100]}", file=sys.stderr, flush=True)
+    seconds = time.perf_counter() - t0
+    meta = {"command": "python benchmarks/kernelbench_mutants.py " + " ".join(sys.argv[1:]),
+            "machine": f"{platform.machine()} {platform.system()}, "
+                       f"{torch.cuda.get_device_name() if args.device != 'cpu' else 'CPU only'}",
+            "torch": torch.__version__, "seconds": round(seconds, 1),
+            "problems": len(chosen), "mutants": mutants, "precision": args.precision,
+            "examples": args.examples}
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.shards > 1:
+        (args.out / f"mutants_shard{args.shard}.json").write_text(
+            json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    else:
+        write(rows, [meta], args.out)
     print(json.dumps(meta))
     return 0
 

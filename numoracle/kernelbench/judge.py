@@ -239,8 +239,7 @@ class _Context:
                              mismatched=0 if same else int(np.sum(np.asarray(got) != ref)),
                              worst_ratio=ratio, median_ratio=ratio, worst_ratio_det=ratio,
                              worst_ratio_prob=ratio, median_ratio_det=ratio,
-                             median_ratio_prob=ratio, exact=True,
-                             diagnosis="integer output: exact equality")
+                             median_ratio_prob=ratio, exact=True)
 
 
 def _batch_statistics_only(model: torch.nn.Module) -> None:
@@ -249,10 +248,9 @@ def _batch_statistics_only(model: torch.nn.Module) -> None:
     the graph holds no in-place update of a buffer."""
     for m in model.modules():
         if m.training and getattr(m, "track_running_stats", False):
-            m.track_running_stats = False
-            m.running_mean = None
-            m.running_var = None
-            m.num_batches_tracked = None
+            setattr(m, "track_running_stats", False)  # noqa: B010 - a Module attribute to mypy
+            for name in ("running_mean", "running_var", "num_batches_tracked"):
+                setattr(m, name, None)
 
 
 def _within_bound_of_zero(ref: Any) -> bool:
@@ -294,16 +292,19 @@ def _strategy(ctx: _Context, small: Mapping[str, int]) -> Any:
 
 
 def _drawn(ctx: _Context, small: Mapping[str, int], examples: int,
-           seed: int) -> tuple[int, CaseResult | None, list[str]]:
+           seed: int, shrink: bool) -> tuple[int, CaseResult | None, list[str]]:
     """Judge up to ``examples`` drawn cases; (cases judged, smallest failure, notes)."""
-    from hypothesis import HealthCheck, assume, given, settings  # noqa: PLC0415
+    from hypothesis import HealthCheck, Phase, assume, given, settings  # noqa: PLC0415
     from hypothesis import seed as hseed  # noqa: PLC0415 - hypothesis only when judging
 
     judged: list[CaseResult] = []
     failures: list[CaseResult] = []
 
+    phases = [p for p in Phase if shrink or p not in (Phase.shrink, Phase.explain)]
+
     @settings(max_examples=examples, database=None, deadline=None, derandomize=False,
-              suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
+              suppress_health_check=list(HealthCheck), report_multiple_bugs=False,
+              phases=phases)
     @hseed(seed)
     @given(_strategy(ctx, small))
     def check(case: KBCase) -> None:
@@ -357,7 +358,7 @@ def check_candidate_file(path: str | Path) -> None:
 def judge(problem: str | Path, candidate: str | Path, *, precision: str = "fp32",
           examples: int = 20, seed: int = 0, device: str = "cpu", timeout: float = 120.0,
           max_bytes: int = DEFAULT_MAX_BYTES, case: KBCase | None = None,
-          isolated: bool = True) -> Judgement:
+          isolated: bool = True, shrink: bool = True) -> Judgement:
     """Judge the candidate file against the problem file.
 
     Parameters
@@ -385,6 +386,9 @@ def judge(problem: str | Path, candidate: str | Path, *, precision: str = "fp32"
     isolated : bool
         Run the candidate in a worker process of its own (a crash, a CUDA
         error, an extension's name clash stays there); False runs it here.
+    shrink : bool
+        Shrink a failing drawn case to the smallest one (False: report the
+        first failing case drawn, as a survey of many candidates may prefer).
 
     Returns
     -------
@@ -405,7 +409,7 @@ def judge(problem: str | Path, candidate: str | Path, *, precision: str = "fp32"
     if isolated:
         isolate.shutdown()  # a fresh process for this candidate
     try:
-        return _judge(ctx, out, examples, seed, case)
+        return _judge(ctx, out, examples, seed, case, shrink)
     except NoRule as exc:
         out.status, out.reason = "abstain", str(exc)
         return out
@@ -419,7 +423,7 @@ def judge(problem: str | Path, candidate: str | Path, *, precision: str = "fp32"
 
 
 def _judge(ctx: _Context, out: Judgement, examples: int, seed: int,
-           case: KBCase | None) -> Judgement:
+           case: KBCase | None, shrink: bool) -> Judgement:
     prob = ctx.problem
     small = reduced_sizes(prob, ctx.base) if varied_knobs(prob) else {}
     if small is None:
@@ -452,7 +456,7 @@ def _judge(ctx: _Context, out: Judgement, examples: int, seed: int,
     out.worst_ratio = first.worst_ratio
     failing = None if first.passed else first
     if failing is None and case is None and examples > 0:
-        n, failing, notes = _drawn(ctx, small, examples, seed)
+        n, failing, notes = _drawn(ctx, small, examples, seed, shrink)
         out.cases += n
         out.notes.extend(notes)
         if out.degenerate and n == 0:
