@@ -4,7 +4,8 @@ Every ``python`` block of the README runs, in order, in one namespace (a later
 block may use what an earlier one defined), from a scratch folder where the
 shell commands the README gives before a block (building a shared library)
 have been run. A block that needs what this machine lacks (a compiler) skips
-with the reason; none is left out silently.
+with the reason; none is left out silently. A block that needs a GPU starts
+with the line ``# needs a GPU`` and runs only where CuPy sees one.
 """
 
 from __future__ import annotations
@@ -26,8 +27,23 @@ BLOCK = re.compile(r"```(\w*)\n(.*?)```", re.S)
 BUILD = re.compile(r"`(gcc [^`]+)`")
 
 
+GPU_MARK = "# needs a GPU"
+
+
+def _gpu_here() -> bool:
+    try:
+        import cupy
+    except ImportError:
+        return False
+    try:
+        return bool(cupy.cuda.runtime.getDeviceCount())
+    except Exception:  # noqa: BLE001 - no driver, no device: no GPU
+        return False
+
+
 def _python_blocks() -> list[str]:
-    return [m.group(2) for m in BLOCK.finditer(README) if m.group(1) == "python"]
+    blocks = [m.group(2) for m in BLOCK.finditer(README) if m.group(1) == "python"]
+    return [b for b in blocks if not b.startswith(GPU_MARK) or _gpu_here()]
 
 
 def _run_build_commands(folder: Path) -> None:
