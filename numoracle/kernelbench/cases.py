@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..errors import InvalidArgument
 from .problem import Problem
@@ -120,20 +121,44 @@ def valid_sizes(problem: Problem, sizes: Mapping[str, Any]) -> bool:
     return True
 
 
+class _Count(TorchDispatchMode):
+    """Counts the elements of every tensor an ATen op makes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.elements = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                           kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor) and t.is_floating_point():
+                self.elements += t.numel()
+        return out
+
+
 def float64_bytes(problem: Problem, sizes: Mapping[str, Any]) -> int:
-    """Bytes of the inputs and parameters at ``sizes`` in float64 (a floor on the
-    oracle's memory: it also holds radii and intermediates)."""
+    """Bytes of the inputs, the parameters and every intermediate result of the
+    forward pass at ``sizes``, in float64 (found on the ``meta`` device): a floor
+    on the oracle's memory, which holds radii beside each value."""
     specs = problem.input_specs(sizes)
     n = sum(s.elements() for s in specs if s.floating)
     with torch.device("meta"):
         model = problem.model(sizes)
-    n += sum(t.numel() for t in model.state_dict().values() if t.is_floating_point())
-    return 8 * n
+        args = [torch.empty(s.shape, dtype=s.dtype) for s in specs if s.dtype is not None]
+        n += sum(t.numel() for t in model.state_dict().values() if t.is_floating_point())
+        count = _Count()
+        try:
+            with count:
+                model(*args)
+        except Exception:  # noqa: BLE001 - sizes the model does not take: counted as huge
+            return 1 << 62
+    return 8 * (n + count.elements)
 
 
 def reduced_sizes(problem: Problem, base: Mapping[str, Any] | None = None,
                   *, most: int = 1 << 16) -> dict[str, int] | None:
-    """Valid sizes whose float64 floor (inputs and parameters) is at most ``most``
+    """Valid sizes whose float64 floor (:func:`float64_bytes`) is at most ``most``
     elements: the largest varied knob halved, again and again, while the floor is
     above it (halving keeps the official sizes' divisibility by powers of two).
     None when the model does not run even at its official sizes."""

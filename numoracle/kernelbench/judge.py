@@ -75,8 +75,9 @@ __all__ = ["judge", "Judgement", "CaseResult", "PRECISIONS", "DEFAULT_MAX_BYTES"
 
 #: claimed precision -> (storage dtype, TF32 allowed)
 PRECISIONS = {"fp32": ("float32", False), "tf32": ("float32", True), "bf16": ("bfloat16", False)}
-#: the float64 floor (inputs and parameters) above which a size is not evaluated whole
-DEFAULT_MAX_BYTES = 64 << 20
+#: the float64 floor (inputs, parameters, intermediates) above which a size is not
+#: evaluated whole
+DEFAULT_MAX_BYTES = 256 << 20
 _TORCH = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
@@ -425,7 +426,8 @@ def judge(problem: str | Path, candidate: str | Path, *, precision: str = "fp32"
 def _judge(ctx: _Context, out: Judgement, examples: int, seed: int,
            case: KBCase | None, shrink: bool) -> Judgement:
     prob = ctx.problem
-    small = reduced_sizes(prob, ctx.base) if varied_knobs(prob) else {}
+    small = reduced_sizes(prob, ctx.base, most=max(1 << 16, ctx.max_bytes // 512)) \
+        if varied_knobs(prob) else {}
     if small is None:
         out.status, out.reason = "refused", "the model does not run at its official sizes"
         return out
