@@ -44,8 +44,10 @@ def test_run_page_shows_ratios_ladder_and_worst_elements(results: list) -> None:
     assert good.verdict == "pass" and good.samples and good.per_model
     assert dropped.verdict == "FAIL" and tf32.verdict == "FAIL"
     alts = _images(page)
-    # a ratio picture per target with samples, a ladder per diagnosed target
-    assert f"{good.target} on linear (fp32)" in alts
+    # one ratio picture per op, naming every target with samples; a ladder per diagnosed target
+    [ratios] = [a for a in alts if a.startswith("linear: ")]
+    assert all(f"{r.target} (fp32)" in ratios for r in results if r.samples)
+    assert f"{good.target} (fp32) ({good.cases} cases" in page  # the legend, in the page
     assert f"{good.target} on linear, claiming fp32" in alts
     assert f"{tf32.target} on linear, claiming fp32" in alts  # failures are diagnosed
     # each failure's worst elements: a table with the failing element's ratio
@@ -125,3 +127,24 @@ def test_page_renders_in_headless_chromium(results: list, tmp_path: Path) -> Non
         assert pixels.shape[:2] == (1600, 1200)
         # not a blank page: dark text and coloured plot marks on white
         assert pixels[..., :3].min() < 0.3 and pixels[..., :3].std() > 0.05
+
+
+def test_one_ratio_picture_per_op_keeps_each_rows_worst_case() -> None:
+    if plots.available():
+        pytest.skip("needs matplotlib (the report extra)")
+    from numoracle.running.runner import TargetResult
+
+    rows = []
+    for i in range(12):
+        r = TargetResult(f"t{i}", ("linear", "matmul", "conv2d")[i % 3], "fp32", cases=300)
+        r.samples = [("y", 2 + k, (k % 97) / 100, (k % 89) / 100, 0.0, 0.0, k % 10 == 0)
+                     for k in range(300)]
+        rows.append(r)
+    page = html_report.render_html(rows)
+    ratio_pictures = [a for a in _images(page) if ":" in a]
+    assert sorted(a.split(":")[0] for a in ratio_pictures) == ["conv2d", "linear", "matmul"]
+    kept = plots.thin(rows[0].samples)
+    drawn = [s for s in rows[0].samples if not s[6]]
+    assert len(kept) < len(drawn)
+    assert max(s[2] for s in kept) == max(s[2] for s in drawn)
+    assert max(s[3] for s in kept) == max(s[3] for s in drawn)

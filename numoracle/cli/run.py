@@ -2,13 +2,14 @@
 every op, each (target, op, size regime) a row with a fair share of the
 budget (:mod:`numoracle.running.schedule`), in worker processes with ``-j``
 (:mod:`numoracle.running.pool`); print a table, the message of each failure,
-the warm-up and a totals line; ``--report DIR`` writes ``DIR/report.json``
-and ``DIR/report.html``. Exits 1 when a row failed or a runnable row was
-left unjudged."""
+the warm-up and a totals line; ``--report DIR`` writes ``DIR/report.json``,
+``DIR/report.html`` and ``DIR/run.json`` (the run in numbers). Exits 1 when
+a row failed or a runnable row was left unjudged."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -141,8 +142,11 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
         console.print(f"report: {path}", markup=False)
         page = write_html(args.report / "report.html", results, examples=args.examples,
                           observed=None if observed is None else str(observed))
-        console.print(f"report: {page} (written in {time.perf_counter() - t_report:.1f} s)",
-                      markup=False)
+        took = time.perf_counter() - t_report
+        console.print(f"report: {page} (written in {took:.1f} s)", markup=False)
+        if plan is not None:  # the run in numbers: warm-up, judging, reporting, cases
+            summary = plan.summary(time.perf_counter() - wall0, took)
+            args.report.joinpath("run.json").write_text(json.dumps(summary, indent=2) + "\n")
     if observed is not None:
         console.print(f"observability records (Tyche): {observed}", markup=False)
     skipped = skipped_line(results)

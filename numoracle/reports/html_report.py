@@ -207,16 +207,24 @@ def render_html(results: Sequence[TargetResult], *, title: str = "numoracle run"
     sampled = [r for r in ran if r.samples]
     if sampled and not zoo:
         body.append("<h2 id='ratios'>err / bound against reduction length</h2>")
-        body.append("<p class='meta'>Each dot is the worst element of one passing case and "
-                    "output, each cross its median; below the dashed line (ratio 1) passes. "
-                    "Cases in the exact regime (bound 0, bit-exact) are counted in the "
-                    "legend.</p>")
+        body.append("<p class='meta'>One picture per op: a colour per target, a marker per "
+                    "output, each point the worst element of one passing case (at most "
+                    f"{plots.PER_OCTAVE} per target, output and octave of n, the worst "
+                    "among them); below the dashed line (ratio 1) passes. Outputs in the exact "
+                    "regime (bound 0, bit-exact) are not drawn; the legend counts them.</p>")
+        by_op: dict[str, list[TargetResult]] = {}
         for r in sampled:
-            label = f"{r.target} on {r.op} ({r.precision})"
+            by_op.setdefault(r.op, []).append(r)
+        for op, group in by_op.items():
+            labels = [_series_label(r) for r in group]
+            body.append(f"<h3>{_e(op)}</h3>")
             if missing:
-                body.append(f"<h3>{_e(label)}</h3>" + _samples_table(r))
+                for r, label in zip(group, labels, strict=True):
+                    body.append(f"<p>{_e(label)}</p>" + _samples_table(r))
             else:
-                body.append(_img(plots.ratio_vs_length(r.samples, label), label))
+                series = [(label, r.samples) for r, label in zip(group, labels, strict=True)]
+                body.append(_img(plots.ratios_by_length(series), f"{op}: " + ", ".join(labels)))
+                body.append(_legend(group, labels))
     diagnosed = [r for r in ran if r.per_model]
     if diagnosed:
         body.append("<h2 id='ladder'>Precision ladder</h2>")
@@ -233,6 +241,28 @@ def render_html(results: Sequence[TargetResult], *, title: str = "numoracle run"
     return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
             f"<title>{_e(title)}</title><style>{_CSS}</style></head>\n<body>\n"
             + "\n".join(body) + "\n</body></html>\n")
+
+
+def _legend(group: Sequence[TargetResult], labels: Sequence[str]) -> str:
+    """The legend of an op's picture: each target's colour, cases and exact
+    ones; each output's marker."""
+    colours = plots.series_colours(len(group))
+    outputs = list(dict.fromkeys(s[0] for r in group for s in r.samples))
+    markers = plots.output_markers(outputs)
+    items = []
+    for r, label, colour in zip(group, labels, colours, strict=True):
+        exact = sum(1 for s in r.samples if s[6])
+        items.append(f"<span style='color:{colour}'>●</span> {_e(label)} ({r.cases} cases"
+                     + (f", {exact} exact outputs)" if exact else ")"))
+    keys = " ".join(f"{plots.MARKERS[markers[o]]} {_e(o)}" for o in outputs)
+    return (f"<p class='meta'>{'; '.join(items)}</p>"
+            f"<p class='meta'>outputs: {keys}</p>")
+
+
+def _series_label(r: TargetResult) -> str:
+    """A target in a picture of its op: name, claimed model, size regime."""
+    regime = "" if r.regime == "small" else f", {r.regime}"
+    return f"{r.target} ({r.precision}{regime})"
 
 
 def _samples_table(r: TargetResult) -> str:

@@ -14,10 +14,13 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["available", "ratio_vs_length", "precision_ladder", "zoo_catch"]
+__all__ = ["available", "ratios_by_length", "precision_ladder", "zoo_catch", "thin", "PER_OCTAVE",
+           "MARKERS", "series_colours", "output_markers"]
 
 #: ratios drawn on a log axis are clipped into this range (0 and inf included)
 LOW, HIGH = 1e-7, 1e7
+#: points drawn per output and octave of the reduction length (the worst always among them)
+PER_OCTAVE = 6
 
 
 def available() -> str | None:
@@ -30,13 +33,60 @@ def available() -> str | None:
     return None
 
 
-def _png(fig: Any) -> str:
+def _png(fig: Any, tight: bool = True) -> str:
     import matplotlib.pyplot as plt  # noqa: PLC0415 - optional extra 'report'
 
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=80, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=80, bbox_inches="tight" if tight else None)
     plt.close(fig)
     return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+Sample = tuple[str, int, float, float, float, float, bool]
+
+
+def thin(samples: Sequence[Sample], per_octave: int = PER_OCTAVE) -> list[Sample]:
+    """At most ``per_octave`` samples per output and octave of ``n`` (and
+    every exact one's count kept by the caller): the worst under each bound,
+    then samples evenly spaced in the order of their worst ratio, so that the
+    picture keeps its extremes and its spread whatever the number of cases.
+
+    >>> s = [("y", 100, r / 1000, r / 1000, 0.0, 0.0, False) for r in range(1000)]
+    >>> kept = thin(s, 4)
+    >>> len(kept), max(k[2] for k in kept), min(k[2] for k in kept)
+    (3, 0.999, 0.0)
+    """
+    groups: dict[tuple[str, int], list[Sample]] = {}
+    for s in samples:
+        if not s[6]:
+            groups.setdefault((s[0], max(s[1], 1).bit_length()), []).append(s)
+    out: list[Sample] = []
+    for group in groups.values():
+        if len(group) <= per_octave:
+            out += group
+            continue
+        group.sort(key=lambda s: s[2])
+        last = len(group) - 1
+        spots = {round(last - i * last / (per_octave - 2)) for i in range(per_octave - 1)}
+        picked = [group[i] for i in sorted(spots)]
+        worst_prob = max(group, key=lambda s: s[3])
+        if all(p is not worst_prob for p in picked):
+            picked.append(worst_prob)
+        out += picked
+    return out
+
+
+def _plain_ticks(ax: Any) -> None:
+    """Log axes labelled in plain text (``2^10``, ``1e-05``) without minor
+    ticks: mathtext labels cost most of a small picture's drawing time."""
+    from matplotlib.ticker import FuncFormatter, NullLocator  # noqa: PLC0415 - optional extra
+
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"2^{math.log2(v):.0f}"
+                                               if v > 0 else ""))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:.0e}".replace("e-0", "e-")
+                                               .replace("e+0", "e")))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_minor_locator(NullLocator())
 
 
 def _clip(r: float) -> float:
@@ -45,63 +95,88 @@ def _clip(r: float) -> float:
     return min(max(r, LOW), HIGH)
 
 
-Sample = tuple[str, int, float, float, float, float, bool]
-
-
 def _pick(s: Sample, which: int) -> tuple[float, float]:
     """(worst, median) ratio of a sample under the deterministic (0) or the
     probabilistic (1) bound."""
     return (s[2], s[4]) if which == 0 else (s[3], s[5])
 
 
-def ratio_vs_length(samples: Sequence[Sample],
-                    title: str) -> str:
-    """err/bound against the reduction length ``n``, one colour per output:
-    left the deterministic bound, right the probabilistic one; filled dots the
-    worst element of a case, crosses its median. Cases in the exact regime
-    (bound 0, bit-exact) have ratio 0 and are counted in the legend."""
-    import matplotlib.pyplot as plt  # noqa: PLC0415 - optional extra 'report'
+#: marker of each output in a picture of several targets (colours name the targets),
+#: and the character that shows it in the page's legend
+MARKERS = {"o": "●", "s": "■", "^": "▲", "v": "▼", "D": "◆", "<": "◀", ">": "▶", "p": "⬟",
+           "X": "✖", "h": "⬢"}
 
-    outputs = list(dict.fromkeys(s[0] for s in samples))
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2), sharey=True)
-    colours = plt.get_cmap("tab10")
-    seen = [_clip(v) for s in samples for v in (s[2], s[3], s[4], s[5]) if not s[6] and v > 0]
+
+def series_colours(count: int) -> list[str]:
+    """The colour of each of ``count`` targets in :func:`ratios_by_length`, as
+    ``#rrggbb`` (tab10, or tab20 beyond ten targets; repeating past twenty)."""
+    palette = _palette(count)
+    return ["#{:02x}{:02x}{:02x}".format(*(round(255 * c) for c in palette[k % len(palette)][:3]))
+            for k in range(count)]
+
+
+def _palette(count: int) -> list[tuple[float, ...]]:
+    import matplotlib  # noqa: PLC0415 - optional extra 'report'
+
+    cmap = matplotlib.colormaps["tab10" if count <= 10 else "tab20"]
+    return [tuple(cmap(i)) for i in range(cmap.N)]
+
+
+def output_markers(outputs: Sequence[str]) -> dict[str, str]:
+    """The marker of each output in :func:`ratios_by_length`, in order."""
+    keys = list(MARKERS)
+    return {o: keys[i % len(keys)] for i, o in enumerate(outputs)}
+
+
+def ratios_by_length(series: Sequence[tuple[str, Sequence[Sample]]]) -> str:
+    """err/bound against the reduction length ``n`` for the targets of one op:
+    left the deterministic bound, right the probabilistic one; target ``k`` of
+    ``series`` (label and samples) in colour ``series_colours(len(series))[k]``,
+    each output with its :func:`output_markers` marker, each point the worst
+    element of a case (:func:`thin` keeps at most :data:`PER_OCTAVE` per
+    output, octave and target, the worst among them). Exact-regime cases
+    (bound 0, bit-exact) have ratio 0 and are not drawn. One picture per op,
+    its legend left to the page: drawing costs per picture and per text, not
+    per point."""
+    import matplotlib.pyplot as plt  # noqa: PLC0415 - optional extra 'report'
+    import numpy as np  # noqa: PLC0415 - with the picture
+
+    outputs = list(dict.fromkeys(s[0] for _, samples in series for s in samples))
+    marker = output_markers(outputs)
+    palette = np.array(_palette(len(series)))
+    drawn = [thin(samples) for _, samples in series]
+    seen = [_clip(v) for pts in drawn for s in pts for v in (s[2], s[3]) if v > 0]
     lo, hi = min(seen + [0.1]), max(seen + [1.0])
-    n_lo, n_hi = min(max(s[1], 1) for s in samples), max(max(s[1], 1) for s in samples) + 1
+    ns = [max(s[1], 1) for _, samples in series for s in samples] or [1]
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.0), sharey=True)
+    fig.subplots_adjust(left=0.08, right=0.99, bottom=0.17, top=0.9, wspace=0.04)
     for ax, (kind, which) in zip(axes, (("deterministic", 0), ("probabilistic", 1)),
                                  strict=True):
-        drawn = False
-        for k, name in enumerate(outputs):
-            rows = [s for s in samples if s[0] == name]
-            exact = sum(1 for s in rows if s[6])
-            pts = [(max(s[1], 1), *_pick(s, which)) for s in rows if not s[6]]
-            pts = [p for p in pts if p[1] > 0]
-            label = f"{name} ({len(rows)} cases" + (f", {exact} exact)" if exact else ")")
-            if pts:
-                ax.plot([p[0] for p in pts], [_clip(p[1]) for p in pts], "o", ms=3.5,
-                        color=colours(k % 10), label=label, alpha=0.75)
-                med = [(p[0], p[2]) for p in pts if p[2] > 0]
-                if med:
-                    ax.plot([m[0] for m in med], [_clip(m[1]) for m in med], "x", ms=3,
-                            color=colours(k % 10), alpha=0.45)
-                drawn = True
-            else:
-                ax.plot([], [], "o", ms=3.5, color=colours(k % 10), label=label)
+        for o in outputs:  # one artist per output and panel: the colours name the targets
+            xs: list[int] = []
+            ys: list[float] = []
+            ks: list[int] = []
+            for k, pts in enumerate(drawn):
+                for s in pts:
+                    ratio = _pick(s, which)[0]
+                    if s[0] == o and ratio > 0:
+                        xs.append(max(s[1], 1))
+                        ys.append(_clip(ratio))
+                        ks.append(k % len(palette))
+            if xs:
+                ax.scatter(xs, ys, c=palette[ks], marker=marker[o], s=12, alpha=0.75,
+                           linewidths=0)
         ax.axhline(1.0, color="crimson", lw=1, ls="--")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        _plain_ticks(ax)
         ax.set_ylim(lo / 3, hi * 3)
-        ax.set_xlim(n_lo / 1.5, n_hi * 1.5)
+        ax.set_xlim(min(ns) / 1.5, (max(ns) + 1) * 1.5)
         ax.set_xlabel("reduction length n")
         ax.set_title(f"{kind} bound", fontsize=10)
-        if not drawn:
-            ax.text(0.5, 0.5, "every case bit-exact\nor ratio 0", ha="center", va="center",
-                    transform=ax.transAxes, color="grey")
         ax.grid(True, which="major", alpha=0.3)
     axes[0].set_ylabel("|got − exact| / bound")
-    axes[1].legend(fontsize=7, loc="upper right", framealpha=0.8)
-    fig.suptitle(title, fontsize=11)
-    return _png(fig)
+    return _png(fig, tight=False)
 
 
 def precision_ladder(per_model: Mapping[str, Mapping[str, float]], title: str) -> str:

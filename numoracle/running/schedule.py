@@ -104,6 +104,26 @@ class RunPlan:
     jobs: int = 1
     notes: list[str] = field(default_factory=list)
 
+    def summary(self, wall: float | None = None, report: float | None = None) -> dict[str, Any]:
+        """The run in numbers (``run.json``): rows by status, cases (in all,
+        per judged row min and median), seconds of warm-up, judging,
+        reporting and in all, the budget and the processes."""
+        counts = {"pass": 0, "fail": 0, "skipped": 0, "unjudged": 0}
+        for r in self.results:
+            counts[r.status()[0]] += 1
+        judged = sorted(r.cases for r in self.results if r.status()[0] in ("pass", "fail"))
+        cases = sum(r.cases for r in self.results)
+        return {"budget_s": self.budget, "jobs": self.jobs, "rows": counts,
+                "cases": cases,
+                "cases_per_judged_row": {"min": judged[0], "median": judged[len(judged) // 2],
+                                         "max": judged[-1]} if judged else None,
+                "cases_per_minute": round(60 * cases / self.judge_seconds, 1)
+                if self.judge_seconds > 0 else None,
+                "warm_up_s": round(self.warm_seconds, 2), "judge_s": round(self.judge_seconds, 2),
+                "report_s": None if report is None else round(report, 2),
+                "wall_s": None if wall is None else round(wall, 2),
+                "warm_up_per_target_s": {k: round(v, 2) for k, v in self.warm.items()}}
+
     def warm_line(self) -> str:
         """The warm-up as one line: its wall time and the slowest targets."""
         slow = sorted(self.warm.items(), key=lambda kv: -kv[1])[:3]
