@@ -27,9 +27,26 @@ def _wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_list(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list"]) == 0
     out = capsys.readouterr().out
-    for text in ("linear", "matmul", "grad_bias", "in_features", "numpy-fp32", "available",
+    for text in ("linear", "matmul", "grad_bias", "in_features", "numpy-fp32", "can run here",
                  "fp32 storage"):
         assert text in out
+    assert out.index("can run here") < out.index("ops")  # what can run here first
+
+
+def test_list_fits_100_columns_when_piped(capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from numoracle.cli import listing
+    from numoracle.kernels import all_targets
+
+    monkeypatch.delenv("COLUMNS")
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line.rstrip()) for line in out.splitlines()) <= listing.LIST_WIDTH
+    missing = [t.name for t in all_targets() if t.unavailable_reason() is not None]
+    if missing:  # summarised by reason, every name once; --all gives one row each
+        assert "cannot run here" in out and all(name in out for name in missing)
+        assert main(["list", "--all"]) == 0
+        assert "why not" in capsys.readouterr().out
 
 
 def test_run_writes_a_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,10 +1,14 @@
-"""``numoracle list``: the ops (parameters, outputs) and the targets (backend,
-precision model, available here or why not)."""
+"""``numoracle list``: what can run here first — the targets available here,
+one line each with the ops they compute and the precision model they claim,
+the models spelled out — then the ops, then the targets that cannot run here,
+summarised by reason. At most 100 columns wide when not on a terminal."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -12,37 +16,107 @@ from rich.table import Table
 
 from ..oracle.ops import all_ops
 
-__all__ = ["add_parser"]
+if TYPE_CHECKING:
+    from ..cases.target import Target
+
+__all__ = ["add_parser", "LIST_WIDTH"]
+
+#: columns of ``numoracle list`` when its output is not a terminal
+LIST_WIDTH = 100
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Add ``list`` to the subcommands."""
-    lst = sub.add_parser("list", help="list the ops and the targets")
+    lst = sub.add_parser("list", help="list the targets that can run here, the ops, and the "
+                                      "targets that cannot run here (summarised)")
+    lst.add_argument("--all", action="store_true",
+                     help="list the targets that cannot run here one line each")
     lst.set_defaults(func=_cmd_list)
 
 
 def _cmd_list(args: argparse.Namespace, console: Console) -> int:
-    from ..api import op_outputs  # noqa: PLC0415 - strategies load only here
     from ..kernels import all_targets  # noqa: PLC0415 - the CLI's list loads lazily
 
-    ops = Table(title="ops")
-    for col in ("op", "parameters", "outputs", "description"):
-        ops.add_column(col)
-    for name, op in sorted(all_ops().items()):
-        doc = (sys.modules[type(op).__module__].__doc__ or "").strip().split("\n")[0]
-        doc = doc.replace("``", "")
-        ops.add_row(*map(escape, (name, ", ".join(op.param_names),
-                                  ", ".join(op_outputs(name)), doc)))
-    console.print(ops)
-    targets = Table(title="targets")
-    for col in ("target", "op", "backend", "precision model", "here"):
-        targets.add_column(col)
-    for t in all_targets():
-        reason = t.unavailable_reason()
-        here = "[green]available[/green]" if reason is None else f"[yellow]{escape(reason)}"
-        targets.add_row(escape(t.name), t.op, t.backend,
-                        escape(f"{t.precision.name}: {t.precision.describe()}"), here)
-    console.print(targets)
+    if not console.is_terminal:
+        console.width = min(console.width, LIST_WIDTH)
+    targets = all_targets()
+    reasons = {id(t): t.unavailable_reason() for t in targets}
+    here = [t for t in targets if reasons[id(t)] is None]
+    elsewhere = [t for t in targets if reasons[id(t)] is not None]
+    names_here = list(dict.fromkeys(t.name for t in here))
+    console.print(_targets_table(here, f"can run here: {len(names_here)} targets, "
+                                       f"{len(here)} target-op pairs"))
+    models = {t.precision.name: t.precision.describe() for t in here}
+    if models:
+        table = Table(title="their precision models", title_justify="left")
+        table.add_column("model", no_wrap=True)
+        table.add_column("what the target claims")
+        for name, text in sorted(models.items()):
+            table.add_row(escape(name), escape(text))
+        console.print(table)
+    console.print(_ops_table())
+    if not elsewhere:
+        return 0
+    if getattr(args, "all", False):
+        console.print(_targets_table(elsewhere, "cannot run here", reasons=reasons))
+        return 0
+    by_reason: dict[str, list[str]] = {}
+    for t in elsewhere:
+        names = by_reason.setdefault(str(reasons[id(t)]), [])
+        if t.name not in names:
+            names.append(t.name)
+    count = len({t.name for t in elsewhere})
+    console.print(f"cannot run here: {count} targets ({len(elsewhere)} target-op pairs); "
+                  "`numoracle list --all` lists them", markup=False, highlight=False)
+    for reason, names in by_reason.items():
+        console.print(f"- {_short(reason)}: {', '.join(names)}", markup=False, highlight=False)
     return 0
 
 
+def _short(reason: str, limit: int = 90) -> str:
+    """The first sentence of ``reason``, at most ``limit`` characters."""
+    first = reason.split("; ")[0]
+    return first if len(first) <= limit else first[:limit - 1] + "…"
+
+
+def _targets_table(targets: Sequence[Target], title: str,
+                   reasons: dict[int, str | None] | None = None) -> Table:
+    """One row per target name: its ops, backend and precision model (and,
+    with ``reasons``, why it cannot run here)."""
+    rows: dict[tuple[str, str, str], list[str]] = {}
+    why: dict[tuple[str, str, str], str] = {}
+    for t in targets:
+        key = (t.name, t.backend, t.precision.name)
+        rows.setdefault(key, []).append(t.op)
+        if reasons is not None:
+            why[key] = _short(str(reasons[id(t)]), 60)
+    table = Table(title=title, title_justify="left")
+    table.add_column("target", no_wrap=True)
+    table.add_column("backend", no_wrap=True)
+    table.add_column("model", no_wrap=True)
+    table.add_column("ops")
+    if reasons is not None:
+        table.add_column("why not")
+    for key, ops in rows.items():
+        cells = [escape(key[0]), key[1], escape(key[2]), ", ".join(ops)]
+        if reasons is not None:
+            cells.append(escape(why[key]))
+        table.add_row(*cells)
+    return table
+
+
+def _ops_table() -> Table:
+    """The ops: outputs, parameters and a line of description."""
+    from ..api import op_outputs  # noqa: PLC0415 - strategies load only here
+
+    table = Table(title="ops", title_justify="left")
+    table.add_column("op", no_wrap=True)
+    table.add_column("outputs")
+    table.add_column("parameters")
+    table.add_column("what it computes")
+    for name, op in sorted(all_ops().items()):
+        doc = (sys.modules[type(op).__module__].__doc__ or "").strip().split("\n")[0]
+        doc = doc.replace("``", "").split(": ", 1)[-1]
+        table.add_row(*map(escape, (name, ", ".join(op_outputs(name)),
+                                    ", ".join(op.param_names), doc)))
+    return table
