@@ -189,7 +189,13 @@ def main() -> int:
     t0 = time.perf_counter()
     chosen = [p for p in _problem_files(args.problems)[::args.every] if _judged(p)][: args.limit]
     chosen = chosen[args.shard::args.shards]
-    rows = []
+    rows: list[dict[str, Any]] = []
+    meta_base = {"command": "python benchmarks/kernelbench_mutants.py " + " ".join(sys.argv[1:]),
+                 "machine": f"{platform.machine()} {platform.system()}, "
+                 f"{torch.cuda.get_device_name() if args.device != 'cpu' else 'CPU only'}",
+                 "torch": torch.__version__, "problems": len(chosen), "mutants": mutants,
+                 "precision": args.precision, "examples": args.examples}
+    args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         for path in chosen:
             for mutant in mutants:
@@ -203,15 +209,14 @@ def main() -> int:
                            candidate=mutant,
                            official_reduced=any("official instance" in n for n in j.notes))
                 rows.append(row)
+                if args.shards > 1:  # kept row by row: a run stopped at its limit keeps its rows
+                    partial = {**meta_base, "seconds": round(time.perf_counter() - t0, 1)}
+                    (args.out / f"mutants_shard{args.shard}.json").write_text(
+                        json.dumps({"meta": partial, "rows": rows}, indent=1) + "\n")
                 print(f"{row['problem']} {mutant}: {j.status} KB {j.kernelbench} "
                       f"{j.seconds:.1f}s {j.reason[:100]}", file=sys.stderr, flush=True)
     seconds = time.perf_counter() - t0
-    meta = {"command": "python benchmarks/kernelbench_mutants.py " + " ".join(sys.argv[1:]),
-            "machine": f"{platform.machine()} {platform.system()}, "
-                       f"{torch.cuda.get_device_name() if args.device != 'cpu' else 'CPU only'}",
-            "torch": torch.__version__, "seconds": round(seconds, 1),
-            "problems": len(chosen), "mutants": mutants, "precision": args.precision,
-            "examples": args.examples}
+    meta = {**meta_base, "seconds": round(seconds, 1)}
     args.out.mkdir(parents=True, exist_ok=True)
     if args.shards > 1:
         (args.out / f"mutants_shard{args.shard}.json").write_text(

@@ -64,9 +64,14 @@ def _forward_seconds(path: Path, dtype: torch.dtype, device: str) -> float | str
 def run(args: argparse.Namespace) -> int:
     files = _problem_files(args.problems)[args.shard::args.shards]
     claims = [c for c in args.claims.split(",") if c]
-    rows = []
+    rows: list[dict[str, object]] = []
+    meta = {"command": "python benchmarks/kernelbench_soundness.py " + " ".join(sys.argv[1:]),
+            "device": torch.cuda.get_device_name() if args.device != "cpu" else "CPU",
+            "torch": torch.__version__, "host": platform.node()}
     with tempfile.TemporaryDirectory() as tmp:
         for path in files:
+            # written after every problem: a run stopped at its time limit keeps its rows
+            args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
             name = f"{path.parent.name}/{path.stem}"
             if not _judged(path):
                 rows.append({"problem": name, "status": "not judged"})
@@ -89,9 +94,6 @@ def run(args: argparse.Namespace) -> int:
                 print(f"{name} {claim}: {j.status} {j.cases} cases {j.seconds:.1f}s "
                       f"{j.reason[:90]}", file=sys.stderr, flush=True)
             rows.append(row)
-    meta = {"command": "python benchmarks/kernelbench_soundness.py " + " ".join(sys.argv[1:]),
-            "device": torch.cuda.get_device_name() if args.device != "cpu" else "CPU",
-            "torch": torch.__version__, "host": platform.node()}
     args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
     return 0
 
@@ -138,6 +140,8 @@ def merge(paths: list[Path], md: Path) -> int:
         lines.append(f"| {r['problem']} | " + " | ".join(cells) + f" | {sec(off)}{red} | "
                      f"{sec(r.get('forward_fp32_s'))} | {sec(r.get('forward_fp64_s'))} |")
     md.write_text("\n".join(lines) + "\n")
+    md.with_suffix(".json").write_text(json.dumps({"meta": metas, "rows": rows}, indent=1)
+                                       + "\n")
     return 0
 
 
