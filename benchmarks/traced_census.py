@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -34,7 +35,9 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils._pytree import tree_map
 
 import numoracle.oracle.traced.library  # noqa: F401  (registers the rules)
+from numoracle.oracle.precision import get_model
 from numoracle.oracle.traced import RULES
+from numoracle.oracle.traced.op import TracedOp
 
 
 def decomposition_table() -> dict[Any, Any]:
@@ -98,19 +101,21 @@ def load(path: Path) -> Any:
     return mod
 
 
-def census_problem(path: Path, table: dict[Any, Any]) -> dict[str, Any]:
+def census_problem(path: Path, table: dict[Any, Any], grads: bool) -> dict[str, Any]:
     mod = load(path)
     with FakeTensorMode(allow_non_fake_inputs=True):
         model = mod.Model(*mod.get_init_inputs())
         inputs = tuple(mod.get_inputs())
         params = {**dict(model.named_parameters()), **dict(model.named_buffers())}
         fwd = trace_ops(model, params, inputs, table, grads=False)
-        try:
-            bwd = trace_ops(model, params, inputs, table, grads=True)
-            bwd_err = None
-        except Exception as e:  # noqa: BLE001 - a census records why a trace fails
-            bwd, bwd_err = [], f"{type(e).__name__}: {str(e)[:160]}"
-    return {"forward": fwd, "backward": bwd, "backward_error": bwd_err}
+        rec: dict[str, Any] = {"forward": fwd, "backward": [], "backward_error": "not traced"}
+        if grads:
+            try:
+                rec["backward"] = trace_ops(model, params, inputs, table, grads=True)
+                rec["backward_error"] = None
+            except Exception as e:  # noqa: BLE001 - a census records why a trace fails
+                rec["backward_error"] = f"{type(e).__name__}: {str(e)[:160]}"
+    return rec
 
 
 # -- composite references of our own ------------------------------------------------
@@ -170,6 +175,32 @@ def _cnn_layers() -> dict[str, tuple[Callable[..., Any], Callable[[], tuple[Any,
     return refs
 
 
+def judge(name: str, fn: Callable[..., Any], inputs: tuple[Any, ...]) -> dict[str, Any]:
+    """Evaluate the traced oracle on ``inputs`` (float32 values) and judge torch's
+    float32 result by it: the worst ``|got - ref| / bound`` over every output."""
+    op = TracedOp(fn, inputs=list(inputs), name=f"census_{abs(hash(name))}")
+    names = list(op.input_shapes({}))
+    arrays = {n: (t.double().numpy() if t.is_floating_point() else t.numpy())
+              for n, t in zip(names, inputs, strict=True)}
+    ref = op.reference(arrays, {}, get_model("fp32"))
+    with torch.no_grad():
+        got = fn(*inputs)
+    outs = {"out": got} if isinstance(got, torch.Tensor) else {
+        f"out{i}": g for i, g in enumerate(got)}
+    worst, judged, exact_outputs = 0.0, 0, 0
+    for key, t in ref.items():
+        k = outs[key].double().numpy()
+        bound = t.det + t.ref_err
+        with np.errstate(invalid="ignore", divide="ignore"):
+            err = np.abs(k - (t.value + (0.0 if t.lo is None else t.lo)))
+            ok = np.isfinite(bound)
+            ratio = np.where(err == 0, 0.0, err / bound)[ok]
+        judged += int(ok.sum())
+        exact_outputs += int(t.is_exact)
+        worst = max(worst, float(ratio.max()) if ratio.size else 0.0)
+    return {"worst_ratio": worst, "judged_elements": judged, "exact_outputs": exact_outputs}
+
+
 def census_composites(table: dict[Any, Any]) -> dict[str, dict[str, Any]]:
     out = {}
     for name, (fn, make) in _cnn_layers().items():
@@ -180,6 +211,10 @@ def census_composites(table: dict[Any, Any]) -> dict[str, dict[str, Any]]:
             rec["backward_error"] = None
         except Exception as e:  # noqa: BLE001
             rec["backward"], rec["backward_error"] = [], f"{type(e).__name__}: {str(e)[:160]}"
+        try:
+            rec["judged"] = judge(name, fn, inputs)
+        except Exception as e:  # noqa: BLE001 - recorded: a reference the oracle refuses
+            rec["judged"] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
         out[name] = rec
     return out
 
@@ -200,9 +235,12 @@ def summarise(records: dict[str, dict[str, Any]]) -> dict[str, Any]:
         rec["missing_backward"] = [o for o in rec["backward"] if o not in RULES]
         if not rec["missing_forward"]:
             covered_f += 1
-            if not rec["missing_backward"] and rec.get("backward_error") is None:
+            if rec.get("backward_error") is None and not rec["missing_backward"]:
                 covered_fb += 1
-    return {"problems": len(records), "traced": traced, "forward_covered": covered_f,
+    with_bwd = sum(1 for r in records.values() if r.get("backward_error") != "not traced"
+                   and "error" not in r)
+    return {"problems": len(records), "traced": traced, "backward_traced": with_bwd,
+            "forward_covered": covered_f,
             "forward_and_backward_covered": covered_fb,
             "forward_ops": {o: freq_f[o] for o in sorted(freq_f, key=lambda o: -freq_f[o])},
             "backward_ops": {o: freq_b[o] for o in sorted(freq_b, key=lambda o: -freq_b[o])}}
@@ -216,23 +254,30 @@ def markdown(result: dict[str, Any]) -> str:
         s = result[part]["summary"]
         lines += [f"## {part}", "",
                   f"{s['traced']} of {s['problems']} traced; forward fully covered: "
-                  f"**{s['forward_covered']}**; forward and backward fully covered: "
-                  f"**{s['forward_and_backward_covered']}**.", "",
+                  f"**{s['forward_covered']}**; "
+                  + (f"forward and backward fully covered: "
+                     f"**{s['forward_and_backward_covered']}** (backward graphs traced: "
+                     f"{s['backward_traced']})." if s["backward_traced"] else
+                     "backward graphs not traced (`--grads`)."), "",
                   "| ATen op (forward) | problems | rule |", "|---|---|---|"]
         lines += [f"| `{o}` | {n} | {'yes' if o in RULES else '**no**'} |"
                   for o, n in s["forward_ops"].items()]
         lines += ["", "| ATen op (backward only) | problems | rule |", "|---|---|---|"]
         lines += [f"| `{o}` | {n} | {'yes' if o in RULES else '**no**'} |"
                   for o, n in s["backward_ops"].items() if o not in s["forward_ops"]]
-        lines += ["", "| reference | missing (forward) | missing (backward) |", "|---|---|---|"]
+        lines += ["", "| reference | missing (forward) | missing (backward) | torch fp32 judged: "
+                  "worst err/bound |", "|---|---|---|---|"]
         for name, rec in result[part]["records"].items():
             if "error" in rec:
-                lines.append(f"| {name} | trace failed: {rec['error'][:80]} | |")
+                lines.append(f"| {name} | trace failed: {rec['error'][:80]} | | |")
                 continue
             mf = ", ".join(f"`{o}`" for o in rec["missing_forward"]) or "-"
             mb = ", ".join(f"`{o}`" for o in rec["missing_backward"]) or (
                 "-" if rec.get("backward_error") is None else "no backward graph")
-            lines.append(f"| {name} | {mf} | {mb} |")
+            j = rec.get("judged")
+            jt = "" if j is None else (j["error"][:80] if "error" in j else
+                                       f"{j['worst_ratio']:.3g} ({j['judged_elements']} elements)")
+            lines.append(f"| {name} | {mf} | {mb} | {jt} |")
         lines.append("")
     return "\n".join(lines)
 
@@ -242,15 +287,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("kernelbench", type=Path, help="folder holding level1/ and level2/")
     ap.add_argument("--out-dir", type=Path, default=Path("benchmarks/results/cpu/traced"))
     ap.add_argument("--levels", default="level1,level2")
+    ap.add_argument("--grads", action="store_true",
+                    help="also trace each problem's backward graph (slow: minutes)")
     args = ap.parse_args(argv)
     table = decomposition_table()
     t0 = time.perf_counter()
     kb: dict[str, dict[str, Any]] = {}
-    for level in args.levels.split(","):
+    torch.manual_seed(0)
+    for level in filter(None, args.levels.split(",")):
         for path in sorted((args.kernelbench / level).glob("*.py"),
                            key=lambda p: int(p.stem.split("_")[0])):
             try:
-                kb[f"{level}/{path.stem}"] = census_problem(path, table)
+                kb[f"{level}/{path.stem}"] = census_problem(path, table, args.grads)
             except Exception as e:  # noqa: BLE001
                 kb[f"{level}/{path.stem}"] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
     comp = census_composites(table)
@@ -260,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": f"{platform.machine()} {platform.system()}, CPU, python "
                    f"{platform.python_version()}",
         "torch": torch.__version__, "seconds": round(time.perf_counter() - t0, 1),
-        "rules": sorted(RULES),
+        "rules": sorted(RULES), "backward_traced": bool(args.grads),
         "kernelbench": {"summary": summarise(kb), "records": kb},
         "composites": {"summary": summarise(comp), "records": comp},
     }

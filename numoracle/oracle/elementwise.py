@@ -137,6 +137,13 @@ def mul(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
                           & ((value != 0) | (a.value == 0) | (b.value == 0))
                           & representable(value, model.accumulate))
         over = (xp.abs(value) + det) >= model.accumulate.max
+        # an operand the kernel may hold as anything (infinite or NaN radius) times an
+        # exact zero: the kernel's product may be NaN (inf * 0), so it is not judged
+        wild = ((~xp.isfinite(a.det) & (b.value == 0) & (b.det == 0))
+                | (~xp.isfinite(b.det) & (a.value == 0) & (a.det == 0)))
+        if bool(wild.any()):
+            det = xp.where(wild, xp.nan, det)
+            prob = xp.where(wild, xp.nan, prob)
     return _finish(value, det, prob, ref_err, _max_n(a, b), exact_here, over)
 
 

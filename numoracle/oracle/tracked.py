@@ -758,9 +758,9 @@ def add(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
     is representable."""
     xp = _xp(a.value)
     with np.errstate(invalid="ignore", over="ignore"):
-        value = a.value + b.value
+        value = xp.asarray(a.value + b.value)  # 0-d operands: an array, not a scalar
         acc = model.accumulate
-        ref_err = a.ref_err + b.ref_err + U64 * xp.abs(value)
+        ref_err = xp.asarray(a.ref_err + b.ref_err + U64 * xp.abs(value))
         scaled = xp.abs(value) + ref_err
         scaled *= model.acc_unit()
         scaled += acc.tiny

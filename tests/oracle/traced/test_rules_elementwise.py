@@ -69,6 +69,8 @@ CASES = [
              id="scalar"),
     RuleCase("aten.add.Scalar", (a24, 2.0), mp=_ew(lambda a, b, al: a + 2)),
     RuleCase("aten.sub.Tensor", (a24, b24), mp=_ew(lambda a, b, al: a - b)),
+    RuleCase("aten.sub.Tensor", (torch.tensor(1.0), torch.tensor(0.3)),
+             mp=_ew(lambda a, b, al: a - b), id="zero-dim"),
     RuleCase("aten.sub.Scalar", (a24, 0.7), mp=_ew(lambda a, b, al: a - mpmath.mpf(0.7))),
     RuleCase("aten.rsub.Scalar", (a24, 1.0), mp=_ew(lambda a, b, al: 1 - a)),
     RuleCase("aten.mul.Tensor", (a24, b24), mp=_ew(lambda a, b, al: a * b)),
@@ -91,6 +93,9 @@ CASES = [
     RuleCase("aten.clamp_min.default", (a24, 0.5), mp=lambda x, c: mpmap(lambda v: max(v, c), x)),
     RuleCase("aten.clamp_min.Tensor", (a24, torch.tensor(0.5)),
              mp=lambda x, c: np.maximum(x, c)),
+    RuleCase("aten.clamp_min_.Tensor", (a24, torch.tensor(0.5)),
+             mp=lambda x, c: np.maximum(x, c)),
+    RuleCase("aten.sign.default", (a24,), mp=mpf_map(mpmath.sign)),
     RuleCase("aten.clamp_max.default", (a24, 0.5), mp=lambda x, c: mpmap(lambda v: min(v, c), x)),
     RuleCase("aten.clamp_max.Tensor", (a24, torch.tensor(0.5)),
              mp=lambda x, c: np.minimum(x, c)),
@@ -204,3 +209,17 @@ def test_unsure_comparison_widens_where() -> None:
 
 def test_mp_array_is_exact() -> None:
     assert mp_array(torch.tensor([0.1]))[0] == mpmath.mpf(float(np.float32(0.1)))
+
+
+def test_anything_times_exact_zero_is_unjudged() -> None:
+    """A value the kernel may hold as anything (an overflowed intermediate: infinite
+    radius) times an exact 0 may be NaN in the kernel (inf * 0): not judged, never
+    claimed exactly 0."""
+    from numoracle.oracle.elementwise import mul
+    from numoracle.oracle.precision import get_model
+    from numoracle.oracle.tracked import Tracked, exact
+
+    wild = Tracked(value=np.array([1.0, 1.0]), ref_err=np.zeros(2), det=np.array([np.inf, 0.0]),
+                   prob=np.array([np.inf, 0.0]), mag=np.ones(2))
+    out = mul(wild, exact(np.array([0.0, 0.0])), get_model("fp32"))
+    assert np.isnan(out.det[0]) and out.det[1] == 0.0

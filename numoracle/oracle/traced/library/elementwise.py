@@ -195,7 +195,7 @@ def clamp_rule(ctx: RuleContext, a: Any, min: Any = None, max: Any = None) -> An
     return out
 
 
-@rule("aten.clamp_min.default", "aten.clamp_min.Tensor")
+@rule("aten.clamp_min.default", "aten.clamp_min.Tensor", "aten.clamp_min_.Tensor")
 def clamp_min_rule(ctx: RuleContext, a: Any, min: Any) -> Any:
     return clamp_rule(ctx, a, min=min)
 
@@ -273,6 +273,22 @@ def elu_rule(ctx: RuleContext, a: Tracked, alpha: Any = 1, scale: Any = 1,
                         ulps=ulps(ctx, "elu"))
     pos = _fold_lo(a) if sc == 1.0 else scaled(ctx, a, sc)
     return _piecewise(a, pos, neg, max(abs(sc), abs(k * ins)))
+
+
+@rule("aten.sign.default")
+def sign_rule(ctx: RuleContext, a: Any) -> Any:
+    """-1, 0 or 1: exact where the sign is certain; where the value lies within its
+    radius of 0 the kernel's sign may be any of them (radius 2, 1 at an exact 0)."""
+    if not is_tracked(a):
+        return np.sign(np.asarray(a))
+    a = _fold_lo(a)
+    value = np.sign(a.value)
+    r = reach(a)
+    unsure = (np.abs(a.value) <= r) & (r > 0)
+    rad = np.where(unsure, np.where(value == 0, 1.0, 2.0), 0.0)
+    rad = np.where(np.isnan(a.value), np.nan, rad)
+    z = np.zeros(value.shape)
+    return Tracked(value=value, ref_err=z, det=rad, prob=rad.copy(), mag=np.abs(value), n=1)
 
 
 # -- comparisons, masks and where -------------------------------------------------

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ... import elementwise as ew
-from ...tracked import Tracked, _fold_lo, concat, exact, matmul, sub, sum_
+from ...tracked import Tracked, _fold_lo, concat, exact, matmul, sub, sum_, tcat
 from ..rules import NoRule, RuleContext, rule
 from ._common import (
     as_tracked,
@@ -210,6 +210,34 @@ def _head(k: int) -> Any:
     def head(a: np.ndarray) -> np.ndarray:
         return a[..., :k]
     return head
+
+
+@rule("aten.cumprod.default")
+def cumprod_rule(ctx: RuleContext, x: Any, dim: int, *, dtype: Any = None) -> Any:
+    """Prefix products, one rounded multiplication after another (a product of ``k``
+    factors in any association has the same first-order bound, ``(k - 1) u``)."""
+    if not is_tracked(x):
+        return np.cumprod(np.asarray(x), axis=dim)
+    check_no_dtype("aten.cumprod", dtype)
+    nd = x.value.ndim
+    if nd == 0:
+        return tmap_all(x, np.array)
+    axis = dim % nd
+    moved = tmap_all(x, lambda a: np.moveaxis(a, axis, -1))
+    n = moved.shape[-1]
+    if n == 0:
+        return tmap_all(x, np.array)
+    parts = [tmap_all(moved, lambda a: a[..., 0])]
+    for k in range(1, n):
+        parts.append(ew.mul(parts[-1], tmap_all(moved, _column(k)), ctx.model))
+    out = tcat([tmap_all(p, lambda a: a[..., None]) for p in parts], axis=-1)
+    return tmap_all(out, lambda a: np.moveaxis(a, -1, axis))
+
+
+def _column(k: int) -> Any:
+    def column(a: np.ndarray) -> np.ndarray:
+        return a[..., k]
+    return column
 
 
 @rule("aten.linalg_vector_norm.default")
