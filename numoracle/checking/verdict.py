@@ -22,7 +22,8 @@ from .diagnosis import Diagnosis, Fault, failure_class, most_specific
 from .message import format_verdict
 
 __all__ = ["ElementReport", "OutputVerdict", "Verdict", "candidates", "compare", "diagnose",
-           "explain", "ladder_for", "advise", "FLUSH_ADVICE", "Diagnosis"]
+           "explain", "explaining_algorithms", "ladder_for", "advise", "FLUSH_ADVICE",
+           "Diagnosis", "ALGORITHM_WORDS"]
 
 WORST_SHOWN = 5
 #: the candidate model that allows every algorithm class (see :func:`candidates`)
@@ -30,6 +31,8 @@ TRANSFORM_SUFFIX = "+winograd/fft"
 #: the candidate model that lets subnormal inputs be read as zero
 FLUSHED_SUFFIX = "+flushed-subnormals"
 _TRANSFORM_WORDS = "a Winograd or FFT algorithm at the claimed formats"
+#: how a diagnosis names each transform algorithm class
+ALGORITHM_WORDS = {"winograd": "a Winograd algorithm", "fft": "an FFT algorithm"}
 
 
 @dataclass(frozen=True)
@@ -349,17 +352,59 @@ def diagnose(
     for name, model in models:
         out.per_model[name] = _fit_ratio(compare(out.name, got, reference_for(model),
                                                  nan_may_spread=nan_may_spread))
+
+    def ratio(model: PrecisionModel) -> float:
+        return compare(out.name, got, reference_for(model), probabilistic=model.probabilistic,
+                       nan_may_spread=nan_may_spread).worst_ratio
+
     if out.passed:
         how = "bit-exact as the exact regime requires" if out.exact else (
             f"worst ratio {out.worst_ratio:.3g}")
-        out.diagnosis = Diagnosis("pass", f"within {claimed.name} ({how})", model=claimed)
+        text = f"within {claimed.name} ({how})"
+        allowed = [a for a in TRANSFORMS if a in claimed.algorithms]
+        if allowed and ladder and not out.exact:
+            summed, named = explaining_algorithms(claimed, ratio, allowed)
+            if summed >= 1.0:
+                out.per_model[f"{claimed.name} summation only"] = summed
+                text += (f"; beyond its summation bound (ratio {summed:.3g}): consistent "
+                         f"with {_name_algorithms(named)}")
+        out.diagnosis = Diagnosis("pass", text, model=claimed)
         return
     fits = [m for name, m in models if out.per_model[name] < 1.0 and name != claimed.name]
-    out.diagnosis = explain(claimed, fits, exact=out.exact, ladder=ladder)
+    algos: dict[str, float] | None = None
+    if fits and fits[0].name.endswith(TRANSFORM_SUFFIX):
+        algos = explaining_algorithms(claimed, ratio, TRANSFORMS)[1]
+    out.diagnosis = explain(claimed, fits, exact=out.exact, ladder=ladder, algorithms=algos)
+
+
+def explaining_algorithms(claimed: PrecisionModel, ratio: Callable[[PrecisionModel], float],
+                          algorithms: tuple[str, ...] | list[str]
+                          ) -> tuple[float, dict[str, float]]:
+    """The worst ratio of a result under ``claimed``'s formats with summations
+    only, and, per transform class of ``algorithms``, its ratio under
+    summations or that class, for the classes whose bound holds it (ratio < 1):
+    which algorithm explains a result that no summation does. ``ratio(model)``
+    judges the result under ``model``."""
+    summed = ratio(claimed.with_(algorithms=("summation",)))
+    named = {}
+    for algo in algorithms:
+        r = ratio(claimed.with_(algorithms=("summation", algo)))
+        if r < 1.0:
+            named[algo] = r
+    return summed, named
+
+
+def _name_algorithms(named: Mapping[str, float] | None) -> str:
+    """``{"winograd": 0.4}`` -> ``"a Winograd algorithm (ratio 0.4)"``; several
+    joined with "or"; none known: the classes together."""
+    if not named:
+        return "a Winograd or FFT algorithm"
+    return " or ".join(f"{ALGORITHM_WORDS[a]} (ratio {r:.3g})" for a, r in named.items())
 
 
 def explain(claimed: PrecisionModel, fits: list[PrecisionModel], *, exact: bool = False,
-            ladder: bool = True, note: str = "") -> Diagnosis:
+            ladder: bool = True, note: str = "",
+            algorithms: Mapping[str, float] | None = None) -> Diagnosis:
     """The diagnosis of a result beyond ``claimed`` that the models ``fits``
     (in :func:`candidates` order, the claimed one left out) explain.
 
@@ -367,8 +412,10 @@ def explain(claimed: PrecisionModel, fits: list[PrecisionModel], *, exact: bool 
     model (flushed subnormals, an unfused epilogue): that variant, the others
     "also consistent". Several standard models: the headline names them all, as
     one case cannot tell them apart (:mod:`numoracle.checking.discriminate` runs
-    the cases that can). Only a Winograd or FFT bound: the algorithm class. None:
-    a logic bug. ``note`` ends the sentence (what told the models apart)."""
+    the cases that can). Only a Winograd or FFT bound: the algorithm class,
+    each class of ``algorithms`` (those whose own bound holds the result, with
+    the ratio: :func:`explaining_algorithms`) by name. None: a logic bug.
+    ``note`` ends the sentence (what told the models apart)."""
     tail = f"; {note}" if note else ""
     if not fits:
         if not ladder:
@@ -383,9 +430,10 @@ def explain(claimed: PrecisionModel, fits: list[PrecisionModel], *, exact: bool 
         return Diagnosis("logic", text + tail)
     first, rest = fits[0], fits[1:]
     if first.name.endswith(TRANSFORM_SUFFIX):
-        return Diagnosis("algorithm", f"exceeds {claimed.name}; consistent with a Winograd or "
-                         f"FFT algorithm at {claimed.name}'s formats; no summation order in the "
-                         f"standard formats explains it{tail}", model=first)
+        return Diagnosis("algorithm", f"exceeds {claimed.name}; consistent with "
+                         f"{_name_algorithms(algorithms)} at {claimed.name}'s formats; no "
+                         f"summation order in the standard formats explains it{tail}",
+                         model=first)
     words = [_TRANSFORM_WORDS if m.name.endswith(TRANSFORM_SUFFIX) else m.name for m in rest]
     summations = [m for m in rest if not m.name.endswith(TRANSFORM_SUFFIX)]
     if first.name.startswith(f"{claimed.name}+") or not summations:

@@ -116,24 +116,59 @@ def test_a_float32_winograd_exceeds_a_pairwise_summation_bound(m: int) -> None:
     assert compare("y", got, pairwise["y"]).worst_ratio > 1.0
 
 
-def _perturbed(claimed_name: str, share: float) -> tuple[np.ndarray, dict, dict]:
+def _perturbed(claimed_name: str, share: float, algorithm: str = "any"
+               ) -> tuple[np.ndarray, dict, dict]:
     """The exact result moved by ``share`` of the transform bound (signs random)."""
     params, inputs = _case(3)
-    ref = CONV.reference(inputs, params, get_model(claimed_name, algorithm="any"), ("y",))["y"]
+    ref = CONV.reference(inputs, params, get_model(claimed_name, algorithm=algorithm),
+                         ("y",))["y"]
     signs = np.random.default_rng(0).choice([-1.0, 1.0], ref.value.shape)
     return ref.value + share * signs * ref.det, params, inputs
 
 
-@pytest.mark.parametrize(("claimed", "first"), [("fp64", "a Winograd or FFT algorithm"),
-                                                ("fp32", "consistent with fp32-")])
-def test_the_diagnosis_names_a_transform_algorithm(claimed: str, first: str) -> None:
-    got, params, inputs = _perturbed(claimed, 0.5)
-    model = get_model(claimed)
+@pytest.mark.parametrize(("algorithm", "words"), [("winograd", "a Winograd algorithm (ratio"),
+                                                  ("fft", "an FFT algorithm (ratio")])
+def test_the_diagnosis_names_the_transform_algorithm(algorithm: str, words: str) -> None:
+    """A result half-way to one algorithm's bound, beyond every summation: the
+    diagnosis names that algorithm, with its ratio."""
+    got, params, inputs = _perturbed("fp64", 0.5, algorithm)
+    model = get_model("fp64")
     out = compare("y", got, CONV.reference(inputs, params, model, ("y",))["y"])
     assert not out.passed
     diagnose(out, got, model, lambda m: CONV.reference(inputs, params, m, ("y",))["y"])
-    assert first in out.diagnosis
+    assert str(out.diagnosis).startswith("exceeds fp64; consistent with")
+    assert words in out.diagnosis
+
+
+def test_the_diagnosis_says_which_formats_explain_before_naming_transforms() -> None:
+    got, params, inputs = _perturbed("fp32", 0.5)
+    model = get_model("fp32")
+    out = compare("y", got, CONV.reference(inputs, params, model, ("y",))["y"])
+    assert not out.passed
+    diagnose(out, got, model, lambda m: CONV.reference(inputs, params, m, ("y",))["y"])
+    assert out.diagnosis.kind == "precision"  # coarser formats explain it first
     assert "Winograd or FFT" in out.diagnosis
+
+
+@pytest.mark.parametrize("m", [4, 6])
+def test_a_passing_result_beyond_the_summation_bound_names_the_algorithm(m: int) -> None:
+    """Under a claim that allows transforms, a float32 Winograd result that
+    exceeds the claimed summation bound passes, and the diagnosis says which
+    algorithm explains it."""
+    params, inputs = _case(1)
+    got = _winograd_fp32(inputs["x"].astype(np.float32), inputs["weight"].astype(np.float32),
+                         1, m)
+    model = get_model("fp32", order="pairwise").with_(algorithms=("summation", "winograd",
+                                                                  "fft"))
+    out = compare("y", got, CONV.reference(inputs, params, model, ("y",))["y"])
+    assert out.passed
+    diagnose(out, got, model, lambda m_: CONV.reference(inputs, params, m_, ("y",))["y"])
+    assert str(out.diagnosis).startswith("within")
+    assert "beyond its summation bound" in out.diagnosis
+    assert "a Winograd algorithm (ratio" in out.diagnosis
+    direct = CONV.reference(inputs, params, model.with_(algorithms=("summation",)), ("y",))
+    assert out.per_model[f"{model.name} summation only"] == compare(
+        "y", got, direct["y"]).worst_ratio > 1.0
 
 
 def test_beyond_the_transform_bound_is_a_logic_bug() -> None:
