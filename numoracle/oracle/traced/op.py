@@ -46,10 +46,11 @@ from ..ops import OPS, register_op
 from ..ops.base import Op, Product
 from ..ops.plan import Dim
 from ..precision import PrecisionModel
-from ..tracked import Tracked, exact
+from ..tracked import Tracked
 from .capture import Reference, ShapeFacts, shape_facts
 from .capture import capture as capture_graph
 from .interpret import evaluate
+from .library._common import as_judged
 from .rules import Claims, RuleContext
 
 __all__ = ["TracedOp", "traced_op", "restore_op", "DEFAULT_DIM", "DEFAULT_BATCH",
@@ -327,8 +328,7 @@ class TracedOp(Op):
         cotangents = {f"grad_{o}": host[f"grad_{o}"] for o in self._graded(params)}
         graph = capture_graph(self.ref, values, cotangents)
         got = evaluate(graph, host, self.context(model), outputs)
-        return {k: v if isinstance(v, Tracked) else exact(np.asarray(v, dtype=np.float64))
-                for k, v in got.items()}
+        return {k: as_judged(v) for k, v in got.items()}
 
     def __repr__(self) -> str:
         return f"<traced op {self.name}: {self.ref.describe()}>"

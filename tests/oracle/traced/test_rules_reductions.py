@@ -379,3 +379,16 @@ def _bn_backward_case(train: bool) -> RuleCase:
 
 CASES += [_ln_backward_case(), _gn_backward_case(), _bn_backward_case(True),
           _bn_backward_case(False)]
+
+
+def test_tied_argmax_is_judged_set_valued() -> None:
+    """A reference returning an argmax: a kernel that breaks a tie the other way
+    passes, one that picks a smaller value fails."""
+    from numoracle.oracle.traced.library._common import as_judged
+
+    ctx = RuleContext(get_model("fp32"))
+    idx = lookup("aten.argmax.default")(ctx, exact(np.array([[1.0, 3.0, 3.0, 0.0]])), 1)
+    judged = as_judged(idx)
+    bound = judged.det + judged.ref_err
+    assert (np.abs(np.array([2.0]) - judged.value) <= bound).all()
+    assert not (np.abs(np.array([3.0]) - judged.value) <= bound).all()

@@ -27,7 +27,7 @@ from ...tracked import Tracked, _fold_lo, exact, mul_scalar
 from ..rules import NoRule, RuleContext
 
 __all__ = ["Decision", "IndexSet", "as_tracked", "scalar", "tmap_all", "dims_of", "decided",
-           "unsure_of", "is_tracked", "reach", "check_no_dtype", "scaled", "index_set"]
+           "unsure_of", "as_judged", "is_tracked", "reach", "check_no_dtype", "scaled", "index_set"]
 
 
 class Decision(np.ndarray):
@@ -88,6 +88,27 @@ def index_set(index: np.ndarray, allowed: np.ndarray, positions: Any = None) -> 
     out = index.view(IndexSet)
     out.candidates = np.where(allowed, positions, -1).astype(np.int64)
     return out
+
+
+def as_judged(v: Any) -> Tracked:
+    """An output of a traced reference as a kernel's result is judged by: a tracked
+    value itself; an integer or boolean one exact, except where it is set-valued:
+    an :class:`IndexSet` element admits any index within its farthest admissible
+    one (radius ``max |candidate - index|``), a :class:`Decision`'s unsure element
+    either answer (radius 1)."""
+    if isinstance(v, Tracked):
+        return v
+    a = np.asarray(v, dtype=np.float64)
+    cands = getattr(v, "candidates", None)
+    unsure = getattr(v, "unsure", None)
+    r = None
+    if cands is not None:
+        r = np.max(np.where(cands >= 0, np.abs(cands - a[..., None]), 0.0), axis=-1)
+    elif unsure is not None:
+        r = np.asarray(unsure, dtype=np.float64)
+    if r is None or not r.any():
+        return exact(a)
+    return Tracked(value=a, ref_err=np.zeros(a.shape), det=r, prob=r.copy(), mag=np.abs(a))
 
 
 def is_tracked(x: Any) -> bool:
