@@ -92,6 +92,23 @@ def op_outputs(op: str) -> tuple[str, ...]:
     ('y', 'grad_input', 'grad_weight', 'grad_bias')
     """
     o = get_op(op)
+    return o.outputs(_fullest_params(op))
+
+
+def op_inputs(op: str) -> tuple[str, ...]:
+    """Every input ``op`` can have (each flag parameter on).
+
+    Examples
+    --------
+    >>> op_inputs("linear")
+    ('x', 'weight', 'grad_output', 'bias')
+    """
+    return tuple(get_op(op).input_shapes(_fullest_params(op)))
+
+
+def _fullest_params(op: str) -> dict[str, Any]:
+    """Valid parameters of ``op`` with every flag on and the deepest chain."""
+    o = get_op(op)
     plan = o.plan
     params: dict[str, Any] = dict.fromkeys(o.param_names, 1)
     params.update({s.name: True if isinstance(s, Flag) else s.smallest
@@ -102,7 +119,7 @@ def op_outputs(op: str) -> tuple[str, ...]:
             if depth:
                 params[s.count] = max(depth[0].options)
             params[s.name] = s.least(params)
-    return o.outputs(o.validate(params))
+    return o.validate(params)
 
 
 def _check_outputs(op: str, outputs: Sequence[str]) -> tuple[str, ...]:
@@ -138,6 +155,37 @@ def _check_names(what: str, value: Sequence[str]) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _check_layouts(op: str, layouts: Sequence[str] | Mapping[str, Sequence[str] | str],
+                   ) -> tuple[tuple[str, ...] | dict[str, tuple[str, ...]], dict[str, str]]:
+    """``layouts`` as a target takes them: the accepted layouts of the inputs (one
+    tuple for all, or per input), and the axis order of each output the mapping
+    names (``{"x": ("NHWC",), "y": "NHWC"}``: y comes back as NHWC)."""
+    if not isinstance(layouts, Mapping):
+        return _check_names("layouts", layouts), {}
+    inputs, outputs = op_inputs(op), op_outputs(op)
+    accepted: dict[str, tuple[str, ...]] = {}
+    returned: dict[str, str] = {}
+    axes = get_op(op).output_axes
+    for key, value in layouts.items():
+        if key in inputs:
+            accepted[key] = (value,) if isinstance(value, str) else \
+                _check_names(f"layouts[{key!r}]", value)
+        elif key in outputs:
+            order = value if isinstance(value, str) else tuple(value)
+            if isinstance(order, tuple) and len(order) == 1 and isinstance(order[0], str):
+                order = order[0]
+            if not isinstance(order, str) or key not in axes:
+                raise InvalidArgument(
+                    f"layouts[{key!r}]={value!r}: an output is returned in one axis order, "
+                    f"and only outputs with named axes ({sorted(axes) or 'none in ' + op}) "
+                    f"take one, e.g. layouts={{{key!r}: 'NHWC'}}")
+            returned[key] = order
+        else:
+            raise InvalidArgument(f"layouts names {key!r}, which is neither an input of {op} "
+                                  f"{inputs} nor one of its outputs {outputs}")
+    return accepted, returned
+
+
 def _make_target(
     fn: Callable[..., Any],
     *,
@@ -145,7 +193,7 @@ def _make_target(
     precision: str | PrecisionModel = "fp32",
     backend: str = "numpy",
     outputs: Sequence[str] = (),
-    layouts: Sequence[str] = ("C",),
+    layouts: Sequence[str] | Mapping[str, Sequence[str] | str] = ("C",),
     name: str | None = None,
 ) -> Target:
     """The :class:`~numoracle.cases.target.Target` :func:`check_kernel` runs ``fn`` as.
@@ -162,9 +210,10 @@ def _make_target(
         name = getattr(fn, "__qualname__", None) or type(fn).__name__
     if not isinstance(name, str) or not name:
         raise InvalidArgument(f"{name=} must be a non-empty str naming the kernel")
+    accepted, output_layouts = _check_layouts(op, layouts)
     return Target(
         name=name, op=op, backend=backend, precision=get_model(precision), fn=fn,
-        outputs=_check_outputs(op, outputs), layouts=_check_names("layouts", layouts),
+        outputs=_check_outputs(op, outputs), layouts=accepted, output_layouts=output_layouts,
         available=get_backend(backend).available,
         description=(getattr(fn, "__doc__", None) or "").strip().split("\n")[0],
     )
@@ -230,7 +279,7 @@ def _run(target: Target, strategy: SearchStrategy[Case], examples: int | None,
     for listener in tuple(_listeners):
         listener(result)
     if result.verdict == "FAIL":
-        raise KernelMismatch(result.message or result.diagnosis)
+        raise KernelMismatch(result.message or result.diagnosis, result.failure)
     if result.verdict == "skipped":
         raise NumoracleError(f"kernel {target.name!r} cannot run here: {result.diagnosis}")
     if result.verdict != "pass":
@@ -261,6 +310,7 @@ def _replay_stored(target: Target, store: Path | str | None) -> TargetResult:
         result.cases = result.failures = result.cases_to_catch = 1
         result.verdict, result.worst_ratio, result.repro = "FAIL", v.worst_ratio, v.repro
         result.diagnosis = v.diagnosis
+        result.failure = v
         result.repro_shape = ", ".join(f"{k}{tuple(s)}" for k, s in v.case.shapes().items())
         result.message = v.message() + "\n  (a stored repro of this kernel: it still fails)"
     return result
@@ -279,7 +329,7 @@ def check_kernel(
     precision: str | PrecisionModel = "fp32",
     backend: str = "numpy",
     outputs: Sequence[str] = (),
-    layouts: Sequence[str] = ("C",),
+    layouts: Sequence[str] | Mapping[str, Sequence[str] | str] = ("C",),
     examples: int | None = None,
     seed: int | None = 0,
     name: str | None = None,
@@ -329,9 +379,12 @@ def check_kernel(
         or ``"cupy"``.
     outputs : tuple of str
         The outputs ``fn`` returns; empty means every output of the op.
-    layouts : tuple of str
+    layouts : tuple of str, or mapping of name to layouts
         The input layouts ``fn`` accepts (``"C"``, ``"F"``, ``"T"``, ``"S"``);
-        inputs drawn in other layouts are made contiguous first.
+        inputs drawn in other layouts are made contiguous first. A mapping
+        gives them per input (``{"x": ("NHWC",), "weight": ("HWIO",)}``; inputs
+        left out take ``"C"``) and names the axis order of outputs with named
+        axes that ``fn`` returns (``{"y": "NHWC", "grad_weight": "HWIO"}``).
     examples : int or None
         Cases to draw; None takes the active Hypothesis profile's
         ``max_examples`` (100 by default; the pytest plugin's profiles set it).
@@ -402,7 +455,7 @@ def validate(
     precision: str | PrecisionModel = "fp32",
     backend: str = "numpy",
     outputs: Sequence[str] = (),
-    layouts: Sequence[str] = ("C",),
+    layouts: Sequence[str] | Mapping[str, Sequence[str] | str] = ("C",),
     examples: int | None = None,
     seed: int | None = 0,
     name: str | None = None,

@@ -15,10 +15,14 @@ from numoracle.checking.check import check_case
 from numoracle.checking.discriminate import PROBES, discriminate, probe_inputs
 from numoracle.oracle.formats import quantize
 from numoracle.oracle.precision import get_model
-from numoracle.running.runner import run_target
+from numoracle.reports.html_report import render_html
+from numoracle.running.runner import default_strategy, run_target
 from numoracle.store.store import entries
 
 CASE = Case("linear", {"batch": 4, "in_features": 64, "out_features": 4, "bias": False},
+            family="normal", seed=1)
+#: where fp16 accumulation fits fp32-acc16 far better than tf32, yet tf32 fits too
+LONG = Case("linear", {"batch": 16, "in_features": 512, "out_features": 16, "bias": False},
             family="normal", seed=1)
 
 
@@ -64,14 +68,16 @@ def _target(fn) -> Target:
     return Target(name="k", op="linear", backend="numpy", precision=get_model("fp32"), fn=fn)
 
 
-@pytest.mark.parametrize(("mm", "cause"), [
-    (_mm_acc16, "fp32-acc16"),
-    (_rounded("fp16"), "fp32-fp16in"),
-    (_rounded("tf32"), "tf32"),
+@pytest.mark.parametrize(("mm", "cause", "case"), [
+    (_mm_acc16, "fp32-acc16", CASE),
+    (_mm_acc16, "fp32-acc16", LONG),
+    (_rounded("fp16"), "fp32-fp16in", CASE),
+    (_rounded("fp16"), "fp32-fp16in", LONG),
+    (_rounded("tf32"), "tf32", CASE),
 ])
-def test_probes_name_the_cause_that_one_case_could_not(mm, cause: str) -> None:
+def test_probes_name_the_cause_that_one_case_could_not(mm, cause: str, case: Case) -> None:
     target = _target(_kernel(mm))
-    v = check_case(CASE, target)
+    v = check_case(case, target)
     failing = [o for o in v.outputs.values() if not o.passed]
     assert failing
     ambiguous = [o for o in failing if o.diagnosis.ambiguous]
@@ -105,10 +111,13 @@ def test_run_to_run_noise_is_named_nondeterminism(tmp_path: Path) -> None:
 
 
 def test_effective_agrees_with_the_headline(tmp_path: Path) -> None:
-    res = run_target(_target(_kernel(_mm_acc16)), examples=20, seed=0, store=tmp_path,
-                     diagnose=True)
+    target = _target(_kernel(_mm_acc16))
+    res = run_target(target, examples=20, seed=0, store=tmp_path, diagnose=True,
+                     strategy=default_strategy(target, max_elements=2000))
     assert res.verdict == "FAIL" and "consistent with fp32-acc16 (" in res.diagnosis
     cause = res.failure.cause if res.failure is not None else None
     assert cause is not None and res.effective()[cause[0]] == "fp32-acc16"
     (e,) = entries(tmp_path)
     assert e.signature["diagnosis"] == "precision:fp32-acc16"
+    page = render_html([res])  # the report reads the structured diagnosis
+    assert f"<td>{cause[0]}</td><td>precision</td><td>fp32-acc16</td>" in page

@@ -15,9 +15,10 @@ models that explain every one of them:
 * **values below fp16's normal range** (the same values times ``2^-20``): fp16
   input rounding loses them, TF32 (fp32's exponent range) keeps them, and fp16
   partial sums underflow;
-* **small integers** (8 to 15): exact in every format, so a summation in fp32
-  is exact (the bound is 0), while fp16 partial sums past 2048 round and past
-  65504 overflow.
+* **small integers**, sized to the longest reduction ``n`` so that sums reach
+  about 2^14 (past 2048, where fp16 partial sums round, and below 65504, where
+  they overflow): exact in every format, so a summation in fp32 is exact (the
+  bound is 0), while fp16 partial sums are not.
 
 Every case is judged by the oracle under every candidate model (the same sound
 bounds as any case); the cause named is the most precise candidate, in the
@@ -49,21 +50,29 @@ RERUNS = 3
 _BELOW_FP16 = 2.0**-20
 
 
-def _fp16_values(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+#: the sum a small-integer probe aims at: past fp16's 2^11 integers, far below its 65504
+_INTEGER_SUM = 2.0**14
+
+
+def _fp16_values(shape: tuple[int, ...], rng: np.random.Generator, n: int) -> np.ndarray:
     return np.asarray(quantize(rng.standard_normal(shape), "fp16"), dtype=np.float64)
 
 
-def _below_fp16(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    return _fp16_values(shape, rng) * _BELOW_FP16
+def _below_fp16(shape: tuple[int, ...], rng: np.random.Generator, n: int) -> np.ndarray:
+    return _fp16_values(shape, rng, n) * _BELOW_FP16
 
 
-def _small_integers(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    return rng.integers(8, 16, size=shape).astype(np.float64)
+def _small_integers(shape: tuple[int, ...], rng: np.random.Generator, n: int) -> np.ndarray:
+    """Integers in ``[m, 2m)`` with ``n (1.5 m)^2`` about :data:`_INTEGER_SUM` (m from 2
+    to 64: exact in bf16 and fp16, products exact in fp32)."""
+    m = int(np.clip(np.sqrt(_INTEGER_SUM / max(n, 1)) / 1.5, 2, 64))
+    return rng.integers(m, 2 * m, size=shape).astype(np.float64)
 
 
-#: the cases that tell candidates apart: (name, words for the diagnosis, values)
-PROBES: tuple[tuple[str, str, Callable[[tuple[int, ...], np.random.Generator], np.ndarray]],
-              ...] = (
+#: the cases that tell candidates apart: (name, words for the diagnosis, values from
+#: the shape, a generator and the op's longest reduction)
+PROBES: tuple[tuple[str, str, Callable[[tuple[int, ...], np.random.Generator, int],
+                                       np.ndarray]], ...] = (
     ("fp16-exact", "fp16-exact values", _fp16_values),
     ("below-fp16", "values below fp16's normal range", _below_fp16),
     ("integers", "small integers (exact in every format)", _small_integers),
@@ -80,7 +89,8 @@ def probe_inputs(case: Any, probe: str, seed: int = 0) -> dict[str, np.ndarray]:
     op = get_op(case.op)
     fmt = get_format(case.storage)
     rng = np.random.default_rng([seed, case.seed])
-    arrays = {k: makers[probe](tuple(s), rng) for k, s in op.input_shapes(case.params).items()}
+    n = max(op.reductions(case.params).values(), default=1)
+    arrays = {k: makers[probe](tuple(s), rng, n) for k, s in op.input_shapes(case.params).items()}
     arrays = op.prepare_inputs(arrays, case.params, fmt, rng)
     return {k: np.asarray(quantize(v, fmt), dtype=np.float64) for k, v in arrays.items()}
 

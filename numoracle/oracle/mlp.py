@@ -65,6 +65,12 @@ def reshape(t: Tracked, fn: Callable[[Any], Any]) -> Tracked:
                    mag=f(t.mag), lo=None if t.lo is None else f(t.lo), n=n)
 
 
+def _negated(t: Tracked) -> Tracked:
+    """``-t``: the value (and its low part) negated, exactly; the radii, the
+    magnitude sum and the lengths unchanged (a radius is never negative)."""
+    return replace(t, value=-t.value, lo=None if t.lo is None else -t.lo)
+
+
 @dataclass(frozen=True)
 class MLP:
     """The network, its optimizer and the precision model its kernel claims.
@@ -123,8 +129,8 @@ class MLP:
         picked = reshape(logp, lambda v: v[rows, labels].reshape(1, batch))
         total = matmul(picked, exact(np.ones((batch, 1))), m)
         inv_err = scalar_err(1.0 / batch, m)
-        loss = mul_scalar(reshape(total, lambda v: -v.reshape(())), batch, m, divide=True,
-                          c_rel_err=inv_err)
+        loss = mul_scalar(_negated(reshape(total, lambda v: v.reshape(()))), batch, m,
+                          divide=True, c_rel_err=inv_err)
         soft = either(div(e, col, m), exp(logp, m))
         onehot = exact(np.eye(z.shape[1])[labels])
 

@@ -121,6 +121,12 @@ def _failure(r: TargetResult, zoo: bool) -> str:
     parts = [f"<h3>{_e(r.target)} on {_e(r.op)}, claiming {_e(r.precision)}"
              f"{' (mutant, caught)' if zoo else ''}</h3>",
              f"<p>diagnosis: {_e(r.diagnosis)}</p>"]
+    causes = [(name, d) for name, d in r.diagnoses.items() if d.kind != "none"]
+    if causes:  # the structured diagnosis of each failing output: kind and model found
+        parts.append(_table(["output", "kind", "consistent with", "also consistent with"],
+                            [[_e(name), _e(d.kind), _e(d.model.name if d.model else ""),
+                              _e(", ".join(m.name for m in d.alternatives))]
+                             for name, d in causes]))
     if r.repro_shape:
         parts.append(f"<p>shrunk case: <code>{_e(r.repro_shape)}</code></p>")
     v = _replayed(r.repro)

@@ -74,10 +74,12 @@ def optimizer_params(params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def stack_rows(rows: list[Tracked]) -> Tracked:
-    """Tracked arrays of one shape stacked along a new first axis."""
+    """Tracked arrays of one shape stacked along a new first axis (a row's low
+    part, where it has one, joins its oracle error)."""
     n = [r.n for r in rows]
     return Tracked(value=np.stack([r.value for r in rows]),
-                   ref_err=np.stack([np.broadcast_to(r.ref_err, r.shape) for r in rows]),
+                   ref_err=np.stack([np.broadcast_to(r.ref_err, r.shape) if r.lo is None
+                                     else r.ref_err + np.abs(r.lo) for r in rows]),
                    det=np.stack([np.broadcast_to(r.det, r.shape) for r in rows]),
                    prob=np.stack([np.broadcast_to(r.prob, r.shape) for r in rows]),
                    mag=np.stack([np.broadcast_to(r.mag, r.shape) for r in rows]),

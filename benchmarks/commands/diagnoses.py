@@ -13,17 +13,19 @@ For each: a drawn run (:func:`numoracle.running.runner.run_target`, ``diagnose=T
 shrinking on, a fresh store) gives the headline diagnosis, ``effective()``, the
 stored repro's signature class and its shrunk shape; and one fixed 16x512 linear
 case (:func:`numoracle.checking.check.check_case`) gives the worst ratio under every
-candidate model. Results go to ``benchmarks/results/cpu/verdicts/diagnoses-<label>.json``.
+candidate model, then the cases that tell the candidates apart
+(:func:`numoracle.checking.discriminate.discriminate`).
 
-Run: ``python benchmarks/diagnoses.py LABEL [--examples N]``.
+    python -m benchmarks diagnoses [--examples 60] [--only NAME ...]
+                                   [--out benchmarks/results/cpu/verdicts] [--label NAME]
+
+Writes ``DIR/diagnoses-LABEL.json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import platform
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,16 +35,18 @@ import numpy as np
 import torch
 
 import numoracle.kernels.torch_kan as host
+from benchmarks.record import meta, write_json
 from numoracle.cases.case import Case
 from numoracle.cases.target import Target
 from numoracle.checking.check import check_case
+from numoracle.checking.discriminate import discriminate
 from numoracle.kernels.torch_targets import TorchMode, precision_flags
 from numoracle.oracle.formats import quantize
 from numoracle.oracle.precision import get_model
 from numoracle.running.runner import run_target
 from numoracle.store.store import entries
 
-OUT = Path(__file__).parent / "results" / "cpu" / "verdicts"
+__all__ = ["add_parser", "run", "KERNELS"]
 
 
 def _linear(x: np.ndarray, weight: np.ndarray, grad_output: np.ndarray,
@@ -154,17 +158,29 @@ def _fixed_case(target: Target) -> dict[str, Any] | None:
     case = Case("linear", {"batch": 16, "in_features": 512, "out_features": 16,
                            "bias": False}, storage="fp32", family="normal", seed=1)
     v = check_case(case, target, with_diagnosis=True)
-    return {"case": case.describe(), "passed": v.passed, "headline": v.diagnosis,
-            "per_output": {k: {"diagnosis": str(o.diagnosis), "per_model": o.per_model}
-                           for k, o in v.outputs.items()}}
+    first = {"case": case.describe(), "passed": v.passed, "headline": v.diagnosis,
+             "per_output": {k: {"diagnosis": str(o.diagnosis), "per_model": o.per_model}
+                            for k, o in v.outputs.items()}}
+    found = discriminate(v, target)
+    first["after_discrimination"] = {
+        "headline": v.diagnosis, "probes": found.probes, "probe_per_model": found.per_model,
+        "per_output": {k: o.diagnosis.to_dict() for k, o in v.outputs.items()}}
+    return first
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("label", help="file name part: before / after")
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``diagnoses`` to the harness's subcommands."""
+    ap = sub.add_parser("diagnoses", help="what numoracle says about kernels whose cause of "
+                                          "failure is known (fp16, tf32, noise, a KAN bug)")
     ap.add_argument("--examples", type=int, default=60)
     ap.add_argument("--only", nargs="*", default=list(KERNELS))
-    args = ap.parse_args()
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/cpu/verdicts"))
+    ap.add_argument("--label", default="current")
+    ap.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write ``diagnoses-LABEL.json`` under ``--out``."""
     rows = []
     for name in args.only:
         target = _target(name)
@@ -178,15 +194,8 @@ def main() -> None:
                "effective": res.effective(), "stored": stored, "repro_shape": res.repro_shape,
                "seconds": round(time.perf_counter() - t0, 2), "fixed_case": _fixed_case(target)}
         rows.append(row)
-        print(json.dumps(row, indent=1, default=str), flush=True)
-    OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / f"diagnoses-{args.label}.json"
-    path.write_text(json.dumps({
-        "command": " ".join(["python", "benchmarks/diagnoses.py", *sys.argv[1:]]),
-        "machine": f"{platform.machine()} CPU, {platform.python_version()}",
-        "examples": args.examples, "seed": 0, "rows": rows}, indent=1, default=str) + "\n")
-    print(f"wrote {path}")
-
-
-if __name__ == "__main__":
-    main()
+        print(json.dumps({k: row[k] for k in ("kernel", "headline", "effective")}, indent=1),
+              flush=True)
+    write_json(args.out / f"diagnoses-{args.label}.json",
+               {"meta": meta(args.argv, examples=args.examples, seed=0), "rows": rows})
+    return 0
