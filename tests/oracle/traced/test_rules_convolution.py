@@ -13,7 +13,7 @@ import torch
 from traced_rulecheck import RuleCase, check
 
 from numoracle.oracle.precision import get_model
-from numoracle.oracle.traced import NoRule, RuleContext, lookup
+from numoracle.oracle.traced import RuleContext, lookup
 from numoracle.oracle.tracked import exact
 
 G = torch.Generator().manual_seed(11)
@@ -133,6 +133,10 @@ CASES = [
     backward_case(rnd(1, 2, 3, 3), rnd(2, 3, 2, 2), [2, 2], [1, 0], [1, 1], True, [1, 0], 1,
                   id="2d-transposed"),
     backward_case(rnd(2, 2, 6), rnd(3, 2, 3), [2], [1], [1], False, [0], 1, id="1d"),
+    backward_case(rnd(1, 2, 3, 4, 3), rnd(2, 1, 2, 2, 2), [1, 2, 1], [1, 0, 0], [1, 1, 1],
+                  False, [0, 0, 0], 2, id="3d-grouped"),
+    backward_case(rnd(1, 2, 2, 3, 2), rnd(2, 2, 2, 1, 2), [2, 1, 2], [0, 0, 1], [1, 1, 1],
+                  True, [1, 0, 0], 1, id="3d-transposed"),
 ]
 
 
@@ -154,11 +158,3 @@ def test_wrong_output_padding_is_caught() -> None:
     wrong = torch.ops.aten.convolution(x, w, None, [2, 2], [1, 1], [1, 1], True, [0, 0], 1)
     wrong = torch.nn.functional.pad(wrong, (0, 1, 0, 1)).double().numpy()
     assert (np.abs(wrong - r.value) > r.det + r.ref_err).any()
-
-
-def test_3d_backward_is_refused_by_name() -> None:
-    ctx = RuleContext(get_model("fp32"))
-    x = exact(np.zeros((1, 1, 2, 2, 2)))
-    with pytest.raises(NoRule, match="convolution_backward with 3 spatial"):
-        lookup("aten.convolution_backward.default")(ctx, x, x, x, None, [1], [0], [1], False,
-                                                    [0], 1, [True, True, False])

@@ -1,5 +1,5 @@
 """Rules for ``aten.convolution`` (1-D, 2-D and 3-D; direct, transposed and grouped)
-and ``aten.convolution_backward`` (1-D and 2-D).
+and ``aten.convolution_backward``.
 
 2-D convolutions go through the hand-written conv2d reference
 (:func:`~numoracle.oracle.ops.conv2d.conv2d_tracked`): one contraction per
@@ -14,7 +14,8 @@ gradient swapped, so both come from the same machinery. 1-D convolutions are
 windows of the zero-padded input (:class:`._windows.Windows`); a transposed one
 convolves the input with zeros inserted between its elements (stride) and
 around it, with the flipped kernel. Padding and inserted zeros are exact zeros,
-counted as terms, so the bound is that of the full window's length.
+counted as terms, so the bound is that of the full window's length; their
+backward is made of the same contractions (:func:`_backward_windows`).
 
 A bias added after a transposed convolution may have been a term of its
 contraction in the kernel: the bound then carries ``gamma_{n+1}(u) |bias|``
@@ -224,5 +225,61 @@ def convolution_backward_rule(ctx: RuleContext, grad: Any, x: Any, w: Any, bias_
         res = _backward2d(ctx, _as_2d(g), _as_2d(xt), _as_2d(wt), *ones, transposed, groups,
                           output_mask)
         return tuple(r if r is None or i == 2 else _from_2d(r) for i, r in enumerate(res))
+    if d == 3:
+        return tuple(_backward_windows(ctx, g, xt, wt, stride, padding, dilation, transposed,
+                                       groups, output_mask))
     raise NoRule(f"no rule for aten.convolution_backward with {d} spatial dimensions: rules "
-                 "exist for 1 and 2")
+                 "exist for 1, 2 and 3")
+
+
+def _grad_weight_windows(ctx: RuleContext, x: Tracked, g: Tracked, k: Sequence[int],
+                         stride: Sequence[int], padding: Sequence[int],
+                         dilation: Sequence[int], groups: int) -> Tracked:
+    """The weight gradient of the direct convolution of ``x`` whose upstream
+    gradient is ``g``: per weight element, one contraction over samples and output
+    positions of the taps it read."""
+    d = x.value.ndim - 2
+    n, c = x.shape[:2]
+    o = g.shape[1]
+    cg, og = c // groups, o // groups
+    win = Windows(x.shape, d, k, stride, padding, dilation, False)
+    p_out, taps = int(np.prod(win.out)), win.taps
+
+    def columns(a: np.ndarray) -> np.ndarray:  # (G, Cg*K, N*P)
+        cols = win.gather(a, 0.0).reshape(n, groups, cg, p_out, taps)
+        return cols.transpose(1, 2, 4, 0, 3).reshape(groups, cg * taps, n * p_out)
+
+    def rows(a: np.ndarray) -> np.ndarray:  # (G, N*P, Og)
+        return a.reshape(n, groups, og, p_out).transpose(1, 0, 3, 2).reshape(
+            groups, n * p_out, og)
+    gw = matmul(tmap_all(x, columns), tmap_all(g, rows), ctx.model)  # (G, Cg*K, Og)
+    return tmap_all(gw, lambda a: a.reshape(groups, cg, taps, og).transpose(0, 3, 1, 2)
+                    .reshape(o, cg, *k))
+
+
+def _backward_windows(ctx: RuleContext, g: Tracked, x: Tracked, w: Tracked, stride: Any,
+                      padding: Any, dilation: Any, transposed: bool, groups: int,
+                      mask: Sequence[bool]) -> list[Tracked | None]:
+    """The backward of a convolution of any dimension through explicit contractions:
+    a direct convolution's input gradient is the transposed convolution of ``g``
+    (its output padding fitting ``x``), a transposed one's the direct convolution of
+    ``g``; the weight gradient pairs the windows of the direct convolution's input
+    with its upstream gradient (``x`` and ``g``, or ``g`` and ``x`` when transposed)."""
+    d = x.value.ndim - 2
+    s, p, dl = _ints(stride, d), _ints(padding, d), _ints(dilation, d)
+    k = w.shape[2:]
+    out: list[Tracked | None] = [None, None, None]
+    if mask[0]:
+        if transposed:
+            out[0] = _conv_windows(ctx, g, w, None, s, p, dl, groups)
+        else:
+            op = tuple(x.shape[2 + i] - ((g.shape[2 + i] - 1) * s[i] - 2 * p[i]
+                                         + dl[i] * (k[i] - 1) + 1) for i in range(d))
+            out[0] = _conv_transposed_windows(ctx, g, w, None, s, p, dl, op, groups)
+    if mask[1]:
+        src, up = (g, x) if transposed else (x, g)
+        out[1] = _grad_weight_windows(ctx, src, up, k, s, p, dl, groups)
+    if mask[2]:
+        gb = tmap_all(g, lambda a: np.moveaxis(a, 1, 0).reshape(a.shape[1], -1))
+        out[2] = sum_(gb, axis=1, model=ctx.model)
+    return out
