@@ -220,24 +220,34 @@ def _scheduled(targets: Sequence[Target], args: argparse.Namespace,
                            timeout=getattr(args, "timeout", DEFAULT_TIMEOUT),
                            diagnose=getattr(args, "diagnose", False), shrink_seconds=shrink,
                            shrink_grace=0.0 if budget is None else REPORT_RESERVE * budget)
-    seconds = None if budget is None else budget - min(REPORT_RESERVE * budget, 2.0)
+    seconds = None
+    if budget is not None:  # the report's time comes out of the budget: a picture per op
+        pictures = len({r.target.op for r in rows}) if args.report is not None else 0
+        seconds = budget - min(REPORT_RESERVE * budget + 0.4 * pictures, 0.2 * budget)
     plan = RunPlan([], budget=budget, jobs=jobs)
+    if args.report is not None:  # matplotlib's import is a one-time cost: before the clock
+        t0 = time.monotonic()
+        from ..reports import plots  # noqa: PLC0415 - with the report only
+
+        if plots.available() is None:
+            import matplotlib.pyplot  # noqa: F401, PLC0415 - imported once, outside the budget
+        plan.warm["report pictures (matplotlib)"] = time.monotonic() - t0
     with _progress(console) as progress:
-        bars = [progress.add_task(r.label, total=r.asked, visible=False) for r in rows]
         warming = progress.add_task(f"warming up {len({r.target.name for r in rows})} "
                                     f"targets on {jobs} process(es)", total=None)
+        judging = progress.add_task(f"judging {len(rows)} rows on {jobs} process(es): cases",
+                                    total=None, visible=False)
 
         def on_case(k: int, passed: bool) -> None:
-            progress.update(bars[k], visible=True)
-            if passed:
-                progress.advance(bars[k])
+            progress.advance(judging)
 
         def on_warm() -> None:
             progress.update(warming, visible=False)
+            progress.update(judging, visible=True)
 
         if jobs == 1:
             t0 = time.monotonic()
-            plan.warm = warm_up(rows, settings)
+            plan.warm.update(warm_up(rows, settings))
             plan.warm_seconds = time.monotonic() - t0
             on_warm()
             t1 = time.monotonic()
@@ -245,7 +255,9 @@ def _scheduled(targets: Sequence[Target], args: argparse.Namespace,
                                 on_case=lambda k, v: on_case(k, bool(v.passed)))
             plan.judge_seconds = time.monotonic() - t1
         else:
-            judged, plan.warm, plan.warm_seconds, plan.judge_seconds = run_pool(
+            judged, warm, plan.warm_seconds, plan.judge_seconds = run_pool(
                 rows, seconds, settings, jobs, on_case=on_case, on_warm=on_warm)
+            plan.warm.update(warm)
+    plan.warm_seconds += plan.warm.get("report pictures (matplotlib)", 0.0)
     plan.results = [judged[s] if isinstance(s, int) else s for s in slots]
     return plan

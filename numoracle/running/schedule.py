@@ -49,7 +49,7 @@ __all__ = ["Row", "RunPlan", "RunSettings", "judge_rows", "warm_up", "totals_lin
 
 #: cases every row gets before any row gets more
 MIN_CASES = 20
-#: share of the budget kept for writing the report (at most 2 s)
+#: share of the budget kept for the table and the report (plus time per picture)
 REPORT_RESERVE = 0.05
 #: a failure's shrinking may take this share of the budget (at least 1 s)
 SHRINK_SHARE = 0.1
@@ -129,7 +129,7 @@ class RunPlan:
         slow = sorted(self.warm.items(), key=lambda kv: -kv[1])[:3]
         where = ", ".join(f"{k} {s:.1f} s" for k, s in slow)
         return (f"warm-up (before the clock: imports, JIT, compilation, device contexts): "
-                f"{self.warm_seconds:.1f} s for {len(self.warm)} targets"
+                f"{self.warm_seconds:.1f} s for {len(self.warm)} targets and tools"
                 + (f"; slowest {where}" if where else ""))
 
 
