@@ -206,6 +206,11 @@ def _max_median(xp: Any, r: Any) -> tuple[float, float]:
     return float(xp.max(r)), float(xp.median(r))
 
 
+def _at(a: Any, ix: tuple[int, ...]) -> float:
+    """Element ``ix`` of ``a`` as a float (a 0-d result may be a NumPy scalar)."""
+    return float(a[ix]) if getattr(a, "ndim", 0) else float(a)
+
+
 def compare(name: str, got: np.ndarray, ref: Tracked, *,
             probabilistic: bool = False, nan_may_spread: bool = False) -> OutputVerdict:
     """Judge ``got`` (a float64 host array) against a tracked reference
@@ -254,11 +259,11 @@ def compare(name: str, got: np.ndarray, ref: Tracked, *,
     for flat in order:
         ix = tuple(int(i) for i in np.unravel_index(int(flat), ratio.shape)) if ratio.ndim \
             else ()
-        if float(ratio[ix]) == 0 and worst:
+        if _at(ratio, ix) == 0 and worst:
             break
-        worst.append(ElementReport(ix, float(value[ix]), float(got[ix]), float(err[ix]),
-                                   float(bound[ix]), float(ratio[ix]), ref.n_at(ix),
-                                   float(ref.mag[ix])))
+        worst.append(ElementReport(ix, _at(value, ix), _at(got, ix), _at(err, ix),
+                                   _at(bound, ix), _at(ratio, ix), ref.n_at(ix),
+                                   _at(ref.mag, ix)))
 
     worst_det, median_det = _max_median(xp, r_det)
     worst_prob, median_prob = _max_median(xp, r_prob)

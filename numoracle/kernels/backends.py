@@ -90,7 +90,8 @@ def _layout_plan(cast: np.ndarray, layout: str) -> tuple[np.ndarray, tuple[int, 
         raise InvalidArgument(f"{layout=} is unknown; use one of {LAYOUTS}")
     nd = cast.ndim
     if layout == "C" or nd == 0 or (layout == "T" and nd < 2):
-        return np.ascontiguousarray(cast), None, False
+        # (ascontiguousarray makes a 0-d array 1-d: the shape is kept)
+        return np.ascontiguousarray(cast).reshape(cast.shape), None, False
     if layout in ("F", "T"):
         if layout == "F":
             axes = tuple(range(nd - 1, -1, -1))

@@ -56,3 +56,12 @@ def test_torch_cuda_running_the_reference_passes(torch_cuda):
         r = check_kernel(target.fn, op=OP.name, precision=target.precision, backend=target.backend,
                          examples=15, store=None, name=target.name)
         assert r.verdict == "pass"
+
+
+def test_a_scalar_output_and_its_gradient_reach_the_kernel_as_scalars():
+    op = traced_op(torch.nn.functional.mse_loss, inputs={"input": ("n",), "target": ("n",)},
+                   grads=("input",), name="traced_mse_targets")
+    assert op.input_shapes({"n": 3})["grad_out"] == ()
+    t = get_target("torch-cpu-fp32", op.name)
+    r = check_kernel(t.fn, op=op.name, backend=t.backend, examples=10, store=None, name=t.name)
+    assert r.verdict == "pass"

@@ -392,17 +392,27 @@ def _reduction_length(name: str, args: Sequence[Any], kwargs: Mapping[str, Any],
 
 
 class _Recorder(TorchDispatchMode):
-    """Records the reductions and the input products of every ATen call."""
+    """Records the reductions and the input products of every ATen call of a
+    forward pass; with ``backward``, also those its backward pass makes: a
+    contraction's operand gradients sum over the other two of its dimensions,
+    a broadcast operand's gradient over the elements it was broadcast to."""
 
-    def __init__(self, sources: dict[int, tuple[torch.Tensor, str]]) -> None:
+    def __init__(self, sources: dict[int, tuple[torch.Tensor, str]], backward: bool) -> None:
         super().__init__()
         self.sources = sources
+        self.backward = backward
         self.longest = 1
         self.products: dict[tuple[str, str], int] = {}
+        #: contraction results (and views of them): (a, b, length of grad_a, of grad_b)
+        self.made: dict[int, tuple[torch.Tensor, str | None, str | None, int, int]] = {}
 
     def _source(self, t: Any) -> str | None:
         found = self.sources.get(id(t)) if isinstance(t, torch.Tensor) else None
         return found[1] if found is not None and found[0] is t else None
+
+    def product(self, a: str | None, b: str | None, n: int) -> None:
+        if a is not None and b is not None:
+            self.products[(a, b)] = max(self.products.get((a, b), 0), n)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
@@ -413,25 +423,56 @@ class _Recorder(TorchDispatchMode):
         outs = [o for o in tree_leaves(out) if isinstance(o, torch.Tensor)]
         if name in _MOVES and ins:
             src = self._source(ins[0])
-            if src is not None:
-                for o in outs:
+            made = self.made.get(id(ins[0]))
+            for o in outs:
+                if src is not None:
                     self.sources[id(o)] = (o, src)
-        else:
-            n = _reduction_length(name, args, kwargs, ins, outs)
-            self.longest = max(self.longest, n)
-            if name in _CONTRACTIONS:
-                a, b = (args[1], args[2]) if name in ("addmm", "baddbmm") else (args[0], args[1])
-                sa, sb = self._source(a), self._source(b)
-                if sa is not None and sb is not None:
-                    key = (sa, sb)
-                    self.products[key] = max(self.products.get(key, 0), n)
+                if made is not None and made[0] is ins[0]:
+                    self.made[id(o)] = (o, *made[1:])
+            return out
+        n = _reduction_length(name, args, kwargs, ins, outs)
+        self.longest = max(self.longest, n)
+        if self.backward and outs:
+            size = max(o.numel() for o in outs)
+            for t in ins:  # a broadcast operand's gradient sums what it was broadcast to
+                if t.numel():
+                    self.longest = max(self.longest, size // t.numel())
+        if name in _CONTRACTIONS:
+            a, b = (args[1], args[2]) if name in ("addmm", "baddbmm") else (args[0], args[1])
+            sa, sb = self._source(a), self._source(b)
+            self.product(sa, sb, n)
+            if self.backward and name != "convolution":
+                m, k2 = int(a.shape[-2]), int(b.shape[-1])  # grad_a sums k2 terms, grad_b m
+                self.longest = max(self.longest, m * (a.numel() // max(a.shape[-2] *
+                                                                      a.shape[-1], 1)), k2)
+                for o in outs:
+                    self.made[id(o)] = (o, sa, sb, k2, m)
+            elif self.backward:
+                w = args[1]
+                per_weight = max(outs[0].numel() // max(int(w.shape[0]), 1), 1)
+                self.longest = max(self.longest, per_weight)
+                for o in outs:
+                    self.made[id(o)] = (o, sa, sb, int(w.shape[0]), per_weight)
         return out
+
+    def output_products(self, outs: Sequence[torch.Tensor], names: Sequence[str]) -> None:
+        """The products of the backward pass where an output is a contraction's
+        result: ``grad_<output>`` meets the other operand."""
+        for o, name in zip(outs, names, strict=True):
+            made = self.made.get(id(o))
+            if made is None or made[0] is not o:
+                continue
+            _, sa, sb, n_a, n_b = made
+            self.product(f"grad_{name}", sb, n_a)
+            self.product(sa, f"grad_{name}", n_b)
 
 
 def shape_facts(reference: Reference, shapes: Mapping[str, tuple[int, ...]],
                 dtypes: Mapping[str, torch.dtype] | None = None) -> ShapeFacts:
-    """Run ``reference`` on tensors of ``shapes`` without data (float64 unless
-    ``dtypes`` says otherwise); with ``reference.grads``, its vjp too.
+    """Run ``reference`` forward on tensors of ``shapes`` without data (float64
+    unless ``dtypes`` says otherwise); with ``reference.grads``, the lengths
+    and products of the backward pass follow from the forward calls
+    (:class:`_Recorder`) and the gradients have their inputs' shapes.
 
     The run is on the ``meta`` device (a module on a meta copy of itself); a
     reference that makes tensors of its own on the CPU runs under a fake
@@ -469,20 +510,12 @@ def _facts(reference: Reference, shapes: Mapping[str, tuple[int, ...]],
                    for n, s in shapes.items()}
         for n, t in tensors.items():
             sources[id(t)] = (t, n)
-        rec = _Recorder(sources)
+        rec = _Recorder(sources, backward=bool(ref.grads))
         with rec:
-            if ref.grads:
-                for g in ref.grads:
-                    tensors[g].requires_grad_(True)
-                outs, names = ref.flat(tensors)
-                floats = [o for o in outs if o.is_floating_point()]
-                diff = [tensors[g] for g in ref.grads]
-                torch.autograd.grad(floats, diff, [torch.ones_like(o) for o in floats],
-                                    allow_unused=True)
-                shapes_out = {n: tuple(o.shape) for n, o in zip(names, outs, strict=True)}
-                shapes_out.update({f"grad_{g}": tuple(tensors[g].shape) for g in ref.grads})
-            else:
-                outs, names = ref.flat(tensors)
-                shapes_out = {n: tuple(o.shape) for n, o in zip(names, outs, strict=True)}
+            outs, names = ref.flat(tensors)
+        shapes_out = {n: tuple(o.shape) for n, o in zip(names, outs, strict=True)}
+        if ref.grads:
+            rec.output_products(outs, names)
+            shapes_out.update({f"grad_{g}": tuple(tensors[g].shape) for g in ref.grads})
     products = tuple((a, b, n) for (a, b), n in rec.products.items())
     return ShapeFacts(shapes_out, rec.longest, products)

@@ -36,6 +36,7 @@ import importlib
 import inspect
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -328,10 +329,20 @@ class TracedOp(Op):
         cotangents = {f"grad_{o}": host[f"grad_{o}"] for o in self._graded(params)}
         graph = capture_graph(self.ref, values, cotangents)
         got = evaluate(graph, host, self.context(model), outputs)
-        return {k: as_judged(v) for k, v in got.items()}
+        return {k: _arrays(as_judged(v)) for k, v in got.items()}
 
     def __repr__(self) -> str:
         return f"<traced op {self.name}: {self.ref.describe()}>"
+
+
+def _arrays(t: Tracked) -> Tracked:
+    """``t`` with every field an array (rules on 0-d values may leave NumPy scalars)."""
+    fields = {f: getattr(t, f) for f in ("value", "ref_err", "det", "prob", "mag", "lo")}
+    if all(isinstance(v, np.ndarray) or v is None for v in fields.values()):
+        return t
+    fixed: dict[str, Any] = {f: v if v is None or isinstance(v, np.ndarray)
+                             else np.asarray(v, dtype=np.float64) for f, v in fields.items()}
+    return replace(t, **fixed)
 
 
 def traced_op(reference: Any, **kwargs: Any) -> TracedOp:
