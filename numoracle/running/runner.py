@@ -220,8 +220,8 @@ def run_target(
         Shrink a failure to a minimal case.
     seconds : float or None
         Time budget: no case is started that would end past it, judging by
-        the mean time of the cases judged so far (a failure found by then is
-        still shrunk and saved).
+        the cases judged so far (halfway between their mean and longest time;
+        a failure found by then is still shrunk and saved).
     timeout : float or None
         Seconds a kernel may take on one case before it counts as hung (None:
         no limit). A hang costs one timeout per case; it is shrunk with
@@ -278,8 +278,8 @@ def run_target(
             if state["shrink_end"] is not None and started > state["shrink_end"]:
                 raise _ShrinkSpent
         elif deadline is not None and (state["tried"] or not first_case):
-            times = res.case_seconds
-            expected = sum(times) / len(times) if times else expected_case
+            times = res.case_seconds  # halfway between the mean and the longest so far
+            expected = (sum(times) / len(times) + max(times)) / 2 if times else expected_case
             if started + expected > deadline:
                 raise _BudgetSpent  # not an Exception: Hypothesis lets it through at once
         state["tried"] += 1

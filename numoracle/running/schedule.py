@@ -14,8 +14,9 @@ The budget of a run is shared among its rows so that every row is judged:
    seed :func:`~numoracle.running.blocks.block_seed` ``(seed, 1)``) within
    its share of the time left — the time left divided among the rows still
    to run, weighted by the row's part of its target's time — before any row
-   gets more; a case starts only when the mean time of the row's cases so
-   far says it ends within the share.
+   gets more; a case starts only when the row's cases so far say it ends
+   within the share (:func:`expected_seconds`). The cheapest rows go first,
+   so that a slow row's last case cannot eat a cheap row's share.
 4. **The rest.** The time left is shared again among the rows that passed
    and want more: block 2 (seed ``block_seed(seed, 2)``), the rest of the
    cases asked for. The blocks of a row merge into one result.
@@ -180,6 +181,8 @@ def judge_rows(rows: Sequence[Row], seconds: float | None, settings: RunSettings
     for index in range(3):
         todo = [k for k, r in enumerate(results) if sizes[k][index] > 0
                 and (r.verdict == "pass" if r is not None else index == 0)]
+        if index > 0:  # the cheapest rows first: a slow case cannot eat a cheap row's share
+            todo.sort(key=lambda k: expected_seconds(results[k]))
         todo_weights = [weights[k] for k in todo]
         for i, k in enumerate(todo):
             now = time.monotonic()
@@ -187,11 +190,8 @@ def judge_rows(rows: Sequence[Row], seconds: float | None, settings: RunSettings
                 break
             row, prev = rows[k], results[k]
             share = None if end is None or index == 0 else _share(end - now, todo_weights, i)
-            expected = 0.0
-            if prev is not None and prev.case_seconds:
-                expected = sum(prev.case_seconds) / len(prev.case_seconds)
             res = _block(row, k, index, sizes[k][index], share, settings, end, on_case,
-                         first_case=index == 0, expected_case=expected)
+                         first_case=index == 0, expected_case=expected_seconds(prev))
             results[k] = res if prev is None else merge_results([prev, res])
             if on_row is not None:
                 on_row(k, cast(TargetResult, results[k]))
@@ -202,6 +202,16 @@ def judge_rows(rows: Sequence[Row], seconds: float | None, settings: RunSettings
         final.asked = rows[k].asked
         out.append(final)
     return out
+
+
+def expected_seconds(result: TargetResult | None) -> float:
+    """What the next case of a row is expected to take: halfway between the
+    mean and the longest of its cases so far (case times of realistic
+    shapes spread widely; the mean alone starts cases that overrun)."""
+    if result is None or not result.case_seconds:
+        return 0.0
+    times = result.case_seconds
+    return (sum(times) / len(times) + max(times)) / 2
 
 
 def _block(row: Row, k: int, index: int, examples: int, share: float | None,
