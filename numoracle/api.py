@@ -296,8 +296,8 @@ def _replay_stored(target: Target, store: Path | str | None) -> TargetResult:
     """Replay the repros the store holds for ``target`` (as Hypothesis replays its
     example database): a FAIL result for the first that still fails, else a
     pass result naming those that pass now (fixed)."""
+    from .checking.replay import replay_for_target  # noqa: PLC0415 - only when checking
     from .running.runner import TargetResult  # noqa: PLC0415 - hypothesis only when checking
-    from .store.store import replay_for_target  # noqa: PLC0415 - only when checking
 
     result = TargetResult(target.name, target.op, target.precision.name)
     if target.unavailable_reason() is not None:

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from numoracle.cases.target import Target
+from numoracle.checking.replay import replay
 from numoracle.cli import main
 from numoracle.errors import InvalidArgument
 from numoracle.kernels import get_target
@@ -36,7 +37,7 @@ from numoracle.running.cluster import (
     same_draws_everywhere,
 )
 from numoracle.running.runner import TargetResult, run_target
-from numoracle.store.repro import load_repro, replay
+from numoracle.store.repro import load_repro
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from hypothesis import find
 
 import numoracle
 from numoracle import InvalidArgument, KernelMismatch, Target
+from numoracle.cases.case import Case
 from numoracle.checking import isolate
 from numoracle.checking.check import Fault, run_kernel
 from numoracle.cli import main
@@ -370,3 +372,25 @@ def test_plugin_isolates_a_session(pytester: pytest.Pytester) -> None:
                                            "--numoracle-isolate", "--numoracle-timeout", "20")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*the kernel's process died of SIGSEGV*"])
+
+
+def spins(a: Any, b: Any) -> dict[str, Any]:
+    while True:
+        pass
+
+
+def test_a_hung_in_process_call_is_stopped() -> None:
+    """The abandoned thread of a kernel looping in Python stops, so it does not
+    keep a core and the GIL busy under the checks that follow."""
+    case = Case("matmul", {"batch_shape": (), "m": 2, "k": 2, "n": 2}, family="exact", seed=0)
+    target = Target(name="spins", op="matmul", backend="numpy",
+                    precision=numoracle.get_model("fp32"), fn=spins)
+    _, fault = run_kernel(case, target, case.inputs(), timeout=TIMEOUT)
+    assert isinstance(fault, Fault) and fault.kind == "hang"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        busy = [t for t in threading.enumerate() if t.name == "numoracle-kernel"]
+        if len(busy) <= 1:  # the fresh idle thread only
+            break
+        time.sleep(0.05)
+    assert len(busy) <= 1, busy

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from numoracle.checking.replay import replay
 from numoracle.kernels import get_target
 from numoracle.oracle.ops import OP_GROUPS, OPS
 from numoracle.running.runner import run_target
-from numoracle.store.repro import replay
 from numoracle.zoo import mutants
 
 MUTANTS = mutants(sorted(OPS))

@@ -3,7 +3,9 @@ diagnosis (:mod:`.verdict`), reports (:mod:`.report`), reruns
 (:mod:`.rerun`) and runs of many drawn cases (:mod:`.runner`).
 
 Dependency direction: ``oracle`` ← ``cases``/``strategies``/``kernels`` ←
-``checking`` ← ``store`` ← ``api`` ← ``cli``/``pytest_plugin``.
+``store`` (repros as data) ← ``checking`` (the kernel called in :mod:`.call`,
+isolated in :mod:`.isolate`, judged in :mod:`.check`, repros replayed in
+:mod:`.replay`) ← ``running`` ← ``api`` ← ``cli``/``pytest_plugin``.
 """
 
 from __future__ import annotations

@@ -3,14 +3,13 @@
 :func:`check_case` never raises for a misbehaving kernel: a kernel that
 raises, hangs, returns the wrong shape, dtype or device, or leaves outputs
 unwritten gets a failing :class:`~numoracle.checking.verdict.Verdict` that says so.
+The call itself is :mod:`.call`'s (in this process) or :mod:`.isolate`'s (in a
+worker process); this module chooses between them, judges and diagnoses.
 """
 
 from __future__ import annotations
 
-import re
-import threading
 import time
-import traceback
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -19,23 +18,25 @@ from typing import Any
 import numpy as np
 
 from ..cases.case import Case
-from ..cases.layouts import accepts, from_order, layouts_for, parse, shape_in, to_order
 from ..cases.target import Target
 from ..errors import InvalidArgument, UnsupportedCase
 from ..kernels.backends import get_backend
 from ..oracle.ops import get_op
 from ..oracle.precision import PrecisionModel
 from ..oracle.tracked import Tracked
-from ..oracle.xp import release_cached_memory
+from .call import (
+    DEFAULT_TIMEOUT,
+    call_in_thread,
+    call_kernel,
+    cuda_error,
+    device_out_of_memory,
+)
 from .diagnosis import FATAL_KINDS, Fault
+from .isolate import run_isolated
 from .verdict import Verdict, advise, compare, diagnose
 
 __all__ = ["check_case", "run_kernel", "judge", "earlier_parameters", "DEFAULT_TIMEOUT", "Fault",
            "cuda_error", "isolation"]
-
-#: seconds a kernel may run before it counts as hung
-DEFAULT_TIMEOUT = 120.0
-
 
 _SCOPE: ContextVar[tuple[bool, float | None] | None] = ContextVar("numoracle_isolation",
                                                                   default=None)
@@ -52,144 +53,6 @@ def isolation(isolate: bool, timeout: float | None = DEFAULT_TIMEOUT) -> Iterato
         yield
     finally:
         _SCOPE.reset(token)
-
-
-class _Hung(Exception):
-    pass
-
-
-class _Worker:
-    """One long-lived daemon thread for in-process kernel calls (thread-local
-    state of the array libraries is set up once). A call is handed over with a
-    pair of plain locks (the caller releases ``go``, the worker releases
-    ``done``; both C-level, no queue and no condition variable per call). A
-    thread that hangs cannot be stopped: it is abandoned (a daemon thread does
-    not hold up interpreter exit) with its own locks and slot, so that a late
-    return cannot be taken for a later call's, and a new one takes over.
-    Isolated runs kill the worker process instead
-    (:mod:`numoracle.checking.isolate`)."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()  # one call at a time
-        self._start()
-
-    def _start(self) -> None:
-        self.go, self.done = threading.Lock(), threading.Lock()
-        self.go.acquire()
-        self.done.acquire()
-        #: the job (fn, kwargs), then the outcome (ok, value or exception)
-        self.slot: list[Any] = [None, None]
-        self.thread = threading.Thread(target=self._loop, args=(self.go, self.done, self.slot),
-                                       name="numoracle-kernel", daemon=True)
-        self.thread.start()
-
-    @staticmethod
-    def _loop(go: threading.Lock, done: threading.Lock, slot: list[Any]) -> None:
-        while True:
-            go.acquire()
-            fn, kwargs = slot[0]
-            slot[0] = None
-            try:
-                with np.errstate(all="ignore"):  # IEEE exceptions of a kernel are not failures
-                    slot[1] = (True, fn(**kwargs))
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller, SystemExit included
-                slot[1] = (False, exc)
-            done.release()
-
-    def call(self, fn: Any, kwargs: Mapping[str, Any], timeout: float | None) -> Any:
-        with self.lock:
-            slot, done = self.slot, self.done
-            slot[0] = (fn, kwargs)
-            self.go.release()
-            wait = -1 if timeout is None else min(max(timeout, 0.0), threading.TIMEOUT_MAX)
-            try:
-                returned = done.acquire(timeout=wait)
-            except BaseException:  # interrupted (KeyboardInterrupt): its result must not
-                self._start()      # be taken for the next call's, so the thread goes
-                raise
-            if not returned:
-                self._start()  # the hung thread is left behind (a daemon), never reused
-                raise _Hung(f"the kernel did not return within the timeout of {timeout:g} s "
-                            "(hung? set timeout= or --timeout)")
-            ok, value = slot[1]
-            slot[1] = None
-        if ok:
-            return value
-        raise value
-
-
-_WORKER: _Worker | None = None  # started on the first in-process call
-
-
-def _call_with_timeout(fn: Any, kwargs: Mapping[str, Any], timeout: float | None) -> Any:
-    """Run ``fn(**kwargs)`` in the worker thread; raise _Hung past ``timeout``."""
-    global _WORKER  # one worker thread per process, made on first use
-    if _WORKER is None:
-        _WORKER = _Worker()
-    return _WORKER.call(fn, kwargs, timeout)
-
-
-def _call_here(fn: Any, kwargs: Mapping[str, Any], timeout: float | None) -> Any:
-    """Run ``fn(**kwargs)`` in this thread (a worker process, whose parent keeps the time)."""
-    with np.errstate(all="ignore"):
-        return fn(**kwargs)
-
-
-_CUDA_NAME = re.compile(r"\b(cudaError\w+|CUDA_ERROR_\w+|CUBLAS_STATUS_\w+|CUDNN_STATUS_\w+)")
-
-
-def cuda_error(exc: BaseException) -> str | None:
-    """The name of the CUDA error ``exc`` reports (``cudaErrorIllegalAddress``,
-    or ``CUDA error: an illegal memory access was encountered`` as torch words
-    it), or None when it is no CUDA error."""
-    text = f"{type(exc).__name__}: {exc}"
-    m = _CUDA_NAME.search(text)
-    if m:
-        return m.group(1)
-    m = re.search(r"CUDA error: ([^\n]*)", text)
-    if m:
-        return f"CUDA error: {m.group(1).strip()}"
-    if type(exc).__name__ in ("CUDARuntimeError", "CUDADriverError", "AcceleratorError"):
-        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-    return None
-
-
-_OOM = re.compile(r"cudaErrorMemoryAllocation|ALLOC_FAILED|CUDA_ERROR_OUT_OF_MEMORY|"
-                  r"out of memory|OutOfMemoryError", re.IGNORECASE)
-
-
-def device_out_of_memory(exc: BaseException) -> bool:
-    """Whether ``exc`` says the GPU ran out of memory (CUDA, cuBLAS, cuDNN, torch,
-    CuPy wordings): a fact about the machine and what else runs on it, not about
-    the kernel's arithmetic."""
-    return not isinstance(exc, MemoryError) and bool(_OOM.search(f"{type(exc).__name__}: {exc}"))
-
-
-def _raised(exc: BaseException, backend: Any, during: str) -> Fault:
-    """The fault an exception out of the kernel (or out of the synchronisation
-    after it) stands for."""
-    if device_out_of_memory(exc):
-        return Fault(f"the GPU ran out of memory during the kernel: {type(exc).__name__}: "
-                     f"{str(exc).splitlines()[0] if str(exc) else ''}", "oom")
-    name = cuda_error(exc)
-    if name is not None:
-        return Fault(f"the kernel {'raised' if during == 'call' else 'left'} a CUDA error: "
-                     f"{name}", "cuda")
-    if isinstance(exc, SystemExit):
-        return Fault(f"the kernel called sys.exit({exc.code!r})", "raise", exception="SystemExit")
-    if isinstance(exc, ValueError) and "read-only" in str(exc):
-        where = _kernel_line(exc)
-        return Fault("the kernel wrote to one of its inputs, which are read-only: "
-                     f"ValueError: {exc}{where}", "input")
-    return Fault(f"the kernel raised {type(exc).__name__}: {exc}", "raise",
-                 exception=type(exc).__name__)
-
-
-def _kernel_line(exc: BaseException) -> str:
-    """`` (at file:line)`` of the innermost frame outside NumPy, or empty."""
-    tb = traceback.extract_tb(exc.__traceback__)
-    frames = [f for f in tb if "numpy" not in f.filename.replace("\\", "/").split("/")]
-    return f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
 
 
 def run_kernel(case: Case, target: Target, inputs: Mapping[str, np.ndarray],
@@ -215,96 +78,12 @@ def run_kernel(case: Case, target: Target, inputs: Mapping[str, np.ndarray],
     read-only, and every input is compared with its values after the call.
     """
     if isolate:
-        from .isolate import run_isolated  # noqa: PLC0415 - isolate imports this module
-
         return run_isolated(case, target, inputs, timeout=timeout)
-    return _run_kernel(case, target, inputs, timeout, _call_with_timeout)
+    return call_kernel(case, target, inputs, timeout, call_in_thread)
 
 
-def _run_kernel(case: Case, target: Target, inputs: Mapping[str, np.ndarray],
-                timeout: float | None,
-                call: Any) -> tuple[dict[str, np.ndarray] | None, Fault | None]:
-    """:func:`run_kernel` with the kernel called through ``call(fn, kwargs, timeout)``."""
-    op = get_op(case.op)
-    backend = get_backend(target.backend)
-    storage = target.precision.storage
-    args: dict[str, Any] = {}
-    handed: dict[str, np.ndarray] = {}  # each input as the kernel should still see it
-    for name, arr in inputs.items():
-        axes = op.input_axes.get(name)
-        args[name], order = _to_target(backend, storage, arr, case.layout(name),
-                                       target.accepted_layouts(name), axes)
-        if isinstance(args[name], np.ndarray):
-            args[name].flags.writeable = False
-        handed[name] = to_order(np.asarray(arr, dtype=np.float64), axes, order)
-    if op.passes_params:
-        args["params"] = dict(case.params)
-    release_cached_memory()  # the kernel gets the device memory the oracle no longer uses
-    try:
-        out = call(target.fn, args, timeout)
-    except _Hung as exc:
-        return None, Fault(str(exc), "hang")
-    except (Exception, SystemExit) as exc:  # noqa: BLE001 - a raising kernel is a failing verdict
-        return None, _raised(exc, backend, "call")
-    try:
-        backend.synchronize()
-    except Exception as exc:  # noqa: BLE001 - a sticky error after the call is the kernel's
-        return None, _raised(exc, backend, "sync")
-    written = _written_inputs(backend, args, handed)
-    if written:
-        return None, Fault(written, "input")
-    if not isinstance(out, Mapping):
-        return None, Fault(f"the kernel returned {type(out).__name__}; it must return a dict "
-                           "of outputs by name", "output")
-    defined = op.outputs(case.params)  # e.g. no grad_bias for a case without a bias
-    wanted = [k for k in (target.outputs or defined) if k in defined]
-    missing = [k for k in wanted if k not in out]
-    if missing:
-        return None, Fault(f"the kernel did not return {missing} (returned {sorted(out)})",
-                           "output")
-    expected = op.output_shapes(case.params)
-    host: dict[str, np.ndarray] = {}
-    for name in wanted:
-        arr = out[name]
-        axes = op.output_axes.get(name)
-        order = target.output_layouts.get(name) if axes is not None else None
-        problem = backend.check_output(arr, storage=storage,
-                                       shape=shape_in(expected[name], axes, order))
-        if problem:
-            where = f" (in the target's axis order {order})" if order not in (None, axes) else ""
-            return None, Fault(f"output {name!r}{where}: {problem}", "output")
-        host[name] = np.ascontiguousarray(from_order(backend.to_host(arr), axes, order))
-    return host, None
-
-
-def _written_inputs(backend: Any, args: Mapping[str, Any],
-                    handed: Mapping[str, np.ndarray]) -> str | None:
-    """A sentence naming the first input whose values changed during the call, or None."""
-    for name, before in handed.items():
-        try:
-            now = backend.to_host(args[name])
-        except Exception:  # noqa: BLE001 - an input the kernel replaced or freed: not comparable
-            continue
-        if now.shape != before.shape:
-            continue
-        same = (now == before) | (np.isnan(now) & np.isnan(before))
-        changed = int(now.size - np.count_nonzero(same))
-        if changed:
-            return (f"the kernel wrote to its input {name!r} at {changed} element"
-                    f"{'s' if changed != 1 else ''} of {now.size}: inputs must not be changed")
-    return None
-
-
-def _to_target(backend: Any, storage: Any, host: np.ndarray, layout: str,
-               accepted: tuple[str, ...], axes: str | None) -> tuple[Any, str | None]:
-    """``host`` (canonical axis order ``axes``) as the target takes it: in the
-    case's layout where the target accepts it, else in its first accepted one;
-    and the axis order it is in."""
-    if not accepts(accepted, layout, axes):
-        valid = [a for a in accepted if a in layouts_for(axes)]
-        layout = valid[0] if valid else "C"
-    lay = parse(layout, axes)
-    return backend.to_device(to_order(host, axes, lay.order), storage, lay.memory), lay.order
+#: check_case calls made in this process, by target name (a verdict's ``calls_before``)
+_CALLS: dict[str, int] = {}
 
 
 #: multiply-adds above which the float64 reference runs on a GPU, when CuPy has one
@@ -439,6 +218,8 @@ def check_case(case: Case, target: Target, *, timeout: float | None = DEFAULT_TI
     if scope is not None and timeout == DEFAULT_TIMEOUT:
         timeout = scope[1]
     inputs = case.inputs() if inputs is None else dict(inputs)
+    calls_before = _CALLS.get(target.name, 0)
+    _CALLS[target.name] = calls_before + 1
     got: dict[str, np.ndarray] | None = None
     error: Fault | None = None
     if update_first and get_op(case.op).parameters:
@@ -454,9 +235,11 @@ def check_case(case: Case, target: Target, *, timeout: float | None = DEFAULT_TI
     if isinstance(error, Fault) and error.kind == "oom":
         raise UnsupportedCase(f"{error}; the case is not judged (a GPU shared by fewer "
                               "processes, or smaller cases, leave it the memory it needs)")
+    if isinstance(error, Fault) and error.kind == "unsupported":
+        raise UnsupportedCase(f"{error}; the case is not judged")
     verdict = Verdict(case=case, target=target.name, op=target.op,
                       precision=target.precision.name, passed=False, error=error, got=got,
-                      model=target.precision)
+                      model=target.precision, calls_before=calls_before)
     if got is not None:
         try:
             verdict.outputs = judge(case, target.precision, inputs, got,

@@ -30,7 +30,7 @@ __all__ = ["Diagnosis", "Fault", "KINDS", "FAULT_KINDS", "FATAL_KINDS", "most_sp
 KINDS = ("none", "pass", "exceeds", "precision", "algorithm", "nondeterministic", "nonfinite",
          "logic")
 #: the kinds of a fault (:class:`Fault`)
-FAULT_KINDS = ("raise", "hang", "crash", "cuda", "input", "output", "oom")
+FAULT_KINDS = ("raise", "hang", "crash", "cuda", "input", "output", "oom", "unsupported")
 #: fault kinds after which the process that ran the kernel cannot be trusted
 FATAL_KINDS = ("hang", "crash", "cuda")
 
@@ -121,7 +121,8 @@ class Fault:
         kernel's process died), ``cuda`` (a CUDA error raised or left sticky),
         ``input`` (the kernel wrote to an input), ``raise`` (an exception),
         ``output`` (a missing or malformed output), ``oom`` (the GPU ran out of
-        memory: the case is not judged). A runner budgets the expensive kinds
+        memory) and ``unsupported`` (the target declined the case, raising
+        UnsupportedCase): for those two the case is not judged. A runner budgets the expensive kinds
         (:data:`FATAL_KINDS`).
     advice : str
         What to do, or empty.

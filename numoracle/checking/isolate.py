@@ -60,8 +60,10 @@ import atexit
 import contextlib
 import faulthandler
 import multiprocessing as mp
+import os
 import pickle
 import signal
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import fields
@@ -72,14 +74,36 @@ import numpy as np
 
 from ..cases.case import Case
 from ..cases.target import Target
-from ..checking.check import DEFAULT_TIMEOUT, Fault, _call_here, _run_kernel
 from ..errors import InvalidArgument
+from ..kernels.sources import resolve_target
+from .call import DEFAULT_TIMEOUT, call_here, call_kernel
+from .diagnosis import Fault
 
-__all__ = ["run_isolated", "call_isolated", "prepare", "shutdown", "describe_exit",
-           "STARTUP_TIMEOUT"]
+__all__ = ["run_isolated", "call_isolated", "prepare", "start", "shutdown", "describe_exit",
+           "in_worker", "STARTUP_TIMEOUT", "UNGUARDED_EXIT"]
 
 #: seconds a fresh worker may take to start and load a target (imports, device set-up)
 STARTUP_TIMEOUT = 300.0
+#: exit status of a worker that found itself re-running a script without a
+#: ``__main__`` guard (it would start workers of its own, without end)
+UNGUARDED_EXIT = 87
+
+_IN_WORKER = False
+
+
+def in_worker() -> bool:
+    """Whether this process is the isolation worker (a caller that would
+    isolate a call makes it here directly instead)."""
+    return _IN_WORKER
+
+
+def _unguarded_message() -> str:
+    main = sys.modules.get("__main__")
+    script = getattr(main, "__file__", None) or "your script"
+    return (f"the worker process that runs isolated kernels re-imports {script}, and that "
+            "script starts checks when it is imported: put the code that makes targets and "
+            "runs checks under `if __name__ == \"__main__\":` (multiprocessing's spawn rule), "
+            "or run the kernel in this process (isolate=False, --no-isolate)")
 
 #: Target fields that travel to the worker (``available`` stays: a probe of this process)
 _SENT_FIELDS = tuple(f.name for f in fields(Target) if f.name != "available")
@@ -92,8 +116,6 @@ def _load(spec: tuple[Any, ...]) -> Any:
     """The target (or function) ``spec`` names, loaded in the worker."""
     kind = spec[0]
     if kind == "source":
-        from ..store.repro import resolve_target  # noqa: PLC0415 - only in the worker
-
         _, source, name, op = spec
         return resolve_target(name, op, source)
     if kind == "target":
@@ -114,6 +136,8 @@ def _init_device(target: Any) -> None:
 
 def _worker_main(conn: Any) -> None:
     """Serve requests until the parent closes the pipe or sends None."""
+    global _IN_WORKER  # this process is the worker from now on
+    _IN_WORKER = True
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     faulthandler.enable()  # a crash prints the kernel's Python stack to stderr
     loaded: dict[tuple[Any, ...], Any] = {}
@@ -139,13 +163,13 @@ def _worker_main(conn: Any) -> None:
             continue
         if what == "call":
             try:
-                result: Any = (_call_here(obj, payload, None), None)
+                result: Any = (call_here(obj, payload, None), None)
             except BaseException as exc:  # noqa: BLE001 - SystemExit too: a failure to report
                 result = (None, Fault(f"the function raised {type(exc).__name__}: {exc}",
                                       exception=type(exc).__name__))
         else:
             case, inputs = payload
-            result = _run_kernel(case, obj, inputs, None, _call_here)
+            result = call_kernel(case, obj, inputs, None, call_here)
         try:
             conn.send(("ok", *result))
         except Exception as exc:  # noqa: BLE001 - an unpicklable result is the function's
@@ -197,6 +221,12 @@ class _Pool:
         self.loaded: set[tuple[Any, ...]] = set()
 
     def _spawn(self) -> None:
+        if getattr(mp.current_process(), "_inheriting", False):
+            # a worker still importing the parent's main script was asked for a
+            # worker: the script runs checks at import (no __main__ guard)
+            sys.stderr.write(f"numoracle: {_unguarded_message()}\n")
+            sys.stderr.flush()
+            os._exit(UNGUARDED_EXIT)
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe(duplex=True)
         proc = ctx.Process(target=_worker_main, args=(child,), name="numoracle-kernel",
@@ -259,6 +289,8 @@ class _Pool:
                 return
             except _Died:
                 code = self._kill()
+                if code == UNGUARDED_EXIT:
+                    raise InvalidArgument(_unguarded_message()) from None
                 if attempt == 2:
                     raise InvalidArgument(f"the worker process could not start or load the "
                                           f"kernel: {describe_exit(code)}") from None
@@ -358,6 +390,26 @@ def run_isolated(case: Case, target: Target, inputs: Mapping[str, np.ndarray], *
     return _POOL.request("kernel", _spec(target), payload, timeout)
 
 
+def _function_spec(fn: Callable[..., Any]) -> tuple[Any, ...]:
+    try:
+        return ("function", pickle.dumps(fn))
+    except Exception as exc:  # noqa: BLE001 - PicklingError, AttributeError, TypeError alike
+        raise InvalidArgument(f"{fn!r} cannot be sent to a worker process ({exc}); define it "
+                              "at module level") from None
+
+
+def start(fn: Callable[..., Any]) -> None:
+    """Start the worker and load the module-level function ``fn`` in it now,
+    before any case: a target that will make its calls through
+    :func:`call_isolated` learns here, as an InvalidArgument, that the worker
+    cannot start (a script without a ``__main__`` guard), never later as a
+    verdict on its kernel."""
+    if _IN_WORKER:
+        return
+    with _POOL.lock:
+        _POOL._ensure(_function_spec(fn))
+
+
 def call_isolated(fn: Callable[..., Any], kwargs: Mapping[str, Any], *,
                   timeout: float | None = DEFAULT_TIMEOUT) -> tuple[Any, Fault | None]:
     """``fn(**kwargs)`` in the worker process: ``(result, None)`` or ``(None, fault)``.
@@ -366,12 +418,7 @@ def call_isolated(fn: Callable[..., Any], kwargs: Mapping[str, Any], *,
     module-level function). A crash, a hang or an exit of ``fn`` comes back as
     a fault as for :func:`run_isolated`; an exception as a ``"raise"`` fault.
     """
-    try:
-        spec = ("function", pickle.dumps(fn))
-    except Exception as exc:  # noqa: BLE001 - PicklingError, AttributeError, TypeError alike
-        raise InvalidArgument(f"{fn!r} cannot be sent to a worker process ({exc}); define it "
-                              "at module level") from None
-    return _POOL.request("call", spec, dict(kwargs), timeout)
+    return _POOL.request("call", _function_spec(fn), dict(kwargs), timeout)
 
 
 def shutdown() -> None:

@@ -96,6 +96,9 @@ class Verdict:
     engine: str | None = None
     #: the precision model claimed (``precision`` is its name)
     model: PrecisionModel | None = None
+    #: calls this process had made to the target before this case's (a failure
+    #: that needs them shows only after as many: a replay repeats the case)
+    calls_before: int = 0
 
     @property
     def worst_ratio(self) -> float:

@@ -30,8 +30,9 @@ if TYPE_CHECKING:
     from ..checking.verdict import Verdict
     from ..running.runner import TargetResult
 
-__all__ = ["positive_int", "positive_float", "int_arg", "names", "ops_option", "run_options",
-           "console_for", "check_ops", "print_text", "run_all", "skipped_line", "built_in"]
+__all__ = ["positive_int", "positive_float", "folder_arg", "int_arg", "names", "ops_option",
+           "run_options", "console_for", "check_ops", "print_text", "run_all", "skipped_line",
+           "built_in"]
 
 
 
@@ -55,6 +56,16 @@ def positive_float(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive number; give e.g. 60")
     return value
+
+
+def folder_arg(text: str) -> Path:
+    """A folder to write into: absent (made later) or a folder, never a file,
+    refused before the run rather than after it."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a file, not a folder; give a folder "
+                                         "to write into (it is made if absent)")
+    return path
 
 
 def int_arg(text: str) -> int:
@@ -85,9 +96,9 @@ def run_options(p: argparse.ArgumentParser, examples: int, per: str) -> None:
                    help=f"cases per {per} (default {examples})")
     p.add_argument("--seed", type=int_arg, default=0, metavar="S",
                    help="Hypothesis seed (default 0: the same cases every run)")
-    p.add_argument("--report", type=Path, metavar="DIR",
+    p.add_argument("--report", type=folder_arg, metavar="DIR",
                    help="write a JSON report and report.html (with pictures) to DIR")
-    p.add_argument("--store", type=Path, default=DEFAULT_STORE, metavar="DIR",
+    p.add_argument("--store", type=folder_arg, default=DEFAULT_STORE, metavar="DIR",
                    help=f"folder for the repros of failures (default {DEFAULT_STORE})")
     p.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=None,
                    help="run each kernel in a worker process, so that a segfault, abort, exit "

@@ -39,8 +39,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_replay(args: argparse.Namespace, console: Console) -> int:
-    from ..store.repro import replay  # noqa: PLC0415 - replay needs the checking machinery
-
     if args.all or args.path is None:
         if args.path is not None or not args.all:
             raise InvalidArgument("replay takes a repro PATH or --all (every repro of the "
@@ -49,14 +47,20 @@ def _cmd_replay(args: argparse.Namespace, console: Console) -> int:
     if args.sanitize is not None:
         return _replay_sanitized(args, console)
     from ..checking.check import isolation  # noqa: PLC0415 - replay needs the checking machinery
+    from ..checking.replay import replay_repro  # noqa: PLC0415 - replay needs the checking machinery
     from ..store.repro import load_repro  # noqa: PLC0415 - replay needs the checking machinery
 
-    isolate = bool(load_repro(args.path).source) if args.isolate is None else args.isolate
+    repro = load_repro(args.path)
+    isolate = bool(repro.source) if args.isolate is None else args.isolate
     with isolation(isolate):
-        verdict = replay(args.path)
+        done = replay_repro(repro)
+    verdict = done.verdict
     print_text(console, verdict.message())
+    if done.note:
+        print_text(console, done.note, style="yellow")
     if verdict.passed:
-        print_text(console, "passes now", style="green")
+        print_text(console, "passes now" + (f" ({done.runs} runs)" if done.runs > 1 else ""),
+                   style="green")
         return 0
     print_text(console, "still fails", style="red")
     return 1
@@ -65,19 +69,25 @@ def _cmd_replay(args: argparse.Namespace, console: Console) -> int:
 
 
 def _replay_all(args: argparse.Namespace, console: Console) -> int:
-    from ..store.store import replay_all  # noqa: PLC0415 - replay needs the checking machinery
+    from ..checking.replay import replay_all  # noqa: PLC0415 - replay needs the checking machinery
+    from ..store.store import check_store  # noqa: PLC0415 - replay needs the checking machinery
 
-    fails = fixed = 0
+    check_store(args.store, must_exist=args.store != DEFAULT_STORE)
+    fails = fixed = broken = 0
     for entry, verdict in replay_all(args.store):
-        if verdict.passed:
+        if isinstance(verdict, InvalidArgument):
+            broken += 1
+            print_text(console, f"not judged   {entry.path}: {verdict}", style="yellow")
+        elif verdict.passed:
             fixed += 1
             print_text(console, f"fixed        {entry.path}", style="green")
         else:
             fails += 1
             print_text(console, f"still fails  {entry.path}: {verdict.diagnosis}", style="red")
-    print_text(console, f"{fails + fixed} repro(s) in {args.store}: {fails} still fail, "
-               f"{fixed} fixed (numoracle store prune --fixed removes those)")
-    return 1 if fails else 0
+    print_text(console, f"{fails + fixed + broken} repro(s) in {args.store}: {fails} still "
+               f"fail, {fixed} fixed (numoracle store prune --fixed removes those)"
+               + (f", {broken} could not be judged" if broken else ""))
+    return 1 if fails or broken else 0
 
 
 def find_sanitizer() -> str:

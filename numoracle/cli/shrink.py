@@ -79,7 +79,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _target(args: argparse.Namespace) -> Target:
     if args.target:
-        from ..store.repro import resolve_target  # noqa: PLC0415
+        from ..kernels.sources import resolve_target  # noqa: PLC0415
 
         return resolve_target(args.target, args.op, args.source)
     if args.spec:
@@ -92,13 +92,13 @@ def _target(args: argparse.Namespace) -> Target:
                                   f"{exc}") from None
         return from_spec(spec)
     from ..api import _make_target  # noqa: PLC0415 - the check's own target maker
-    from ..store.repro import _load_module  # noqa: PLC0415
+    from ..kernels.sources import load_module  # noqa: PLC0415
 
     module, colon, name = str(args.fn).partition(":")
     if not colon or not name:
         raise InvalidArgument(f"--fn {args.fn!r} is not MODULE:FUNCTION; give e.g. "
                               "mykernels:linear_fw or path/to/file.py:linear_fw")
-    fn = getattr(_load_module(module), name, None)
+    fn = getattr(load_module(module), name, None)
     if not callable(fn):
         raise InvalidArgument(f"--fn {args.fn!r}: {module} has no function {name!r}")
     return _make_target(fn, op=args.op, precision=args.precision, backend=args.backend)

@@ -40,8 +40,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_list(args: argparse.Namespace, console: Console) -> int:
-    from ..store.store import FORMAT_VERSION, entries  # noqa: PLC0415 - loads ops
+    from ..store.store import FORMAT_VERSION, check_store, entries  # noqa: PLC0415 - loads ops
 
+    check_store(args.store, must_exist=args.store != DEFAULT_STORE)
     found = entries(args.store, target=args.target)
     if not found:
         print_text(console, f"no repros in {args.store}")
@@ -61,12 +62,14 @@ def _cmd_list(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_prune(args: argparse.Namespace, console: Console) -> int:
+    from ..checking.replay import prune  # noqa: PLC0415 - loads the checking machinery
     from ..errors import InvalidArgument  # noqa: PLC0415
-    from ..store.store import prune  # noqa: PLC0415 - loads the checking machinery
+    from ..store.store import check_store  # noqa: PLC0415 - loads ops
 
     if not args.fixed and not args.targets:
         raise InvalidArgument("store prune needs --fixed (remove repros that pass now) or "
                               "--targets NAME,... (remove those of some targets)")
+    check_store(args.store, must_exist=args.store != DEFAULT_STORE)
     removed = prune(args.store, fixed=args.fixed, targets=args.targets,
                     replay_now=not args.recorded)
     for e in removed:

@@ -17,12 +17,13 @@ replays the same library call or command); :func:`run` adds the layout probe
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..errors import InvalidArgument
 from .command import command_target
 from .offline import judge_folder, write_cases
 from .probe import declared_layouts, layout_diagnosis
-from .rebuild import from_spec
 from .sharedlib import ForeignError, shared_library_target
 from .spec import ArgSpec
 
@@ -35,13 +36,41 @@ __all__ = ["shared_library_target", "command_target", "write_cases", "judge_fold
            "from_spec", "run", "ArgSpec", "ForeignError", "layout_diagnosis"]
 
 
+def from_spec(spec: Mapping[str, Any], *, source: str | None = None) -> Target:
+    """The target a spec file describes (``kind``: ``shared_library`` or
+    ``command``): what a repro's spec file (:mod:`numoracle.foreign.rebuild`)
+    calls to make the target again."""
+    kw = {k: v for k, v in spec.items() if k != "kind"}
+    kind = spec.get("kind")
+    if kind == "shared_library":
+        return shared_library_target(source=source, **kw)
+    if kind == "command":
+        return command_target(source=source, **kw)
+    raise InvalidArgument(f"spec kind {kind!r} is unknown; a foreign target spec has kind "
+                          "'shared_library' or 'command'")
+
+
 def run(target: Target, **kwargs: Any) -> TargetResult:
     """:func:`~numoracle.running.runner.run_target` on ``target``, with the
     layout probe on the shrunk failure: when a failure is a layout mix-up, the
     diagnosis names the layout (``the kernel writes grad_weight as OIHW, but it
-    is declared OIHW:F``). Keyword arguments are ``run_target``'s."""
-    from ..running.runner import run_target  # noqa: PLC0415 - hypothesis only when running
+    is declared OIHW:F``). Keyword arguments are ``run_target``'s.
 
+    Foreign calls are isolated unless told otherwise: a CPU shared-library
+    target isolates each call itself, a command is a process of its own, and
+    a GPU shared-library target (whose calls cannot be isolated alone) runs
+    whole in the worker process unless ``isolate=False`` is passed. Cases
+    are drawn with the parameters the target fixes (its ``params``)."""
+    from ..running.runner import default_strategy, run_target  # noqa: PLC0415 - hypothesis
+
+    fn = target.fn
+    if "isolate" not in kwargs:
+        kwargs["isolate"] = getattr(fn, "foreign_spec", None) is not None and \
+            getattr(fn, "backend", "numpy") != "numpy" and not getattr(fn, "isolate", False)
+    fixed = getattr(fn, "fixed", None)
+    if fixed and kwargs.get("strategy") is None:
+        kwargs["strategy"] = default_strategy(
+            target, params={k: tuple(v) if isinstance(v, list) else v for k, v in fixed.items()})
     seen: dict[str, Verdict] = {}
     user = kwargs.pop("on_case", None)
 

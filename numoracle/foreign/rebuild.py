@@ -5,6 +5,8 @@ library path, symbol and argument spec; or the command) and
 ``TARGETS = (from_spec(SPEC),)``: ``numoracle replay`` loads it and re-runs
 the same library call or command. The file is written when the target is made,
 in ``spec_dir`` (default ``.numoracle/targets``), named by the spec's digest.
+:func:`numoracle.foreign.from_spec` makes the target again from its spec (the
+constructors import this module; nothing here imports them).
 """
 
 from __future__ import annotations
@@ -15,10 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..cases.target import Target
-from ..errors import InvalidArgument
-
-__all__ = ["write_source", "from_spec", "DEFAULT_SPEC_DIR"]
+__all__ = ["write_source", "DEFAULT_SPEC_DIR"]
 
 #: where foreign targets' spec files go unless told otherwise
 DEFAULT_SPEC_DIR = Path(".numoracle") / "targets"
@@ -44,19 +43,3 @@ def write_source(spec: Mapping[str, Any], spec_dir: Path | str | None) -> str:
     if not path.is_file() or path.read_text() != _SOURCE.format(name=spec["name"], spec=text):
         path.write_text(_SOURCE.format(name=spec["name"], spec=text))
     return str(path)
-
-
-def from_spec(spec: Mapping[str, Any], *, source: str | None = None) -> Target:
-    """The target a spec describes (``kind``: ``shared_library`` or ``command``)."""
-    kw = {k: v for k, v in spec.items() if k != "kind"}
-    kind = spec.get("kind")
-    if kind == "shared_library":
-        from .sharedlib import shared_library_target  # noqa: PLC0415 - cycle
-
-        return shared_library_target(source=source, **kw)
-    if kind == "command":
-        from .command import command_target  # noqa: PLC0415 - cycle
-
-        return command_target(source=source, **kw)
-    raise InvalidArgument(f"spec kind {kind!r} is unknown; a foreign target spec has kind "
-                          "'shared_library' or 'command'")

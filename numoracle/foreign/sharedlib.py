@@ -7,13 +7,22 @@ kernels; NULL for an array the case does not have), dimensions and scalars.
 Outputs are allocated by numoracle in the declared layout and poisoned with NaN
 before every call, so an element the kernel leaves unwritten fails. A GPU call
 is synchronised and error-checked after it returns (the device's own error,
-and the library's ``error_symbol`` when given). With ``isolate=True`` a CPU
-call runs in the isolation worker process (:mod:`numoracle.checking.isolate`):
-a segfault becomes a failing verdict, not the end of the run. Without it the
-library runs in this process, as any in-process kernel does: a crash there ends
-the process. (Isolating
-every target of a run, foreign or not: ``run_target(..., isolate=True)``,
-which finds a foreign target again in the worker by its spec file.)
+and the library's ``error_symbol`` when given).
+
+Isolation
+---------
+A C kernel handed a spec that does not match it (``size_t`` dimensions where
+the spec says ``int32``, two dimensions swapped) reads and writes out of
+bounds. So a CPU call runs, by default, in the isolation worker process
+(:mod:`numoracle.checking.isolate`): a segfault, an abort or a hang ends the
+worker, and the case gets a failing verdict that says so, with a repro. The
+worker is started when the target is made, so a script that cannot start it
+(no ``if __name__ == "__main__":`` guard) learns that at once, before any
+case. ``isolate=False`` calls the library in this process, an explicit
+choice: a crash there ends the process. A GPU call cannot be isolated alone
+(its arguments are this process's device pointers): :func:`numoracle.foreign.run`
+runs a GPU target whole in the worker instead, which finds it again by its
+spec file.
 """
 
 from __future__ import annotations
@@ -27,12 +36,12 @@ import numpy as np
 
 from ..cases.layouts import shape_in
 from ..cases.target import Target
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, UnsupportedCase
 from ..kernels.backends import get_backend
 from ..oracle.ops import get_op
 from ..oracle.precision import PrecisionModel, get_model
 from .rebuild import write_source
-from .spec import CTYPES, ArgSpec, ParamReader, host_dtype
+from .spec import CTYPES, FLOAT_CTYPES, ArgSpec, ParamReader, host_dtype
 
 __all__ = ["shared_library_target", "ForeignError", "load_symbol"]
 
@@ -41,7 +50,16 @@ DEVICES = {"cpu": ("numpy",), "cuda": ("cupy", "torch-cuda")}
 
 class ForeignError(RuntimeError):
     """A foreign kernel reported an error (a status, a CUDA error, a crash, an
-    exit status); the check turns it into a failing verdict."""
+    exit status); the check turns it into a failing verdict. ``fault_kind``
+    is the kind of that verdict's fault (``"crash"``, ``"hang"``: a runner
+    budgets those; ``"raise"`` otherwise)."""
+
+    def __init__(self, message: str, fault_kind: str = "raise") -> None:
+        super().__init__(message)
+        self.fault_kind = fault_kind
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ForeignError, (str(self), self.fault_kind))
 
 
 def load_symbol(path: str | Path, symbol: str) -> Any:
@@ -123,13 +141,14 @@ class _Call:
 
     def __init__(self, spec: ArgSpec, path: str, symbol: str, backend: str,
                  returns: str | None, error_symbol: str | None, isolate: bool,
-                 timeout: float) -> None:
+                 timeout: float, fixed: Mapping[str, Any] | None = None) -> None:
         self.foreign_spec = spec
         self.path, self.symbol, self.backend = path, symbol, backend
         self.returns, self.error_symbol = returns, error_symbol
         self.reader = ParamReader(spec.op)
         self.op = get_op(spec.op)
         self.isolate, self.timeout = isolate, timeout
+        self.fixed = dict(fixed or {})
         self.func = load_symbol(path, symbol)
         self.func.restype = ctypes.c_int if returns == "status" else None
         self.func.argtypes = [ctypes.c_void_p if a.kind in ("array", "stream")
@@ -138,18 +157,56 @@ class _Call:
         if self.check_error is not None:
             self.check_error.restype = ctypes.c_int
             self.check_error.argtypes = []
+        if isolate:
+            from ..checking.isolate import start  # noqa: PLC0415 - multiprocessing on request
+
+            start(_call_in_worker)  # a worker that cannot start is told now, not per case
 
     def __call__(self, **inputs: Any) -> dict[str, Any]:
         params = self.reader.read(inputs)
-        defined = self.op.outputs(params)
-        out_shapes = self.op.output_shapes(params)
+        differs = {k: params.get(k) for k, v in self.fixed.items()
+                   if (list(p) if isinstance(p := params.get(k), tuple) else p) != v}
+        if differs:
+            raise UnsupportedCase(f"the kernel fixes {dict(self.fixed)}, and this case has "
+                                  f"{differs}")
         spec = self.foreign_spec
+        if not spec.stepped:
+            return self._call(params, inputs, dict(self.op.output_shapes(params)))
+        # one call per step: that step's rows in, the in-out arrays carried on
+        stepped_in, stepped_out = spec.stepped_arrays
+        out_shapes = {k: (v[1:] if k in stepped_out else v)
+                      for k, v in self.op.output_shapes(params).items()}
+        carried = {n: inputs[n] for n in spec.inouts if inputs.get(n) is not None}
+        rows: dict[str, list[Any]] = {}
+        for k in range(int(params["steps"])):
+            step = {n: (v[k] if n in stepped_in and v is not None else v)
+                    for n, v in inputs.items()}
+            step.update(carried)
+            got = self._call(params, step, out_shapes)
+            for n, v in got.items():
+                rows.setdefault(n, []).append(np.array(v))
+            carried = {n: got[n] for n in carried if n in got}
+        return {n: (np.stack(v) if n in stepped_out else v[-1]) for n, v in rows.items()}
+
+    def _call(self, params: Mapping[str, Any], inputs: Mapping[str, Any],
+              out_shapes: Mapping[str, tuple[int, ...]]) -> dict[str, Any]:
+        """One call of the kernel on ``inputs``; its outputs, shaped ``out_shapes``."""
+        defined = self.op.outputs(params)
+        spec = self.foreign_spec
+        inouts = spec.inouts
         values: list[Any] = []
         outs: dict[str, Any] = {}
         for a in spec.args:
             if a.kind == "array":
                 order, memory = spec.order_and_memory(a.name)
-                if a.name in spec.outputs:
+                if a.name in inouts:  # a copy of the input, updated in place
+                    arr = inputs.get(a.name)
+                    if arr is None or a.name not in defined:
+                        values.append(None)
+                        continue
+                    arr = np.array(arr, dtype=host_dtype(spec.dtype), order=_order(memory))
+                    outs[a.name] = arr
+                elif a.name in spec.outputs:
                     if a.name not in defined:
                         values.append(None)
                         continue
@@ -164,13 +221,16 @@ class _Call:
                     arr = _as_memory(arr, memory, self.backend)
                 values.append(arr)
             elif a.kind == "dim":
-                values.append(("int", a.ctype, a.dim_value(params)))
+                values.append(("float" if a.ctype in FLOAT_CTYPES else "int", a.ctype,
+                               a.dim_value(params)))
             elif a.kind == "scalar":
                 values.append(("float" if a.ctype.startswith("float") else "int", a.ctype,
                                a.value))
             else:
                 values.append(("stream", "", _stream(self.backend)))
-        if self.isolate:
+        from ..checking.isolate import in_worker  # noqa: PLC0415 - multiprocessing on request
+
+        if self.isolate and not in_worker():
             from ..checking.isolate import call_isolated  # noqa: PLC0415 - only on request
 
             wanted = {name: i for i, v in enumerate(values) for name, o in outs.items()
@@ -180,7 +240,9 @@ class _Call:
                                   "returns": self.returns, "values": values, "wanted": wanted},
                 timeout=self.timeout)
             if fault is not None:
-                raise ForeignError(f"{self.symbol}: {fault}")
+                kind = getattr(fault, "kind", "raise")
+                hint = _CRASH_HINT if kind in ("crash", "hang") else ""
+                raise ForeignError(f"{self.symbol}: {fault}{hint}", kind)
             status, outs = result
         else:
             status = self.func(*[_c_value(v, self.backend) for v in values])
@@ -199,6 +261,9 @@ class _Call:
         return dict(outs.items())
 
 
+_CRASH_HINT = ("; a C kernel crashes or hangs this way when the spec does not match its "
+               "signature: check the order of the arguments and the integer width of each "
+               "dimension (int32 unless the spec says ':int64' or ':size_t')")
 
 _LOADED: dict[tuple[str, str, str | None], Any] = {}
 
@@ -241,9 +306,10 @@ def shared_library_target(
     backend: str | None = None,
     returns: str | None = None,
     error_symbol: str | None = None,
-    isolate: bool = False,
+    isolate: bool | None = None,
     timeout: float = 60.0,
     max_reduction: int | None = None,
+    params: Mapping[str, Any] | None = None,
     spec_dir: str | Path | None = None,
     source: str | None = None,
 ) -> Target:
@@ -279,13 +345,19 @@ def shared_library_target(
     error_symbol : str, optional
         A function ``int f(void)`` in the same library called after a GPU call
         (``cudaGetLastError`` of the library's own runtime); non-zero fails.
-    isolate : bool
-        Make each library call in the isolation worker process (CPU only): a
-        crash becomes a failing verdict.
+    isolate : bool or None
+        Make each library call in the isolation worker process: a crash or a
+        hang becomes a failing verdict (see Isolation above). None (default):
+        isolated on the CPU; a GPU target is isolated whole by
+        :func:`numoracle.foreign.run`. False: calls in this process.
     timeout : float
         Seconds an isolated call may take.
     max_reduction : int or None
         Longest reduction to test.
+    params : mapping, optional
+        Op parameters the kernel fixes (``{"optimizer": "sgd", "momentum": 0.0}``
+        for a plain SGD step): :func:`numoracle.foreign.run` draws only such
+        cases, and a case with other values is not judged (UnsupportedCase).
     spec_dir : path, optional
         Where the spec file that repros rebuild the target from goes
         (default ``.numoracle/targets``).
@@ -307,14 +379,23 @@ def shared_library_target(
     if returns not in (None, "status"):
         raise InvalidArgument(f"returns={returns!r} must be None (void) or 'status' (an int, "
                               "non-zero on failure)")
+    if isolate not in (None, True, False):
+        raise InvalidArgument(f"isolate={isolate!r} must be True, False or None (isolated "
+                              "on the CPU)")
     if isolate and device != "cpu":
         raise InvalidArgument("isolate=True runs the call in a child process, which cannot "
-                              "use this process's device pointers; isolate CPU kernels only")
+                              "use this process's device pointers; isolate CPU kernels only "
+                              "(numoracle.foreign.run isolates a GPU target whole)")
+    isolate = device == "cpu" if isolate is None else isolate
     model = PrecisionModel.from_dict(precision) if isinstance(precision, Mapping) \
         else get_model(precision)
     spec = ArgSpec.build(op, args, precision=model, layouts=layouts, dtypes=dtypes)
+    fixed = _fixed_params(op, params)
+    if (spec.stepped or spec.inouts) and be != "numpy":
+        raise InvalidArgument(f"args={list(args)!r}: in-out arrays and one-step-per-call "
+                              "kernels are supported on the CPU only")
     fn = _Call(spec, str(Path(path).resolve()), symbol, be, returns, error_symbol, isolate,
-               timeout)
+               timeout, fixed)
     name = name or f"{symbol}@{Path(path).name}"
     if source is None:
         source = write_source({"kind": "shared_library", "path": fn.path, "symbol": symbol,
@@ -323,9 +404,25 @@ def shared_library_target(
                                "name": name, "device": device, "backend": be,
                                "returns": returns, "error_symbol": error_symbol,
                                "isolate": isolate, "timeout": timeout,
-                               "max_reduction": max_reduction}, spec_dir)
+                               "max_reduction": max_reduction,
+                               "params": fixed or None}, spec_dir)
     return _target(spec, fn, name, be, model, max_reduction, source,
                    f"{symbol} in {fn.path}")
+
+
+def _fixed_params(op: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``params`` checked against ``op``'s parameter names (JSON-ready values)."""
+    if params is None:
+        return {}
+    if not isinstance(params, Mapping):
+        raise InvalidArgument(f"params={params!r} must map parameter names to the values the "
+                              "kernel fixes, e.g. {'optimizer': 'sgd'}")
+    names = get_op(op).param_names
+    unknown = sorted(set(params) - set(names))
+    if unknown:
+        raise InvalidArgument(f"params names {unknown}, which are not parameters of {op}; "
+                              f"its parameters are {list(names)}")
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
 
 
 def _target(spec: ArgSpec, fn: Any, name: str, backend: str, model: PrecisionModel,

@@ -6,21 +6,40 @@ each one is, by the names the op uses:
 ``"x"``, ``"weight"``, ``"y"``
     an array: an input or an output of the op (a pointer; NULL where the case
     has no such array, e.g. ``bias`` of a case without a bias);
+``"w1"`` where the op has ``w1`` as an input and as an output
+    an in-out array: the kernel reads it and updates it in place (a training
+    or optimizer step); numoracle hands over a copy of the input and reads the
+    output back from the same memory;
 ``"batch"``, ``"kernel_size[0]"``, ``"prod(batch_shape)"``, ``"param:bias"``
     a dimension or flag of the op's parameters (an integer; ``[i]`` takes one
     entry of a pair, ``prod(...)`` multiplies a shape, ``param:`` forces the
     parameter where an array has the same name);
+``"lr:float32"``, ``"eps:float64"``
+    a number parameter of the op passed as a C float or double;
 ``"stream"``
     the current CUDA stream (GPU kernels; a ``void*``);
 ``"=1.5:float64"``, ``"=0:int32"``
     a constant scalar of a C type.
 
-A dimension may carry its C type after a colon: ``"batch:int64"`` (default
-``int32``). Every array has a dtype (the storage format of the claimed
+A dimension carries its C type after a colon: ``"batch:int64"``,
+``"batch:size_t"``; **without one it is a 32-bit** ``int``, so a kernel taking
+``size_t`` or ``int64_t`` dimensions needs the suffix (a mismatch reads garbage
+sizes: with isolation, the default on the CPU, that is a failing verdict, not
+a crash of the checking process). Every array has a dtype (the storage format of the claimed
 precision; a different one is refused) and a layout: ``C`` (row-major) or
 ``F`` (column-major) of the op's axis order, or, for arrays with named axes, an
 axis order such as ``"OHWI"`` or ``"HWIO:F"`` (see
 :mod:`numoracle.cases.layouts`).
+
+Steps
+-----
+An op with a ``steps`` parameter (``mlp_train``, ``optim``) computes several
+steps per case, one row of each output per step. A spec that leaves
+``steps`` out describes a kernel that makes **one** step: it is called once per
+step, with that step's row of every input that has one (``x[k]``,
+``labels[k]``), its in-out arrays carrying the state from step to step, and
+each output's row ``k`` read back after call ``k``. State reaches the next step
+only through in-out arrays.
 
 Examples
 --------
@@ -54,9 +73,12 @@ __all__ = ["Arg", "ArgSpec", "ParamReader", "CTYPES", "STORAGE_DTYPES", "array_n
 
 #: C types of dimensions and scalars
 CTYPES: Mapping[str, Any] = {
-    "int32": ctypes.c_int32, "int64": ctypes.c_int64,
+    "int32": ctypes.c_int32, "int64": ctypes.c_int64, "size_t": ctypes.c_size_t,
     "float32": ctypes.c_float, "float64": ctypes.c_double,
 }
+#: C types a parameter may be passed as
+INT_CTYPES = ("int32", "int64", "size_t")
+FLOAT_CTYPES = ("float32", "float64")
 #: the dtype of an array of each storage format
 STORAGE_DTYPES = {"fp64": "float64", "fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
@@ -94,9 +116,12 @@ class Arg:
             f"{self.name}[{self.index}]" if self.index is not None else self.name)
         return f"{body}:{self.ctype}"
 
-    def dim_value(self, params: Mapping[str, Any]) -> int:
-        """This dimension's value for a case with ``params``."""
+    def dim_value(self, params: Mapping[str, Any]) -> int | float:
+        """This parameter's value for a case with ``params`` (a float for a
+        parameter passed as a C float or double)."""
         v = params[self.name]
+        if self.ctype in FLOAT_CTYPES:
+            return float(v)
         if self.prod:
             return int(math.prod(v))
         if self.index is not None:
@@ -117,6 +142,23 @@ def array_names(op_name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     op = get_op(op_name)
     params = _params_of(op_name)
     return tuple(op.input_shapes(params)), tuple(op.outputs(params))
+
+
+def stepped_arrays(op_name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The inputs, and the outputs, of ``op_name`` whose first axis is ``steps``."""
+    op = get_op(op_name)
+    if "steps" not in op.param_names:
+        return (), ()
+    big = _roomy(op_name)
+    other = op.validate({**big, "steps": big["steps"] + 1})
+
+    def rows(a: Mapping[str, tuple[int, ...]], b: Mapping[str, tuple[int, ...]]
+             ) -> tuple[str, ...]:
+        return tuple(n for n in a if a[n] and b.get(n) and a[n][0] != b[n][0]
+                     and a[n][1:] == b[n][1:])
+
+    return (rows(op.input_shapes(big), op.input_shapes(other)),
+            rows(op.output_shapes(big), op.output_shapes(other)))
 
 
 def _shapes(op_name: str, params: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
@@ -176,6 +218,24 @@ class ArgSpec:
     def inputs(self) -> tuple[str, ...]:
         ins = array_names(self.op)[0]
         return tuple(n for n in self.arrays if n in ins)
+
+    @property
+    def inouts(self) -> tuple[str, ...]:
+        """The arrays the kernel reads and updates in place (op inputs that are
+        also op outputs of the same name)."""
+        ins, outs = array_names(self.op)
+        return tuple(n for n in self.arrays if n in ins and n in outs)
+
+    @property
+    def stepped(self) -> bool:
+        """Whether the kernel makes one step per call (see Steps above)."""
+        return "steps" in get_op(self.op).param_names and not any(
+            a.kind == "dim" and a.name == "steps" for a in self.args)
+
+    @property
+    def stepped_arrays(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The inputs, and the outputs, with one row per step (their first axis)."""
+        return stepped_arrays(self.op) if self.stepped else ((), ())
 
     def layout(self, name: str) -> str:
         """The declared layout of array ``name`` (``"C"`` unless the spec says otherwise)."""
@@ -270,9 +330,28 @@ class ArgSpec:
                         f"{model.name!r}, whose arrays are {dtype}; claim a precision "
                         f"stored in {dt} or hand the kernel {dtype} arrays")
         spec = cls(op, tuple(parsed), dtype, lay_map)
+        spec._check_inouts()
         if check_dims:
             spec._check_dimensions()
         return spec
+
+    def _check_inouts(self) -> None:
+        """An in-out array's output must be its input's shape (one per step)."""
+        if not self.inouts:
+            return
+        o = get_op(self.op)
+        big = _roomy(self.op)
+        ins, outs = o.input_shapes(big), o.output_shapes(big)
+        for n in self.inouts:
+            want = (big["steps"], *ins[n]) if self.stepped else ins[n]
+            if outs[n] != want:
+                fix = ("leave 'steps' out of the spec, so that the kernel is called once "
+                       "per step" if "steps" in o.param_names else
+                       f"pass the output {n} as its own array")
+                raise InvalidArgument(
+                    f"args={[a.text for a in self.args]!r}: {n!r} is read and updated in place "
+                    f"(an input and an output of {self.op}), but the output has shape "
+                    f"{outs[n]} where the input has {ins[n]}; {fix}")
 
     @staticmethod
     def _parse(op: str, text: Any, inputs: tuple[str, ...], outputs: tuple[str, ...]) -> Arg:
@@ -298,8 +377,9 @@ class ArgSpec:
             return Arg("scalar", ctype=ctype, value=value)
         body, _, ctype = text.removeprefix("param:").partition(":")
         ctype = ctype or "int32"
-        if ctype not in ("int32", "int64"):
-            raise InvalidArgument(f"dimension {text!r}: C type {ctype!r} must be int32 or int64")
+        if ctype not in INT_CTYPES + FLOAT_CTYPES:
+            raise InvalidArgument(f"parameter {text!r}: C type {ctype!r} must be one of "
+                                  f"{INT_CTYPES + FLOAT_CTYPES} (int32 when left out)")
         pm = _PROD_RE.match(body)
         dm = _DIM_RE.match(body)
         name = pm["name"] if pm else dm["name"] if dm else None
@@ -310,6 +390,11 @@ class ArgSpec:
                 "entry ('kernel_size[0]') or a product ('prod(batch_shape)'), scalars are "
                 "written '=VALUE:CTYPE'")
         value = _params_of(op)[name]
+        if ctype in FLOAT_CTYPES:
+            if pm or (dm and dm["index"] is not None) or isinstance(value, (bool, tuple, str)):
+                raise InvalidArgument(f"{text!r}: only a number parameter can be passed as "
+                                      f"{ctype}; {name!r} is {value!r} in a case")
+            return Arg("dim", name, None, False, ctype)
         index = int(dm["index"]) if dm and dm["index"] is not None else None
         if pm and not isinstance(value, tuple):
             raise InvalidArgument(f"{text!r}: prod() takes a shape parameter; {name!r} is not one")
@@ -329,6 +414,8 @@ class ArgSpec:
         dims = [a for a in self.args if a.kind == "dim"]
         missing = []
         for name, value in big.items():
+            if name == "steps":
+                continue  # left out: the kernel makes one step per call
             for variant in _variants(value):
                 try:
                     other = o.validate({**big, name: variant})

@@ -109,7 +109,7 @@ def _replayed(repro: str | None) -> Verdict | None:
     not run again), for its worst elements; None when that is not possible."""
     if not repro or not Path(repro).is_dir():
         return None
-    from ..store.repro import replay  # noqa: PLC0415 - only for failures with a repro
+    from ..checking.replay import replay  # noqa: PLC0415 - only for failures with a repro
 
     try:
         return replay(repro, rerun=False)

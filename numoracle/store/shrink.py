@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import itertools
 import time
+import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,21 +60,70 @@ Arrays = dict[str, np.ndarray]
 Params = dict[str, Any]
 
 
+def _numbers(name: str, arr: np.ndarray, where: str) -> np.ndarray:
+    """``arr`` when it holds real numbers; InvalidArgument naming it otherwise."""
+    if arr.dtype.kind not in "fiub" and arr.dtype.name != "bfloat16":
+        raise InvalidArgument(f"{where}: {name!r} holds {arr.dtype} values, not real numbers; "
+                              f"save it as floats, e.g. np.asarray({name}, dtype=np.float32)")
+    return arr
+
+
 def load_arrays(path: Path | str) -> Arrays:
-    """Arrays by name from a ``.npz`` file, a folder of ``.npy`` files, or one ``.npy``."""
+    """Arrays by name from a ``.npz`` file or a folder of ``.npy`` files.
+
+    Raises
+    ------
+    InvalidArgument
+        When ``path`` is missing, not an archive NumPy can read, or holds
+        arrays of Python objects (pickled data, never loaded) or of non-numbers.
+    """
     p = Path(path)
+    hint = "save the step's inputs with np.savez(path, x=..., weight=...)"
     if p.is_dir():
         files = sorted(p.glob("*.npy"))
         if not files:
             raise InvalidArgument(f"{str(path)!r} holds no .npy files; dump each input as "
                                   "NAME.npy (x.npy, weight.npy, ...) or give an .npz")
-        return {f.stem: np.load(f) for f in files}
-    if p.suffix == ".npz" and p.is_file():
-        with np.load(p) as z:
-            return {k.removeprefix("input_"): z[k] for k in z.files
-                    if not k.startswith("got_")}
+        out = {}
+        for f in files:
+            try:
+                arr = np.load(f, allow_pickle=False)
+            except ValueError as exc:
+                pickled = "allow_pickle" in str(exc)
+                raise InvalidArgument(
+                    f"{str(f)!r} " + ("holds Python objects (pickled data), which are never "
+                                      "loaded" if pickled else f"cannot be read ({exc})")
+                    + f"; save it with np.save('{f.name}', np.asarray(arr, dtype=np.float32))"
+                ) from None
+            except OSError as exc:
+                raise InvalidArgument(f"{str(f)!r} is not a readable .npy file ({exc}); "
+                                      f"{hint}") from None
+            out[f.stem] = _numbers(f.stem, arr, str(f))
+        return out
+    if not p.exists():
+        raise InvalidArgument(f"{str(path)!r} does not exist; give an .npz file or a folder "
+                              f"of .npy files ({hint})")
+    if p.is_file():
+        try:
+            z = np.load(p, allow_pickle=False)
+            if not isinstance(z, np.lib.npyio.NpzFile):
+                raise InvalidArgument(f"{str(path)!r} is one array, not a case's inputs by "
+                                      f"name; {hint}")
+            with z:
+                return {k.removeprefix("input_"): _numbers(k, z[k], str(path))
+                        for k in z.files if not k.startswith("got_")}
+        except InvalidArgument:
+            raise
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+            if not zipfile.is_zipfile(p):
+                what = "is not an .npz archive (NumPy's zip of .npy files)"
+            elif "allow_pickle" in str(exc) or "pickled" in str(exc):
+                what = "holds Python objects (pickled data), which are never loaded"
+            else:
+                what = f"is not an .npz archive NumPy can read ({exc})"
+            raise InvalidArgument(f"{str(path)!r} {what}; {hint}") from None
     raise InvalidArgument(f"{str(path)!r} is neither an .npz file nor a folder of .npy files; "
-                          "save the step's inputs with np.savez(path, x=..., weight=...)")
+                          f"{hint}")
 
 
 # -- parameters from the arrays' shapes -------------------------------------------------

@@ -33,7 +33,7 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,8 +47,8 @@ if TYPE_CHECKING:
     from ..checking.verdict import Verdict
 
 __all__ = ["FORMAT_VERSION", "FORMAT_FILE", "Entry", "signature", "diagnosis_class",
-           "write_repro", "entries", "record_status", "replay_entry", "replay_all",
-           "replay_for_target", "prune", "atomic_write_text"]
+           "write_repro", "entries", "record_status", "prune", "check_store",
+           "atomic_write_text"]
 
 #: the store format this version writes (and the newest it reads)
 FORMAT_VERSION = 1
@@ -206,7 +206,7 @@ def write_repro(verdict: Verdict, target: Target, store: Path | str,
         "verdict": {"passed": verdict.passed, "worst_ratio": _num(verdict.worst_ratio),
                     "diagnosis": verdict.diagnosis,
                     "error": None if verdict.error is None else str(verdict.error),
-                    "engine": verdict.engine},
+                    "engine": verdict.engine, "calls_before": verdict.calls_before},
         "describe": case.describe() + (" (inputs given)" if given else ""),
     }
     tmp = root / f".tmp-{uuid.uuid4().hex}"
@@ -291,53 +291,6 @@ def record_status(folder: Path, passed: bool) -> None:
              "when": time.strftime("%Y-%m-%dT%H:%M:%S%z")}) + "\n")
 
 
-def replay_entry(entry: Entry, target: Target | None = None) -> Verdict:
-    """Replay one stored repro (on ``target`` when given: a kernel in hand) and
-    record the outcome."""
-    from ..checking.check import check_case  # noqa: PLC0415 - checking loads on use
-    from .repro import load_repro, replay  # noqa: PLC0415 - repro imports this module
-
-    if target is None:
-        v = replay(entry.path)
-    else:
-        r = load_repro(entry.path)
-        v = check_case(r.case, target, with_diagnosis=True,
-                       inputs=r.inputs if r.stored_inputs else None)
-        v.repro = str(entry.path)
-    record_status(entry.path, v.passed)
-    return v
-
-
-def replay_all(store: Path | str) -> Iterator[tuple[Entry, Verdict]]:
-    """Replay every repro of the store, each recorded as fixed or failing."""
-    for e in entries(store):
-        yield e, replay_entry(e)
-
-
-def replay_for_target(target: Target, store: Path | str | None
-                      ) -> tuple[list[Verdict], list[Entry]]:
-    """Replay the stored repros of ``target`` (its name and op, its storage
-    format): returns the verdicts that still fail and the entries now fixed.
-
-    This is what a check does before drawing new cases, as Hypothesis replays
-    its example database."""
-    if store is None:
-        return [], []
-    failing, fixed = [], []
-    for e in entries(store, target=target.name, op=target.op):
-        if e.precision != target.precision.name:
-            continue  # the same kernel under another claim: not this check's failure
-        try:
-            v = replay_entry(e, target)
-        except InvalidArgument:  # e.g. a repro of another storage format: not this claim's
-            continue
-        if v.passed:
-            fixed.append(e)
-        else:
-            failing.append(v)
-    return failing, fixed
-
-
 def _remove(folder: Path) -> None:
     """Remove a folder so that no reader sees half of it: rename, then delete."""
     trash = folder.with_name(f".trash-{uuid.uuid4().hex}")
@@ -349,11 +302,13 @@ def _remove(folder: Path) -> None:
 
 
 def prune(store: Path | str, *, fixed: bool = False, targets: Sequence[str] = (),
-          replay_now: bool = True) -> list[Entry]:
-    """Remove repros: those that pass now (``fixed``; replayed first unless
-    ``replay_now`` is False, then the last recorded status decides) and/or those
-    of the named ``targets``. Left-overs of killed writers go too. Returns the
-    entries removed."""
+          passes: Callable[[Entry], bool] | None = None) -> list[Entry]:
+    """Remove repros: those that pass now (``fixed``: ``passes(entry)`` says
+    whether one does, e.g. by replaying it; None: the last recorded status
+    decides) and/or those of the named ``targets``. Left-overs of killed
+    writers go too. Returns the entries removed.
+
+    :func:`numoracle.checking.replay.prune` is this with each repro replayed."""
     if not fixed and not targets:
         raise InvalidArgument("prune needs what to remove: fixed=True (repros that pass "
                               "now) or targets=[NAME, ...]")
@@ -363,8 +318,8 @@ def prune(store: Path | str, *, fixed: bool = False, targets: Sequence[str] = ()
         if targets and e.target not in targets:
             continue
         if fixed:
-            if replay_now:
-                e.status = "fixed" if replay_entry(e).passed else "fails"
+            if passes is not None:
+                e.status = "fixed" if passes(e) else "fails"
             if e.status != "fixed":
                 continue
         _remove(e.path)
@@ -378,3 +333,18 @@ def prune(store: Path | str, *, fixed: bool = False, targets: Sequence[str] = ()
         for left in root.glob(".trash-*"):
             shutil.rmtree(left, ignore_errors=True)
     return removed
+
+
+def check_store(store: Path | str, *, must_exist: bool) -> Path:
+    """``store`` as a folder to read: an existing store, or (``must_exist``
+    False) a folder not made yet, which holds nothing. InvalidArgument for a
+    file, or for a store that must exist and does not."""
+    root = Path(store)
+    if root.exists() and not root.is_dir():
+        raise InvalidArgument(f"--store {str(store)!r} is a file, not a store folder; give "
+                              "the folder repros are saved in (default .numoracle/repros)")
+    if must_exist and not root.is_dir():
+        raise InvalidArgument(f"--store {str(store)!r} does not exist; give the folder repros "
+                              "are saved in (default .numoracle/repros, relative to where "
+                              "the checks ran)")
+    return root

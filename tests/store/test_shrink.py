@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 from numoracle.api import _make_target
+from numoracle.checking.replay import replay
 from numoracle.cli import main
 from numoracle.errors import InvalidArgument
 from numoracle.oracle.formats import quantize
-from numoracle.store.repro import load_repro, replay
+from numoracle.store.repro import load_repro
 from numoracle.store.shrink import infer_params, shrink
 from numoracle.store.store import entries
 

@@ -15,16 +15,15 @@ from numoracle import KernelMismatch, check_kernel
 from numoracle.api import _make_target
 from numoracle.cases.case import Case
 from numoracle.checking.check import check_case
+from numoracle.checking.replay import prune, replay, replay_for_target
 from numoracle.cli import main
 from numoracle.errors import InvalidArgument
-from numoracle.store.repro import load_repro, replay, save_repro
+from numoracle.store.repro import load_repro, save_repro
 from numoracle.store.store import (
     FORMAT_FILE,
     FORMAT_VERSION,
     diagnosis_class,
     entries,
-    prune,
-    replay_for_target,
     signature,
 )
 

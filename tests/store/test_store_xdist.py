@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from numoracle.store.repro import load_repro, replay
+from numoracle.checking.replay import replay
+from numoracle.store.repro import load_repro
 from numoracle.store.store import entries
 
 pytest.importorskip("xdist")
