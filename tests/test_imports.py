@@ -25,8 +25,6 @@ PACKAGE = Path(__file__).resolve().parents[1] / "numoracle"
 
 #: cycles being removed, each the set of its modules (without the ``numoracle.`` prefix)
 ALLOWED: list[frozenset[str]] = [
-    frozenset({"checking.check", "checking.isolate", "store.repro", "store.store"}),
-    frozenset({"foreign.command", "foreign.rebuild", "foreign.sharedlib"}),
 ]
 
 

@@ -65,7 +65,7 @@ import pickle
 import signal
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -210,6 +210,35 @@ class _Died(Exception):
     pass
 
 
+def _needs_main(spec: tuple[Any, ...]) -> bool:
+    """Whether the worker must import the parent's main script to load ``spec``:
+    a kernel pickled from it does; a target found by its source file and
+    numoracle's own functions do not."""
+    return spec[0] != "source" and b"__main__" in spec[1]
+
+
+@contextlib.contextmanager
+def _main_hidden() -> Iterator[None]:
+    """Within the block, a spawned process does not import the parent's main
+    script: multiprocessing's spawn re-runs the script named by the main
+    module's ``__spec__`` or ``__file__``, so both are set aside while the
+    process starts (a worker that loads targets by source, or numoracle's own
+    functions, needs nothing of it; a script without a ``__main__`` guard then
+    works as written)."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        yield
+        return
+    saved: dict[str, Any] = {k: main.__dict__[k] for k in ("__file__", "__spec__")
+                             if k in main.__dict__}
+    main.__dict__.pop("__file__", None)
+    main.__dict__["__spec__"] = None
+    try:
+        yield
+    finally:
+        main.__dict__.pop("__spec__", None)
+        main.__dict__.update(saved)
+
 class _Pool:
     """The one worker process, started lazily and replaced after a fault."""
 
@@ -219,21 +248,26 @@ class _Pool:
         self.conn: Any = None
         self.ready = False
         self.loaded: set[tuple[Any, ...]] = set()
+        #: whether the worker imported the parent's main script (spawn's rule)
+        self.with_main = False
 
-    def _spawn(self) -> None:
+    def _spawn(self, with_main: bool | None = None) -> None:
         if getattr(mp.current_process(), "_inheriting", False):
             # a worker still importing the parent's main script was asked for a
             # worker: the script runs checks at import (no __main__ guard)
             sys.stderr.write(f"numoracle: {_unguarded_message()}\n")
             sys.stderr.flush()
             os._exit(UNGUARDED_EXIT)
+        with_main = self.with_main if with_main is None else with_main
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe(duplex=True)
         proc = ctx.Process(target=_worker_main, args=(child,), name="numoracle-kernel",
                            daemon=True)
-        proc.start()
+        with contextlib.nullcontext() if with_main else _main_hidden():
+            proc.start()
         child.close()
         self.proc, self.conn, self.ready, self.loaded = proc, parent, False, set()
+        self.with_main = with_main
 
     def _kill(self) -> int | None:
         """Stop the worker (if still alive) and start its successor; its exit code."""
@@ -266,7 +300,12 @@ class _Pool:
 
     def _ensure(self, spec: tuple[Any, ...]) -> None:
         """A live worker that has loaded ``spec``; InvalidArgument when it cannot."""
+        needs = _needs_main(spec)
+        if needs and not self.with_main and self.proc is not None:
+            self.with_main = True
+            self._kill()  # its successor imports the main script
         if self.proc is None or not self.proc.is_alive():
+            self.with_main = self.with_main or needs
             self._kill()
         for attempt in (1, 2):  # a worker that died idle is replaced once
             try:

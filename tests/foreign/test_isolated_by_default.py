@@ -75,23 +75,48 @@ print("VERDICT", res.verdict)
 """
 
 
-def test_a_script_without_a_main_guard_is_told_what_to_add(build, tmp_path: Path) -> None:
+def test_a_script_without_a_main_guard_works_for_a_library(build, tmp_path: Path) -> None:
+    """The worker of a foreign call needs nothing of the script: it is not re-run."""
     script = tmp_path / "check_it.py"
     script.write_text(UNGUARDED)
     done = subprocess.run([sys.executable, str(script), str(_lib(build)), str(tmp_path)],
                           capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("VERDICT pass") == 1, done.stdout  # run once, in this process
+
+
+UNGUARDED_PYTHON = """
+import numpy as np
+import numoracle
+
+def good(a, b):
+    return {"out": np.matmul(a, b)}
+
+res = numoracle.check_kernel(good, op="matmul", examples=3, store=None, isolate=True,
+                             max_elements=16)
+print("VERDICT", res.verdict)
+"""
+
+
+def test_a_script_without_a_main_guard_is_told_what_to_add(tmp_path: Path) -> None:
+    """A kernel defined in the script needs the script in the worker: without
+    the guard the worker would start checks of its own; the user is told so
+    before any case, and no verdict is given."""
+    script = tmp_path / "check_it.py"
+    script.write_text(UNGUARDED_PYTHON)
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, check=False)
     assert done.returncode != 0
     assert 'if __name__ == "__main__":' in done.stderr and "check_it.py" in done.stderr
-    assert "VERDICT" not in done.stdout  # no verdict on a correct kernel
-    assert not (tmp_path / "repros").exists()
+    assert "VERDICT" not in done.stdout
 
 
-def test_the_same_script_with_the_guard_passes(build, tmp_path: Path) -> None:
+def test_the_same_script_with_the_guard_passes(tmp_path: Path) -> None:
     script = tmp_path / "check_it.py"
-    body = textwrap.indent(UNGUARDED.split("\n", 3)[3], "    ")
-    script.write_text("import sys\nfrom numoracle.foreign import run, shared_library_target\n"
-                      "if __name__ == '__main__':\n" + body)
-    done = subprocess.run([sys.executable, str(script), str(_lib(build)), str(tmp_path)],
-                          capture_output=True, text=True, timeout=300, check=False)
+    head, body = UNGUARDED_PYTHON.split("res = ", 1)
+    script.write_text(head + "if __name__ == '__main__':\n" + textwrap.indent("res = " + body,
+                                                                            "    "))
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     assert "VERDICT pass" in done.stdout
