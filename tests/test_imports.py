@@ -24,8 +24,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "numoracle"
 
 #: cycles being removed, each the set of its modules (without the ``numoracle.`` prefix)
-ALLOWED: list[frozenset[str]] = [
-]
+ALLOWED: list[frozenset[str]] = []
 
 
 def _module_name(path: Path) -> str:
