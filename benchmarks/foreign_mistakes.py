@@ -176,6 +176,11 @@ def main(out: str) -> None:
         meta["target"]["source"] = str(root / "deleted.py")
         (gone_src / "repro.json").write_text(json.dumps(meta))
         row("replay a repro whose kernel file was deleted", [*nm, "replay", str(gone_src)])
+        both = root / "both_gone"
+        shutil.copytree(gone_src, both)
+        (both / "arrays.npz").unlink()
+        row("replay a repro whose arrays.npz and kernel file are gone",
+            [*nm, "replay", str(both)])
     row("replay a path that does not exist", [*nm, "replay", str(root / "nowhere")])
     # the stateful bug: stored by a run, replayed in a fresh process
     st_store = root / "stateful"

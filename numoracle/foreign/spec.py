@@ -54,6 +54,7 @@ Examples
 from __future__ import annotations
 
 import ctypes
+import functools
 import itertools
 import math
 import re
@@ -137,11 +138,24 @@ def _params_of(op_name: str, flags: bool = True) -> dict[str, Any]:
     return op.validate({**dict.fromkeys(op.param_names, 1), **smallest(plan, fixed)})
 
 
+@functools.lru_cache(maxsize=64)
 def array_names(op_name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Every input and every output ``op_name`` can have (each flag on)."""
+    """Every input and every output ``op_name`` can have: each flag on, and
+    every combination of its choices (an optimizer's state outputs exist only
+    for some optimizers), in the op's order."""
     op = get_op(op_name)
-    params = _params_of(op_name)
-    return tuple(op.input_shapes(params)), tuple(op.outputs(params))
+    base = _params_of(op_name)
+    choices = [s for s in op.draw_plan() if isinstance(s, Choice)]
+    ins: dict[str, None] = dict.fromkeys(op.input_shapes(base))
+    outs: dict[str, None] = dict.fromkeys(op.outputs(base))
+    for combo in itertools.product(*(c.options for c in choices)):
+        try:
+            params = op.validate({**base, **{c.name: v for c, v in zip(choices, combo)}})
+        except InvalidArgument:
+            continue
+        ins.update(dict.fromkeys(op.input_shapes(params)))
+        outs.update(dict.fromkeys(op.outputs(params)))
+    return tuple(ins), tuple(outs)
 
 
 def stepped_arrays(op_name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
