@@ -150,7 +150,8 @@ def array_names(op_name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     outs: dict[str, None] = dict.fromkeys(op.outputs(base))
     for combo in itertools.product(*(c.options for c in choices)):
         try:
-            params = op.validate({**base, **{c.name: v for c, v in zip(choices, combo)}})
+            chosen = {c.name: v for c, v in zip(choices, combo, strict=True)}
+            params = op.validate({**base, **chosen})
         except InvalidArgument:
             continue
         ins.update(dict.fromkeys(op.input_shapes(params)))
