@@ -13,8 +13,10 @@ variance algorithm is a claim (``ctx.claims.variance``), not a constant: the
 one-pass form's cancellation is in its bound, and a kernel that uses it fails a
 two-pass claim where the cancellation is large. The composed bound is
 componentwise: the mean's radius enters every deviation, which also covers
-kernels that fold the mean into an affine ``x * scale + shift`` (torch's CPU
-kernels) or update it as they go (Welford's algorithm).
+kernels that update the mean as they go (Welford's algorithm); a kernel that
+folds the statistics and the affine weights into ``x * scale + shift`` (torch's
+CPU kernels) rounds relative to ``|x| rstd`` and ``|mean| rstd``, which the
+bound carries too (:func:`normalized`, :func:`affine`).
 
 The outputs are torch's: ``(out, mean, rstd)`` with the statistics shaped as
 torch saves them; batch norm in inference returns empty statistics; the
@@ -31,12 +33,13 @@ bias gradient ``sum(grad)`` over the other axes.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from ... import elementwise as ew
-from ...tracked import Tracked, add, exact, sub
+from ...tracked import Tracked, _fold_lo, add, exact, sub
 from ..rules import RuleContext, rule
 from ._common import as_tracked, scaled, tmap_all
 from .elementwise import ulps
@@ -55,6 +58,52 @@ def _reshape(t: Tracked, shape: Sequence[int]) -> Tracked:
     return tmap_all(t, lambda a: np.reshape(a, tuple(shape)))
 
 
+def _widened(t: Tracked, extra: Any) -> Tracked:
+    with np.errstate(invalid="ignore", over="ignore"):
+        return replace(t, det=t.det + extra, prob=t.prob + extra)
+
+
+def normalized(ctx: RuleContext, x: Tracked, mean: Tracked, rstd: Tracked) -> Tracked:
+    """``(x - mean) rstd``, bounded also for a kernel that folds the statistics into
+    an affine ``x rstd - mean rstd`` (torch's CPU kernels): its two products round
+    relative to ``|x| rstd`` and ``|mean| rstd``, which may cancel."""
+    m = ctx.model
+    out = ew.mul(sub(x, mean, m), rstd, m)
+    with np.errstate(invalid="ignore", over="ignore"):
+        scale = np.abs(_fold_lo(rstd).value) + rstd.det + rstd.ref_err
+        extra = 2.0 * m.acc_unit() * (np.abs(_fold_lo(x).value) + np.abs(_fold_lo(mean).value)
+                                      ) * scale
+    return _widened(out, extra)
+
+
+def affine(ctx: RuleContext, out: Tracked, weight: Any, bias: Any,
+           shape: Sequence[int]) -> Tracked:
+    """``out * weight + bias``; a kernel that folds the bias into its shift
+    (``bias - mean rstd weight``) rounds that sum too: ``u |bias|`` more."""
+    m = ctx.model
+    if weight is not None:
+        out = ew.mul(out, _reshape(as_tracked(weight, m), shape), m)
+    if bias is not None:
+        b = _reshape(as_tracked(bias, m), shape)
+        out = _widened(add(out, b, m), m.acc_unit() * np.abs(_fold_lo(b).value))
+    return out
+
+
+def streamed_mean(ctx: RuleContext, x: Tracked, dims: tuple[int, ...]) -> Tracked:
+    """The mean over ``dims`` (no keepdim), bounded also for a kernel that updates
+    it element by element (Welford: ``m += (x_k - m) / k``, torch's CPU norms),
+    whose ``k``-th update rounds three times relative to ``|x_k - m|`` and ``|m|``:
+    at most ``(n + 4 (ln n + 1)) u max |x|`` over ``n`` elements, where a sum's
+    mean is exact in the exact regime and this is not."""
+    mean = reduce_mean(ctx, x, dims)
+    n = int(np.prod([x.shape[d] for d in dims]))
+    with np.errstate(invalid="ignore", over="ignore"):
+        big = _fold_lo(x)
+        top = np.max(np.abs(big.value) + big.det + big.ref_err, axis=dims) if n else 0.0
+        extra = (n + 4.0 * (np.log(max(n, 1)) + 1.0)) * ctx.model.acc_unit() * top
+    return _widened(mean, extra)
+
+
 def normalize(ctx: RuleContext, x: Tracked, dims: tuple[int, ...], eps: float,
               weight: Any = None, bias: Any = None, affine_shape: Sequence[int] = ()
               ) -> tuple[Tracked, Tracked, Tracked, Tracked]:
@@ -62,14 +111,10 @@ def normalize(ctx: RuleContext, x: Tracked, dims: tuple[int, ...], eps: float,
     ``weight`` and ``bias`` reshaped to ``affine_shape`` to broadcast."""
     m = ctx.model
     kept = tuple(1 if d in dims else s for d, s in enumerate(x.shape))
-    var, mean = variance(ctx, x, dims)
+    var, mean = variance(ctx, x, dims, mean=streamed_mean(ctx, x, dims))
     var, mean = _reshape(var, kept), _reshape(mean, kept)
     rstd = _rsqrt(ctx, add(var, as_tracked(float(eps), m), m))
-    out = ew.mul(sub(x, mean, m), rstd, m)
-    if weight is not None:
-        out = ew.mul(out, _reshape(as_tracked(weight, m), affine_shape), m)
-    if bias is not None:
-        out = add(out, _reshape(as_tracked(bias, m), affine_shape), m)
+    out = affine(ctx, normalized(ctx, x, mean, rstd), weight, bias, affine_shape)
     return out, mean, rstd, var
 
 
@@ -88,12 +133,7 @@ def group_norm_rule(ctx: RuleContext, x: Tracked, weight: Any, bias: Any, n: int
     shape = x.shape
     g = _reshape(x, (n, group, (c // group) * hxw))
     ret = normalize(ctx, g, (2,), eps)
-    out = _reshape(ret[0], (n, c, hxw))
-    m = ctx.model
-    if weight is not None:
-        out = ew.mul(out, _reshape(as_tracked(weight, m), (1, c, 1)), m)
-    if bias is not None:
-        out = add(out, _reshape(as_tracked(bias, m), (1, c, 1)), m)
+    out = affine(ctx, _reshape(ret[0], (n, c, hxw)), weight, bias, (1, c, 1))
     return _reshape(out, shape), _reshape(ret[1], (n, group)), _reshape(ret[2], (n, group))
 
 
@@ -103,9 +143,9 @@ def _batch(ctx: RuleContext, x: Tracked, weight: Any, bias: Any, running_mean: A
     m = ctx.model
     c = x.shape[1]
     dims = tuple(d for d in range(x.value.ndim) if d != 1)
-    affine = (1, c) + (1,) * (x.value.ndim - 2)
+    per_channel = (1, c) + (1,) * (x.value.ndim - 2)
     if training:
-        out, mean, rstd, var = normalize(ctx, x, dims, eps, weight, bias, affine)
+        out, mean, rstd, var = normalize(ctx, x, dims, eps, weight, bias, per_channel)
         stats = (_reshape(mean, (c,)), _reshape(rstd, (c,)))
         if running_mean is None:
             return (out, *stats)
@@ -117,14 +157,10 @@ def _batch(ctx: RuleContext, x: Tracked, weight: Any, bias: Any, running_mean: A
         def update(run: Any, batch: Tracked) -> Tracked:
             return add(scaled(ctx, as_tracked(run, m), 1.0 - mom), scaled(ctx, batch, mom), m)
         return (out, *stats, update(running_mean, stats[0]), update(running_var, unbiased))
-    mean = _reshape(as_tracked(running_mean, m), affine)
-    var = _reshape(as_tracked(running_var, m), affine)
+    mean = _reshape(as_tracked(running_mean, m), per_channel)
+    var = _reshape(as_tracked(running_var, m), per_channel)
     rstd = _rsqrt(ctx, add(var, as_tracked(float(eps), m), m))
-    out = ew.mul(sub(x, mean, m), rstd, m)
-    if weight is not None:
-        out = ew.mul(out, _reshape(as_tracked(weight, m), affine), m)
-    if bias is not None:
-        out = add(out, _reshape(as_tracked(bias, m), affine), m)
+    out = affine(ctx, normalized(ctx, x, mean, rstd), weight, bias, per_channel)
     empty = exact(np.zeros((0,)))
     return out, empty, empty
 
@@ -227,16 +263,16 @@ def batch_norm_backward_rule(ctx: RuleContext, grad: Tracked, x: Tracked, weight
     m = ctx.model
     c = x.shape[1]
     dims = tuple(d for d in range(x.value.ndim) if d != 1)
-    affine = (1, c) + (1,) * (x.value.ndim - 2)
+    per_channel = (1, c) + (1,) * (x.value.ndim - 2)
     if train:
-        mu = _reshape(as_tracked(save_mean, m), affine)
-        rs = _reshape(as_tracked(save_invstd, m), affine)
+        mu = _reshape(as_tracked(save_mean, m), per_channel)
+        rs = _reshape(as_tracked(save_invstd, m), per_channel)
     else:
-        mu = _reshape(as_tracked(running_mean, m), affine)
-        rs = _rsqrt(ctx, add(_reshape(as_tracked(running_var, m), affine),
+        mu = _reshape(as_tracked(running_mean, m), per_channel)
+        rs = _rsqrt(ctx, add(_reshape(as_tracked(running_var, m), per_channel),
                              as_tracked(float(eps), m), m))
     xhat = ew.mul(sub(x, mu, m), rs, m)
-    gx = grad if weight is None else ew.mul(grad, _reshape(as_tracked(weight, m), affine), m)
+    gx = grad if weight is None else ew.mul(grad, _reshape(as_tracked(weight, m), per_channel), m)
     gi = None
     if output_mask[0]:
         gi = _input_grad(ctx, gx, xhat, rs, dims) if train else ew.mul(gx, rs, m)
