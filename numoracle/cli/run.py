@@ -99,7 +99,60 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--task-timeout", type=positive_float, metavar="SECONDS",
                      help="with --cluster: seconds a block may take before it is cancelled "
                           "and reported unjudged (default 900)")
+    traced = run.add_argument_group(
+        "a PyTorch reference as the op",
+        "--reference MOD:FN makes the function (or nn.Module class) FN of module MOD the op, "
+        "traced to ATen and bounded one rule per ATen op, e.g. --reference mypkg.refs:softmax "
+        "--inputs 'x=batch,n' --dims n=1:4096; it checks the kernel --kernel names (inputs by "
+        "name, returns a dict: out, or out0, out1, ..., and grad_<input>), or else torch "
+        "running the reference itself on the CPU (and CUDA where present)")
+    traced.add_argument("--reference", metavar="MOD:FN",
+                        help="the reference: a function or nn.Module class, as module:name")
+    traced.add_argument("--inputs", metavar="NAME=DIM,...;...",
+                        help="the reference's tensor inputs with their dimensions: names or "
+                             "sizes, e.g. 'x=batch,n;w=m,n' or 'x=batch,3,32,32'")
+    traced.add_argument("--dims", metavar="DIM=LO:HI,...",
+                        help="the range of each dimension, e.g. n=1:4096,batch=1:8")
+    traced.add_argument("--grads", type=names, metavar="INPUT,...",
+                        help="inputs whose gradients are judged too (grad_<input>)")
+    traced.add_argument("--kernel", metavar="MOD:FN",
+                        help="the kernel to check against --reference (default: torch)")
+    traced.add_argument("--backend", default="torch-cpu",
+                        help="with --kernel: where its arrays live (default torch-cpu)")
+    traced.add_argument("--precision", default="fp32",
+                        help="with --kernel: the precision it claims (default fp32)")
     run.set_defaults(func=_cmd_run)
+
+
+def _traced_targets(args: argparse.Namespace) -> tuple[list[Target], list[str]]:
+    """The targets and op of ``run --reference`` (the op registered on the way)."""
+    from ..api import _make_target  # noqa: PLC0415 - torch only for references
+    from ..kernels.torch_traced import reference_targets  # noqa: PLC0415
+    from ..oracle.traced.op import resolve_reference, traced_op  # noqa: PLC0415
+
+    if not args.inputs:
+        raise InvalidArgument("--reference needs --inputs, e.g. --inputs 'x=batch,n'")
+    inputs: dict[str, tuple[int | str, ...]] = {}
+    for part in filter(None, (p.strip() for p in args.inputs.split(";"))):
+        name, sep, dims = part.partition("=")
+        if not sep:
+            raise InvalidArgument(f"--inputs part {part!r} is not NAME=DIM,...; e.g. x=batch,n")
+        inputs[name.strip()] = tuple(int(d) if d.strip().isdigit() else d.strip()
+                                     for d in dims.split(",") if d.strip())
+    ranges: dict[str, tuple[int, int]] = {}
+    for part in filter(None, (p.strip() for p in (args.dims or "").split(","))):
+        name, sep, span = part.partition("=")
+        lo, colon, hi = span.partition(":")
+        if not sep or not colon or not lo.isdigit() or not hi.isdigit():
+            raise InvalidArgument(f"--dims part {part!r} is not DIM=LO:HI; e.g. n=1:4096")
+        ranges[name.strip()] = (int(lo), int(hi))
+    op = traced_op(resolve_reference(args.reference), inputs=inputs, dims=ranges,
+                   grads=tuple(args.grads or ()))
+    if args.kernel:
+        fn = resolve_reference(args.kernel)
+        return [_make_target(fn, op=op.name, precision=args.precision,
+                             backend=args.backend)], [op.name]
+    return reference_targets(op.name), [op.name]
 
 
 def _select_targets(names: Sequence[str] | None, ops: Sequence[str]) -> list[Target]:
@@ -121,8 +174,14 @@ def _select_targets(names: Sequence[str] | None, ops: Sequence[str]) -> list[Tar
 
 def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     wall0 = time.perf_counter()
-    ops = check_ops(args.ops)
-    targets = _select_targets(args.targets, ops)
+    if getattr(args, "reference", None):
+        targets, ops = _traced_targets(args)
+        if args.isolate is None:  # the op lives in this process: judged here
+            args.isolate = False
+        args.jobs = 1
+    else:
+        ops = check_ops(args.ops)
+        targets = _select_targets(args.targets, ops)
     args.regime = resolve_regime(getattr(args, "regime", "auto"), targets)
     if getattr(args, "sharp", False):
         targets = [sharpened(t) for t in targets]
