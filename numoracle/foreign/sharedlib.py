@@ -296,7 +296,7 @@ def shared_library_target(
     path: str | Path,
     symbol: str,
     *,
-    op: str,
+    op: str | None = None,
     args: Sequence[str],
     precision: str | PrecisionModel | Mapping[str, Any] = "fp32",
     layouts: Mapping[str, str] | str | None = None,
@@ -312,6 +312,10 @@ def shared_library_target(
     params: Mapping[str, Any] | None = None,
     spec_dir: str | Path | None = None,
     source: str | None = None,
+    reference: Any = None,
+    inputs: Any = None,
+    dims: Mapping[str, Any] | None = None,
+    grads: Sequence[str] = (),
 ) -> Target:
     """A :class:`~numoracle.cases.target.Target` that calls ``symbol`` in the library ``path``.
 
@@ -321,8 +325,9 @@ def shared_library_target(
         The shared library (``.so``).
     symbol : str
         The exported C-ABI function.
-    op : str
-        The op it computes (``linear``, ``matmul``, ``conv2d``).
+    op : str or None
+        The op it computes (``linear``, ``matmul``, ``conv2d``); with
+        ``reference``, the name of the traced op.
     args : sequence of str
         Its arguments in order (see :mod:`numoracle.foreign.spec`): arrays by op
         input/output name, dimensions by op parameter name, ``"stream"``, scalars.
@@ -361,6 +366,10 @@ def shared_library_target(
     spec_dir : path, optional
         Where the spec file that repros rebuild the target from goes
         (default ``.numoracle/targets``).
+    reference, inputs, dims, grads : optional
+        A PyTorch reference that is the op (as for
+        :func:`numoracle.check_kernel`): ``args`` then name its inputs, its
+        outputs (``out``, ``out0``, ...) and its dimensions.
 
     Raises
     ------
@@ -368,6 +377,13 @@ def shared_library_target(
         For a spec that does not match the op, a library that cannot be loaded
         or a missing symbol: before any call.
     """
+    if reference is not None:
+        from ..oracle.traced.op import traced_op  # noqa: PLC0415 - torch for references only
+
+        op = traced_op(reference, inputs=inputs, dims=dims, grads=grads, name=op).name
+    elif op is None:
+        raise InvalidArgument("give op= (the op the symbol computes) or reference= (a PyTorch "
+                              "reference with inputs=)")
     if not isinstance(symbol, str) or not symbol:
         raise InvalidArgument(f"symbol={symbol!r} must name the exported function")
     if device not in DEVICES:

@@ -88,3 +88,16 @@ def test_whole_target_isolated_by_the_runner(build, tmp_path: Path) -> None:
                               args=ARGS, spec_dir=tmp_path)
     res = run(t, examples=5, store=None, isolate=True)
     assert res.verdict == "FAIL" and "SIGSEGV" in res.diagnosis
+
+
+def test_a_c_kernel_against_a_pytorch_reference(build, tmp_path: Path) -> None:
+    import torch
+
+    inputs = {"a": ("batch", "m", "k"), "b": ("batch", "k", "n")}
+    args = ["a", "b", "out", "batch", "m", "k", "n"]
+    good = shared_library_target(_lib(build, False), "matmul_f32", args=args, spec_dir=tmp_path,
+                                 reference=torch.matmul, inputs=inputs, op="traced_matmul_c")
+    assert run(good, examples=30, store=None).verdict == "pass"
+    bad = shared_library_target(_lib(build, True), "matmul_f32", args=args, spec_dir=tmp_path,
+                                reference=torch.matmul, inputs=inputs, op="traced_matmul_c")
+    assert run(bad, examples=40, store=None).verdict == "FAIL"
