@@ -2,8 +2,9 @@
 fresh process: what numoracle answers (exit status, the first line it prints
 on stderr, else on stdout).
 
-Usage: ``python benchmarks/foreign_mistakes.py OUT.json`` from a checkout (the
-``numoracle`` on ``PYTHONPATH`` is the one tried). Each answer is one row:
+Usage: ``python benchmarks/foreign_mistakes.py OUT.json [TEXT]`` from a checkout
+(the ``numoracle`` on ``PYTHONPATH`` is the one tried; ``TEXT``: only the mistakes
+whose description holds it). Each answer is one row:
 the mistake, the exit status, the answer's first line, its last line.
 """
 
@@ -87,6 +88,18 @@ if __name__ == "__main__":
     print(res.verdict, res.diagnosis)
 '''
 
+UNGUARDED_PYTHON = '''
+import numpy as np
+import numoracle
+
+def good(a, b):
+    return {"out": np.matmul(a, b)}
+
+res = numoracle.check_kernel(good, op="matmul", examples=3, store=None, isolate=True,
+                             max_elements=16)
+print(res.verdict)
+'''
+
 HUNG = '''
 import time
 from numoracle import check_kernel
@@ -131,12 +144,14 @@ def _run(argv: list[str], cwd: Path, timeout: float = 300) -> dict[str, object]:
             "seconds": round(time.perf_counter() - t0, 2)}
 
 
-def main(out: str) -> None:
+def main(out: str, only: str = "") -> None:
     root = Path(tempfile.mkdtemp(prefix="numoracle-mistakes-"))
     nm = ["-m", "numoracle"]
     rows: list[dict[str, object]] = []
 
     def row(mistake: str, argv: list[str], **kw: float) -> dict[str, object]:
+        if only not in mistake:
+            return {}
         r = {"mistake": mistake, "command": " ".join(argv), **_run(argv, root, **kw)}
         rows.append(r)
         print(json.dumps(r), flush=True)
@@ -241,6 +256,9 @@ def main(out: str) -> None:
         (root / "size_t.py").write_text(SIZE_T_DEFAULT)
         row("a C kernel with size_t dimensions, spec at the int32 default",
             ["size_t.py", str(root / "libk.so"), str(root / "s")])
+    (root / "unguarded_python.py").write_text(UNGUARDED_PYTHON)
+    row("isolate=True for a Python kernel in a script without a __main__ guard",
+        ["unguarded_python.py"])
     (root / "hung.py").write_text(HUNG)
     row("a hung in-process call, then a correct kernel", ["hung.py"], timeout=600)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
@@ -250,4 +268,4 @@ def main(out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:3])

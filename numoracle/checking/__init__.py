@@ -5,7 +5,8 @@ diagnosis (:mod:`.verdict`), reports (:mod:`.report`), reruns
 Dependency direction: ``oracle`` ← ``cases``/``strategies``/``kernels`` ←
 ``store`` (repros as data) ← ``checking`` (the kernel called in :mod:`.call`,
 isolated in :mod:`.isolate`, judged in :mod:`.check`, repros replayed in
-:mod:`.replay`) ← ``running`` ← ``api`` ← ``cli``/``pytest_plugin``.
+:mod:`.replay`, cases from outside shrunk in :mod:`.shrink`) ← ``running`` ←
+``api`` ← ``cli``/``pytest_plugin``. The store holds data and never runs a kernel.
 """
 
 from __future__ import annotations

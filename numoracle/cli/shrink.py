@@ -105,7 +105,7 @@ def _target(args: argparse.Namespace) -> Target:
 
 
 def _cmd_shrink(args: argparse.Namespace, console: Console) -> int:
-    from ..store.shrink import infer_params, load_arrays, shrink  # noqa: PLC0415
+    from ..checking.shrink import infer_params, load_arrays, shrink  # noqa: PLC0415
 
     arrays = load_arrays(args.arrays)
     target = _target(args)

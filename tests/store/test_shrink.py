@@ -12,11 +12,11 @@ import pytest
 
 from numoracle.api import _make_target
 from numoracle.checking.replay import replay
+from numoracle.checking.shrink import infer_params, shrink
 from numoracle.cli import main
 from numoracle.errors import InvalidArgument
 from numoracle.oracle.formats import quantize
 from numoracle.store.repro import load_repro
-from numoracle.store.shrink import infer_params, shrink
 from numoracle.store.store import entries
 
 

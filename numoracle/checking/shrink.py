@@ -52,7 +52,7 @@ from ..oracle.ops.plan import Choice, Dim, Flag, Multiple, Pair, smallest
 
 if TYPE_CHECKING:
     from ..cases.target import Target
-    from ..checking.verdict import Verdict
+    from .verdict import Verdict
 
 __all__ = ["infer_params", "reason", "shrink", "ShrinkResult", "load_arrays"]
 
@@ -300,7 +300,7 @@ class _Shrinker:
 
     def fails(self, params: Params, inputs: Arrays) -> bool:
         """Does this version fail for the same reason? (one kernel run)"""
-        from ..checking.check import check_case  # noqa: PLC0415 - checking loads on use
+        from .check import check_case  # noqa: PLC0415 - checking loads on use
 
         if self.runs >= self.max_runs or time.perf_counter() > self.deadline:
             raise _Budget
@@ -497,7 +497,7 @@ def shrink(target: Target, op: str, params: Mapping[str, Any], inputs: Mapping[s
         When the case does not fail to begin with, or an input is not exact in
         the target's storage format.
     """
-    from ..checking.check import check_case  # noqa: PLC0415 - checking loads on use
+    from .check import check_case  # noqa: PLC0415 - checking loads on use
 
     t0 = time.perf_counter()
     o = get_op(op)
@@ -549,7 +549,7 @@ def shrink(target: Target, op: str, params: Mapping[str, Any], inputs: Mapping[s
     res = ShrinkResult(op, before_p, dict(p), before_in, ins, final, want, s.runs,
                        time.perf_counter() - t0, steps=steps)
     if store is not None:
-        from .repro import save_repro  # noqa: PLC0415 - repro imports the store
+        from ..store.repro import save_repro  # noqa: PLC0415 - only to save the result
 
         res.repro = str(save_repro(final, target, store=store, inputs=ins))
     return res
