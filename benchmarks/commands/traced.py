@@ -20,6 +20,7 @@ float64 eager on the same inputs, and the hand-written op where one exists
 from __future__ import annotations
 
 import argparse
+import copy
 import statistics
 import time
 import warnings
@@ -178,20 +179,29 @@ def cost(args: argparse.Namespace) -> int:
                       ctx: Any = ctx) -> Any:
             return evaluate(graph, inputs, ctx)
 
-        tensors = {k: torch.tensor(v) for k, v in inputs.items()}
+        device = args.device
+        tensors = {k: torch.tensor(v, device=device) for k, v in inputs.items()}
+        ref = copy.copy(op.ref)
+        if ref.module is not None:
+            ref.module = copy.deepcopy(ref.module).to(device)
 
-        def eager(op: Any = op, tensors: dict[str, Any] = tensors) -> Any:
-            ref = op.ref
+        def eager(ref: Any = ref, tensors: dict[str, Any] = tensors,
+                  device: str = device) -> Any:
             if not ref.grads:
                 with torch.no_grad():
-                    return ref.flat(tensors)
-            leaves = {n: tensors[n].detach().requires_grad_(n in ref.grads) for n in ref.names}
-            outs, onames = ref.flat(leaves)
-            return torch.autograd.grad(outs, [leaves[g] for g in ref.grads],
-                                       [tensors[f"grad_{n}"] for n in onames],
-                                       allow_unused=True)
+                    out = ref.flat(tensors)
+            else:
+                leaves = {n: tensors[n].detach().requires_grad_(n in ref.grads)
+                          for n in ref.names}
+                outs, onames = ref.flat(leaves)
+                out = torch.autograd.grad(outs, [leaves[g] for g in ref.grads],
+                                          [tensors[f"grad_{n}"] for n in onames],
+                                          allow_unused=True)
+            if device != "cpu":
+                torch.cuda.synchronize()
+            return out
 
-        row = {"family": family, "params": params,
+        row = {"family": family, "params": params, "eager_device": device,
                "capture_s": _median(fresh, args.repeats),
                "interpret_s": _median(interpret, args.repeats),
                "torch_float64_eager_s": _median(eager, args.repeats)}
@@ -237,4 +247,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ap.add_argument("--forward-only", action="store_true",
                     help="sweep: the references without their gradients (cheaper cases)")
     ap.add_argument("--out", default="benchmarks/results/cpu/traced")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                    help="cost: where torch's float64 eager run of the reference runs (the "
+                         "oracle runs on the host)")
     ap.set_defaults(func=_run)
