@@ -308,7 +308,8 @@ def command_target(
     if unknown:
         raise InvalidArgument(f"outputs={list(outputs or ())!r} names {unknown}, which {op} "
                               f"does not compute; its outputs are {outs}")
-    spec = ArgSpec.build(op, list(ins) + list(outputs if outputs is not None else outs),
+    wanted = list(outputs if outputs is not None else outs)
+    spec = ArgSpec.build(op, list(ins) + [o for o in wanted if o not in ins],
                          precision=model, layouts=layouts, check_dims=False)
     cwd = str(Path(cwd or os.getcwd()).resolve())
     fn = _Run(spec, argv, persistent, float(timeout), cwd, env, keep_folders)

@@ -98,7 +98,8 @@ def write_cases(out: Path | str, *, op: str, precision: str | PrecisionModel = "
     if folder.exists() and any(folder.iterdir()):
         raise InvalidArgument(f"out={str(out)!r} is not empty; give a new folder")
     ins, outs = array_names(op)
-    spec = ArgSpec.build(op, list(ins) + list(outputs or outs), precision=model,
+    spec = ArgSpec.build(op, list(ins) + [o for o in outputs or outs if o not in ins],
+                         precision=model,
                          layouts=layouts, check_dims=False)
     listed = []
     for i, case in enumerate(draw_cases(op, model.storage.name, examples, seed, **overrides)):

@@ -11,7 +11,8 @@ import pytest
 from numoracle.cases.case import Case
 from numoracle.checking.check import check_case
 from numoracle.errors import InvalidArgument
-from numoracle.foreign import ArgSpec, shared_library_target
+from numoracle.foreign import ArgSpec, command_target, shared_library_target
+from numoracle.foreign.spec import array_names
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SRC = str(EXAMPLES / "c" / "matmul.c")
@@ -109,3 +110,17 @@ def test_status_and_unwritten_outputs_fail(lib: Path, tmp_path: Path) -> None:
     assert not v.passed and "NaN" in v.message()
     t = shared_library_target(lib, "matmul_f32", op="matmul", args=MM, spec_dir=tmp_path)
     assert check_case(case, t).passed
+
+
+def test_every_output_an_op_can_have_is_a_spec_name() -> None:
+    """An optimizer's state outputs exist only for some optimizers; a spec names them."""
+    ins, outs = array_names("optim")
+    assert ins == ("param0", "grads")
+    assert {"param", "momentum_buffer", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"} <= set(outs)
+
+
+def test_a_command_takes_an_op_whose_parameters_are_inputs_and_outputs(tmp_path) -> None:
+    """mlp_train's w1 ... b3 are inputs and outputs: named once, read and written back."""
+    t = command_target(["prog", "{dir}"], op="mlp_train", spec_dir=tmp_path)
+    assert set(t.fn.foreign_spec.inouts) == {"w1", "b1", "w2", "b2", "w3", "b3"}
+    assert "loss" in t.outputs
