@@ -74,6 +74,8 @@ ZOOS: list[tuple[str, str]] = [
      "h100/optim/run3/zoo/zoo.json"),
     ("linear mutants from an installed package without torch",
      "cpu/zoo_without_torch/zoo.json"),
+    ("mutants of kernels checked against PyTorch references (traced oracle; families)",
+     "cpu/traced/zoo.json"),
 ]
 
 
@@ -137,11 +139,11 @@ def sweep_line(title: str, specs: tuple[str, ...]) -> tuple[str, set[str]]:
 
 def zoo_line(title: str, path: str) -> tuple[str, set[str]]:
     """One table row for a zoo run: mutants, caught, skipped, the most cases to catch."""
-    rows = _load(path)
+    rows = _rows(_load(path))
     ran = [r for r in rows if r.get("status", "caught" if r["caught"] else "missed") != "skipped"]
     caught = [r for r in ran if r["caught"]]
     most = max((int(r["cases_to_catch"]) for r in caught if r["cases_to_catch"]), default=0)
-    ops = ", ".join(sorted({r["op"] for r in rows}))
+    ops = ", ".join(sorted({r.get("op") or r.get("family", "?") for r in rows}))
     return (f"| {title} | {ops} | {len(ran)} | {len(caught)} | {most} | {_link(path)} |",
             {path})
 
