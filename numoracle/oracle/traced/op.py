@@ -35,6 +35,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -229,6 +230,7 @@ class TracedOp(Op):
         self.parameters = tuple(self.ref.state)  # type: ignore[misc]
         base = getattr(type(reference) if isinstance(reference, torch.nn.Module) else reference,
                        "__name__", "reference")
+        base = re.sub(r"\W+", "_", str(base)).strip("_") or "reference"  # "<lambda>": lambda
         self.name = name if name is not None else f"traced_{base}"
         if not isinstance(self.name, str) or not self.name.replace("-", "_").isidentifier():
             raise InvalidArgument(f"name={self.name!r} must be an identifier-like str")
