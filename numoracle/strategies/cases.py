@@ -60,6 +60,12 @@ DIM_MAX = 1024
 REDUCTION_MAX = 1 << 16
 #: seeds are drawn from ``[0, SEED_MAX]``
 SEED_MAX = 2**32 - 1
+#: one case in LONG_SHARE of the ``small`` regime has a long reduction: one
+#: dimension beyond :data:`DIM_MAX` (up to :data:`REDUCTION_MAX` and the limits),
+#: the others at most :data:`LONG_OTHERS`, so it costs what other cases cost
+LONG_SHARE = 6
+#: the largest other dimension of a case with a long reduction
+LONG_OTHERS = 16
 
 Params = dict[str, Any]
 
@@ -74,6 +80,8 @@ class _Limits:
     #: parameters that follow others (a square map's width): recomputed before
     #: each check, so a trial value is judged with what it implies
     derived: tuple[Derived, ...] = ()
+    #: the dimension drawn long in a case with a long reduction (None: no such case)
+    long: str | None = None
 
     def fits(self, op: Op, params: Mapping[str, Any]) -> bool:
         if self.derived:
@@ -92,12 +100,64 @@ class _Limits:
         :data:`REDUCTION_MAX` where ``max_reduction`` allows longer reductions."""
         return min(REDUCTION_MAX, max(DIM_MAX, self.max_reduction or 0))
 
+    def cap(self, name: str) -> int:
+        """Largest value of the dimension ``name``: :attr:`dim_cap`, or, in a case
+        with a long reduction, :data:`REDUCTION_MAX` for the long dimension and
+        :data:`LONG_OTHERS` for the others."""
+        if self.long is None:
+            return self.dim_cap
+        return REDUCTION_MAX if name == self.long else min(self.dim_cap, LONG_OTHERS)
+
 
 @lru_cache(maxsize=1024)
-def _limits(op: Op, max_elements: int, max_reduction: int | None, regime: str) -> _Limits:
-    """The limits of a case of ``op``, made once per op, limits and regime."""
+def _limits(op: Op, max_elements: int, max_reduction: int | None, regime: str,
+            long: str | None = None) -> _Limits:
+    """The limits of a case of ``op``, made once per op, limits, regime and long
+    dimension."""
     return _Limits(max_elements, max_reduction,
-                   tuple(s for s in op.draw_plan(regime) if isinstance(s, Derived)))
+                   tuple(s for s in op.draw_plan(regime) if isinstance(s, Derived)), long)
+
+
+@lru_cache(maxsize=4096)
+def _long_dims(lo: int, hi: int) -> SearchStrategy[int]:
+    """Sizes in ``[lo, hi]`` (``lo`` a power of two) as ``2**e + d``: the exponent
+    shrinks towards ``lo``'s and the offset towards 0, so a failure that sets in
+    at a length (a kernel switching algorithm or precision at ``K >= 2048``)
+    shrinks to the power of two at or below its threshold, then up to the
+    threshold itself, instead of stopping wherever the shrinker left off."""
+    top = hi.bit_length() - 1
+
+    def offset(e: int) -> SearchStrategy[int]:
+        return st.integers(0, min((1 << e) - 1, hi - (1 << e))).map(lambda d: (1 << e) + d)
+
+    return st.integers(lo.bit_length() - 1, top).flatmap(offset)
+
+
+@lru_cache(maxsize=4096)
+def _beyond(lo: int, hi: int, is_batch: bool) -> SearchStrategy[int]:
+    """Sizes in ``[lo, hi]`` (``hi > DIM_MAX``, a limit that allows long
+    reductions): as :func:`~numoracle.strategies.sizes.dims` up to
+    :data:`DIM_MAX`, or as :func:`_long_dims` beyond it."""
+    return st.one_of(_dims(lo, DIM_MAX, (lo, DIM_MAX) if is_batch else (lo,)),
+                     _long_dims(DIM_MAX, hi))
+
+
+def _long_choice(op: Op, regime: str, max_reduction: int | None) -> SearchStrategy[str | None]:
+    """None in all but one of :data:`LONG_SHARE` draws, else the name of the
+    dimension drawn long (shrinks towards None, then towards the plan's first
+    dimension); always None where no reduction may pass :data:`DIM_MAX` (the
+    ``realistic`` regime draws its own lengths)."""
+    names = tuple(s.name for s in op.draw_plan(regime) if isinstance(s, Dim)
+                  and (s.max_value is None or s.max_value > DIM_MAX))
+    if regime != "small" or not names or (max_reduction is not None
+                                          and max_reduction <= DIM_MAX):
+        return st.none()
+    return _long_names(names)
+
+
+@lru_cache(maxsize=256)
+def _long_names(names: tuple[str, ...]) -> SearchStrategy[str | None]:
+    return st.sampled_from((None,) * ((LONG_SHARE - 1) * len(names)) + names)
 
 
 #: what the budget of a parameter was, by (kind, op, limits, parameters drawn
@@ -154,10 +214,17 @@ _BOOLEANS = st.booleans()
 
 
 def _draw_dim(spec: Dim, draw: st.DrawFn, op: Op, params: Params, limits: _Limits) -> int:
-    cap = limits.dim_cap if spec.max_value is None else spec.max_value
+    cap = limits.cap(spec.name)
+    if spec.max_value is not None:
+        cap = spec.max_value if limits.long is None else min(spec.max_value, cap)
     lo = int(spec.smallest)  # the least the dimension may be (1 unless the op says more)
+    cap = max(cap, lo)
     hi = _memo(_budget_key("dim", op, params, limits, spec.name, cap, lo),
                lambda: _largest(lambda v: limits.fits(op, {**params, spec.name: v}), cap, lo))
+    if hi > DIM_MAX >= lo:  # lengths past DIM_MAX shrink as 2**e + d (see _long_dims)
+        if spec.name == limits.long:
+            return draw(_long_dims(DIM_MAX, hi))
+        return draw(_beyond(lo, hi, spec.is_batch))
     # batch_sizes(max_value=hi) and dims(max_value=hi), without checking the arguments again
     return draw(_dims(lo, hi, (lo, hi)) if spec.is_batch else _dims(lo, hi, (lo,)))
 
@@ -380,8 +447,12 @@ def _draw_params(draw: st.DrawFn, op: Op, req: _Request, limits: _Limits) -> Par
 @st.composite
 def _cases(draw: st.DrawFn, req: _Request) -> Case:
     op = get_op(draw(req.op))
-    limits = _limits(op, _check_max_elements(draw(req.max_elements)),
-                     _check_max_reduction(draw(req.max_reduction)), req.regime)
+    max_reduction = _check_max_reduction(draw(req.max_reduction))
+    long = draw(_long_choice(op, req.regime, max_reduction))
+    if long is not None and long in _overrides(op, req.params, req.batch, req.regime):
+        long = None  # a fixed dimension is not drawn long
+    limits = _limits(op, _check_max_elements(draw(req.max_elements)), max_reduction,
+                     req.regime, long)
     storage = draw(req.storage)
     family = draw(req.family)
     params = _draw_params(draw, op, req, limits)
@@ -436,7 +507,11 @@ def cases(
         Longest accumulation length of any output (None: no limit); a
         target's ``max_reduction``. Dimensions are at most :data:`DIM_MAX`,
         or up to ``max_reduction`` when it is larger (at most
-        :data:`REDUCTION_MAX` = 2**16).
+        :data:`REDUCTION_MAX` = 2**16). In the ``small`` regime one case in
+        :data:`LONG_SHARE` has one dimension beyond :data:`DIM_MAX` (within
+        ``max_reduction`` and ``max_elements``) and the others at most
+        :data:`LONG_OTHERS`: long reductions with few outputs, drawn and shrunk
+        as ``2**e + d`` so that a failure setting in at a length shrinks to it.
     max_elements : int, strategy or None
         Most input elements in all, and most output elements in all (default
         2**16; 2**25 in the ``realistic`` regime).

@@ -65,6 +65,16 @@ def fp16_accumulation(x, weight, grad_output, bias=None) -> Arrays:
     return out
 
 
+def fp16_accumulation_from_2048(x, weight, grad_output, bias=None) -> Arrays:
+    """The forward switches to fp16 partial sums for long rows (``in_features >=
+    2048``), as a kernel that picks another code path for large K; short rows,
+    the only ones small default cases would draw, are right."""
+    out = correct_linear(x, weight, grad_output, bias)
+    if x.shape[1] >= 2048:
+        out["y"] = _fp16_acc_matmul(x, weight.T) + (bias if bias is not None else np.float32(0))
+    return out
+
+
 def grad_bias_wrong_axis(x, weight, grad_output, bias=None) -> Arrays:
     """grad_bias reduced over the feature axis instead of the batch axis."""
     out = correct_linear(x, weight, grad_output, bias)
@@ -93,6 +103,7 @@ MUTANTS: dict[str, Any] = {
     "bias_added_twice": bias_added_twice,
     "tf32_inputs_claiming_fp32": tf32_inputs,
     "fp16_accumulation_claiming_fp32": fp16_accumulation,
+    "fp16_accumulation_from_2048": fp16_accumulation_from_2048,
     "grad_bias_wrong_axis": grad_bias_wrong_axis,
     "grad_weight_last_sample_dropped": grad_weight_last_sample_dropped,
     "grad_input_unwritten": grad_input_unwritten,
