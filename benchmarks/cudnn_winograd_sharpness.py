@@ -10,6 +10,7 @@ same saved outputs:
 
     python benchmarks/cudnn_winograd_sharpness.py run OUT/grad_weight.npz
     python benchmarks/cudnn_winograd_sharpness.py judge OUT/grad_weight.npz OUT/LABEL.json
+    python benchmarks/cudnn_winograd_sharpness.py diagnose OUT/grad_weight.npz OUT/diag.json
 """
 
 from __future__ import annotations
@@ -82,8 +83,31 @@ def judge_saved(path: str, out: str) -> None:
                    "numoracle": numoracle.__file__, "rows": rows}, f, indent=1, default=str)
 
 
+def diagnose_saved(path: str, out: str) -> None:
+    """The saved ``torch-cuda-fp32`` filter gradient under the target's claim,
+    deterministic and probabilistic (the sharp mode), with the diagnosis."""
+    c = case()
+    inputs = c.inputs()
+    with np.load(path) as z:
+        got = {"grad_weight": z["got_torch-cuda-fp32_grad_weight"]}
+    claimed = get_target("torch-cuda-fp32", "conv2d").precision
+    rows = {}
+    for label, model in (("deterministic", claimed),
+                         ("probabilistic", claimed.with_(probabilistic=True))):
+        t0 = time.perf_counter()
+        v = judge(c, model, inputs, got, with_diagnosis=True)["grad_weight"]
+        rows[label] = {"model": model.describe(), "worst": v.worst_ratio, "passed": v.passed,
+                       "diagnosis": v.diagnosis, "per_model": v.per_model,
+                       "seconds": round(time.perf_counter() - t0, 1)}
+        print(label, v.worst_ratio, v.diagnosis, flush=True)
+    with open(out, "w") as f:
+        json.dump({"numoracle": numoracle.__file__, "rows": rows}, f, indent=1)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "run":
         run(sys.argv[2])
+    elif sys.argv[1] == "diagnose":
+        diagnose_saved(sys.argv[2], sys.argv[3])
     else:
         judge_saved(sys.argv[2], sys.argv[3])
