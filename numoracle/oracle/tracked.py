@@ -373,8 +373,8 @@ def either(t1: Tracked, t2: Tracked) -> Tracked:
     v1, v2 = t1.value, t2.value
     with np.errstate(invalid="ignore"):  # inf - inf: equal infinities agree (gap 0)
         gap = xp.where(v1 == v2, 0.0, xp.abs(v2 - v1))
-    gap *= 1.0 + U64
-    gap += t2.ref_err
+    gap *= 1.0 + 2 * U64  # one float64 ulp up (1 + 2^-53 rounds to 1): a kernel that
+    gap += t2.ref_err     # computes t2 exactly lies strictly inside the bound
     det = xp.maximum(t1.det, gap + t2.det)
     prob = xp.maximum(t1.prob, gap + t2.prob)
     split = (xp.isnan(v1) != xp.isnan(v2)) | ((xp.isinf(v1) | xp.isinf(v2)) & (v1 != v2))

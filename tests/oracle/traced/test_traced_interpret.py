@@ -111,3 +111,11 @@ def test_only_the_requested_outputs_are_evaluated(monkeypatch):
     assert list(out) == ["out0"] and calls == []
     evaluate(g, vals, FP32)
     assert calls == [1]
+
+
+def test_a_kernel_on_the_far_branch_of_either_lies_strictly_inside():
+    from numoracle.oracle.tracked import either, exact
+
+    v1, v2 = np.array([0.88682556]), np.array([0.88682175])  # tf32 inputs or not (1x1x1)
+    t = either(exact(v1), exact(v2))
+    assert np.all(np.abs(v2 - v1) / t.bound() < 1)
