@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import signal
 import sys
 import tempfile
 import time
@@ -36,6 +37,26 @@ import torch
 from numoracle.kernelbench.cases import reduced_sizes
 from numoracle.kernelbench.judge import judge, missing_rules
 from numoracle.kernelbench.problem import BadFile, load_problem
+
+
+class _TimeUp(Exception):
+    pass
+
+
+def _alarm(signum: int, frame: object) -> None:
+    raise _TimeUp
+
+
+def _judge_within(seconds: int, *args: object, **kwargs: object) -> object:
+    """``judge(...)``, or None past ``seconds`` (an oracle too slow for a survey)."""
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(seconds)
+    try:
+        return judge(*args, **kwargs)  # type: ignore[arg-type]
+    except _TimeUp:
+        return None
+    finally:
+        signal.alarm(0)
 
 HEADER = '''import copy
 import importlib.util
@@ -144,8 +165,9 @@ def write(rows: list[dict[str, Any]], metas: list[dict[str, Any]], out: Path) ->
         kb2 = sum(1 for r in rs if r["kernelbench"].get("0.01"))
         kb4 = sum(1 for r in rs if r["kernelbench"].get("0.0001"))
         outside = sum(1 for r in rs if r["status"] == "fail" and not r.get("failing_official"))
-        lines.append(f"| {mutant} | {len(rs)} | {c.get('pass', 0)} | {c.get('fail', 0)} | "
-                     f"{c.get('abstain', 0) + c.get('refused', 0)} | {kb2} | {kb4} | "
+        lines.append(f"| {mutant} | {len(rs) - c.get('timeout', 0)} | {c.get('pass', 0)} | "
+                     f"{c.get('fail', 0)} | {c.get('abstain', 0) + c.get('refused', 0)} "
+                     f"(+{c.get('timeout', 0)} over the time limit) | {kb2} | {kb4} | "
                      f"{outside} |")
     lines += ["", "## Every candidate", "",
               "| problem | mutant | numoracle | KB 1e-2 | KB 1e-4 | cases | why |",
@@ -171,6 +193,8 @@ def main() -> int:
     parser.add_argument("--isolate", action="store_true",
                         help="a process per candidate (default: in-process, faster)")
     parser.add_argument("--mutants", default=",".join(BODIES))
+    parser.add_argument("--limit-seconds", type=int, default=120,
+                        help="a judgement taking longer is recorded as a timeout")
     parser.add_argument("--no-shrink", action="store_true",
                         help="report the first failing drawn case, unshrunk (faster)")
     parser.add_argument("--merge", type=Path, nargs="+", default=None,
@@ -201,9 +225,15 @@ def main() -> int:
             for mutant in mutants:
                 cand = Path(tmp) / f"{path.stem}__{mutant}.py"
                 cand.write_text(HEADER.format(path=str(path.resolve())) + BODIES[mutant])
-                j = judge(path, cand, precision=args.precision, examples=args.examples,
-                          device=args.device, isolated=args.isolate,
-                          shrink=not args.no_shrink)
+                j = _judge_within(args.limit_seconds, path, cand, precision=args.precision,
+                                  examples=args.examples, device=args.device,
+                                  isolated=args.isolate, shrink=not args.no_shrink)
+                if j is None:
+                    print(f"{path.stem} {mutant}: timeout", file=sys.stderr, flush=True)
+                    rows.append({"problem": f"{path.parent.name}/{path.stem}",
+                                 "mutant": mutant, "status": "timeout", "kernelbench": {},
+                                 "cases": 0, "reason": f"over {args.limit_seconds} s"})
+                    continue
                 row = j.as_dict()
                 row.update(problem=f"{path.parent.name}/{path.stem}", mutant=mutant,
                            candidate=mutant,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import signal
 import sys
 import tempfile
 import time
@@ -30,6 +31,26 @@ import torch
 from benchmarks.kernelbench_mutants import BODIES, HEADER, _judged, _problem_files
 from numoracle.kernelbench.judge import judge
 from numoracle.kernelbench.problem import load_problem
+
+
+class _TimeUp(Exception):
+    pass
+
+
+def _alarm(signum: int, frame: object) -> None:
+    raise _TimeUp
+
+
+def _judge_within(seconds: int, *args: object, **kwargs: object) -> object:
+    """``judge(...)``, or None past ``seconds`` (an oracle too slow for a survey)."""
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(seconds)
+    try:
+        return judge(*args, **kwargs)  # type: ignore[arg-type]
+    except _TimeUp:
+        return None
+    finally:
+        signal.alarm(0)
 
 
 def _forward_seconds(path: Path, dtype: torch.dtype, device: str) -> float | str:
@@ -83,8 +104,12 @@ def run(args: argparse.Namespace) -> int:
                 row["forward_fp32_s"] = _forward_seconds(path, torch.float32, args.device)
                 row["forward_fp64_s"] = _forward_seconds(path, torch.float64, args.device)
             for claim in claims:
-                j = judge(path, cand, precision=claim, examples=args.examples,
-                          device=args.device, isolated=False)
+                j = _judge_within(args.limit_seconds, path, cand, precision=claim,
+                                  examples=args.examples, device=args.device, isolated=False)
+                if j is None:
+                    row[claim] = {"status": "timeout", "reason": f"over {args.limit_seconds} s"}
+                    print(f"{name} {claim}: timeout", file=sys.stderr, flush=True)
+                    continue
                 row[claim] = {"status": j.status, "reason": j.reason[:200], "cases": j.cases,
                               "worst_ratio": j.worst_ratio, "kernelbench": j.kernelbench,
                               "seconds": round(j.seconds, 3),
@@ -110,12 +135,13 @@ def merge(paths: list[Path], md: Path) -> int:
     lines = ["# KernelBench: each problem's own Model as the candidate (false alarms)", "",
              f"Commands: {'; '.join(sorted({m['command'] for m in metas}))}  ",
              f"Device: {metas[0]['device']}, torch {metas[0]['torch']}.", "",
-             "| claim | judged | pass | fail (false alarm) | abstain/refused |",
-             "|---|---|---|---|---|"]
+             "| claim | judged | pass | fail (false alarm) | abstain/refused | over the time "
+             "limit |", "|---|---|---|---|---|---|"]
     for c in claims:
         st = Counter(r[c]["status"] for r in rows if c in r)
-        lines.append(f"| {c} | {sum(st.values())} | {st.get('pass', 0)} | {st.get('fail', 0)} "
-                     f"| {st.get('abstain', 0) + st.get('refused', 0)} |")
+        lines.append(f"| {c} | {sum(st.values()) - st.get('timeout', 0)} | {st.get('pass', 0)} "
+                     f"| {st.get('fail', 0)} | {st.get('abstain', 0) + st.get('refused', 0)} "
+                     f"| {st.get('timeout', 0)} |")
     lines += ["", f"Not judged (a missing rule or no valid size): "
               f"{sum(1 for r in rows if r.get('status') == 'not judged')}.", "",
               "## Every problem", "",
@@ -153,6 +179,8 @@ def main() -> int:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--shard", type=int, default=0)
     parser.add_argument("--shards", type=int, default=1)
+    parser.add_argument("--limit-seconds", type=int, default=90,
+                        help="a judgement taking longer is recorded as a timeout")
     parser.add_argument("--timing", action="store_true",
                         help="also time one forward pass at the official shape")
     parser.add_argument("--out", type=Path, default=Path("soundness.json"))
