@@ -39,7 +39,7 @@ from numoracle.kernelbench.judge import judge, missing_rules
 from numoracle.kernelbench.problem import BadFile, load_problem
 
 
-class _TimeUp(Exception):
+class _TimeUp(BaseException):
     pass
 
 

@@ -33,7 +33,7 @@ from numoracle.kernelbench.judge import judge
 from numoracle.kernelbench.problem import load_problem
 
 
-class _TimeUp(Exception):
+class _TimeUp(BaseException):
     pass
 
 
