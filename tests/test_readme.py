@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from numoracle.oracle.ops import OP_GROUPS, OPS
+
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 BLOCK = re.compile(r"```(\w*)\n(.*?)```", re.S)
@@ -65,9 +67,16 @@ def test_every_python_block_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.chdir(tmp_path)  # repros, if any, land here
     namespace: dict = {"__name__": "readme"}
     printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        for number, block in enumerate(blocks, 1):
-            exec(compile(block, f"README.md python block {number}", "exec"), namespace)
+    registered, groups = dict(OPS), dict(OP_GROUPS)  # a PyTorch-reference block registers an op
+    try:
+        with contextlib.redirect_stdout(printed):
+            for number, block in enumerate(blocks, 1):
+                exec(compile(block, f"README.md python block {number}", "exec"), namespace)
+    finally:  # later tests in this process see the registry as it was
+        OPS.clear()
+        OPS.update(registered)
+        OP_GROUPS.clear()
+        OP_GROUPS.update(groups)
     out = printed.getvalue()
     assert callable(namespace["test_my_linear"])
     namespace["test_my_linear"]()  # the pytest form passes too
