@@ -200,7 +200,9 @@ def run_case(*, problem: str, candidate: str, overrides: Mapping[str, Any],
     device, dtype : str
         Where and in which storage format the models run.
     tf32 : bool
-        Whether torch may use TF32 in matmuls and convolutions.
+        Whether torch may use TF32 in matmuls and convolutions. cuBLAS's
+        reduced-precision reductions of bf16 and fp16 products are always off
+        (the claims accumulate in fp32).
     calls : int
         2 (prime, poison, judge) or 1 (judge the only call).
 
@@ -213,6 +215,9 @@ def run_case(*, problem: str, candidate: str, overrides: Mapping[str, Any],
     """
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
+    # a bf16/fp16 claim accumulates in fp32: cuBLAS's reduced-precision reductions off
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
     prob = _problem(problem)
     cls = load_candidate(candidate)
     tdtype = _DTYPES[dtype]
