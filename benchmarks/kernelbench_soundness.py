@@ -83,7 +83,7 @@ def _forward_seconds(path: Path, dtype: torch.dtype, device: str) -> float | str
 
 
 def run(args: argparse.Namespace) -> int:
-    files = _problem_files(args.problems)[args.shard::args.shards]
+    files = _problem_files(args.problems)[::args.every][args.shard::args.shards]
     claims = [c for c in args.claims.split(",") if c]
     rows: list[dict[str, object]] = []
     meta = {"command": "python benchmarks/kernelbench_soundness.py " + " ".join(sys.argv[1:]),
@@ -177,6 +177,7 @@ def main() -> int:
     parser.add_argument("--claims", default="fp32,tf32,bf16")
     parser.add_argument("--examples", type=int, default=3)
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--every", type=int, default=1, help="take every N-th problem file")
     parser.add_argument("--shard", type=int, default=0)
     parser.add_argument("--shards", type=int, default=1)
     parser.add_argument("--limit-seconds", type=int, default=90,
