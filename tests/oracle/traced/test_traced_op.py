@@ -172,7 +172,8 @@ def test_a_reference_string_resolves():
 
 
 def test_a_repro_of_a_traced_op_replays_in_a_fresh_registry(tmp_path, monkeypatch):
-    from numoracle.store.repro import load_repro, replay
+    from numoracle.checking.replay import replay
+    from numoracle.store.repro import load_repro
 
     def no_bias(x, w, b):
         return {"out": torch.relu(x @ w.T)}
