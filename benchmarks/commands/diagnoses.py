@@ -7,7 +7,11 @@ Each kernel claims fp32 and breaks it in one known way:
 * ``tf32_inputs``: a linear layer that rounds its inputs to TF32 (round to nearest);
 * ``ulp_noise``: a correct linear layer whose outputs get random +-1-ulp noise on every call;
 * ``kan_upper_edge``: efficient-kan's KAN layer whose cell index is one too small at
-  and beyond the grid's upper edge.
+  and beyond the grid's upper edge;
+* ``mixed_logic``: a linear layer whose ``y`` rounds its inputs to fp16 (what a
+  coarser precision explains) and whose ``grad_weight`` has a logic bug (one
+  element off by 1) in batches of 2 or more: the failure is a logic bug, and must
+  shrink to a case that still shows it.
 
 For each: a drawn run (:func:`numoracle.running.runner.run_target`, ``diagnose=True``,
 shrinking on, a fresh store) gives the headline diagnosis, ``effective()``, the
@@ -137,12 +141,23 @@ def kan_upper_edge(x, grid, coef, base_weight, spline_weight, grad_output):
         host.b_splines = saved
 
 
+def mixed_logic(x, weight, grad_output, bias=None):
+    """y from fp16-rounded inputs; grad_weight[0, 0] off by 1 from a batch of 2 on."""
+    out = _linear(x, weight, grad_output, bias, _mm32)
+    out["y"] = _linear(x, weight, grad_output, bias, _round_inputs("fp16"))["y"]
+    if x.shape[0] >= 2:
+        out["grad_weight"] = out["grad_weight"].copy()
+        out["grad_weight"][0, 0] += np.float32(1.0)
+    return out
+
+
 KERNELS = {
     "fp16_accumulation": ("linear", "numpy", fp16_accumulation),
     "fp16_inputs": ("linear", "numpy", fp16_inputs),
     "tf32_inputs": ("linear", "numpy", tf32_inputs),
     "ulp_noise": ("linear", "numpy", ulp_noise),
     "kan_upper_edge": ("kan", "torch-cpu", kan_upper_edge),
+    "mixed_logic": ("linear", "numpy", mixed_logic),
 }
 
 

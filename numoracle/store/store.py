@@ -105,7 +105,9 @@ def signature(verdict: Verdict) -> dict[str, Any]:
     return {
         "target": verdict.target, "op": verdict.op,
         "outputs": sorted(o.name for o in bad),
-        "diagnosis": verdict.failure_class,
+        # a plain sentence (an offline judge's error) is classed by its words
+        "diagnosis": diagnosis_class("", verdict.error) if isinstance(verdict.error, str)
+        else verdict.failure_class,
         "shapes": {k: list(s) for k, s in sorted(verdict.case.shapes().items())},
     }
 
