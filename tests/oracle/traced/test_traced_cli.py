@@ -14,7 +14,7 @@ def _wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_torch_running_the_reference_passes(capsys, tmp_path):
     code = main(["run", "--reference", "torch:tanh", "--inputs", "input=batch,n",
-                 "--dims", "n=1:16", "--examples", "8", "--budget", "60",
+                 "--dims", "n=1:16", "--examples", "8", "--budget", "300",
                  "--store", str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 0, out
@@ -25,7 +25,7 @@ def test_a_kernel_named_on_the_command_line_is_judged(capsys, tmp_path):
     # torch.sigmoid is not tanh: caught
     code = main(["run", "--reference", "torch:tanh", "--inputs", "input=batch,n",
                  "--kernel", "torch.nn.functional:sigmoid", "--examples", "8",
-                 "--budget", "60", "--store", str(tmp_path)])
+                 "--budget", "300", "--store", str(tmp_path)])
     captured = capsys.readouterr()
     assert code != 0 and "FAIL" in captured.out + captured.err
 
