@@ -129,7 +129,10 @@ def _worker(conn: Connection, specs: list[tuple[int, tuple[Any, ...]]],
             conn.send(("case", index[i], bool(v.passed)))
 
         def on_row(i: int, res: TargetResult) -> None:
-            conn.send(("row", index[i], res))
+            try:
+                conn.send(("row", index[i], res))
+            except (pickle.PicklingError, TypeError, AttributeError):  # a verdict that won't travel
+                conn.send(("row", index[i], replace(res, failure=None)))
 
         judge_rows(rows, seconds, settings, on_case=on_case, on_row=on_row)
         conn.send(("done", None))
