@@ -50,7 +50,8 @@ def draw_cases(op: str, storage: str, examples: int, seed: int,
     found: dict[str, Case] = {}
 
     @hypothesis_seed(seed)
-    @settings(max_examples=examples, database=None, deadline=None, phases=[Phase.generate],
+    # Hypothesis may draw a case twice: draw more than asked and keep the first distinct ones
+    @settings(max_examples=4 * examples, database=None, deadline=None, phases=[Phase.generate],
               suppress_health_check=list(HealthCheck))
     @given(strategy)
     def collect(case: Case) -> None:
