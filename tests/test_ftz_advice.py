@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import numoracle.checking.call as call_mod
 import numoracle.checking.check as check_mod
 from numoracle import get_model
 from numoracle.cases.case import Case
@@ -37,7 +38,8 @@ def _target(backend: str, model: str | object = "fp32") -> Target:
 def cupy_on_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
     """The ``cupy`` backend's arrays handled by NumPy (no GPU here)."""
     numpy_backend = get_backend("numpy")
-    monkeypatch.setattr(check_mod, "get_backend", lambda name: numpy_backend)
+    for module in (check_mod, call_mod):  # the reference's device, and the kernel's call
+        monkeypatch.setattr(module, "get_backend", lambda name: numpy_backend)
 
 
 def test_cupy_flush_failure_says_what_to_claim(cupy_on_numpy: None) -> None:

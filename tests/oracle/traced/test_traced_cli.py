@@ -24,6 +24,7 @@ def test_torch_running_the_reference_passes(capsys, tmp_path):
 def test_a_kernel_named_on_the_command_line_is_judged(capsys, tmp_path):
     # torch.sigmoid is not tanh: caught
     code = main(["run", "--reference", "torch:tanh", "--inputs", "input=batch,n",
+                 "--dims", "n=1:16",  # the op of the test above: one op of a name per process
                  "--kernel", "torch.nn.functional:sigmoid", "--examples", "8",
                  "--budget", "300", "--store", str(tmp_path)])
     captured = capsys.readouterr()
