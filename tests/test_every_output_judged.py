@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-from hypothesis import seed as hypothesis_seed
 
 from numoracle.api import _fullest_params, op_outputs
 from numoracle.cases.case import Case
@@ -19,7 +17,7 @@ from numoracle.checking.corruption import CORRUPTIONS, Trial, cases_to_catch, pr
 from numoracle.kernels.registry import available_targets
 from numoracle.oracle.ops import all_ops
 from numoracle.oracle.traced.op import TracedOp
-from numoracle.running.runner import default_strategy
+from numoracle.running.runner import draw_cases
 
 #: every op of the package and of installed plugins; traced ops are made per reference
 #: (other test modules register their own while this one is collected), so they are
@@ -43,18 +41,8 @@ def correct_target(op: str) -> Target:
 
 def draw(target: Target, n: int = CASES, seed: int = 0) -> list[Case]:
     """``n`` cases of the target's default strategy, small and with finite inputs."""
-    drawn: list[Case] = []
-    strategy = default_strategy(target, max_overlays=0, families=("normal", "exact"),
-                                max_elements=MAX_ELEMENTS)
-
-    @settings(max_examples=n, database=None, phases=[Phase.generate], deadline=None,
-              suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
-    @given(strategy)
-    def collect(case: Case) -> None:
-        drawn.append(case)
-
-    hypothesis_seed(seed)(collect)()
-    return drawn[:n]
+    return draw_cases(target, n, seed, max_overlays=0, families=("normal", "exact"),
+                      max_elements=MAX_ELEMENTS)
 
 
 _TRIALS: dict[str, tuple[Target, list[Trial]]] = {}

@@ -25,16 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-from hypothesis import seed as hypothesis_seed
 
 from benchmarks.record import meta, write_json, write_text
-from numoracle.cases.case import Case
 from numoracle.cases.target import Target
 from numoracle.checking.corruption import CORRUPTIONS, cases_to_catch, prepare
 from numoracle.kernels.registry import available_targets
 from numoracle.oracle.ops import all_ops
-from numoracle.running.runner import default_strategy
+from numoracle.running.runner import draw_cases
 
 __all__ = ["add_parser", "run", "table_rows"]
 
@@ -45,19 +42,6 @@ def _correct(op: str) -> Target | None:
     return found[0] if found else None
 
 
-def _draw(target: Target, n: int, seed: int, max_elements: int) -> list[Case]:
-    drawn: list[Case] = []
-    strategy = default_strategy(target, max_overlays=0, families=("normal", "exact"),
-                                max_elements=max_elements)
-
-    @settings(max_examples=n, database=None, phases=[Phase.generate], deadline=None,
-              suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
-    @given(strategy)
-    def collect(case: Case) -> None:
-        drawn.append(case)
-
-    hypothesis_seed(seed)(collect)()
-    return drawn[:n]
 
 
 def table_rows(op: str, cases: int, seed: int, max_elements: int) -> list[dict[str, Any]]:
@@ -65,7 +49,8 @@ def table_rows(op: str, cases: int, seed: int, max_elements: int) -> list[dict[s
     target = _correct(op)
     if target is None:
         return [{"op": op, "output": "-", "target": None, "note": "no fp32 CPU target"}]
-    trials = prepare(_draw(target, cases, seed, max_elements), target)
+    trials = prepare(draw_cases(target, cases, seed, max_overlays=0,
+                                 families=("normal", "exact"), max_elements=max_elements), target)
     rows = []
     for name in sorted({k for t in trials for k in t.got}):
         bounds = [t.reference[name].bound(target.precision.probabilistic) for t in trials

@@ -29,7 +29,8 @@ from ..reports.observe import case_features
 from ..reports.observe import enabled as observing
 from ..store.repro import DEFAULT_STORE, save_repro
 
-__all__ = ["TargetResult", "run_target", "default_strategy", "same_draws_everywhere"]
+__all__ = ["TargetResult", "run_target", "default_strategy", "draw_cases",
+           "same_draws_everywhere"]
 
 
 class _BudgetSpent(BaseException):
@@ -181,6 +182,21 @@ def default_strategy(target: Target, **overrides: Any) -> st.SearchStrategy[Case
                           "families": FAMILY_ORDER, "max_overlays": 2}
     kw.update(overrides)
     return cases(**kw)
+
+
+def draw_cases(target: Target, n: int, seed: int = 0, **overrides: Any) -> list[Case]:
+    """The first ``n`` cases :func:`default_strategy` (with ``overrides``) draws
+    for ``target`` under Hypothesis seed ``seed``, without running anything."""
+    drawn: list[Case] = []
+
+    @settings(max_examples=n, database=None, phases=[Phase.generate], deadline=None,
+              suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
+    @given(default_strategy(target, **overrides))
+    def collect(case: Case) -> None:
+        drawn.append(case)
+
+    hypothesis_seed(seed)(collect)()
+    return drawn[:n]
 
 
 def run_target(
