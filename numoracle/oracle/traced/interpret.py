@@ -67,10 +67,9 @@ def rules_of(graph: Graph) -> dict[fx.Node, Rule]:
 
 
 def stores_per_op(ctx: RuleContext) -> bool:
-    """Whether every op's result is rounded to the storage format: the per-op
-    policy, where storage is narrower than accumulation."""
-    model = ctx.model
-    return ctx.claims.rounding == "per-op" and model.storage.t < model.accumulate.t
+    """Whether every op's result is rounded to the storage format
+    (:meth:`RuleContext.stores_per_op`)."""
+    return ctx.stores_per_op()
 
 
 def _to_value(a: Any) -> Any:

@@ -26,6 +26,7 @@ from typing import Any
 
 from ...errors import InvalidArgument
 from ..precision import PrecisionModel
+from ..tracked import Tracked, store
 
 __all__ = ["RULES", "Claims", "NoRule", "RuleContext", "Rule", "rule", "lookup"]
 
@@ -80,6 +81,22 @@ class RuleContext:
     def ulps(self, name: str) -> float | None:
         """The claimed ulps of transcendental ``name`` (None: the library default)."""
         return self.claims.ulps.get(name)
+
+    def stores_per_op(self) -> bool:
+        """Whether every op's results are rounded to the storage format: the
+        per-op policy, where storage is narrower than accumulation. A rule
+        whose eager implementation computes from such rounded results of its
+        own (the saved statistics of a normalisation, say) rounds them too."""
+        return (self.claims.rounding == "per-op"
+                and self.model.storage.t < self.model.accumulate.t)
+
+    def kept(self, t: Tracked, times: int = 1) -> Tracked:
+        """``t`` rounded ``times`` times to the storage format where every op's
+        results are (:meth:`stores_per_op`): an intermediate that the eager
+        implementation of an op keeps as a tensor of the storage dtype."""
+        for _ in range(times if self.stores_per_op() else 0):
+            t = store(t, self.model)
+        return t
 
 
 Rule = Callable[..., Any]

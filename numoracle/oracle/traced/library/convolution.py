@@ -19,7 +19,10 @@ backward is made of the same contractions (:func:`_backward_windows`).
 
 A bias added after a transposed convolution may have been a term of its
 contraction in the kernel: the bound then carries ``gamma_{n+1}(u) |bias|``
-besides the addition's rounding.
+besides the addition's rounding. Under the per-op rounding claim the bias is
+added to the convolution's result rounded to the storage format, as eager torch
+does on CUDA (the convolution, then the bias added as an op of its own); a
+kernel that adds it inside its accumulation is within that bound too.
 """
 
 from __future__ import annotations
@@ -180,6 +183,10 @@ def convolution_rule(ctx: RuleContext, x: Any, w: Any, bias: Any, stride: Any, p
                      groups: int) -> Tracked:
     m = ctx.model
     b = None if bias is None else as_tracked(bias, m)
+    if b is not None and ctx.stores_per_op():  # eager adds the bias as an op of its own
+        y = ctx.kept(convolution(ctx, as_tracked(x, m), as_tracked(w, m), None, stride,
+                                 padding, dilation, transposed, output_padding, groups))
+        return _bias_as_term(ctx, y, b, int(np.max(y.n)))
     return convolution(ctx, as_tracked(x, m), as_tracked(w, m), b, stride, padding, dilation,
                        transposed, output_padding, groups)
 

@@ -18,6 +18,11 @@ folds the statistics and the affine weights into ``x * scale + shift`` (torch's
 CPU kernels) rounds relative to ``|x| rstd`` and ``|mean| rstd``, which the
 bound carries too (:func:`normalized`, :func:`affine`).
 
+Under the per-op rounding claim the statistics are computed as eager torch
+computes them in bf16 and fp16, every step a tensor of the input's dtype (the
+sum, the mean, the variance, ``rstd``), and the output is normalised with the
+rounded mean and rstd; a kernel that keeps them wider is within that bound too.
+
 The outputs are torch's: ``(out, mean, rstd)`` with the statistics shaped as
 torch saves them; batch norm in inference returns empty statistics; the
 functional training form also returns the updated running mean and variance
@@ -108,12 +113,17 @@ def normalize(ctx: RuleContext, x: Tracked, dims: tuple[int, ...], eps: float,
               weight: Any = None, bias: Any = None, affine_shape: Sequence[int] = ()
               ) -> tuple[Tracked, Tracked, Tracked, Tracked]:
     """``(out, mean, rstd, var)`` over ``dims`` (statistics kept with size-1 axes);
-    ``weight`` and ``bias`` reshaped to ``affine_shape`` to broadcast."""
-    m = ctx.model
-    kept = tuple(1 if d in dims else s for d, s in enumerate(x.shape))
-    var, mean = variance(ctx, x, dims, mean=streamed_mean(ctx, x, dims))
-    var, mean = _reshape(var, kept), _reshape(mean, kept)
-    rstd = _rsqrt(ctx, add(var, as_tracked(float(eps), m), m))
+    ``weight`` and ``bias`` reshaped to ``affine_shape`` to broadcast.
+
+    Under the per-op rounding claim every step of the statistics is a tensor
+    of the storage format, as in eager torch: the sum and the mean, the sum of
+    squared deviations and the variance, ``var + eps`` and ``rstd``; the output
+    is normalised with the rounded mean and rstd."""
+    m, kept = ctx.model, ctx.kept
+    kept_shape = tuple(1 if d in dims else s for d, s in enumerate(x.shape))
+    var, mean = variance(ctx, x, dims, mean=kept(streamed_mean(ctx, x, dims), 2))
+    var, mean = _reshape(kept(var, 2), kept_shape), _reshape(mean, kept_shape)
+    rstd = kept(_rsqrt(ctx, kept(add(var, as_tracked(float(eps), m), m))))
     out = affine(ctx, normalized(ctx, x, mean, rstd), weight, bias, affine_shape)
     return out, mean, rstd, var
 

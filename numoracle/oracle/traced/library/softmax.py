@@ -41,10 +41,12 @@ def _sum_keep(ctx: RuleContext, t: Tracked, axis: int) -> Tracked:
     return _keep(sum_(moved, axis=-1, model=ctx.model), axis)
 
 
-def shifted_exp(ctx: RuleContext, x: Tracked, axis: int) -> tuple[Tracked, Tracked, Tracked]:
+def shifted_exp(ctx: RuleContext, x: Tracked, axis: int, eager: bool = False
+                ) -> tuple[Tracked, Tracked, Tracked]:
     """``(x - m, exp(x - m), m)`` with ``m`` the largest element along ``axis``
     (kept as a size-1 axis; an infinite or NaN maximum is replaced by 0, as torch
-    does, so that ``x - m`` stays defined)."""
+    does, so that ``x - m`` stays defined); ``eager``: ``x - m`` and its
+    exponential are tensors of their own (:meth:`RuleContext.kept`)."""
     x = _fold_lo(x)
     m = _keep(ew.amax(x, axis=axis), axis)
     finite = np.isfinite(m.value)
@@ -53,8 +55,9 @@ def shifted_exp(ctx: RuleContext, x: Tracked, axis: int) -> tuple[Tracked, Track
         m = replace(m, value=np.where(finite, m.value, zero),
                     det=np.where(finite, m.det, zero), prob=np.where(finite, m.prob, zero),
                     ref_err=np.where(finite, m.ref_err, zero))
-    d = sub(x, m, ctx.model)
-    e = ew.exp(d, ctx.model, ulps=ulps(ctx, "exp"))
+    keep = ctx.kept if eager else (lambda t: t)
+    d = keep(sub(x, m, ctx.model))
+    e = keep(ew.exp(d, ctx.model, ulps=ulps(ctx, "exp")))
     return d, e, m
 
 
@@ -87,10 +90,14 @@ def log_softmax_rule(ctx: RuleContext, x: Tracked, dim: int,
 
 @rule("aten.logsumexp.default")
 def logsumexp_rule(ctx: RuleContext, x: Tracked, dim: Any, keepdim: bool = False) -> Tracked:
+    """Eager torch composes logsumexp from ops of its own (the shift, ``exp``,
+    ``sum``, ``log``, the add), each result a tensor of the storage dtype: under
+    the per-op claim each is rounded to it."""
     dims = dims_of(dim, x.value.ndim)
     flat = last_axis(x, dims)
-    _, e, m = shifted_exp(ctx, flat, -1)
-    out = add(ew.log(_sum_keep(ctx, e, -1), ctx.model, ulps=ulps(ctx, "log")), m, ctx.model)
+    _, e, m = shifted_exp(ctx, flat, -1, eager=True)
+    total = ctx.kept(_sum_keep(ctx, e, -1))
+    out = add(ctx.kept(ew.log(total, ctx.model, ulps=ulps(ctx, "log"))), m, ctx.model)
     out = tmap_all(out, lambda a: a[..., 0])
     if keepdim:
         kept = tuple(1 if d in dims else s for d, s in enumerate(x.shape))
