@@ -90,6 +90,15 @@ class RuleContext:
         return (self.claims.rounding == "per-op"
                 and self.model.storage.t < self.model.accumulate.t)
 
+    def scan_model(self) -> PrecisionModel:
+        """The model a prefix scan (``cumsum``, ``cumprod``) rounds its running
+        value in: the storage format under the per-op claim (eager torch on
+        CUDA keeps the running value in the tensor's dtype), the accumulation
+        format otherwise."""
+        if not self.stores_per_op():
+            return self.model
+        return self.model.with_(accumulate=self.model.storage)
+
     def kept(self, t: Tracked, times: int = 1) -> Tracked:
         """``t`` rounded ``times`` times to the storage format where every op's
         results are (:meth:`stores_per_op`): an intermediate that the eager
