@@ -24,7 +24,20 @@ def parser() -> argparse.ArgumentParser:
             add = getattr(module, "add_parser", None)
             if add is not None:
                 add(sub)
+    _describe(ap)
     return ap
+
+
+def _describe(ap: argparse.ArgumentParser) -> None:
+    """Give every subcommand (and sub-subcommand) without a description its one-line
+    help as the description, so its own ``--help`` says what it does."""
+    for action in ap._actions:  # argparse keeps no public list of its subparsers
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help for a in action._choices_actions}
+            for name, child in action.choices.items():
+                if not child.description and helps.get(name):
+                    child.description = helps[name]
+                _describe(child)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

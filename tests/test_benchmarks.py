@@ -3,10 +3,13 @@ results record the command, machine and commit that made them."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,3 +50,63 @@ def test_the_validation_page_is_what_the_results_give() -> None:
     ``python -m benchmarks validation`` after changing a result it reads)."""
     done = _harness("validation", "--check")
     assert done.returncode == 0, done.stderr
+
+
+def _choices(ap: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The subcommands of ``ap`` by name (none when it has no subparsers)."""
+    for action in ap._actions:  # argparse keeps no public list of its subparsers
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def test_every_subcommand_and_survey_says_what_it_does(capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    """``--help`` works for every command and every sub-command under it (the folded
+    traced, kernelbench, sharpness and mistakes benchmarks included), in-process."""
+    from benchmarks.__main__ import main, parser
+
+    commands = _choices(parser())
+    assert {"traced", "kernelbench"} <= set(commands)
+    assert {"sweep", "cost", "census", "stress", "zoo"} <= set(_choices(commands["traced"]))
+    assert {"census", "soundness", "mutants"} <= set(_choices(commands["kernelbench"]))
+    for name, command in commands.items():
+        for argv in ([name], *([name, s] for s in _choices(command))):
+            with pytest.raises(SystemExit) as done:
+                main([*argv, "--help"])
+            assert done.value.code == 0, argv
+            out = capsys.readouterr().out
+            assert out.startswith(f"usage: python -m benchmarks {' '.join(argv)}"), out
+            parsers = [commands[name], *([_choices(command)[argv[1]]] if argv[1:] else [])]
+            description = parsers[-1].description
+            assert description, argv
+            assert " ".join(description.split()[:4]) in " ".join(out.split()), (argv, out)
+
+
+def test_the_traced_families_listed_for_help_are_the_references() -> None:
+    pytest.importorskip("torch")
+    from benchmarks.commands.traced import FAMILIES
+    from benchmarks.traced.references import FAMILIES as REFERENCES
+
+    assert tuple(REFERENCES) == FAMILIES
+
+
+def test_kernelbench_soundness_shards_merge_into_one_table(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    from benchmarks.kernelbench.soundness import merge
+
+    head = {"command": "python -m benchmarks kernelbench soundness P", "device": "CPU",
+            "torch": "x"}
+    shards = []
+    for i, rows in enumerate((
+            [{"problem": "level1/2_b", "fp32": {"status": "fail", "reason": "out of bound"}}],
+            [{"problem": "level1/10_c", "fp32": {"status": "pass"}},
+             {"problem": "level1/1_a", "status": "not judged"}])):
+        shards.append(tmp_path / f"s{i}.json")
+        shards[-1].write_text(json.dumps({"meta": head, "rows": rows}))
+    md = merge(shards, tmp_path / "out").read_text()
+    assert "| fp32 | 2 | 1 | 1 | 0 | 0 |" in md
+    assert "Not judged (a missing rule or no valid size): 1." in md
+    assert md.index("level1/2_b") < md.index("level1/10_c")  # by problem number
+    merged = json.loads((tmp_path / "out" / "soundness.json").read_text())
+    assert [r["problem"] for r in merged["rows"]] == ["level1/1_a", "level1/2_b", "level1/10_c"]

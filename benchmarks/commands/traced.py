@@ -1,253 +1,143 @@
-"""``traced``: the traced oracle's soundness sweep and its cost.
+"""``traced``: the traced oracle's benchmarks.
 
-    python -m benchmarks traced sweep [--families a,b] [--examples 1000]
-                                      [--targets torch-cpu-fp32,torch-cpu-bf16] [--out DIR]
-    python -m benchmarks traced cost [--repeats 5] [--out DIR]
+    python -m benchmarks traced sweep [--families a,b] [--cases 1000] [--jobs N]
+        [--targets torch-cpu-fp32,torch-cpu-bf16] [--forward-only] [--seed 0] [--out DIR]
+    python -m benchmarks traced cost [--repeats 5] [--device cpu|cuda] [--out DIR]
+    python -m benchmarks traced census KERNELBENCH_DIR [--levels level1,level2] [--grads]
+        [--out DIR]
+    python -m benchmarks traced stress [--seeds 0,1,2,3] [--out DIR]
+    python -m benchmarks traced zoo [--examples 100] [--correct-examples 200] [--out DIR]
 
-``sweep`` checks torch running each reference of
-:mod:`benchmarks.traced_references` (one per op family: the correct targets of
-:mod:`numoracle.kernels.torch_traced`) on ``--examples`` drawn cases per family
-and target: every alarm is a false alarm of the oracle (or a kernel of torch's
-outside its claim). Writes ``DIR/soundness.json`` and ``DIR/soundness.md``
-(cases, alarms, worst ratio, seconds, and the first alarm's message).
-
-``cost`` times, per family at a fixed mid-size case, the traced reference (the
-capture of a new signature, and the interpreter on a kept graph), torch
-float64 eager on the same inputs, and the hand-written op where one exists
-(linear, conv2d, Adam). Writes ``DIR/cost.json`` and ``DIR/cost.md``.
+``sweep`` (:mod:`benchmarks.traced.sweep`) checks torch running the reference of
+each op family (:mod:`benchmarks.traced.references`) on ``--cases`` drawn cases
+per family and target: every alarm is a false alarm of the oracle or a kernel of
+torch's outside its claim (``soundness.json/md``). The CUDA targets
+(``torch-cuda-fp32,torch-cuda-tf32,torch-cuda-bf16``) are rows marked skipped
+without a GPU. ``cost`` (:mod:`benchmarks.traced.cost`) times a traced reference
+against torch float64 eager and the hand-written ops (``cost.json/md``).
+``census`` (:mod:`benchmarks.traced.census`) lists the ATen ops of every
+KernelBench problem and of composite references and which have a rule
+(``coverage.json/md``). ``stress`` (:mod:`benchmarks.traced.stress`) judges the
+rule tests' cases again on fresh inputs in four value regimes
+(``rules_stress.json``). ``zoo`` (:mod:`benchmarks.traced.zoo`) runs the traced
+zoo: each mutant caught, each correct kernel passing (``zoo.json/md``).
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
-import statistics
-import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import numpy as np
+_OUT = "benchmarks/results/cpu/traced"
 
-from benchmarks.record import meta, write_json, write_text
-
-
-def _sweep_one(family: str, target_name: str, examples: int, seed: int,
-               grads: bool) -> dict[str, Any]:
-    from benchmarks.traced_references import make_op  # noqa: PLC0415 - torch-heavy
-    from numoracle.api import add_listener, check_kernel, remove_listener  # noqa: PLC0415
-    from numoracle.errors import NumoracleError  # noqa: PLC0415
-    from numoracle.kernels.torch_traced import reference_targets  # noqa: PLC0415
-
-    op = make_op(family, grads=grads)
-    target = next(t for t in reference_targets(op.name) if t.name == target_name)
-    row: dict[str, Any] = {"family": family, "grads": grads, "op": op.name, "target": target_name,
-                           "precision": target.precision.name, "examples": examples}
-    reason = target.unavailable_reason()
-    if reason is not None:
-        return {**row, "status": f"skipped: {reason}"}
-    results: list[Any] = []
-    add_listener(results.append)
-    start = time.perf_counter()
-    try:
-        check_kernel(target.fn, op=op.name, precision=target.precision,
-                     backend=target.backend, examples=examples, seed=seed, store=None,
-                     name=target.name, max_overlays=0)
-        status = "pass"
-    except NumoracleError as exc:  # an alarm (KernelMismatch) or a refusal (NoRule)
-        status = f"{type(exc).__name__}: {str(exc)[:1500]}"
-    finally:
-        remove_listener(results.append)
-    r = results[-1] if results else None
-    return {**row, "status": "pass" if status == "pass" else "alarm", "message": status,
-            "cases": getattr(r, "cases", 0), "failures": getattr(r, "failures", 0),
-            "cases_to_catch": getattr(r, "cases_to_catch", None),
-            "worst_ratio": getattr(r, "worst_ratio", None),
-            "seconds": round(time.perf_counter() - start, 1)}
+#: the op families of :mod:`benchmarks.traced.references`, in table order (kept here so
+#: the harness's --help does not import torch; a test holds them equal)
+FAMILIES = ("contraction", "convolution", "softmax_loss", "normalisation", "activation",
+            "reduction", "pooling", "attention", "optimizer")
 
 
-def sweep(args: argparse.Namespace) -> int:
-    from benchmarks.traced_references import FAMILIES  # noqa: PLC0415
+def _sweep(args: argparse.Namespace) -> int:
+    from benchmarks.traced.sweep import sweep  # noqa: PLC0415 - torch-heavy
 
     families = [f for f in args.families.split(",") if f] or list(FAMILIES)
+    unknown = sorted(set(families) - set(FAMILIES))
+    if unknown:
+        print(f"traced sweep: --families {args.families!r} names {unknown}, not op families; "
+              f"choose from {','.join(FAMILIES)}")
+        return 2
     targets = [t for t in args.targets.split(",") if t]
-    rows = []
-    for family in families:
-        for target in targets:
-            row = _sweep_one(family, target, args.examples, args.seed, not args.forward_only)
-            rows.append(row)
-            print(f"{family:14s} {target:16s} {row.get('status')} cases={row.get('cases')} "
-                  f"worst={row.get('worst_ratio')} {row.get('seconds')}s", flush=True)
-            out = Path(args.out)
-            write_json(out / "soundness.json", {"meta": meta(args.argv), "rows": rows})
-            write_text(out / "soundness.md", _sweep_md(rows, args.argv))
+    sweep(families, targets, args.cases, args.seed, not args.forward_only, args.jobs,
+          Path(args.out), args.argv)
     return 0
 
 
-def _sweep_md(rows: list[dict[str, Any]], argv: list[str]) -> str:
-    lines = ["# Traced oracle: soundness of torch running each reference", "",
-             f"`{meta(argv)['command']}`", "",
-             "| family | grads | target | cases | alarms | worst ratio | seconds | status |",
-             "|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        worst = r.get("worst_ratio")
-        lines.append(f"| {r['family']} | {'yes' if r['grads'] else 'no'} | {r['target']} | "
-                     f"{r.get('cases', 0)} | "
-                     f"{r.get('failures', 0)} | "
-                     f"{'-' if worst is None else f'{worst:.3g}'} | {r.get('seconds', '-')} | "
-                     f"{r['status']} |")
-    alarms = [r for r in rows if r["status"] == "alarm"]
-    if alarms:
-        lines += ["", "## Alarms", ""]
-        for r in alarms:
-            lines += [f"### {r['family']} on {r['target']}", "", "```", r["message"], "```", ""]
-    return "\n".join(lines) + "\n"
+def _cost(args: argparse.Namespace) -> int:
+    from benchmarks.traced.cost import cost  # noqa: PLC0415 - torch-heavy
+
+    return cost(args.repeats, args.device, Path(args.out), args.argv)
 
 
-# -- cost ------------------------------------------------------------------------------
-_COST_PARAMS = {
-    "contraction": {"batch": 16, "i": 64, "o": 32},
-    "convolution": {"batch": 4, "h": 12, "w": 12, "o": 8},
-    "softmax_loss": {"batch": 16, "n": 64},
-    "normalisation": {"batch": 8, "h": 8, "w": 8},
-    "activation": {"batch": 16, "n": 256},
-    "reduction": {"batch": 16, "n": 256},
-    "pooling": {"batch": 4, "c": 4, "h": 16, "w": 16},
-    "attention": {"batch": 4, "s": 16, "t": 16, "d": 32, "e": 16},
-    "optimizer": {"n": 1024},
-}
+def _census(args: argparse.Namespace) -> int:
+    from benchmarks.traced.census import census  # noqa: PLC0415 - torch-heavy
+
+    return census(args.kernelbench, Path(args.out), args.levels, args.grads, args.argv)
 
 
-def _median(fn: Any, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+def _stress(args: argparse.Namespace) -> int:
+    from benchmarks.traced.stress import stress  # noqa: PLC0415 - torch-heavy
+
+    return stress([int(s) for s in args.seeds.split(",") if s], Path(args.out), args.argv)
 
 
-def _hand(family: str, inputs: dict[str, np.ndarray], params: dict[str, Any]) -> Any:
-    """The hand-written op's reference call on the same case, where one exists."""
-    from numoracle.oracle.ops import get_op  # noqa: PLC0415
-    from numoracle.oracle.precision import get_model  # noqa: PLC0415
+def _zoo(args: argparse.Namespace) -> int:
+    from benchmarks.traced.zoo import zoo  # noqa: PLC0415 - torch-heavy
 
-    fp32 = get_model("fp32")
-    if family == "contraction":
-        p = {"batch": params["batch"], "in_features": params["i"],
-             "out_features": params["o"], "bias": True}
-        ins = {"x": inputs["x"], "weight": inputs["weight"], "bias": inputs["bias"],
-               "grad_output": inputs["grad_out"]}
-        return lambda: get_op("linear").reference(ins, p, fp32)
-    if family == "optimizer":
-        p = {"optimizer": "adam", "lr": 0.01, "momentum": 0.0, "dampening": 0.0,
-             "nesterov": False, "weight_decay": 0.0, "eps": 1e-8, "amsgrad": False,
-             "steps": 1, "numel": params["n"]}
-        ins = {"param0": inputs["param0"], "grads": inputs["grads"]}
-        return lambda: get_op("optim").reference(ins, p, fp32)
-    return None
+    return zoo(args.examples, args.correct_examples, args.seed, Path(args.out), args.argv)
 
 
-def cost(args: argparse.Namespace) -> int:
-    import torch  # noqa: PLC0415
-
-    from benchmarks.traced_references import FAMILIES, make_op  # noqa: PLC0415
-    from numoracle.cases.case import Case  # noqa: PLC0415
-    from numoracle.oracle.precision import get_model  # noqa: PLC0415
-    from numoracle.oracle.traced.capture import capture  # noqa: PLC0415
-    from numoracle.oracle.traced.interpret import evaluate  # noqa: PLC0415
-
-    rows = []
-    for family in FAMILIES:
-        op = make_op(family)
-        params = _COST_PARAMS[family]
-        case = Case(op.name, params, seed=1)
-        inputs = case.inputs()
-        names = op.ref.names
-        cots = {k: v for k, v in inputs.items() if k not in names}
-        ctx = op.context(get_model("fp32"))
-
-        def fresh(op: Any = op, inputs: dict[str, Any] = inputs,
-                  cots: dict[str, Any] = cots) -> Any:
-            op.ref._graphs.clear()
-            return capture(op.ref, {n: inputs[n] for n in op.ref.names}, cots)
-
-        graph = fresh()
-
-        def interpret(graph: Any = graph, inputs: dict[str, Any] = inputs,
-                      ctx: Any = ctx) -> Any:
-            return evaluate(graph, inputs, ctx)
-
-        device = args.device
-        tensors = {k: torch.tensor(v, device=device) for k, v in inputs.items()}
-        ref = copy.copy(op.ref)
-        if ref.module is not None:
-            ref.module = copy.deepcopy(ref.module).to(device)
-
-        def eager(ref: Any = ref, tensors: dict[str, Any] = tensors,
-                  device: str = device) -> Any:
-            if not ref.grads:
-                with torch.no_grad():
-                    out = ref.flat(tensors)
-            else:
-                leaves = {n: tensors[n].detach().requires_grad_(n in ref.grads)
-                          for n in ref.names}
-                outs, onames = ref.flat(leaves)
-                out = torch.autograd.grad(outs, [leaves[g] for g in ref.grads],
-                                          [tensors[f"grad_{n}"] for n in onames],
-                                          allow_unused=True)
-            if device != "cpu":
-                torch.cuda.synchronize()
-            return out
-
-        row = {"family": family, "params": params, "eager_device": device,
-               "capture_s": _median(fresh, args.repeats),
-               "interpret_s": _median(interpret, args.repeats),
-               "torch_float64_eager_s": _median(eager, args.repeats)}
-        hand = _hand(family, inputs, params)
-        if hand is not None:
-            row["hand_written_s"] = _median(hand, args.repeats)
-        row["interpret_over_eager"] = row["interpret_s"] / row["torch_float64_eager_s"]
-        rows.append(row)
-        print(family, {k: (round(v, 5) if isinstance(v, float) else v) for k, v in row.items()
-                       if k != "family"}, flush=True)
-    out = Path(args.out)
-    write_json(out / "cost.json", {"meta": meta(args.argv), "rows": rows})
-    lines = ["# Traced oracle: cost per case (median seconds)", "",
-             f"`{meta(args.argv)['command']}`", "",
-             "| family | params | capture | interpret | torch f64 eager | interpret/eager | "
-             "hand-written |", "|---|---|---|---|---|---|---|"]
-    for r in rows:
-        hand_s = r.get("hand_written_s")
-        lines.append(f"| {r['family']} | {r['params']} | {r['capture_s']:.4f} | "
-                     f"{r['interpret_s']:.4f} | {r['torch_float64_eager_s']:.5f} | "
-                     f"{r['interpret_over_eager']:.0f}x | "
-                     f"{'-' if hand_s is None else f'{hand_s:.4f}'} |")
-    write_text(out / "cost.md", "\n".join(lines) + "\n")
-    return 0
-
-
-def _run(args: argparse.Namespace) -> int:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch's notes on degenerate draws (var of one)
-        return sweep(args) if args.what == "sweep" else cost(args)
+def _quiet(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """``run`` with warnings silenced: torch's notes on degenerate draws (a variance of
+    one element) and on the problems' own modules are not results."""
+    def wrapped(args: argparse.Namespace) -> int:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return run(args)
+    return wrapped
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    """Add ``traced`` to the harness's subcommands."""
-    ap = sub.add_parser("traced", help="traced oracle: soundness sweep of torch running "
-                                       "each reference, and the cost of a traced reference")
-    ap.add_argument("what", choices=("sweep", "cost"))
-    ap.add_argument("--families", default="", help="comma-separated (default: all)")
-    ap.add_argument("--targets", default="torch-cpu-fp32,torch-cpu-bf16")
-    ap.add_argument("--examples", type=int, default=1000)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--forward-only", action="store_true",
-                    help="sweep: the references without their gradients (cheaper cases)")
-    ap.add_argument("--out", default="benchmarks/results/cpu/traced")
-    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
-                    help="cost: where torch's float64 eager run of the reference runs (the "
-                         "oracle runs on the host)")
-    ap.set_defaults(func=_run)
+    """Add ``traced`` (sweep, cost, census, stress, zoo) to the harness's subcommands."""
+    ap = sub.add_parser("traced", help="traced oracle: soundness sweep of torch running each "
+                                       "reference, cost, rule coverage census, rule stress, "
+                                       "traced zoo",
+                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    what = ap.add_subparsers(dest="what", required=True, metavar="BENCHMARK")
+    sw = what.add_parser("sweep", help="soundness: torch running each family's reference on "
+                                       "drawn cases, every alarm a false alarm")
+    sw.add_argument("--families", default="",
+                    help=f"comma-separated (default: all of {','.join(FAMILIES)})")
+    sw.add_argument("--targets", default="torch-cpu-fp32,torch-cpu-bf16",
+                    help="comma-separated targets (torch-{cpu,cuda}-{fp32,tf32,bf16}); default "
+                         "torch-cpu-fp32,torch-cpu-bf16")
+    sw.add_argument("--cases", "--examples", dest="cases", type=int, default=1000,
+                    help="drawn cases per family and target (1000)")
+    sw.add_argument("--jobs", type=int, default=1,
+                    help="(family, target) pairs checked side by side, in spawned processes "
+                         "(default 1: in this process)")
+    sw.add_argument("--seed", type=int, default=0)
+    sw.add_argument("--forward-only", action="store_true",
+                    help="the references without their gradients (cheaper cases)")
+    sw.add_argument("--out", default=_OUT, help=f"folder of soundness.json/md ({_OUT})")
+    sw.set_defaults(func=_quiet(_sweep))
+    co = what.add_parser("cost", help="per family: capture, interpreter, torch float64 eager, "
+                                      "hand-written op (cost.json/md)")
+    co.add_argument("--repeats", type=int, default=5, help="timed runs per median (5)")
+    co.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                    help="where torch's float64 eager run of the reference runs (the oracle "
+                         "runs on the host)")
+    co.add_argument("--out", default=_OUT, help=f"folder of cost.json/md ({_OUT})")
+    co.set_defaults(func=_quiet(_cost))
+    ce = what.add_parser("census", help="ATen ops of every KernelBench problem and composite "
+                                        "reference, and which have a rule (coverage.json/md)")
+    ce.add_argument("kernelbench", type=Path, help="folder holding level1/ and level2/")
+    ce.add_argument("--levels", default="level1,level2")
+    ce.add_argument("--grads", action="store_true",
+                    help="also trace each problem's backward graph (slow: minutes)")
+    ce.add_argument("--out", "--out-dir", dest="out", default=_OUT,
+                    help=f"folder of coverage.json/md ({_OUT})")
+    ce.set_defaults(func=_quiet(_census))
+    st = what.add_parser("stress", help="the rule tests' cases judged on fresh inputs in four "
+                                        "value regimes (rules_stress.json)")
+    st.add_argument("--seeds", default="0,1,2,3", help="comma-separated (0,1,2,3)")
+    st.add_argument("--out", default=_OUT, help=f"folder of rules_stress.json ({_OUT})")
+    st.set_defaults(func=_quiet(_stress))
+    zo = what.add_parser("zoo", help="the traced zoo: every mutant caught, every correct "
+                                     "kernel passing (zoo.json/md)")
+    zo.add_argument("--examples", type=int, default=100, help="cases per mutant (100)")
+    zo.add_argument("--correct-examples", type=int, default=200,
+                    help="cases for each correct kernel (200)")
+    zo.add_argument("--seed", type=int, default=0)
+    zo.add_argument("--out", default=_OUT, help=f"folder of zoo.json/md ({_OUT})")
+    zo.set_defaults(func=_quiet(_zoo))

@@ -2,17 +2,13 @@
 missed, the cases until caught and the shrunk repro's shape; per correct kernel,
 the cases run and the worst ratio.
 
-    python benchmarks/traced_zoo.py [--examples 100] [--correct-examples 200]
-        [--out benchmarks/results/cpu/traced]
-
-Writes ``zoo.json`` and ``zoo.md`` under ``--out``.
+:func:`zoo` writes ``zoo.json`` and ``zoo.md``.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +16,8 @@ from benchmarks.record import meta, write_json, write_text
 from numoracle.api import add_listener, remove_listener
 from numoracle.errors import KernelMismatch
 from numoracle.zoo.traced import MUTANTS, check
+
+__all__ = ["markdown", "run_one", "zoo"]
 
 
 def run_one(mutant: Any, examples: int, correct_examples: int, seed: int) -> dict[str, Any]:
@@ -59,25 +57,15 @@ def markdown(record: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--examples", type=int, default=100, help="cases per mutant")
-    ap.add_argument("--correct-examples", type=int, default=200,
-                    help="cases for each correct kernel")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/cpu/traced"))
-    a = ap.parse_args(argv)
-    rows = [run_one(m, a.examples, a.correct_examples, a.seed) for m in MUTANTS]
-    record = {"meta": meta(["traced_zoo", *argv]), "rows": rows}
-    record["meta"]["command"] = "python benchmarks/traced_zoo.py " + " ".join(argv)
-    write_json(a.out / "zoo.json", record)
-    write_text(a.out / "zoo.md", markdown(record))
+def zoo(examples: int, correct_examples: int, seed: int, out: Path,
+        argv: Sequence[str]) -> int:
+    """Every traced mutant and its correct kernel; write ``out/zoo.json`` and ``zoo.md``.
+    Returns 1 when a mutant is missed or a correct kernel fails, else 0."""
+    rows = [run_one(m, examples, correct_examples, seed) for m in MUTANTS]
+    record = {"meta": meta(argv), "rows": rows}
+    write_json(out / "zoo.json", record)
+    write_text(out / "zoo.md", markdown(record))
     for r in rows:
         print(r["mutant"], "caught" if r["caught"] else "MISSED", r.get("cases_to_catch"),
               r["correct"]["verdict"], r["correct"]["worst_ratio"])
     return 0 if all(r["caught"] and r["correct"]["verdict"] == "pass" for r in rows) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,8 +1,6 @@
 """Every checked case of the rule library's tests, judged again on other inputs:
 torch float32 must lie within each rule's bound.
 
-    python benchmarks/traced_rules_stress.py [--seeds 0,1,2,3] [--out DIR]
-
 For each case of ``tests/oracle/traced/test_rules_*.py`` (its ``CASES``) and each
 seed, the floating tensor arguments are replaced by fresh ones of the same
 shapes in four value regimes (``fresh``: normal at a random scale from 1e-3 to
@@ -12,23 +10,27 @@ checked as the tests check it (bound containment only: no mpmath, no sharpness).
 Cases whose inputs must keep a structure the regimes break (positive arguments of
 logarithms and roots, saved statistics and indices of backward ops, integer casts)
 keep their own inputs (checked once). Uninitialised tensors (``empty*``) have no values to judge.
-Writes ``rules_stress.json`` under ``--out``.
+:func:`stress` writes ``rules_stress.json``.
 """
 
 from __future__ import annotations
 
-import argparse
 import collections
 import importlib
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-TESTS = Path(__file__).resolve().parents[1] / "tests" / "oracle" / "traced"
+from benchmarks.record import meta, write_json
+
+__all__ = ["MODES", "regime", "stress"]
+
+TESTS = Path(__file__).resolve().parents[2] / "tests" / "oracle" / "traced"
 MODULES = ("test_rules_elementwise", "test_rules_reductions", "test_rules_views",
            "test_rules_pooling", "test_rules_convolution")
 #: cases whose arguments keep their structure (domains, saved statistics, indices)
@@ -63,21 +65,19 @@ def regime(a: Any, mode: str, rng: np.random.Generator) -> Any:
     return a
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--seeds", default="0,1,2,3")
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/cpu/traced"))
-    a = ap.parse_args(argv)
+def stress(seeds: Sequence[int], out: Path, argv: Sequence[str]) -> int:
+    """Judge every rule case once per seed and regime; write ``out/rules_stress.json``.
+    Returns 1 when any case left its bound, else 0."""
     sys.path.insert(0, str(TESTS))
-    from traced_rulecheck import RuleCase, check  # noqa: PLC0415 - the tests' checker
-
-    from benchmarks.record import meta, write_json  # noqa: PLC0415
+    from traced_rulecheck import (  # type: ignore[import-not-found]  # noqa: PLC0415
+        RuleCase,  # the tests' checker
+        check,
+    )
 
     t0 = time.perf_counter()
     runs, fails = 0, collections.Counter[str]()
     first: dict[str, str] = {}
-    for seed in (int(s) for s in a.seeds.split(",")):
+    for seed in seeds:
         rng = np.random.default_rng(seed)
         for name in MODULES:
             for case in importlib.import_module(name).CASES:
@@ -97,14 +97,9 @@ def main(argv: list[str] | None = None) -> int:
                         key = f"{case} [{mode}]"
                         fails[key] += 1
                         first.setdefault(key, str(e)[:300])
-    record = {"meta": meta(["traced_rules_stress", *argv]), "runs": runs,
+    record = {"meta": meta(argv), "runs": runs,
               "failures": sum(fails.values()), "by_case": dict(fails), "first": first,
               "seconds": round(time.perf_counter() - t0, 1)}
-    record["meta"]["command"] = "python benchmarks/traced_rules_stress.py " + " ".join(argv)
-    write_json(a.out / "rules_stress.json", record)
+    write_json(out / "rules_stress.json", record)
     print("runs", runs, "failures", record["failures"])
     return 0 if not fails else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

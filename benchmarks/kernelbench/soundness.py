@@ -1,56 +1,45 @@
 """Soundness of the KernelBench judge: each problem's own ``Model`` as the candidate.
 
-    python benchmarks/kernelbench_soundness.py PROBLEMS_DIR [--claims fp32,tf32,bf16]
-        [--examples N] [--device cuda] [--shard I --shards N] [--out FILE.json]
-    python benchmarks/kernelbench_soundness.py --merge FILE.json ... --md OUT.md
-
 Every problem the traced oracle judges is judged with its own ``Model`` as the
-candidate (a ``ModelNew`` subclassing it, nothing changed) under each claim: ``fp32``
-runs torch with TF32 off, ``tf32`` with it allowed, ``bf16`` in bfloat16. A correct
-candidate must pass every claim: any ``fail`` is a false alarm. Beside it, the time
-the judge took for the official case (at reduced sizes where the official instance
-does not fit the float64 oracle) and the time of one forward pass of the reference
-at the official shape, in the claimed format and in float64, on the device.
-Shards split the problems so that several processes share one GPU.
+candidate (a ``ModelNew`` subclassing it, nothing changed) under each claim:
+``fp32`` runs torch with TF32 off, ``tf32`` with it allowed, ``bf16`` in
+bfloat16. A correct candidate must pass every claim: any ``fail`` is a false
+alarm. Beside it (``--timing``), one forward pass of the reference at the
+official shape, in float32 and in float64, on the device, and the time the
+judge took for its official case (at reduced sizes where the official instance
+does not fit the float64 oracle).
+
+A shard writes its rows after every problem (``soundness_shard{i}.json``);
+:func:`merge` pools shard files into ``soundness.md`` and ``soundness.json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import platform
-import signal
 import sys
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from benchmarks.kernelbench_mutants import BODIES, HEADER, _judged, _problem_files
-from numoracle.kernelbench.judge import judge
+from benchmarks.kernelbench.candidates import (
+    is_judged,
+    judge_within,
+    problem_files,
+    problem_name,
+    write_candidate,
+)
+from benchmarks.record import meta
 from numoracle.kernelbench.problem import load_problem
 
+__all__ = ["CLAIMS", "merge", "run_shard"]
 
-class _TimeUp(BaseException):
-    pass
-
-
-def _alarm(signum: int, frame: object) -> None:
-    raise _TimeUp
-
-
-def _judge_within(seconds: int, *args: object, **kwargs: object) -> object:
-    """``judge(...)``, or None past ``seconds`` (an oracle too slow for a survey)."""
-    signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(seconds)
-    try:
-        return judge(*args, **kwargs)  # type: ignore[arg-type]
-    except _TimeUp:
-        return None
-    finally:
-        signal.alarm(0)
+#: the claims a problem's own Model is judged under, in table order
+CLAIMS = ("fp32", "tf32", "bf16")
 
 
 def _forward_seconds(path: Path, dtype: torch.dtype, device: str) -> float | str:
@@ -82,30 +71,31 @@ def _forward_seconds(path: Path, dtype: torch.dtype, device: str) -> float | str
             torch.cuda.empty_cache()
 
 
-def run(args: argparse.Namespace) -> int:
-    files = _problem_files(args.problems)[::args.every][args.shard::args.shards]
+def run_shard(args: argparse.Namespace, out: Path) -> None:
+    """Judge this shard's problems (``args.shard`` of ``args.shards``) under every claim
+    of ``args.claims``, writing the rows to ``out`` after each problem."""
+    files = problem_files(args.problems)[::args.every][args.shard::args.shards]
     claims = [c for c in args.claims.split(",") if c]
-    rows: list[dict[str, object]] = []
-    meta = {"command": "python benchmarks/kernelbench_soundness.py " + " ".join(sys.argv[1:]),
-            "device": torch.cuda.get_device_name() if args.device != "cpu" else "CPU",
-            "torch": torch.__version__, "host": platform.node()}
+    rows: list[dict[str, Any]] = []
+    head = meta(args.argv, device=torch.cuda.get_device_name()
+                if args.device != "cpu" else "CPU")
+    out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         for path in files:
-            # written after every problem: a run stopped at its time limit keeps its rows
-            args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
-            name = f"{path.parent.name}/{path.stem}"
-            if not _judged(path):
+            # written before every problem: a run stopped at its time limit keeps its rows
+            out.write_text(json.dumps({"meta": head, "rows": rows}, indent=1) + "\n")
+            name = problem_name(path)
+            if not is_judged(path):
                 rows.append({"problem": name, "status": "not judged"})
                 continue
-            cand = Path(tmp) / f"{path.stem}__model.py"
-            cand.write_text(HEADER.format(path=str(path.resolve())) + BODIES["model"])
-            row: dict[str, object] = {"problem": name}
+            cand = write_candidate(Path(tmp), path, "model")
+            row: dict[str, Any] = {"problem": name}
             if args.timing:
                 row["forward_fp32_s"] = _forward_seconds(path, torch.float32, args.device)
                 row["forward_fp64_s"] = _forward_seconds(path, torch.float64, args.device)
             for claim in claims:
-                j = _judge_within(args.limit_seconds, path, cand, precision=claim,
-                                  examples=args.examples, device=args.device, isolated=False)
+                j = judge_within(args.limit_seconds, path, cand, precision=claim,
+                                 examples=args.examples, device=args.device, isolated=False)
                 if j is None:
                     row[claim] = {"status": "timeout", "reason": f"over {args.limit_seconds} s"}
                     print(f"{name} {claim}: timeout", file=sys.stderr, flush=True)
@@ -119,19 +109,26 @@ def run(args: argparse.Namespace) -> int:
                 print(f"{name} {claim}: {j.status} {j.cases} cases {j.seconds:.1f}s "
                       f"{j.reason[:90]}", file=sys.stderr, flush=True)
             rows.append(row)
-    args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
-    return 0
+    out.write_text(json.dumps({"meta": head, "rows": rows}, indent=1) + "\n")
 
 
-def merge(paths: list[Path], md: Path) -> int:
-    rows, metas = [], []
+def _order(row: dict[str, Any]) -> tuple[str, int]:
+    level, stem = row["problem"].split("/", 1)
+    head = stem.split("_", 1)[0]
+    return (level, int(head) if head.isdigit() else 0)
+
+
+def merge(paths: list[Path], out: Path) -> Path:
+    """Pool shard files into ``out/soundness.md`` and ``out/soundness.json``; returns the
+    markdown's path."""
+    rows: list[dict[str, Any]] = []
+    metas = []
     for p in paths:
         d = json.loads(p.read_text())
         rows += d["rows"]
-        metas.append(d["meta"])
-    rows.sort(key=lambda r: (r["problem"].split("/")[0],
-                             int(r["problem"].split("/")[1].split("_")[0])))
-    claims = [c for c in ("fp32", "tf32", "bf16") if any(c in r for r in rows)]
+        metas += d["meta"] if isinstance(d["meta"], list) else [d["meta"]]
+    rows.sort(key=_order)
+    claims = [c for c in CLAIMS if any(c in r for r in rows)]
     lines = ["# KernelBench: each problem's own Model as the candidate (false alarms)", "",
              f"Commands: {'; '.join(sorted({m['command'] for m in metas}))}  ",
              f"Device: {metas[0]['device']}, torch {metas[0]['torch']}.", "",
@@ -161,39 +158,14 @@ def merge(paths: list[Path], md: Path) -> int:
             if v.get("status") not in ("pass", None):
                 text += ": " + v.get("reason", "")[:80].replace("|", "/")
             cells.append(text)
-        off = r.get(claims[0], {}).get("official_s")
-        red = " (reduced)" if r.get(claims[0], {}).get("reduced") else ""
-        lines.append(f"| {r['problem']} | " + " | ".join(cells) + f" | {sec(off)}{red} | "
+        first = r.get(claims[0], {}) if claims else {}
+        red = " (reduced)" if first.get("reduced") else ""
+        lines.append(f"| {r['problem']} | " + " | ".join(cells) + f" | "
+                     f"{sec(first.get('official_s'))}{red} | "
                      f"{sec(r.get('forward_fp32_s'))} | {sec(r.get('forward_fp64_s'))} |")
+    out.mkdir(parents=True, exist_ok=True)
+    md = out / "soundness.md"
     md.write_text("\n".join(lines) + "\n")
-    md.with_suffix(".json").write_text(json.dumps({"meta": metas, "rows": rows}, indent=1)
-                                       + "\n")
-    return 0
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("problems", type=Path, nargs="?")
-    parser.add_argument("--claims", default="fp32,tf32,bf16")
-    parser.add_argument("--examples", type=int, default=3)
-    parser.add_argument("--device", default="cuda")
-    parser.add_argument("--every", type=int, default=1, help="take every N-th problem file")
-    parser.add_argument("--shard", type=int, default=0)
-    parser.add_argument("--shards", type=int, default=1)
-    parser.add_argument("--limit-seconds", type=int, default=90,
-                        help="a judgement taking longer is recorded as a timeout")
-    parser.add_argument("--timing", action="store_true",
-                        help="also time one forward pass at the official shape")
-    parser.add_argument("--out", type=Path, default=Path("soundness.json"))
-    parser.add_argument("--merge", type=Path, nargs="+", default=None)
-    parser.add_argument("--md", type=Path, default=Path("soundness.md"))
-    args = parser.parse_args()
-    if args.merge:
-        return merge(args.merge, args.md)
-    if args.problems is None:
-        parser.error("give PROBLEMS_DIR, or --merge FILES")
-    return run(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    (out / "soundness.json").write_text(json.dumps({"meta": metas, "rows": rows}, indent=1)
+                                        + "\n")
+    return md

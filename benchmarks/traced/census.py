@@ -1,7 +1,5 @@
 """Coverage census of the traced oracle's rule library.
 
-    python benchmarks/traced_census.py KERNELBENCH_DIR [--out-dir DIR]
-
 Traces every problem file ``KERNELBENCH_DIR/level1/*.py`` and ``level2/*.py`` (a
 ``Model`` class, ``get_inputs()`` and ``get_init_inputs()``) to ATen with the
 decomposition table the traced oracle captures with, under a fake tensor mode
@@ -11,19 +9,18 @@ layer norm, attention, the losses, the activations). For each it lists the
 distinct ATen ops of the forward graph and of the backward graph of
 ``torch.func.vjp`` with respect to every floating input and parameter, and
 whether the rule table (:data:`numoracle.oracle.traced.RULES`, with the library
-imported) has a rule for each. Writes ``coverage.json`` and ``coverage.md``.
+imported) has a rule for each. :func:`census` writes ``coverage.json`` and
+``coverage.md``.
 """
 
 from __future__ import annotations
 
-import argparse
 import collections
 import importlib.util
 import json
 import platform
-import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +32,12 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils._pytree import tree_map
 
 import numoracle.oracle.traced.library  # noqa: F401  (registers the rules)
+from benchmarks.record import command_line
 from numoracle.oracle.precision import get_model
 from numoracle.oracle.traced import RULES
 from numoracle.oracle.traced.op import TracedOp
+
+__all__ = ["census", "census_composites", "census_problem", "decomposition_table", "trace_ops"]
 
 
 def decomposition_table() -> dict[Any, Any]:
@@ -80,7 +80,7 @@ def trace_ops(model: Callable[..., Any], params: dict[str, torch.Tensor],
             for i, v in zip(pos, xs, strict=True):
                 full[i] = v
             return fwd({**p, **pd}, *full)
-        out, vjp = torch.func.vjp(g, wrt_p, *(x[i] for i in pos))
+        out, vjp = torch.func.vjp(g, wrt_p, *(x[i] for i in pos))  # type: ignore[misc]
         return vjp(tree_map(torch.ones_like, out))
 
     ops: set[str] = set()
@@ -282,45 +282,37 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("kernelbench", type=Path, help="folder holding level1/ and level2/")
-    ap.add_argument("--out-dir", type=Path, default=Path("benchmarks/results/cpu/traced"))
-    ap.add_argument("--levels", default="level1,level2")
-    ap.add_argument("--grads", action="store_true",
-                    help="also trace each problem's backward graph (slow: minutes)")
-    args = ap.parse_args(argv)
+def census(kernelbench: Path, out: Path, levels: str, grads: bool,
+           argv: Sequence[str]) -> int:
+    """Trace every problem of ``kernelbench``'s ``levels`` and the composite references;
+    write ``coverage.json`` and ``coverage.md`` to ``out``."""
     table = decomposition_table()
     t0 = time.perf_counter()
     kb: dict[str, dict[str, Any]] = {}
     torch.manual_seed(0)
-    for level in filter(None, args.levels.split(",")):
-        for path in sorted((args.kernelbench / level).glob("*.py"),
+    for level in filter(None, levels.split(",")):
+        for path in sorted((kernelbench / level).glob("*.py"),
                            key=lambda p: int(p.stem.split("_")[0])):
             try:
-                kb[f"{level}/{path.stem}"] = census_problem(path, table, args.grads)
+                kb[f"{level}/{path.stem}"] = census_problem(path, table, grads)
             except Exception as e:  # noqa: BLE001
                 kb[f"{level}/{path.stem}"] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
     comp = census_composites(table)
-    result = {
-        "command": "python benchmarks/traced_census.py " + " ".join(
-            a if not a.startswith("/") else "KERNELBENCH_DIR" for a in (argv or sys.argv[1:])),
+    result: dict[str, Any] = {
+        "command": command_line([a if not a.startswith("/") else "KERNELBENCH_DIR"
+                                 for a in argv]),
         "machine": f"{platform.machine()} {platform.system()}, CPU, python "
                    f"{platform.python_version()}",
         "torch": torch.__version__, "seconds": round(time.perf_counter() - t0, 1),
-        "rules": sorted(RULES), "backward_traced": bool(args.grads),
+        "rules": sorted(RULES), "backward_traced": bool(grads),
         "kernelbench": {"summary": summarise(kb), "records": kb},
         "composites": {"summary": summarise(comp), "records": comp},
     }
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / "coverage.json").write_text(json.dumps(result, indent=1) + "\n")
-    (args.out_dir / "coverage.md").write_text(markdown(result))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "coverage.json").write_text(json.dumps(result, indent=1) + "\n")
+    (out / "coverage.md").write_text(markdown(result))
     for part in ("kernelbench", "composites"):
         s = result[part]["summary"]
         print(part, {k: s[k] for k in ("problems", "traced", "forward_covered",
                                         "forward_and_backward_covered")})
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

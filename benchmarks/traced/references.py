@@ -5,7 +5,7 @@ arguments of :func:`numoracle.oracle.traced.op.traced_op`; together they cover
 the rule library's families: contractions, convolutions (1-D, 2-D, transposed,
 grouped), softmax and losses, normalisations, activations, reductions,
 pooling, attention and an optimizer step. Module-level functions, so a repro
-names them (``benchmarks.traced_references:layer``).
+names them (``benchmarks.traced.references:layer``).
 """
 
 from __future__ import annotations
