@@ -90,11 +90,12 @@ class RuleContext:
         return (self.claims.rounding == "per-op"
                 and self.model.storage.t < self.model.accumulate.t)
 
-    def scan_model(self) -> PrecisionModel:
-        """The model a prefix scan (``cumsum``, ``cumprod``) rounds its running
-        value in: the storage format under the per-op claim (eager torch on
-        CUDA keeps the running value in the tensor's dtype), the accumulation
-        format otherwise."""
+    def running_model(self) -> PrecisionModel:
+        """The model a running value is rounded in: a prefix scan's (``cumsum``,
+        ``cumprod``), a gradient accumulated window by window into its tensor
+        (pooling's backward). Under the per-op claim the storage format, as
+        eager torch keeps such values in the tensor's dtype (its CUDA scans,
+        its CPU window backwards); the accumulation format otherwise."""
         if not self.stores_per_op():
             return self.model
         return self.model.with_(accumulate=self.model.storage)

@@ -66,6 +66,19 @@ def _bias_as_term(ctx: RuleContext, y: Tracked, bias: Tracked, n: int) -> Tracke
     return replace(out, det=out.det + extra, prob=out.prob + extra)
 
 
+def scattered(ctx: RuleContext, t: Tracked, parts: int) -> Tracked:
+    """``t`` under the per-op claim where eager torch's CPU kernels sum it from
+    ``parts`` partial results, each rounded to the storage format and added into
+    an output tensor of the storage format: a transposed convolution and a
+    convolution's input gradient (one partial per kernel tap, ``col2im``), a
+    weight gradient (one partial per sample). That is ``2 parts`` roundings of
+    at most ``u S`` each (``S`` the magnitudes of the element's terms)."""
+    if not ctx.stores_per_op() or parts <= 1:
+        return t
+    extra = gamma(np.asarray(2 * parts), ctx.model.storage.unit_roundoff()) * (t.mag + t.det)
+    return replace(t, det=t.det + extra, prob=t.prob + extra)
+
+
 def _conv2d(ctx: RuleContext, x: Tracked, w: Tracked, bias: Tracked | None, stride: Any,
             padding: Any, dilation: Any, transposed: bool, output_padding: Any,
             groups: int) -> Tracked:
@@ -182,13 +195,19 @@ def convolution_rule(ctx: RuleContext, x: Any, w: Any, bias: Any, stride: Any, p
                      dilation: Any, transposed: bool, output_padding: Any,
                      groups: int) -> Tracked:
     m = ctx.model
+    xt, wt = as_tracked(x, m), as_tracked(w, m)
     b = None if bias is None else as_tracked(bias, m)
-    if b is not None and ctx.stores_per_op():  # eager adds the bias as an op of its own
-        y = ctx.kept(convolution(ctx, as_tracked(x, m), as_tracked(w, m), None, stride,
-                                 padding, dilation, transposed, output_padding, groups))
+    if ctx.stores_per_op() and (b is not None or transposed):
+        y = convolution(ctx, xt, wt, None, stride, padding, dilation, transposed,
+                        output_padding, groups)
+        if transposed:
+            y = scattered(ctx, y, int(np.prod(wt.shape[2:])))
+        if b is None:
+            return y
+        y = ctx.kept(y)  # eager adds the bias as an op of its own
         return _bias_as_term(ctx, y, b, int(np.max(y.n)))
-    return convolution(ctx, as_tracked(x, m), as_tracked(w, m), b, stride, padding, dilation,
-                       transposed, output_padding, groups)
+    return convolution(ctx, xt, wt, b, stride, padding, dilation, transposed, output_padding,
+                       groups)
 
 
 def _backward2d(ctx: RuleContext, g: Tracked, x: Tracked, w: Tracked, stride: Any,
@@ -225,18 +244,24 @@ def convolution_backward_rule(ctx: RuleContext, grad: Any, x: Any, w: Any, bias_
     g, xt, wt = (_fold_lo(as_tracked(a, m)) for a in (grad, x, w))
     d = xt.value.ndim - 2
     if d == 2:
-        return tuple(_backward2d(ctx, g, xt, wt, stride, padding, dilation, transposed, groups,
-                                 output_mask))
-    if d == 1:
+        res = _backward2d(ctx, g, xt, wt, stride, padding, dilation, transposed, groups,
+                          output_mask)
+    elif d == 1:
         ones = (1, *_ints(stride, 1)), (0, *_ints(padding, 1)), (1, *_ints(dilation, 1))
         res = _backward2d(ctx, _as_2d(g), _as_2d(xt), _as_2d(wt), *ones, transposed, groups,
                           output_mask)
-        return tuple(r if r is None or i == 2 else _from_2d(r) for i, r in enumerate(res))
-    if d == 3:
-        return tuple(_backward_windows(ctx, g, xt, wt, stride, padding, dilation, transposed,
-                                       groups, output_mask))
-    raise NoRule(f"no rule for aten.convolution_backward with {d} spatial dimensions: rules "
-                 "exist for 1, 2 and 3")
+        res = [r if r is None or i == 2 else _from_2d(r) for i, r in enumerate(res)]
+    elif d == 3:
+        res = _backward_windows(ctx, g, xt, wt, stride, padding, dilation, transposed,
+                                groups, output_mask)
+    else:
+        raise NoRule(f"no rule for aten.convolution_backward with {d} spatial dimensions: "
+                     "rules exist for 1, 2 and 3")
+    if res[0] is not None and not transposed:  # the input gradient is a transposed conv
+        res[0] = scattered(ctx, res[0], int(np.prod(wt.shape[2:])))
+    if res[1] is not None:
+        res[1] = scattered(ctx, res[1], int(xt.shape[0]))
+    return tuple(res)
 
 
 def _grad_weight_windows(ctx: RuleContext, x: Tracked, g: Tracked, k: Sequence[int],

@@ -19,8 +19,10 @@ right padding, as in torch).
 * The backward ops add each output gradient into the input positions its window
   read (max: the selected one; average: every tap, divided by the count). An
   input position fed by ``c`` windows is a sum of ``c`` terms, bounded by
-  ``gamma_{c-1}(u)`` times their magnitudes; where the forward's selection is
-  set-valued, every admissible position may receive the gradient.
+  ``gamma_{c-1}(u)`` times their magnitudes (``u`` of the storage format under
+  the per-op claim: eager torch's CPU kernels add into the gradient tensor);
+  where the forward's selection is set-valued, every admissible position may
+  receive the gradient.
 """
 
 from __future__ import annotations
@@ -128,8 +130,9 @@ def scatter_add(ctx: RuleContext, g: Tracked, targets: np.ndarray, shape: tuple[
     count = add_at(np.ones(g.value.shape))
     det, prob, ref = add_at(g.det), add_at(g.prob), add_at(g.ref_err)
     h = np.maximum(count - 1, 0)
-    u = ctx.model.acc_unit()
-    rounding = gamma(h, u) * (mag + det) + h * ctx.model.accumulate.tiny
+    model = ctx.running_model()  # the storage format where eager adds into the gradient
+    u = model.acc_unit()
+    rounding = gamma(h, u) * (mag + det) + h * model.accumulate.tiny
     ref = ref + gamma(h, U64) * mag
     exact_here = (h == 0)
     det = np.where(exact_here, det, det + rounding)

@@ -7,7 +7,7 @@ regime. A mean divides the sum by its length, in the kernel as a division or a
 multiplication by the rounded reciprocal. A prefix sum (``cumsum``) is a
 contraction with a triangle of ones whose zeros are structural: element ``k`` has
 ``k + 1`` terms; under the per-op rounding claim its running value is rounded
-to the storage format at every step (:meth:`RuleContext.scan_model`), as eager
+to the storage format at every step (:meth:`RuleContext.running_model`), as eager
 torch on CUDA keeps it, which bounds a wider running value too.
 
 A maximum selects: no rounding, the radius is the largest along the axis. Its
@@ -203,7 +203,7 @@ def cumsum_rule(ctx: RuleContext, x: Any, dim: int, *, dtype: Any = None) -> Any
         j1 = min(n, j0 + _CUMSUM_BLOCK)
         tri = np.triu(np.ones((j1, j1 - j0)), -j0)  # [i, j] = 1 where i <= j0 + j
         part = tmap_all(moved, _head(j1))
-        blocks.append(matmul(part, exact(tri), ctx.scan_model(),
+        blocks.append(matmul(part, exact(tri), ctx.running_model(),
                              terms=np.arange(j0 + 1, j1 + 1)))
     out = concat(blocks, axis=-1) if len(blocks) > 1 else blocks[0]
     return tmap_all(out, lambda a: np.moveaxis(a, -1, axis))
@@ -231,7 +231,7 @@ def cumprod_rule(ctx: RuleContext, x: Any, dim: int, *, dtype: Any = None) -> An
     if n == 0:
         return tmap_all(x, np.array)
     parts = [tmap_all(moved, lambda a: a[..., 0])]
-    model = ctx.scan_model()
+    model = ctx.running_model()
     for k in range(1, n):
         parts.append(ew.mul(parts[-1], tmap_all(moved, _column(k)), model))
     out = tcat([tmap_all(p, lambda a: a[..., None]) for p in parts], axis=-1)
