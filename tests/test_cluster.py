@@ -34,8 +34,8 @@ from numoracle.running.cluster import (
     merge_blocks,
     plan_blocks,
     run_cluster,
-    same_draws_everywhere,
 )
+from numoracle.running.draws import case_digest, draw_cases
 from numoracle.running.runner import TargetResult, run_target
 from numoracle.store.repro import load_repro
 
@@ -55,14 +55,9 @@ def _matmul_target(name: str, fn: Any) -> Target:
 
 
 def _digests(target: Target, examples: int, seed: int) -> list[str]:
-    """The digests of the cases a local run_target draws (as the workers record them)."""
-    from numoracle.running.cluster import _case_digest
-
-    seen: list[str] = []
-    with same_draws_everywhere():
-        run_target(target, examples=examples, seed=seed, store=None,
-                   on_case=lambda v: seen.append(_case_digest(v.case)))
-    return seen
+    """The digests of the cases this process draws for a block (as the workers
+    record those they judged)."""
+    return [case_digest(c) for c in draw_cases(target, examples, seed)]
 
 
 # ----------------------------------------------------------------------------- without Ray
@@ -145,13 +140,14 @@ def test_blocks_draw_a_local_runs_cases_and_merge_into_its_report(ray_local: Any
                       record_cases=True)
     by_index = {o.block.index: o for o in run.outcomes}
     assert sorted(by_index) == [0, 1]
-    for i, o in by_index.items():  # same seed, same cases, on a worker or here
+    for i, o in by_index.items():  # the worker judged exactly the cases drawn here, in order
         assert o.cases == _digests(t, 12, block_seed(3, i))
     (merged,) = run.results
-    with same_draws_everywhere():
-        local = run_target(t, examples=12, seed=3, store=None)
+    local = run_target(t, cases=draw_cases(t, 12, 3), store=None)
     assert merged.cases == 24 and merged.verdict == "pass"
-    assert merged.worst_ratio >= local.worst_ratio  # block 0 is this local run
+    assert by_index[0].result is not None
+    assert by_index[0].result.worst_ratio == local.worst_ratio  # block 0 is this local run
+    assert merged.worst_ratio >= local.worst_ratio
     assert set(merged.row()) == set(local.row())
 
 

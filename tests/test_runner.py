@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -55,3 +56,65 @@ def test_diagnosed_runs_name_the_precision_really_delivered(tmp_path: Path) -> N
     res = run_target(tf32, examples=15, strategy=strat, store=tmp_path, diagnose=True)
     assert res.verdict == "pass" and res.effective() == {"out": "tf32"}
     assert "out: tf32" in res.row()["effective"]
+
+
+def test_given_cases_are_judged_in_order_and_counted_as_drawn_ones() -> None:
+    from numoracle.running.draws import case_digest, draw_cases
+
+    t = get_target("numpy-fp32", "matmul")
+    cases = draw_cases(t, 12, 5)
+    seen: list[str] = []
+    res = run_target(t, cases=cases, store=None, on_case=lambda v: seen.append(case_digest(v.case)))
+    assert seen == [case_digest(c) for c in cases]
+    assert (res.verdict, res.cases, res.asked, len(res.case_seconds)) == ("pass", 12, 12, 12)
+    assert res.worst_ratio == max(run_target(t, cases=[c], store=None).worst_ratio for c in cases)
+
+
+def _adds_bias_twice(x, weight, grad_output, bias=None):
+    y = x @ weight.T
+    out = {"grad_input": grad_output @ weight, "grad_weight": grad_output.T @ x}
+    if bias is not None:
+        y = y + 2 * bias
+        out["grad_bias"] = grad_output.sum(axis=0)
+    out["y"] = y
+    return out
+
+
+def test_a_failure_among_given_cases_is_shrunk_and_its_repro_replays(tmp_path: Path) -> None:
+    from numoracle.checking.replay import replay_repro
+    from numoracle.running.draws import draw_cases
+    from numoracle.store.repro import load_repro
+
+    t = Target(name="bias-twice", op="linear", backend="numpy", precision=get_model("fp32"),
+               fn=_adds_bias_twice)
+    cases = draw_cases(t, 40, 1, families="normal", max_overlays=0)
+    seen: list[Any] = []
+    res = run_target(t, cases=cases, store=tmp_path, on_case=seen.append)
+    assert res.verdict == "FAIL" and res.repro and res.cases_to_catch is not None
+    found = seen[-1].case  # the first failing case; nothing is judged after it
+    assert found == cases[res.cases_to_catch - 1] and len(seen) == res.cases_to_catch
+    r = load_repro(res.repro)
+    assert r.stored_inputs and r.case.params["bias"]  # shrunk, still with the bias it needs
+    assert r.case.size() < found.size()
+    again = replay_repro(res.repro, target=t).verdict
+    assert not again.passed and again.diagnosis == res.failure.diagnosis  # type: ignore[union-attr]
+
+
+def test_a_given_failure_the_shrinker_cannot_take_is_saved_as_found(tmp_path: Path) -> None:
+    from numoracle.running.draws import draw_cases
+    from numoracle.store.repro import load_repro
+
+    calls = []
+
+    def wrong_once(a, b):  # fails on its first call only: the shrinker sees no failure
+        calls.append(1)
+        return {"out": np.matmul(a, b) + (1.0 if len(calls) == 1 else 0.0)}
+
+    t = Target(name="wrong-once", op="matmul", backend="numpy", precision=get_model("fp32"),
+               fn=wrong_once)
+    cases = draw_cases(t, 5, 2)
+    res = run_target(t, cases=cases, store=tmp_path)
+    assert res.verdict == "FAIL" and res.cases_to_catch == 1
+    assert "not shrunk (InvalidArgument: the case does not fail" in res.diagnosis
+    r = load_repro(res.repro or "")
+    assert r.case == cases[0] and not r.stored_inputs  # the case as found, its seed's inputs

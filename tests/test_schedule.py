@@ -16,9 +16,17 @@ from numoracle.cases.target import Target
 from numoracle.cli import main
 from numoracle.kernels import get_target
 from numoracle.oracle.precision import get_model
+from numoracle.running.draws import case_digest
 from numoracle.running.pool import _deal, default_jobs, run_pool
 from numoracle.running.runner import TargetResult, run_target
-from numoracle.running.schedule import Row, RunSettings, judge_rows, totals_line, warm_up
+from numoracle.running.schedule import (
+    Row,
+    RunDraws,
+    RunSettings,
+    judge_rows,
+    totals_line,
+    warm_up,
+)
 
 
 def sleepy(seconds: float) -> Target:
@@ -90,14 +98,20 @@ def _same(rows: list[TargetResult]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.slow
-def test_workers_give_the_results_of_one_process(tmp_path: Path) -> None:
-    rows = [Row(get_target("numpy-fp32", "matmul"), asked=7),
+def test_workers_judge_the_cases_and_give_the_results_of_one_process(tmp_path: Path) -> None:
+    rows = [Row(get_target("numpy-fp32", "matmul"), asked=60),
             Row(get_target("numpy-fp32", "linear"), asked=7)]
     settings = RunSettings(seed=3, min_cases=3, store=tmp_path)
-    here = judge_rows(rows, None, settings)
-    there, warm, _warm_s, _judge_s = run_pool(rows, None, settings, 2)
+    judged_here: dict[int, list[str]] = {}
+    here = judge_rows(rows, None, settings, on_case=lambda k, v: judged_here.setdefault(
+        k, []).append(case_digest(v.case)))
+    judged_there: dict[int, list[str]] = {}
+    there, warm, _warm_s, _judge_s = run_pool(rows, None, settings, 2, judged=judged_there)
     assert set(warm) == {"numpy-fp32 matmul", "numpy-fp32 linear"}
-    assert all(r.cases == 7 for r in here)  # blocks of 1, 2 and 4 cases
+    # blocks of 1, 2 and 57 cases (three chunks, drawn in the driver) and of 1, 2 and 4
+    assert [r.cases for r in here] == [60, 7]
+    assert judged_there == judged_here  # the same cases, in the same order, per row
+    assert len(set(judged_here[0][3:])) == 57  # no case twice in a block of several chunks
     assert _same(there) == _same(here)
     assert [r.samples for r in there] == [r.samples for r in here]
 
@@ -127,3 +141,16 @@ def test_run_says_its_totals_and_exits_1_when_rows_are_unjudged(
     assert f"{len(unjudged)} unjudged" in out and "left unjudged" in out
     assert all(r["asked"] == 2000 for r in rows)
     assert f"0/{rows[-1]['asked']}" in out  # the table says cases got of cases asked
+
+
+def test_chunks_drawn_ahead_hold_the_cases_drawn_when_asked() -> None:
+    rows = [Row(get_target("numpy-fp32", "matmul"), asked=30)]
+    settings = RunSettings(seed=4, min_cases=3)
+    eager, lazy = RunDraws(rows, settings), RunDraws(rows, settings)
+    drawn = 0
+    while eager.ahead():  # what a driver does while its workers warm up
+        drawn += 1
+    assert drawn == 4  # block 0, block 1, and the two chunks of block 2's 27 cases
+    for index, j in [(0, 0), (1, 0), (2, 0), (2, 1)]:
+        assert eager.chunk(0, index, j) == lazy.chunk(0, index, j)
+    assert not eager.ahead()  # nothing asked beyond the block's cases

@@ -39,8 +39,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-from hypothesis import seed as hypothesis_seed
 
 from benchmarks.record import meta, write_json, write_text
 from numoracle.cases.case import Case
@@ -50,7 +48,7 @@ from numoracle.kernels import available_targets, get_target
 from numoracle.oracle.ops import get_op
 from numoracle.oracle.precision import get_model
 from numoracle.oracle.transforms import winograd_matrices
-from numoracle.running.runner import default_strategy, same_draws_everywhere
+from numoracle.running.draws import draw_cases
 from numoracle.store.repro import load_repro
 
 __all__ = ["add_parser", "run", "rejudge_repros", "collect_target", "transform_rows",
@@ -100,11 +98,7 @@ def collect_target(name: str, op: str, cases: int, seed: int, keep: int) -> dict
     state = {"cases": 0, "faults": 0, "unjudged": 0}
     t0 = time.perf_counter()
 
-    @settings(max_examples=cases, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
-              phases=[Phase.generate])
-    @given(default_strategy(target))
-    def prop(case: Case) -> None:
+    def judge_one(case: Case) -> None:
         inputs = case.inputs()
         got, _ = run_kernel(case, target, inputs)
         if got is None:
@@ -132,9 +126,8 @@ def collect_target(name: str, op: str, cases: int, seed: int, keep: int) -> dict
                 o["_case_det"].append(float(rd.max()))
                 o["_case_prob"].append(float(rp.max()))
 
-    prop = hypothesis_seed(seed)(prop)
-    with same_draws_everywhere():
-        prop()
+    for case in draw_cases(target, cases, seed):
+        judge_one(case)
     return {"target": name, "op": op, "model": model.describe(), "cases": state["cases"],
             "faults": state["faults"], "unjudged": state["unjudged"],
             "seconds": round(time.perf_counter() - t0, 1), "outputs": outs}

@@ -49,6 +49,7 @@ from ..errors import InvalidArgument, UnsupportedCase
 from ..oracle.formats import get_format, quantize
 from ..oracle.ops import get_op
 from ..oracle.ops.plan import Choice, Dim, Flag, Multiple, Pair, smallest
+from .check import DEFAULT_TIMEOUT
 
 if TYPE_CHECKING:
     from ..cases.target import Target
@@ -291,10 +292,12 @@ class _Budget(Exception):
 
 class _Shrinker:
     def __init__(self, target: Target, op: str, storage: str, want: tuple[str, str],
-                 max_runs: int, deadline: float) -> None:
+                 max_runs: int, deadline: float, *, layouts: Mapping[str, str] | None = None,
+                 timeout: float | None = None, isolate: bool = False) -> None:
         self.target, self.op, self.storage, self.want = target, get_op(op), storage, want
         self.fmt = get_format(storage)
         self.max_runs, self.deadline = max_runs, deadline
+        self.layouts, self.timeout, self.isolate = dict(layouts or {}), timeout, isolate
         self.runs = 0
         self.last: Verdict | None = None
 
@@ -306,12 +309,14 @@ class _Shrinker:
             raise _Budget
         self.runs += 1
         try:
-            case = Case(self.op.name, params, storage=self.storage)
+            case = Case(self.op.name, params, storage=self.storage,
+                        layouts={k: v for k, v in self.layouts.items() if k in inputs})
             if {k: tuple(s) for k, s in case.shapes().items()} != \
                     {k: v.shape for k, v in inputs.items()}:
                 return False
             with np.errstate(all="ignore"):  # a degenerate candidate (zeroed knots) may warn
-                v = check_case(case, self.target, inputs=inputs, with_diagnosis=False)
+                v = check_case(case, self.target, inputs=inputs, with_diagnosis=False,
+                               timeout=self.timeout, isolate=self.isolate)
         except (InvalidArgument, UnsupportedCase, ValueError, FloatingPointError):
             return False
         if _same_reason(self.want, _reasons(v)):
@@ -466,7 +471,9 @@ class _Shrinker:
 def shrink(target: Target, op: str, params: Mapping[str, Any], inputs: Mapping[str, Any], *,
            max_runs: int = 2000, seconds: float = 600.0, values: bool = True,
            store: Path | str | None = None,
-           on_step: Callable[[str], None] | None = None) -> ShrinkResult:
+           on_step: Callable[[str], None] | None = None,
+           layouts: Mapping[str, str] | None = None,
+           timeout: float | None = DEFAULT_TIMEOUT, isolate: bool = False) -> ShrinkResult:
     """Shrink a failing case supplied from outside to the smallest version that
     still fails for the same reason; save it as a repro in ``store``.
 
@@ -490,6 +497,11 @@ def shrink(target: Target, op: str, params: Mapping[str, Any], inputs: Mapping[s
         Where to save the shrunk repro; None saves none.
     on_step : callable, optional
         Told a line per accepted step.
+    layouts : dict, optional
+        The layout of each input as the kernel takes it (as a case's
+        ``layouts``); inputs not named are row-major. Kept while shrinking.
+    timeout, isolate
+        As for :func:`~numoracle.checking.check.check_case`, for every run.
 
     Raises
     ------
@@ -514,15 +526,18 @@ def shrink(target: Target, op: str, params: Mapping[str, Any], inputs: Mapping[s
                 "took, or claim the precision they are stored in")
         ins[k] = a
     p = o.validate(dict(params))
-    case = Case(op, p, storage=storage)
-    first = check_case(case, target, inputs=ins)  # failing outputs are diagnosed anyway
+    lay = dict(layouts or {})
+    case = Case(op, p, storage=storage, layouts=lay)
+    first = check_case(case, target, inputs=ins,  # failing outputs are diagnosed anyway
+                       timeout=timeout, isolate=isolate)
     want = reason(first)
     if want is None:
         raise InvalidArgument(
             f"the case does not fail on {target.name!r} claiming {target.precision.name}: "
             f"every output is within its bound ({first.diagnosis}); nothing to shrink (check "
             "the op, the parameters and the claimed precision)")
-    s = _Shrinker(target, op, storage, want, max_runs, t0 + seconds)
+    s = _Shrinker(target, op, storage, want, max_runs, t0 + seconds, layouts=lay,
+                  timeout=timeout, isolate=isolate)
     s.last = first
     before_p, before_in = dict(p), dict(ins)
     steps: list[str] = []
@@ -542,7 +557,9 @@ def shrink(target: Target, op: str, params: Mapping[str, Any], inputs: Mapping[s
                 break
     except _Budget:
         steps.append("budget spent")
-    final = check_case(Case(op, p, storage=storage), target, inputs=ins, with_diagnosis=True)
+    final = check_case(Case(op, p, storage=storage,
+                            layouts={k: v for k, v in lay.items() if k in ins}),
+                       target, inputs=ins, with_diagnosis=True, timeout=timeout, isolate=isolate)
     s.runs += 1
     if not _same_reason(want, _reasons(final)):  # flaky: the last failing run stands
         final = s.last if s.last is not None else first

@@ -7,10 +7,13 @@ has free, and its result streams back as it finishes. The blocks of one
 target merge into one :class:`~numoracle.running.runner.TargetResult`, so the
 report (``report.json``, the table) reads as a local run's.
 
-- **Seeds.** Block 0 uses the run's seed itself; block ``i`` uses
-  :func:`block_seed`, a hash of the seed and ``i``. The cases of a block are
-  the same on every node (:func:`same_draws_everywhere`).
-- **Failures.** A failing case is shrunk on the worker that found it; its
+- **Seeds and cases.** Block 0 uses the run's seed itself; block ``i`` uses
+  :func:`block_seed`, a hash of the seed and ``i``. This process draws each
+  block's cases with its seed (:func:`~numoracle.running.draws.draw_cases`)
+  and sends them with the task; the worker judges exactly those, in order,
+  so a block's cases do not depend on the node that runs it.
+- **Failures.** A failing case is shrunk on the worker that found it (by
+  :func:`numoracle.checking.shrink.shrink`, as a case given from outside); its
   repro folder comes home as bytes and is saved in the local store. Once a
   target fails (or turns out unavailable), no further block of it starts,
   as a local run stops at its first failure; blocks under way finish.
@@ -27,8 +30,6 @@ imports it only when a run starts.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import os
 import shutil
 import socket
@@ -40,15 +41,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..cases.case import Case
 from ..cases.target import Target
 from ..checking.check import DEFAULT_TIMEOUT
 from ..errors import InvalidArgument
 from ..store.repro import DEFAULT_STORE
 from .blocks import block_seed, merge_results
-from .runner import TargetResult, same_draws_everywhere
+from .draws import case_digest, draw_cases
+from .runner import TargetResult
 
 __all__ = ["run_cluster", "ClusterRun", "Block", "BlockOutcome", "UnjudgedResult",
-           "block_seed", "same_draws_everywhere", "plan_blocks", "merge_blocks", "needs_gpu",
+           "block_seed", "plan_blocks", "merge_blocks", "needs_gpu",
            "DEFAULT_BLOCK", "DEFAULT_TASK_TIMEOUT", "cluster_results"]
 
 #: cases per block (one Ray task) unless told otherwise
@@ -98,7 +101,7 @@ class BlockOutcome:
     result: TargetResult | None
     host: str = ""
     reason: str = ""
-    #: digests of the cases drawn, in order (only with ``record_cases``)
+    #: digests of the cases judged, in order (only with ``record_cases``)
     cases: list[str] = field(default_factory=list)
 
 
@@ -145,27 +148,23 @@ class ClusterRun:
 # --------------------------------------------------------------------------- worker side
 
 
-def _case_digest(case: Any) -> str:
-    return hashlib.sha1(json.dumps(case.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _run_block(target: Target, examples: int, seed: int, timeout: float, shrink: bool,
+def _run_block(target: Target, cases: list[Case], timeout: float, shrink: bool,
                diagnose: bool, seconds: float | None, record_cases: bool) -> dict[str, Any]:
-    """The body of a block's Ray task: run_target into a scratch store; the
-    repro, if any, comes back as its files' bytes."""
+    """The body of a block's Ray task: run_target on the block's cases (drawn
+    by the driver) into a scratch store; the repro, if any, comes back as its
+    files' bytes."""
     from .runner import run_target  # noqa: PLC0415 - a fresh worker imports it here
 
     digests: list[str] = []
 
     def on_case(v: Any) -> None:
-        digests.append(_case_digest(v.case))
+        digests.append(case_digest(v.case))
 
     scratch = tempfile.mkdtemp(prefix="numoracle-block-")
     try:
-        with same_draws_everywhere():
-            res = run_target(target, examples=examples, seed=seed, store=scratch,
-                             shrink=shrink, timeout=timeout, diagnose=diagnose,
-                             seconds=seconds, on_case=on_case if record_cases else None)
+        res = run_target(target, cases=cases, store=scratch, shrink=shrink, timeout=timeout,
+                         diagnose=diagnose, seconds=seconds,
+                         on_case=on_case if record_cases else None)
         repro = None
         if res.repro:
             folder = Path(res.repro)
@@ -292,7 +291,8 @@ def run_cluster(
     examples : int
         Cases per target, cut into blocks of ``block_size``.
     seed : int
-        The run's seed; block ``i`` draws with :func:`block_seed` ``(seed, i)``.
+        The run's seed; block ``i``'s cases are drawn here with
+        :func:`block_seed` ``(seed, i)`` and sent with its task.
     block_size : int
         Cases per block: one Ray task, retried or reported unjudged as a whole.
     store : path or None
@@ -314,7 +314,7 @@ def run_cluster(
     gpus_per_task : float
         GPUs a block of a GPU target asks for (a fraction shares a GPU).
     record_cases : bool
-        Keep a digest of every case drawn (:attr:`BlockOutcome.cases`).
+        Keep a digest of every case judged (:attr:`BlockOutcome.cases`).
     on_block : callable, optional
         Called with each :class:`BlockOutcome` as it arrives (progress).
 
@@ -405,14 +405,14 @@ def _schedule(ray: Any, targets: Sequence[Target], *, examples: int, seed: int,
                 b = q.popleft()
                 if (b.target, b.op) in stopped:
                     continue
-                left = None if end is None else max(end - time.perf_counter(), 0.0)
                 opts: dict[str, Any] = {"num_cpus": 1, "max_retries": max_retries,
                                         "retry_exceptions": False}
                 if gpu:
                     opts["num_gpus"] = gpus_per_task
-                ref = remote.options(**opts).remote(refs[(b.target, b.op)], b.examples, b.seed,
-                                                    timeout, shrink, diagnose, left,
-                                                    record_cases)
+                cases = draw_cases(by_key[(b.target, b.op)], b.examples, b.seed)
+                left = None if end is None else max(end - time.perf_counter(), 0.0)
+                ref = remote.options(**opts).remote(refs[(b.target, b.op)], cases, timeout,
+                                                    shrink, diagnose, left, record_cases)
                 pending[ref] = (b, time.perf_counter())
                 in_flight[gpu] += 1
         if not pending:

@@ -9,13 +9,17 @@ each case (for the progress bars) and each row's result back through a pipe.
 A worker is pinned to GPU ``index mod GPUs`` through ``CUDA_VISIBLE_DEVICES``
 (set before it imports anything) where the machine has several.
 
-Rows draw with the same seeds as in one process, so the per-row results are
-those of ``-j 1`` when time does not cut a row short. A worker that dies
+The driver draws every case (:class:`~numoracle.running.schedule.RunDraws`,
+as one process does for itself): a worker asks it for each chunk of a
+block's cases through its pipe, and for the next chunk ahead while it
+judges one. So the per-row cases are those of ``-j 1`` when time does not
+cut a row short, whatever the workers have loaded. A worker that dies
 leaves its rows unjudged, with the reason.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import pickle
@@ -27,11 +31,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
+from .draws import CHUNK, case_digest
 from .runner import TargetResult
-from .schedule import Row, RunSettings, judge_rows, warm_up
+from .schedule import Row, RunDraws, RunSettings, block_sizes, judge_rows, warm_up
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
+
+    from ..cases.case import Case
 
 __all__ = ["run_pool", "default_jobs", "gpu_count", "MEMORY_PER_WORKER"]
 
@@ -112,6 +119,35 @@ def _rebuild(spec: tuple[Any, ...]) -> Row:
     return Row(t, regime=regime, weight=weight, asked=asked, isolate=isolate)
 
 
+class _Fetcher:
+    """A worker's side of the driver's draws: chunk ``j`` of a block of one
+    of its rows, asked of the driver through ``conn`` (with chunk ``j + 1``
+    asked ahead where the block needs it, so that the driver draws it while
+    this chunk is judged)."""
+
+    def __init__(self, conn: Connection, index: list[int], sizes: list[list[int]]) -> None:
+        self.conn, self.index, self.sizes = conn, index, sizes
+        self.asked: set[tuple[int, int, int]] = set()
+        self.got: dict[tuple[int, int, int], list[Case]] = {}
+
+    def _ask(self, key: tuple[int, int, int]) -> None:
+        if key not in self.asked:
+            self.asked.add(key)
+            self.conn.send(("draw", *key))
+
+    def __call__(self, i: int, block: int, j: int) -> list[Case]:
+        k = self.index[i]
+        size = self.sizes[i][block]
+        self._ask((k, block, j))
+        if (j + 1) * min(CHUNK, max(size, 1)) < size:
+            self._ask((k, block, j + 1))
+        while (k, block, j) not in self.got:
+            message = self.conn.recv()
+            if message[0] == "chunk":
+                self.got[tuple(message[1:4])] = message[4]
+        return self.got.pop((k, block, j))
+
+
 def _worker(conn: Connection, specs: list[tuple[int, tuple[Any, ...]]],
             settings: RunSettings) -> None:
     """A worker's life: warm up, wait for the clock, judge, report."""
@@ -126,7 +162,7 @@ def _worker(conn: Connection, specs: list[tuple[int, tuple[Any, ...]]],
         seconds = message[1]
 
         def on_case(i: int, v: Any) -> None:
-            conn.send(("case", index[i], bool(v.passed)))
+            conn.send(("case", index[i], bool(v.passed), case_digest(v.case)))
 
         def on_row(i: int, res: TargetResult) -> None:
             try:
@@ -134,7 +170,8 @@ def _worker(conn: Connection, specs: list[tuple[int, tuple[Any, ...]]],
             except (pickle.PicklingError, TypeError, AttributeError):  # a verdict that won't travel
                 conn.send(("row", index[i], replace(res, failure=None)))
 
-        judge_rows(rows, seconds, settings, on_case=on_case, on_row=on_row)
+        fetch = _Fetcher(conn, index, [block_sizes(r, settings) for r in rows])
+        judge_rows(rows, seconds, settings, on_case=on_case, on_row=on_row, fetch=fetch)
         conn.send(("done", None))
     except Exception:  # noqa: BLE001 - the driver reports it with the rows left unjudged
         conn.send(("error", traceback.format_exc()))
@@ -146,6 +183,7 @@ def run_pool(rows: Sequence[Row], seconds: float | None, settings: RunSettings, 
              on_case: Callable[[int, bool], None] | None = None,
              on_warm: Callable[[], None] | None = None,
              warm_limit: float | None = None,
+             judged: dict[int, list[str]] | None = None,
              ) -> tuple[list[TargetResult], dict[str, float], float, float]:
     """Judge ``rows`` in ``jobs`` worker processes within ``seconds`` after
     their warm-up.
@@ -154,7 +192,9 @@ def run_pool(rows: Sequence[Row], seconds: float | None, settings: RunSettings, 
     slowest worker's), the warm-up's wall time and the judging's wall time.
     ``on_case(row, passed)`` is called per case judged, ``on_warm()`` once
     the clock starts. A worker still warming up after ``warm_limit`` seconds,
-    or that dies, leaves its rows unjudged.
+    or that dies, leaves its rows unjudged. ``judged``, where given, gets the
+    digests (:func:`~numoracle.running.draws.case_digest`) of the cases each
+    row judged, in order, keyed by row.
     """
     ctx = multiprocessing.get_context("spawn")
     hands = _deal(rows, jobs)
@@ -179,11 +219,12 @@ def run_pool(rows: Sequence[Row], seconds: float | None, settings: RunSettings, 
         child.close()
         workers.append((p, parent, hand))
     warm: dict[str, float] = {}
+    draws = RunDraws(rows, settings)  # drawn ahead while the workers warm up and judge
     try:
         live = []
         for p, conn, hand in workers:
             left = None if warm_limit is None else max(warm_limit - (time.monotonic() - t0), 0)
-            got = _recv(conn, left)
+            got = _recv_drawing(conn, left, draws)
             if got is not None and got[0] == "warm":
                 for key, s in got[1].items():
                     warm[key] = max(warm.get(key, 0.0), s)
@@ -198,7 +239,7 @@ def run_pool(rows: Sequence[Row], seconds: float | None, settings: RunSettings, 
         t1 = time.monotonic()
         for _p, conn, _hand in live:
             conn.send(("go", seconds))
-        _collect(live, results, reasons, on_case)
+        _collect(live, results, reasons, on_case, draws, judged)
         judge_wall = time.monotonic() - t1
     finally:
         for p, conn, _hand in workers:
@@ -228,19 +269,33 @@ def _recv(conn: Connection, timeout: float | None) -> Any:
         return None
 
 
+def _recv_drawing(conn: Connection, timeout: float | None, draws: RunDraws) -> Any:
+    """:func:`_recv`, drawing chunks ahead (:meth:`RunDraws.ahead`) while
+    nothing has come."""
+    end = None if timeout is None else time.monotonic() + timeout
+    while not conn.poll(0) and (end is None or time.monotonic() < end) and draws.ahead():
+        pass
+    return _recv(conn, None if end is None else max(end - time.monotonic(), 0.0))
+
+
 def _last_line(text: str) -> str:
     lines = [line for line in str(text).strip().splitlines() if line.strip()]
     return lines[-1] if lines else "unknown error"
 
 
 def _collect(live: list[tuple[Any, Connection, list[int]]], results: list[TargetResult | None],
-             reasons: dict[int, str], on_case: Callable[[int, bool], None] | None) -> None:
-    """Read the workers' messages until every one is done or gone."""
+             reasons: dict[int, str], on_case: Callable[[int, bool], None] | None,
+             draws: RunDraws, judged: dict[int, list[str]] | None) -> None:
+    """Read the workers' messages until every one is done or gone; draw the
+    chunks of cases they ask for."""
     from multiprocessing.connection import wait  # noqa: PLC0415 - only with workers
 
     open_ = {conn: hand for _p, conn, hand in live}
     while open_:
-        for ready in wait(list(open_)):
+        waiting = wait(list(open_), timeout=0)
+        if not waiting and draws.ahead():
+            continue  # a chunk drawn before it is asked for, while no worker needs one
+        for ready in waiting or wait(list(open_)):
             conn = cast("Connection", ready)
             got = _recv(conn, 0)
             hand = open_[conn]
@@ -252,7 +307,15 @@ def _collect(live: list[tuple[Any, Connection, list[int]]], results: list[Target
                         if results[k] is None:
                             reasons[k] = why
                 del open_[conn]
-            elif got[0] == "case" and on_case is not None:
-                on_case(got[1], got[2])
+            elif got[0] == "case":
+                if on_case is not None:
+                    on_case(got[1], got[2])
+                if judged is not None:
+                    judged.setdefault(got[1], []).append(got[3])
             elif got[0] == "row":
                 results[got[1]] = got[2]
+            elif got[0] == "draw":
+                _, k, block, j = got
+                chunk = draws.chunk(k, block, j)
+                with contextlib.suppress(OSError):  # a worker gone: its pipe's end says so next
+                    conn.send(("chunk", k, block, j, chunk))

@@ -1,11 +1,16 @@
 """Running many cases on a target: Hypothesis draws, the oracle judges,
-a failure shrinks to a minimal case and is saved as a repro."""
+a failure shrinks to a minimal case and is saved as a repro.
+
+:func:`run_target` either draws its cases with Hypothesis, which also
+shrinks a failure, or judges cases it is given (drawn by another process,
+:mod:`numoracle.running.draws`), whose failure the delta-debugging shrinker
+of :mod:`numoracle.checking.shrink` shrinks. Both judge a case with the same
+code (:class:`_Judging`): the budget, the counts, the verdicts passed on."""
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -22,15 +27,15 @@ from ..checking.diagnosis import Diagnosis
 from ..checking.discriminate import discriminate
 from ..checking.message import fmt_ratio
 from ..checking.verdict import Verdict, ladder_for
-from ..errors import KernelMismatch, UnsupportedCase
+from ..errors import InvalidArgument, KernelMismatch, UnsupportedCase
 from ..oracle.memory import reuse_for_checking
 from ..oracle.precision import PRESETS, PrecisionModel
 from ..reports.observe import case_features
 from ..reports.observe import enabled as observing
 from ..store.repro import DEFAULT_STORE, save_repro
+from .draws import default_strategy, draw_cases
 
-__all__ = ["TargetResult", "run_target", "default_strategy", "draw_cases",
-           "same_draws_everywhere"]
+__all__ = ["TargetResult", "run_target", "default_strategy", "draw_cases"]
 
 
 class _BudgetSpent(BaseException):
@@ -143,62 +148,6 @@ class TargetResult:
                 "effective": ", ".join(f"{k}: {v}" for k, v in self.effective().items())}
 
 
-@contextlib.contextmanager
-def same_draws_everywhere() -> Iterator[None]:
-    """Hypothesis draws with a seed, and nothing else, deciding the cases.
-
-    Hypothesis (6.13x on) mixes literals of the *local* modules loaded in the
-    process (those outside site-packages: an editable numoracle, the user's
-    kernels) into its draws, so the same seed drew other cases in a Ray worker
-    than in the driver, whose ``sys.modules`` differ. Inside this context those
-    literals are pinned to none (what a process without local modules sees),
-    so a seed draws the same cases in every process and on every node
-    (:func:`run_target` draws inside it). A no-op where Hypothesis has no such
-    constants.
-    """
-    try:
-        from hypothesis.internal.conjecture import providers  # noqa: PLC0415 - internal
-        get, cache = providers._get_local_constants, providers.CONSTANTS_CACHE
-        none = providers.Constants()
-    except (ImportError, AttributeError):
-        yield
-        return
-    providers._get_local_constants = lambda: none
-    cache.cache.clear()  # allowed values cached with the constants of the process
-    try:
-        yield
-    finally:
-        providers._get_local_constants = get
-        cache.cache.clear()
-
-
-def default_strategy(target: Target, **overrides: Any) -> st.SearchStrategy[Case]:
-    """Cases for ``target``: its op, its storage format, its layouts, its
-    reduction limit; every value family, special values overlaid at times."""
-    from ..strategies import FAMILY_ORDER, cases  # noqa: PLC0415 - strategies need hypothesis
-
-    kw: dict[str, Any] = {"op": target.op, "storage": target.precision.storage.name,
-                          "max_reduction": target.max_reduction, "layouts": target.layouts,
-                          "families": FAMILY_ORDER, "max_overlays": 2}
-    kw.update(overrides)
-    return cases(**kw)
-
-
-def draw_cases(target: Target, n: int, seed: int = 0, **overrides: Any) -> list[Case]:
-    """The first ``n`` cases :func:`default_strategy` (with ``overrides``) draws
-    for ``target`` under Hypothesis seed ``seed``, without running anything."""
-    drawn: list[Case] = []
-
-    @settings(max_examples=n, database=None, phases=[Phase.generate], deadline=None,
-              suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
-    @given(default_strategy(target, **overrides))
-    def collect(case: Case) -> None:
-        drawn.append(case)
-
-    hypothesis_seed(seed)(collect)()
-    return drawn[:n]
-
-
 def run_target(
     target: Target,
     *,
@@ -215,6 +164,7 @@ def run_target(
     shrink_seconds: float | None = None,
     first_case: bool = False,
     expected_case: float = 0.0,
+    cases: Iterable[Case] | None = None,
 ) -> TargetResult:
     """Check ``examples`` cases of ``target``; shrink and save the first failure.
 
@@ -264,44 +214,89 @@ def run_target(
     expected_case : float
         Seconds a case is expected to take before any has been timed here
         (from an earlier block of the same target and regime).
+    cases : iterable of Case, optional
+        Judge these cases, in order, instead of drawing any (``examples``,
+        ``seed`` and ``strategy`` are then not used): cases drawn elsewhere,
+        e.g. by the process that hands out a run's work
+        (:mod:`numoracle.running.draws`). The iterable is consumed only as
+        far as the time budget goes. A failure among them is shrunk by
+        :func:`numoracle.checking.shrink.shrink` (the given cases have no
+        choice sequence for Hypothesis to shrink) and saved with its arrays;
+        a hang, a crash or a CUDA error, or a case that shrinker cannot take,
+        is saved as it was found.
     """
+    asked = examples
+    if cases is not None and isinstance(cases, Sized):
+        asked = len(cases)
     res = TargetResult(target.name, target.op, target.precision.name, model=target.precision,
-                       asked=examples)
+                       asked=asked)
     reason = target.unavailable_reason()
     if reason:
         res.verdict, res.diagnosis = "skipped", reason
         return res
-    strat = strategy if strategy is not None else default_strategy(target)
     reuse_for_checking()  # the oracle's output-sized arrays: no fresh pages every case
     if isolate:
         from ..checking.isolate import prepare  # noqa: PLC0415 - multiprocessing only when isolating
 
         prepare(target)
-    state: dict[str, Any] = {"failed": False, "last": None, "first": None, "hangs": 0,
-                             "crashes": 0, "timeout": timeout, "shrink_end": None,
-                             "tried": 0}
     t0 = time.perf_counter()
-    deadline = None if seconds is None else t0 + seconds
+    judge = _Judging(target, res, timeout=timeout, diagnose=diagnose, isolate=isolate,
+                     on_case=on_case, shrink_seconds=shrink_seconds, first_case=first_case,
+                     expected_case=expected_case,
+                     deadline=None if seconds is None else t0 + seconds)
+    if cases is not None:
+        _judge_given(judge, cases, store=store, shrink=shrink, shrink_seconds=shrink_seconds)
+    else:
+        _judge_drawn(judge, strategy if strategy is not None else default_strategy(target),
+                     examples=examples, seed=seed, store=store, shrink=shrink,
+                     shrink_seconds=shrink_seconds)
+    res.seconds = time.perf_counter() - t0
+    if res.verdict == "pass" and not res.message:
+        res.message = _pass_message(res)
+    return res
 
-    @settings(max_examples=examples, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
-              phases=[Phase.explicit, Phase.generate] + ([Phase.shrink] if shrink else []),
-              report_multiple_bugs=False, print_blob=False)
-    @given(strat)
-    def prop(case: Case) -> None:
+
+class _Judging:
+    """The judging of one run's cases, one call per case — Hypothesis's test
+    function calls it on drawn cases, :func:`_judge_given` on given ones: the
+    time budget, the bookkeeping of :class:`TargetResult`, and the failure.
+
+    A failing case raises :class:`KernelMismatch`; once a failure is found,
+    the cases that follow are shrinking attempts (Hypothesis's): they keep
+    the failure's class, and a spent shrinking budget or too many hung or
+    crashed attempts raise :class:`_ShrinkSpent`.
+    """
+
+    def __init__(self, target: Target, res: TargetResult, *, timeout: float | None,
+                 diagnose: bool, isolate: bool, on_case: Callable[[Verdict], None] | None,
+                 shrink_seconds: float | None, first_case: bool, expected_case: float,
+                 deadline: float | None) -> None:
+        self.target, self.res = target, res
+        self.diagnose, self.isolate, self.on_case = diagnose, isolate, on_case
+        self.shrink_seconds, self.first_case, self.expected_case = (shrink_seconds, first_case,
+                                                                    expected_case)
+        self.deadline = deadline
+        self.state: dict[str, Any] = {"failed": False, "last": None, "first": None, "hangs": 0,
+                                      "crashes": 0, "timeout": timeout, "shrink_end": None,
+                                      "tried": 0}
+        self.timeout = timeout  # as asked (the state's may shrink after a hang)
+
+    def __call__(self, case: Case) -> None:
+        state, res = self.state, self.res
         started = time.perf_counter()
         if state["failed"]:
             if state["shrink_end"] is not None and started > state["shrink_end"]:
                 raise _ShrinkSpent
-        elif deadline is not None and (state["tried"] or not first_case):
+        elif self.deadline is not None and (state["tried"] or not self.first_case):
             times = res.case_seconds  # halfway between the mean and the longest so far
-            expected = (sum(times) / len(times) + max(times)) / 2 if times else expected_case
-            if started + expected > deadline:
+            expected = (sum(times) / len(times) + max(times)) / 2 if times else \
+                self.expected_case
+            if started + expected > self.deadline:
                 raise _BudgetSpent  # not an Exception: Hypothesis lets it through at once
         state["tried"] += 1
         try:
-            v = check_case(case, target, timeout=state["timeout"], with_diagnosis=diagnose,
-                           isolate=isolate)
+            v = check_case(case, self.target, timeout=state["timeout"],
+                           with_diagnosis=self.diagnose, isolate=self.isolate)
         except UnsupportedCase as exc:
             if not state["failed"]:
                 res.unjudged += 1
@@ -316,25 +311,16 @@ def run_target(
             for key, value in case_features(v).items():
                 event(key, value)
         if not state["failed"]:
-            res.cases += 1
-            res.case_seconds.append(time.perf_counter() - started)
-            res.worst_ratio = max(res.worst_ratio, v.worst_ratio)
-            for o in v.outputs.values():
-                seen = res.per_model.setdefault(o.name, {}) if o.per_model else {}
-                for m, r in o.per_model.items():
-                    seen[m] = max(seen.get(m, 0.0), r)
-            for o in (o for o in v.outputs.values() if o.passed):
-                res.samples.append((o.name, o.n, o.worst_ratio_det, o.worst_ratio_prob,
-                                    o.median_ratio_det, o.median_ratio_prob, o.exact))
-        if on_case is not None:
-            on_case(v)
+            self._count(v, time.perf_counter() - started)
+        if self.on_case is not None:
+            self.on_case(v)
         if not v.passed:
             if not state["failed"]:
                 state["failed"] = True
                 res.cases_to_catch = res.cases
                 state["first"] = v
-                if shrink_seconds is not None:
-                    state["shrink_end"] = time.perf_counter() + shrink_seconds
+                if self.shrink_seconds is not None:
+                    state["shrink_end"] = time.perf_counter() + self.shrink_seconds
                 if kind == "hang" and state["timeout"] is not None:
                     state["timeout"] = state["timeout"] * HANG_SHRINK_FACTOR
             state["last"] = v  # Hypothesis shrinks monotonically: the smallest so far
@@ -346,11 +332,47 @@ def run_target(
                     raise _ShrinkSpent
             raise KernelMismatch(v.diagnosis, v)
 
+    def _count(self, v: Verdict, seconds: float) -> None:
+        """A judged case before any failure: its numbers into the result."""
+        res = self.res
+        res.cases += 1
+        res.case_seconds.append(seconds)
+        res.worst_ratio = max(res.worst_ratio, v.worst_ratio)
+        for o in v.outputs.values():
+            seen = res.per_model.setdefault(o.name, {}) if o.per_model else {}
+            for m, r in o.per_model.items():
+                seen[m] = max(seen.get(m, 0.0), r)
+        for o in (o for o in v.outputs.values() if o.passed):
+            res.samples.append((o.name, o.n, o.worst_ratio_det, o.worst_ratio_prob,
+                                o.median_ratio_det, o.median_ratio_prob, o.exact))
+
+    def hang_note(self, sep: str = "") -> str:
+        """What the verdict of a hang shrunk with a shorter timeout should add."""
+        if self.timeout is None or self.state["timeout"] == self.timeout:
+            return ""
+        return (f"{sep}the first case hung past the timeout of {self.timeout:g} s; shrinking "
+                f"ran with {self.state['timeout']:g} s")
+
+
+def _judge_drawn(judge: _Judging, strat: st.SearchStrategy[Case], *, examples: int,
+                 seed: int | None, store: Path | str | None, shrink: bool,
+                 shrink_seconds: float | None) -> None:
+    """Hypothesis draws ``examples`` cases and shrinks the first failure."""
+    res, target, state = judge.res, judge.target, judge.state
+    isolate, timeout = judge.isolate, judge.timeout
+
+    @settings(max_examples=examples, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
+              phases=[Phase.explicit, Phase.generate] + ([Phase.shrink] if shrink else []),
+              report_multiple_bugs=False, print_blob=False)
+    @given(strat)
+    def prop(case: Case) -> None:
+        judge(case)
+
     if seed is not None:
         prop = hypothesis_seed(seed)(prop)
     try:
-        with same_draws_everywhere():
-            prop()
+        prop()
     except _BudgetSpent:
         pass  # every case run so far passed
     except _ShrinkSpent:
@@ -359,10 +381,10 @@ def run_target(
         else:
             why = (f"shrinking stopped after {max(state['hangs'], state['crashes'])} "
                    "attempts that hung or crashed")
-        _record_failure(res, state["last"], target, store, why + _hang_note(state, timeout, "; "))
+        _record_failure(res, state["last"], target, store, why + judge.hang_note("; "))
     except KernelMismatch as exc:
         _record_failure(res, cast(Verdict, exc.verdict), target, store,  # raised by prop
-                        _hang_note(state, timeout), isolate=isolate, timeout=timeout)
+                        judge.hang_note(), isolate=isolate, timeout=timeout)
     except (FlakyFailure, HypothesisException, ExceptionGroup) as exc:
         last = state["last"]
         if last is not None:
@@ -371,10 +393,54 @@ def run_target(
             _record_failure(res, last, target, store, note, isolate=isolate, timeout=timeout)
         else:
             res.verdict, res.diagnosis = "error", f"{type(exc).__name__}: {exc}"
-    res.seconds = time.perf_counter() - t0
-    if res.verdict == "pass" and not res.message:
-        res.message = _pass_message(res)
-    return res
+
+
+def _judge_given(judge: _Judging, cases: Iterable[Case], *, store: Path | str | None,
+                 shrink: bool, shrink_seconds: float | None) -> None:
+    """Judge ``cases`` in order until the budget is spent or one fails; shrink
+    that one with the delta-debugging shrinker."""
+    try:
+        for case in cases:
+            judge(case)
+    except _BudgetSpent:
+        return  # every case run so far passed
+    except KernelMismatch as exc:
+        found = cast(Verdict, exc.verdict)
+    else:
+        return
+    inputs: dict[str, Any] | None = None
+    note = ""
+    kind = getattr(found.error, "kind", None)
+    if not shrink:
+        pass
+    elif kind in ("hang", "crash", "cuda"):
+        note = f"not shrunk: the case {kind} is kept as it was found"
+    else:
+        found, inputs, note = _shrink_given(found, judge, shrink_seconds)
+    _record_failure(judge.res, found, judge.target, store, note, isolate=judge.isolate,
+                    timeout=judge.timeout, inputs=inputs)
+
+
+def _shrink_given(found: Verdict, judge: _Judging, shrink_seconds: float | None
+                  ) -> tuple[Verdict, dict[str, Any] | None, str]:
+    """``found`` shrunk by :func:`numoracle.checking.shrink.shrink` within
+    ``shrink_seconds``: the shrunk verdict, its inputs and a note; the failure
+    as found (no inputs) and why, where the shrinker cannot take it."""
+    from ..checking.shrink import shrink  # noqa: PLC0415 - loaded when a given case fails
+
+    case = found.case
+    seconds = float("inf") if shrink_seconds is None else shrink_seconds
+    try:
+        got = shrink(judge.target, case.op, case.params, case.inputs(), seconds=seconds,
+                     layouts=case.layouts, timeout=judge.timeout, isolate=judge.isolate)
+    except (InvalidArgument, UnsupportedCase, ValueError, TypeError, KeyError) as exc:
+        return found, None, f"not shrunk ({type(exc).__name__}: {exc}); the case as found"
+    note = ""
+    if "budget spent" in got.steps:
+        note = (f"shrinking stopped at its cap of {shrink_seconds:g} s"
+                if shrink_seconds is not None and got.seconds >= shrink_seconds
+                else f"shrinking stopped after {got.runs} kernel runs")
+    return got.verdict, got.inputs_after, note
 
 
 def _pass_message(res: TargetResult) -> str:
@@ -399,24 +465,20 @@ def _weaker(v: Verdict, first: Verdict | None) -> bool:
     return first is not None and logic(first) and not logic(v)
 
 
-def _hang_note(state: dict[str, Any], timeout: float | None, sep: str = "") -> str:
-    """What the verdict of a hang shrunk with a shorter timeout should add."""
-    if timeout is None or state["timeout"] == timeout:
-        return ""
-    return (f"{sep}the first case hung past the timeout of {timeout:g} s; shrinking ran with "
-            f"{state['timeout']:g} s")
-
-
 def _record_failure(res: TargetResult, verdict: Verdict, target: Target,
                     store: Path | str | None, note: str = "", *, isolate: bool = False,
-                    timeout: float | None = DEFAULT_TIMEOUT) -> None:
+                    timeout: float | None = DEFAULT_TIMEOUT,
+                    inputs: dict[str, Any] | None = None) -> None:
+    """A failure into ``res``: its causes told apart, its diagnosis and message,
+    its repro saved in ``store`` (with ``inputs``, the arrays of a case whose
+    values its seed does not make)."""
     res.failures = max(res.failures, 1)
     res.verdict = "FAIL"
     res.fault = getattr(verdict.error, "kind", None)
     res.worst_ratio = max(res.worst_ratio, verdict.worst_ratio)
     if verdict.error is None and verdict.got is not None:
         # the causes one case cannot tell apart: reruns and discriminating cases
-        found = discriminate(verdict, target, timeout=timeout, isolate=isolate)
+        found = discriminate(verdict, target, inputs=inputs, timeout=timeout, isolate=isolate)
         if res.per_model:  # a diagnosed run: the probes are diagnosed cases too
             for name, ratios in found.per_model.items():
                 seen = res.per_model.setdefault(name, {})
@@ -428,7 +490,7 @@ def _record_failure(res: TargetResult, verdict: Verdict, target: Target,
     shapes = verdict.case.shapes()
     res.repro_shape = ", ".join(f"{k}{tuple(s)}" for k, s in shapes.items())
     if store is not None:
-        save_repro(verdict, target, store=store)
+        save_repro(verdict, target, store=store, inputs=inputs)
         res.repro = verdict.repro
     res.message = verdict.message()
     if note:

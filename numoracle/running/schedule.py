@@ -21,15 +21,21 @@ The budget of a run is shared among its rows so that every row is judged:
    and want more: block 2 (seed ``block_seed(seed, 2)``), the rest of the
    cases asked for. The blocks of a row merge into one result.
 
+The cases of every block are drawn by the process that runs the schedule
+(:class:`RunDraws`), chunk by chunk as the budget consumes them
+(:class:`~numoracle.running.draws.BlockDraws`); worker processes
+(:mod:`numoracle.running.pool`) ask that process for each chunk. The cases
+depend on the run's seed and the row alone, so per-row results do not
+depend on the number of workers when time does not cut a row short.
+
 A failure is shrunk within its own cap (``shrink_seconds``, and never past
-the budget's end plus a twentieth), and the row stops there. The same rows
-with the same seed draw the same cases in one process or in several
-(:mod:`numoracle.running.pool`), so per-row results do not depend on the
-number of workers when time does not cut a row short.
+the budget's end plus a twentieth) by the shrinker of given cases
+(:func:`numoracle.checking.shrink.shrink`), and the row stops there.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -39,17 +45,24 @@ from typing import TYPE_CHECKING, Any, cast
 from ..checking.check import DEFAULT_TIMEOUT
 from ..errors import InvalidArgument
 from .blocks import block_seed, merge_results
-from .runner import TargetResult, default_strategy, run_target
+from .draws import CHUNK, BlockCases, BlockDraws, default_strategy
+from .runner import TargetResult, run_target
 
 if TYPE_CHECKING:
+    from ..cases.case import Case
     from ..cases.target import Target
     from ..checking.verdict import Verdict
 
-__all__ = ["Row", "RunPlan", "RunSettings", "judge_rows", "warm_up", "totals_line",
-           "MIN_CASES", "REPORT_RESERVE", "SHRINK_SHARE"]
+__all__ = ["Row", "RunPlan", "RunSettings", "RunDraws", "judge_rows", "warm_up", "totals_line",
+           "block_sizes", "AHEAD_CHUNKS", "MIN_CASES", "REPORT_RESERVE", "SHRINK_SHARE"]
+
+#: chunk ``j`` of block ``index`` of row ``k``: ``fetch(k, index, j)``
+Fetch = Callable[[int, int, int], "list[Case]"]
 
 #: cases every row gets before any row gets more
 MIN_CASES = 20
+#: chunks of a block a driver draws before they are asked for (:meth:`RunDraws.ahead`)
+AHEAD_CHUNKS = 2
 #: share of the budget kept for the table and the report (plus time per picture)
 REPORT_RESERVE = 0.05
 #: a failure's shrinking may take this share of the budget (at least 1 s)
@@ -151,6 +164,65 @@ def warm_up(rows: Sequence[Row], settings: RunSettings) -> dict[str, float]:
     return took
 
 
+def block_sizes(row: Row, settings: RunSettings) -> list[int]:
+    """Cases of each block of ``row``: one, then up to ``settings.min_cases``
+    in all, then the rest of those asked for."""
+    first = min(settings.min_cases, row.asked)
+    return [1, first - 1, row.asked - first]
+
+
+class RunDraws:
+    """The cases of every row of a run, drawn in this process: block
+    ``index`` of row ``k`` draws with :func:`block_seed` ``(seed, index)`` in
+    chunks of at most :data:`~numoracle.running.draws.CHUNK` cases, in the
+    row's size regime.
+
+    A chunk is drawn when it is asked for (:meth:`chunk`) or, by a process
+    that would otherwise wait, before (:meth:`ahead`): the chunks of a block
+    are drawn in turn either way, so they hold the same cases.
+    """
+
+    def __init__(self, rows: Sequence[Row], settings: RunSettings, *,
+                 ahead: int = AHEAD_CHUNKS) -> None:
+        self.rows, self.settings, self.ahead_chunks = rows, settings, ahead
+        self._sizes = [block_sizes(r, settings) for r in rows]
+        self._blocks: dict[tuple[int, int], BlockDraws] = {}
+        self._ready: dict[tuple[int, int, int], list[Case]] = {}
+        self._asked: dict[tuple[int, int], int] = {}
+
+    def _block(self, k: int, index: int) -> BlockDraws:
+        key = (k, index)
+        if key not in self._blocks:
+            row, size = self.rows[k], self._sizes[k][index]
+            self._blocks[key] = BlockDraws(row.target, block_seed(self.settings.seed, index),
+                                           chunk=min(CHUNK, max(size, 1)), regime=row.regime)
+        return self._blocks[key]
+
+    def chunk(self, k: int, index: int, j: int) -> list[Case]:
+        """Chunk ``j`` of block ``index`` of row ``k`` (chunks of a block in turn)."""
+        self._asked[(k, index)] = max(self._asked.get((k, index), -1), j)
+        ready = self._ready.pop((k, index, j), None)
+        return ready if ready is not None else self._block(k, index).chunk(j)
+
+    def ahead(self) -> bool:
+        """Draw one chunk before it is asked for — the first block without
+        ``ahead`` chunks in hand beyond the last one asked, blocks in the order
+        a schedule reaches them — and say whether there was one to draw."""
+        for index in range(3):
+            for k in range(len(self.rows)):
+                size = self._sizes[k][index]
+                if size <= 0:
+                    continue
+                b = self._block(k, index)
+                if b.ended or b.drawn * b.size >= size or \
+                        b.drawn > self._asked.get((k, index), -1) + self.ahead_chunks:
+                    continue
+                j = b.drawn
+                self._ready[(k, index, j)] = b.chunk(j)
+                return True
+        return False
+
+
 def _share(left: float, weights: Sequence[float], k: int) -> float:
     """Row ``k``'s part of ``left`` seconds among rows ``k`` onwards."""
     rest = sum(weights[k:])
@@ -160,6 +232,7 @@ def _share(left: float, weights: Sequence[float], k: int) -> float:
 def judge_rows(rows: Sequence[Row], seconds: float | None, settings: RunSettings, *,
                on_case: Callable[[int, Verdict], None] | None = None,
                on_row: Callable[[int, TargetResult], None] | None = None,
+               fetch: Fetch | None = None,
                ) -> list[TargetResult]:
     """Judge ``rows`` in this process within ``seconds`` (None: no limit):
     one case for every row, then up to ``settings.min_cases`` for every row,
@@ -168,16 +241,18 @@ def judge_rows(rows: Sequence[Row], seconds: float | None, settings: RunSettings
 
     ``on_case(i, verdict)`` is called per case of row ``i``, ``on_row(i,
     result)`` whenever row ``i``'s result changes; the results come back in
-    row order.
+    row order. ``fetch(i, block, j)`` gives chunk ``j`` of a block of row
+    ``i``; by default this process draws them (:class:`RunDraws`).
     """
+    if fetch is None:
+        fetch = RunDraws(rows, settings).chunk
     start = time.monotonic()
     end = None if seconds is None else start + seconds
     weights = [r.weight for r in rows]
     results: list[TargetResult | None] = [None] * len(rows)
     # block 0: one case per row, started whatever the shares while the budget lasts;
     # block 1: up to min_cases per row in shares; block 2: the rest in shares
-    sizes = [[1, min(settings.min_cases, r.asked) - 1, r.asked - min(settings.min_cases, r.asked)]
-             for r in rows]
+    sizes = [block_sizes(r, settings) for r in rows]
     for index in range(3):
         todo = [k for k, r in enumerate(results) if sizes[k][index] > 0
                 and (r.verdict == "pass" if r is not None else index == 0)]
@@ -190,7 +265,8 @@ def judge_rows(rows: Sequence[Row], seconds: float | None, settings: RunSettings
                 break
             row, prev = rows[k], results[k]
             share = None if end is None or index == 0 else _share(end - now, todo_weights, i)
-            res = _block(row, k, index, sizes[k][index], share, settings, end, on_case,
+            cases = BlockCases(sizes[k][index], functools.partial(fetch, k, index))
+            res = _block(row, k, cases, share, settings, end, on_case,
                          first_case=index == 0, expected_case=expected_seconds(prev))
             results[k] = res if prev is None else merge_results([prev, res])
             if on_row is not None:
@@ -214,11 +290,11 @@ def expected_seconds(result: TargetResult | None) -> float:
     return (sum(times) / len(times) + max(times)) / 2
 
 
-def _block(row: Row, k: int, index: int, examples: int, share: float | None,
+def _block(row: Row, k: int, cases: BlockCases, share: float | None,
            settings: RunSettings, end: float | None,
            on_case: Callable[[int, Verdict], None] | None, *, first_case: bool = False,
            expected_case: float = 0.0) -> TargetResult:
-    """Block ``index`` of row ``k``: ``examples`` cases within ``share`` seconds."""
+    """A block of row ``k``: its ``cases`` within ``share`` seconds."""
     shrink = settings.shrink_seconds
     if end is not None:  # shrinking ends by the budget's end plus its grace at the latest
         left = max(end + settings.shrink_grace - time.monotonic(), 0.0)
@@ -227,9 +303,8 @@ def _block(row: Row, k: int, index: int, examples: int, share: float | None,
     if on_case is not None:
         def callback(v: Verdict, _k: int = k) -> None:
             on_case(_k, v)
-    res = run_target(row.target, examples=examples, seed=block_seed(settings.seed, index),
-                     strategy=default_strategy(row.target, regime=row.regime),
-                     store=settings.store, on_case=callback, seconds=share,
+    res = run_target(row.target, cases=cases, store=settings.store, on_case=callback,
+                     seconds=share,
                      timeout=settings.timeout, diagnose=settings.diagnose, isolate=row.isolate,
                      shrink_seconds=shrink, first_case=first_case, expected_case=expected_case)
     res.regime = row.regime

@@ -1,0 +1,152 @@
+"""The cases a run judges, as the driver draws them.
+
+Hypothesis draws a target's cases from :func:`default_strategy` under a seed
+(:func:`draw_cases`, public API only: ``@given`` with ``hypothesis.seed``).
+Which cases a seed gives may also depend on the process that draws them —
+Hypothesis mixes literals of the modules loaded there into its draws — so
+where work crosses a process boundary, the process that starts the run (the
+*driver*) draws every case and the workers only judge what they are sent:
+
+- a cluster block (:mod:`numoracle.running.cluster`) takes its
+  :func:`draw_cases` with the block's seed along with its task;
+- a row of a scheduled run (:mod:`numoracle.running.schedule`, and its
+  worker processes in :mod:`numoracle.running.pool`) takes the cases of each
+  of its blocks chunk by chunk (:class:`BlockDraws`), as its time budget
+  consumes them: chunk ``j`` of a block is :data:`CHUNK` cases drawn with
+  :func:`chunk_seed` ``(block seed, j)``, cases an earlier chunk of the block
+  already gave left out. The chunks depend on the seeds alone, so one process
+  or several judge the same cases per row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+
+from ..cases.case import Case
+from ..cases.target import Target
+from ..errors import InvalidArgument
+
+__all__ = ["default_strategy", "draw_cases", "case_digest", "chunk_seed", "BlockDraws",
+           "BlockCases", "CHUNK"]
+
+#: cases per chunk of a block drawn on demand
+CHUNK = 25
+
+
+def default_strategy(target: Target, **overrides: Any) -> st.SearchStrategy[Case]:
+    """Cases for ``target``: its op, its storage format, its layouts, its
+    reduction limit; every value family, special values overlaid at times."""
+    from ..strategies import FAMILY_ORDER, cases  # noqa: PLC0415 - strategies need hypothesis
+
+    kw: dict[str, Any] = {"op": target.op, "storage": target.precision.storage.name,
+                          "max_reduction": target.max_reduction, "layouts": target.layouts,
+                          "families": FAMILY_ORDER, "max_overlays": 2}
+    kw.update(overrides)
+    return cases(**kw)
+
+
+def draw_cases(target: Target, n: int, seed: int = 0, **overrides: Any) -> list[Case]:
+    """The first ``n`` cases :func:`default_strategy` (with ``overrides``) draws
+    for ``target`` under Hypothesis seed ``seed``, without running anything
+    (fewer where the strategy has fewer distinct cases to give)."""
+    drawn: list[Case] = []
+
+    @settings(max_examples=n, database=None, phases=[Phase.generate], deadline=None,
+              suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
+    @given(default_strategy(target, **overrides))
+    def collect(case: Case) -> None:
+        drawn.append(case)
+
+    hypothesis_seed(seed)(collect)()
+    return drawn[:n]
+
+
+def case_digest(case: Case) -> str:
+    """A short digest of ``case``'s plain data: equal cases, equal digests."""
+    return hashlib.sha1(json.dumps(case.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def chunk_seed(seed: int, chunk: int) -> int:
+    """The Hypothesis seed of chunk ``chunk`` of a block seeded ``seed``.
+
+    Chunk 0 keeps ``seed`` (a block of one chunk draws what :func:`draw_cases`
+    draws with the block's seed); the others take 64 bits of SHA-256 of both.
+
+    >>> chunk_seed(5, 0), chunk_seed(5, 1) == chunk_seed(5, 1), chunk_seed(5, 1) != chunk_seed(6, 1)
+    (5, True, True)
+    """
+    if chunk == 0:
+        return seed
+    digest = hashlib.sha256(f"numoracle-chunk:{seed}:{chunk}".encode()).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+class BlockDraws:
+    """The cases of one block of a row — ``target`` in one size regime, drawn
+    with the block's ``seed`` — chunk after chunk, each case once.
+
+    Chunk ``j`` holds the cases of :func:`draw_cases` ``(target, chunk,
+    chunk_seed(seed, j))`` that no earlier chunk gave; a chunk that adds
+    nothing new (the strategy has no more distinct cases) ends the block.
+    """
+
+    def __init__(self, target: Target, seed: int, *, chunk: int = CHUNK,
+                 **overrides: Any) -> None:
+        if chunk < 1:
+            raise InvalidArgument(f"chunk={chunk!r} must be a positive int; give e.g. {CHUNK}")
+        self.target, self.seed, self.size, self.overrides = target, seed, chunk, overrides
+        self.drawn = 0  # chunks drawn so far
+        self._seen: set[str] = set()
+        self.ended = False  # a chunk added nothing new: the block has no more cases
+
+    def chunk(self, index: int) -> list[Case]:
+        """Chunk ``index``, the next one to draw (chunks are drawn in order:
+        which cases a chunk leaves out depends on those before it)."""
+        if index != self.drawn:
+            raise InvalidArgument(f"chunk index={index!r} is out of order: chunk {self.drawn} "
+                                  "is the next to draw; ask for the chunks 0, 1, 2, ... in turn")
+        self.drawn += 1
+        if self.ended:
+            return []
+        fresh = []
+        for case in draw_cases(self.target, self.size, chunk_seed(self.seed, index),
+                               **self.overrides):
+            key = case_digest(case)
+            if key not in self._seen:
+                self._seen.add(key)
+                fresh.append(case)
+        if not fresh:
+            self.ended = True
+        return fresh
+
+
+class BlockCases:
+    """Up to ``n`` cases of one block, fetched chunk by chunk (``fetch(j)``
+    gives chunk ``j``; an empty chunk ends the block) only as far as they are
+    judged: what :func:`~numoracle.running.runner.run_target` takes as
+    ``cases`` in a scheduled run."""
+
+    def __init__(self, n: int, fetch: Callable[[int], list[Case]]) -> None:
+        self.n, self.fetch = n, fetch
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Iterator[Case]:
+        given, index = 0, 0
+        while given < self.n:
+            chunk = self.fetch(index)
+            if not chunk:
+                return
+            for case in chunk[:self.n - given]:
+                given += 1
+                yield case
+            index += 1
+
