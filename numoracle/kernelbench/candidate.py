@@ -181,7 +181,8 @@ def _kernelbench_rule(got: Any, ref: torch.Tensor) -> dict[str, bool]:
 def run_case(*, problem: str, candidate: str, overrides: Mapping[str, Any],
              state: Mapping[str, np.ndarray], first: Sequence[Any], second: Sequence[Any],
              layouts: Sequence[str], device: str = "cpu", dtype: str = "float32",
-             tf32: bool = False, seed: int = 0, calls: int = 2) -> dict[str, Any]:
+             tf32: bool = False, seed: int = 0, calls: int = 2,
+             rows: Sequence[int] = ()) -> dict[str, Any]:
     """Run the reference and the candidate on one case (see the module's docstring).
 
     Parameters
@@ -205,6 +206,9 @@ def run_case(*, problem: str, candidate: str, overrides: Mapping[str, Any],
         (the claims accumulate in fp32).
     calls : int
         2 (prime, poison, judge) or 1 (judge the only call).
+    rows : sequence of int
+        Return only these rows (axis 0) of each output and of torch's
+        reference (an instance judged on a sample of its rows); () all.
 
     Returns
     -------
@@ -250,7 +254,7 @@ def run_case(*, problem: str, candidate: str, overrides: Mapping[str, Any],
     with torch.no_grad():
         ref_out = [o.detach().clone() for o in _outputs(ref_model(*[
             a.clone() if isinstance(a, torch.Tensor) else a for a in judged]))]
-    answer["torch_reference"] = [_host(o) for o in ref_out]
+    answer["torch_reference"] = [_host(_rows(o, rows)) for o in ref_out]
     args = args_of(first) if calls == 2 else judged
     try:
         with torch.no_grad():
@@ -289,5 +293,10 @@ def run_case(*, problem: str, candidate: str, overrides: Mapping[str, Any],
         problem_text = _check_output(i, g, r)
         if problem_text:
             return {**answer, "fault": problem_text, "fault_kind": "output"}
-    answer["outputs"] = [_host(g) for g in got]
+    answer["outputs"] = [_host(_rows(g, rows)) for g in got]
     return answer
+
+
+def _rows(t: torch.Tensor, rows: Sequence[int]) -> torch.Tensor:
+    """Rows ``rows`` of ``t`` along axis 0 (all where none are named)."""
+    return t[list(rows)] if rows else t

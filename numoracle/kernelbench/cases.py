@@ -60,6 +60,8 @@ class KBCase:
     layouts: tuple[str, ...] = ()
     params: str = "default"
     seed: int = 0
+    #: the output rows judged, where the instance is sampled (:mod:`.sampling`); () all
+    rows: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -79,13 +81,15 @@ class KBCase:
     def describe(self) -> str:
         sizes = ", ".join(f"{k}={v}" for k, v in self.sizes) or "official sizes"
         lays = "".join(self.layouts) or "C"
+        rows = f"; rows {', '.join(map(str, self.rows))} judged" if self.rows else ""
         return (f"{sizes}; values {self.family}; layouts {lays}; parameters {self.params}; "
-                f"seed {self.seed}")
+                f"seed {self.seed}{rows}")
 
     def to_json(self) -> str:
         return json.dumps({"sizes": dict(self.sizes), "family": self.family,
                            "layouts": "".join(self.layouts), "params": self.params,
-                           "seed": self.seed}, separators=(",", ":"))
+                           "seed": self.seed, **({"rows": list(self.rows)} if self.rows else {})},
+                          separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> KBCase:
@@ -95,7 +99,7 @@ class KBCase:
             return cls(sizes=tuple(sorted(d.get("sizes", {}).items())),
                        family=d.get("family", "official"),
                        layouts=tuple(d.get("layouts", "")), params=d.get("params", "default"),
-                       seed=int(d.get("seed", 0)))
+                       seed=int(d.get("seed", 0)), rows=tuple(int(i) for i in d.get("rows", ())))
         except (ValueError, TypeError, AttributeError) as exc:
             raise InvalidArgument(f"case={text!r} is not a case as the replay command gives "
                                   f"it ({exc}); copy it from the verdict") from None

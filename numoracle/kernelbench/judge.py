@@ -25,6 +25,10 @@ What a judgement says
 ``refused``   the problem cannot be judged: its files do not load, or no size
               of it fits the oracle
 
+An official instance too large for the oracle in float64 is run whole by the
+candidate and judged on a sample of its rows where the model's rows are
+independent (:mod:`.sampling`), else at reduced sizes (said in the notes).
+
 Train mode is kept, as KernelBench keeps it (BatchNorm normalises with batch
 statistics); live dropout is switched off by its init argument (``p = 0``,
 said in the judgement). A problem whose reference lies within the bound of
@@ -69,6 +73,7 @@ from .cases import (
 )
 from .census import problem_ops
 from .problem import BadFile, Problem, load_problem
+from .sampling import RowPlan, row_plan, sample_rows
 
 __all__ = ["judge", "Judgement", "CaseResult", "PRECISIONS", "DEFAULT_MAX_BYTES",
            "check_candidate_file", "missing_rules"]
@@ -177,6 +182,8 @@ class _Context:
         self.base: dict[str, Any] = dict(problem.dropout_off())
         self.specs = problem.input_specs(self.base)
         self.choices = layouts_for(self.specs)
+        #: how an official instance too large for float64 is sampled (None: it is not)
+        self.plan: RowPlan | None = None
 
     def run(self, case: KBCase) -> CaseResult:
         t0 = time.perf_counter()
@@ -188,7 +195,7 @@ class _Context:
         kwargs: dict[str, Any] = {"problem": str(p.path), "candidate": str(self.candidate),
                   "overrides": sizes, "state": state, "first": first, "second": second,
                   "layouts": list(layouts), "device": self.device, "dtype": self.dtype_name,
-                  "tf32": self.tf32, "seed": case.seed}
+                  "tf32": self.tf32, "seed": case.seed, "rows": list(case.rows)}
         if self.isolated:
             answer, fault = isolate.call_isolated(run_case, kwargs, timeout=self.timeout)
         else:
@@ -202,7 +209,14 @@ class _Context:
             result.kernelbench = {tol: all(d[tol] for d in kb) for tol in ("0.01", "0.0001")} \
                 if kb else {"0.01": False, "0.0001": False}
             result.fault = answer.get("fault")
-        refs = self.reference(sizes, state, second)
+        if case.rows:  # a sampled instance: the oracle on the same rows of the inputs
+            if self.plan is None:
+                raise InvalidArgument(f"case {case.to_json()} names rows, but this problem's "
+                                      "official instance is not judged on a sample of rows")
+            refs = self.reference(self.plan.sizes(sizes, case.rows), state,
+                                  self.plan.take(second, case.rows))
+        else:
+            refs = self.reference(sizes, state, second)
         if result.fault is None:
             got = answer["outputs"]
             result.outputs = [self._compare(i, g, r) for i, (g, r) in
@@ -423,6 +437,20 @@ def judge(problem: str | Path, candidate: str | Path, *, precision: str = "fp32"
             isolate.shutdown()
 
 
+def _mib(n: int) -> str:
+    return f"{n / 2 ** 20:.3g} MiB"
+
+
+def _official(ctx: _Context, fits: bool, small: Mapping[str, int], seed: int) -> KBCase:
+    """The benchmark's own instance: whole where it fits, else on a sample of its
+    rows (:mod:`.sampling`), else at reduced sizes."""
+    if fits:
+        return KBCase()
+    if ctx.plan is not None:
+        return KBCase(rows=sample_rows(ctx.plan, seed))
+    return KBCase(sizes=tuple(sorted(small.items())))
+
+
 def _judge(ctx: _Context, out: Judgement, examples: int, seed: int,
            case: KBCase | None, shrink: bool) -> Judgement:
     prob = ctx.problem
@@ -432,6 +460,8 @@ def _judge(ctx: _Context, out: Judgement, examples: int, seed: int,
         out.status, out.reason = "refused", "the model does not run at its official sizes"
         return out
     fits = float64_bytes(prob, ctx.base) <= ctx.max_bytes
+    if not fits:
+        ctx.plan = row_plan(prob, ctx.base, small, ctx.max_bytes)
     probe = {} if fits else small
     out.missing = missing_rules(prob, {**ctx.base, **probe})
     if out.missing:
@@ -442,10 +472,17 @@ def _judge(ctx: _Context, out: Judgement, examples: int, seed: int,
         first = ctx.run(case)
         out.cases = 1
     else:
-        official = KBCase() if fits else KBCase(sizes=tuple(sorted(small.items())))
-        if not fits:
-            out.notes.append(f"the official instance needs more than {ctx.max_bytes >> 20} MiB "
-                             f"in float64: its distribution judged at {official.describe()}")
+        official = _official(ctx, fits, small, seed)
+        if ctx.plan is not None:
+            out.notes.append(f"the official instance needs more than {_mib(ctx.max_bytes)} "
+                             f"in float64: the candidate ran on it whole, and rows "
+                             f"{', '.join(map(str, official.rows))} of its {ctx.plan.total} "
+                             f"({ctx.plan.knob}) are judged")
+        elif not fits:
+            out.notes.append(f"the official instance needs more than {_mib(ctx.max_bytes)} "
+                             f"in float64 and cannot be judged on a sample of its rows (they "
+                             f"are not independent, or none fits): its distribution "
+                             f"judged at {official.describe()}")
         first = ctx.run(official)
         out.official, out.cases = first, 1
         out.kernelbench = dict(first.kernelbench)

@@ -137,3 +137,31 @@ def test_a_degenerate_problem_is_flagged(problems: Path, candidates: Path) -> No
     assert j.degenerate and any("degenerate" in n for n in j.notes)
     assert j.status == "pass"  # zeros is right: the reference is zero everywhere
     assert not run(problems, candidates, "relu", "relu_zeros").degenerate
+
+
+# the official instance of gemm_gelu (batch 8) is above this float64 floor, two rows are not
+SAMPLED_BYTES = 4000
+
+
+def test_an_instance_too_large_is_run_whole_and_judged_on_sampled_rows(
+        problems: Path, candidates: Path) -> None:
+    j = run(problems, candidates, "gemm_gelu", "gemm_gelu_correct", examples=0,
+            max_bytes=SAMPLED_BYTES)
+    assert j.status == "pass", j.reason
+    rows = j.official.case.rows
+    assert rows[0] == 0 and rows[-1] == 7 and len(rows) >= 2
+    assert any("rows 0" in n and "(batch_size) are judged" in n for n in j.notes)
+    bad = run(problems, candidates, "gemm_gelu", "gemm_gelu_last_row", examples=0,
+              max_bytes=SAMPLED_BYTES)
+    assert bad.status == "fail" and bad.failing is bad.official, bad.reason
+    again = run(problems, candidates, "gemm_gelu", "gemm_gelu_last_row",
+                max_bytes=SAMPLED_BYTES, case=KBCase.from_json(bad.failing.case.to_json()))
+    assert again.status == "fail" and again.failing.case.rows == rows
+
+
+def test_rows_that_share_batch_statistics_are_not_sampled(problems: Path,
+                                                          candidates: Path) -> None:
+    j = run(problems, candidates, "batchnorm", "batchnorm_correct", examples=0, max_bytes=4096)
+    assert j.status == "pass", j.reason
+    assert not j.official.case.rows
+    assert any("cannot be judged on a sample of its rows" in n for n in j.notes)
