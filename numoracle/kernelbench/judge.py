@@ -481,7 +481,8 @@ def _judge(ctx: _Context, out: Judgement, examples: int, seed: int,
         elif not fits:
             out.notes.append(f"the official instance needs more than {_mib(ctx.max_bytes)} "
                              f"in float64 and cannot be judged on a sample of its rows (they "
-                             f"are not independent, or none fits): its distribution "
+                             f"are not independent, none fits, or its inputs are too many "
+                             f"to hand over whole): its distribution "
                              f"judged at {official.describe()}")
         first = ctx.run(official)
         out.official, out.cases = first, 1

@@ -17,7 +17,8 @@ shape, no other input's); and at reduced sizes the model, in float64, gives on
 a subset of rows the same values as on all rows, subset kept. Train-mode batch
 normalisation (statistics over the batch), a reduction over axis 0 or a model
 that mixes rows fails that test, and the instance is judged at reduced sizes
-instead, as before.
+instead; so is one whose inputs are too many to make on the host and hand over
+(:data:`MAX_INPUT_ELEMENTS`).
 """
 
 from __future__ import annotations
@@ -32,10 +33,13 @@ import torch
 from .cases import float64_bytes, valid_sizes, varied_knobs
 from .problem import BadFile, Problem
 
-__all__ = ["RowPlan", "row_plan", "sample_rows", "MAX_ROWS"]
+__all__ = ["RowPlan", "row_plan", "sample_rows", "MAX_ROWS", "MAX_INPUT_ELEMENTS"]
 
 #: rows judged at most in a sampled instance
 MAX_ROWS = 8
+#: the most floating input elements an instance run whole may have: its two draws
+#: are made on the host and handed to the candidate's process (1 GiB each in fp32)
+MAX_INPUT_ELEMENTS = 1 << 28
 #: names tried first as the row knob (a batch is the usual axis 0)
 _BATCH_NAMES = ("batch_size", "batch", "n", "N", "M", "m")
 
@@ -90,7 +94,11 @@ def sample_rows(plan: RowPlan, seed: int) -> tuple[int, ...]:
 def row_plan(problem: Problem, base: Mapping[str, Any], small: Mapping[str, int],
              max_bytes: int) -> RowPlan | None:
     """The way to sample the official instance at ``base``, or None where the model
-    is not row-separable or not even one row fits ``max_bytes``."""
+    is not row-separable, not even one row fits ``max_bytes``, or the instance's
+    inputs are too many to hand over whole (:data:`MAX_INPUT_ELEMENTS`)."""
+    specs = problem.input_specs(base)
+    if sum(s.elements() for s in specs if s.floating) > MAX_INPUT_ELEMENTS:
+        return None
     found = _row_knob(problem, base)
     if found is None:
         return None
