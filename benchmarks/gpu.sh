@@ -167,7 +167,7 @@ section_kernelbench() {
       "level2/): section skipped"
     return 0
   fi
-  local device=cuda every=1 limit=34 mutants=model,zeros,constant,bf16,strides,tail,mutates,reuse
+  local device=cuda every=1 limit=34 mutants=model,zeros,constant,bf16,strides,tail,mutates,reuse,race
   local shards=$KB_SHARDS mshards=$KB_MUTANT_SHARDS seconds=$KB_SECONDS examples=$KB_EXAMPLES
   if [ -n "$SMOKE" ]; then
     device=cpu every=50 limit=2 mutants=model,zeros shards=2 mshards=1 seconds=200 examples=0

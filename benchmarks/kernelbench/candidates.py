@@ -4,7 +4,9 @@ plumbing the soundness and mutant benchmarks share.
 A candidate is a KernelBench file whose ``ModelNew`` subclasses the problem's
 ``Model``: unchanged (``model``, a correct candidate that must pass) or with one
 bug (a mutant: zeros, a constant, bfloat16 claimed as float32, strides ignored,
-a dropped tail, an input mutated, a cached result). The problems are taken in
+a dropped tail, an input mutated, a cached result, a race: on CUDA the result is
+computed on a side stream and copied out on the main stream, which never waits
+for it). The problems are taken in
 the order of their level and number; a problem counts as judged when the
 traced oracle has a rule for every ATen op of its forward pass at reduced sizes.
 """
@@ -75,6 +77,18 @@ BODIES = {
              "        if key not in cache:\n"
              "            cache[key] = super().forward(*args)\n"
              "        return cache[key]\n",
+    "race": "    def forward(self, *args):\n"
+            "        if not torch.cuda.is_available() or not any(\n"
+            "                isinstance(a, torch.Tensor) and a.is_cuda for a in args):\n"
+            "            return super().forward(*args)  # no streams to race on\n"
+            "        side = self.__dict__.setdefault('_side', torch.cuda.Stream())\n"
+            "        side.wait_stream(torch.cuda.current_stream())\n"
+            "        with torch.cuda.stream(side):\n"
+            "            torch.cuda._sleep(20_000_000)\n"
+            "            res = super().forward(*args)\n"
+            "        out = torch.empty_like(res)\n"
+            "        out.copy_(res)  # on the main stream, which never waited for the side one\n"
+            "        return out\n",
 }
 
 
