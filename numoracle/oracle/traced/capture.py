@@ -41,6 +41,7 @@ from typing import Any
 import torch
 from torch import fx
 from torch.fx.experimental.proxy_tensor import make_fx
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
@@ -330,9 +331,11 @@ def capture(reference: Reference, inputs: Mapping[str, Any],
         fn, args = reference.forward(), list(tensors.values())
         placeholders, outputs = reference.names, out_names
     # real tracing: Python that reads values (``float(x.sum()) > 0``) sees this case's
-    gm = make_fx(torch.func.functionalize(fn), tracing_mode="real",
-                 decomposition_table=dict(decomposition_table()),
-                 _error_on_data_dependent_ops=False)(*args)
+    # attention as its math (matmuls, softmax), not a fused kernel whose backward has no rule
+    with sdpa_kernel(SDPBackend.MATH):
+        gm = make_fx(torch.func.functionalize(fn), tracing_mode="real",
+                     decomposition_table=dict(decomposition_table()),
+                     _error_on_data_dependent_ops=False)(*args)
     gm.graph.eliminate_dead_code()  # what only Python's branches read
     gm.recompile()
     graph = Graph(gm, placeholders, outputs)
