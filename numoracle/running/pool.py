@@ -33,7 +33,15 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .draws import CHUNK, case_digest
 from .runner import TargetResult
-from .schedule import Row, RunDraws, RunSettings, block_sizes, judge_rows, warm_up
+from .schedule import (
+    WARM_AHEAD_CHUNKS,
+    Row,
+    RunDraws,
+    RunSettings,
+    block_sizes,
+    judge_rows,
+    warm_up,
+)
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -270,10 +278,12 @@ def _recv(conn: Connection, timeout: float | None) -> Any:
 
 
 def _recv_drawing(conn: Connection, timeout: float | None, draws: RunDraws) -> Any:
-    """:func:`_recv`, drawing chunks ahead (:meth:`RunDraws.ahead`) while
+    """:func:`_recv` while the workers warm up: the driver draws chunks ahead
+    (:meth:`RunDraws.ahead`, up to :data:`WARM_AHEAD_CHUNKS` a block) while
     nothing has come."""
     end = None if timeout is None else time.monotonic() + timeout
-    while not conn.poll(0) and (end is None or time.monotonic() < end) and draws.ahead():
+    while not conn.poll(0) and (end is None or time.monotonic() < end) and \
+            draws.ahead(WARM_AHEAD_CHUNKS):
         pass
     return _recv(conn, None if end is None else max(end - time.monotonic(), 0.0))
 

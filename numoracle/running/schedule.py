@@ -54,15 +54,18 @@ if TYPE_CHECKING:
     from ..checking.verdict import Verdict
 
 __all__ = ["Row", "RunPlan", "RunSettings", "RunDraws", "judge_rows", "warm_up", "totals_line",
-           "block_sizes", "AHEAD_CHUNKS", "MIN_CASES", "REPORT_RESERVE", "SHRINK_SHARE"]
+           "block_sizes", "AHEAD_CHUNKS", "WARM_AHEAD_CHUNKS",
+           "MIN_CASES", "REPORT_RESERVE", "SHRINK_SHARE"]
 
 #: chunk ``j`` of block ``index`` of row ``k``: ``fetch(k, index, j)``
 Fetch = Callable[[int, int, int], "list[Case]"]
 
 #: cases every row gets before any row gets more
 MIN_CASES = 20
-#: chunks of a block a driver draws before they are asked for (:meth:`RunDraws.ahead`)
+#: chunks of a block a driver draws before they are asked for (:meth:`RunDraws.ahead`) ...
 AHEAD_CHUNKS = 2
+#: ... and while its workers warm up, before the clock
+WARM_AHEAD_CHUNKS = 8
 #: share of the budget kept for the table and the report (plus time per picture)
 REPORT_RESERVE = 0.05
 #: a failure's shrinking may take this share of the budget (at least 1 s)
@@ -204,23 +207,34 @@ class RunDraws:
         ready = self._ready.pop((k, index, j), None)
         return ready if ready is not None else self._block(k, index).chunk(j)
 
-    def ahead(self) -> bool:
-        """Draw one chunk before it is asked for — the first block without
-        ``ahead`` chunks in hand beyond the last one asked, blocks in the order
-        a schedule reaches them — and say whether there was one to draw."""
+    def ahead(self, chunks: int | None = None) -> bool:
+        """Draw one chunk before it is asked for and say whether there was one
+        to draw: of the blocks with fewer than ``chunks`` (default: the
+        ``ahead`` given at construction) in hand beyond the last one asked,
+        the first a schedule reaches (blocks 0, then 1, then 2), of those the
+        row with the fewest in hand."""
+        limit = self.ahead_chunks if chunks is None else chunks
+        best: tuple[int, int, int] | None = None
         for index in range(3):
             for k in range(len(self.rows)):
                 size = self._sizes[k][index]
                 if size <= 0:
                     continue
                 b = self._block(k, index)
-                if b.ended or b.drawn * b.size >= size or \
-                        b.drawn > self._asked.get((k, index), -1) + self.ahead_chunks:
+                held = b.drawn - self._asked.get((k, index), -1) - 1
+                if b.ended or b.drawn * b.size >= size or held >= limit:
                     continue
-                j = b.drawn
-                self._ready[(k, index, j)] = b.chunk(j)
-                return True
-        return False
+                if best is None or (index, held) < best[:2]:
+                    best = (index, held, k)
+            if best is not None:
+                break
+        if best is None:
+            return False
+        index, _, k = best
+        b = self._block(k, index)
+        j = b.drawn
+        self._ready[(k, index, j)] = b.chunk(j)
+        return True
 
 
 def _share(left: float, weights: Sequence[float], k: int) -> float:
