@@ -7,10 +7,9 @@ tried only isolated (in-process they would end pytest); hangs both ways.
 
 from __future__ import annotations
 
-import ctypes
+import importlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -37,87 +36,19 @@ TIMEOUT = 0.5
 SMALL = {"max_elements": 64}
 
 
-# -- kernels (module level: the worker process imports them) ---------------------------------
+# -- kernels (module level, in the checkout's benchmarks package: the isolation benchmark
+# checks the same ones, and the worker process imports them by name) -------------------------
 
-
-def good(a: Any, b: Any) -> dict[str, Any]:
-    return {"out": np.matmul(a, b)}
-
-
-def raises(a: Any, b: Any) -> dict[str, Any]:
-    raise RuntimeError("boom")
-
-
-def garbage(a: Any, b: Any) -> Any:
-    return [np.matmul(a, b)]
-
-
-def noise(a: Any, b: Any) -> dict[str, Any]:
-    out = np.matmul(a, b)
-    return {"out": out + np.float32(0.25) * (np.abs(out) + 1)}
-
-
-def hangs(a: Any, b: Any) -> dict[str, Any]:
-    time.sleep(30)
-    return good(a, b)
-
-
-def busy(a: Any, b: Any) -> dict[str, Any]:
-    while True:
-        pass
-
-
-def segfault(a: Any, b: Any) -> dict[str, Any]:
-    ctypes.string_at(0)
-    return good(a, b)
-
-
-def aborts(a: Any, b: Any) -> dict[str, Any]:
-    os.abort()
-
-
-def exits(a: Any, b: Any) -> dict[str, Any]:
-    os._exit(3)
-
-
-def killed(a: Any, b: Any) -> dict[str, Any]:
-    os.kill(os.getpid(), signal.SIGKILL)  # what the out-of-memory killer does
-    return good(a, b)
-
-
-def out_of_memory(a: Any, b: Any) -> dict[str, Any]:
-    raise MemoryError("cannot allocate 1 TiB")
-
-
-def writes_input(a: Any, b: Any) -> dict[str, Any]:
-    out = np.matmul(a, b)
-    a.setflags(write=True)  # past the read-only view: the comparison after the call sees it
-    a[...] = 0
-    return {"out": out}
-
-
-def writes_read_only(a: Any, b: Any) -> dict[str, Any]:
-    a *= 2
-    return good(a, b)
-
-
-_RNG = np.random.default_rng(0)
-
-
-def nondeterministic(a: Any, b: Any) -> dict[str, Any]:
-    out = np.matmul(a, b)
-    if _RNG.random() < 0.5:
-        out = out + np.float32(1.0)
-    return {"out": out}
-
-
-_CALLS = [0]
-
-
-def first_calls_only(a: Any, b: Any) -> dict[str, Any]:
-    _CALLS[0] += 1
-    out = np.matmul(a, b)
-    return {"out": out if _CALLS[0] <= 3 else out + np.float32(1.0)}
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # the package beside tests/, importable in spawned workers too
+    sys.path.insert(0, str(ROOT))
+hostile = importlib.import_module("benchmarks.hostile")
+good, raises, noise, hangs, busy = (hostile.good, hostile.raises, hostile.noise,
+                                    hostile.hangs, hostile.busy)
+segfault, aborts, exits, killed = hostile.segfault, hostile.aborts, hostile.exits, hostile.killed
+out_of_memory, writes_input, writes_read_only = (hostile.out_of_memory, hostile.writes_input,
+                                                 hostile.writes_read_only)
+nondeterministic, first_calls_only = hostile.nondeterministic, hostile.first_calls_only
 
 
 def _check(fn: Any, tmp_path: Path, **kw: Any) -> str:
@@ -143,7 +74,7 @@ def _still_works(**kw: Any) -> None:
 @pytest.mark.parametrize(("fn", "isolated", "expected"), [
     (raises, False, "the kernel raised RuntimeError: boom"),
     (raises, True, "the kernel raised RuntimeError: boom"),
-    (garbage, False, "the kernel returned list; it must return a dict"),
+    (hostile.returns_list, False, "the kernel returned list; it must return a dict"),
     (noise, True, "out ("),
     (out_of_memory, False, "the kernel raised MemoryError: cannot allocate 1 TiB"),
     (out_of_memory, True, "the kernel raised MemoryError"),
@@ -179,7 +110,7 @@ def test_a_hang_costs_one_timeout_and_a_bounded_shrink(tmp_path: Path) -> None:
 def test_nondeterministic_and_stale_kernels_fail(tmp_path: Path) -> None:
     message = _check(nondeterministic, tmp_path / "nd", isolate=True)
     assert "out (" in message
-    _CALLS[0] = 0
+    hostile.CALLS[0] = 0
     message = _check(first_calls_only, tmp_path / "first", isolate=False)
     assert "out (" in message
 

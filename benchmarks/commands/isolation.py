@@ -16,11 +16,9 @@ of a whole ``check_kernel`` of 100 cases both ways, and a worker's start-up.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import platform
-import signal
 import statistics
 import subprocess
 import sys
@@ -31,96 +29,31 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.hostile import (
+    aborts,
+    busy,
+    exits,
+    first_calls_only,
+    good,
+    good_linear,
+    hangs,
+    killed,
+    nondeterministic,
+    out_of_memory,
+    raises,
+    returns_none,
+    segfault,
+    writes_input,
+    writes_read_only,
+)
 from benchmarks.record import meta as record_meta
 
 TIMEOUT = 0.5
 
 
-def good(a: Any, b: Any) -> dict[str, Any]:
-    return {"out": np.matmul(a, b)}
-
-
-def good_linear(x: Any, weight: Any, grad_output: Any, bias: Any = None) -> dict[str, Any]:
-    out = {"y": x @ weight.T, "grad_input": grad_output @ weight,
-           "grad_weight": grad_output.T @ x}
-    if bias is not None:
-        out["y"] = out["y"] + bias
-        out["grad_bias"] = grad_output.sum(0)
-    return out
-
-
-def raises(a: Any, b: Any) -> dict[str, Any]:
-    raise RuntimeError("boom")
-
-
-def garbage(a: Any, b: Any) -> Any:
-    return None
-
-
-def hangs(a: Any, b: Any) -> dict[str, Any]:
-    time.sleep(30)
-    return good(a, b)
-
-
-def busy(a: Any, b: Any) -> dict[str, Any]:
-    while True:
-        pass
-
-
-def segfault(a: Any, b: Any) -> dict[str, Any]:
-    ctypes.string_at(0)
-    return good(a, b)
-
-
-def aborts(a: Any, b: Any) -> dict[str, Any]:
-    os.abort()
-
-
-def exits(a: Any, b: Any) -> dict[str, Any]:
-    os._exit(3)
-
-
-def killed(a: Any, b: Any) -> dict[str, Any]:
-    os.kill(os.getpid(), signal.SIGKILL)
-    return good(a, b)
-
-
-def out_of_memory(a: Any, b: Any) -> dict[str, Any]:
-    raise MemoryError("cannot allocate 1 TiB")
-
-
-def writes_input(a: Any, b: Any) -> dict[str, Any]:
-    out = np.matmul(a, b)
-    a.setflags(write=True)
-    a[...] = 0
-    return {"out": out}
-
-
-def writes_read_only(a: Any, b: Any) -> dict[str, Any]:
-    a *= 2
-    return good(a, b)
-
-
-_RNG = np.random.default_rng(0)
-
-
-def nondeterministic(a: Any, b: Any) -> dict[str, Any]:
-    out = np.matmul(a, b)
-    return {"out": out + np.float32(1.0) if _RNG.random() < 0.5 else out}
-
-
-_CALLS = [0]
-
-
-def first_calls_only(a: Any, b: Any) -> dict[str, Any]:
-    _CALLS[0] += 1
-    out = np.matmul(a, b)
-    return {"out": out if _CALLS[0] <= 3 else out + np.float32(1.0)}
-
-
 FAULTS = [
     ("raise", raises, False), ("raise", raises, True),
-    ("return garbage (None)", garbage, False),
+    ("return garbage (None)", returns_none, False),
     ("hang (sleep)", hangs, False), ("hang (sleep)", hangs, True),
     ("busy loop", busy, True),
     ("segfault", segfault, True), ("abort", aborts, True), ("os._exit(3)", exits, True),

@@ -337,11 +337,34 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ap.add_argument("--label", default="current")
     ap.add_argument("--repros", default="",
                     help="a glob of stored conv2d repro folders to judge again instead")
+    ap.add_argument("--cudnn-winograd", choices=("run", "judge", "diagnose"), default=None,
+                    help="instead: cuDNN's fp32 5x5 filter gradient (benchmarks.sharp.winograd)"
+                         ": run it on the GPU and save it to --saved, or judge or diagnose the "
+                         "saved one into --out/LABEL.json or --out/diagnosis-LABEL.json")
+    ap.add_argument("--saved", type=Path, default=None,
+                    help="with --cudnn-winograd: the .npz of cuDNN's outputs")
     ap.set_defaults(func=run)
+
+
+def _cudnn_winograd(args: argparse.Namespace) -> int:
+    from benchmarks.sharp import winograd  # noqa: PLC0415 - needs torch
+
+    if args.saved is None:
+        print("sharpness --cudnn-winograd: give --saved FILE.npz (cuDNN's outputs)")
+        return 2
+    if args.cudnn_winograd == "run":
+        winograd.run(args.saved)
+    elif args.cudnn_winograd == "judge":
+        winograd.judge_saved(args.saved, args.out / f"{args.label}.json")
+    else:
+        winograd.diagnose_saved(args.saved, args.out / f"diagnosis-{args.label}.json")
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
     """Write ``sharpness-LABEL.json`` and ``.md`` (or ``repros-LABEL.json``) under ``--out``."""
+    if args.cudnn_winograd:
+        return _cudnn_winograd(args)
     if args.repros:
         found = rejudge_repros(args.repros)
         write_json(args.out / f"repros-{args.label}.json", {**meta(args.argv), "rows": found})

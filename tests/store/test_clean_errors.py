@@ -5,10 +5,12 @@ fixed by a replay in a fresh process."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
-import shutil
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -19,44 +21,28 @@ from numoracle.cli import main
 from numoracle.kernels.sources import resolve_target
 from numoracle.store.repro import save_repro
 
-KERNELS = '''
-from numoracle.cases.target import Target
-from numoracle.oracle.precision import get_model
-
-CALLS = [0]
-
-def bias_twice(x, weight, grad_output, bias=None):
-    y = x @ weight.T + (0 if bias is None else 2 * bias)
-    out = {"y": y, "grad_input": grad_output @ weight, "grad_weight": grad_output.T @ x}
-    if bias is not None:
-        out["grad_bias"] = grad_output.sum(0)
-    return out
-
-def off_after_three(x, weight, grad_output, bias=None):
-    """Right for its first three calls, then y is off by one."""
-    CALLS[0] += 1
-    y = x @ weight.T + (0 if bias is None else bias) + (1.0 if CALLS[0] > 3 else 0.0)
-    out = {"y": y, "grad_input": grad_output @ weight, "grad_weight": grad_output.T @ x}
-    if bias is not None:
-        out["grad_bias"] = grad_output.sum(0)
-    return out
-
-def _t(name, fn):
-    return Target(name=name, op="linear", backend="numpy", precision=get_model("fp32"), fn=fn,
-                  available=lambda: None, source=__file__)
-
-TARGETS = [_t("bias_twice", bias_twice), _t("off_after_three", off_after_three)]
-'''
-
 CASE = Case("linear", {"batch": 2, "in_features": 3, "out_features": 2, "bias": True},
             family="exact", seed=1)
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def damaged() -> ModuleType:
+    """:mod:`benchmarks.damaged`: the planted kernels' file and the damages a user does to
+    a repro, shared with the mistakes benchmark (a package of the checkout)."""
+    with pytest.MonkeyPatch.context() as mp:
+        if str(ROOT) not in sys.path:
+            mp.syspath_prepend(str(ROOT))
+        return importlib.import_module("benchmarks.damaged")
+
+
 @pytest.fixture
-def repro(tmp_path: Path) -> Path:
+def repro(tmp_path: Path, damaged: ModuleType) -> Path:
     """A stored repro of a kernel defined in a file (found again by replay)."""
     src = tmp_path / "kernels.py"
-    src.write_text(KERNELS)
+    src.write_text(damaged.kernels_source())
     target = resolve_target("bias_twice", "linear", str(src))
     v = check_case(CASE, target)
     assert not v.passed
@@ -72,61 +58,49 @@ def _fails_cleanly(argv: list[str], capsys: pytest.CaptureFixture[str], *says: s
     return err
 
 
-def _damaged_copy(repro: Path, tmp_path: Path, name: str) -> Path:
-    folder = tmp_path / name
-    shutil.copytree(repro, folder)
-    return folder
 
-
-def test_replay_a_corrupt_repro_json(repro: Path, tmp_path: Path,
+def test_replay_a_corrupt_repro_json(repro: Path, tmp_path: Path, damaged: ModuleType,
                                      capsys: pytest.CaptureFixture[str]) -> None:
-    bad = _damaged_copy(repro, tmp_path, "bad")
-    (bad / "repro.json").write_text('{"case": {"op": "linear", ')
+    bad = damaged.damage(repro, tmp_path / "bad", "corrupt_json")
     _fails_cleanly(["replay", str(bad)], capsys, "is damaged", "not valid JSON", "save it again")
 
 
-def test_replay_a_repro_json_without_its_keys(repro: Path, tmp_path: Path,
+def test_replay_a_repro_json_without_its_keys(repro: Path, tmp_path: Path, damaged: ModuleType,
                                               capsys: pytest.CaptureFixture[str]) -> None:
-    bad = _damaged_copy(repro, tmp_path, "bad")
-    (bad / "repro.json").write_text("{}")
+    bad = damaged.damage(repro, tmp_path / "bad", "empty_json")
     _fails_cleanly(["replay", str(bad)], capsys, "is damaged", "case or target")
 
 
-def test_replay_a_corrupt_arrays_npz(repro: Path, tmp_path: Path,
+def test_replay_a_corrupt_arrays_npz(repro: Path, tmp_path: Path, damaged: ModuleType,
                                      capsys: pytest.CaptureFixture[str]) -> None:
-    bad = _damaged_copy(repro, tmp_path, "bad")
-    (bad / "arrays.npz").write_text("not a zip")
+    bad = damaged.damage(repro, tmp_path / "bad", "corrupt_npz")
     _fails_cleanly(["replay", str(bad)], capsys, "arrays.npz is not a readable NumPy archive")
 
 
 def test_replay_without_arrays_or_kernel_judges_nothing(repro: Path, tmp_path: Path,
+                                                         damaged: ModuleType,
                                                          capsys: pytest.CaptureFixture[str]
                                                          ) -> None:
-    bad = _damaged_copy(repro, tmp_path, "bad")
-    (bad / "arrays.npz").unlink()
-    meta = json.loads((bad / "repro.json").read_text())
-    meta["target"]["source"] = str(tmp_path / "deleted.py")
-    (bad / "repro.json").write_text(json.dumps(meta))
+    bad = damaged.damage(repro, tmp_path / "bad", "npz_and_source_gone")
+    assert not (tmp_path / "deleted.py").exists()
     _fails_cleanly(["replay", str(bad)], capsys, "cannot be judged",
                    "the kernel could not be found", "arrays.npz) are gone")
 
 
 def test_replay_without_the_kernel_says_the_recorded_outputs_were_judged(
-        repro: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    gone = _damaged_copy(repro, tmp_path, "gone")
-    meta = json.loads((gone / "repro.json").read_text())
-    meta["target"]["source"] = str(tmp_path / "deleted.py")
-    (gone / "repro.json").write_text(json.dumps(meta))
+        repro: Path, tmp_path: Path, damaged: ModuleType,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    gone = damaged.damage(repro, tmp_path / "gone", "source_gone")
     assert main(["replay", str(gone)]) == 1
     out = capsys.readouterr().out
     assert "could not be found" in out and "the kernel was not re-run" in out
 
 
 def test_a_failure_after_earlier_calls_is_not_taken_for_fixed(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, damaged: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:
     src = tmp_path / "kernels.py"
-    src.write_text(KERNELS)
-    target = resolve_target("off_after_three", "linear", str(src))
+    src.write_text(damaged.kernels_source())
+    target = resolve_target("stale_after_three", "linear", str(src))
     verdicts = [check_case(CASE, target) for _ in range(4)]
     assert [v.passed for v in verdicts] == [True, True, True, False]
     assert verdicts[-1].calls_before >= 3
@@ -139,9 +113,12 @@ def test_a_failure_after_earlier_calls_is_not_taken_for_fixed(
 
 
 def test_a_passing_replay_says_how_many_runs_passed(repro: Path, tmp_path: Path,
+                                                    damaged: ModuleType,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     fixed = tmp_path / "kernels_fixed.py"
-    fixed.write_text(KERNELS.replace("2 * bias", "bias"))
+    source = damaged.kernels_source()
+    assert "2 * bias" in source
+    fixed.write_text(source.replace("2 * bias", "bias"))
     meta = json.loads((repro / "repro.json").read_text())
     meta["target"]["source"] = str(fixed)
     (repro / "repro.json").write_text(json.dumps(meta))

@@ -1,55 +1,36 @@
-"""Mistakes a new user makes with the CLI and foreign targets, each run in a
-fresh process: what numoracle answers (exit status, the first line it prints
-on stderr, else on stdout).
+"""``mistakes``: mistakes a new user makes with the CLI and foreign targets, each
+made in a fresh process, and what numoracle answers.
 
-Usage: ``python benchmarks/foreign_mistakes.py OUT.json [TEXT]`` from a checkout
-(the ``numoracle`` on ``PYTHONPATH`` is the one tried; ``TEXT``: only the mistakes
-whose description holds it). Each answer is one row:
-the mistake, the exit status, the answer's first line, its last line.
+    python -m benchmarks mistakes [--only TEXT] [--out FILE.json]
+
+Each mistake (a damaged repro replayed, shrink given bad arrays or a kernel that
+cannot be loaded, a report into a file, a store that does not exist, a C kernel
+with ``size_t`` dimensions, ``isolate=True`` in a script without a ``__main__``
+guard, a hung in-process call) runs in a temporary folder with the ``numoracle``
+on ``PYTHONPATH``. One row each: the mistake, the command, the exit status, the
+answer's first line (stderr, else stdout), its last line, the seconds; written to
+``--out`` (``--only``: the mistakes whose description holds the text). The
+repros are damaged by :mod:`benchmarks.damaged`, as the clean-error tests damage
+theirs.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-KERNELS = '''
-from numoracle.cases.target import Target
-from numoracle.oracle.precision import get_model
-
-CALLS = [0]
-
-def bias_twice(x, weight, grad_output, bias=None):
-    y = x @ weight.T + (0 if bias is None else 2 * bias)
-    out = {"y": y, "grad_input": grad_output @ weight, "grad_weight": grad_output.T @ x}
-    if bias is not None:
-        out["grad_bias"] = grad_output.sum(0)
-    return out
-
-def stale_after_three(x, weight, grad_output, bias=None):
-    """Correct for its first three calls, then y is off by one: a bug only earlier calls show."""
-    CALLS[0] += 1
-    y = x @ weight.T + (0 if bias is None else bias) + (1.0 if CALLS[0] > 3 else 0.0)
-    out = {"y": y, "grad_input": grad_output @ weight, "grad_weight": grad_output.T @ x}
-    if bias is not None:
-        out["grad_bias"] = grad_output.sum(0)
-    return out
-
-def _t(name, fn):
-    return Target(name=name, op="linear", backend="numpy", precision=get_model("fp32"), fn=fn,
-                  available=lambda: None, source=__file__)
-
-TARGETS = [_t(NAME, globals()[NAME])]
-'''
+from benchmarks.damaged import damage, kernels_source
+from benchmarks.record import meta, write_json
 
 C_SIZE_T = r'''
 #include <stddef.h>
@@ -144,7 +125,8 @@ def _run(argv: list[str], cwd: Path, timeout: float = 300) -> dict[str, object]:
             "seconds": round(time.perf_counter() - t0, 2)}
 
 
-def main(out: str, only: str = "") -> None:
+def mistakes(out: Path, only: str, argv: Sequence[str]) -> int:
+    """Make every mistake whose description holds ``only``; write the rows to ``out``."""
     root = Path(tempfile.mkdtemp(prefix="numoracle-mistakes-"))
     nm = ["-m", "numoracle"]
     rows: list[dict[str, object]] = []
@@ -159,7 +141,7 @@ def main(out: str, only: str = "") -> None:
 
     for name in ("bias_twice", "stale_after_three"):
         (root / name).mkdir()
-        (root / name / "kern.py").write_text(f"NAME = {name!r}\n" + KERNELS)
+        (root / name / "kern.py").write_text(kernels_source([name]))
     store = root / "store"
     # a stored repro to break in several ways
     _run([*nm, "zoo", "--zoo", "bias_twice", "--ops", "linear", "--store", str(store),
@@ -169,33 +151,16 @@ def main(out: str, only: str = "") -> None:
         if store.is_dir() else []
     if folders:
         good = folders[0]
-        bad_json = root / "bad_json"
-        shutil.copytree(good, bad_json)
-        (bad_json / "repro.json").write_text('{"case": {"op": "linear", ')
-        row("replay a corrupt repro.json", [*nm, "replay", str(bad_json)])
-        no_npz = root / "no_npz"
-        shutil.copytree(good, no_npz)
-        (no_npz / "arrays.npz").unlink()
-        row("replay a repro whose arrays.npz is gone", [*nm, "replay", str(no_npz)])
-        empty_json = root / "empty_json"
-        shutil.copytree(good, empty_json)
-        (empty_json / "repro.json").write_text("{}")
-        row("replay a repro.json without its keys", [*nm, "replay", str(empty_json)])
-        bad_npz = root / "bad_npz"
-        shutil.copytree(good, bad_npz)
-        (bad_npz / "arrays.npz").write_text("not a zip")
-        row("replay a repro whose arrays.npz is corrupt", [*nm, "replay", str(bad_npz)])
-        gone_src = root / "gone_src"
-        shutil.copytree(good, gone_src)
-        meta = json.loads((gone_src / "repro.json").read_text())
-        meta["target"]["source"] = str(root / "deleted.py")
-        (gone_src / "repro.json").write_text(json.dumps(meta))
-        row("replay a repro whose kernel file was deleted", [*nm, "replay", str(gone_src)])
-        both = root / "both_gone"
-        shutil.copytree(gone_src, both)
-        (both / "arrays.npz").unlink()
-        row("replay a repro whose arrays.npz and kernel file are gone",
-            [*nm, "replay", str(both)])
+        for how, mistake in (
+                ("corrupt_json", "replay a corrupt repro.json"),
+                ("npz_gone", "replay a repro whose arrays.npz is gone"),
+                ("empty_json", "replay a repro.json without its keys"),
+                ("corrupt_npz", "replay a repro whose arrays.npz is corrupt"),
+                ("source_gone", "replay a repro whose kernel file was deleted"),
+                ("npz_and_source_gone",
+                 "replay a repro whose arrays.npz and kernel file are gone")):
+            if only in mistake:
+                row(mistake, [*nm, "replay", str(damage(good, root / how, how))])
     row("replay a path that does not exist", [*nm, "replay", str(root / "nowhere")])
     # the stateful bug: stored by a run, replayed in a fresh process
     st_store = root / "stateful"
@@ -209,26 +174,24 @@ def main(out: str, only: str = "") -> None:
         [*nm, "replay", "--all", "--store", str(root / "nostore")])
     # shrink
     (root / "not.npz").write_text("hello")
-    row("shrink a file that is not an .npz", [*nm, "shrink", "not.npz", "--op", "linear",
-                                              "--target", "bias_twice", "--source", "bias_twice/kern.py"])
+    kern = ["--target", "bias_twice", "--source", "bias_twice/kern.py"]
+    row("shrink a file that is not an .npz", [*nm, "shrink", "not.npz", "--op", "linear", *kern])
     bad_npy = root / "bad_npy"
     bad_npy.mkdir()
     np.save(bad_npy / "x.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
     np.save(bad_npy / "weight.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
-    row("shrink a folder of bad .npy files", [*nm, "shrink", "bad_npy", "--op", "linear",
-                                              "--target", "bias_twice", "--source", "bias_twice/kern.py"])
+    row("shrink a folder of bad .npy files", [*nm, "shrink", "bad_npy", "--op", "linear", *kern])
     np.savez(root / "good.npz", x=np.ones((2, 3)), weight=np.ones((4, 3)),
              grad_output=np.ones((2, 4)))
     row("shrink --fn nomodule:f", [*nm, "shrink", "good.npz", "--op", "linear", "--fn",
                                    "nomodule:f"])
     row("shrink --fn FILE.py:nothing", [*nm, "shrink", "good.npz", "--op", "linear", "--fn",
                                         "bias_twice/kern.py:nothing"])
-    row("shrink arrays that do not exist", [*nm, "shrink", "missing.npz", "--op", "linear",
-                                            "--target", "bias_twice", "--source", "bias_twice/kern.py"])
+    row("shrink arrays that do not exist",
+        [*nm, "shrink", "missing.npz", "--op", "linear", *kern])
     np.savez(root / "wrong_names.npz", a=np.ones((2, 3)))
     row("shrink an .npz whose names are not the op's inputs",
-        [*nm, "shrink", "wrong_names.npz", "--op", "linear", "--target", "bias_twice",
-         "--source", "bias_twice/kern.py"])
+        [*nm, "shrink", "wrong_names.npz", "--op", "linear", *kern])
     row("shrink --spec of a file that does not exist",
         [*nm, "shrink", "good.npz", "--op", "linear", "--spec", "nospec.json"])
     row("shrink --source of a file that does not exist",
@@ -261,11 +224,21 @@ def main(out: str, only: str = "") -> None:
         ["unguarded_python.py"])
     (root / "hung.py").write_text(HUNG)
     row("a hung in-process call, then a correct kernel", ["hung.py"], timeout=600)
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    Path(out).write_text(json.dumps({"python": sys.version.split()[0], "rows": rows},
-                                    indent=2) + "\n")
+    write_json(out, {"meta": meta(argv), "python": sys.version.split()[0], "rows": rows})
     shutil.rmtree(root, ignore_errors=True)
+    return 0
 
 
-if __name__ == "__main__":
-    main(*sys.argv[1:3])
+def _run_command(args: argparse.Namespace) -> int:
+    return mistakes(Path(args.out), args.only, args.argv)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``mistakes`` to the harness's subcommands."""
+    ap = sub.add_parser("mistakes", aliases=["foreign-mistakes"],
+                        help="mistakes a new user makes with the CLI and foreign targets, each "
+                             "in a fresh process: what numoracle answers")
+    ap.add_argument("--only", default="", help="only the mistakes whose description holds this")
+    ap.add_argument("--out", default="benchmarks/results/cpu/foreign/mistakes.json",
+                    help="the JSON of rows (benchmarks/results/cpu/foreign/mistakes.json)")
+    ap.set_defaults(func=_run_command)

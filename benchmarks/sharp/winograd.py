@@ -1,23 +1,29 @@
 """cuDNN's fp32 5×5 filter gradient judged under summation and transform claims.
 
-Runs one conv2d case (batch 64, 64→64 channels, 32×32, 5×5, padding 2, normal
-values, TF32 off) on cuDNN through the ``torch-cuda-fp32`` and
-``torch-cuda-fp32-det`` targets once, keeps the outputs, and judges them under
-the claimed formats with summation only, summation or Winograd, summation or
-FFT, and every class (the targets' claim), with the diagnosis of each claim.
-Run it once per numoracle version (``PYTHONPATH`` picks the package) on the
-same saved outputs:
+    python -m benchmarks sharpness --cudnn-winograd run --saved OUT/grad_weight.npz
+    python -m benchmarks sharpness --cudnn-winograd judge --saved OUT/grad_weight.npz \
+        --out OUT --label LABEL
+    python -m benchmarks sharpness --cudnn-winograd diagnose --saved OUT/grad_weight.npz \
+        --out OUT --label LABEL
 
-    python benchmarks/cudnn_winograd_sharpness.py run OUT/grad_weight.npz
-    python benchmarks/cudnn_winograd_sharpness.py judge OUT/grad_weight.npz OUT/LABEL.json
-    python benchmarks/cudnn_winograd_sharpness.py diagnose OUT/grad_weight.npz OUT/diag.json
+``run`` runs one conv2d case (batch 64, 64→64 channels, 32×32, 5×5, padding 2,
+normal values, TF32 off) on cuDNN through the ``torch-cuda-fp32`` and
+``torch-cuda-fp32-det`` targets once and keeps the outputs (a CUDA device
+needed). ``judge`` judges the kept outputs under the claimed formats with
+summation only, summation or Winograd, summation or FFT, and every class (the
+targets' claim), with the diagnosis of each claim (``OUT/LABEL.json``): run it
+once per numoracle version (``PYTHONPATH`` picks the package) on the same saved
+outputs, on any machine (the inputs come from the case's seed). ``diagnose``
+judges the ``torch-cuda-fp32`` filter gradient under the target's claim,
+deterministic and probabilistic (``OUT/diagnosis-LABEL.json``).
 """
 
 from __future__ import annotations
 
 import json
-import sys
 import time
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -31,30 +37,36 @@ PARAMS = {"batch": 64, "in_channels": 64, "out_channels": 64, "height": 32, "wid
           "groups": 1, "bias": False}
 TARGETS = ("torch-cuda-fp32", "torch-cuda-fp32-det")
 
+__all__ = ["PARAMS", "TARGETS", "case", "diagnose_saved", "judge_saved", "run"]
+
 
 def case() -> Case:
+    """The one conv2d case every step judges (its inputs come back from its seed)."""
     return Case(op="conv2d", params=dict(PARAMS), storage="fp32", family="normal", seed=0)
 
 
-def run(path: str) -> None:
-
+def run(path: Path) -> None:
+    """Run the case on cuDNN through both targets; save their filter gradients to ``path``."""
     c = case()
     inputs = c.inputs()
-    arrays = {}  # the inputs come back from the case's seed
+    arrays: dict[str, Any] = {}  # the inputs come back from the case's seed
     for name in TARGETS:
         t = get_target(name, "conv2d")
         engine = None
         if t.engine is not None:
-            engine = t.engine(lambda t=t: run_kernel(c, t, inputs))
+            def call(t: Any = t) -> Any:
+                return run_kernel(c, t, inputs)
+            engine = t.engine(call)
         got, err = run_kernel(c, t, inputs)
         assert got is not None, err
         arrays[f"got_{name}_grad_weight"] = got["grad_weight"]
         print(name, "engine:", engine, flush=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     np.savez(path, **arrays)
 
 
-def judge_saved(path: str, out: str) -> None:
-
+def judge_saved(path: Path, out: Path) -> None:
+    """Judge the saved filter gradients under each claim; write the rows to ``out``."""
     c = case()
     inputs = c.inputs()
     with np.load(path) as z:
@@ -78,12 +90,13 @@ def judge_saved(path: str, out: str) -> None:
                           "seconds": round(time.perf_counter() - t0, 1)}
             print(name, label, v.worst_ratio_det, v.diagnosis, flush=True)
         rows[name] = res
+    out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w") as f:
         json.dump({"case": c.to_dict() if hasattr(c, "to_dict") else str(c),
                    "numoracle": numoracle.__file__, "rows": rows}, f, indent=1, default=str)
 
 
-def diagnose_saved(path: str, out: str) -> None:
+def diagnose_saved(path: Path, out: Path) -> None:
     """The saved ``torch-cuda-fp32`` filter gradient under the target's claim,
     deterministic and probabilistic (the sharp mode), with the diagnosis."""
     c = case()
@@ -100,14 +113,6 @@ def diagnose_saved(path: str, out: str) -> None:
                        "diagnosis": v.diagnosis, "per_model": v.per_model,
                        "seconds": round(time.perf_counter() - t0, 1)}
         print(label, v.worst_ratio, v.diagnosis, flush=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w") as f:
         json.dump({"numoracle": numoracle.__file__, "rows": rows}, f, indent=1)
-
-
-if __name__ == "__main__":
-    if sys.argv[1] == "run":
-        run(sys.argv[2])
-    elif sys.argv[1] == "diagnose":
-        diagnose_saved(sys.argv[2], sys.argv[3])
-    else:
-        judge_saved(sys.argv[2], sys.argv[3])
