@@ -14,7 +14,7 @@ directly). ``census`` (:mod:`benchmarks.kernelbench.census`) says which problems
 the traced oracle judges. ``soundness``
 (:mod:`benchmarks.kernelbench.soundness`) judges each problem's own ``Model``
 under each claim: any failure is a false alarm. ``mutants``
-(:mod:`benchmarks.kernelbench.mutants`) judges seven kinds of broken candidate
+(:mod:`benchmarks.kernelbench.mutants`) judges broken candidates
 beside KernelBench's own tolerance rule. With ``--shards N`` the survey runs as N
 processes side by side (:mod:`benchmarks.shards`; several share one GPU), each
 stopped after ``--seconds`` with the rows it finished, then merged; their shard
