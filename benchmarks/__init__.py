@@ -9,7 +9,11 @@ Every module of :mod:`benchmarks.commands` that defines ``add_parser(subparsers)
 is a subcommand: adding a benchmark is adding its module. A command writes its
 results under ``--out`` (``benchmarks/results/<area>/...`` for the record) with the
 command line, the machine and the versions that produced them
-(:mod:`benchmarks.record`). ``benchmarks/gpu.sh`` runs the GPU benchmarks, one
-section per area. ``benchmarks/results/README.md`` says which result folders are
-current.
+(:mod:`benchmarks.record`). A command of several benchmarks keeps them in a
+package of its own (:mod:`benchmarks.traced`, :mod:`benchmarks.kernelbench`,
+:mod:`benchmarks.sharp`); a long survey runs as parallel shards
+(:mod:`benchmarks.shards`). The hostile kernels (:mod:`benchmarks.hostile`) and the
+damaged repros (:mod:`benchmarks.damaged`) are shared with the tests.
+``benchmarks/gpu.sh`` runs the GPU benchmarks, one section per area.
+``benchmarks/results/README.md`` says which result folders are current.
 """
