@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from numoracle.kernelbench.judge import Judgement
 
-__all__ = ["BODIES", "HEADER", "is_judged", "judge_within", "problem_files", "problem_name",
-           "write_candidate"]
+__all__ = ["BODIES", "HEADER", "is_judged", "judge_within", "official_how", "problem_files",
+           "problem_name", "write_candidate"]
 
 HEADER = '''import copy
 import importlib.util
@@ -157,3 +157,11 @@ def judge_within(seconds: int, problem: Path, candidate: Path,
         return None
     finally:
         signal.alarm(0)
+
+
+def official_how(j: Judgement) -> str:
+    """How the judge took the official instance: ``whole``, on ``sampled`` rows of the
+    whole instance, or at ``reduced`` sizes."""
+    if j.official is not None and j.official.case.rows:
+        return "sampled"
+    return "reduced" if any("official instance" in n for n in j.notes) else "whole"

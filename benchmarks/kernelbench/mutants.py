@@ -30,6 +30,7 @@ import torch
 from benchmarks.kernelbench.candidates import (
     is_judged,
     judge_within,
+    official_how,
     problem_files,
     problem_name,
     write_candidate,
@@ -73,7 +74,7 @@ def run_shard(args: argparse.Namespace, out: Path) -> None:
                     continue
                 row = j.as_dict()
                 row.update(problem=problem_name(path), mutant=mutant, candidate=mutant,
-                           official_reduced=any("official instance" in n for n in j.notes))
+                           official=official_how(j))
                 rows.append(row)
                 save()
                 print(f"{row['problem']} {mutant}: {j.status} KB {j.kernelbench} "
@@ -100,8 +101,9 @@ def write(rows: list[dict[str, Any]], metas: list[dict[str, Any]], out: Path) ->
              "official one.", "",
              "Per mutant: how many candidates each judge lets through (`pass`). numoracle's "
              "`pass` on `model` is a correct candidate passing; on any other mutant a miss. "
-             "KernelBench's columns are its rule on the official case (reduced sizes where "
-             "the float64 oracle cannot hold the official instance).", "",
+             "KernelBench's columns are its rule on the official case (run whole and judged "
+             "on sampled rows, or at reduced sizes, where the float64 oracle cannot hold the "
+             "official instance).", "",
              "| mutant | judged | numoracle pass | numoracle fail | abstain/refused | "
              "KB 1e-2 pass | KB 1e-4 pass | failing outside the official case |",
              "|---|---|---|---|---|---|---|---|"]

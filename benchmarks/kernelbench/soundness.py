@@ -29,6 +29,7 @@ import torch
 from benchmarks.kernelbench.candidates import (
     is_judged,
     judge_within,
+    official_how,
     problem_files,
     problem_name,
     write_candidate,
@@ -105,7 +106,7 @@ def run_shard(args: argparse.Namespace, out: Path) -> None:
                               "seconds": round(j.seconds, 3),
                               "official_s": round(j.official.seconds, 3)
                               if j.official is not None else None,
-                              "reduced": any("official instance" in n for n in j.notes)}
+                              "official": official_how(j)}
                 print(f"{name} {claim}: {j.status} {j.cases} cases {j.seconds:.1f}s "
                       f"{j.reason[:90]}", file=sys.stderr, flush=True)
             rows.append(row)
@@ -159,7 +160,8 @@ def merge(paths: list[Path], out: Path) -> Path:
                 text += ": " + v.get("reason", "")[:80].replace("|", "/")
             cells.append(text)
         first = r.get(claims[0], {}) if claims else {}
-        red = " (reduced)" if first.get("reduced") else ""
+        how = first.get("official") or ("reduced" if first.get("reduced") else "whole")
+        red = "" if how == "whole" else f" ({how})"
         lines.append(f"| {r['problem']} | " + " | ".join(cells) + f" | "
                      f"{sec(first.get('official_s'))}{red} | "
                      f"{sec(r.get('forward_fp32_s'))} | {sec(r.get('forward_fp64_s'))} |")
@@ -169,3 +171,4 @@ def merge(paths: list[Path], out: Path) -> Path:
     (out / "soundness.json").write_text(json.dumps({"meta": metas, "rows": rows}, indent=1)
                                         + "\n")
     return md
+
