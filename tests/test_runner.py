@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from numoracle.cases.target import Target
 from numoracle.kernels import get_target
@@ -118,3 +119,35 @@ def test_a_given_failure_the_shrinker_cannot_take_is_saved_as_found(tmp_path: Pa
     assert "not shrunk (InvalidArgument: the case does not fail" in res.diagnosis
     r = load_repro(res.repro or "")
     assert r.case == cases[0] and not r.stored_inputs  # the case as found, its seed's inputs
+
+
+def _tanh_linear(x, w):
+    import torch
+
+    return torch.tanh(x @ w.T)
+
+
+def test_a_traced_op_failure_among_given_cases_is_shrunk_and_replays(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    from numoracle.checking.replay import replay_repro
+    from numoracle.oracle.traced.op import traced_op
+    from numoracle.running.draws import draw_cases
+    from numoracle.store.repro import load_repro
+
+    op = traced_op(_tanh_linear, inputs={"x": ("batch", "i"), "w": ("o", "i")},
+                   dims={"i": (1, 12), "o": (1, 12)}, name="traced_given_cases_tanh")
+
+    def second_column_off(x, w):  # wrong wherever there are two outputs or more
+        y = np.tanh(x @ w.T)
+        y[:, 1:] += 0.5
+        return {"out": y}
+
+    t = Target(name="column-off", op=op.name, backend="numpy", precision=get_model("fp32"),
+               fn=second_column_off)
+    cases = draw_cases(t, 30, 0, families="normal", max_overlays=0)
+    res = run_target(t, cases=cases, store=tmp_path, shrink_seconds=60)
+    assert res.verdict == "FAIL" and res.repro and res.cases_to_catch is not None
+    found = cases[res.cases_to_catch - 1]
+    r = load_repro(res.repro)
+    assert r.stored_inputs and r.case.params["o"] >= 2 and r.case.size() < found.size()
+    assert not replay_repro(res.repro, target=t).verdict.passed

@@ -1,12 +1,14 @@
 """Seed blocks: the cases of one target and op, cut into blocks that each
 draw with a seed of their own, and their results merged back into one.
 
-A block is one Hypothesis run; block 0 draws with the run's seed and block
-``i`` with :func:`block_seed`, so which cases a block draws depends on the
-run's seed and the block's index alone — not on the process, the node, the
-number of workers or the order in which blocks finish. A scheduled run
-(:mod:`numoracle.running.schedule`) gives each row a first block of a few
-cases and a second block of the rest; a cluster run
+Block 0 draws with the run's seed and block ``i`` with :func:`block_seed`;
+the process that starts the run draws every block's cases
+(:mod:`numoracle.running.draws`) and hands them to whichever process judges
+them, so which cases a block holds depends on the run's seed and the
+block's index — not on the node, the number of workers or the order in
+which blocks finish. A scheduled run
+(:mod:`numoracle.running.schedule`) gives each row a block of one case, a
+block up to its minimum of cases and a block of the rest; a cluster run
 (:mod:`numoracle.running.cluster`) cuts the cases into blocks of a fixed size.
 """
 

@@ -414,7 +414,7 @@ def _judge_given(judge: _Judging, cases: Iterable[Case], *, store: Path | str | 
     if not shrink:
         pass
     elif kind in ("hang", "crash", "cuda"):
-        note = f"not shrunk: the case {kind} is kept as it was found"
+        note = f"not shrunk: a case given that ends in a {kind} is kept as it was found"
     else:
         found, inputs, note = _shrink_given(found, judge, shrink_seconds)
     _record_failure(judge.res, found, judge.target, store, note, isolate=judge.isolate,
