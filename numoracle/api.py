@@ -326,6 +326,8 @@ def check_kernel(
     grads: Sequence[str] = (),
     reference_params: Mapping[str, Any] | None = None,
     claims: Any = None,
+    integers: Mapping[str, Any] | None = None,
+    booleans: Sequence[str] = (),
     precision: str | PrecisionModel = "fp32",
     backend: str = "numpy",
     outputs: Sequence[str] = (),
@@ -372,6 +374,12 @@ def check_kernel(
     claims : Claims, optional
         With ``reference``: :class:`numoracle.oracle.traced.Claims` (ulps of
         transcendentals, variance, per-op or fused rounding).
+    integers : mapping, optional
+        With ``reference``: ``{"labels": (0, "n")}``, inputs that hold integers
+        (class labels, indices) drawn in ``[lo, hi)``, ends ints or dimension
+        names; ``fn`` gets them as int64 arrays.
+    booleans : tuple of str
+        With ``reference``: inputs that hold booleans (masks).
     precision : str or PrecisionModel
         The precision model ``fn`` claims (``"fp32"``, ``"tf32"``, ``"bf16"``...).
     backend : str
@@ -433,7 +441,8 @@ def check_kernel(
     'pass'
     """
     op = _traced_name(op, reference, {"inputs": inputs, "dims": dims, "grads": tuple(grads),
-                                      "reference_params": reference_params, "claims": claims})
+                                      "reference_params": reference_params, "claims": claims,
+                                      "integers": integers, "booleans": tuple(booleans)})
     target = _make_target(fn, op=op, precision=precision, backend=backend, outputs=outputs,
                          layouts=layouts, name=name)
     _check_examples(examples)
@@ -452,6 +461,8 @@ def validate(
     grads: Sequence[str] = (),
     reference_params: Mapping[str, Any] | None = None,
     claims: Any = None,
+    integers: Mapping[str, Any] | None = None,
+    booleans: Sequence[str] = (),
     precision: str | PrecisionModel = "fp32",
     backend: str = "numpy",
     outputs: Sequence[str] = (),
@@ -483,7 +494,8 @@ def validate(
     _check_seed(seed)
     _isolation(isolate, timeout)  # a bad value fails at collection
     op = _traced_name(op, reference, {"inputs": inputs, "dims": dims, "grads": tuple(grads),
-                                      "reference_params": reference_params, "claims": claims})
+                                      "reference_params": reference_params, "claims": claims,
+                                      "integers": integers, "booleans": tuple(booleans)})
 
     def decorate(fn: Callable[..., Any]) -> Callable[[], None]:
         target = _make_target(fn, op=op, precision=precision, backend=backend,

@@ -18,7 +18,7 @@ from ..errors import InvalidArgument
 from ..oracle.formats import get_format, quantize
 from ..oracle.ops import Op, get_op
 from .layouts import layouts_for
-from .values import FAMILIES, generate_inputs
+from .values import FAMILIES, generate_inputs, generate_integers
 
 __all__ = ["Case"]
 
@@ -73,9 +73,13 @@ class Case:
             valid = layouts_for(op.input_axes.get(name))
             if lay not in valid:
                 raise InvalidArgument(f"layout {lay!r} of {name!r} must be one of {valid}")
+        integers = op.integer_inputs(self.params)
         for name, idx, _ in self.overlays:
             if name not in shapes or not 0 <= idx < max(1, int(np.prod(shapes[name]))):
                 raise InvalidArgument(f"overlay ({name!r}, {idx}) is outside the inputs {shapes}")
+            if name in integers:
+                raise InvalidArgument(f"overlay ({name!r}, {idx}) is on an integer input; "
+                                      "special values go on floating-point inputs only")
 
     # -- materialisation -------------------------------------------------
     def shapes(self) -> dict[str, tuple[int, ...]]:
@@ -87,13 +91,21 @@ class Case:
         return self.layouts.get(name, "C")
 
     def inputs(self) -> dict[str, np.ndarray]:
-        """The inputs as float64 host arrays, every value exact in the storage format."""
+        """The inputs as float64 host arrays, every value exact in the storage
+        format; integer inputs (:meth:`~numoracle.oracle.ops.base.Op.integer_inputs`)
+        as ``int64`` or ``bool`` arrays, drawn after the others."""
         op = get_op(self.op)
         rng = np.random.default_rng(self.seed)
         fmt = get_format(self.storage)
+        shapes = op.input_shapes(self.params)
+        integers = op.integer_inputs(self.params)
         arrays = generate_inputs(  # already exact in fmt
-            self.family, op.input_shapes(self.params), op.products(self.params), fmt, rng
+            self.family, {k: s for k, s in shapes.items() if k not in integers},
+            op.products(self.params), fmt, rng
         )
+        if integers:
+            arrays.update(generate_integers(integers, shapes, rng))
+            arrays = {k: arrays[k] for k in shapes}
         if type(op).prepare_inputs is Op.prepare_inputs:
             # nothing else changes the values: quantizing the overlays alone gives
             # what quantizing every array again would (quantize is idempotent)
@@ -103,7 +115,7 @@ class Case:
         for name, idx, value in self.overlays:
             arrays[name].reshape(-1)[idx] = value
         arrays = op.prepare_inputs(arrays, self.params, fmt, rng)
-        return {k: quantize(v, fmt) for k, v in arrays.items()}
+        return {k: v if k in integers else quantize(v, fmt) for k, v in arrays.items()}
 
     # -- plain data --------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

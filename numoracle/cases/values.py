@@ -49,7 +49,7 @@ from ..errors import InvalidArgument
 from ..oracle.formats import Format, get_format, quantize
 
 if TYPE_CHECKING:
-    from ..oracle.ops.base import Product
+    from ..oracle.ops.base import IntegerInput, Product
 
 __all__ = [
     "FAMILIES",
@@ -60,6 +60,7 @@ __all__ = [
     "SUM_LIMIT",
     "SPECIAL_SHARE",
     "generate_inputs",
+    "generate_integers",
     "exact_widths",
     "special_values",
 ]
@@ -365,3 +366,48 @@ def generate_inputs(family: str, shapes: Shapes, products: Sequence[Product],
     raw = _GENERATORS[family](shapes, tuple(products), fmt, rng)
     with np.errstate(over="ignore"):
         return {name: quantize(raw[name], fmt) for name in shapes}
+
+
+def generate_integers(specs: Mapping[str, IntegerInput], shapes: Shapes,
+                      rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Values of the integer and boolean inputs (class labels, indices, masks).
+
+    Each value is ``lo + floor(u * (hi - lo))`` with ``u`` uniform in
+    ``[0, 1)`` from ``rng``: uniform in ``[lo, hi)``, and a function of the
+    case's seed whatever the range, so that a case shrunk to fewer classes
+    keeps every label below the new count and moves each one only as far as
+    the range shrank. No value family, storage rounding or special value
+    applies to them.
+
+    Parameters
+    ----------
+    specs : mapping of str to IntegerInput
+        The op's integer inputs (``op.integer_inputs(params)``), drawn in this
+        order after the floating-point ones.
+    shapes : mapping
+        Shape of each input, by name.
+    rng : numpy.random.Generator
+        The case's generator.
+
+    Returns
+    -------
+    dict of str to ndarray
+        One ``int64`` (or ``bool``) array per integer input.
+
+    Examples
+    --------
+    >>> from numoracle.oracle.ops.base import IntegerInput
+    >>> labels = generate_integers({"labels": IntegerInput(0, 5)}, {"labels": (1000,)},
+    ...                            np.random.default_rng(0))["labels"]
+    >>> labels.dtype.name, int(labels.min()), int(labels.max())
+    ('int64', 0, 4)
+    """
+    out: dict[str, np.ndarray] = {}
+    for name, spec in specs.items():
+        if spec.hi <= spec.lo:
+            raise InvalidArgument(f"integer input {name!r} has the empty range [{spec.lo}, "
+                                  f"{spec.hi}); hi must exceed lo")
+        u = rng.random(shapes[name])
+        values = np.minimum(spec.lo + np.floor(u * (spec.hi - spec.lo)), spec.hi - 1)
+        out[name] = values.astype(np.int64).astype(spec.dtype)
+    return out

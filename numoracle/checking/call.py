@@ -221,10 +221,12 @@ def call_kernel(case: Case, target: Target, inputs: Mapping[str, np.ndarray],
     storage = target.precision.storage
     args: dict[str, Any] = {}
     handed: dict[str, np.ndarray] = {}  # each input as the kernel should still see it
+    integers = op.integer_inputs(case.params)
     for name, arr in inputs.items():
         axes = op.input_axes.get(name)
         args[name], order = _to_target(backend, storage, arr, case.layout(name),
-                                       target.accepted_layouts(name), axes)
+                                       target.accepted_layouts(name), axes,
+                                       integers[name].dtype if name in integers else None)
         if isinstance(args[name], np.ndarray):
             args[name].flags.writeable = False
         handed[name] = to_order(np.asarray(arr, dtype=np.float64), axes, order)
@@ -289,12 +291,17 @@ def _written_inputs(backend: Any, args: Mapping[str, Any],
 
 
 def _to_target(backend: Any, storage: Any, host: np.ndarray, layout: str,
-               accepted: tuple[str, ...], axes: str | None) -> tuple[Any, str | None]:
+               accepted: tuple[str, ...], axes: str | None,
+               integer: str | None = None) -> tuple[Any, str | None]:
     """``host`` (canonical axis order ``axes``) as the target takes it: in the
-    case's layout where the target accepts it, else in its first accepted one;
-    and the axis order it is in."""
+    case's layout where the target accepts it, else in its first accepted one
+    (in the ``integer`` dtype for an integer input, else in ``storage``); and
+    the axis order it is in."""
     if not accepts(accepted, layout, axes):
         valid = [a for a in accepted if a in layouts_for(axes)]
         layout = valid[0] if valid else "C"
     lay = parse(layout, axes)
+    if integer is not None:
+        return backend.to_device_integers(to_order(host, axes, lay.order), integer,
+                                          lay.memory), lay.order
     return backend.to_device(to_order(host, axes, lay.order), storage, lay.memory), lay.order

@@ -113,6 +113,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                              "sizes, e.g. 'x=batch,n;w=m,n' or 'x=batch,3,32,32'")
     traced.add_argument("--dims", metavar="DIM=LO:HI,...",
                         help="the range of each dimension, e.g. n=1:4096,batch=1:8")
+    traced.add_argument("--integers", metavar="NAME=LO:HI,...",
+                        help="inputs that hold integers (class labels, indices), drawn in "
+                             "[LO, HI); ends are ints or dimension names, e.g. labels=0:n")
+    traced.add_argument("--booleans", type=names, metavar="INPUT,...",
+                        help="inputs that hold booleans (masks)")
     traced.add_argument("--grads", type=names, metavar="INPUT,...",
                         help="inputs whose gradients are judged too (grad_<input>)")
     traced.add_argument("--kernel", metavar="MOD:FN",
@@ -146,8 +151,18 @@ def _traced_targets(args: argparse.Namespace) -> tuple[list[Target], list[str]]:
         if not sep or not colon or not lo.isdigit() or not hi.isdigit():
             raise InvalidArgument(f"--dims part {part!r} is not DIM=LO:HI; e.g. n=1:4096")
         ranges[name.strip()] = (int(lo), int(hi))
+    integers: dict[str, tuple[int | str, int | str]] = {}
+    for part in filter(None, (p.strip() for p in (args.integers or "").split(","))):
+        name, sep, span = part.partition("=")
+        lo, colon, hi = span.partition(":")
+        if not sep or not colon or not lo.strip() or not hi.strip():
+            raise InvalidArgument(f"--integers part {part!r} is not NAME=LO:HI; e.g. "
+                                  "labels=0:n")
+        integers[name.strip()] = tuple(  # type: ignore[assignment]
+            int(e) if e.strip().lstrip("-").isdigit() else e.strip() for e in (lo, hi))
     op = traced_op(resolve_reference(args.reference), inputs=inputs, dims=ranges,
-                   grads=tuple(args.grads or ()))
+                   grads=tuple(args.grads or ()), integers=integers,
+                   booleans=tuple(args.booleans or ()))
     if args.kernel:
         fn = resolve_reference(args.kernel)
         return [_make_target(fn, op=op.name, precision=args.precision,

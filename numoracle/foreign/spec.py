@@ -293,6 +293,13 @@ class ArgSpec:
             The dtype of each array (or of all): checked against the storage format.
         """
         o = get_op(op)
+        integers = sorted(o.integer_inputs(_params_of(op)))
+        if integers:
+            raise InvalidArgument(
+                f"op {op!r} has integer inputs {integers}; foreign targets exchange "
+                "floating-point arrays of the storage format only: wrap the kernel in a "
+                "Python function on the torch-cpu or numpy backend and check it with "
+                "check_kernel(fn, reference=...)")
         model = get_model(precision)
         dtype = STORAGE_DTYPES[model.storage.name]
         if isinstance(args, str) or not isinstance(args, Sequence) or not args:

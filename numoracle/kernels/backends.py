@@ -42,6 +42,7 @@ import numpy as np
 from ..cases.target import BACKENDS, LAYOUTS
 from ..errors import InvalidArgument
 from ..oracle.formats import Format, get_format
+from ..oracle.ops.base import INTEGER_DTYPES
 
 __all__ = ["Backend", "NumpyBackend", "TorchBackend", "CupyBackend", "get_backend"]
 
@@ -83,9 +84,11 @@ def _host_cast(host: np.ndarray, fmt: Format) -> np.ndarray:
     return cast
 
 
-def _layout_plan(cast: np.ndarray, layout: str) -> tuple[np.ndarray, tuple[int, ...] | None, bool]:
+def _layout_plan(cast: np.ndarray, layout: str, fill: Any = np.nan
+                 ) -> tuple[np.ndarray, tuple[int, ...] | None, bool]:
     """The dense host buffer to upload, the axis permutation to view it through
-    (None: none) and whether to take every other element of the last axis."""
+    (None: none) and whether to take every other element of the last axis
+    (the gaps hold ``fill``)."""
     if layout not in LAYOUTS:
         raise InvalidArgument(f"{layout=} is unknown; use one of {LAYOUTS}")
     nd = cast.ndim
@@ -99,7 +102,7 @@ def _layout_plan(cast: np.ndarray, layout: str) -> tuple[np.ndarray, tuple[int, 
             axes = tuple(range(nd - 2)) + (nd - 1, nd - 2)
         # both permutations are their own inverse
         return np.ascontiguousarray(cast.transpose(axes)), axes, False
-    buf = np.full(cast.shape[:-1] + (2 * cast.shape[-1],), np.nan, dtype=cast.dtype)
+    buf = np.full(cast.shape[:-1] + (2 * cast.shape[-1],), fill, dtype=cast.dtype)
     buf[..., ::2] = cast
     return buf, None, True
 
@@ -159,6 +162,36 @@ class Backend(ABC):
         fmt = _storage(storage)
         self.dtype(fmt)  # refuse formats this library has no dtype for, before any work
         dense, axes, strided = _layout_plan(_host_cast(host, fmt), layout)
+        arr = self._upload(dense)
+        if axes is not None:
+            arr = self._permute(arr, axes)
+        if strided:
+            arr = arr[..., ::2]
+        return arr
+
+    def to_device_integers(self, host: np.ndarray, dtype: str = "int64",
+                           layout: str = "C") -> Any:
+        """Integer or boolean host values (class labels, indices, masks) as a
+        backend array of ``dtype`` (``"int64"`` or ``"bool"``), laid out as
+        :meth:`to_device` lays out floating-point ones; the gaps of the strided
+        layout hold the most negative int64 (an index out of every range) or
+        ``True``, so a kernel that ignores the strides fails loudly.
+
+        Raises
+        ------
+        InvalidArgument
+            For another dtype, or a value the cast would change.
+        """
+        if dtype not in INTEGER_DTYPES:
+            raise InvalidArgument(f"{dtype=} must be one of {INTEGER_DTYPES}")
+        host = np.asarray(host)
+        cast = host.astype(dtype)
+        if host.dtype != cast.dtype and not np.array_equal(cast.astype(np.float64),
+                                                           host.astype(np.float64)):
+            raise InvalidArgument(f"host values of dtype {host.dtype} are not all {dtype}; "
+                                  "give integer inputs as integers")
+        fill = True if dtype == "bool" else np.iinfo(np.int64).min
+        dense, axes, strided = _layout_plan(cast, layout, fill)
         arr = self._upload(dense)
         if axes is not None:
             arr = self._permute(arr, axes)

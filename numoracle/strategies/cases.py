@@ -462,7 +462,9 @@ def _cases(draw: st.DrawFn, req: _Request) -> Case:
     layouts = draw(_layouts_strategy(tuple((n, len(s)) for n, s in shapes.items()),
                                      req.layout, tuple(op.input_axes.items())))
     count = _check_max_overlays(draw(req.max_overlays))
-    sizes = tuple((n, k) for n, k in ((n, math.prod(s)) for n, s in shapes.items()) if k > 0)
+    integers = op.integer_inputs(op.validate(params))  # no special values on them
+    sizes = tuple((n, k) for n, k in ((n, math.prod(s)) for n, s in shapes.items())
+                  if k > 0 and n not in integers)
     specials = draw(_overlays(sizes, get_format(storage), count))
     return Case(op=op.name, params=params, storage=storage, family=family,
                 seed=_check_seed(draw(req.seed)), layouts=layouts, overlays=specials)

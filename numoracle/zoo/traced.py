@@ -6,12 +6,14 @@ repro finds it again by import) with a correct torch kernel and one plausible
 bug: softmax without the max subtraction (overflows for large inputs), layer
 norm without its affine weights or with the unbiased variance, a pooling window
 off by one, GELU's tanh form where the erf form is the reference, a reduction
-that drops its tail, a transposed convolution with the wrong output padding.
+that drops its tail, a transposed convolution with the wrong output padding, a
+cross-entropy over class labels that averages over every sample where the
+ignored ones must not count.
 :func:`check` judges a kernel with ``check_kernel(kernel, reference=...)``. This
 module is not named after an op, so :func:`numoracle.zoo.mutants` never loads it.
 
 Kernels take the inputs by name as float32 torch tensors (the ``torch-cpu``
-backend) and return ``{"out": tensor}``.
+backend; class labels as int64 tensors) and return ``{"out": tensor}``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from ..api import check_kernel
 from ..running.runner import TargetResult
 
 __all__ = ["TracedMutant", "MUTANTS", "check", "softmax", "layer_norm", "avg_pool",
-           "gelu", "row_sum", "conv_transpose"]
+           "gelu", "row_sum", "conv_transpose", "cross_entropy"]
 
 Kernel = Callable[..., dict[str, torch.Tensor]]
 
@@ -62,6 +64,11 @@ def row_sum(x: torch.Tensor) -> torch.Tensor:
 def conv_transpose(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """A 3x3 transposed convolution, stride 2, padding 1, output padding 1."""
     return F.conv_transpose2d(x, w, stride=2, padding=1, output_padding=1)
+
+
+def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over class labels; samples labelled 0 are ignored."""
+    return F.cross_entropy(logits, labels, ignore_index=0)
 
 
 # -- the kernels ------------------------------------------------------------------------
@@ -115,6 +122,13 @@ def conv_transpose_no_output_padding(x: torch.Tensor, w: torch.Tensor) -> torch.
     return F.pad(y, (0, 1, 0, 1))
 
 
+def cross_entropy_mean_over_every_sample(logits: torch.Tensor,
+                                         labels: torch.Tensor) -> torch.Tensor:
+    """The ignored samples left out of the sum but counted in the mean's divisor."""
+    picked = -torch.log_softmax(logits, -1).gather(1, labels[:, None])[:, 0]
+    return torch.where(labels != 0, picked, 0.0).sum() / labels.shape[0]
+
+
 @dataclass(frozen=True)
 class TracedMutant:
     """A bug in a kernel of a traced reference (see the module docstring)."""
@@ -126,6 +140,7 @@ class TracedMutant:
     broken: Kernel
     correct: Kernel
     dims: Mapping[str, Any] = field(default_factory=dict)
+    integers: Mapping[str, Any] = field(default_factory=dict)
 
 
 _ROWS = {"x": ("batch", "n")}
@@ -151,6 +166,10 @@ MUTANTS: tuple[TracedMutant, ...] = (
                  {"x": ("batch", "c", "h", "w"), "w": ("c", "o", 3, 3)},
                  _out(conv_transpose_no_output_padding), _out(conv_transpose),
                  {"h": (1, 8), "w": (1, 8), "c": (1, 4), "o": (1, 4)}),
+    TracedMutant("cross_entropy_mean_over_every_sample", "losses", cross_entropy,
+                 {"logits": ("batch", "n"), "labels": ("batch",)},
+                 _out(cross_entropy_mean_over_every_sample), _out(cross_entropy),
+                 {"n": (2, 16)}, {"labels": (0, "n")}),
 )
 
 
@@ -162,4 +181,5 @@ def check(mutant: TracedMutant, kernel: Kernel | None = None, **kwargs: Any) -> 
                           "op": f"traced_zoo_{mutant.name}"}
     kw.update(kwargs)
     return check_kernel(kernel or mutant.broken, reference=mutant.reference,
-                        inputs=dict(mutant.inputs), dims=dict(mutant.dims) or None, **kw)
+                        inputs=dict(mutant.inputs), dims=dict(mutant.dims) or None,
+                        integers=dict(mutant.integers) or None, **kw)

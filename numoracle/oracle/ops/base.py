@@ -16,7 +16,11 @@ from ..precision import PrecisionModel
 from ..tracked import Tracked
 from .plan import REGIMES, Dim, Spec
 
-__all__ = ["Op", "Product", "check_positive_int", "with_bias_gradient"]
+__all__ = ["Op", "Product", "IntegerInput", "INTEGER_DTYPES", "check_positive_int",
+           "with_bias_gradient"]
+
+#: the dtypes an integer input may have: indices and class labels, masks
+INTEGER_DTYPES = ("int64", "bool")
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,17 @@ class Product:
     a: str
     b: str
     n: int
+
+
+@dataclass(frozen=True)
+class IntegerInput:
+    """An input that holds integers (class labels, indices) or booleans (masks)
+    instead of floating-point values: drawn uniformly in ``[lo, hi)``, never
+    rounded to a storage format, handed to kernels as ``dtype`` arrays."""
+
+    lo: int
+    hi: int
+    dtype: str = "int64"
 
 
 def with_bias_gradient(params: Mapping[str, Any]) -> tuple[str, ...]:
@@ -128,6 +143,12 @@ class Op(ABC):
         :meth:`numoracle.cases.case.Case.inputs` after the overlays, with the case's
         generator. The default returns ``arrays`` unchanged."""
         return arrays
+
+    def integer_inputs(self, params: Mapping[str, Any]) -> dict[str, IntegerInput]:
+        """The inputs that hold integers or booleans, by name, with the range
+        their values are drawn in for ``params``; every other input holds
+        floating-point values of the storage format. The default: none."""
+        return {}
 
     def draw_plan(self, regime: str = "small") -> tuple[Spec, ...]:
         """The specs the strategies draw in ``regime`` (``"small"`` or

@@ -45,7 +45,7 @@ import torch
 
 from ...errors import InvalidArgument
 from ..ops import OPS, register_op
-from ..ops.base import Op, Product
+from ..ops.base import IntegerInput, Op, Product
 from ..ops.plan import Dim
 from ..precision import PrecisionModel
 from ..tracked import Tracked
@@ -127,6 +127,69 @@ def _dims_of(inputs: Mapping[str, Sequence[Any]]) -> list[str]:
     return names
 
 
+def _bound(name: str, which: str, v: Any, dims: Sequence[str]) -> int | str:
+    """One end of an integer input's range: an int, or a dimension of the op."""
+    if isinstance(v, str):
+        if v not in dims:
+            raise InvalidArgument(f"integers[{name!r}] has {which}={v!r}, which is no dimension "
+                                  f"of the inputs {list(dims)}; use an int or one of them")
+        return v
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise InvalidArgument(f"integers[{name!r}] has {which}={v!r}; an end of the range is "
+                              "an int or a dimension name, e.g. integers={'labels': (0, 'n')}")
+    return int(v)
+
+
+def _integer_specs(integers: Any, booleans: Any, declared: Mapping[str, Any],
+                   grads: Sequence[str], ranges: Mapping[str, tuple[int, int]]
+                   ) -> dict[str, tuple[int | str, int | str, str]]:
+    """``{input: (lo, hi, dtype)}`` of the integer and boolean inputs, validated:
+    declared inputs only, no gradient of one, and a range ``[lo, hi)`` that is
+    not empty for any size the dimensions are drawn in."""
+    if integers is None:
+        integers = {}
+    if not isinstance(integers, Mapping):
+        raise InvalidArgument(f"integers={integers!r} must map input names to (lo, hi), e.g. "
+                              "integers={'labels': (0, 'n')}")
+    if isinstance(booleans, str) or not isinstance(booleans, (tuple, list)):
+        raise InvalidArgument(f"booleans={booleans!r} must be a tuple of input names, e.g. "
+                              f"booleans=({booleans!r},)")
+    dims = list(ranges)
+    specs: dict[str, tuple[int | str, int | str, str]] = {}
+    for name, span in integers.items():
+        if not isinstance(span, (tuple, list)) or len(span) != 2:
+            raise InvalidArgument(f"integers[{name!r}]={span!r} must be (lo, hi): values are "
+                                  "drawn in [lo, hi), e.g. (0, 'n') for class labels")
+        specs[str(name)] = (_bound(name, "lo", span[0], dims), _bound(name, "hi", span[1], dims),
+                            "int64")
+    for name in booleans:
+        if name in specs:
+            raise InvalidArgument(f"input {name!r} is in both integers= and booleans=; a mask "
+                                  "is given in booleans= only")
+        specs[str(name)] = (0, 2, "bool")
+    for name in specs:
+        if name not in declared:
+            raise InvalidArgument(f"integers/booleans name {name!r}, which is not a declared "
+                                  f"input; the inputs are {list(declared)}")
+        if name in grads:
+            raise InvalidArgument(f"grads= asks the gradient of {name!r}, which holds integers "
+                                  f"(no gradient exists); drop {name!r} from grads=")
+    for name, (lo, hi, _) in specs.items():
+        lo_max = ranges[lo][1] if isinstance(lo, str) else lo
+        hi_min = ranges[hi][0] if isinstance(hi, str) else hi
+        if hi_min > lo_max:
+            continue
+        where = " and ".join(f"{d}={v}" for d, v in ((lo, lo_max), (hi, hi_min))
+                             if isinstance(d, str))
+        fix = (f"draw {hi} from at least {lo_max + 1}, e.g. dims={{{hi!r}: ({lo_max + 1}, "
+               f"{max(ranges[hi][1], lo_max + 1)})}}" if isinstance(hi, str)
+               else f"make hi larger than {lo_max}")
+        raise InvalidArgument(f"integers[{name!r}]=({lo!r}, {hi!r}) is empty"
+                              f"{' when ' + where if where else ''}: values are drawn in "
+                              f"[lo, hi), so hi must exceed lo for every drawn size; {fix}")
+    return specs
+
+
 def _range(name: str, spec: Any) -> tuple[int, int]:
     if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
         spec = (1, int(spec))
@@ -166,6 +229,15 @@ class TracedOp(Op):
         variance, per-op or fused rounding).
     init : sequence
         Arguments that make a module class into a module.
+    integers : mapping
+        ``{input: (lo, hi)}``: inputs that hold integers (class labels,
+        indices), drawn uniformly in ``[lo, hi)`` with ``lo`` and ``hi`` ints
+        or dimension names (``(0, "n")``: a label below the class count of
+        every case), never rounded to a storage format; the reference and the
+        torch targets get them as ``torch.int64`` tensors.
+    booleans : sequence of str
+        Inputs that hold booleans (masks), drawn as ``True`` or ``False``
+        with equal chance, handed over as ``torch.bool`` tensors.
     cache : bool
         Keep a captured graph per signature (False: trace every case again,
         for references whose Python branches on input values).
@@ -176,7 +248,9 @@ class TracedOp(Op):
     def __init__(self, reference: Any, *, inputs: Any, dims: Mapping[str, Any] | None = None,
                  params: Mapping[str, Any] | None = None, grads: Sequence[str] = (),
                  name: str | None = None, claims: Claims | None = None,
-                 init: Sequence[Any] = (), cache: bool = True) -> None:
+                 init: Sequence[Any] = (), cache: bool = True,
+                 integers: Mapping[str, Any] | None = None,
+                 booleans: Sequence[str] = ()) -> None:
         self._where = reference if isinstance(reference, str) else _location(
             type(reference) if isinstance(reference, torch.nn.Module) else reference)
         if isinstance(reference, str):
@@ -218,6 +292,9 @@ class TracedOp(Op):
         self.ranges = {d: _range(d, dims.get(d, DEFAULT_BATCH if d == "batch" else DEFAULT_DIM))
                        for d in names}
         self.param_names = tuple(names)
+        if isinstance(grads, (tuple, list)):
+            grads = tuple(grads)
+        self.integers = _integer_specs(integers, booleans, self.declared, grads, self.ranges)
         # a traced op's plan and trained parameters are its own, not its class's
         self.plan = tuple(Dim(d, max_value=hi, is_batch=(d == "batch"),  # type: ignore[misc]
                               smallest=lo) for d, (lo, hi) in self.ranges.items())
@@ -248,6 +325,12 @@ class TracedOp(Op):
                 "name": self.name, "init": list(self._init), "cache": self.ref.cache,
                 "claims": {"ulps": dict(self.claims.ulps), "variance": self.claims.variance,
                            "rounding": self.claims.rounding}}
+        ints = {k: [lo, hi] for k, (lo, hi, dtype) in self.integers.items() if dtype == "int64"}
+        if ints:  # absent where there are none, as specs made before integer inputs were
+            spec["integers"] = ints
+        bools = [k for k, (_, _, dtype) in self.integers.items() if dtype == "bool"]
+        if bools:
+            spec["booleans"] = bools
         try:  # as JSON gives it back (tuples as lists), or None where it cannot
             plain: dict[str, Any] = json.loads(json.dumps(spec))
         except (TypeError, ValueError):
@@ -261,7 +344,9 @@ class TracedOp(Op):
                    dims={k: tuple(v) for k, v in spec["dims"].items()},
                    params=spec.get("params") or {}, grads=tuple(spec.get("grads", ())),
                    name=spec["name"], init=tuple(spec.get("init", ())),
-                   cache=spec.get("cache", True), claims=Claims(**spec.get("claims", {})))
+                   cache=spec.get("cache", True), claims=Claims(**spec.get("claims", {})),
+                   integers={k: tuple(v) for k, v in spec.get("integers", {}).items()},
+                   booleans=tuple(spec.get("booleans", ())))
 
     # -- the Op interface -----------------------------------------------------------
     def validate(self, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -289,8 +374,20 @@ class TracedOp(Op):
         if found is None:
             if len(self._facts) >= _FACTS_KEPT:
                 self._facts.clear()
-            found = self._facts[key] = shape_facts(self.ref, self._declared_shapes(params))
+            found = self._facts[key] = shape_facts(self.ref, self._declared_shapes(params),
+                                                   self._dtypes())
         return found
+
+    def _dtypes(self) -> dict[str, torch.dtype]:
+        """The torch dtype of each integer and boolean input."""
+        return {k: getattr(torch, dtype) for k, (_, _, dtype) in self.integers.items()}
+
+    def integer_inputs(self, params: Mapping[str, Any]) -> dict[str, IntegerInput]:
+        """The integer and boolean inputs with their ranges resolved for ``params``."""
+        def end(v: int | str) -> int:
+            return int(params[v]) if isinstance(v, str) else v
+        return {k: IntegerInput(end(lo), end(hi), dtype)
+                for k, (lo, hi, dtype) in self.integers.items()}
 
     def _graded(self, params: Mapping[str, Any]) -> tuple[str, ...]:
         """The reference's outputs (those that take a ``grad_<output>``)."""
@@ -327,6 +424,8 @@ class TracedOp(Op):
                   model: PrecisionModel, outputs: tuple[str, ...] = ()) -> dict[str, Tracked]:
         self._check_inputs(inputs, params)
         host = {k: np.asarray(v.get() if hasattr(v, "get") else v) for k, v in inputs.items()}
+        for k, spec in self.integer_inputs(params).items():
+            host[k] = _as_integers(k, host[k], spec)
         values = {n: host[n] for n in self.ref.names}
         cotangents = {f"grad_{o}": host[f"grad_{o}"] for o in self._graded(params)}
         graph = capture_graph(self.ref, values, cotangents)
@@ -347,6 +446,17 @@ def _arrays(t: Tracked) -> Tracked:
     return replace(t, **fixed)
 
 
+def _as_integers(name: str, values: np.ndarray, spec: IntegerInput) -> np.ndarray:
+    """``values`` of integer input ``name`` in its dtype, refusing any that is
+    not an integer (a float of an outside array that is not whole)."""
+    cast = values.astype(spec.dtype)
+    if values.dtype != cast.dtype and not np.array_equal(cast.astype(np.float64),
+                                                         values.astype(np.float64)):
+        raise InvalidArgument(f"input {name!r} holds values that are not {spec.dtype} (e.g. "
+                              f"{values.reshape(-1)[0]!r}); give its integers as they are")
+    return cast
+
+
 def traced_op(reference: Any, **kwargs: Any) -> TracedOp:
     """A :class:`TracedOp` (``TracedOp(reference, **kwargs)``) registered as an op,
     so that cases, checks, repros and replay find it by name.
@@ -365,7 +475,8 @@ def traced_op(reference: Any, **kwargs: Any) -> TracedOp:
             old.spec() == op.spec() if op.spec() is not None
             else old.reference_fn is op.reference_fn and old.declared == op.declared
             and old.ranges == op.ranges and old.ref.grads == op.ref.grads
-            and old.claims == op.claims and old.ref.params == op.ref.params)
+            and old.claims == op.claims and old.ref.params == op.ref.params
+            and old.integers == op.integers)
         if not same:
             raise InvalidArgument(f"an op named {op.name!r} exists already ({old!r}); give "
                                   "this reference another name=")

@@ -345,6 +345,16 @@ def logical_not_rule(ctx: RuleContext, a: np.ndarray) -> np.ndarray:
     return decided(~np.asarray(a, dtype=bool), unsure_of(a))
 
 
+@rule("aten.bitwise_not.default")
+def bitwise_not_rule(ctx: RuleContext, a: np.ndarray) -> np.ndarray:
+    """``~a``: a boolean tensor negated (its unsure elements stay unsure), an
+    integer one with every bit inverted."""
+    arr = np.asarray(a)
+    if arr.dtype != bool:
+        return np.invert(arr)
+    return decided(~arr, unsure_of(a))
+
+
 def _logical(op: Callable[[Any, Any], Any]) -> Callable[..., np.ndarray]:
     def logical(ctx: RuleContext, a: Any, b: Any) -> np.ndarray:
         ab, bb = np.asarray(a, dtype=bool), np.asarray(b, dtype=bool)

@@ -2,7 +2,9 @@
 
 ``nll_loss_forward`` picks ``-x[n, t_n]`` (times the class weight ``w[t_n]``: one
 rounding) for every sample whose target is not ``ignore_index``; the ``sum``
-reduction adds them (a contraction, exact in the exact regime), the ``mean``
+reduction adds them (a contraction, exact in the exact regime; under the per-op
+claim in the storage format, as eager torch's CPU kernel keeps its partial sums
+in the tensor's dtype), the ``mean``
 reduction divides that sum by the total weight (the number of counted samples
 without weights, exact; else a sum of weights). Its second output is the total
 weight (0 without a reduction, as torch leaves it). ``nll_loss_backward`` puts
@@ -54,7 +56,8 @@ def _picked(ctx: RuleContext, x: Tracked, target: np.ndarray, weight: Any,
 
 def _total(ctx: RuleContext, wt: Tracked) -> Tracked:
     flat = tmap_all(wt, np.ravel)
-    return sum_(flat, axis=0, model=ctx.model) if flat.value.size else exact(np.zeros(()))
+    return sum_(flat, axis=0, model=ctx.running_model()) if flat.value.size else \
+        exact(np.zeros(()))
 
 
 @rule("aten.nll_loss_forward.default", "aten.nll_loss2d_forward.default")
@@ -66,8 +69,8 @@ def nll_loss_rule(ctx: RuleContext, x: Tracked, target: np.ndarray, weight: Any,
     if REDUCTIONS[reduction] == "none":  # torch leaves the total weight 0
         return picked, exact(np.zeros(()))
     total = _total(ctx, wt)
-    s = sum_(tmap_all(picked, np.ravel), axis=0, model=ctx.model) if picked.value.ndim else \
-        picked
+    s = sum_(tmap_all(picked, np.ravel), axis=0, model=ctx.running_model()) \
+        if picked.value.ndim else picked
     if REDUCTIONS[reduction] == "sum":
         return s, total
     return ew.div(s, total, ctx.model), total
