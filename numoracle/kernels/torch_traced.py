@@ -47,7 +47,8 @@ MODES: tuple[tuple[TorchMode, str], ...] = (
                claims=(("input_rounding", "rne"), ("inputs_maybe_unrounded", True),
                        ("accumulate_rounding", "rz"))),
      "torch CUDA float32, eager, TF32 on in cuBLAS and cuDNN"),
-    (TorchMode("cuda", "bf16", claims=(("accumulate_rounding", "rz"),)),
+    # as the built-in target: F.linear may round x W^T to bf16 before adding the bias
+    (TorchMode("cuda", "bf16", claims=(("bias_after_store", True), ("accumulate_rounding", "rz"))),
      "torch CUDA bfloat16, eager (each op rounded to bfloat16), reduced-precision reductions "
      "off"),
 )

@@ -9,7 +9,9 @@ in between); other factors scale the product and the bias first, one rounding
 each, and add them with one more; a kernel that scales an operand by ``alpha``
 before the contraction (BLAS) rounds each product once more, ``2 u |alpha| S``,
 and one that adds ``(beta / alpha) bias`` before scaling by ``alpha`` rounds twice
-more, ``2 u (|beta bias| + |result|)``.
+more, ``2 u (|beta bias| + |result|)``. A model claiming ``bias_after_store``
+(an unfused epilogue, as torch's CUDA ``F.linear`` computes some shapes in bf16
+and fp16) rounds the product to the storage format before the bias is added.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ...tracked import Tracked, add, matmul
+from ...tracked import Tracked, add, matmul, store
 from ..rules import RuleContext, rule
 from ._common import as_tracked, scaled, tmap_all
 
@@ -63,7 +65,13 @@ def mm_rule(ctx: RuleContext, a: Any, b: Any) -> Tracked:
 @rule("aten.addmm.default", "aten.baddbmm.default")
 def addmm_rule(ctx: RuleContext, bias: Any, a: Any, b: Any, *, beta: Any = 1,
                alpha: Any = 1) -> Tracked:
-    return contract(ctx, a, b, bias, alpha=alpha, beta=beta)
+    m = ctx.model
+    if not m.bias_after_store or float(beta) == 0.0:
+        return contract(ctx, a, b, bias, alpha=alpha, beta=beta)
+    # the claim of an unfused epilogue: the product rounded to storage, then the bias
+    ct = as_tracked(bias, m)
+    ct = ct if float(beta) == 1.0 else scaled(ctx, ct, float(beta))
+    return add(store(contract(ctx, a, b, alpha=alpha), m), ct, m)
 
 
 @rule("aten.dot.default", "aten.mv.default")
