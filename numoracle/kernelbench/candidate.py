@@ -214,7 +214,8 @@ def run_case(*, problem: str, candidate: str, overrides: Mapping[str, Any],
     -------
     dict
         ``outputs`` (host arrays of the judged call) or ``fault`` (a sentence)
-        with ``fault_kind``; ``torch_reference`` (torch's own outputs),
+        with ``fault_kind`` (``oom`` where the device ran out of memory: not
+        the candidate's fault); ``torch_reference`` (torch's own outputs),
         ``kernelbench`` (allclose per tolerance), ``notes`` (sentences).
     """
     torch.backends.cuda.matmul.allow_tf32 = tf32
@@ -250,10 +251,13 @@ def run_case(*, problem: str, candidate: str, overrides: Mapping[str, Any],
         return [place(v, lay, tdtype, device) if isinstance(v, np.ndarray) else v
                 for v, lay in zip(values, layouts, strict=True)]
 
-    judged = args_of(second)
-    with torch.no_grad():
-        ref_out = [o.detach().clone() for o in _outputs(ref_model(*[
-            a.clone() if isinstance(a, torch.Tensor) else a for a in judged]))]
+    try:
+        judged = args_of(second)
+        with torch.no_grad():
+            ref_out = [o.detach().clone() for o in _outputs(ref_model(*[
+                a.clone() if isinstance(a, torch.Tensor) else a for a in judged]))]
+    except torch.OutOfMemoryError as exc:
+        return {**answer, **_out_of_memory("the reference Model", exc)}
     answer["torch_reference"] = [_host(_rows(o, rows)) for o in ref_out]
     args = args_of(first) if calls == 2 else judged
     try:
@@ -273,6 +277,8 @@ def run_case(*, problem: str, candidate: str, overrides: Mapping[str, Any],
             got = _outputs(cand_model(*args))
             if device.startswith("cuda"):
                 torch.cuda.synchronize()
+    except torch.OutOfMemoryError as exc:  # the device, not the candidate: not judged
+        return {**answer, **_out_of_memory("the candidate", exc)}
     except Exception as exc:  # noqa: BLE001 - a raising candidate is a failing verdict
         text = str(exc).splitlines()[0] if str(exc) else ""
         return {**answer, "fault": f"the candidate raised {type(exc).__name__}: {text}",
@@ -295,6 +301,14 @@ def run_case(*, problem: str, candidate: str, overrides: Mapping[str, Any],
             return {**answer, "fault": problem_text, "fault_kind": "output"}
     answer["outputs"] = [_host(_rows(g, rows)) for g in got]
     return answer
+
+
+def _out_of_memory(who: str, exc: BaseException) -> dict[str, str]:
+    """The answer of a case the device had no memory for (``fault_kind`` ``oom``):
+    the judge does not count it against the candidate."""
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return {"fault": f"{who} ran out of device memory on this case ({text})",
+            "fault_kind": "oom"}
 
 
 def _rows(t: torch.Tensor, rows: Sequence[int]) -> torch.Tensor:

@@ -98,6 +98,8 @@ class CaseResult:
     degenerate: bool = False
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    #: the device ran out of memory: the case is not judged (not the candidate's fault)
+    out_of_memory: bool = False
 
     @property
     def worst_ratio(self) -> float:
@@ -209,6 +211,7 @@ class _Context:
             result.kernelbench = {tol: all(d[tol] for d in kb) for tol in ("0.01", "0.0001")} \
                 if kb else {"0.01": False, "0.0001": False}
             result.fault = answer.get("fault")
+            result.out_of_memory = answer.get("fault_kind") == "oom"
         if case.rows:  # a sampled instance: the oracle on the same rows of the inputs
             if self.plan is None:
                 raise InvalidArgument(f"case {case.to_json()} names rows, but this problem's "
@@ -314,6 +317,7 @@ def _drawn(ctx: _Context, small: Mapping[str, int], examples: int,
 
     judged: list[CaseResult] = []
     failures: list[CaseResult] = []
+    oom: list[str] = []
 
     phases = [p for p in Phase if shrink or p not in (Phase.shrink, Phase.explain)]
 
@@ -327,12 +331,17 @@ def _drawn(ctx: _Context, small: Mapping[str, int], examples: int,
         assume(valid_sizes(ctx.problem, sizes))
         assume(float64_bytes(ctx.problem, sizes) <= ctx.max_bytes)
         result = ctx.run(case)
+        if result.out_of_memory:
+            if not oom:
+                oom.append(f"drawn cases the device had no memory for are not judged "
+                           f"({case.describe()})")
+            assume(False)
         judged.append(result)
         if not result.passed:
             failures.append(result)
             raise AssertionError(result.reason())
 
-    notes: list[str] = []
+    notes = oom
     try:
         check()
     except AssertionError:
@@ -470,6 +479,9 @@ def _judge(ctx: _Context, out: Judgement, examples: int, seed: int,
         return out
     if case is not None:
         first = ctx.run(case)
+        if first.out_of_memory:
+            out.status, out.reason = "refused", f"not judged: {first.fault}"
+            return out
         out.cases = 1
     else:
         official = _official(ctx, fits, small, seed)
@@ -485,6 +497,14 @@ def _judge(ctx: _Context, out: Judgement, examples: int, seed: int,
                              f"to hand over whole): its distribution "
                              f"judged at {official.describe()}")
         first = ctx.run(official)
+        if first.out_of_memory and official.rows:
+            out.notes.append(f"the official instance did not fit the device's memory "
+                             f"({first.fault}): judged at reduced sizes instead")
+            official = KBCase(sizes=tuple(sorted(small.items())))
+            first = ctx.run(official)
+        if first.out_of_memory:
+            out.status, out.reason = "refused", f"not judged: {first.fault}"
+            return out
         out.official, out.cases = first, 1
         out.kernelbench = dict(first.kernelbench)
         out.degenerate = first.degenerate

@@ -165,3 +165,13 @@ def test_rows_that_share_batch_statistics_are_not_sampled(problems: Path,
     assert j.status == "pass", j.reason
     assert not j.official.case.rows
     assert any("cannot be judged on a sample of its rows" in n for n in j.notes)
+
+
+def test_cases_the_device_has_no_memory_for_are_not_judged(problems: Path,
+                                                            candidates: Path) -> None:
+    j = run(problems, candidates, "gemm_gelu", "gemm_gelu_out_of_memory", examples=30)
+    assert j.status == "pass", j.reason  # batches above 8 skipped, not failed
+    assert any("no memory for are not judged" in n for n in j.notes)
+    big = KBCase(sizes=(("batch_size", 12),))
+    again = run(problems, candidates, "gemm_gelu", "gemm_gelu_out_of_memory", case=big)
+    assert again.status == "refused" and "ran out of device memory" in again.reason
