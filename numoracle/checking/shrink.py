@@ -333,11 +333,14 @@ class _Shrinker:
             direct: list[tuple[str, int]], keep: np.ndarray | None) -> Arrays | None:
         """The inputs for ``new_params``: ``keep`` indices on the direct axes,
         the first entries on every other axis that shrank, zeros appended on an
-        axis that grew (a convolution's output rows when its kernel shrinks)."""
+        axis that grew (a convolution's output rows when its kernel shrinks);
+        integer inputs clipped into their range for ``new_params``."""
         try:
-            shapes = self.op.input_shapes(self.op.validate(new_params))
+            checked = self.op.validate(new_params)
+            shapes = self.op.input_shapes(checked)
         except (InvalidArgument, ValueError):
             return None
+        integers = self.op.integer_inputs(checked)
         out = {}
         for k, arr in inputs.items():
             if k not in shapes:
@@ -360,6 +363,8 @@ class _Shrinker:
                     a = np.take(a, keep, axis=ax)
                 else:
                     a = np.take(a, np.arange(n_new), axis=ax)
+            if k in integers:  # labels of a shrunk class count stay below it
+                a = np.clip(a, integers[k].lo, integers[k].hi - 1)
             out[k] = np.ascontiguousarray(a)
         if set(out) != set(shapes):
             return None
@@ -445,10 +450,12 @@ class _Shrinker:
 
     def values(self, params: Params, inputs: Arrays) -> tuple[Arrays, bool]:
         progress = False
+        integers = self.op.integer_inputs(params)
         for name in list(inputs):
             a = inputs[name]
-            simpler: Iterator[np.ndarray] = iter(
-                [np.zeros_like(a)] + [self._rounded(a, b) for b in (1, 2, 4, 8)])
+            simpler: Iterator[np.ndarray] = iter(  # an integer input: zeros only
+                [np.zeros_like(a)] + [self._rounded(a, b) for b in (1, 2, 4, 8)
+                                      if name not in integers])
             for cand_arr in simpler:
                 if np.array_equal(cand_arr, a, equal_nan=True):
                     continue
@@ -516,9 +523,10 @@ def shrink(target: Target, op: str, params: Mapping[str, Any], inputs: Mapping[s
     storage = target.precision.storage.name
     fmt = get_format(storage)
     ins: Arrays = {}
+    integers = o.integer_inputs(o.validate(dict(params)))  # labels, indices: never rounded
     for k, v in inputs.items():
         a = np.asarray(v, dtype=np.float64)
-        q = quantize(a, fmt)
+        q = a if k in integers else quantize(a, fmt)
         if not np.array_equal(q, a, equal_nan=True):
             raise InvalidArgument(
                 f"input {k!r} holds values that are not exact in {storage} (the storage of "

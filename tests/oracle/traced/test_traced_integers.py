@@ -145,6 +145,26 @@ def test_a_repro_keeps_its_labels_integer_and_replays(tmp_path, monkeypatch):
     assert not replay(folders[0], rerun=False).passed
 
 
+def test_given_arrays_with_labels_beyond_bf16_shrink():
+    """Indices above 256 are not bf16 values: a case given from outside keeps them
+    as they are, and shrinking never rounds them."""
+    from numoracle.api import _make_target
+    from numoracle.checking.shrink import shrink
+
+    op = traced_op(embedding, name="traced_int_emb_bf16", inputs=EMB["inputs"],
+                   integers=EMB["integers"], dims={"vocab": (1, 1000), "d": (1, 4)})
+    target = _make_target(_embedding_row_off_by_one, op=op.name, precision="bf16",
+                          backend="torch-cpu")
+    rng = np.random.default_rng(0)
+    weight = np.asarray(torch.tensor(rng.standard_normal((999, 2))).bfloat16().double())
+    idx = np.array([[997, 301, 5]])
+    res = shrink(target, op.name, {"vocab": 999, "d": 2, "batch": 1, "s": 3},
+                 {"weight": weight, "idx": idx}, max_runs=200)
+    assert not res.verdict.passed and res.after["s"] == 1 and res.after["vocab"] < 999
+    left = res.inputs_after["idx"]
+    assert np.array_equal(left, np.floor(left)) and 0 <= left.min() and left.max() < 999
+
+
 # -- cases ------------------------------------------------------------------------------
 
 def test_labels_are_drawn_from_the_seed_below_the_class_count():
