@@ -109,5 +109,13 @@ def sweep(families: Sequence[str], targets: Sequence[str], examples: int, seed: 
             futures = {pool.submit(sweep_one, *pair, examples, seed, grads): pair
                        for pair in pairs}
             for future in as_completed(futures):
-                record(futures[future], future.result())
+                family, target = futures[future]
+                try:
+                    row = future.result()
+                except Exception as exc:  # noqa: BLE001 - a worker that died (a crash in a
+                    # kernel takes its process and the pool's pending pairs): recorded as such
+                    row = {"family": family, "grads": grads, "target": target,
+                           "examples": examples,
+                           "status": f"error: {type(exc).__name__}: {str(exc)[:300]}"}
+                record((family, target), row)
     return [done[p] for p in pairs]
