@@ -12,7 +12,7 @@
 #   tests      the GPU-marked tests (pytest -m gpu, $WORKERS xdist workers)
 #   sweep      soundness sweep of every GPU target, $EXAMPLES cases each (small cases)
 #   limits     the same once per size limit ($LIMITS, every value family)
-#   realistic  the same at real layer sizes (--regime realistic), $SECONDS per target
+#   realistic  the same at real layer sizes (--regime realistic), $SWEEP_SECONDS per target
 #   zoo        the bug zoo on linear, conv2d, KAN, logic and optim (GPU mutants included)
 #   speed      reference + bound against plain float64 on the GPU (matmul sweep, linear,
 #              conv2d at real sizes)
@@ -28,7 +28,8 @@
 #              mutant table (every 6th problem, 34 at most, $KB_MUTANT_SHARDS shards);
 #              needs KernelBench's level1/ and level2/ in $KERNELBENCH
 #
-# Knobs (environment): EXAMPLES (2000), JOBS (nproc - 2), WORKERS (4), SECONDS (60),
+# Knobs (environment): EXAMPLES (2000), JOBS (nproc - 2), WORKERS (4), SWEEP_SECONDS (60;
+# not SECONDS, which bash itself sets to the seconds since the shell started),
 # LIMITS (256,1024,default,262144); TRACED_CASES (1000), TRACED_GRAD_CASES (1000),
 # TRACED_FAMILIES (all), TRACED_TARGETS (torch-cuda-fp32,torch-cuda-tf32,torch-cuda-bf16);
 # KERNELBENCH (.kernelbench), KB_EXAMPLES (2), KB_SHARDS (6), KB_MUTANT_SHARDS (2; 0: no
@@ -47,7 +48,7 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 EXAMPLES=${EXAMPLES:-2000}
 JOBS=${JOBS:-$(( $(nproc) > 3 ? $(nproc) - 2 : 1 ))}
 WORKERS=${WORKERS:-4}
-SECONDS_PER=${SECONDS:-60}
+SECONDS_PER=${SWEEP_SECONDS:-60}
 LIMITS=${LIMITS:-256,1024,default,262144}
 GPU_BACKENDS=torch-cuda,cupy
 TRACED_CASES=${TRACED_CASES:-1000}
