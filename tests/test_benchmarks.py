@@ -77,7 +77,8 @@ def test_every_subcommand_and_survey_says_what_it_does(capsys: pytest.CaptureFix
     commands = _choices(parser())
     assert {"traced", "kernelbench", "mistakes", "sharpness"} <= set(commands)
     assert "--cudnn-winograd" in commands["sharpness"].format_help()
-    assert {"sweep", "cost", "census", "stress", "zoo"} <= set(_choices(commands["traced"]))
+    assert {"sweep", "cost", "census", "stress", "zoo", "references"} <= set(
+        _choices(commands["traced"]))
     assert {"census", "soundness", "mutants"} <= set(_choices(commands["kernelbench"]))
     for name, command in commands.items():
         for argv in ([name], *([name, s] for s in _choices(command))):

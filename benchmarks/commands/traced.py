@@ -6,6 +6,7 @@
     python -m benchmarks traced census KERNELBENCH_DIR [--levels level1,level2] [--grads]
         [--out DIR]
     python -m benchmarks traced stress [--seeds 0,1,2,3] [--out DIR]
+    python -m benchmarks traced references
     python -m benchmarks traced zoo [--examples 100] [--correct-examples 200] [--out DIR]
 
 ``sweep`` (:mod:`benchmarks.traced.sweep`) checks torch running the reference of
@@ -21,6 +22,8 @@ KernelBench problem and of composite references and which have a rule
 rule tests' cases again on fresh inputs in four value regimes
 (``rules_stress.json``). ``zoo`` (:mod:`benchmarks.traced.zoo`) runs the traced
 zoo: each mutant caught, each correct kernel passing (``zoo.json/md``).
+``references`` prints the op families' references: function, inputs with their
+dims, the size ranges drawn, and the inputs differentiated.
 """
 
 from __future__ import annotations
@@ -75,6 +78,19 @@ def _zoo(args: argparse.Namespace) -> int:
     from benchmarks.traced.zoo import zoo  # noqa: PLC0415 - torch-heavy
 
     return zoo(args.examples, args.correct_examples, args.seed, Path(args.out), args.argv)
+
+
+def _references(args: argparse.Namespace) -> int:
+    from benchmarks.traced.references import FAMILIES as REFERENCES  # noqa: PLC0415
+
+    print("| family | reference | inputs | sizes drawn | gradients of |")
+    print("|---|---|---|---|---|")
+    for family, (ref, inputs, dims, grads) in REFERENCES.items():
+        shapes = ", ".join(f"{k}{tuple(v)}" for k, v in inputs.items())
+        sizes = ", ".join(f"{k} in {lo}..{hi}" for k, (lo, hi) in dims.items())
+        print(f"| {family} | `{ref.__module__}:{ref.__name__}` | {shapes} | {sizes} | "
+              f"{', '.join(grads) or '-'} |")
+    return 0
 
 
 def _quiet(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -133,6 +149,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     st.add_argument("--seeds", default="0,1,2,3", help="comma-separated (0,1,2,3)")
     st.add_argument("--out", default=_OUT, help=f"folder of rules_stress.json ({_OUT})")
     st.set_defaults(func=_quiet(_stress))
+    re_ = what.add_parser("references", help="the op families' references: function, inputs, "
+                                             "sizes drawn, gradients (printed)")
+    re_.set_defaults(func=_quiet(_references))
     zo = what.add_parser("zoo", help="the traced zoo: every mutant caught, every correct "
                                      "kernel passing (zoo.json/md)")
     zo.add_argument("--examples", type=int, default=100, help="cases per mutant (100)")
