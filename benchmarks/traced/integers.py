@@ -8,6 +8,7 @@ one index bug each (cases until caught, the shrunk case).
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from collections.abc import Callable
@@ -146,6 +147,13 @@ def _mutant_row(name: str, examples: int, seed: int) -> dict[str, Any]:
             "diagnosis": r.diagnosis}
 
 
+def _ratio(x: float | None) -> str:
+    """A ratio to four decimals, cut (not rounded) so that one below 1 never reads 1."""
+    if x is None:
+        return "-"
+    return f"{math.floor(x * 1e4) / 1e4:.4f}" if math.isfinite(x) else str(x)
+
+
 def _table(rows: list[dict[str, Any]], mutants: list[dict[str, Any]], command: str) -> str:
     lines = ["# Integer inputs of traced references", "", f"`{command}`", "",
              "| reference | target | status | cases | alarms | worst ratio | seconds |",
@@ -153,7 +161,7 @@ def _table(rows: list[dict[str, Any]], mutants: list[dict[str, Any]], command: s
     for r in rows:
         lines.append(f"| {r['reference']} | {r['target']} | {r['status'][:60]} | "
                      f"{r.get('cases', '-')} | {r.get('alarms', '-')} | "
-                     f"{r.get('worst_ratio', float('nan')):.3g} | {r.get('seconds', '-')} |")
+                     f"{_ratio(r.get('worst_ratio'))} | {r.get('seconds', '-')} |")
     lines += ["", "| mutant | caught | cases to catch | shrunk inputs |", "|---|---|---:|---|"]
     for m in mutants:
         lines.append(f"| {m['mutant']} | {m['caught']} | {m['cases_to_catch']} | "

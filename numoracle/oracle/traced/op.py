@@ -190,6 +190,24 @@ def _integer_specs(integers: Any, booleans: Any, declared: Mapping[str, Any],
     return specs
 
 
+def _from_examples(given: Mapping[str, torch.Tensor], integers: Any,
+                   booleans: Any) -> tuple[Any, Any]:
+    """``integers`` and ``booleans`` with the example tensors of integer dtype
+    (drawn in ``[min, max + 1)`` of the example, as ``torch.randint`` made them)
+    and of bool dtype added, unless named already."""
+    named = set(integers or {}) | set(booleans if isinstance(booleans, (tuple, list)) else ())
+    found = {k: v for k, v in given.items() if k not in named and not v.is_floating_point()
+             and not v.is_complex()}
+    if not found:
+        return integers, booleans
+    more = {k: (int(v.min()), int(v.max()) + 1) for k, v in found.items()
+            if v.dtype != torch.bool and v.numel()}
+    masks = tuple(k for k, v in found.items() if v.dtype == torch.bool)
+    ints = {**dict(integers or {}), **more} if isinstance(integers, Mapping | None) else integers
+    bools = (*booleans, *masks) if isinstance(booleans, (tuple, list)) else booleans
+    return ints, bools
+
+
 def _range(name: str, spec: Any) -> tuple[int, int]:
     if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
         spec = (1, int(spec))
@@ -213,7 +231,9 @@ class TracedOp(Op):
     inputs : mapping or sequence
         ``{name: (dim, ...)}`` with dimension names (str) and fixed sizes
         (int); or example tensors (a sequence, named after the reference's
-        parameters, or a mapping by name): fixed shapes.
+        parameters, or a mapping by name): fixed shapes; an integer example
+        (class labels of ``torch.randint``) is an integer input drawn in
+        ``[min, max + 1)`` of its values, a bool one a mask.
     dims : mapping
         ``{dim: (lo, hi)}`` (or ``hi``): the range each dimension is drawn in
         (:data:`DEFAULT_DIM`; :data:`DEFAULT_BATCH` for ``batch``).
@@ -265,13 +285,15 @@ class TracedOp(Op):
             raise InvalidArgument(f"grads={grads!r} must be a tuple of input names, e.g. "
                                   f"grads=({grads!r},)")
         self.examples: dict[str, tuple[int, ...]] | None = None
+        given: dict[str, torch.Tensor] = {}
         if isinstance(inputs, Mapping) and inputs and all(
                 isinstance(v, torch.Tensor) for v in inputs.values()):
-            shapes = {str(k): tuple(v.shape) for k, v in inputs.items()}
+            given = {str(k): v for k, v in inputs.items()}
+            shapes = {k: tuple(v.shape) for k, v in given.items()}
         elif isinstance(inputs, (list, tuple)) and inputs and all(
                 isinstance(v, torch.Tensor) for v in inputs):
-            shapes = dict(zip(_signature_names(reference, len(inputs)),
-                              (tuple(v.shape) for v in inputs), strict=True))
+            given = dict(zip(_signature_names(reference, len(inputs)), inputs, strict=True))
+            shapes = {k: tuple(v.shape) for k, v in given.items()}
         elif isinstance(inputs, Mapping) and inputs:
             shapes = {str(k): tuple(v) if isinstance(v, (tuple, list)) else v
                       for k, v in inputs.items()}
@@ -294,6 +316,7 @@ class TracedOp(Op):
         self.param_names = tuple(names)
         if isinstance(grads, (tuple, list)):
             grads = tuple(grads)
+        integers, booleans = _from_examples(given, integers, booleans)
         self.integers = _integer_specs(integers, booleans, self.declared, grads, self.ranges)
         # a traced op's plan and trained parameters are its own, not its class's
         self.plan = tuple(Dim(d, max_value=hi, is_batch=(d == "batch"),  # type: ignore[misc]

@@ -206,6 +206,17 @@ def test_booleans_are_masks():
                         store=None).verdict == "pass"
 
 
+def test_integer_example_tensors_are_integer_inputs():
+    op = TracedOp(cross_entropy, inputs=[torch.randn(4, 10), torch.randint(1, 10, (4,))],
+                  name="traced_int_examples")
+    spec = op.integer_inputs({})["labels"]
+    assert (spec.lo, spec.dtype) == (1, "int64") and spec.hi <= 10
+    assert not op.integer_inputs({}).keys() - {"labels"}
+    masks = TracedOp(masked_sum, inputs={"x": torch.randn(2, 3),
+                                         "mask": torch.ones(2, 3, dtype=torch.bool)})
+    assert masks.integer_inputs({})["mask"].dtype == "bool"
+
+
 def test_the_spec_keeps_the_integer_inputs():
     op = _op("traced_int_ce", cross_entropy, CE)
     spec = op.spec()
