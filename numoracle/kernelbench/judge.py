@@ -83,6 +83,9 @@ PRECISIONS = {"fp32": ("float32", False), "tf32": ("float32", True), "bf16": ("b
 #: the float64 floor (inputs, parameters, intermediates) above which a size is not
 #: evaluated whole
 DEFAULT_MAX_BYTES = 256 << 20
+#: what each claim adds to its format's model: eager torch's ``F.linear`` in bf16 may
+#: round the product to bf16 before it adds the bias (an unfused epilogue)
+_CLAIMS: dict[str, dict[str, Any]] = {"bf16": {"bias_after_store": True}}
 _TORCH = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
@@ -178,7 +181,7 @@ class _Context:
         self.problem, self.candidate, self.precision = problem, candidate, precision
         self.dtype_name, self.tf32 = PRECISIONS[precision]
         self.dtype = _TORCH[self.dtype_name]
-        self.model = get_model(precision)
+        self.model = get_model(precision, **_CLAIMS.get(precision, {}))
         self.device, self.timeout, self.max_bytes = device, timeout, max_bytes
         self.isolated = isolated
         self.base: dict[str, Any] = dict(problem.dropout_off())
