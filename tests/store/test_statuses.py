@@ -64,7 +64,7 @@ def test_zoo_rows_say_caught_missed_or_skipped(tmp_path: Path,
     zoo = tmp_path / "zoo"
     zoo.mkdir()
     (zoo / "mutants.py").write_text(MUTANTS)
-    status = main(["zoo", "--zoo", str(zoo), "--ops", "linear", "--examples", "10",
+    status = main(["zoo", "--zoo", str(zoo), "--ops", "linear", "--examples", "30",
                    "--report", str(tmp_path / "rep"), "--store", str(tmp_path / "store")])
     out = capsys.readouterr().out
     assert status == 1  # one missed
@@ -72,7 +72,7 @@ def test_zoo_rows_say_caught_missed_or_skipped(tmp_path: Path,
     caught = rows["a_mutant_with_a_rather_long_name_caught"]
     assert caught["status"] == "caught" and "logic bug" in caught["reason"]
     assert rows["missed_one"]["status"] == "missed"
-    assert rows["missed_one"]["reason"] == "10 cases passed"
+    assert rows["missed_one"]["reason"] == "30 cases passed"
     assert rows["gpu_only_mutant"]["status"] == "skipped"
     assert rows["gpu_only_mutant"]["reason"] == "cupy is not installed"
     table = [line for line in out.splitlines() if line[:1] in "┏┃┡│└"]
