@@ -71,10 +71,13 @@ def softmax(ctx: RuleContext, x: Tracked, axis: int) -> Tracked:
 
 
 def log_softmax(ctx: RuleContext, x: Tracked, axis: int) -> Tracked:
-    """``(x - max) - log(sum(exp(x - max)))`` along ``axis``."""
+    """``(x - max) - log(sum(exp(x - max)))`` along ``axis``; under the per-op claim
+    the sum and its logarithm are kept in the storage format, as torch's CPU
+    kernel keeps them in bf16."""
     axis %= max(x.value.ndim, 1)
     d, e, _ = shifted_exp(ctx, x, axis)
-    return sub(d, ew.log(_sum_keep(ctx, e, axis), ctx.model, ulps=ulps(ctx, "log")), ctx.model)
+    total = ctx.kept(_sum_keep(ctx, e, axis))
+    return sub(d, ctx.kept(ew.log(total, ctx.model, ulps=ulps(ctx, "log"))), ctx.model)
 
 
 @rule("aten._softmax.default")
