@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from benchmarks.traced.integers import class_nll, embedding, gather_rows, masked_sum
 from numoracle import check_kernel
 from numoracle.cases.case import Case
 from numoracle.cli import main
@@ -23,27 +24,6 @@ from numoracle.oracle.ops import OPS, get_op
 from numoracle.oracle.traced.op import TracedOp, traced_op
 from numoracle.running.runner import run_target
 from numoracle.zoo.traced import cross_entropy
-
-
-def class_nll(log_p: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Mean negative log-likelihood of class labels."""
-    return F.nll_loss(log_p, labels)
-
-
-def embedding(weight: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """Rows of ``weight`` looked up by token id."""
-    return F.embedding(idx, weight)
-
-
-def gather_rows(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """``x[b, idx[b, k]]``."""
-    return torch.gather(x, 1, idx)
-
-
-def masked_sum(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """The sum of each row over the elements the mask keeps."""
-    return torch.where(mask, x, 0.0).sum(-1)
-
 
 CE = {"inputs": {"logits": ("batch", "n"), "labels": ("batch",)},
       "integers": {"labels": (0, "n")}, "grads": ("logits",), "dims": {"n": (2, 32)}}
