@@ -13,6 +13,7 @@ from numoracle.cases.target import Target
 from numoracle.kernels import get_target
 from numoracle.oracle.precision import get_model
 from numoracle.running.runner import run_target
+from numoracle.zoo.linear import bias_added_twice
 
 
 def test_a_time_budget_stops_drawing_cases(tmp_path: Path) -> None:
@@ -71,15 +72,6 @@ def test_given_cases_are_judged_in_order_and_counted_as_drawn_ones() -> None:
     assert res.worst_ratio == max(run_target(t, cases=[c], store=None).worst_ratio for c in cases)
 
 
-def _adds_bias_twice(x, weight, grad_output, bias=None):
-    y = x @ weight.T
-    out = {"grad_input": grad_output @ weight, "grad_weight": grad_output.T @ x}
-    if bias is not None:
-        y = y + 2 * bias
-        out["grad_bias"] = grad_output.sum(axis=0)
-    out["y"] = y
-    return out
-
 
 def test_a_failure_among_given_cases_is_shrunk_and_its_repro_replays(tmp_path: Path) -> None:
     from numoracle.checking.replay import replay_repro
@@ -87,7 +79,7 @@ def test_a_failure_among_given_cases_is_shrunk_and_its_repro_replays(tmp_path: P
     from numoracle.store.repro import load_repro
 
     t = Target(name="bias-twice", op="linear", backend="numpy", precision=get_model("fp32"),
-               fn=_adds_bias_twice)
+               fn=bias_added_twice)
     cases = draw_cases(t, 40, 1, families="normal", max_overlays=0)
     seen: list[Any] = []
     res = run_target(t, cases=cases, store=tmp_path, on_case=seen.append)

@@ -27,6 +27,7 @@ from numoracle.running.schedule import (
     totals_line,
     warm_up,
 )
+from numoracle.zoo.linear import bias_added_twice
 
 
 def sleepy(seconds: float) -> Target:
@@ -73,19 +74,10 @@ def test_rows_left_without_time_are_unjudged_not_passed(tmp_path: Path) -> None:
     assert line.startswith("rows: 1 passed, 0 failed, 0 skipped, 1 unjudged")
 
 
-def adds_bias_twice(x: Any, weight: Any, grad_output: Any, bias: Any = None) -> dict[str, Any]:
-    y = x @ weight.T
-    out = {"grad_input": grad_output @ weight, "grad_weight": grad_output.T @ x}
-    if bias is not None:
-        y = y + 2 * bias
-        out["grad_bias"] = grad_output.sum(axis=0)
-    out["y"] = y
-    return out
-
 
 def test_shrinking_stops_at_its_cap_and_says_so(tmp_path: Path) -> None:
     t = Target(name="bias-twice", op="linear", backend="numpy", precision=get_model("fp32"),
-               fn=adds_bias_twice)
+               fn=bias_added_twice)
     res = run_target(t, examples=50, store=tmp_path, shrink_seconds=0.0)
     assert res.verdict == "FAIL" and res.repro
     assert "shrinking stopped at its cap of 0 s" in res.diagnosis

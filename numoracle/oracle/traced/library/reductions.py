@@ -22,6 +22,7 @@ whose cancellation the composed bound carries).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -187,26 +188,33 @@ for _name, _largest in (("max", True), ("min", False)):
 _CUMSUM_BLOCK = 512
 
 
-@rule("aten.cumsum.default")
-def cumsum_rule(ctx: RuleContext, x: Any, dim: int, *, dtype: Any = None) -> Any:
+def _scan(ctx: RuleContext, x: Any, dim: int, dtype: Any, name: str,
+          integer: Callable[..., np.ndarray], along_last: Callable[[Tracked], Tracked]) -> Any:
+    """A prefix scan of ``x`` along ``dim``: ``integer`` on an integer tensor (exact),
+    else ``along_last`` on the tracked values with ``dim`` moved last."""
     if not is_tracked(x):
-        return np.cumsum(np.asarray(x), axis=dim)
-    check_no_dtype("aten.cumsum", dtype)
+        return integer(np.asarray(x), axis=dim)
+    check_no_dtype(f"aten.{name}", dtype)
     nd = x.value.ndim
-    if nd == 0:
+    if nd == 0 or x.value.shape[dim % nd] == 0:
         return tmap_all(x, np.array)
     axis = dim % nd
-    moved = tmap_all(x, lambda a: np.moveaxis(a, axis, -1))
-    n = moved.shape[-1]
-    blocks = []
-    for j0 in range(0, n, _CUMSUM_BLOCK):
-        j1 = min(n, j0 + _CUMSUM_BLOCK)
-        tri = np.triu(np.ones((j1, j1 - j0)), -j0)  # [i, j] = 1 where i <= j0 + j
-        part = tmap_all(moved, _head(j1))
-        blocks.append(matmul(part, exact(tri), ctx.running_model(),
-                             terms=np.arange(j0 + 1, j1 + 1)))
-    out = concat(blocks, axis=-1) if len(blocks) > 1 else blocks[0]
+    out = along_last(tmap_all(x, lambda a: np.moveaxis(a, axis, -1)))
     return tmap_all(out, lambda a: np.moveaxis(a, -1, axis))
+
+
+@rule("aten.cumsum.default")
+def cumsum_rule(ctx: RuleContext, x: Any, dim: int, *, dtype: Any = None) -> Any:
+    def prefix_sums(moved: Tracked) -> Tracked:
+        n = moved.shape[-1]
+        blocks = []
+        for j0 in range(0, n, _CUMSUM_BLOCK):
+            j1 = min(n, j0 + _CUMSUM_BLOCK)
+            tri = np.triu(np.ones((j1, j1 - j0)), -j0)  # [i, j] = 1 where i <= j0 + j
+            blocks.append(matmul(tmap_all(moved, _head(j1)), exact(tri), ctx.running_model(),
+                                 terms=np.arange(j0 + 1, j1 + 1)))
+        return concat(blocks, axis=-1) if len(blocks) > 1 else blocks[0]
+    return _scan(ctx, x, dim, dtype, "cumsum", np.cumsum, prefix_sums)
 
 
 def _head(k: int) -> Any:
@@ -219,23 +227,13 @@ def _head(k: int) -> Any:
 def cumprod_rule(ctx: RuleContext, x: Any, dim: int, *, dtype: Any = None) -> Any:
     """Prefix products, one rounded multiplication after another (a product of ``k``
     factors in any association has the same first-order bound, ``(k - 1) u``)."""
-    if not is_tracked(x):
-        return np.cumprod(np.asarray(x), axis=dim)
-    check_no_dtype("aten.cumprod", dtype)
-    nd = x.value.ndim
-    if nd == 0:
-        return tmap_all(x, np.array)
-    axis = dim % nd
-    moved = tmap_all(x, lambda a: np.moveaxis(a, axis, -1))
-    n = moved.shape[-1]
-    if n == 0:
-        return tmap_all(x, np.array)
-    parts = [tmap_all(moved, lambda a: a[..., 0])]
-    model = ctx.running_model()
-    for k in range(1, n):
-        parts.append(ew.mul(parts[-1], tmap_all(moved, _column(k)), model))
-    out = tcat([tmap_all(p, lambda a: a[..., None]) for p in parts], axis=-1)
-    return tmap_all(out, lambda a: np.moveaxis(a, -1, axis))
+    def prefix_products(moved: Tracked) -> Tracked:
+        parts = [tmap_all(moved, lambda a: a[..., 0])]
+        model = ctx.running_model()
+        for k in range(1, moved.shape[-1]):
+            parts.append(ew.mul(parts[-1], tmap_all(moved, _column(k)), model))
+        return tcat([tmap_all(p, lambda a: a[..., None]) for p in parts], axis=-1)
+    return _scan(ctx, x, dim, dtype, "cumprod", np.cumprod, prefix_products)
 
 
 def _column(k: int) -> Any:
