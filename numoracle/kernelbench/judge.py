@@ -87,6 +87,8 @@ DEFAULT_MAX_BYTES = 256 << 20
 #: round the product to bf16 before it adds the bias (an unfused epilogue)
 _CLAIMS: dict[str, dict[str, Any]] = {"bf16": {"bias_after_store": True}}
 _TORCH = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+#: the note of a judgement some of whose drawn cases the device had no memory for
+_NO_MEMORY = "drawn cases the device had no memory for are not judged"
 
 
 @dataclass
@@ -215,6 +217,9 @@ class _Context:
                 if kb else {"0.01": False, "0.0001": False}
             result.fault = answer.get("fault")
             result.out_of_memory = answer.get("fault_kind") == "oom"
+        if result.out_of_memory:  # not judged: the oracle's work would be thrown away
+            result.seconds = time.perf_counter() - t0
+            return result
         if case.rows:  # a sampled instance: the oracle on the same rows of the inputs
             if self.plan is None:
                 raise InvalidArgument(f"case {case.to_json()} names rows, but this problem's "
@@ -320,7 +325,7 @@ def _drawn(ctx: _Context, small: Mapping[str, int], examples: int,
 
     judged: list[CaseResult] = []
     failures: list[CaseResult] = []
-    oom: list[str] = []
+    notes: list[str] = []
 
     phases = [p for p in Phase if shrink or p not in (Phase.shrink, Phase.explain)]
 
@@ -335,16 +340,14 @@ def _drawn(ctx: _Context, small: Mapping[str, int], examples: int,
         assume(float64_bytes(ctx.problem, sizes) <= ctx.max_bytes)
         result = ctx.run(case)
         if result.out_of_memory:
-            if not oom:
-                oom.append(f"drawn cases the device had no memory for are not judged "
-                           f"({case.describe()})")
+            if not any(n.startswith(_NO_MEMORY) for n in notes):
+                notes.append(f"{_NO_MEMORY} ({case.describe()})")
             assume(False)
         judged.append(result)
         if not result.passed:
             failures.append(result)
             raise AssertionError(result.reason())
 
-    notes = oom
     try:
         check()
     except AssertionError:
