@@ -34,8 +34,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +43,7 @@ from hypothesis.errors import InvalidArgument
 
 from .api import GPU_BACKENDS, SESSION_DEFAULTS, add_listener, check_kernel, remove_listener
 from .checking.message import fmt_ratio
+from .running.devices import nvidia_gpu_count
 
 if TYPE_CHECKING:
     from .running.runner import TargetResult
@@ -102,15 +101,7 @@ def _load_profile(config: pytest.Config) -> None:
 def gpu_count() -> int:
     """GPUs the NVIDIA driver lists (``nvidia-smi -L``), without initialising CUDA;
     0 where there is no driver."""
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return 0
-    try:
-        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=30,
-                             check=False).stdout
-    except (OSError, subprocess.SubprocessError):
-        return 0
-    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+    return nvidia_gpu_count()
 
 
 def pin_worker_gpu(env: MutableMapping[str, str],

@@ -330,7 +330,8 @@ def _scheduled(targets: Sequence[Target], args: argparse.Namespace,
             plan.judge_seconds = time.monotonic() - t1
         else:
             judged, warm, plan.warm_seconds, plan.judge_seconds = run_pool(
-                rows, seconds, settings, jobs, on_case=on_case, on_warm=on_warm)
+                rows, seconds, settings, jobs, on_case=on_case, on_warm=on_warm,
+                stats=plan.pool)
             plan.warm.update(warm)
     plan.warm_seconds += plan.warm.get("report pictures (matplotlib)", 0.0)
     plan.results = [judged[s] if isinstance(s, int) else s for s in slots]

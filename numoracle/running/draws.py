@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -130,11 +131,13 @@ class BlockDraws:
 class BlockCases:
     """Up to ``n`` cases of one block, fetched chunk by chunk (``fetch(j)``
     gives chunk ``j``; an empty chunk ends the block) only as far as they are
-    judged: what :func:`~numoracle.running.runner.run_target` takes as
-    ``cases`` in a scheduled run."""
+    judged, and none fetched past ``end`` (a ``time.monotonic()`` instant):
+    what :func:`~numoracle.running.runner.run_target` takes as ``cases`` in a
+    scheduled run."""
 
-    def __init__(self, n: int, fetch: Callable[[int], list[Case]]) -> None:
-        self.n, self.fetch = n, fetch
+    def __init__(self, n: int, fetch: Callable[[int], list[Case]],
+                 end: float | None = None) -> None:
+        self.n, self.fetch, self.end = n, fetch, end
 
     def __len__(self) -> int:
         return self.n
@@ -142,6 +145,8 @@ class BlockCases:
     def __iter__(self) -> Iterator[Case]:
         given, index = 0, 0
         while given < self.n:
+            if self.end is not None and time.monotonic() >= self.end:
+                return
             chunk = self.fetch(index)
             if not chunk:
                 return

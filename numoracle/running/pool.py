@@ -6,8 +6,11 @@ worker warms its targets up, says so, and waits; once every worker is warm
 the driver starts the clock and every worker judges its rows with
 :func:`~numoracle.running.schedule.judge_rows` in the time given, streaming
 each case (for the progress bars) and each row's result back through a pipe.
-A worker is pinned to GPU ``index mod GPUs`` through ``CUDA_VISIBLE_DEVICES``
-(set before it imports anything) where the machine has several.
+Where the host has several GPUs (:func:`~numoracle.running.devices.gpu_devices`)
+the workers form a pool per GPU: worker ``w`` is pinned to GPU ``w mod GPUs``
+through ``CUDA_VISIBLE_DEVICES`` (set before it imports anything), and the
+rows whose target runs on a GPU are dealt so that every GPU gets its share
+of them.
 
 The driver draws every case (:class:`~numoracle.running.schedule.RunDraws`,
 as one process does for itself): a worker asks it for each chunk of a
@@ -15,6 +18,13 @@ block's cases through its pipe, and for the next chunk ahead while it
 judges one. So the per-row cases are those of ``-j 1`` when time does not
 cut a row short, whatever the workers have loaded. A worker that dies
 leaves its rows unjudged, with the reason.
+
+The budget holds: no worker asks for cases past the end, a case still
+running at the end plus the schedule's grace is cut (not counted, the
+cases before it kept; a failure being shrunk is not cut), and the driver
+stops drawing ahead at the end. :func:`run_pool` reports where the time
+went (``stats``): the driver's seconds drawing, the workers' seconds
+waiting for cases, and each worker's GPU.
 """
 
 from __future__ import annotations
@@ -23,14 +33,13 @@ import contextlib
 import multiprocessing
 import os
 import pickle
-import shutil
-import subprocess
 import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
+from .devices import VISIBLE, gpu_devices, pinned, worker_devices
 from .draws import CHUNK, case_digest
 from .runner import TargetResult
 from .schedule import (
@@ -48,24 +57,10 @@ if TYPE_CHECKING:
 
     from ..cases.case import Case
 
-__all__ = ["run_pool", "default_jobs", "gpu_count", "MEMORY_PER_WORKER"]
+__all__ = ["run_pool", "default_jobs", "MEMORY_PER_WORKER"]
 
 #: bytes of memory a worker may need (imports, the oracle's arrays): caps the default jobs
 MEMORY_PER_WORKER = 3 * 2**30
-
-
-def gpu_count() -> int:
-    """GPUs the NVIDIA driver lists (``nvidia-smi -L``), without initialising
-    CUDA in this process; 0 where there is no driver."""
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return 0
-    try:
-        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=30,
-                             check=False).stdout
-    except (OSError, subprocess.SubprocessError):
-        return 0
-    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
 
 
 def _available_memory() -> int | None:
@@ -93,16 +88,29 @@ def default_jobs(rows: int) -> int:
     return max(1, min(cores, by_memory, rows))
 
 
-def _deal(rows: Sequence[Row], jobs: int) -> list[list[int]]:
+def _deal(rows: Sequence[Row], jobs: int,
+          devices: Sequence[str | None] | None = None) -> list[list[int]]:
     """Row indices per worker: heaviest first to the lightest-loaded worker,
-    each worker's rows kept in run order."""
+    each worker's rows kept in run order. ``devices`` gives each worker's GPU
+    (None: none pinned): a row whose target runs on a GPU goes first to the
+    GPU with the least GPU work dealt so far, so that every GPU gets its
+    share. Workers given no row are left out (their hands are empty)."""
     load = [0.0] * jobs
     hands: list[list[int]] = [[] for _ in range(jobs)]
+    gpu_load: dict[str | None, float] = {}
+    devices = list(devices) if devices is not None else [None] * jobs
     for k in sorted(range(len(rows)), key=lambda k: -rows[k].weight):
-        w = min(range(jobs), key=lambda j: (load[j], len(hands[j])))
+        on_gpu = rows[k].target.on_gpu and devices[0] is not None
+
+        def key(j: int, on_gpu: bool = on_gpu) -> tuple[float, float, int]:
+            return (gpu_load.get(devices[j], 0.0) if on_gpu else 0.0, load[j], len(hands[j]))
+
+        w = min(range(jobs), key=key)
         hands[w].append(k)
         load[w] += rows[k].weight
-    return [sorted(h) for h in hands if h]
+        if on_gpu:
+            gpu_load[devices[w]] = gpu_load.get(devices[w], 0.0) + rows[k].weight
+    return [sorted(h) for h in hands]
 
 
 def _portable(row: Row) -> tuple[Any, ...]:
@@ -137,6 +145,7 @@ class _Fetcher:
         self.conn, self.index, self.sizes = conn, index, sizes
         self.asked: set[tuple[int, int, int]] = set()
         self.got: dict[tuple[int, int, int], list[Case]] = {}
+        self.waited = 0.0  # seconds spent waiting for the driver's chunks
 
     def _ask(self, key: tuple[int, int, int]) -> None:
         if key not in self.asked:
@@ -149,10 +158,14 @@ class _Fetcher:
         self._ask((k, block, j))
         if (j + 1) * min(CHUNK, max(size, 1)) < size:
             self._ask((k, block, j + 1))
-        while (k, block, j) not in self.got:
-            message = self.conn.recv()
-            if message[0] == "chunk":
-                self.got[tuple(message[1:4])] = message[4]
+        t0 = time.monotonic()
+        try:
+            while (k, block, j) not in self.got:
+                message = self.conn.recv()
+                if message[0] == "chunk":
+                    self.got[tuple(message[1:4])] = message[4]
+        finally:
+            self.waited += time.monotonic() - t0
         return self.got.pop((k, block, j))
 
 
@@ -180,7 +193,7 @@ def _worker(conn: Connection, specs: list[tuple[int, tuple[Any, ...]]],
 
         fetch = _Fetcher(conn, index, [block_sizes(r, settings) for r in rows])
         judge_rows(rows, seconds, settings, on_case=on_case, on_row=on_row, fetch=fetch)
-        conn.send(("done", None))
+        conn.send(("done", {"waited_s": fetch.waited, "gpu": os.environ.get(VISIBLE)}))
     except Exception:  # noqa: BLE001 - the driver reports it with the rows left unjudged
         conn.send(("error", traceback.format_exc()))
     finally:
@@ -192,6 +205,8 @@ def run_pool(rows: Sequence[Row], seconds: float | None, settings: RunSettings, 
              on_warm: Callable[[], None] | None = None,
              warm_limit: float | None = None,
              judged: dict[int, list[str]] | None = None,
+             devices: Sequence[str] | None = None,
+             stats: dict[str, Any] | None = None,
              ) -> tuple[list[TargetResult], dict[str, float], float, float]:
     """Judge ``rows`` in ``jobs`` worker processes within ``seconds`` after
     their warm-up.
@@ -202,32 +217,34 @@ def run_pool(rows: Sequence[Row], seconds: float | None, settings: RunSettings, 
     the clock starts. A worker still warming up after ``warm_limit`` seconds,
     or that dies, leaves its rows unjudged. ``judged``, where given, gets the
     digests (:func:`~numoracle.running.draws.case_digest`) of the cases each
-    row judged, in order, keyed by row.
+    row judged, in order, keyed by row. ``devices`` are the GPUs the workers
+    are pinned to, round robin (default :func:`~numoracle.running.devices.gpu_devices`;
+    none pinned where fewer than two). ``stats``, where given, gets where the
+    time went: ``gpus`` (the ``CUDA_VISIBLE_DEVICES`` each worker ran with), ``draw_s`` and ``draw_judging_s``
+    (the driver's seconds drawing cases, in all and after the clock started)
+    and ``worker_wait_s`` (each worker's seconds waiting for cases).
     """
     ctx = multiprocessing.get_context("spawn")
-    hands = _deal(rows, jobs)
-    gpus = gpu_count() if len(hands) > 1 else 0
+    pins = worker_devices(jobs, gpu_devices() if devices is None else tuple(devices))
+    dealt = _deal(rows, jobs, pins)
+    hands = [(pins[w], hand) for w, hand in enumerate(dealt) if hand]
     results: list[TargetResult | None] = [None] * len(rows)
     reasons: dict[int, str] = {}
     workers: list[tuple[Any, Connection, list[int]]] = []
+    done: dict[int, Any] = {}
     t0 = time.monotonic()
-    for w, hand in enumerate(hands):
+    for w, (device, hand) in enumerate(hands):
         parent, child = ctx.Pipe()
         specs = [(k, _portable(rows[k])) for k in hand]
-        old = os.environ.get("CUDA_VISIBLE_DEVICES")
-        if gpus > 1 and old is None:  # the child reads it before importing CUDA
-            os.environ["CUDA_VISIBLE_DEVICES"] = str(w % gpus)
-        try:
+        with pinned(device):  # the child reads it before importing CUDA
             p = ctx.Process(target=_worker, args=(child, specs, settings), daemon=True,
                             name=f"numoracle-run-{w}")
             p.start()
-        finally:
-            if gpus > 1 and old is None:
-                del os.environ["CUDA_VISIBLE_DEVICES"]
         child.close()
         workers.append((p, parent, hand))
     warm: dict[str, float] = {}
     draws = RunDraws(rows, settings)  # drawn ahead while the workers warm up and judge
+    drawn_warm = 0.0
     try:
         live = []
         for p, conn, hand in workers:
@@ -244,10 +261,12 @@ def run_pool(rows: Sequence[Row], seconds: float | None, settings: RunSettings, 
         warm_wall = time.monotonic() - t0
         if on_warm is not None:
             on_warm()
+        drawn_warm = draws.seconds
         t1 = time.monotonic()
         for _p, conn, _hand in live:
             conn.send(("go", seconds))
-        _collect(live, results, reasons, on_case, draws, judged)
+        _collect(live, results, reasons, on_case, draws, judged, done,
+                 None if seconds is None else t1 + seconds)
         judge_wall = time.monotonic() - t1
     finally:
         for p, conn, _hand in workers:
@@ -255,6 +274,13 @@ def run_pool(rows: Sequence[Row], seconds: float | None, settings: RunSettings, 
                 p.terminate()
             p.join(timeout=5)
             conn.close()
+    if stats is not None:
+        stats.update({"gpus": [done[conn]["gpu"] if conn in done else None
+                               for _p, conn, _hand in workers],
+                      "draw_s": round(draws.seconds, 2),
+                      "draw_judging_s": round(draws.seconds - drawn_warm, 2),
+                      "worker_wait_s": [round(done[conn]["waited_s"], 2) if conn in done
+                                        else None for _p, conn, _hand in workers]})
     out: list[TargetResult] = []
     for k, res in enumerate(results):
         if res is None:
@@ -295,15 +321,17 @@ def _last_line(text: str) -> str:
 
 def _collect(live: list[tuple[Any, Connection, list[int]]], results: list[TargetResult | None],
              reasons: dict[int, str], on_case: Callable[[int, bool], None] | None,
-             draws: RunDraws, judged: dict[int, list[str]] | None) -> None:
+             draws: RunDraws, judged: dict[int, list[str]] | None,
+             done: dict[int, Any], end: float | None) -> None:
     """Read the workers' messages until every one is done or gone; draw the
-    chunks of cases they ask for."""
+    chunks of cases they ask for, and others ahead until ``end``. ``done``
+    gets each worker's closing numbers, keyed by its connection."""
     from multiprocessing.connection import wait  # noqa: PLC0415 - only with workers
 
     open_ = {conn: hand for _p, conn, hand in live}
     while open_:
         waiting = wait(list(open_), timeout=0)
-        if not waiting and draws.ahead():
+        if not waiting and (end is None or time.monotonic() < end) and draws.ahead():
             continue  # a chunk drawn before it is asked for, while no worker needs one
         for ready in waiting or wait(list(open_)):
             conn = cast("Connection", ready)
@@ -316,6 +344,8 @@ def _collect(live: list[tuple[Any, Connection, list[int]]], results: list[Target
                     for k in hand:
                         if results[k] is None:
                             reasons[k] = why
+                elif got[1] is not None:
+                    done[conn] = got[1]
                 del open_[conn]
             elif got[0] == "case":
                 if on_case is not None:

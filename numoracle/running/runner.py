@@ -9,8 +9,12 @@ code (:class:`_Judging`): the budget, the counts, the verdicts passed on."""
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import signal
+import threading
 import time
-from collections.abc import Callable, Iterable, Sized
+from collections.abc import Callable, Iterable, Iterator, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -165,6 +169,7 @@ def run_target(
     first_case: bool = False,
     expected_case: float = 0.0,
     cases: Iterable[Case] | None = None,
+    cut_after: float | None = None,
 ) -> TargetResult:
     """Check ``examples`` cases of ``target``; shrink and save the first failure.
 
@@ -224,6 +229,13 @@ def run_target(
         choice sequence for Hypothesis to shrink) and saved with its arrays;
         a hang, a crash or a CUDA error, or a case that shrinker cannot take,
         is saved as it was found.
+    cut_after : float or None
+        Hard end of the judging, in seconds from now: a case still being
+        judged then is interrupted and not counted (no case starts after it), and the run ends with the cases before it, as when
+        ``seconds`` is spent. A failure being shrunk is not interrupted (its
+        cap is ``shrink_seconds``), nor the case ``first_case`` starts. Works in the main thread of a process
+        with ``SIGALRM`` (Unix) whose handler is the default; elsewhere it is
+        not armed.
     """
     asked = examples
     if cases is not None and isinstance(cases, Sized):
@@ -244,16 +256,65 @@ def run_target(
                      on_case=on_case, shrink_seconds=shrink_seconds, first_case=first_case,
                      expected_case=expected_case,
                      deadline=None if seconds is None else t0 + seconds)
-    if cases is not None:
-        _judge_given(judge, cases, store=store, shrink=shrink, shrink_seconds=shrink_seconds)
-    else:
-        _judge_drawn(judge, strategy if strategy is not None else default_strategy(target),
-                     examples=examples, seed=seed, store=store, shrink=shrink,
-                     shrink_seconds=shrink_seconds)
+    with _cut(judge, cut_after):
+        if cases is not None:
+            _judge_given(judge, cases, store=store, shrink=shrink,
+                         shrink_seconds=shrink_seconds)
+        else:
+            _judge_drawn(judge, strategy if strategy is not None else default_strategy(target),
+                         examples=examples, seed=seed, store=store, shrink=shrink,
+                         shrink_seconds=shrink_seconds)
     res.seconds = time.perf_counter() - t0
     if res.verdict == "pass" and not res.message:
         res.message = _pass_message(res)
     return res
+
+
+#: seconds after which a cut that fell where it could not raise tries again
+_CUT_RETRY = 0.01
+
+
+def _may_raise_in(frame: Any) -> bool:
+    """Whether an exception raised in ``frame`` reaches the code that runs
+    the case: not in a garbage collector's callback or a finaliser, where
+    Python ignores it."""
+    if frame is None:
+        return True
+    code = frame.f_code
+    if code.co_name in ("__del__", "__exit__", "__aexit__"):
+        return False
+    return all(getattr(cb, "__code__", None) is not code for cb in gc.callbacks)
+
+
+@contextlib.contextmanager
+def _cut(judge: _Judging, after: float | None) -> Iterator[None]:
+    """``SIGALRM`` armed to cut ``judge``'s run ``after`` seconds from now:
+    its handler raises :class:`_BudgetSpent` where ``judge`` may be cut
+    (:attr:`_Judging.cuttable`), else marks the run cut for the next case.
+    Not armed off the main thread, without ``setitimer`` or where another
+    handler holds ``SIGALRM``."""
+    if after is None or not hasattr(signal, "setitimer") or \
+            threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGALRM) not in (signal.SIG_DFL, None):
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        judge.cut = True
+        if not judge.cuttable or judge.state["failed"]:
+            return
+        if not _may_raise_in(frame):  # it would be ignored there: try again shortly
+            signal.setitimer(signal.ITIMER_REAL, _CUT_RETRY)
+            return
+        raise _BudgetSpent
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, max(after, 1e-3))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 class _Judging:
@@ -280,10 +341,17 @@ class _Judging:
                                       "crashes": 0, "timeout": timeout, "shrink_end": None,
                                       "tried": 0}
         self.timeout = timeout  # as asked (the state's may shrink after a hang)
+        #: the hard end has come (:func:`_cut`): no further case starts
+        self.cut = False
+        #: whether the hard end may interrupt now: while a passing run's case is
+        #: judged, never while its verdict is booked or the next case is drawn
+        self.cuttable = False
 
     def __call__(self, case: Case) -> None:
         state, res = self.state, self.res
         started = time.perf_counter()
+        if self.cut and not state["failed"]:
+            raise _BudgetSpent
         if state["failed"]:
             if state["shrink_end"] is not None and started > state["shrink_end"]:
                 raise _ShrinkSpent
@@ -294,6 +362,8 @@ class _Judging:
             if started + expected > self.deadline:
                 raise _BudgetSpent  # not an Exception: Hypothesis lets it through at once
         state["tried"] += 1
+        # a row's forced first case (``first_case``) runs to its end: it is the row's result
+        self.cuttable = not state["failed"] and not (self.first_case and state["tried"] == 1)
         try:
             v = check_case(case, self.target, timeout=state["timeout"],
                            with_diagnosis=self.diagnose, isolate=self.isolate)
@@ -302,6 +372,8 @@ class _Judging:
                 res.unjudged += 1
                 res.unjudged_reason = str(exc)
             return
+        finally:
+            self.cuttable = False
         kind = getattr(v.error, "kind", None)
         if state["failed"] and not v.passed and _weaker(v, state["first"]):
             return  # shrinking keeps the first failure's class: a logic bug stays one

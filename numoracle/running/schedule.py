@@ -30,7 +30,11 @@ depend on the number of workers when time does not cut a row short.
 
 A failure is shrunk within its own cap (``shrink_seconds``, and never past
 the budget's end plus a twentieth) by the shrinker of given cases
-(:func:`numoracle.checking.shrink.shrink`), and the row stops there.
+(:func:`numoracle.checking.shrink.shrink`), and the row stops there. A
+passing case still running at the budget's end plus that twentieth is cut
+(``run_target(cut_after=...)``): not counted, the row's cases before it
+kept, so that a case slower than its row's earlier ones cannot overrun the
+budget.
 """
 
 from __future__ import annotations
@@ -120,11 +124,15 @@ class RunPlan:
     budget: float | None = None
     jobs: int = 1
     notes: list[str] = field(default_factory=list)
+    #: with workers: where the time went (:func:`~numoracle.running.pool.run_pool`'s ``stats``)
+    pool: dict[str, Any] = field(default_factory=dict)
 
     def summary(self, wall: float | None = None, report: float | None = None) -> dict[str, Any]:
         """The run in numbers (``run.json``): rows by status, cases (in all,
         per judged row min and median), seconds of warm-up, judging,
-        reporting and in all, the budget and the processes."""
+        reporting and in all, the budget and the processes (with workers,
+        ``pool``: each one's GPU, the driver's seconds drawing cases and the
+        workers' seconds waiting for them)."""
         counts = {"pass": 0, "fail": 0, "skipped": 0, "unjudged": 0}
         for r in self.results:
             counts[r.status()[0]] += 1
@@ -139,7 +147,8 @@ class RunPlan:
                 "warm_up_s": round(self.warm_seconds, 2), "judge_s": round(self.judge_seconds, 2),
                 "report_s": None if report is None else round(report, 2),
                 "wall_s": None if wall is None else round(wall, 2),
-                "warm_up_per_target_s": {k: round(v, 2) for k, v in self.warm.items()}}
+                "warm_up_per_target_s": {k: round(v, 2) for k, v in self.warm.items()},
+                **({"pool": self.pool} if self.pool else {})}
 
     def warm_line(self) -> str:
         """The warm-up as one line: its wall time and the slowest targets."""
@@ -192,6 +201,14 @@ class RunDraws:
         self._blocks: dict[tuple[int, int], BlockDraws] = {}
         self._ready: dict[tuple[int, int, int], list[Case]] = {}
         self._asked: dict[tuple[int, int], int] = {}
+        self.seconds = 0.0  # spent drawing so far
+
+    def _draw(self, b: BlockDraws, j: int) -> list[Case]:
+        t0 = time.monotonic()
+        try:
+            return b.chunk(j)
+        finally:
+            self.seconds += time.monotonic() - t0
 
     def _block(self, k: int, index: int) -> BlockDraws:
         key = (k, index)
@@ -205,7 +222,7 @@ class RunDraws:
         """Chunk ``j`` of block ``index`` of row ``k`` (chunks of a block in turn)."""
         self._asked[(k, index)] = max(self._asked.get((k, index), -1), j)
         ready = self._ready.pop((k, index, j), None)
-        return ready if ready is not None else self._block(k, index).chunk(j)
+        return ready if ready is not None else self._draw(self._block(k, index), j)
 
     def ahead(self, chunks: int | None = None) -> bool:
         """Draw one chunk before it is asked for and say whether there was one
@@ -233,7 +250,7 @@ class RunDraws:
         index, _, k = best
         b = self._block(k, index)
         j = b.drawn
-        self._ready[(k, index, j)] = b.chunk(j)
+        self._ready[(k, index, j)] = self._draw(b, j)
         return True
 
 
@@ -279,7 +296,7 @@ def judge_rows(rows: Sequence[Row], seconds: float | None, settings: RunSettings
                 break
             row, prev = rows[k], results[k]
             share = None if end is None or index == 0 else _share(end - now, todo_weights, i)
-            cases = BlockCases(sizes[k][index], functools.partial(fetch, k, index))
+            cases = BlockCases(sizes[k][index], functools.partial(fetch, k, index), end)
             res = _block(row, k, cases, share, settings, end, on_case,
                          first_case=index == 0, expected_case=expected_seconds(prev))
             results[k] = res if prev is None else merge_results([prev, res])
@@ -319,6 +336,8 @@ def _block(row: Row, k: int, cases: BlockCases, share: float | None,
             on_case(_k, v)
     res = run_target(row.target, cases=cases, store=settings.store, on_case=callback,
                      seconds=share,
+                     cut_after=None if end is None else max(
+                         end + settings.shrink_grace - time.monotonic(), 0.0),
                      timeout=settings.timeout, diagnose=settings.diagnose, isolate=row.isolate,
                      shrink_seconds=shrink, first_case=first_case, expected_case=expected_case)
     res.regime = row.regime
