@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -23,7 +25,7 @@ from rich.table import Table
 from ..errors import InvalidArgument
 from ._common import positive_float, print_text
 
-__all__ = ["add_parser"]
+__all__ = ["add_parser", "judge_all"]
 
 _PRECISIONS = ("fp32", "tf32", "bf16")
 
@@ -86,22 +88,38 @@ def _files(paths: list[Path]) -> list[Path]:
     return files
 
 
+def _judge_one(job: tuple[Any, ...]) -> Any:
+    """One candidate under one claim: ``(problem, candidate, precision, options)``."""
+    from ..kernelbench.judge import judge  # noqa: PLC0415 - torch and the oracle on first use
+
+    problem, candidate, precision, options = job
+    return judge(problem, candidate, precision=precision, **options)
+
+
+def judge_all(jobs: Sequence[tuple[Any, ...]], devices: Sequence[str] = ()) -> list[Any]:
+    """The judgements of ``jobs`` (``(problem, candidate, precision, options)``),
+    in order: one process per GPU of ``devices`` where there are two or more
+    (:func:`~numoracle.running.devices.map_on_devices`), else here."""
+    from ..running.devices import map_on_devices  # noqa: PLC0415 - loaded when judging
+
+    return map_on_devices(_judge_one, jobs, devices)
+
+
 def _cmd_kernelbench(args: argparse.Namespace, console: Console) -> int:
     from ..kernelbench.cases import KBCase  # noqa: PLC0415 - torch and the oracle on first use
-    from ..kernelbench.judge import judge  # noqa: PLC0415 - torch and the oracle on first use
 
     precisions = [p for group in (args.precision or [["fp32"]]) for p in group]
     case = KBCase.from_json(args.case) if args.case is not None else None
     if args.device not in ("cpu", "cuda") and not args.device.startswith("cuda:"):
         raise InvalidArgument(f"--device {args.device!r} is unknown; use cpu or cuda")
     files = _files(args.candidates)
-    results = []
-    for path in files:
-        for precision in precisions:
-            j = judge(args.problem, path, precision=precision, examples=args.examples,
-                      seed=args.seed, device=args.device, timeout=args.timeout, case=case,
-                      isolated=not args.no_isolate)
-            results.append(j)
+    options = {"examples": args.examples, "seed": args.seed, "device": args.device,
+               "timeout": args.timeout, "case": case, "isolated": not args.no_isolate}
+    jobs = [(args.problem, path, precision, options) for path in files for precision in precisions]
+    # "cuda" (no index): the candidates are judged side by side, one process per GPU
+    from ..running.devices import gpu_devices  # noqa: PLC0415 - loaded when judging
+
+    results = judge_all(jobs, gpu_devices() if args.device == "cuda" else ())
     bad_file = [j for j in results if j.status == "refused" and "file" in j.reason]
     if bad_file and len(bad_file) == len(results):
         raise InvalidArgument(bad_file[0].reason)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from numoracle.cli import main
+from numoracle.cli.kernelbench import judge_all
 
 
 def test_a_folder_of_candidates_in_one_run(problems: Path, candidates: Path, tmp_path: Path,
@@ -56,3 +57,15 @@ def test_a_bad_problem_file_exits_2(candidates: Path, tmp_path: Path,
 def test_a_bad_precision_is_a_usage_error(problems: Path, candidates: Path) -> None:
     assert main(["kernelbench", str(problems / "relu.py"), str(candidates / "relu_correct.py"),
                  "--precision", "fp8"]) == 2
+
+
+def test_candidates_judged_side_by_side_on_two_gpus_give_the_judgements_of_one(
+        problems: Path, candidates: Path) -> None:
+    options = {"examples": 4, "seed": 0, "device": "cpu", "timeout": 60.0, "case": None,
+               "isolated": False}
+    jobs = [(problems / "relu.py", candidates / f"{name}.py", "fp32", options)
+            for name in ("relu_correct", "relu_identity")]
+    here = judge_all(jobs)
+    there = judge_all(jobs, devices=("0", "1"))  # a process per (stand-in) GPU
+    assert [j.status for j in there] == [j.status for j in here] == ["pass", "fail"]
+    assert [j.cases for j in there] == [j.cases for j in here]
