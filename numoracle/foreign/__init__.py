@@ -7,7 +7,9 @@
   case folder, once per case or as one persistent process;
 * :func:`write_cases` / :func:`judge_folder` (``numoracle cases`` and
   ``numoracle judge``): a case set written for a program that cannot be
-  driven, its outputs judged afterwards.
+  driven, its outputs judged afterwards;
+* :func:`wgsl_target`: a WGSL compute shader dispatched through wgpu
+  (:mod:`numoracle.foreign.wgsl`).
 
 Each target is a :class:`~numoracle.cases.target.Target` like any other
 (:func:`numoracle.running.runner.run_target` shrinks its failures, a repro
@@ -26,19 +28,20 @@ from .offline import judge_folder, write_cases
 from .probe import declared_layouts, layout_diagnosis
 from .sharedlib import ForeignError, shared_library_target
 from .spec import ArgSpec
+from .wgsl import wgsl_target
 
 if TYPE_CHECKING:
     from ..cases.target import Target
     from ..checking.verdict import Verdict
     from ..running.runner import TargetResult
 
-__all__ = ["shared_library_target", "command_target", "write_cases", "judge_folder",
-           "from_spec", "run", "ArgSpec", "ForeignError", "layout_diagnosis"]
+__all__ = ["shared_library_target", "command_target", "wgsl_target", "write_cases",
+           "judge_folder", "from_spec", "run", "ArgSpec", "ForeignError", "layout_diagnosis"]
 
 
 def from_spec(spec: Mapping[str, Any], *, source: str | None = None) -> Target:
-    """The target a spec file describes (``kind``: ``shared_library`` or
-    ``command``): what a repro's spec file (:mod:`numoracle.foreign.rebuild`)
+    """The target a spec file describes (``kind``: ``shared_library``,
+    ``command`` or ``wgsl``): what a repro's spec file (:mod:`numoracle.foreign.rebuild`)
     calls to make the target again."""
     kw = {k: v for k, v in spec.items() if k != "kind"}
     kind = spec.get("kind")
@@ -46,8 +49,11 @@ def from_spec(spec: Mapping[str, Any], *, source: str | None = None) -> Target:
         return shared_library_target(source=source, **kw)
     if kind == "command":
         return command_target(source=source, **kw)
+    if kind == "wgsl":
+        kw.pop("shader_path", None)
+        return wgsl_target(kw.pop("shader"), source=source, **kw)
     raise InvalidArgument(f"spec kind {kind!r} is unknown; a foreign target spec has kind "
-                          "'shared_library' or 'command'")
+                          "'shared_library', 'command' or 'wgsl'")
 
 
 def run(target: Target, **kwargs: Any) -> TargetResult:

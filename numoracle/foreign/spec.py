@@ -461,25 +461,28 @@ class ArgSpec:
 class ParamReader:
     """Reads a case's parameters back from the shapes of its inputs, for ops
     that call targets without ``params`` (their shapes tell every parameter:
-    ``linear``, ``matmul``)."""
+    ``linear``, ``matmul``; or the op reads them from the shapes itself:
+    :meth:`~numoracle.oracle.ops.base.Op.params_from_shapes`, ``kan``)."""
 
     def __init__(self, op_name: str) -> None:
         self.op = get_op(op_name)
         plan = self.op.draw_plan()
+        self.computed = self.op.params_from_shapes(
+            self.op.input_shapes(_params_of(op_name))) is not None
         unsupported = [s.name for s in plan
                        if isinstance(s, (Pair, Choice, Widths, Multiple, Derived))]
-        if unsupported and not self.op.passes_params:
+        if unsupported and not (self.op.passes_params or self.computed):
             raise InvalidArgument(
                 f"op {op_name!r} has parameters {unsupported} that foreign targets cannot read "
                 "from the shapes of its inputs; foreign targets support ops whose shapes "
-                "tell every parameter (linear, matmul) or that pass them (conv2d)")
+                "tell every parameter (linear, matmul, kan) or that pass them (conv2d)")
         self.flags = {s.name: s for s in plan if isinstance(s, Flag)}
         self.shape_params = [s.name for s in plan if isinstance(s, Shape)]
         self.positions: dict[str, tuple[str, int]] = {}
         primes = (p for p in itertools.count(7) if all(p % q for q in range(2, p)))
         params: dict[str, Any] = {}
         self.flag_arrays: dict[str, list[str]] = {}
-        if self.op.passes_params:
+        if self.op.passes_params or self.computed:
             return
         for s in plan:  # here every spec is a Flag, a Shape or a Dim
             params[s.name] = True if isinstance(s, Flag) else () if isinstance(s, Shape) \
@@ -501,6 +504,11 @@ class ParamReader:
         """The parameters of the case whose inputs are ``inputs``."""
         if "params" in inputs:
             return dict(inputs["params"])
+        if self.computed:
+            params = self.op.params_from_shapes(
+                {k: tuple(v.shape) for k, v in inputs.items() if v is not None})
+            assert params is not None
+            return params
         params: dict[str, Any] = {}
         for f, arrays in self.flag_arrays.items():
             params[f] = all(inputs.get(a) is not None for a in arrays)

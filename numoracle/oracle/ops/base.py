@@ -144,6 +144,13 @@ class Op(ABC):
         generator. The default returns ``arrays`` unchanged."""
         return arrays
 
+    def params_from_shapes(self, shapes: Mapping[str, tuple[int, ...]]) -> dict[str, Any] | None:
+        """The parameters of a case whose inputs have ``shapes``, for ops whose
+        parameters the shapes tell only through arithmetic (a KAN layer's spline
+        order: knots minus coefficients minus one); foreign targets read a case's
+        parameters this way. The default: None (not told this way)."""
+        return None
+
     def integer_inputs(self, params: Mapping[str, Any]) -> dict[str, IntegerInput]:
         """The inputs that hold integers or booleans, by name, with the range
         their values are drawn in for ``params``; every other input holds

@@ -134,6 +134,13 @@ class Kan(Op):
     def outputs(self, params: Mapping[str, Any]) -> tuple[str, ...]:
         return KAN_OUTPUTS
 
+    def params_from_shapes(self, shapes: Mapping[str, tuple[int, ...]]) -> dict[str, Any]:
+        """``x`` (B, I), ``coef`` (O, I, G + k) and ``grid`` (I, G + 2k + 1) tell them all."""
+        (b, i), (o, _, c), m = shapes["x"], shapes["coef"], shapes["grid"][1]
+        k = m - c - 1
+        return self.validate({"batch": b, "in_features": i, "out_features": o,
+                              "grid_size": c - k, "spline_order": k})
+
     def output_shapes(self, params: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
         s = self.input_shapes(params)
         return {"y": s["grad_output"], "grad_input": s["x"], "grad_coef": s["coef"],
