@@ -397,6 +397,8 @@ def wgsl_target(
         raise InvalidArgument(f"bindings={list(bindings)!r}: a shader computes every step of "
                               f"{op} in one submission; bind 'steps' in a uniform")
     steps = _passes(entry_point, dispatch, passes)
+    for _, rule in steps:  # names and arithmetic checked now, not at the first case
+        rule.counts(spec_params(op))
     fixed = _fixed_params(op, params)
     fn = _Shader(spec, text, parsed, steps, fixed)
     ok = wgsl_unavailable() is None
