@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from numoracle.cases.case import Case
 from numoracle.checking.check import check_case
 from numoracle.errors import InvalidArgument
 from numoracle.foreign import ArgSpec, command_target, shared_library_target
-from numoracle.foreign.spec import array_names
+from numoracle.foreign.spec import ParamReader, array_names
+from numoracle.oracle.ops import get_op
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SRC = str(EXAMPLES / "c" / "matmul.c")
@@ -53,7 +55,7 @@ INVALID = [
     ("conv2d", CONV, {"layouts": {"weight": "NHWC"}}, "layout 'NHWC' of 'weight'"),
     ("linear", ["x", "weight", "y", "batch", "in_features", "out_features", "bias[0]"], {},
      "is not a pair"),
-    ("kan", ["x", "y", "batch", "in_features", "out_features", "grid_size", "spline_order"],
+    ("kan_chain", ["x", "y_0", "batch", "prod(widths)", "grid_size", "spline_order", "layers"],
      {}, "cannot read from the shapes"),
 ]
 
@@ -124,3 +126,12 @@ def test_a_command_takes_an_op_whose_parameters_are_inputs_and_outputs(tmp_path)
     t = command_target(["prog", "{dir}"], op="mlp_train", spec_dir=tmp_path)
     assert set(t.fn.foreign_spec.inouts) == {"w1", "b1", "w2", "b2", "w3", "b3"}
     assert "loss" in t.outputs
+
+
+def test_kan_parameters_are_read_from_its_shapes() -> None:
+    # the spline order is the knots minus the coefficients minus one
+    op = get_op("kan")
+    params = op.validate({"batch": 3, "in_features": 4, "out_features": 5, "grid_size": 6,
+                          "spline_order": 2})
+    arrays = {k: np.zeros(v, np.float32) for k, v in op.input_shapes(params).items()}
+    assert ParamReader("kan").read(arrays) == params
