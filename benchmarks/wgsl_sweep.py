@@ -93,8 +93,12 @@ def merge(folder: Path, md: Path, out_json: Path) -> None:
     diag = [f"- {row['job']}: {row['caught'][0]['diagnosis']}" for row in rows.values()
             if row["caught"]]
     where = sorted({row["where"] for row in rows.values()})
+    unfinished = [f"- {f.stem}: no result (killed at its time limit, or failed: its log "
+                  "is in log.txt)" for f in sorted(folder.glob("*.log"))
+                  if not f.with_suffix(".json").is_file()]
     md.write_text("\n".join(lines + ["", "Diagnoses:", *diag, "", "Where:",
-                                     *[f"- {w}" for w in where]]) + "\n")
+                                     *[f"- {w}" for w in where], "", "Unfinished:",
+                                     *unfinished]) + "\n")
     out_json.write_text(json.dumps(list(rows.values()), indent=2, default=str) + "\n")
     print(md.read_text())
 
