@@ -58,7 +58,9 @@ import numpy as np
 from ..errors import InvalidArgument
 from .formats import representable
 from .precision import PrecisionModel
-from .tracked import U64, Tracked, _fold_lo, _two_prod_err, _xp
+from .tracked import U64, Tracked, aligned, bounded, folded, two_product_error
+from .xp import array_module as _xp
+from .xp import keeps_subnormals, like
 
 __all__ = ["mul", "div", "sqrt", "exp", "log", "sigmoid", "silu", "silu_grad", "maximum",
            "amax", "where", "widen", "elementary", "ULPS"]
@@ -96,7 +98,7 @@ def _finish(value: Any, det: Any, prob: Any, ref_err: Any, n: Any = 1,
         det[exact_here] = prob[exact_here] = ref_err[exact_here] = 0.0
     if over is not None and bool(over.any()):
         det[over] = prob[over] = xp.inf
-    return Tracked(value=value, ref_err=ref_err, det=det, prob=prob, mag=xp.abs(value), n=n)
+    return bounded(value, det, prob, ref_err=ref_err, n=n)
 
 
 def _exact_inputs(*ts: Tracked) -> Any:
@@ -116,7 +118,7 @@ def _max_n(*ts: Tracked) -> Any:
 def mul(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
     """Elementwise ``a * b`` (NumPy broadcasting), rounded once in the
     accumulation format (see the module docstring for the bound)."""
-    a, b = _fold_lo(a), _fold_lo(b)
+    a, b = (folded(t) for t in aligned(a, b))
     xp = _xp(a.value)
     u, tiny = model.acc_unit(), model.accumulate.tiny
     with np.errstate(invalid="ignore", over="ignore"):
@@ -131,9 +133,9 @@ def mul(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
         scaled = (xp.abs(value) + det + ref_err) * u + tiny
         det, prob = det * (1 + u) + scaled, prob * (1 + u) + scaled
         exact_here = None
-        if xp is np:
-            err = _two_prod_err(*np.broadcast_arrays(a.value, b.value))
-            exact_here = (_exact_inputs(a, b) & (err == 0) & np.isfinite(value)
+        if keeps_subnormals(xp):
+            err = two_product_error(*xp.broadcast_arrays(a.value, b.value))
+            exact_here = (_exact_inputs(a, b) & (err == 0) & xp.isfinite(value)
                           & ((value != 0) | (a.value == 0) | (b.value == 0))
                           & representable(value, model.accumulate))
         over = (xp.abs(value) + det) >= model.accumulate.max
@@ -150,7 +152,7 @@ def mul(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
 def div(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
     """Elementwise ``a / b``, rounded once in the accumulation format; unjudged
     where the divisor's radius reaches 0 (see the module docstring)."""
-    a, b = _fold_lo(a), _fold_lo(b)
+    a, b = (folded(t) for t in aligned(a, b))
     xp = _xp(a.value)
     u, tiny = model.acc_unit(), model.accumulate.tiny
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
@@ -166,10 +168,10 @@ def div(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
         scaled = (q + det + ref_err) * u + tiny
         det, prob = det * (1 + u) + scaled, prob * (1 + u) + scaled
         exact_here = None
-        if xp is np:
-            av, bv = np.broadcast_arrays(a.value, b.value)
-            err = np.where(value * bv == av, _two_prod_err(value, bv), 1.0)
-            exact_here = (_exact_inputs(a, b) & (err == 0) & np.isfinite(value) & (bv != 0)
+        if keeps_subnormals(xp):
+            av, bv = xp.broadcast_arrays(a.value, b.value)
+            err = xp.where(value * bv == av, two_product_error(value, bv), 1.0)
+            exact_here = (_exact_inputs(a, b) & (err == 0) & xp.isfinite(value) & (bv != 0)
                           & ((value != 0) | (av == 0))
                           & representable(value, model.accumulate))
         over = (q + det) >= model.accumulate.max
@@ -181,7 +183,7 @@ def sqrt(t: Tracked, model: PrecisionModel, *, ulps: float | None = None) -> Tra
     value is negative. The kernel's argument is taken to be >= 0 (a sum of
     squares, say): where the radius reaches below 0 the Hölder bound
     ``sqrt(r)`` covers any non-negative argument."""
-    t = _fold_lo(t)
+    t = folded(t)
     xp = _xp(t.value)
     ulps = _check_ulps("sqrt", ulps)
     u, tiny = model.acc_unit(), model.accumulate.tiny
@@ -198,9 +200,10 @@ def sqrt(t: Tracked, model: PrecisionModel, *, ulps: float | None = None) -> Tra
         scaled = 2.0 * ulps * u * (value + det + ref_err) + ulps * tiny
         det, prob = det + scaled, prob + scaled
         exact_here = None
-        if xp is np:
-            square_exact = (value * value == v) & (_two_prod_err(value, value) == 0)
-            exact_here = _exact_inputs(t) & square_exact & representable(value, model.accumulate)
+        if keeps_subnormals(xp):
+            square_exact = (value * value == v) & (two_product_error(value, value) == 0)
+            exact_here = (_exact_inputs(t) & square_exact
+                          & representable(value, model.accumulate))
     return _finish(value, det, prob, ref_err, t.n, exact_here)
 
 
@@ -238,7 +241,7 @@ def elementary(t: Tracked, model: PrecisionModel, *, f: Callable[[Any], Any],
 
     The radius is ``L r + 2 ulps u (scale + L r) + ulps tiny`` (module docstring).
     """
-    t = _fold_lo(t)
+    t = folded(t)
     xp = _xp(t.value)
     u, tiny = model.acc_unit(), model.accumulate.tiny
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
@@ -346,7 +349,7 @@ def silu_grad(t: Tracked, model: PrecisionModel, *, ulps: float | None = None) -
 
 def maximum(a: Tracked, b: Tracked) -> Tracked:
     """Elementwise ``max(a, b)``: no rounding; each radius is the larger of the two."""
-    a, b = _fold_lo(a), _fold_lo(b)
+    a, b = (folded(t) for t in aligned(a, b))
     xp = _xp(a.value)
     with np.errstate(invalid="ignore"):
         value = xp.maximum(a.value, b.value)
@@ -357,7 +360,7 @@ def maximum(a: Tracked, b: Tracked) -> Tracked:
 def amax(t: Tracked, axis: int, keepdims: bool = False) -> Tracked:
     """The maximum over ``axis``: no rounding; the radius is the largest radius
     along the axis (``|max x^ - max x| <= max |x^ - x|``)."""
-    t = _fold_lo(t)
+    t = folded(t)
     xp = _xp(t.value)
     red = {"axis": axis, "keepdims": keepdims}
     value = xp.max(t.value, **red)
@@ -367,8 +370,9 @@ def amax(t: Tracked, axis: int, keepdims: bool = False) -> Tracked:
 
 def where(cond: Any, a: Tracked, b: Tracked) -> Tracked:
     """``a`` where ``cond`` (a boolean array known exactly), else ``b``."""
-    a, b = _fold_lo(a), _fold_lo(b)
+    a, b = (folded(t) for t in aligned(a, b))
     xp = _xp(a.value)
+    cond = like(cond, a.value)
     pick = lambda x, y: xp.where(cond, x, y)  # noqa: E731
     return _finish(pick(a.value, b.value), pick(a.det, b.det), pick(a.prob, b.prob),
                    pick(a.ref_err, b.ref_err), _max_n(a, b))

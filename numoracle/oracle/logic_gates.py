@@ -63,7 +63,19 @@ import numpy as np
 
 from .elementwise import amax, div, exp, mul
 from .precision import PrecisionModel, gamma, gamma_tilde
-from .tracked import U64, Tracked, _fold_lo, either, exact, sub, sum_, tcat, tmap
+from .tracked import (
+    U64,
+    Tracked,
+    bounded,
+    either,
+    exact,
+    folded,
+    scaled_exactly,
+    sub,
+    sum_,
+    tcat,
+    tmap,
+)
 
 __all__ = ["GATE_NAMES", "GATE_FORMULAS", "COEF", "N_GATES", "gate_values", "softmax",
            "softmax_backward", "take", "scale", "layer_forward", "layer_backward",
@@ -109,10 +121,7 @@ def take(t: Tracked, idx: np.ndarray) -> Tracked:
 
 def scale(t: Tracked, c: float) -> Tracked:
     """``c t`` for ``c`` in ``{±1, ±2}``: exact (a power of two), radii scaled by ``|c|``."""
-    t = _fold_lo(t)
-    k = abs(float(c))
-    return Tracked(value=t.value * c, ref_err=t.ref_err * k, det=t.det * k, prob=t.prob * k,
-                   mag=np.abs(t.value) * k, n=t.n)
+    return scaled_exactly(t, c)
 
 
 def _ones(shape: tuple[int, ...]) -> Tracked:
@@ -206,7 +215,7 @@ def term_sum(value: np.ndarray, S: np.ndarray, n: Any, factors: np.ndarray,
         over = ~(S * (1.0 + gamma(h, u)) < acc.max)
     if over.any():
         det[over] = prob[over] = np.inf
-    return Tracked(value=value, ref_err=ref, det=det, prob=prob, mag=S,
+    return bounded(value, det, prob, ref_err=ref, mag=S,
                    n=np.broadcast_to(n_arr, value.shape) if n_arr.ndim else int(n_arr))
 
 
@@ -222,9 +231,9 @@ def layer_forward(x: Tracked, idx_a: np.ndarray, idx_b: np.ndarray, p: Tracked,
     |gate_g| r_p`` plus the second-order terms of the monomial expansion, and the
     kernel's rounding at its own operands adds ``gamma_h`` times the growth of
     ``S`` over the radii."""
-    x = _fold_lo(x)
+    x = folded(x)
     a, b = take(x, idx_a), take(x, idx_b)
-    av, bv, pv = a.value, b.value, _fold_lo(p).value  # (B, J), (B, J), (J, 16)
+    av, bv, pv = a.value, b.value, folded(p).value  # (B, J), (B, J), (J, 16)
     k = len(_Y_TERMS)
     with np.errstate(invalid="ignore", over="ignore"):
         mono = np.stack([np.ones_like(av), av, bv, av * bv], axis=-1)  # (B, J, 4)
@@ -292,10 +301,10 @@ def layer_backward(gy: Tracked, p: Tracked, cache: LayerCache,
     input in any order over every neuron that reads it (:func:`term_sum`); the radii
     of ``gy``, ``p`` and the layer's inputs propagate through the exact derivatives,
     as in :func:`layer_forward`."""
-    gy = _fold_lo(gy)
+    gy = folded(gy)
     n_out = gy.shape[1]
     n_in = cache.n_in
-    gv, pv = gy.value, _fold_lo(p).value
+    gv, pv = gy.value, folded(p).value
     av, bv = cache.a.value, cache.b.value
     cab = COEF[:, 3]
     scatter = np.zeros((2 * n_out, n_in))
@@ -369,15 +378,13 @@ def gate_prob_grad(gys: list[Tracked], caches: list[LayerCache],
         # the gate's terms' scaled monomials side by side, as scale() and tcat() make them
         parts = {f: np.concatenate([getattr(mono[m], f) * (c if f == "value" else abs(c))
                                     for m, c in terms], axis=1) for f in fields[:4]}
-        summed = _fold_lo(sum_(Tracked(value=parts["value"], ref_err=parts["ref_err"],
-                                       det=parts["det"], prob=parts["prob"],
-                                       mag=np.abs(parts["value"]), n=1),
-                               axis=-1, model=model))
+        summed = folded(sum_(bounded(parts["value"], parts["det"], parts["prob"],
+                                     ref_err=parts["ref_err"]), axis=-1, model=model))
         for f in fields:
             res[f][:, g] = getattr(summed, f)
     # gate 0 (no terms): exactly zero
-    return Tracked(value=res["value"], ref_err=res["ref_err"], det=res["det"],
-                   prob=res["prob"], mag=res["mag"], n=1)
+    return bounded(res["value"], res["det"], res["prob"], ref_err=res["ref_err"],
+                   mag=res["mag"])
 
 
 def _gate_terms() -> tuple[tuple[int, list[tuple[int, float]]], ...]:

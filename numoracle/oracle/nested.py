@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from .precision import PrecisionModel, gamma, gamma_tilde
-from .tracked import U64, Tracked, _fold_lo, _nonzero
+from .tracked import U64, Tracked, any_nonzero, bounded, folded
 
 __all__ = ["nested_contraction"]
 
@@ -54,11 +54,11 @@ def _prop(spec: str, a: Tracked, b: Tracked, c: Tracked, field: str) -> Any:
     ra, rb, rc = (np.broadcast_to(getattr(t, field), t.value.shape) for t in (a, b, c))
     aa, ab, ac = (np.abs(t.value) for t in (a, b, c))
     out = 0.0
-    if _nonzero(ra):
+    if any_nonzero(ra):
         out = out + _e(spec, ra, ab + rb, ac + rc)
-    if _nonzero(rb):
+    if any_nonzero(rb):
         out = out + _e(spec, aa, rb, ac + rc)
-    if _nonzero(rc):
+    if any_nonzero(rc):
         out = out + _e(spec, aa, ab, rc)
     return out
 
@@ -94,7 +94,7 @@ def nested_contraction(spec: str, a: Tracked, b: Tracked, c: Tracked, model: Pre
         The lengths of the two nested sums (``inner = 1`` for a single sum of
         triple products).
     """
-    a, b, c = _fold_lo(a), _fold_lo(b), _fold_lo(c)
+    a, b, c = folded(a), folded(b), folded(c)
     with np.errstate(invalid="ignore", over="ignore"):
         value = _e(spec, a.value, b.value, c.value)
         S = _e(spec, np.abs(a.value), np.abs(b.value), np.abs(c.value))
@@ -124,5 +124,4 @@ def nested_contraction(spec: str, a: Tracked, b: Tracked, c: Tracked, model: Pre
     with np.errstate(invalid="ignore"):
         over = ~(S + det < model.accumulate.max)  # may overflow (or NaN inputs): unjudged
     det[over] = prob[over] = np.inf
-    return Tracked(value=np.asarray(value, np.float64), ref_err=ref_err, det=det, prob=prob,
-                   mag=np.asarray(S, np.float64), n=n)
+    return bounded(np.asarray(value, np.float64), det, prob, ref_err=ref_err, mag=S, n=n)

@@ -61,8 +61,10 @@ from .fused import (
 )
 from .precision import PrecisionModel, gamma, gamma_tilde
 from .xp import array_module as _xp
+from .xp import as_namespace, is_torch, keeps_subnormals, same_memory, to_numpy
 
-__all__ = ["Tracked", "exact", "unjudged", "concat", "tmap", "tcat", "add", "sub", "relu",
+__all__ = ["Tracked", "exact", "bounded", "moved", "aligned", "negated", "scaled_exactly", "folded", "any_nonzero",
+           "two_product_error", "unjudged", "concat", "tmap", "tcat", "add", "sub", "relu",
            "relu_mask_mul", "mul_scalar", "either", "matmul", "sum_", "store", "lsb_exponent",
            "ESCALATE_SHARE", "SINGLE_SUMS"]
 
@@ -93,6 +95,12 @@ class Tracked:
         return tuple(self.value.shape)
 
     @property
+    def xp(self) -> Any:
+        """The array namespace its arrays belong to (NumPy, CuPy or torch's; see
+        :mod:`~numoracle.oracle.xp`)."""
+        return _xp(self.value)
+
+    @property
     def T(self) -> Tracked:  # noqa: N802 - mirrors ndarray.T (last two axes)
         """Transpose of the last two axes."""
         sw = _swap_last
@@ -111,14 +119,12 @@ class Tracked:
         return (self.prob if probabilistic else self.det) + self.ref_err
 
     def to_host(self) -> Tracked:
-        """The same on the host (NumPy), when it lives on a device (CuPy)."""
+        """The same on the host (NumPy), when it lives elsewhere (CuPy, torch)."""
         if _xp(self.value) is np:
             return self
-        dev: Any = self
-        n = dev.n.get() if hasattr(dev.n, "get") else dev.n
-        return replace(self, value=dev.value.get(), ref_err=dev.ref_err.get(),
-                       det=dev.det.get(), prob=dev.prob.get(), mag=dev.mag.get(),
-                       lo=None if dev.lo is None else dev.lo.get(), n=n)
+        return replace(self, value=to_numpy(self.value), ref_err=to_numpy(self.ref_err),
+                       det=to_numpy(self.det), prob=to_numpy(self.prob), mag=to_numpy(self.mag),
+                       lo=None if self.lo is None else to_numpy(self.lo), n=to_numpy(self.n))
 
     @property
     def max_n(self) -> int:
@@ -136,23 +142,30 @@ class Tracked:
         return bool(not np.any(self.det) and not np.any(self.ref_err))
 
 
-def _nonzero(r: Any) -> bool:
+def any_nonzero(r: Any) -> bool:
     """``any(r)``, without a pass over a broadcast scalar, nor a device read for
     the zero of :func:`exact`'s radii."""
     xp = _xp(r)
     if r.size and not any(r.strides):
-        if xp is not np and r.data.ptr == _zero(xp).data.ptr:
+        if xp is not np and same_memory(r, _zero(xp, r)):
             return False
         return bool(r[(0,) * r.ndim])
     return bool(xp.any(r))
 
 
-_ZEROS: dict[tuple[str, int], Any] = {}
+_ZEROS: dict[tuple[str, Any], Any] = {}
 
 
-def _zero(xp: Any) -> Any:
-    """A 0-d float64 zero of ``xp`` (on the current device), one per device: the
-    radii of exact inputs are read-only broadcasts of it."""
+def _zero(xp: Any, like: Any) -> Any:
+    """A 0-d float64 zero of ``xp`` on the device of ``like`` (CuPy: the current
+    one), one per device: the radii of exact inputs are read-only broadcasts of it."""
+    if is_torch(xp):
+        device = xp.tensor(like).device
+        key: tuple[str, Any] = ("torch", str(device))
+        if key not in _ZEROS:
+            _ZEROS[key] = xp.from_tensor(xp._torch.zeros((), dtype=xp._torch.float64,
+                                                         device=device))
+        return _ZEROS[key]
     key = (xp.__name__, xp.cuda.runtime.getDevice() if xp is not np else 0)
     if key not in _ZEROS:
         _ZEROS[key] = xp.zeros((), dtype=xp.float64)
@@ -182,6 +195,7 @@ def concat(ts: list[Tracked], axis: int) -> Tracked:
     apart (each element keeps its own value, low part, radii and length)."""
     if len(ts) == 1:
         return ts[0]
+    ts = list(aligned(*ts))
     xp = _xp(ts[0].value)
 
     def join(get: Any) -> Any:
@@ -200,24 +214,31 @@ def concat(ts: list[Tracked], axis: int) -> Tracked:
                    escalated=any(t.escalated for t in ts))
 
 
-def tmap(t: Tracked, fn: Callable[[Any], Any]) -> Tracked:
+def tmap(t: Tracked, fn: Callable[[Any], Any], *, lengths: bool = False) -> Tracked:
     """``fn`` (indexing, reshaping, rolling: no arithmetic) applied to every array of
-    ``t`` (host arrays), its low part folded into the radii; length 1."""
-    t = _fold_lo(t)
+    ``t`` (radii broadcast to its shape first), its low part folded into the
+    oracle's error; length 1, or with ``lengths`` its lengths kept (mapped by ``fn``
+    where they vary per element)."""
+    t = folded(t)
     shape = t.value.shape
+    n: Any = 1
+    if lengths:
+        n = t.n if np.ndim(t.n) == 0 else fn(_full(np.asarray(t.n), shape))
     return Tracked(value=fn(t.value), ref_err=fn(_full(t.ref_err, shape)),
                    det=fn(_full(t.det, shape)), prob=fn(_full(t.prob, shape)),
-                   mag=fn(_full(t.mag, shape)), n=1)
+                   mag=fn(_full(t.mag, shape)), n=n)
 
 
 def tcat(ts: list[Tracked], axis: int, stack: bool = False) -> Tracked:
     """Tracked arrays concatenated (or stacked) along ``axis``: fresh arrays, low
     parts folded into the radii, length 1 (:func:`concat` keeps both)."""
+    xp = ts[0].xp
     if len(ts) == 1:
-        t = tmap(ts[0], partial(np.expand_dims, axis=axis)) if stack else _fold_lo(ts[0])
-        return tmap(t, np.array)  # a copy, as concatenating one array makes
-    parts = [_fold_lo(t) for t in ts]
-    join = np.stack if stack else np.concatenate
+        t = tmap(ts[0], partial(xp.expand_dims, axis=axis)) if stack else folded(ts[0])
+        return tmap(t, xp.array)  # a copy, as concatenating one array makes
+    parts = [folded(t) for t in aligned(*ts)]
+    xp = parts[0].xp
+    join = xp.stack if stack else xp.concatenate
 
     def joined(get: Callable[[Tracked], np.ndarray]) -> np.ndarray:
         return join([_full(get(t), t.value.shape) for t in parts], axis=axis)
@@ -228,9 +249,9 @@ def tcat(ts: list[Tracked], axis: int, stack: bool = False) -> Tracked:
                    escalated=not stack and any(t.escalated for t in parts))
 
 
-def _full(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+def _full(a: Any, shape: tuple[int, ...]) -> Any:
     """``a`` broadcast to ``shape`` (as it is when it has that shape already)."""
-    return a if a.shape == shape else np.broadcast_to(a, shape)
+    return a if tuple(a.shape) == tuple(shape) else _xp(a).broadcast_to(a, shape)
 
 
 def exact(x: Any) -> Tracked:
@@ -239,10 +260,88 @@ def exact(x: Any) -> Tracked:
     on the CPU, for the next contraction they enter (its transpose's too)."""
     xp = _xp(x)
     v = xp.asarray(x, dtype=xp.float64)
-    z = xp.broadcast_to(_zero(xp), v.shape)  # read-only, no memory
+    z = xp.broadcast_to(_zero(xp, v), v.shape)  # read-only, no memory
     t = Tracked(value=v, ref_err=z, det=z, prob=z, mag=z, n=1)
     object.__setattr__(t, _MEMO, {})  # (not a field: replace() makes a Tracked without it)
     return t
+
+
+def bounded(value: Any, det: Any, prob: Any = None, *, ref_err: Any = None, mag: Any = None,
+            n: Any = 1) -> Tracked:
+    """A value with radii: ``det`` the kernel's deterministic radius, ``prob`` its
+    probabilistic one (``det`` by default), ``ref_err`` the oracle's own error (0 by
+    default), ``mag`` the magnitude of the terms that made it (``|value|`` by
+    default), ``n`` the accumulation length (an int or an integer array of the
+    value's shape).
+
+    Every array becomes a float64 array of the value's namespace (NumPy, CuPy or
+    torch's: :mod:`~numoracle.oracle.xp`), broadcastable to its shape; the one way
+    besides :func:`exact` and the primitives that a module outside this one makes a
+    :class:`Tracked` (with :func:`dataclasses.replace` of an existing one).
+    """
+    xp = _xp(value)
+    v = xp.asarray(value, dtype=xp.float64)
+
+    def radius(r: Any) -> Any:
+        return xp.broadcast_to(_zero(xp, v), v.shape) if r is None else xp.asarray(
+            r, dtype=xp.float64)
+    d = radius(det)
+    if prob is None:  # an array of its own (radii are rounded in place)
+        p = xp.array(d, copy=True) if d.ndim and any(d.strides) else d
+    else:
+        p = radius(prob)
+    return Tracked(value=v, ref_err=radius(ref_err), det=d, prob=p,
+                   mag=xp.abs(v) if mag is None else radius(mag), n=n)
+
+
+def moved(t: Tracked, xp: Any, device: Any = None) -> Tracked:
+    """``t`` with its arrays in namespace ``xp`` (on ``device``; see
+    :func:`~numoracle.oracle.xp.as_namespace`); itself where they are there."""
+    if t.xp is xp:
+        return t
+
+    def mv(a: Any) -> Any:
+        return as_namespace(a, xp, device)
+    return replace(t, value=mv(t.value), ref_err=mv(t.ref_err), det=mv(t.det),
+                   prob=mv(t.prob), mag=mv(t.mag), lo=None if t.lo is None else mv(t.lo))
+
+
+def aligned(*ts: Any) -> tuple[Any, ...]:
+    """Tracked operands in one namespace: those on the host (NumPy: a constant, a
+    scalar, a host value beside device ones) moved to the namespace and device of
+    the first that is not; anything not a :class:`Tracked` passes unchanged."""
+    xp, device = np, None
+    for t in ts:
+        if isinstance(t, Tracked) and t.xp is not np:
+            xp = t.xp
+            device = xp.tensor(t.value).device if is_torch(xp) else None
+            break
+    if xp is np:
+        return ts
+    return tuple(moved(t, xp, device) if isinstance(t, Tracked) else t for t in ts)
+
+
+def negated(t: Tracked) -> Tracked:
+    """``-t``: exact, every radius unchanged."""
+    return replace(t, value=-t.value, lo=None if t.lo is None else -t.lo)
+
+
+def scaled_exactly(t: Tracked, c: float) -> Tracked:
+    """``c t`` for a power of two ``c`` (or its negative, or 0), which rounds nothing
+    while the result stays in float64's normal range: the radii scale by ``|c|``.
+    (:func:`mul_scalar` bounds any other factor.)"""
+    c = float(c)
+    m = math.frexp(abs(c))[0]
+    if c != 0.0 and m != 0.5:
+        from ..errors import InvalidArgument  # noqa: PLC0415
+
+        raise InvalidArgument(f"scaled_exactly: c={c!r} is not a power of two; use mul_scalar, "
+                              "which bounds the rounding of any factor")
+    t = folded(t)
+    k = abs(c)
+    value = t.value * c
+    return Tracked(value=value, ref_err=t.ref_err * k, det=t.det * k, prob=t.prob * k,
+                   mag=t.xp.abs(value), n=t.n)
 
 
 #: the attribute of an exact input's kept operand facts: (format, float32 magnitudes,
@@ -316,7 +415,7 @@ def _operand(t: Tracked, model: PrecisionModel) -> tuple[Tracked, float]:
     xp = _xp(t.value)
     v, c = t.value, 0.0
     if model.rounds_inputs:
-        if model.input_rounding is not None and not _nonzero(t.det):
+        if model.input_rounding is not None and not any_nonzero(t.det):
             v = quantize(t.value, model.compute, model.input_rounding)
         else:
             c = 0.0 if bool(xp.all(representable(t.value, model.compute))) else \
@@ -353,8 +452,9 @@ def matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None =
     format), for a contraction whose result is an output: the rounding is done in
     the contraction's own pass over its outputs (the CPU's loop, the GPU's kernel).
     """
-    a, b = _fold_lo(a), _fold_lo(b)  # an escalated operand's low part joins its radius
-    bias = None if bias is None else _fold_lo(bias)
+    a, b, bias = aligned(a, b, bias)
+    a, b = folded(a), folded(b)  # an escalated operand's low part joins its radius
+    bias = None if bias is None else folded(bias)
     fmt = _store_format(model) if stored else None
     with np.errstate(invalid="ignore", over="ignore"):
         if not (model.rounds_inputs and model.inputs_maybe_unrounded):
@@ -369,6 +469,7 @@ def either(t1: Tracked, t2: Tracked) -> Tracked:
     its inputs): centred on ``t1``, radius ``max(r1, |v2 - v1| + ref2 + r2)``.
     Where the two disagree about NaN or Inf the element is not judged (its
     radius is NaN): either result is legitimate."""
+    t1, t2 = aligned(t1, t2)
     xp = _xp(t1.value)
     v1, v2 = t1.value, t2.value
     with np.errstate(invalid="ignore"):  # inf - inf: equal infinities agree (gap 0)
@@ -447,8 +548,8 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
     if bias is not None:
         value = value + bias.value
         S = S + xp.abs(bias.value)
-    has_rad = any(_nonzero(t.det) for t in (a, b) + ((bias,) if bias else ()))
-    has_ref = any(_nonzero(t.ref_err) for t in (a, b) + ((bias,) if bias else ()))
+    has_rad = any(any_nonzero(t.det) for t in (a, b) + ((bias,) if bias else ()))
+    has_ref = any(any_nonzero(t.ref_err) for t in (a, b) + ((bias,) if bias else ()))
     prop: Any = 0.0
     prop_p: Any = 0.0
     ref_prop: Any = 0.0
@@ -540,7 +641,7 @@ def _exact_fused_matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tra
     lengths that vary per element, and operands outside float32's normal range
     where ``S`` would be summed in float32."""
     operands = (a, b) + ((bias,) if bias is not None else ())
-    if any(_nonzero(t.det) or _nonzero(t.ref_err) for t in operands):
+    if any(any_nonzero(t.det) or any_nonzero(t.ref_err) for t in operands):
         return None
     if _xp(a.value) is np and np.ndim(lengths.n_host):
         return None
@@ -720,7 +821,7 @@ def _finite_magnitude(S: Any, a: Tracked, b: Tracked, bias: Tracked | None) -> A
     fin = lambda v: xp.where(xp.isfinite(v), xp.abs(v), 0.0)  # noqa: E731
     av, bv = a.value, b.value
     bias_v = None if bias is None else bias.value
-    exact_operands = not any(_nonzero(t.det) for t in (a, b) + ((bias,) if bias else ()))
+    exact_operands = not any(any_nonzero(t.det) for t in (a, b) + ((bias,) if bias else ()))
     if exact_operands and av.ndim == 2 and bv.ndim == 2 and (bias_v is None or bias_v.ndim <= 1):
         # only rows of a and columns of b (or the bias) with a non-finite value
         # change: elsewhere every term is finite and S is already their sum (made
@@ -756,6 +857,7 @@ def add(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
     """Elementwise ``a + b`` rounded once in the accumulation format: adds
     ``u_acc (|a + b| + radii) + 2^emin``; exact where both are exact and the sum
     is representable."""
+    a, b = aligned(a, b)
     xp = _xp(a.value)
     with np.errstate(invalid="ignore", over="ignore"):
         value = xp.asarray(a.value + b.value)  # 0-d operands: an array, not a scalar
@@ -782,11 +884,10 @@ def add(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
 def sub(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
     """Elementwise ``a - b`` rounded once in the accumulation format: :func:`add`
     of ``a`` and ``-b`` (negation is exact)."""
-    neg = replace(b, value=-b.value, lo=None if b.lo is None else -b.lo)
-    return add(a, neg, model)
+    return add(a, negated(b), model)
 
 
-def _fold_lo(t: Tracked) -> Tracked:
+def folded(t: Tracked) -> Tracked:
     """``t`` without its low part: ``value`` alone, ``|lo|`` moved into ``ref_err``."""
     if t.lo is None:
         return t
@@ -797,7 +898,7 @@ def _fold_lo(t: Tracked) -> Tracked:
 def relu(t: Tracked) -> Tracked:
     """Elementwise ``max(t, 0)``: no rounding, and 1-Lipschitz, so every radius
     passes through unchanged (``|relu(a) - relu(b)| <= |a - b|``); NaN stays NaN."""
-    t = _fold_lo(t)
+    t = folded(t)
     xp = _xp(t.value)
     with np.errstate(invalid="ignore"):
         value = xp.where(t.value > 0, t.value, xp.where(xp.isnan(t.value), t.value, 0.0))
@@ -817,7 +918,7 @@ def relu_mask_mul(g: Tracked, x: Tracked) -> Tracked:
     non-finite in the kernel (an infinite or NaN radius or value), a masked
     element is not judged either: ``g * 0`` is NaN in a kernel that multiplies
     by the mask, 0 in one that selects."""
-    g, x = _fold_lo(g), _fold_lo(x)
+    g, x = folded(g), folded(x)
     xp = _xp(g.value)
     with np.errstate(invalid="ignore", over="ignore"):
         keep = x.value > 0
@@ -835,12 +936,13 @@ def relu_mask_mul(g: Tracked, x: Tracked) -> Tracked:
     return replace(g, value=value, ref_err=ref_err, det=det, prob=prob, mag=mag)
 
 
-def _two_prod_err(a: np.ndarray, b: Any) -> np.ndarray:
+def two_product_error(a: np.ndarray, b: Any) -> np.ndarray:
     """The rounding error of the float64 product ``a * b`` (Dekker's TwoProduct):
     0 exactly where the product is exact (finite, no underflow)."""
     p = a * b
     a_hi, a_lo = _split(a)
-    b_hi, b_lo = _split(np.asarray(b, dtype=np.float64))
+    xp = _xp(a)
+    b_hi, b_lo = _split(xp.asarray(b, dtype=xp.float64))
     return ((a_hi * b_hi - p) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo
 
 
@@ -858,7 +960,7 @@ def mul_scalar(t: Tracked, c: float, model: PrecisionModel, *, divide: bool = Fa
 
     and 0 where ``t`` is exact, ``e = 0`` and the product is exact and
     representable in the accumulation format (a power-of-two factor, say)."""
-    t = _fold_lo(t)
+    t = folded(t)
     xp = _xp(t.value)
     c = float(c)
     if divide and c == 0.0:
@@ -885,13 +987,13 @@ def mul_scalar(t: Tracked, c: float, model: PrecisionModel, *, divide: bool = Fa
         det = rounded(t.det * (k * (1.0 + e)), scaled, u)
         prob = rounded(t.prob * (k * (1.0 + e)), scaled, u)
         det, prob, ref_err = (xp.asarray(a, dtype=xp.float64) for a in (det, prob, ref_err))
-        if xp is np and e == 0.0:
+        if keeps_subnormals(xp) and e == 0.0:
             if divide:  # exact where value * c gives back t.value exactly
-                err = np.where(value * c == t.value, _two_prod_err(value, c), 1.0)
+                err = xp.where(value * c == t.value, two_product_error(value, c), 1.0)
             else:
-                err = _two_prod_err(t.value, c)
-            no_underflow = np.where(value == 0, t.value == 0, np.abs(value) >= 2.0**-969)
-            exact_here = ((t.det == 0) & (t.ref_err == 0) & (err == 0) & np.isfinite(value)
+                err = two_product_error(t.value, c)
+            no_underflow = xp.where(value == 0, t.value == 0, xp.abs(value) >= 2.0**-969)
+            exact_here = ((t.det == 0) & (t.ref_err == 0) & (err == 0) & xp.isfinite(value)
                           & no_underflow & representable(value, acc))
             det[exact_here] = prob[exact_here] = ref_err[exact_here] = 0.0
     return Tracked(value=value, ref_err=ref_err, det=det, prob=prob, mag=xp.abs(value),

@@ -1,29 +1,338 @@
-"""The array module of an array: NumPy, or CuPy for device arrays.
+"""The array namespaces the oracle computes in: NumPy, CuPy, and torch's.
 
-The oracle is written once against the NumPy API; where its operands live on a
-GPU (CuPy arrays) the same code runs there through the module this returns.
+The oracle is written once against the NumPy API; every function takes its
+namespace from its operands (:func:`array_module`), as mpmath's functions take
+their context, and creates its arrays there. Three namespaces serve it:
+
+* NumPy, on the host;
+* CuPy, on a GPU (its arrays are CuPy's);
+* torch's NumPy API (:mod:`torch._numpy`, the implementation of the NumPy API
+  over tensors that ``torch.compile`` uses for NumPy code), on whatever device
+  torch runs: its arrays wrap float64 (or integer, boolean) tensors, on the CPU or
+  on a GPU, and every operation is a torch operation on that device. A few
+  functions it lacks are completed here (:class:`TorchNumPy`).
+
+Arrays of one computation stay in one namespace: a rule creates its arrays with
+its operands' namespace, never with NumPy's. :func:`as_namespace` moves host
+arrays into a namespace (once, for the inputs) and :func:`to_numpy` brings
+results back. The fast paths (numba loops on the host, CuPy kernels on a GPU)
+are chosen per namespace in one place (:mod:`~numoracle.oracle.fused`).
 """
 
 from __future__ import annotations
 
 import sys
+from contextlib import AbstractContextManager, nullcontext
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
-__all__ = ["array_module", "release_cached_memory", "CACHED_MEMORY_KEPT"]
+from ..errors import InvalidArgument
+
+__all__ = ["array_module", "as_namespace", "to_numpy", "like", "device_of", "keeps_subnormals", "special", "namespace_named", "on_device",
+           "same_memory", "add_at", "is_torch", "TorchNumPy", "NAMESPACES",
+           "release_cached_memory", "CACHED_MEMORY_KEPT"]
 
 #: bytes of freed device memory the oracle's CuPy pool may keep between cases
 CACHED_MEMORY_KEPT = 2**28
+#: the namespaces by name (``torch``'s on the device torch computes on by default)
+NAMESPACES = ("numpy", "cupy", "torch")
+
+
+class TorchNumPy:
+    """torch's NumPy API (:mod:`torch._numpy`), completed with what the oracle uses
+    and it lacks (``frexp``, ``errstate``, ``asnumpy``; ``add.at`` is :func:`add_at`).
+    One instance, :data:`TORCH`; its arrays are ``torch._numpy.ndarray``, each
+    holding a tensor (``.tensor``)."""
+
+    __name__ = "torch"
+
+    def __init__(self) -> None:
+        import torch  # noqa: PLC0415 - only where torch arrays are used
+        import torch._numpy as tnp  # noqa: PLC0415
+
+        self._torch = torch
+        self._tnp = tnp
+        self.ndarray = tnp.ndarray
+        self.errstate = np.errstate  # torch raises no floating-point warnings
+        self.lib = SimpleNamespace(stride_tricks=SimpleNamespace(as_strided=self._as_strided))
+        self._speak_numpy()
+
+    def _speak_numpy(self) -> None:
+        """Let NumPy's functions and ufuncs take this namespace's arrays, as CuPy's
+        arrays do (NEP 13 and NEP 18): ``np.where(mask, a, 0.0)``, ``host * a`` and
+        ``np.expand_dims(a, 0)`` run in torch, host operands moved to ``a``'s
+        device. torch's NumPy arrays otherwise have no such protocol, and NumPy
+        makes object arrays of them."""
+        cls = self.ndarray
+        if getattr(cls, "__array_function__", None) is not None:
+            return
+        ns = self
+
+        def array_function(arr: Any, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+            fn = ns._numpy_twin(func.__name__)
+            if fn is None:
+                return NotImplemented
+            dev = ns.tensor(arr).device
+            return fn(*ns._onto(args, dev), **ns._onto(kwargs, dev))
+
+        def array_ufunc(arr: Any, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+            dev = ns.tensor(arr).device
+            inputs, kwargs = ns._onto(inputs, dev), ns._onto(kwargs, dev)
+            if method == "at" and ufunc.__name__ == "add":
+                add_at(*inputs)
+                return None
+            fn = ns._numpy_twin(ufunc.__name__)
+            if fn is None or method not in ("__call__", "reduce"):
+                return NotImplemented
+            if method == "reduce":
+                red = {"maximum": "max", "minimum": "min", "add": "sum",
+                       "logical_or": "any", "logical_and": "all"}.get(ufunc.__name__)
+                if red is None:
+                    return NotImplemented
+                first = inputs[0]
+                if isinstance(first, (list, tuple)):
+                    first = ns._tnp.stack(list(first))
+                return getattr(ns._tnp, red)(first, **kwargs)
+            out = kwargs.pop("out", None)
+            if isinstance(out, tuple):
+                out = out[0] if len(out) == 1 else out
+            return fn(*inputs, **kwargs) if out is None else fn(*inputs, out=out, **kwargs)
+
+        cls.__array_function__ = array_function
+        cls.__array_ufunc__ = array_ufunc
+        cls.__array_priority__ = 100
+
+    def _numpy_twin(self, name: str) -> Any:
+        own = {"frexp": self.frexp, "ldexp": self.ldexp, "as_strided": self._as_strided}
+        return own.get(name) or getattr(self._tnp, name, None)
+
+    def _onto(self, obj: Any, device: Any) -> Any:
+        """Host arrays in ``obj`` (nested in tuples, lists and dicts) as arrays of this
+        namespace on ``device``; everything else unchanged."""
+        if isinstance(obj, np.ndarray):
+            return self.from_tensor(self._torch.as_tensor(np.ascontiguousarray(obj),
+                                                          device=device))
+        if isinstance(obj, (tuple, list)):
+            return type(obj)(self._onto(o, device) for o in obj)
+        if isinstance(obj, dict):
+            return {k: self._onto(v, device) for k, v in obj.items()}
+        return obj
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tnp, name)
+
+    def __repr__(self) -> str:
+        return "<array namespace torch (torch._numpy)>"
+
+    def frexp(self, x: Any) -> tuple[Any, Any]:
+        """``x = m 2^e`` with ``|m|`` in ``[0.5, 1)`` (``m = x``, ``e = 0`` for 0,
+        infinities and NaN), as NumPy's."""
+        t = self._tnp.asarray(x).tensor
+        m, e = self._torch.frexp(t)
+        odd = ~self._torch.isfinite(t)
+        if bool(odd.any()):
+            m = self._torch.where(odd, t, m)
+            e = self._torch.where(odd, self._torch.zeros_like(e), e)
+        return self._tnp.asarray(m), self._tnp.asarray(e)
+
+    def ldexp(self, x: Any, e: Any, out: Any = None) -> Any:
+        """``x 2^e`` rounded once, as NumPy's (torch's multiplies by ``2.0**e``, which
+        is 0 or infinite beyond float64's range of powers): ``m 2^(k+e)`` from
+        ``x = m 2^k``, the power of two built from its bits."""
+        torch = self._torch
+        t = self._tnp.asarray(x).tensor
+        t = t.to(torch.float64) if not t.is_floating_point() else t
+        ex = self._tnp.asarray(e).tensor.to(device=t.device)
+        m, k = torch.frexp(t)
+        # x 2^e = (2m) 2^p with 2m in [1, 2): one rounding where 2^p is a float64 (p at
+        # least -1074); at p = -1075, m 2^-1074 (one rounding); below, 0 (under half
+        # the smallest subnormal); above 1023, an infinity
+        p = (k.to(torch.int64) + ex.to(torch.int64) - 1).clamp(-1076, 1024)
+        half = p == -1075
+        mant = torch.where(half, m, 2.0 * m)
+        pp = torch.where(half, -1074, p)
+        normal = ((pp.clamp(-1022, 1023) + 1023) << 52).view(torch.float64)
+        sub = (torch.ones_like(pp) << (pp.clamp(-1074, -1023) + 1074)).view(torch.float64)
+        power = torch.where(pp > 1023, torch.inf, torch.where(
+            pp >= -1022, normal, torch.where(pp >= -1074, sub, 0.0)))
+        r = torch.where(torch.isfinite(t) & (t != 0), mant * power, t)
+        if out is not None:
+            self._tnp.asarray(out).tensor.copy_(r)
+            return out
+        return self._tnp.asarray(r)
+
+    def _as_strided(self, x: Any, shape: Any, strides: Any) -> Any:
+        """NumPy's ``as_strided`` (strides in bytes) of an array of this namespace."""
+        t = self.tensor(x)
+        size = t.element_size()
+        return self.from_tensor(self._torch.as_strided(
+            t, tuple(shape), tuple(s // size for s in strides), t.storage_offset()))
+
+    def asnumpy(self, x: Any) -> np.ndarray:
+        """``x`` as a host NumPy array."""
+        a = self._tnp.asarray(x).tensor.detach()
+        return a.cpu().numpy() if a.device.type != "cpu" else a.numpy().copy()
+
+    def from_tensor(self, t: Any) -> Any:
+        """A tensor as an array of this namespace (no copy)."""
+        return self._tnp.asarray(t)
+
+    def tensor(self, x: Any) -> Any:
+        """The tensor an array of this namespace holds."""
+        return self._tnp.asarray(x).tensor
+
+
+_TORCH: TorchNumPy | None = None
+
+
+def _torch_namespace() -> TorchNumPy:
+    global _TORCH
+    if _TORCH is None:
+        _TORCH = TorchNumPy()
+    return _TORCH
+
+
+def is_torch(xp: Any) -> bool:
+    """Whether ``xp`` is torch's namespace."""
+    return isinstance(xp, TorchNumPy)
 
 
 def array_module(a: Any) -> Any:
-    """NumPy, or CuPy when ``a`` is a CuPy array (CuPy imported only then)."""
-    if type(a).__module__.startswith("cupy"):
+    """The namespace of ``a``: NumPy, CuPy for a CuPy array (CuPy imported only
+    then), torch's for a ``torch._numpy`` array or a tensor."""
+    mod = type(a).__module__
+    if mod.startswith("cupy"):
         import cupy  # noqa: PLC0415 - optional, only for device arrays
 
         return cupy
+    if mod.startswith("torch"):
+        return _torch_namespace()
     return np
+
+
+def namespace_named(name: str) -> Any:
+    """The namespace called ``name`` (one of :data:`NAMESPACES`)."""
+    if name == "numpy":
+        return np
+    if name == "cupy":
+        import cupy  # noqa: PLC0415 - optional
+
+        return cupy
+    if name == "torch":
+        return _torch_namespace()
+    raise InvalidArgument(f"namespace={name!r} is unknown; use one of {NAMESPACES}")
+
+
+def as_namespace(a: Any, xp: Any, device: Any = None) -> Any:
+    """``a`` (a host or device array, a tensor, a number) as an array of ``xp``;
+    for torch's on ``device`` (torch's default device when None). A float array
+    keeps its dtype; the caller asks float64 where it wants it."""
+    if xp is np:
+        return np.asarray(to_numpy(a))
+    if is_torch(xp):
+        torch = xp._torch
+        if isinstance(a, torch.Tensor):
+            t = a.detach()
+        elif type(a).__module__.startswith("torch"):
+            t = xp.tensor(a)
+        else:
+            host = a if not type(a).__module__.startswith("cupy") else None
+            if host is None:  # a CuPy array: shared through DLPack, no host copy
+                t = torch.from_dlpack(a)
+            else:
+                t = torch.as_tensor(np.asarray(host))
+        if device is not None and t.device != torch.device(device):
+            t = t.to(device)
+        return xp.from_tensor(t)
+    return xp.asarray(to_numpy(a)) if type(a).__module__.startswith("torch") else xp.asarray(a)
+
+
+def keeps_subnormals(xp: Any) -> bool:
+    """Whether elementwise float64 arithmetic of ``xp`` keeps subnormal results
+    (NumPy, torch) rather than flushing them to zero (CuPy's kernels are compiled
+    with ``-ftz``): where it does, the error-free transformations that find exact
+    elements (TwoProduct) hold."""
+    return xp is np or is_torch(xp)
+
+
+def device_of(a: Any) -> Any:
+    """The device of an array (a torch device for torch's namespace; None on the
+    host and for CuPy, whose current device is where its arrays are made)."""
+    xp = array_module(a)
+    return xp.tensor(a).device if is_torch(xp) else None
+
+
+def like(a: Any, ref: Any) -> Any:
+    """``a`` (a host array, a mask, a number) as an array of the namespace and on the
+    device of ``ref``: what an operation between them needs."""
+    xp = array_module(ref)
+    if xp is np or array_module(a) is xp and not is_torch(xp):
+        return a
+    return as_namespace(a, xp, device_of(ref))
+
+
+def to_numpy(a: Any) -> Any:
+    """``a`` on the host as NumPy (itself when it is already; numbers unchanged)."""
+    mod = type(a).__module__
+    if mod.startswith("cupy"):
+        return a.get()
+    if mod.startswith("torch"):
+        return _torch_namespace().asnumpy(a)
+    return a
+
+
+def on_device(xp: Any, device: Any) -> AbstractContextManager[Any]:
+    """Where arrays that ``xp`` creates from nothing (zeros, ones, arange) land:
+    torch's default device set to ``device`` for torch's namespace; CuPy's
+    current device for CuPy; nothing to do on NumPy."""
+    if device is None or xp is np:
+        return nullcontext()
+    if is_torch(xp):
+        return xp._torch.device(device)  # type: ignore[no-any-return]
+    return xp.cuda.Device(device)  # type: ignore[no-any-return]
+
+
+def same_memory(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` start at the same address (views of one buffer)."""
+    xp = array_module(a)
+    if xp is np:
+        return bool(a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
+    if is_torch(xp):
+        return bool(xp.tensor(a).data_ptr() == xp.tensor(b).data_ptr())
+    return bool(a.data.ptr == b.data.ptr)
+
+
+def add_at(out: Any, index: Any, values: Any) -> None:
+    """``out[index] += values`` with repeated indices adding up (NumPy's
+    ``add.at``), in ``out``'s namespace."""
+    xp = array_module(out)
+    if is_torch(xp):
+        t = xp.tensor(out)
+        idx = index if isinstance(index, tuple) else (index,)
+        tidx = tuple(xp.tensor(as_namespace(i, xp, t.device)) for i in idx)
+        vals = xp.tensor(as_namespace(values, xp, t.device)).to(t.dtype)
+        t.index_put_(tidx, vals, accumulate=True)
+        return
+    xp.add.at(out, index, values)
+
+
+def special(x: Any, name: str) -> Any:
+    """The special function ``name`` (``"erf"``, ``"erfc"``) of float64 ``x`` in its
+    namespace: torch's (accurate to a few float64 ulps) on the host and for torch's
+    namespace, CuPy's (``cupyx.scipy.special``) on CuPy."""
+    xp = array_module(x)
+    if xp is np:
+        import torch  # noqa: PLC0415 - the host's special functions are torch's
+
+        t = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64))
+        return getattr(torch.special, name)(t).numpy()
+    if is_torch(xp):
+        return xp.from_tensor(getattr(xp._torch.special, name)(xp.tensor(x)))
+    import cupyx.scipy.special  # noqa: PLC0415 - optional, only for CuPy arrays
+
+    return getattr(cupyx.scipy.special, name)(x)
 
 
 def release_cached_memory(keep: int = CACHED_MEMORY_KEPT) -> int:

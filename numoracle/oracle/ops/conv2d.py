@@ -43,8 +43,21 @@ import numpy as np
 
 from ...errors import InvalidArgument
 from ..precision import PrecisionModel
-from ..tracked import Tracked, _nonzero, _xp, add, concat, exact, matmul, store, sum_, unjudged
+from ..tracked import (
+    Tracked,
+    add,
+    any_nonzero,
+    concat,
+    exact,
+    folded,
+    matmul,
+    store,
+    sum_,
+    tmap,
+    unjudged,
+)
 from ..transforms import widen_conv2d
+from ..xp import array_module as _xp
 from .base import Op, Product, check_positive_int, with_bias_gradient
 from .plan import Choice, Derived, Dim, Flag, Multiple
 from .plan import Pair as IntPair
@@ -272,7 +285,7 @@ def conv2d_tracked(
         summation's radius where the operands carry radii of their own).
     """
     want = outputs
-    x, weight = _fold(x), _fold(weight)
+    x, weight = folded(x), folded(weight)
     xp = _xp(x.value)
     n, c, h, wd = x.shape
     o, cg, kh, kw = weight.shape
@@ -284,7 +297,7 @@ def conv2d_tracked(
     if needs_g and grad_output is None:
         raise InvalidArgument(f"conv2d_tracked: outputs {needs_g} need grad_output; give the "
                               f"upstream gradient of shape {(n, o, ho, wo)}")
-    g = _fold(grad_output) if grad_output is not None else None
+    g = folded(grad_output) if grad_output is not None else None
     res: dict[str, Tracked] = {}
 
     x_exact, g_exact = _is_exact(x), g is None or _is_exact(g)
@@ -311,7 +324,7 @@ def conv2d_tracked(
         wmat = _map(weight, lambda v: v.reshape(grp, og, cg * kh * kw))
         b = None
         if bias is not None:
-            b = _map(_fold(bias), lambda v: v.reshape(grp, og, 1))
+            b = _map(folded(bias), lambda v: v.reshape(grp, og, 1))
         pad_inf = None  # per position of one sample: a padding tap meets an infinite weight
         if pad_mask is not None and bool(xp.isinf(wmat.value).any()):
             za = _structural_columns(pad_mask, cg, xp)  # (1, C/G*kH*kW, Ho*Wo)
@@ -420,28 +433,20 @@ def _radius(t: Tracked) -> Any:
     return _xp(t.value).broadcast_to(t.det + t.ref_err, t.value.shape)
 
 
-def _fold(t: Tracked) -> Tracked:
-    """``t`` without a low part (``|lo|`` moved into ``ref_err``)."""
-    if t.lo is None:
-        return t
-    return replace(t, ref_err=t.ref_err + _xp(t.value).abs(t.lo), lo=None)
 
 
 def _is_exact(t: Tracked) -> bool:
     """No radius at all: an exact operand (zero-stride radii are not scanned)."""
-    return not (_nonzero(t.det) or _nonzero(t.prob) or _nonzero(t.ref_err))
+    return not (any_nonzero(t.det) or any_nonzero(t.prob) or any_nonzero(t.ref_err))
 
 
 def _map(t: Tracked, fn: Callable[[Any], Any], is_exact: bool | None = None) -> Tracked:
     """``fn`` (a gather, pad, reshape: no arithmetic) applied to the value and
     radii of an operand; an exact operand stays exact without touching its zeros
     (``is_exact``: already known, so not checked again)."""
-    xp = _xp(t.value)
     if _is_exact(t) if is_exact is None else is_exact:
         return exact(fn(t.value))
-    return Tracked(value=fn(t.value), ref_err=fn(xp.asarray(t.ref_err)),
-                   det=fn(xp.asarray(t.det)), prob=fn(xp.asarray(t.prob)),
-                   mag=fn(xp.asarray(t.mag)), n=1)
+    return tmap(t, fn)
 
 
 #: elements of the contraction operands built at once on the host (the im2col

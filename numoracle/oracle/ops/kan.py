@@ -65,10 +65,10 @@ from ..nested import nested_contraction
 from ..precision import PrecisionModel
 from ..tracked import (
     Tracked,
-    _fold_lo,
     add,
     either,
     exact,
+    folded,
     matmul,
     store,
     sum_,
@@ -216,7 +216,7 @@ def place_near_knots(x: np.ndarray, grid: np.ndarray, storage: Format,
 
 # -- tracked helpers --------------------------------------------------------------------------
 def _neg(t: Tracked) -> Tracked:
-    t = _fold_lo(t)
+    t = folded(t)
     return replace(t, value=-t.value)
 
 
@@ -226,7 +226,7 @@ def _pad_last(t: Tracked, before: int, after: int) -> Tracked:
 
 def _widen3(t: Tracked, det: Any, prob: Any, ref: Any) -> Tracked:
     """``t`` with the three radii widened (a Lipschitz term)."""
-    t = _fold_lo(t)
+    t = folded(t)
     return replace(t, det=t.det + det, prob=t.prob + prob, ref_err=t.ref_err + ref)
 
 
@@ -291,7 +291,7 @@ def kan_layer(x: Tracked, grid: np.ndarray, coef: Tracked, base_weight: Tracked,
     outputs : tuple of str
         Which of :data:`KAN_OUTPUTS` to compute.
     """
-    x, coef = _fold_lo(x), _fold_lo(coef)
+    x, coef = folded(x), folded(coef)
     grid = np.asarray(grid, np.float64)
     bsz, n_in = x.shape
     n_out, _, n_c = coef.shape

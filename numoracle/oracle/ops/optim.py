@@ -24,13 +24,14 @@ row over: a failure's worst element names its step (the first index).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from ..optim_math import OptimConfig, optimizer_step
 from ..precision import PrecisionModel
-from ..tracked import Tracked, exact, store
+from ..tracked import Tracked, exact, store, tcat, tmap
 from .base import Op, Product, check_positive_int
 from .plan import Choice, Dim, Spec
 
@@ -76,20 +77,12 @@ def optimizer_params(params: Mapping[str, Any]) -> dict[str, Any]:
 def stack_rows(rows: list[Tracked]) -> Tracked:
     """Tracked arrays of one shape stacked along a new first axis (a row's low
     part, where it has one, joins its oracle error)."""
-    n = [r.n for r in rows]
-    return Tracked(value=np.stack([r.value for r in rows]),
-                   ref_err=np.stack([np.broadcast_to(r.ref_err, r.shape) if r.lo is None
-                                     else r.ref_err + np.abs(r.lo) for r in rows]),
-                   det=np.stack([np.broadcast_to(r.det, r.shape) for r in rows]),
-                   prob=np.stack([np.broadcast_to(r.prob, r.shape) for r in rows]),
-                   mag=np.stack([np.broadcast_to(r.mag, r.shape) for r in rows]),
-                   n=max(int(np.max(k)) for k in n) if n else 1)
+    return replace(tcat(rows, axis=0, stack=True), n=max(r.max_n for r in rows))
 
 
 def row(t: Tracked, k: int) -> Tracked:
     """Row ``k`` of a tracked array (its first axis), as exact inputs' rows are taken."""
-    return exact(t.value[k]) if t.is_exact else Tracked(
-        value=t.value[k], ref_err=t.ref_err[k], det=t.det[k], prob=t.prob[k], mag=t.mag[k])
+    return exact(t.value[k]) if t.is_exact else tmap(t, lambda a: a[k])
 
 
 class Optim(Op):

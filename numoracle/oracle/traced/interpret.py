@@ -38,6 +38,7 @@ from torch import fx
 
 from ...errors import InvalidArgument
 from ..tracked import Tracked, exact, store
+from ..xp import on_device, to_numpy
 from . import library  # noqa: F401 - registers the rules
 from .capture import Graph
 from .rules import Rule, RuleContext, lookup
@@ -72,13 +73,18 @@ def stores_per_op(ctx: RuleContext) -> bool:
     return ctx.stores_per_op()
 
 
-def _to_value(a: Any) -> Any:
-    """A tensor constant of the graph (or an input) as the rules take it."""
+def _to_value(a: Any, ctx: RuleContext) -> Any:
+    """A tensor constant of the graph (or an input) as the rules take it: a
+    floating-point one exact in the context's namespace (on its device), an integer
+    or boolean one a host array."""
     if isinstance(a, torch.Tensor):
-        arr = a.detach().cpu().numpy()
-        return exact(arr.astype(np.float64)) if a.is_floating_point() else arr
-    if isinstance(a, np.ndarray):
-        return exact(a) if np.issubdtype(a.dtype, np.floating) else a
+        if a.is_floating_point():
+            return exact(ctx.array(a.detach().to(torch.float64)))
+        return a.detach().cpu().numpy()
+    if hasattr(a, "dtype") and hasattr(a, "shape"):  # an array of any namespace
+        if str(a.dtype).startswith("float"):
+            return exact(ctx.array(a))
+        return np.asarray(to_numpy(a))
     return a
 
 
@@ -96,13 +102,20 @@ def _load(env: dict[fx.Node, Any], a: Any) -> Any:
 
 def evaluate(graph: Graph, inputs: Mapping[str, Any], ctx: RuleContext,
              outputs: Sequence[str] = ()) -> dict[str, Any]:
-    """Evaluate ``graph`` on ``inputs`` (host arrays by placeholder name) under
-    ``ctx``; returns the requested outputs (all when empty) by name: a
-    :class:`Tracked` for each floating-point output, a NumPy array for an
+    """Evaluate ``graph`` on ``inputs`` (arrays of any namespace, or tensors, by
+    placeholder name) under ``ctx``, in the context's namespace and on its device
+    (:attr:`RuleContext.xp`); returns the requested outputs (all when empty) by
+    name: a :class:`Tracked` for each floating-point output, a NumPy array for an
     integer one.
 
     Only the nodes the requested outputs depend on are evaluated.
     """
+    with on_device(ctx.xp, ctx.device):
+        return _evaluate(graph, inputs, ctx, outputs)
+
+
+def _evaluate(graph: Graph, inputs: Mapping[str, Any], ctx: RuleContext,
+              outputs: Sequence[str]) -> dict[str, Any]:
     rules = rules_of(graph)
     want = tuple(outputs) or graph.outputs
     unknown = [o for o in want if o not in graph.outputs]
@@ -128,11 +141,11 @@ def evaluate(graph: Graph, inputs: Mapping[str, Any], ctx: RuleContext,
                 if name not in inputs:
                     raise InvalidArgument(f"input {name!r} is missing; the graph takes "
                                           f"{graph.inputs}")
-                env[node] = _to_value(inputs[name])
+                env[node] = _to_value(inputs[name], ctx)
         elif node not in needed:
             continue
         elif node.op == "get_attr":
-            env[node] = _to_value(getattr(graph.module, str(node.target)))
+            env[node] = _to_value(getattr(graph.module, str(node.target)), ctx)
         elif node.op == "call_function":
             args, kwargs = _load(env, node.args), _load(env, node.kwargs)
             if node.target is operator.getitem:
@@ -142,7 +155,7 @@ def evaluate(graph: Graph, inputs: Mapping[str, Any], ctx: RuleContext,
             env[node] = _stored(result, ctx) if per_op else result
     done: dict[str, Any] = {}
     for i, node in targets.items():
-        value = env[node] if isinstance(node, fx.Node) else _to_value(node)
+        value = env[node] if isinstance(node, fx.Node) else _to_value(node, ctx)
         if isinstance(value, Tracked) and narrower and not per_op:
             value = store(value, ctx.model)  # fused: one rounding to storage, at the end
         done[graph.outputs[i]] = value

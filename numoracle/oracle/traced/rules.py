@@ -24,9 +24,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+import numpy as np
+
 from ...errors import InvalidArgument
 from ..precision import PrecisionModel
 from ..tracked import Tracked, store
+from ..xp import as_namespace
 
 __all__ = ["RULES", "Claims", "NoRule", "RuleContext", "Rule", "rule", "lookup"]
 
@@ -73,10 +76,18 @@ class Claims:
 
 @dataclass(frozen=True)
 class RuleContext:
-    """What every rule is evaluated under: the claimed model and claims."""
+    """What every rule is evaluated under: the claimed model and claims, and the
+    array namespace (NumPy, CuPy or torch's; :mod:`~numoracle.oracle.xp`) with its
+    device, where a rule makes arrays from nothing (a factory, a constant)."""
 
     model: PrecisionModel
     claims: Claims = field(default_factory=Claims)
+    xp: Any = field(default=np, compare=False)
+    device: Any = field(default=None, compare=False)
+
+    def array(self, a: Any) -> Any:
+        """``a`` (a host array, a number) as an array of the context's namespace."""
+        return as_namespace(a, self.xp, self.device)
 
     def ulps(self, name: str) -> float | None:
         """The claimed ulps of transcendental ``name`` (None: the library default)."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -23,10 +24,11 @@ import numpy as np
 from ....errors import InvalidArgument
 from ...formats import quantize, representable
 from ...precision import PrecisionModel
-from ...tracked import Tracked, _fold_lo, exact, mul_scalar
+from ...tracked import Tracked, bounded, exact, folded, mul_scalar, tmap
+from ...xp import array_module
 from ..rules import NoRule, RuleContext
 
-__all__ = ["Decision", "IndexSet", "as_tracked", "scalar", "tmap_all", "dims_of", "decided",
+__all__ = ["Decision", "IndexSet", "as_tracked", "scalar", "tmap_all", "copied", "dims_of", "decided",
            "unsure_of", "as_judged", "is_tracked", "reach", "check_no_dtype", "scaled", "index_set"]
 
 
@@ -108,7 +110,7 @@ def as_judged(v: Any) -> Tracked:
         r = np.asarray(unsure, dtype=np.float64)
     if r is None or not r.any():
         return exact(a)
-    return Tracked(value=a, ref_err=np.zeros(a.shape), det=r, prob=r.copy(), mag=np.abs(a))
+    return bounded(a, r, r.copy())
 
 
 def is_tracked(x: Any) -> bool:
@@ -124,8 +126,7 @@ def scalar(c: Any, model: PrecisionModel) -> Tracked:
     if not np.isfinite(v) or bool(representable(v, model.accumulate)):
         return t
     r = np.abs(quantize(v, model.accumulate) - v) * (1.0 + 2.0**-52)
-    return Tracked(value=v, ref_err=t.ref_err, det=np.asarray(r), prob=np.asarray(r),
-                   mag=np.abs(v), n=1)
+    return bounded(v, r)
 
 
 def scaled(ctx: RuleContext, t: Tracked, c: float, divide: bool = False) -> Tracked:
@@ -148,27 +149,23 @@ def as_tracked(x: Any, model: PrecisionModel) -> Tracked:
         u = unsure_of(x)
         if u is not None:
             r = u.astype(np.float64)
-            t = Tracked(value=t.value, ref_err=t.ref_err, det=r, prob=r, mag=t.mag, n=1)
+            t = replace(t, det=r, prob=r)
         return t
     if isinstance(x, (bool, int, float, np.number)):
         return scalar(x, model)
     raise NoRule(f"an operand of type {type(x).__name__} ({x!r}) is not a tensor or a number")
 
 
+def copied(a: Any) -> Any:
+    """A copy of an array, in its namespace (``np.array`` for any namespace)."""
+    return array_module(a).array(a, copy=True)
+
+
 def tmap_all(t: Tracked, fn: Callable[[np.ndarray], np.ndarray]) -> Tracked:
     """``fn`` (indexing, reshaping, permuting: no arithmetic) applied to every
     array of ``t`` (radii and per-element lengths broadcast to its shape first),
     the low part folded into the oracle's error."""
-    t = _fold_lo(t)
-    shape = t.value.shape
-
-    def full(a: Any) -> np.ndarray:
-        a = np.asarray(a)
-        return a if a.shape == shape else np.broadcast_to(a, shape)
-
-    n: int | np.ndarray = t.n if np.ndim(t.n) == 0 else fn(full(t.n))
-    return Tracked(value=fn(t.value), ref_err=fn(full(t.ref_err)), det=fn(full(t.det)),
-                   prob=fn(full(t.prob)), mag=fn(full(t.mag)), n=n)
+    return tmap(t, fn, lengths=True)
 
 
 def dims_of(dim: Any, ndim: int) -> tuple[int, ...]:
@@ -188,9 +185,10 @@ def dims_of(dim: Any, ndim: int) -> tuple[int, ...]:
 def reach(t: Tracked) -> np.ndarray:
     """How far a kernel's value may lie from the oracle's: the kernel radius plus
     the oracle's own error (NaN radii, unjudged elements, count as unbounded)."""
-    t = _fold_lo(t)
-    r = np.asarray(t.det + t.ref_err, dtype=np.float64)
-    return np.where(np.isnan(r), np.inf, r)
+    t = folded(t)
+    xp = t.xp
+    r = xp.asarray(t.det + t.ref_err, dtype=xp.float64)
+    return xp.where(xp.isnan(r), xp.inf, r)
 
 
 def check_no_dtype(op: str, dtype: Any, allowed: Sequence[Any] = (None,)) -> None:

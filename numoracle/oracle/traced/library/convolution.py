@@ -35,7 +35,7 @@ import numpy as np
 
 from ...ops.conv2d import conv2d_tracked
 from ...precision import gamma
-from ...tracked import Tracked, _fold_lo, add, exact, matmul, sum_
+from ...tracked import Tracked, add, exact, folded, matmul, sum_
 from ..rules import NoRule, RuleContext, rule
 from ._common import as_tracked, tmap_all
 from ._windows import Windows
@@ -60,7 +60,7 @@ def _bias_as_term(ctx: RuleContext, y: Tracked, bias: Tracked, n: int) -> Tracke
     """``y + bias`` (bias on axis 1), with ``gamma_{n+1}(u) |bias|`` for a kernel
     that adds the bias inside its contraction."""
     shape = (1, -1) + (1,) * (y.value.ndim - 2)
-    b = tmap_all(_fold_lo(bias), lambda a: np.reshape(a, shape))
+    b = tmap_all(folded(bias), lambda a: np.reshape(a, shape))
     out = add(y, b, ctx.model)
     extra = gamma(np.asarray(n + 1), ctx.model.acc_unit()) * (np.abs(b.value) + b.det)
     return replace(out, det=out.det + extra, prob=out.prob + extra)
@@ -123,9 +123,9 @@ def _conv_windows(ctx: RuleContext, x: Tracked, w: Tracked, bias: Tracked | None
     def columns(a: np.ndarray) -> np.ndarray:  # (G, Cg*K, N*P)
         cols = win.gather(a, 0.0).reshape(n, g, cg, p_out, k)
         return cols.transpose(1, 2, 4, 0, 3).reshape(g, cg * k, n * p_out)
-    cols = tmap_all(_fold_lo(x), columns)
-    wmat = tmap_all(_fold_lo(w), lambda a: a.reshape(g, og, cg * k))
-    b = None if bias is None else tmap_all(_fold_lo(bias), lambda a: a.reshape(g, og, 1))
+    cols = tmap_all(folded(x), columns)
+    wmat = tmap_all(folded(w), lambda a: a.reshape(g, og, cg * k))
+    b = None if bias is None else tmap_all(folded(bias), lambda a: a.reshape(g, og, 1))
     y = matmul(wmat, cols, ctx.model, bias=b)  # (G, Og, N*P)
     return tmap_all(y, lambda a: a.reshape(g, og, n, *win.out).swapaxes(0, 2).swapaxes(1, 2)
                     .reshape(n, o, *win.out))
@@ -150,7 +150,7 @@ def _conv_transposed_windows(ctx: RuleContext, x: Tracked, w: Tracked, bias: Tra
         crop = tuple(slice(max(-lo[i], 0), up[i] - max(-hi[i], 0)) for i in range(d))
         out = out[(slice(None), slice(None), *crop)]
         return np.pad(out, [(0, 0), (0, 0)] + [(max(lo[i], 0), max(hi[i], 0)) for i in range(d)])
-    xs = tmap_all(_fold_lo(x), spread)
+    xs = tmap_all(folded(x), spread)
     cin, coutg = w.shape[0], w.shape[1]
     cing = cin // groups
 
@@ -159,7 +159,7 @@ def _conv_transposed_windows(ctx: RuleContext, x: Tracked, w: Tracked, bias: Tra
         key: tuple[Any, ...] = (Ellipsis, *(slice(None, None, -1) for _ in range(d)))
         a = a[key]
         return a.reshape(groups * coutg, cing, *k)
-    wf = tmap_all(_fold_lo(w), flip)
+    wf = tmap_all(folded(w), flip)
     y = _conv_windows(ctx, xs, wf, None, (1,) * d, (0,) * d, dl, groups)
     if bias is None:
         return y
@@ -241,7 +241,7 @@ def convolution_backward_rule(ctx: RuleContext, grad: Any, x: Any, w: Any, bias_
                               output_padding: Any, groups: int, output_mask: Sequence[bool]
                               ) -> tuple[Tracked | None, ...]:
     m = ctx.model
-    g, xt, wt = (_fold_lo(as_tracked(a, m)) for a in (grad, x, w))
+    g, xt, wt = (folded(as_tracked(a, m)) for a in (grad, x, w))
     d = xt.value.ndim - 2
     if d == 2:
         res = _backward2d(ctx, g, xt, wt, stride, padding, dilation, transposed, groups,

@@ -31,6 +31,7 @@ where the decision is unsure.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -39,7 +40,8 @@ import numpy as np
 import torch
 
 from ... import elementwise as ew
-from ...tracked import Tracked, _fold_lo, add, relu, sub
+from ...tracked import Tracked, add, aligned, bounded, folded, relu, sub
+from ...xp import array_module, like, special, to_numpy
 from ..rules import NoRule, RuleContext, rule
 from ._common import as_tracked, decided, is_tracked, reach, scalar, scaled, unsure_of
 
@@ -154,7 +156,7 @@ def reciprocal_rule(ctx: RuleContext, a: Tracked) -> Tracked:
 def neg_rule(ctx: RuleContext, a: Any) -> Any:
     if not is_tracked(a):
         return -np.asarray(a)
-    a = _fold_lo(a)
+    a = folded(a)
     return replace(a, value=-a.value)
 
 
@@ -162,8 +164,8 @@ def neg_rule(ctx: RuleContext, a: Any) -> Any:
 def abs_rule(ctx: RuleContext, a: Any) -> Any:
     if not is_tracked(a):
         return np.abs(np.asarray(a))
-    a = _fold_lo(a)  # 1-Lipschitz, no rounding
-    return replace(a, value=np.abs(a.value))
+    a = folded(a)  # 1-Lipschitz, no rounding
+    return replace(a, value=a.xp.abs(a.value))
 
 
 # -- selections and piecewise functions ---------------------------------------------
@@ -178,7 +180,7 @@ def relu_rule(ctx: RuleContext, a: Any) -> Any:
 def _bound(ctx: RuleContext, a: Tracked, c: Any, upper: bool) -> Tracked:
     c_t = as_tracked(c, ctx.model)
     if upper:  # min(a, c) = -max(-a, -c)
-        neg = lambda t: replace(_fold_lo(t), value=-t.value)  # noqa: E731
+        neg = lambda t: replace(folded(t), value=-t.value)  # noqa: E731
         return neg(ew.maximum(neg(a), neg(c_t)))
     return ew.maximum(a, c_t)
 
@@ -224,40 +226,42 @@ def minimum_rule(ctx: RuleContext, a: Any, b: Any) -> Any:
     return _bound(ctx, as_tracked(a, ctx.model), as_tracked(b, ctx.model), upper=True)
 
 
-def _sign_unsure(x: Tracked, edge: float = 0.0) -> np.ndarray:
-    r = reach(x)
-    return (np.abs(x.value - edge) <= r) & (r > 0) | np.isnan(x.value)
+def _sign_unsure(x: Tracked, edge: float = 0.0) -> Any:
+    r, xp = reach(x), x.xp
+    return (xp.abs(x.value - edge) <= r) & (r > 0) | xp.isnan(x.value)
 
 
 def _piecewise(x: Tracked, pos: Tracked, neg: Tracked, lip: float,
                edge: float = 0.0, jump: Any = 0.0) -> Tracked:
     """``pos`` where ``x > edge`` else ``neg``; where the kernel may take the other
     branch: ``lip * reach(x) + jump`` plus the larger evaluation radius."""
-    x = _fold_lo(x)
+    x = folded(x)
     cond = x.value > edge
     unsure = _sign_unsure(x, edge)
     out = ew.where(cond, pos, neg)
     if not unsure.any():
         return out
     extra = lip * reach(x) + jump
-    det = np.where(unsure, np.maximum(pos.det, neg.det) + extra, out.det)
-    prob = np.where(unsure, np.maximum(pos.prob, neg.prob) + extra, out.prob)
-    ref = np.where(unsure, np.maximum(pos.ref_err, neg.ref_err), out.ref_err)
+    pos, neg = aligned(pos, neg)
+    xp = out.xp
+    det = xp.where(unsure, xp.maximum(pos.det, neg.det) + extra, out.det)
+    prob = xp.where(unsure, xp.maximum(pos.prob, neg.prob) + extra, out.prob)
+    ref = xp.where(unsure, xp.maximum(pos.ref_err, neg.ref_err), out.ref_err)
     return replace(out, det=det, prob=prob, ref_err=ref)
 
 
 @rule("aten.leaky_relu.default")
 def leaky_relu_rule(ctx: RuleContext, a: Tracked, negative_slope: Any = 0.01) -> Tracked:
     s = float(negative_slope)
-    return _piecewise(a, _fold_lo(a), scaled(ctx, a, s), max(1.0, abs(s)))
+    return _piecewise(a, folded(a), scaled(ctx, a, s), max(1.0, abs(s)))
 
 
 @rule("aten.threshold.default")
 def threshold_rule(ctx: RuleContext, a: Tracked, threshold: Any, value: Any) -> Tracked:
     v = as_tracked(value, ctx.model)
     neg = replace(v, value=np.full(a.shape, float(value)))
-    jump = np.abs(_fold_lo(a).value - float(value))
-    return _piecewise(a, _fold_lo(a), neg, 1.0, edge=float(threshold), jump=jump)
+    jump = a.xp.abs(folded(a).value - float(value))
+    return _piecewise(a, folded(a), neg, 1.0, edge=float(threshold), jump=jump)
 
 
 @rule("aten.elu.default")
@@ -266,12 +270,14 @@ def elu_rule(ctx: RuleContext, a: Tracked, alpha: Any = 1, scale: Any = 1,
     al, sc, ins = float(alpha), float(scale), float(input_scale)
     k = sc * al
 
+    xp = a.xp
+
     def lip(lo: Any, hi: Any) -> Any:
-        return abs(k) * abs(ins) * np.exp(np.minimum(ins * hi, ins * lo).clip(None, 0.0)
-                                          if ins < 0 else np.minimum(ins * hi, 0.0))
-    neg = ew.elementary(a, ctx.model, f=lambda v: k * np.expm1(ins * v), lipschitz=lip,
+        return abs(k) * abs(ins) * xp.exp(xp.minimum(xp.minimum(ins * hi, ins * lo), 0.0)
+                                          if ins < 0 else xp.minimum(ins * hi, 0.0))
+    neg = ew.elementary(a, ctx.model, f=lambda v: k * xp.expm1(ins * v), lipschitz=lip,
                         ulps=ulps(ctx, "elu"))
-    pos = _fold_lo(a) if sc == 1.0 else scaled(ctx, a, sc)
+    pos = folded(a) if sc == 1.0 else scaled(ctx, a, sc)
     return _piecewise(a, pos, neg, max(abs(sc), abs(k * ins)))
 
 
@@ -281,21 +287,21 @@ def sign_rule(ctx: RuleContext, a: Any) -> Any:
     radius of 0 the kernel's sign may be any of them (radius 2, 1 at an exact 0)."""
     if not is_tracked(a):
         return np.sign(np.asarray(a))
-    a = _fold_lo(a)
-    value = np.sign(a.value)
+    a = folded(a)
+    xp = a.xp
+    value = xp.sign(a.value)
     r = reach(a)
-    unsure = (np.abs(a.value) <= r) & (r > 0)
-    rad = np.where(unsure, np.where(value == 0, 1.0, 2.0), 0.0)
-    rad = np.where(np.isnan(a.value), np.nan, rad)
-    z = np.zeros(value.shape)
-    return Tracked(value=value, ref_err=z, det=rad, prob=rad.copy(), mag=np.abs(value), n=1)
+    unsure = (xp.abs(a.value) <= r) & (r > 0)
+    rad = xp.where(unsure, xp.where(value == 0, 1.0, 2.0), 0.0)
+    rad = xp.where(xp.isnan(a.value), xp.nan, rad)
+    return bounded(value, rad, rad.copy())
 
 
 # -- comparisons, masks and where -------------------------------------------------
 
 _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
-    "gt": np.greater, "lt": np.less, "ge": np.greater_equal, "le": np.less_equal,
-    "eq": np.equal, "ne": np.not_equal,
+    "gt": operator.gt, "lt": operator.lt, "ge": operator.ge, "le": operator.le,
+    "eq": operator.eq, "ne": operator.ne,
 }
 
 
@@ -303,13 +309,14 @@ def _compare(op: Callable[[Any, Any], Any]) -> Callable[..., Any]:
     def compare(ctx: RuleContext, a: Any, b: Any) -> np.ndarray:
         if _all_plain(a, b) or not (is_tracked(a) or is_tracked(b)):
             return np.asarray(op(np.asarray(a), np.asarray(b)))
-        at, bt = as_tracked(a, ctx.model), as_tracked(b, ctx.model)
-        av, bv = _fold_lo(at).value, _fold_lo(bt).value
+        at, bt = aligned(as_tracked(a, ctx.model), as_tracked(b, ctx.model))
+        av, bv = folded(at).value, folded(bt).value
+        xp = at.xp
         with np.errstate(invalid="ignore"):
             value = op(av, bv)
             r = reach(at) + reach(bt)
-            unsure = ((np.abs(av - bv) <= r) & (r > 0)) | (np.isnan(r))
-        return decided(value, unsure)
+            unsure = ((xp.abs(av - bv) <= r) & (r > 0)) | (xp.isnan(r))
+        return decided(to_numpy(value), to_numpy(unsure))
     return compare
 
 
@@ -322,20 +329,22 @@ def where_rule(ctx: RuleContext, cond: Any, a: Any, b: Any) -> Any:
     floating = [x for x in (a, b) if is_tracked(x) or isinstance(x, float)]
     if not floating:
         return np.where(np.asarray(cond, dtype=bool), a, b)
-    at, bt = _fold_lo(as_tracked(a, ctx.model)), _fold_lo(as_tracked(b, ctx.model))
+    at, bt = (folded(t) for t in aligned(as_tracked(a, ctx.model), as_tracked(b, ctx.model)))
     c = np.asarray(cond, dtype=bool)
     out = ew.where(c, at, bt)
     unsure = unsure_of(cond)
     if unsure is None:
         return out
+    xp = out.xp
+    c, unsure = like(c, out.value), like(unsure, out.value)
     with np.errstate(invalid="ignore"):
-        gap = np.abs(at.value - bt.value)
-        gap = np.where(at.value == bt.value, 0.0, gap)
-    other_det = np.where(c, bt.det, at.det) + gap
-    other_prob = np.where(c, bt.prob, at.prob) + gap
-    other_ref = np.where(c, bt.ref_err, at.ref_err)
-    return replace(out, det=np.where(unsure, np.maximum(out.det, other_det + other_ref), out.det),
-                   prob=np.where(unsure, np.maximum(out.prob, other_prob + other_ref), out.prob))
+        gap = xp.abs(at.value - bt.value)
+        gap = xp.where(at.value == bt.value, 0.0, gap)
+    other_det = xp.where(c, bt.det, at.det) + gap
+    other_prob = xp.where(c, bt.prob, at.prob) + gap
+    other_ref = xp.where(c, bt.ref_err, at.ref_err)
+    return replace(out, det=xp.where(unsure, xp.maximum(out.det, other_det + other_ref), out.det),
+                   prob=xp.where(unsure, xp.maximum(out.prob, other_prob + other_ref), out.prob))
 
 
 @rule("aten.logical_not.default")
@@ -378,22 +387,25 @@ rule("aten.logical_or.default", "aten.bitwise_or.Tensor")(_logical(np.logical_or
 def isnan_rule(ctx: RuleContext, a: Any) -> np.ndarray:
     if not is_tracked(a):
         return np.zeros(np.shape(a), dtype=bool)
-    a = _fold_lo(a)
-    return decided(np.isnan(a.value), np.isnan(a.det) | np.isinf(a.det))
+    a = folded(a)
+    xp = a.xp
+    return decided(to_numpy(xp.isnan(a.value)), to_numpy(xp.isnan(a.det) | xp.isinf(a.det)))
 
 
 @rule("aten.isinf.default")
 def isinf_rule(ctx: RuleContext, a: Any) -> np.ndarray:
     if not is_tracked(a):
         return np.zeros(np.shape(a), dtype=bool)
-    a = _fold_lo(a)
-    return decided(np.isinf(a.value), ~np.isfinite(a.det))
+    a = folded(a)
+    xp = a.xp
+    return decided(to_numpy(xp.isinf(a.value)), to_numpy(~xp.isfinite(a.det)))
 
 
 # -- transcendentals ---------------------------------------------------------------
 
 def _nearest_zero(lo: Any, hi: Any) -> Any:
-    return np.clip(0.0, lo, hi)
+    xp = array_module(lo)
+    return xp.minimum(xp.maximum(lo, 0.0), hi)
 
 
 @rule("aten.exp.default")
@@ -423,15 +435,17 @@ def silu_rule(ctx: RuleContext, a: Tracked) -> Tracked:
 
 @rule("aten.tanh.default")
 def tanh_rule(ctx: RuleContext, a: Tracked) -> Tracked:
+    xp = a.xp
+
     def lip(lo: Any, hi: Any) -> Any:
-        t = np.tanh(_nearest_zero(lo, hi))
+        t = xp.tanh(_nearest_zero(lo, hi))
         return 1.0 - t * t
-    return ew.elementary(a, ctx.model, f=np.tanh, lipschitz=lip, ulps=ulps(ctx, "tanh"))
+    return ew.elementary(a, ctx.model, f=xp.tanh, lipschitz=lip, ulps=ulps(ctx, "tanh"))
 
 
 def erf_value(v: Any) -> Any:
     """The float64 error function (torch's, accurate to a few float64 ulps)."""
-    return torch.special.erf(torch.from_numpy(np.ascontiguousarray(v, dtype=np.float64))).numpy()
+    return special(v, "erf")
 
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -441,34 +455,38 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 def erf_rule(ctx: RuleContext, a: Tracked) -> Tracked:
     def lip(lo: Any, hi: Any) -> Any:
         m = _nearest_zero(lo, hi)
-        return _TWO_OVER_SQRT_PI * np.exp(-m * m)
+        return _TWO_OVER_SQRT_PI * array_module(m).exp(-m * m)
     return ew.elementary(a, ctx.model, f=erf_value, lipschitz=lip, ulps=ulps(ctx, "erf"))
 
 
 @rule("aten.log1p.default")
 def log1p_rule(ctx: RuleContext, a: Tracked) -> Tracked:
-    return ew.elementary(a, ctx.model, f=np.log1p,
-                         lipschitz=lambda lo, hi: np.where(lo > -1.0, 1.0 / (1.0 + lo), np.inf),
+    xp = a.xp
+    return ew.elementary(a, ctx.model, f=xp.log1p,
+                         lipschitz=lambda lo, hi: xp.where(lo > -1.0, 1.0 / (1.0 + lo), xp.inf),
                          ulps=ulps(ctx, "log1p"))
 
 
 @rule("aten.expm1.default")
 def expm1_rule(ctx: RuleContext, a: Tracked) -> Tracked:
-    return ew.elementary(a, ctx.model, f=np.expm1, lipschitz=lambda lo, hi: np.exp(hi),
+    xp = a.xp
+    return ew.elementary(a, ctx.model, f=xp.expm1, lipschitz=lambda lo, hi: xp.exp(hi),
                          ulps=ulps(ctx, "expm1"))
 
 
 @rule("aten.log2.default")
 def log2_rule(ctx: RuleContext, a: Tracked) -> Tracked:
-    return ew.elementary(a, ctx.model, f=np.log2,
-                         lipschitz=lambda lo, hi: np.where(lo > 0, 1.0 / (lo * math.log(2.0)),
-                                                           np.inf),
+    xp = a.xp
+    return ew.elementary(a, ctx.model, f=xp.log2,
+                         lipschitz=lambda lo, hi: xp.where(lo > 0, 1.0 / (lo * math.log(2.0)),
+                                                           xp.inf),
                          ulps=ulps(ctx, "log2"))
 
 
 def _rsqrt(ctx: RuleContext, a: Tracked) -> Tracked:
-    return ew.elementary(a, ctx.model, f=lambda v: 1.0 / np.sqrt(v),
-                         lipschitz=lambda lo, hi: np.where(lo > 0, 0.5 * lo ** -1.5, np.inf),
+    xp = a.xp
+    return ew.elementary(a, ctx.model, f=lambda v: 1.0 / xp.sqrt(v),
+                         lipschitz=lambda lo, hi: xp.where(lo > 0, 0.5 * lo ** -1.5, xp.inf),
                          ulps=ulps(ctx, "rsqrt"))
 
 
@@ -484,7 +502,7 @@ def pow_rule(ctx: RuleContext, a: Any, exponent: Any) -> Any:
         return np.asarray(np.asarray(a) ** exponent)
     m = ctx.model
     if p == 1.0:
-        return _fold_lo(a)
+        return folded(a)
     if p == 2.0:
         return ew.mul(a, a, m)
     if p == 3.0:
@@ -498,19 +516,20 @@ def pow_rule(ctx: RuleContext, a: Any, exponent: Any) -> Any:
     if p == 0.0:
         return as_tracked(np.ones(a.shape), m)
     integral = p == int(p)
+    xp = a.xp
 
     def f(v: Any) -> Any:
-        return np.power(v, p) if integral else np.where(v >= 0, np.abs(v) ** p, np.nan)
+        return xp.power(v, p) if integral else xp.where(v >= 0, xp.abs(v) ** p, xp.nan)
 
     def lip(lo: Any, hi: Any) -> Any:
-        big = np.maximum(np.abs(lo), np.abs(hi))
-        small = np.where((lo <= 0) & (hi >= 0), 0.0, np.minimum(np.abs(lo), np.abs(hi)))
+        big = xp.maximum(xp.abs(lo), xp.abs(hi))
+        small = xp.where((lo <= 0) & (hi >= 0), 0.0, xp.minimum(xp.abs(lo), xp.abs(hi)))
         with np.errstate(divide="ignore"):
             edge = big if p >= 1 else small
-            out = abs(p) * np.abs(edge) ** (p - 1.0)
+            out = abs(p) * xp.abs(edge) ** (p - 1.0)
         if not integral:
-            out = np.where(lo >= 0, out, np.inf)
-        return np.where(np.isnan(out), np.inf, out)
+            out = xp.where(lo >= 0, out, xp.inf)
+        return xp.where(xp.isnan(out), xp.inf, out)
     return ew.elementary(a, m, f=f, lipschitz=lip, ulps=ulps(ctx, "pow"))
 
 
@@ -521,8 +540,7 @@ _TANH_C = math.sqrt(2.0 / math.pi)
 
 def _gelu_erf(v: Any) -> Any:
     # x/2 erfc(-x/sqrt 2): no cancellation where erf(x/sqrt 2) nears -1
-    t = torch.from_numpy(np.ascontiguousarray(-v * _SQRT1_2, dtype=np.float64))
-    return 0.5 * v * torch.special.erfc(t).numpy()
+    return 0.5 * v * special(-v * _SQRT1_2, "erfc")
 
 
 def _gelu_tanh_inner(v: Any) -> Any:
@@ -538,8 +556,9 @@ def _gelu_ref_err(v: Any, value: Any, tanh_form: bool) -> Any:
     """The float64 evaluation's error beyond a few ulps of the result: the argument's
     rounding, amplified by ``|d log f / d arg|`` (``2 t`` for ``erfc(t)``, 2 for
     ``sigmoid(2 z)``) times ``|arg|``."""
-    arg = np.abs(_gelu_tanh_inner(v)) * 2.0 if tanh_form else v * v
-    return 16.0 * 2.0**-53 * (arg + 8.0) * np.abs(value)
+    xp = array_module(v)
+    arg = xp.abs(_gelu_tanh_inner(v)) * 2.0 if tanh_form else v * v
+    return 16.0 * 2.0**-53 * (arg + 8.0) * xp.abs(value)
 
 
 @rule("aten.gelu.default")
@@ -548,8 +567,9 @@ def gelu_rule(ctx: RuleContext, a: Tracked, *, approximate: str = "none") -> Tra
         raise NoRule(f"no rule for aten.gelu with {approximate=!r}")
     name, f = ("gelu", _gelu_erf) if approximate == "none" else ("gelu_tanh", _gelu_tanh)
     with np.errstate(over="ignore", invalid="ignore"):
+        xp = a.xp
         out = ew.elementary(a, ctx.model, f=f,
-                            lipschitz=lambda lo, hi: np.full_like(lo, _GELU_LIP),
-                            ulps=ulps(ctx, name), scale=np.abs)
-        extra = _gelu_ref_err(_fold_lo(a).value, out.value, approximate == "tanh")
+                            lipschitz=lambda lo, hi: xp.full_like(lo, _GELU_LIP),
+                            ulps=ulps(ctx, name), scale=xp.abs)
+        extra = _gelu_ref_err(folded(a).value, out.value, approximate == "tanh")
     return replace(out, ref_err=out.ref_err + extra)

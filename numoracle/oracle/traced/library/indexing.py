@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ...tracked import Tracked, lsb_exponent, tcat
+from ...tracked import Tracked, bounded, lsb_exponent, tcat
 from ..rules import NoRule, RuleContext, rule
 from ._common import Decision, as_tracked, is_tracked, reach, tmap_all
 from .pooling import scatter_add as _scatter
@@ -134,9 +134,9 @@ def index_put_rule(ctx: RuleContext, x: Any, indices: Sequence[Any], values: Any
 
     def ns(t: Tracked) -> np.ndarray:
         return np.broadcast_to(np.asarray(t.n, dtype=np.float64), t.value.shape)
-    return Tracked(value=put(lambda t: t.value), ref_err=put(lambda t: t.ref_err),
-                   det=put(lambda t: t.det), prob=put(lambda t: t.prob),
-                   mag=put(lambda t: t.mag), n=put(ns).astype(np.int64))
+    return bounded(put(lambda t: t.value), put(lambda t: t.det), put(lambda t: t.prob),
+                   ref_err=put(lambda t: t.ref_err), mag=put(lambda t: t.mag),
+                   n=put(ns).astype(np.int64))
 
 
 @rule("aten.scatter_add.default")

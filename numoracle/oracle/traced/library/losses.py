@@ -19,12 +19,13 @@ reductions they are made of, and are bounded by composition.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from ... import elementwise as ew
-from ...tracked import Tracked, _fold_lo, exact, sum_
+from ...tracked import Tracked, exact, folded, negated, sum_
 from ..rules import NoRule, RuleContext, rule
 from ._common import as_tracked, tmap_all
 
@@ -40,13 +41,12 @@ def _picked(ctx: RuleContext, x: Tracked, target: np.ndarray, weight: Any,
     t = np.asarray(target, dtype=np.int64)
     kept = t != ignore_index
     safe = np.where(kept, t, 0)
-    x = _fold_lo(x)
+    x = folded(x)
     if x.value.ndim == 1:
         pick = tmap_all(x, lambda a: a[safe])
     else:
         pick = tmap_all(x, lambda a: np.take_along_axis(a, np.expand_dims(safe, 1), axis=1)[:, 0])
-    neg = Tracked(value=-pick.value * kept, ref_err=pick.ref_err * kept, det=pick.det * kept,
-                  prob=pick.prob * kept, mag=pick.mag * kept, n=pick.n)
+    neg = negated(replace(tmap_all(pick, lambda a: a * kept), n=pick.n))
     if weight is None:
         return neg, exact(kept.astype(np.float64)), kept
     w = as_tracked(weight, ctx.model)
@@ -91,8 +91,7 @@ def nll_loss_backward_rule(ctx: RuleContext, grad: Tracked, x: Tracked, target: 
     if REDUCTIONS[reduction] == "mean":
         share = ew.div(share, as_tracked(total_weight, m), m)
     share = tmap_all(share, lambda a: a * kept)
-    share = Tracked(value=-share.value, ref_err=share.ref_err, det=share.det, prob=share.prob,
-                    mag=share.mag, n=share.n)
+    share = negated(share)
     shape = x.shape
     axis = 1 if len(shape) > 1 else 0
 

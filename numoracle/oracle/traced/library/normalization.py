@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from ... import elementwise as ew
-from ...tracked import Tracked, _fold_lo, add, exact, sub
+from ...tracked import Tracked, add, exact, folded, sub
 from ..rules import RuleContext, rule
 from ._common import as_tracked, scaled, tmap_all
 from .elementwise import ulps
@@ -75,8 +75,8 @@ def normalized(ctx: RuleContext, x: Tracked, mean: Tracked, rstd: Tracked) -> Tr
     m = ctx.model
     out = ew.mul(sub(x, mean, m), rstd, m)
     with np.errstate(invalid="ignore", over="ignore"):
-        scale = np.abs(_fold_lo(rstd).value) + rstd.det + rstd.ref_err
-        extra = 2.0 * m.acc_unit() * (np.abs(_fold_lo(x).value) + np.abs(_fold_lo(mean).value)
+        scale = np.abs(folded(rstd).value) + rstd.det + rstd.ref_err
+        extra = 2.0 * m.acc_unit() * (np.abs(folded(x).value) + np.abs(folded(mean).value)
                                       ) * scale
     return _widened(out, extra)
 
@@ -90,7 +90,7 @@ def affine(ctx: RuleContext, out: Tracked, weight: Any, bias: Any,
         out = ew.mul(out, _reshape(as_tracked(weight, m), shape), m)
     if bias is not None:
         b = _reshape(as_tracked(bias, m), shape)
-        out = _widened(add(out, b, m), m.acc_unit() * np.abs(_fold_lo(b).value))
+        out = _widened(add(out, b, m), m.acc_unit() * np.abs(folded(b).value))
     return out
 
 
@@ -103,7 +103,7 @@ def streamed_mean(ctx: RuleContext, x: Tracked, dims: tuple[int, ...]) -> Tracke
     mean = reduce_mean(ctx, x, dims)
     n = int(np.prod([x.shape[d] for d in dims]))
     with np.errstate(invalid="ignore", over="ignore"):
-        big = _fold_lo(x)
+        big = folded(x)
         top = np.max(np.abs(big.value) + big.det + big.ref_err, axis=dims) if n else 0.0
         extra = (n + 4.0 * (np.log(max(n, 1)) + 1.0)) * ctx.model.acc_unit() * top
     return _widened(mean, extra)

@@ -28,13 +28,14 @@ right padding, as in torch).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from ... import elementwise as ew
 from ...precision import gamma
-from ...tracked import U64, Tracked, _fold_lo, exact, matmul
+from ...tracked import U64, Tracked, bounded, exact, folded, matmul
 from ..rules import RuleContext, rule
 from ._common import index_set, reach, tmap_all
 from ._windows import Windows, windows
@@ -47,10 +48,10 @@ __all__ = ["scatter_add"]
 def _max_pool(ctx: RuleContext, x: Tracked, d: int, kernel: Any, stride: Any, padding: Any,
               dilation: Any, ceil_mode: bool) -> tuple[Tracked, np.ndarray]:
     w = windows(x, d, kernel, stride, padding, dilation, ceil_mode)
-    x = _fold_lo(x)
+    x = folded(x)
     win = tmap_all(x, lambda a: w.gather(a, 0.0))
     vals = w.gather(x.value, -np.inf)
-    win = Tracked(value=vals, ref_err=win.ref_err, det=win.det, prob=win.prob, mag=win.mag)
+    win = replace(win, value=vals, n=1)
     value = ew.amax(win, axis=-1)
     idx_tap, allowed = arg_lanes(vals, reach(win))
     pos = w.positions()
@@ -83,7 +84,7 @@ def _avg_pool(ctx: RuleContext, x: Tracked, d: int, kernel: Any, stride: Any, pa
               ceil_mode: bool, count_include_pad: bool, divisor_override: Any) -> Tracked:
     m = ctx.model
     w = windows(x, d, kernel, stride, padding, 1, ceil_mode)
-    win = tmap_all(_fold_lo(x), lambda a: w.gather(a, 0.0))
+    win = tmap_all(folded(x), lambda a: w.gather(a, 0.0))
     real = (w.positions() >= 0).sum(-1)
     flat = tmap_all(win, lambda a: a[..., None, :])  # (..., *out, 1, K)
     s = matmul(flat, exact(np.ones((w.taps, 1))), m, terms=real[..., None, None])
@@ -114,7 +115,7 @@ def scatter_add(ctx: RuleContext, g: Tracked, targets: np.ndarray, shape: tuple[
                 d: int) -> Tracked:
     """The input gradient of shape ``shape``: each ``g`` element (``(..., *out, K)``)
     added into the flat spatial position ``targets`` names (-1: none)."""
-    g = _fold_lo(g)
+    g = folded(g)
     lead = shape[: len(shape) - d]
     plane = int(np.prod(shape[len(shape) - d:]))
     rows = int(np.prod(lead)) if lead else 1
@@ -137,7 +138,7 @@ def scatter_add(ctx: RuleContext, g: Tracked, targets: np.ndarray, shape: tuple[
     exact_here = (h == 0)
     det = np.where(exact_here, det, det + rounding)
     prob = np.where(exact_here, prob, prob + rounding)
-    return Tracked(value=value, ref_err=ref, det=det, prob=prob, mag=mag,
+    return bounded(value, det, prob, ref_err=ref, mag=mag,
                    n=np.maximum(count, 1).astype(np.int64))
 
 
@@ -145,7 +146,7 @@ def _max_pool_backward(ctx: RuleContext, grad: Tracked, x: Any, d: int, kernel: 
                        stride: Any, padding: Any, dilation: Any, ceil_mode: bool,
                        indices: np.ndarray) -> Tracked:
     shape = tuple(x.shape)
-    gk = tmap_all(_fold_lo(grad), lambda a: a[..., None])  # (..., *out, 1)
+    gk = tmap_all(folded(grad), lambda a: a[..., None])  # (..., *out, 1)
     idx = np.asarray(indices, dtype=np.int64)[..., None]
     out = scatter_add(ctx, gk, idx, shape, d)
     cands = getattr(indices, "candidates", None)
@@ -155,18 +156,13 @@ def _max_pool_backward(ctx: RuleContext, grad: Tracked, x: Any, d: int, kernel: 
     if not others.any():
         return out
     span = np.abs(gk.value) + gk.det + gk.ref_err  # (..., *out, 1)
-    zero_g = Tracked(value=np.zeros(cands.shape), ref_err=np.zeros(cands.shape),
-                     det=np.broadcast_to(span, cands.shape) * others,
-                     prob=np.broadcast_to(span, cands.shape) * others,
-                     mag=np.zeros(cands.shape))
+    zero_g = bounded(np.zeros(cands.shape), np.broadcast_to(span, cands.shape) * others)
     spread = scatter_add(ctx, zero_g, np.where(others, cands, -1), shape, d)
     # where the chosen position may not receive it, it may lose the gradient too
-    lost = scatter_add(ctx, Tracked(value=np.zeros(idx.shape), ref_err=np.zeros(idx.shape),
-                                    det=span * others.any(-1, keepdims=True),
-                                    prob=span * others.any(-1, keepdims=True),
-                                    mag=np.zeros(idx.shape)), idx, shape, d)
-    return Tracked(value=out.value, ref_err=out.ref_err, det=out.det + spread.det + lost.det,
-                   prob=out.prob + spread.prob + lost.prob, mag=out.mag, n=out.n)
+    lost = scatter_add(ctx, bounded(np.zeros(idx.shape), span * others.any(-1, keepdims=True)),
+                       idx, shape, d)
+    return replace(out, det=out.det + spread.det + lost.det,
+                   prob=out.prob + spread.prob + lost.prob)
 
 
 @rule("aten.max_pool2d_with_indices_backward.default")
@@ -215,7 +211,7 @@ def avg_pool3d_backward_rule(ctx: RuleContext, grad: Tracked, x: Any, kernel_siz
 # -- 1-D and adaptive average pooling ------------------------------------------------------
 
 def _h1(t: Tracked) -> Tracked:
-    return tmap_all(_fold_lo(t), lambda a: a[..., None, :])
+    return tmap_all(folded(t), lambda a: a[..., None, :])
 
 
 @rule("aten.avg_pool1d.default")
@@ -264,7 +260,7 @@ def _adaptive_avg(ctx: RuleContext, x: Tracked, out: Sequence[int]) -> Tracked:
     d = len(out)
     spatial = x.shape[-d:]
     pos, count = _adaptive(spatial, out)
-    x = _fold_lo(x)
+    x = folded(x)
     lead = x.shape[:-d]
 
     def gather(a: np.ndarray) -> np.ndarray:

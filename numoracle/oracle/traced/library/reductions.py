@@ -23,16 +23,19 @@ whose cancellation the composed bound carries).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from ... import elementwise as ew
-from ...tracked import Tracked, _fold_lo, concat, exact, matmul, sub, sum_, tcat
+from ...tracked import Tracked, concat, exact, folded, matmul, negated, sub, sum_, tcat
+from ...xp import array_module, to_numpy
 from ..rules import NoRule, RuleContext, rule
 from ._common import (
     as_tracked,
     check_no_dtype,
+    copied,
     decided,
     dims_of,
     index_set,
@@ -66,10 +69,10 @@ def _keepdims(t: Any, shape: tuple[int, ...], dims: tuple[int, ...], keepdim: bo
 def reduce_sum(ctx: RuleContext, x: Tracked, dims: tuple[int, ...]) -> Tracked:
     """The sum over ``dims`` (no keepdim)."""
     if x.value.ndim == 0:
-        return tmap_all(x, np.array)
+        return tmap_all(x, copied)
     flat = last_axis(x, dims)
     if flat.shape[-1] == 0:
-        return exact(np.zeros(flat.shape[:-1]))
+        return exact(flat.xp.zeros(flat.shape[:-1]))
     return sum_(flat, axis=-1, model=ctx.model)
 
 
@@ -98,14 +101,11 @@ def mean_rule(ctx: RuleContext, x: Tracked, dim: Any = None, keepdim: bool = Fal
 
 
 def _extreme(x: Tracked, dims: tuple[int, ...], largest: bool) -> Tracked:
-    flat = last_axis(_fold_lo(x), dims)
+    flat = last_axis(folded(x), dims)
     if largest:
         return ew.amax(flat, axis=-1)
-    neg = tmap_all(flat, np.array)
-    out = ew.amax(Tracked(value=-neg.value, ref_err=neg.ref_err, det=neg.det, prob=neg.prob,
-                          mag=neg.mag, n=neg.n), axis=-1)
-    return Tracked(value=-out.value, ref_err=out.ref_err, det=out.det, prob=out.prob,
-                   mag=out.mag, n=out.n)
+    neg = tmap_all(flat, copied)
+    return negated(ew.amax(negated(neg), axis=-1))
 
 
 def _amax(largest: bool) -> Any:
@@ -123,22 +123,23 @@ def arg_lanes(values: np.ndarray, radius: np.ndarray) -> tuple[np.ndarray, np.nd
     in torch) and the admissible ones: every position whose interval
     ``value ± radius`` reaches the largest lower end of the lane."""
     v, r = values, radius
-    nan = np.isnan(v)
+    xp = array_module(v)
+    nan = xp.isnan(v)
     any_nan = nan.any(-1)
     with np.errstate(invalid="ignore"):
-        filled = np.where(nan, -np.inf, v)
-        best = np.max(filled, axis=-1) if v.shape[-1] else np.zeros(v.shape[:-1])
-        idx = np.where(any_nan, np.argmax(nan, axis=-1),
-                       np.argmax(filled == best[..., None], axis=-1))
-        floor = np.max(np.where(nan, -np.inf, v - r), axis=-1, keepdims=True)
-        allowed = np.where(any_nan[..., None], nan | np.isinf(r), (v + r >= floor) | np.isinf(r))
-    return idx, allowed
+        filled = xp.where(nan, -xp.inf, v)
+        best = xp.max(filled, axis=-1) if v.shape[-1] else xp.zeros(v.shape[:-1])
+        idx = xp.where(any_nan, xp.argmax(nan, axis=-1),
+                       xp.argmax(filled == best[..., None], axis=-1))
+        floor = xp.max(xp.where(nan, -xp.inf, v - r), axis=-1, keepdims=True)
+        allowed = xp.where(any_nan[..., None], nan | xp.isinf(r), (v + r >= floor) | xp.isinf(r))
+    return to_numpy(idx), to_numpy(allowed)  # indices live on the host
 
 
 def arg_extreme(x: Tracked, axis: int, largest: bool) -> tuple[Tracked, np.ndarray]:
     """The extreme over ``axis`` and its index, set-valued where values tie within
     their radii (see the module docstring)."""
-    flat = last_axis(_fold_lo(x), (axis % max(x.value.ndim, 1),))
+    flat = last_axis(folded(x), (axis % max(x.value.ndim, 1),))
     idx, allowed = arg_lanes(flat.value if largest else -flat.value, reach(flat))
     value = _extreme(x, (axis % max(x.value.ndim, 1),), largest)
     return value, index_set(idx, allowed)
@@ -197,7 +198,7 @@ def _scan(ctx: RuleContext, x: Any, dim: int, dtype: Any, name: str,
     check_no_dtype(f"aten.{name}", dtype)
     nd = x.value.ndim
     if nd == 0 or x.value.shape[dim % nd] == 0:
-        return tmap_all(x, np.array)
+        return tmap_all(x, copied)
     axis = dim % nd
     out = along_last(tmap_all(x, lambda a: np.moveaxis(a, axis, -1)))
     return tmap_all(out, lambda a: np.moveaxis(a, -1, axis))
@@ -248,9 +249,8 @@ def vector_norm_rule(ctx: RuleContext, x: Tracked, ord: Any = 2, dim: Any = None
     check_no_dtype("aten.linalg_vector_norm", dtype)
     dims = dims_of(dim, x.value.ndim)
     o = float(ord)
-    a = _fold_lo(x)
-    mag = Tracked(value=np.abs(a.value), ref_err=a.ref_err, det=a.det, prob=a.prob, mag=a.mag,
-                  n=a.n)
+    a = folded(x)
+    mag = replace(a, value=np.abs(a.value))
     if o == 2.0:
         out = ew.sqrt(reduce_sum(ctx, ew.mul(a, a, ctx.model), dims), ctx.model)
     elif o == 1.0:
@@ -304,7 +304,7 @@ def std_rule(ctx: RuleContext, x: Tracked, dim: Any = None, *args: Any, correcti
 
 def _any(ctx: RuleContext, x: Any, dim: Any = None, keepdim: bool = False) -> Any:
     if is_tracked(x):
-        x = decided(_fold_lo(x).value != 0, (np.abs(x.value) <= reach(x)) & (reach(x) > 0))
+        x = decided(folded(x).value != 0, (np.abs(x.value) <= reach(x)) & (reach(x) > 0))
     arr = np.asarray(x, dtype=bool)
     dims = dims_of(dim, arr.ndim)
     value = np.any(arr, axis=dims, keepdims=keepdim)

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ... import elementwise as ew
-from ...tracked import Tracked, _fold_lo, add, sub, sum_
+from ...tracked import Tracked, add, folded, sub, sum_
 from ..rules import RuleContext, rule
 from ._common import dims_of, tmap_all
 from .elementwise import ulps
@@ -47,7 +47,7 @@ def shifted_exp(ctx: RuleContext, x: Tracked, axis: int, eager: bool = False
     (kept as a size-1 axis; an infinite or NaN maximum is replaced by 0, as torch
     does, so that ``x - m`` stays defined); ``eager``: ``x - m`` and its
     exponential are tensors of their own (:meth:`RuleContext.kept`)."""
-    x = _fold_lo(x)
+    x = folded(x)
     m = _keep(ew.amax(x, axis=axis), axis)
     finite = np.isfinite(m.value)
     if not finite.all():

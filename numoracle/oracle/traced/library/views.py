@@ -20,9 +20,19 @@ import numpy as np
 import torch
 
 from ...formats import BF16, FP16, FP32, Format
-from ...tracked import Tracked, exact, store, tcat
+from ...tracked import bounded, exact, moved, store, tcat
+from ...xp import to_numpy
 from ..rules import NoRule, RuleContext, rule
-from ._common import Decision, as_tracked, decided, dims_of, is_tracked, reach, tmap_all
+from ._common import (
+    Decision,
+    as_tracked,
+    copied,
+    decided,
+    dims_of,
+    is_tracked,
+    reach,
+    tmap_all,
+)
 
 __all__ = ["move"]
 
@@ -64,7 +74,7 @@ def _values(x: Any) -> np.ndarray:
 @rule("aten.alias.default", "aten.clone.default", "aten.lift_fresh_copy.default",
       "aten.detach.default", "aten.contiguous.default")
 def identity_rule(ctx: RuleContext, x: Any, **_: Any) -> Any:
-    return move(x, np.array)
+    return move(x, copied)
 
 
 @rule("aten.permute.default", "aten.permute_copy.default")
@@ -134,7 +144,7 @@ def _triangle(upper: bool) -> Callable[..., Any]:
         rows, cols = a.shape[-2], a.shape[-1]
         keep = np.triu(np.ones((rows, cols), bool), diagonal) if upper else np.tril(
             np.ones((rows, cols), bool), diagonal)
-        return move(x, lambda v: np.where(keep, v, np.zeros((), v.dtype)))
+        return move(x, lambda v: np.where(keep, v, 0.0 if is_tracked(x) else np.zeros((), v.dtype)))
     return tri
 
 
@@ -178,8 +188,8 @@ def pad_rule(ctx: RuleContext, x: Any, pad: Sequence[int], value: Any = 0) -> An
     if c.det.any():  # a constant the kernel rounds: its radius where it was put
         inner = np.pad(np.zeros(x.shape, bool), widths, constant_values=True)
         r = np.where(inner, float(c.det), t.det)
-        return Tracked(value=v, ref_err=t.ref_err, det=r, prob=r, mag=np.abs(v), n=t.n)
-    return Tracked(value=v, ref_err=t.ref_err, det=t.det, prob=t.prob, mag=np.abs(v), n=t.n)
+        return bounded(v, r, ref_err=t.ref_err, n=t.n)
+    return bounded(v, t.det, t.prob, ref_err=t.ref_err, n=t.n)
 
 
 @rule("aten.index_select.default")
@@ -213,22 +223,25 @@ def index_rule(ctx: RuleContext, x: Any, indices: Sequence[Any]) -> Any:
 
 def _cast(ctx: RuleContext, x: Any, dtype: Any) -> Any:
     if dtype is None:
-        return move(x, np.array)
+        return move(x, copied)
     if dtype.is_floating_point:
         t = as_tracked(x, ctx.model)
+        if not is_tracked(x):  # an integer or boolean tensor made floating: in the namespace
+            t = moved(t, ctx.xp, ctx.device)
         fmt = _CAST_FORMATS.get(dtype)
-        return tmap_all(t, np.array) if fmt is None else store(t, ctx.model, fmt)
+        return tmap_all(t, copied) if fmt is None else store(t, ctx.model, fmt)
     np_dtype = torch.empty((), dtype=dtype).numpy().dtype
     if not is_tracked(x):
         return np.asarray(x).astype(np_dtype)
     v, r = x.value, reach(x)
+    xp = x.xp
     if dtype == torch.bool:
-        return decided(v != 0, (np.abs(v) <= r) & (r > 0))
-    lo, hi = np.trunc(v - r), np.trunc(v + r)
-    if np.any(lo != hi):
+        return decided(to_numpy(v != 0), to_numpy((xp.abs(v) <= r) & (r > 0)))
+    lo, hi = xp.trunc(v - r), xp.trunc(v + r)
+    if bool(xp.any(lo != hi)):
         raise NoRule(f"no rule for a cast to {dtype} of values a kernel may truncate to a "
                      "different integer (they lie within their bound of an integer)")
-    return np.trunc(v).astype(np_dtype)
+    return to_numpy(xp.trunc(v)).astype(np_dtype)
 
 
 @rule("aten._to_copy.default")
@@ -243,7 +256,7 @@ def copy_rule(ctx: RuleContext, dst: Any, src: Any, non_blocking: bool = False) 
         src = as_tracked(src, ctx.model)
     elif not is_tracked(dst) and is_tracked(src):
         src = _cast(ctx, src, torch.from_numpy(np.zeros((), np.asarray(dst).dtype)).dtype)
-    return move(src, lambda a: np.array(np.broadcast_to(a, shape)))
+    return move(src, lambda a: copied(np.broadcast_to(a, shape)))
 
 
 # -- factories ---------------------------------------------------------------------
@@ -252,10 +265,11 @@ def _filled(ctx: RuleContext, shape: Sequence[int], value: Any, dtype: Any) -> A
     shape = tuple(int(s) for s in shape)
     if dtype is None or dtype.is_floating_point:
         c = as_tracked(value, ctx.model)
-        v = np.full(shape, float(value))
+        xp = ctx.xp
+        v = xp.full(shape, float(value), dtype=xp.float64)
         if c.det.any():
-            r = np.full(shape, float(c.det))
-            return Tracked(value=v, ref_err=np.zeros(shape), det=r, prob=r, mag=np.abs(v))
+            r = xp.full(shape, float(c.det), dtype=xp.float64)
+            return bounded(v, r)
         return exact(v)
     return np.full(shape, value, dtype=torch.empty((), dtype=dtype).numpy().dtype)
 
@@ -321,5 +335,5 @@ def scalar_tensor_rule(ctx: RuleContext, s: Any, *, dtype: Any = None, **_: Any)
 def arange_rule(ctx: RuleContext, *args: Any, dtype: Any = None, **_: Any) -> Any:
     values = np.arange(*args)
     if (dtype is not None and dtype.is_floating_point) or values.dtype.kind == "f":
-        return as_tracked(values.astype(np.float64), ctx.model)
+        return moved(as_tracked(values.astype(np.float64), ctx.model), ctx.xp, ctx.device)
     return values.astype(np.int64)
