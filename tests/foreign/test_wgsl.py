@@ -54,7 +54,7 @@ def test_correct_kan_passes_every_order(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("mutant", "wrong"), [
     ("first_layer_input_grad_zero", "grad_input"),
-    ("order2_derivative", "grad_input"),
+    pytest.param("order2_derivative", "grad_input", marks=pytest.mark.slow),
     ("k_tail_dropped", "out"),
     ("dispatch_floor", "out"),
 ])
@@ -85,6 +85,7 @@ def test_repro_embeds_the_shader_and_replays(tmp_path: Path) -> None:
     assert _run(again, 10).verdict == "FAIL"
 
 
+@pytest.mark.slow
 def test_a_traced_reference_judged_through_a_shader(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     inputs = {"a": ("batch", "m", "k"), "b": ("batch", "k", "n")}
