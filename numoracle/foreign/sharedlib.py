@@ -36,7 +36,7 @@ import numpy as np
 
 from ..cases.layouts import shape_in
 from ..cases.target import Target
-from ..errors import InvalidArgument, UnsupportedCase
+from ..errors import InvalidArgument
 from ..kernels.backends import get_backend
 from ..oracle.ops import get_op
 from ..oracle.precision import PrecisionModel, get_model
@@ -163,12 +163,7 @@ class _Call:
             start(_call_in_worker)  # a worker that cannot start is told now, not per case
 
     def __call__(self, **inputs: Any) -> dict[str, Any]:
-        params = self.reader.read(inputs)
-        differs = {k: params.get(k) for k, v in self.fixed.items()
-                   if (list(p) if isinstance(p := params.get(k), tuple) else p) != v}
-        if differs:
-            raise UnsupportedCase(f"the kernel fixes {dict(self.fixed)}, and this case has "
-                                  f"{differs}")
+        params = self.reader.read_fixed(inputs, self.fixed)
         spec = self.foreign_spec
         if not spec.stepped:
             return self._call(params, inputs, dict(self.op.output_shapes(params)))

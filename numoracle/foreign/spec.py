@@ -65,7 +65,7 @@ from typing import Any
 import numpy as np
 
 from ..cases.layouts import layouts_for, parse
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, UnsupportedCase
 from ..oracle.ops import get_op
 from ..oracle.ops.plan import Choice, Derived, Dim, Flag, Multiple, Pair, Shape, Widths, smallest
 from ..oracle.precision import PrecisionModel, get_model
@@ -499,6 +499,16 @@ class ParamReader:
         for f in self.flags:
             off = self.op.input_shapes(self.op.validate({**self.base, f: False}))
             self.flag_arrays[f] = sorted(set(shapes) - set(off))
+
+    def read_fixed(self, inputs: Mapping[str, Any], fixed: Mapping[str, Any]) -> dict[str, Any]:
+        """The parameters of the case whose inputs are ``inputs``; UnsupportedCase
+        where they differ from those the kernel fixes (``fixed``, JSON-ready)."""
+        params = self.read(inputs)
+        differs = {k: params.get(k) for k, v in fixed.items()
+                   if (list(p) if isinstance(p := params.get(k), tuple) else p) != v}
+        if differs:
+            raise UnsupportedCase(f"the kernel fixes {dict(fixed)}, and this case has {differs}")
+        return params
 
     def read(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
         """The parameters of the case whose inputs are ``inputs``."""

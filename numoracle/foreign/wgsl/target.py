@@ -47,7 +47,7 @@ import numpy as np
 
 from ...cases.layouts import shape_in
 from ...cases.target import Target
-from ...errors import InvalidArgument, UnsupportedCase
+from ...errors import InvalidArgument
 from ...oracle.ops import get_op
 from ...oracle.precision import PrecisionModel, get_model
 from ...oracle.traced.rules import Claims
@@ -216,12 +216,7 @@ class _Shader:
         return self.compiled
 
     def __call__(self, **inputs: Any) -> dict[str, np.ndarray]:
-        params = self.reader.read(inputs)
-        differs = {k: params.get(k) for k, v in self.fixed.items()
-                   if (list(p) if isinstance(p := params.get(k), tuple) else p) != v}
-        if differs:
-            raise UnsupportedCase(f"the shader fixes {dict(self.fixed)}, and this case has "
-                                  f"{differs}")
+        params = self.reader.read_fixed(inputs, self.fixed)
         wgpu, device = _gpu()
         layout, pipelines, _ = self.compile()
         spec = self.foreign_spec
