@@ -1,14 +1,16 @@
 """``numoracle kernelbench PROBLEM.py CANDIDATE.py|DIR ...``: judge KernelBench-format
 candidates against a problem with the traced oracle.
 
-Each candidate gets a verdict (pass / FAIL / abstain / refused) per claimed
-precision, the cases judged, the worst ratio, KernelBench's own rule
+Each candidate gets a verdict (pass / pass (official inputs only) / FAIL /
+abstain / not judged / refused) per claimed precision, the cases judged, the worst ratio, KernelBench's own rule
 (``torch.allclose`` at 1e-2 and 1e-4) on the official case, and for a failure
 the smallest failing case with the command that replays it.
 
-Exit status: 0 when every candidate passes under every claim, 1 when one
-fails, 2 for a bad file or argument, 3 when none failed but some could not
-be judged (the oracle abstained: an ATen op without a rule, or refused).
+Exit status: 0 when every candidate passes (either pass) under every claim,
+1 when one fails, 2 for a bad file or argument, 3 when none failed but some
+could not be judged (the oracle abstained: an ATen op without a rule; not
+judged: no GPU, a missing package, no device memory; or refused). A progress
+bar per candidate and claim runs while they are judged (``--jobs N`` at once).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.progress import Progress
 from rich.table import Table
 
 from ..errors import InvalidArgument
@@ -72,6 +75,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="run candidates in this process (default: a process per candidate)")
     p.add_argument("--report", type=Path, default=None, metavar="FILE",
                    help="also write every judgement to FILE (JSON)")
+    p.add_argument("--jobs", type=_count, default=1, metavar="N",
+                   help="judgements run at once, each in processes of its own (default 1)")
     p.set_defaults(func=_cmd_kernelbench)
 
 
@@ -107,6 +112,7 @@ def judge_all(jobs: Sequence[tuple[Any, ...]], devices: Sequence[str] = ()) -> l
 
 def _cmd_kernelbench(args: argparse.Namespace, console: Console) -> int:
     from ..kernelbench.cases import KBCase  # noqa: PLC0415 - torch and the oracle on first use
+    from ..kernelbench.batch import judge_many  # noqa: PLC0415 - torch and the oracle
 
     precisions = [p for group in (args.precision or [["fp32"]]) for p in group]
     case = KBCase.from_json(args.case) if args.case is not None else None
@@ -115,11 +121,22 @@ def _cmd_kernelbench(args: argparse.Namespace, console: Console) -> int:
     files = _files(args.candidates)
     options = {"examples": args.examples, "seed": args.seed, "device": args.device,
                "timeout": args.timeout, "case": case, "isolated": not args.no_isolate}
-    jobs = [(args.problem, path, precision, options) for path in files for precision in precisions]
-    # "cuda" (no index): the candidates are judged side by side, one process per GPU
+    # "cuda" (no index) on two GPUs or more: side by side, one process per GPU
     from ..running.devices import gpu_devices  # noqa: PLC0415 - loaded when judging
 
-    results = judge_all(jobs, gpu_devices() if args.device == "cuda" else ())
+    gpus = gpu_devices() if args.device == "cuda" else ()
+    if len(gpus) > 1:
+        results = judge_all([(args.problem, path, precision, options) for path in files
+                             for precision in precisions], gpus)
+    else:
+        jobs = [(path, precision) for path in files for precision in precisions]
+        total = 1 if case is not None else args.examples + 1
+        with Progress(*Progress.get_default_columns(), console=console, transient=True,
+                      disable=not console.is_terminal) as bars:
+            tasks = [bars.add_task(f"{path.name} ({claim})", total=total)
+                     for path, claim in jobs]
+            results = judge_many(args.problem, jobs, workers=max(args.jobs, 1),
+                                 progress=lambda i, n: bars.advance(tasks[i], n), **options)
     bad_file = [j for j in results if j.status == "refused" and "file" in j.reason]
     if bad_file and len(bad_file) == len(results):
         raise InvalidArgument(bad_file[0].reason)
@@ -149,4 +166,4 @@ def _cmd_kernelbench(args: argparse.Namespace, console: Console) -> int:
         return 1
     if bad_file:
         return 2
-    return 0 if all(j.status == "pass" for j in results) else 3
+    return 0 if all(j.passed for j in results) else 3

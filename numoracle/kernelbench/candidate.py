@@ -1,38 +1,37 @@
 """A candidate (``ModelNew``) run on one case, with the adversarial checks.
 
-:func:`run_case` is what the kernel's process does for one case; the judge
-calls it through :func:`numoracle.checking.isolate.call_isolated`, in a worker
-process started afresh for each candidate file (a crash, a CUDA error or an
-extension whose name clashes with another candidate's stays with that
-candidate). Only host NumPy arrays and plain values cross the boundary.
+:func:`run_case` is what the candidate's process (:mod:`.sandbox`) does for
+one case. The reference ``Model`` never runs here: the judge ran it in its own
+process (:mod:`.reference`) and sends what the outputs must be (shape, dtype,
+device, the aliasing torch's own outputs have). For one case it
 
-For one case it
-
-1. builds the reference ``Model`` and the candidate ``ModelNew`` from the same
-   init arguments, and binds the case's parameter values into both: the
-   reference's ``state_dict`` loaded into the candidate strictly, or, where the
-   names differ, by position among tensors of equal shapes (reported), so that
-   parameter values are the case's, not an RNG stream's;
-2. runs the reference module as torch does it (KernelBench's own check compares
-   with that output: ``torch.allclose`` at 1e-2 and 1e-4, the column beside the
-   oracle's verdict);
-3. calls the candidate on a first draw of the inputs, poisons what it returned
-   (NaN) and a block of the output's size, writes a second draw into the *same*
-   input tensors (same addresses, same strides) and calls it again: a kernel
-   that returns a result cached by address, or reads an output buffer it never
+1. builds ``ModelNew`` from the problem's init arguments and binds the case's
+   parameter values: the reference's ``state_dict`` loaded strictly, or,
+   where the names differ, by position among tensors of equal shapes
+   (reported), so that parameter values are the case's, not an RNG stream's;
+2. calls the candidate on a first draw of the inputs (recording the ATen ops
+   it dispatches), poisons what it returned (NaN, through raw memory) and a
+   block of the output's size, writes a second draw into the *same* input
+   tensors (same addresses, same strides) and calls it again: a kernel that
+   returns a result cached by address, or reads an output buffer it never
    wrote, answers the second call with the first call's or with NaN. The
    second call is the one judged;
-4. compares every input with its value before the call (input mutation) and
-   checks that each output is a plain ``torch.Tensor`` of the reference's shape,
-   dtype and device.
-
-Inputs reach the candidate in the case's layout: ``"C"`` contiguous, ``"T"``
-the transpose of a contiguous tensor of the reversed last two axes, ``"S"``
-every other element of a buffer twice as wide (non-contiguous strides).
+3. after every call into the candidate, asks the pins (:class:`~.guard.Pins`)
+   whether a function the worker relies on was replaced: a replaced one is a
+   fault that names it;
+4. checks that each output is a plain ``torch.Tensor`` of the reference's
+   shape, dtype and device, shares memory with no input and no other output
+   (unless torch's own outputs do the same), copies its bytes through raw
+   memory into the judge's shared buffer and, on a GPU, synchronises the
+   device and reads them again: an output still being written on another
+   stream after the forward returned is a fault;
+5. compares every input's bytes with their value before the call (input
+   mutation).
 """
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,40 +39,48 @@ from typing import Any
 import numpy as np
 import torch
 
-from .problem import BadFile, Problem, load_module, load_problem
+from ..checking.call import cuda_error
+from .guard import Pins, RawMemory, span_bytes
+from .problem import BadFile, load_module
+from .reference import DTYPES, OpRecorder, overlaps, place
 
-__all__ = ["run_case", "load_candidate", "bind_state", "place", "INPUT_LAYOUTS",
-           "KERNELBENCH_TOLERANCES"]
+__all__ = ["run_case", "load_candidate", "bind_state", "MissingPackage", "OpRecorder"]
 
-#: layouts an input can be handed over in
-INPUT_LAYOUTS = ("C", "T", "S")
-#: the tolerances of KernelBench's ``torch.allclose(atol=tol, rtol=tol)``
-KERNELBENCH_TOLERANCES = (1e-2, 1e-4)
+_TB = torch._C.TensorBase
+_Tensor = torch.Tensor
+_data_ptr, _stride, _itemsize = _TB.data_ptr, _TB.stride, _TB.element_size
+_copy_, _contiguous, _isfloat = _TB.copy_, _TB.contiguous, _TB.is_floating_point
+_shape = _TB.shape.__get__  # type: ignore[attr-defined]
+_dtype = _TB.dtype.__get__  # type: ignore[attr-defined]
+_device = _TB.device.__get__  # type: ignore[attr-defined]
+_type, _len, _tuple, _str = type, len, tuple, str
 
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
-           "float64": torch.float64}
-_loaded: dict[str, Any] = {}
 
-
-def _problem(path: str) -> Problem:
-    """The problem file at ``path``, loaded once per process."""
-    key = "problem:" + str(Path(path).resolve())
-    if key not in _loaded:
-        _loaded[key] = load_problem(path)
-    return _loaded[key]
+class MissingPackage(Exception):
+    """The candidate imports a package this machine does not have (not its fault)."""
 
 
 def load_candidate(path: str | Path) -> type[torch.nn.Module]:
-    """The ``ModelNew`` class of a candidate file (loaded once per process)."""
-    key = str(Path(path).resolve())
-    if key not in _loaded:
+    """The ``ModelNew`` class of a candidate file.
+
+    Raises
+    ------
+    MissingPackage
+        When importing it needs a package that is not installed.
+    BadFile
+        When it raises while loading or ``ModelNew`` is not a module class.
+    """
+    try:
         module = load_module(path, needs=("ModelNew",), what="candidate")
-        cls = module.ModelNew
-        if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
-            raise BadFile(f"candidate file {Path(path).name}: ModelNew is "
-                          f"{type(cls).__name__}, not a torch.nn.Module subclass")
-        _loaded[key] = cls
-    return _loaded[key]
+    except BadFile as exc:
+        if "raised ModuleNotFoundError" in str(exc) or "raised ImportError" in str(exc):
+            raise MissingPackage(str(exc)) from None
+        raise
+    cls = module.ModelNew
+    if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
+        raise BadFile(f"candidate file {Path(path).name}: ModelNew is "
+                      f"{type(cls).__name__}, not a torch.nn.Module subclass")
+    return cls
 
 
 def bind_state(candidate: torch.nn.Module, state: Mapping[str, torch.Tensor]) -> str:
@@ -113,204 +120,234 @@ def bind_state(candidate: torch.nn.Module, state: Mapping[str, torch.Tensor]) ->
             "candidate keeps its own values")
 
 
-def place(value: np.ndarray, layout: str, dtype: torch.dtype, device: str) -> torch.Tensor:
-    """``value`` as a tensor of ``dtype`` on ``device`` in ``layout`` (:data:`INPUT_LAYOUTS`)."""
-    t = torch.from_numpy(np.ascontiguousarray(value))
-    if t.is_floating_point():
-        t = t.to(dtype)
-    t = t.to(device)
-    if layout == "T" and t.ndim >= 2:
-        return t.transpose(-1, -2).contiguous().transpose(-1, -2)
-    if layout == "S" and t.ndim >= 1:
-        wide = torch.empty(t.shape[:-1] + (2 * t.shape[-1],), dtype=t.dtype, device=device)
-        view = wide[..., ::2]
-        view.copy_(t)
-        return view
-    return t
-
-
-def _host(t: torch.Tensor) -> np.ndarray:
-    t = t.detach()
-    if t.dtype in (torch.bfloat16, torch.float16):
-        t = t.float()  # exact: every bf16/fp16 value is a float32 value
-    return t.cpu().numpy()
-
-
 def _outputs(result: Any) -> list[Any]:
     return list(result) if isinstance(result, (tuple, list)) else [result]
 
 
-def _same(a: torch.Tensor, b: torch.Tensor) -> int:
-    """How many elements of ``a`` and ``b`` differ (NaN equals NaN)."""
-    if a.shape != b.shape:
-        return a.numel()
-    same = (a == b) | (torch.isnan(a) & torch.isnan(b)) if a.is_floating_point() else a == b
-    return int(a.numel() - same.sum().item())
+def _range(t: torch.Tensor) -> tuple[int, int]:
+    """The bytes ``[start, end)`` of a plain tensor, read through pinned methods."""
+    start = _data_ptr(t)
+    return (start, start + span_bytes(_tuple(_shape(t)), _tuple(_stride(t)), _itemsize(t)))
 
 
-def _check_output(i: int, got: Any, ref: torch.Tensor) -> str | None:
+def _replaced(pins: Pins, during: str) -> dict[str, str] | None:
+    changed = pins.changed()
+    if not changed:
+        return None
+    return {"fault": f"the candidate replaced what the judge's worker relies on ("
+                     f"{', '.join(changed[:6])}{', ...' if len(changed) > 6 else ''}) "
+                     f"{during}", "fault_kind": "tamper"}
+
+
+def _check_output(i: int, got: Any, spec: Sequence[Any]) -> str | None:
     where = f"output {i}"
-    if type(got) is not torch.Tensor:
-        return (f"{where} is a {type(got).__module__}.{type(got).__qualname__}, not a plain "
-                "torch.Tensor")
-    if tuple(got.shape) != tuple(ref.shape):
-        return f"{where} has shape {tuple(got.shape)}; the reference's is {tuple(ref.shape)}"
-    if got.dtype != ref.dtype:
-        return f"{where} has dtype {got.dtype}; the reference's is {ref.dtype}"
-    if got.device != ref.device:
-        return f"{where} is on {got.device}; the reference's is on {ref.device}"
+    if _type(got) is not _Tensor:
+        t = _type(got)
+        return f"{where} is a {t.__module__}.{t.__qualname__}, not a plain torch.Tensor"
+    shape, dtype, device = _tuple(spec[0]), spec[1], spec[2]
+    if _tuple(_shape(got)) != shape:
+        return f"{where} has shape {_tuple(_shape(got))}; the reference's is {shape}"
+    if _str(_dtype(got)).removeprefix("torch.") != dtype:
+        return f"{where} has dtype {_dtype(got)}; the reference's is torch.{dtype}"
+    if _str(_device(got)) != device:
+        return f"{where} is on {_device(got)}; the reference's is on {device}"
     return None
 
 
-def _poison_block(nbytes: int, device: str) -> None:
-    """Allocate ``nbytes`` filled with NaN and free them: memory an unwritten output
-    may be given next holds NaN, not an earlier answer."""
-    if nbytes > 0:
-        block = torch.empty(nbytes // 4 + 1, dtype=torch.float32, device=device)
-        block.fill_(float("nan"))
-        del block
+class _Shared:
+    """The judge's buffer, filled piece by piece through raw memory."""
+
+    def __init__(self, buf: Any, memory: RawMemory) -> None:
+        self.buf, self.memory, self.used = buf, memory, 0
+        #: (output, source address, offset here, bytes) of every piece copied
+        self.sources: list[tuple[int, int, int, int]] = []
+        self.base = ctypes.addressof(ctypes.c_char.from_buffer(buf)) if len(buf) else 0
+
+    def put(self, i: int, t: torch.Tensor, offset: int = 0, shape: Sequence[int] | None = None,
+            strides: Sequence[int] | None = None) -> list[Any]:
+        """Copy the bytes of ``t`` (or of its sub-tensor at byte ``offset`` with
+        ``shape`` and ``strides``) here; (offset here, shape, strides) to rebuild it."""
+        shape = _tuple(_shape(t)) if shape is None else _tuple(shape)
+        strides = _tuple(_stride(t)) if strides is None else _tuple(strides)
+        n = span_bytes(shape, strides, _itemsize(t))
+        if self.used + n > _len(self.buf):
+            raise MemoryError(f"the judge's buffer ({_len(self.buf)} bytes) has no room for "
+                              f"an output spanning {n} bytes")
+        self.memory.copy_to_host(self.base + self.used, _data_ptr(t) + offset, n)
+        self.sources.append((i, _data_ptr(t) + offset, self.used, n))
+        piece = [self.used, shape, strides]
+        self.used += n
+        return piece
 
 
-def _kernelbench_rule(got: Any, ref: torch.Tensor) -> dict[str, bool]:
-    ok = isinstance(got, torch.Tensor) and got.shape == ref.shape
-    return {f"{tol:g}": bool(ok and torch.allclose(ref.float(), got.float().to(ref.device),
-                                                    atol=tol, rtol=tol))
-            for tol in KERNELBENCH_TOLERANCES}
+def _take(shared: _Shared, i: int, t: torch.Tensor, rows: Sequence[int]) -> list[list[Any]]:
+    """Pieces of ``t`` in the shared buffer: the whole tensor, or its rows ``rows``."""
+    if not rows:
+        if span_bytes(_tuple(_shape(t)), _tuple(_stride(t)), _itemsize(t)) > \
+                2 * max(_itemsize(t), 1) * max(t.numel(), 1):
+            t = _contiguous(t)  # a sparse, strided output: its elements, packed
+        return [shared.put(i, t)]
+    shape, strides = _tuple(_shape(t)), _tuple(_stride(t))
+    return [shared.put(i, t, r * strides[0] * _itemsize(t), shape[1:], strides[1:])
+            for r in rows]
 
 
-def run_case(*, problem: str, candidate: str, overrides: Mapping[str, Any],
-             state: Mapping[str, np.ndarray], first: Sequence[Any], second: Sequence[Any],
-             layouts: Sequence[str], device: str = "cpu", dtype: str = "float32",
-             tf32: bool = False, seed: int = 0, calls: int = 2,
-             rows: Sequence[int] = ()) -> dict[str, Any]:
-    """Run the reference and the candidate on one case (see the module's docstring).
+def run_case(cls: type[torch.nn.Module], request: Mapping[str, Any], *, memory: RawMemory,
+             buf: Any, pins: Pins) -> dict[str, Any]:
+    """Run the candidate on one case (see the module's docstring).
 
     Parameters
     ----------
-    problem, candidate : str
-        Paths of the problem and candidate files.
-    overrides : mapping
-        Values of the problem's module constants (size knobs, ``dropout_p``).
-    state : mapping of str to numpy.ndarray
-        The parameter and buffer values of the reference's ``state_dict``.
-    first, second : sequence
-        The forward pass's arguments of the first (priming) and the second
-        (judged) call: arrays, or plain values.
-    layouts : sequence of str
-        Each argument's layout (:data:`INPUT_LAYOUTS`).
-    device, dtype : str
-        Where and in which storage format the models run.
-    tf32 : bool
-        Whether torch may use TF32 in matmuls and convolutions. cuBLAS's
-        reduced-precision reductions of bf16 and fp16 products are always off
-        (the claims accumulate in fp32).
-    calls : int
-        2 (prime, poison, judge) or 1 (judge the only call).
-    rows : sequence of int
-        Return only these rows (axis 0) of each output and of torch's
-        reference (an instance judged on a sample of its rows); () all.
+    cls : type
+        The candidate's ``ModelNew``.
+    request : mapping
+        ``init`` (``ModelNew``'s arguments), ``state`` (the reference's
+        parameter values, host arrays), ``first`` and ``second`` (the two
+        draws of the forward's arguments), ``layouts``, ``device``, ``dtype``,
+        ``tf32``, ``seed``, ``calls`` (2: prime, poison, judge; 1: judge the
+        only call), ``rows`` (the output rows to take; () all), ``outputs``
+        (shape, dtype, device per output, from torch's reference),
+        ``input_aliases`` and ``output_aliases`` (the sharing torch's own
+        outputs have).
+    memory : RawMemory
+        How bytes are read and written on the case's device.
+    buf : writable buffer
+        The judge's shared buffer for the outputs.
+    pins : Pins
+        The worker's pinned functions.
 
     Returns
     -------
     dict
-        ``outputs`` (host arrays of the judged call) or ``fault`` (a sentence)
-        with ``fault_kind`` (``oom`` where the device ran out of memory: not
-        the candidate's fault); ``torch_reference`` (torch's own outputs),
-        ``kernelbench`` (allclose per tolerance), ``notes`` (sentences).
+        ``pieces`` (per output, where its bytes lie in ``buf``: offset, shape,
+        strides in elements) or ``fault`` (a sentence) with ``fault_kind``
+        (``raise``, ``output``, ``input``, ``tamper``, ``oom``, ``stream``);
+        ``notes``; ``ops`` (the ATen ops of the first call).
     """
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
+    device, tdtype = request["device"], DTYPES[request["dtype"]]
+    torch.backends.cuda.matmul.allow_tf32 = request["tf32"]
+    torch.backends.cudnn.allow_tf32 = request["tf32"]
     # a bf16/fp16 claim accumulates in fp32: cuBLAS's reduced-precision reductions off
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
-    prob = _problem(problem)
-    cls = load_candidate(candidate)
-    tdtype = _DTYPES[dtype]
-    init = prob.init_args(overrides)
-    with torch.random.fork_rng(devices=[]):
-        torch.default_generator.manual_seed(seed)
-        ref_model = prob.model_class(*init)
-    tensors = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in state.items()}
-    ref_model.load_state_dict(tensors, strict=True)
-    ref_model = ref_model.to(device=device, dtype=tdtype)
     notes: list[str] = []
-    answer: dict[str, Any] = {"notes": notes}
+    answer: dict[str, Any] = {"notes": notes, "ops": []}
     try:
         with torch.random.fork_rng(devices=[]):
-            torch.default_generator.manual_seed(seed)
-            cand_model = cls(*init)
+            torch.default_generator.manual_seed(request["seed"])
+            model = cls(*request["init"])
     except Exception as exc:  # noqa: BLE001 - a candidate that cannot be built fails
-        return {**answer, "fault": f"ModelNew({len(init)} init args) raised "
+        return {**answer, "fault": f"ModelNew({len(request['init'])} init args) raised "
                                    f"{type(exc).__name__}: {exc}", "fault_kind": "raise"}
-    how = bind_state(cand_model, ref_model.state_dict())
+    tampered = _replaced(pins, "while ModelNew was built")
+    if tampered:
+        return {**answer, **tampered}
+    state = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in request["state"].items()}
+    how = bind_state(model, state)
     if how:
         notes.append(how)
-    cand_model = cand_model.to(device=device, dtype=tdtype)
+    model = model.to(device=device, dtype=tdtype)
 
     def args_of(values: Sequence[Any]) -> list[Any]:
         return [place(v, lay, tdtype, device) if isinstance(v, np.ndarray) else v
-                for v, lay in zip(values, layouts, strict=True)]
+                for v, lay in zip(values, request["layouts"], strict=True)]
 
+    two = request["calls"] == 2
+    specs = request["outputs"]
     try:
-        judged = args_of(second)
+        judged = args_of(request["second"])
+        args = args_of(request["first"]) if two else judged
+        if two:
+            recorder = OpRecorder()
+            with torch.no_grad(), recorder:
+                primed = _outputs(model(*args))
+            answer["ops"] = list(recorder.ops)
+            tampered = _replaced(pins, "in its first call")
+            if tampered:
+                return {**answer, **tampered}
+            for o in primed:
+                if _type(o) is _Tensor and _isfloat(o):
+                    memory.poison(*_start_size(o))  # a cached result returned again: NaN
+            del primed
+            for a, b in zip(args, judged, strict=True):
+                if _type(a) is _Tensor:
+                    _copy_(a, b)  # the second draw at the first draw's addresses
+            for shape, dtype, _ in specs:
+                block = torch.empty(int(np.prod(shape)) + 1, dtype=DTYPES.get(dtype, tdtype),
+                                    device=device)
+                memory.poison(_data_ptr(block), block.numel() * _itemsize(block))
+                del block  # memory an unwritten output may be given next holds NaN
+        before = [memory.read(*_start_size(a)) if _type(a) is _Tensor else None for a in args]
         with torch.no_grad():
-            ref_out = [o.detach().clone() for o in _outputs(ref_model(*[
-                a.clone() if isinstance(a, torch.Tensor) else a for a in judged]))]
-    except torch.OutOfMemoryError as exc:
-        return {**answer, **_out_of_memory("the reference Model", exc)}
-    answer["torch_reference"] = [_host(_rows(o, rows)) for o in ref_out]
-    args = args_of(first) if calls == 2 else judged
-    try:
-        with torch.no_grad():
-            if calls == 2:
-                primed = _outputs(cand_model(*args))
-                for o in primed:
-                    if isinstance(o, torch.Tensor) and o.is_floating_point():
-                        o.fill_(float("nan"))  # a cached result returned again shows NaN
-                del primed
-                for a, b in zip(args, judged, strict=True):
-                    if isinstance(a, torch.Tensor):
-                        a.copy_(b)  # the second draw at the first draw's addresses
-                for o in ref_out:
-                    _poison_block(o.numel() * o.element_size(), device)
-            before = [a.clone() if isinstance(a, torch.Tensor) else None for a in args]
-            got = _outputs(cand_model(*args))
-            if device.startswith("cuda"):
-                torch.cuda.synchronize()
+            got = _outputs(model(*args))
     except torch.OutOfMemoryError as exc:  # the device, not the candidate: not judged
-        return {**answer, **_out_of_memory("the candidate", exc)}
-    except Exception as exc:  # noqa: BLE001 - a raising candidate is a failing verdict
+        text = str(exc).splitlines()[0] if str(exc) else ""
+        return {**answer, "fault": f"the candidate ran out of device memory on this case "
+                                   f"({text})", "fault_kind": "oom"}
+    except Exception as exc:  # noqa: BLE001 - a raising candidate: a refusal or a failure
+        name = cuda_error(exc)
+        if name is not None:  # the process's CUDA context is lost: it ends after this
+            return {**answer, "fault": f"the candidate raised a CUDA error: {name}",
+                    "fault_kind": "cuda"}
         text = str(exc).splitlines()[0] if str(exc) else ""
         return {**answer, "fault": f"the candidate raised {type(exc).__name__}: {text}",
-                "fault_kind": "raise"}
-    if len(got) != len(ref_out):
-        return {**answer, "fault": f"the candidate returned {len(got)} outputs; the reference "
-                                   f"returns {len(ref_out)}", "fault_kind": "output"}
-    answer["kernelbench"] = [_kernelbench_rule(g, r) for g, r in zip(got, ref_out, strict=True)]
-    for i, (a, b) in enumerate(zip(args, before, strict=True)):
-        if isinstance(a, torch.Tensor) and b is not None:
-            changed = _same(a, b)
-            if changed:
-                name = prob.input_names[i] if i < len(prob.input_names) else str(i)
-                return {**answer, "fault": f"the candidate wrote to its input {name!r} at "
-                                           f"{changed} of {a.numel()} elements: inputs must "
-                                           "not be changed", "fault_kind": "input"}
-    for i, (g, r) in enumerate(zip(got, ref_out, strict=True)):
-        problem_text = _check_output(i, g, r)
-        if problem_text:
-            return {**answer, "fault": problem_text, "fault_kind": "output"}
-    answer["outputs"] = [_host(_rows(g, rows)) for g in got]
-    return answer
+                "fault_kind": "raise", "exception": type(exc).__name__}
+    tampered = _replaced(pins, "in the judged call")
+    if tampered:
+        return {**answer, **tampered}
+    return {**answer, **_collect(got, args, before, specs, request, memory, buf)}
 
 
-def _out_of_memory(who: str, exc: BaseException) -> dict[str, str]:
-    """The answer of a case the device had no memory for (``fault_kind`` ``oom``):
-    the judge does not count it against the candidate."""
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    return {"fault": f"{who} ran out of device memory on this case ({text})",
-            "fault_kind": "oom"}
+def _start_size(t: torch.Tensor) -> tuple[int, int]:
+    lo, hi = _range(t)
+    return lo, hi - lo
 
 
-def _rows(t: torch.Tensor, rows: Sequence[int]) -> torch.Tensor:
-    """Rows ``rows`` of ``t`` along axis 0 (all where none are named)."""
-    return t[list(rows)] if rows else t
+def _name(request: Mapping[str, Any], k: int) -> str:
+    names = request.get("names") or []
+    return str(names[k]) if k < len(names) else str(k)
+
+
+def _collect(got: list[Any], args: list[Any], before: list[Any], specs: Sequence[Any],
+             request: Mapping[str, Any], memory: RawMemory, buf: Any) -> dict[str, Any]:
+    """The judged call's outputs checked and copied out (see the module's docstring)."""
+    if _len(got) != _len(specs):
+        return {"fault": f"the candidate returned {_len(got)} outputs; the reference "
+                         f"returns {_len(specs)}", "fault_kind": "output"}
+    for i, g in enumerate(got):
+        text = _check_output(i, g, specs[i])
+        if text:
+            return {"fault": text, "fault_kind": "output"}
+    for k, (a, b) in enumerate(zip(args, before, strict=True)):
+        if b is not None and memory.read(*_start_size(a)) != b:
+            name = _name(request, k)
+            return {"fault": f"the candidate wrote to its input {name!r}: inputs must not "
+                             "be changed", "fault_kind": "input"}
+    ranges = [_range(g) for g in got]
+    inputs = [(k, _range(a)) for k, a in enumerate(args) if _type(a) is _Tensor]
+    for i, r in enumerate(ranges):
+        for k, rin in inputs:
+            if overlaps(r, rin) and k not in request["input_aliases"][i]:
+                return {"fault": f"output {i} shares memory with input {_name(request, k)!r} "
+                                 "(a view of it, or written into it); torch's own output "
+                                 "does not",
+                        "fault_kind": "alias"}
+        for j in range(i):
+            if overlaps(r, ranges[j]) and (j, i) not in [tuple(p) for p in
+                                                         request["output_aliases"]]:
+                return {"fault": f"outputs {j} and {i} share memory (one buffer returned "
+                                 "twice); torch's own outputs are separate",
+                        "fault_kind": "alias"}
+    shared = _Shared(buf, memory)
+    try:
+        pieces = [_take(shared, i, g, request["rows"]) for i, g in enumerate(got)]
+    except MemoryError as exc:
+        return {"fault": str(exc), "fault_kind": "output"}
+    if memory.cuda:
+        torch.cuda.synchronize()
+        for i, src, offset, n in shared.sources:
+            if memory.read(src, n) != bytes(buf[offset:offset + n]):
+                return {"fault": f"output {i} changed after the forward returned: work "
+                                 "left running on another stream wrote it (an output must "
+                                 "be complete on the caller's stream)", "fault_kind": "stream"}
+    return {"pieces": pieces}

@@ -42,7 +42,7 @@ from __future__ import annotations
 import ast
 import shlex
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,7 +50,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..checking import isolate
 from ..checking.verdict import OutputVerdict, compare
 from ..errors import InvalidArgument
 from ..oracle.precision import get_model
@@ -58,7 +57,6 @@ from ..oracle.traced.capture import Reference, capture, decomposition_table
 from ..oracle.traced.interpret import evaluate
 from ..oracle.traced.rules import RULES, NoRule, RuleContext
 from ..oracle.tracked import Tracked
-from .candidate import run_case
 from .cases import (
     FAMILIES,
     PARAMS,
@@ -73,9 +71,12 @@ from .cases import (
 )
 from .census import problem_ops
 from .problem import BadFile, Problem, load_problem
+from .reference import DTYPES, compute_ops, kernelbench_rule, torch_reference
 from .sampling import RowPlan, row_plan, sample_rows
+from .sandbox import InProcess, Sandbox
 
 __all__ = ["judge", "Judgement", "CaseResult", "PRECISIONS", "DEFAULT_MAX_BYTES",
+           "PASS_OFFICIAL", "NOT_JUDGED",
            "check_candidate_file", "missing_rules"]
 
 #: claimed precision -> (storage dtype, TF32 allowed)
@@ -87,6 +88,10 @@ DEFAULT_MAX_BYTES = 256 << 20
 #: round the product to bf16 before it adds the bias (an unfused epilogue)
 _CLAIMS: dict[str, dict[str, Any]] = {"bf16": {"bias_after_store": True}}
 _TORCH = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+#: the verdict of a candidate right wherever it runs that refuses some drawn cases
+PASS_OFFICIAL = "pass (official inputs only)"
+#: the verdict where the machine, not the candidate, stops the judgement (exit 3)
+NOT_JUDGED = "not judged"
 #: the note of a judgement some of whose drawn cases the device had no memory for
 _NO_MEMORY = "drawn cases the device had no memory for are not judged"
 
@@ -105,6 +110,15 @@ class CaseResult:
     seconds: float = 0.0
     #: the device ran out of memory: the case is not judged (not the candidate's fault)
     out_of_memory: bool = False
+    #: torch's own Model raised on the case: it counts neither for nor against
+    rejected: bool = False
+    #: the candidate raised an exception (a refusal where the case is not the official one)
+    raised: bool = False
+    #: what stops the candidate from being judged at all (a missing package): not its fault
+    not_judged: str | None = None
+    #: the ATen ops of the candidate's first call, and of torch's reference
+    ops: list[str] = field(default_factory=list)
+    reference_ops: list[str] = field(default_factory=list)
 
     @property
     def worst_ratio(self) -> float:
@@ -144,10 +158,18 @@ class Judgement:
     degenerate: bool = False
     seconds: float = 0.0
     worst_ratio: float = 0.0
+    #: drawn cases torch's own Model rejects (dropped) and cases the candidate refused
+    dropped: int = 0
+    refusals: int = 0
+    #: the ATen ops the candidate's forward dispatched on the official case
+    ops: list[str] = field(default_factory=list)
+    #: whether it dispatches every computing op of torch's reference (a wrapper)
+    wrapper: bool = False
 
     @property
     def passed(self) -> bool:
-        return self.status == "pass"
+        """``pass``, or ``pass (official inputs only)``: no wrong answer anywhere."""
+        return self.status in ("pass", PASS_OFFICIAL)
 
     def replay(self) -> str:
         """The command that judges the smallest failing case again."""
@@ -162,7 +184,8 @@ class Judgement:
              "status": self.status, "reason": self.reason, "cases": self.cases,
              "kernelbench": self.kernelbench, "notes": self.notes, "missing": self.missing,
              "degenerate": self.degenerate, "seconds": round(self.seconds, 3),
-             "worst_ratio": self.worst_ratio}
+             "worst_ratio": self.worst_ratio, "dropped": self.dropped,
+             "refusals": self.refusals, "ops": self.ops, "wrapper": self.wrapper}
         if self.failing is not None:
             d["failing_case"] = self.failing.case.describe()
             d["failing_official"] = self.failing is self.official
@@ -191,33 +214,47 @@ class _Context:
         self.choices = layouts_for(self.specs)
         #: how an official instance too large for float64 is sampled (None: it is not)
         self.plan: RowPlan | None = None
+        self._worker: Sandbox | InProcess | None = None
 
     def run(self, case: KBCase) -> CaseResult:
         t0 = time.perf_counter()
         p, sizes = self.problem, case.overrides(self.base)
         layouts = case.layouts or tuple("C" for _ in self.specs)
-        first = case_inputs(p, case, self.base, draw=1, dtype=self.dtype)
-        second = case_inputs(p, case, self.base, draw=2, dtype=self.dtype)
-        state = case_state(p, case, self.base, dtype=self.dtype)
-        kwargs: dict[str, Any] = {"problem": str(p.path), "candidate": str(self.candidate),
-                  "overrides": sizes, "state": state, "first": first, "second": second,
-                  "layouts": list(layouts), "device": self.device, "dtype": self.dtype_name,
-                  "tf32": self.tf32, "seed": case.seed, "rows": list(case.rows)}
-        if self.isolated:
-            answer, fault = isolate.call_isolated(run_case, kwargs, timeout=self.timeout)
-        else:
-            answer, fault = run_case(**kwargs), None
         result = CaseResult(case, passed=False)
-        if fault is not None:
-            result.fault = str(fault)
+        with p.at(sizes):
+            init = p.init_args(sizes)
+            first = case_inputs(p, case, self.base, draw=1, dtype=self.dtype)
+            second = case_inputs(p, case, self.base, draw=2, dtype=self.dtype)
+            state = case_state(p, case, self.base, dtype=self.dtype)
+            ref = torch_reference(p, init=init, state=state, args=second, layouts=layouts,
+                                  device=self.device, dtype=self.dtype_name, tf32=self.tf32,
+                                  seed=case.seed, rows=case.rows)
+        result.reference_ops = ref.ops
+        if ref.fault is not None:  # not judged: torch itself cannot run this case
+            result.fault, result.seconds = ref.fault, time.perf_counter() - t0
+            result.out_of_memory, result.rejected = ref.out_of_memory, not ref.out_of_memory
+            return result
+        request = {"init": init, "state": state, "first": first, "second": second,
+                   "layouts": list(layouts), "device": self.device, "dtype": self.dtype_name,
+                   "tf32": self.tf32, "seed": case.seed, "calls": 2, "rows": list(case.rows),
+                   "outputs": ref.specs, "input_aliases": ref.input_aliases,
+                   "output_aliases": ref.output_aliases, "names": list(p.input_names)}
+        answer = self.worker().run(request, _capacity(ref.specs, case.rows))
+        result.notes = list(answer.get("notes", []))
+        result.ops = list(answer.get("ops", []))
+        result.fault = answer.get("fault")
+        kind = answer.get("fault_kind")
+        result.out_of_memory = kind == "oom"
+        result.raised = kind == "raise"
+        if kind == "missing":
+            result.not_judged = result.fault
+        if "outputs" in answer:
+            rules = [kernelbench_rule(g, r) for g, r in zip(answer["outputs"], ref.outputs,
+                                                             strict=True)]
+            result.kernelbench = {t: all(d[t] for d in rules) for t in ("0.01", "0.0001")}
         else:
-            result.notes = list(answer.get("notes", []))
-            kb = answer.get("kernelbench") or []
-            result.kernelbench = {tol: all(d[tol] for d in kb) for tol in ("0.01", "0.0001")} \
-                if kb else {"0.01": False, "0.0001": False}
-            result.fault = answer.get("fault")
-            result.out_of_memory = answer.get("fault_kind") == "oom"
-        if result.out_of_memory:  # not judged: the oracle's work would be thrown away
+            result.kernelbench = {"0.01": False, "0.0001": False}
+        if result.out_of_memory or result.not_judged:  # the oracle's work would be wasted
             result.seconds = time.perf_counter() - t0
             return result
         if case.rows:  # a sampled instance: the oracle on the same rows of the inputs
@@ -236,6 +273,18 @@ class _Context:
         result.degenerate = all(_within_bound_of_zero(r) for r in refs)
         result.seconds = time.perf_counter() - t0
         return result
+
+    def worker(self) -> Sandbox | InProcess:
+        """The candidate's process (started on first use)."""
+        if self._worker is None:
+            self._worker = Sandbox(self.candidate, self.device, self.timeout) \
+                if self.isolated else InProcess(self.candidate, self.device)
+        return self._worker
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
 
     def reference(self, sizes: Mapping[str, Any], state: Mapping[str, np.ndarray],
                   args: Sequence[Any]) -> list[Any]:
@@ -266,6 +315,19 @@ class _Context:
                              worst_ratio=ratio, median_ratio=ratio, worst_ratio_det=ratio,
                              worst_ratio_prob=ratio, median_ratio_det=ratio,
                              median_ratio_prob=ratio, exact=True)
+
+
+def _capacity(specs: Sequence[Any], rows: Sequence[int]) -> int:
+    """Bytes of the shared buffer the outputs of one case come back in: twice each
+    output's elements (a strided output spans more than its elements), or its rows."""
+    total = 0
+    for shape, dtype, _ in specs:
+        n = int(np.prod(shape)) * DTYPES[dtype].itemsize if dtype in DTYPES else \
+            int(np.prod(shape)) * 8
+        if rows and shape:
+            n = n // max(shape[0], 1) * len(rows)
+        total += 2 * n + 64
+    return total
 
 
 def _batch_statistics_only(model: torch.nn.Module) -> None:
@@ -317,16 +379,29 @@ def _strategy(ctx: _Context, small: Mapping[str, int]) -> Any:
     return cases()
 
 
-def _drawn(ctx: _Context, small: Mapping[str, int], examples: int,
-           seed: int, shrink: bool) -> tuple[int, CaseResult | None, list[str]]:
-    """Judge up to ``examples`` drawn cases; (cases judged, smallest failure, notes)."""
+@dataclass
+class _Tally:
+    """What the drawn cases of one judgement came to, beside the verdicts."""
+
+    judged: int = 0
+    failure: CaseResult | None = None
+    #: cases torch's own Model rejects (dropped), and the first one's sentence
+    dropped: int = 0
+    dropped_first: str = ""
+    #: cases the candidate refused with an exception, and the first one's
+    refused: int = 0
+    refused_first: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def _drawn(ctx: _Context, small: Mapping[str, int], examples: int, seed: int, shrink: bool,
+           progress: Any = None) -> _Tally:
+    """Judge up to ``examples`` drawn cases (see :class:`_Tally`)."""
     from hypothesis import HealthCheck, Phase, assume, given, settings  # noqa: PLC0415
     from hypothesis import seed as hseed  # noqa: PLC0415 - hypothesis only when judging
 
-    judged: list[CaseResult] = []
+    tally = _Tally()
     failures: list[CaseResult] = []
-    notes: list[str] = []
-
     phases = [p for p in Phase if shrink or p not in (Phase.shrink, Phase.explain)]
 
     @settings(max_examples=examples, database=None, deadline=None, derandomize=False,
@@ -339,11 +414,21 @@ def _drawn(ctx: _Context, small: Mapping[str, int], examples: int,
         assume(valid_sizes(ctx.problem, sizes))
         assume(float64_bytes(ctx.problem, sizes) <= ctx.max_bytes)
         result = ctx.run(case)
+        if progress is not None:
+            progress(1)
         if result.out_of_memory:
-            if not any(n.startswith(_NO_MEMORY) for n in notes):
-                notes.append(f"{_NO_MEMORY} ({case.describe()})")
+            if not any(n.startswith(_NO_MEMORY) for n in tally.notes):
+                tally.notes.append(f"{_NO_MEMORY} ({case.describe()})")
             assume(False)
-        judged.append(result)
+        if result.rejected:  # counts neither for nor against the candidate
+            tally.dropped += 1
+            tally.dropped_first = tally.dropped_first or f"{case.describe()}: {result.fault}"
+            assume(False)
+        if result.raised:  # a refusal: right or refused, never wrong, is not a failure
+            tally.refused += 1
+            tally.refused_first = tally.refused_first or f"{case.describe()}: {result.fault}"
+            assume(False)
+        tally.judged += 1
         if not result.passed:
             failures.append(result)
             raise AssertionError(result.reason())
@@ -353,11 +438,10 @@ def _drawn(ctx: _Context, small: Mapping[str, int], examples: int,
     except AssertionError:
         pass
     except Exception as exc:  # noqa: BLE001 - Hypothesis giving up is reported, not raised
-        if failures:
-            pass
-        else:
-            notes.append(f"drawn cases stopped: {type(exc).__name__}: {str(exc)[:120]}")
-    return len(judged), (failures[-1] if failures else None), notes
+        if not failures:
+            tally.notes.append(f"drawn cases stopped: {type(exc).__name__}: {str(exc)[:120]}")
+    tally.failure = failures[-1] if failures else None
+    return tally
 
 
 def check_candidate_file(path: str | Path) -> None:
@@ -388,7 +472,8 @@ def check_candidate_file(path: str | Path) -> None:
 def judge(problem: str | Path, candidate: str | Path, *, precision: str = "fp32",
           examples: int = 20, seed: int = 0, device: str = "cpu", timeout: float = 120.0,
           max_bytes: int = DEFAULT_MAX_BYTES, case: KBCase | None = None,
-          isolated: bool = True, shrink: bool = True) -> Judgement:
+          isolated: bool = True, shrink: bool = True,
+          progress: Callable[[int], None] | None = None) -> Judgement:
     """Judge the candidate file against the problem file.
 
     Parameters
@@ -414,11 +499,14 @@ def judge(problem: str | Path, candidate: str | Path, *, precision: str = "fp32"
     case : KBCase or None
         Judge this case only (the replay of a failure).
     isolated : bool
-        Run the candidate in a worker process of its own (a crash, a CUDA
-        error, an extension's name clash stays there); False runs it here.
+        Run the candidate in a hardened process of its own (:mod:`.sandbox`);
+        False runs it here (for debugging a candidate: nothing then keeps it
+        from changing the judge).
     shrink : bool
         Shrink a failing drawn case to the smallest one (False: report the
         first failing case drawn, as a survey of many candidates may prefer).
+    progress : callable or None
+        Called with 1 after every case run (a progress display's advance).
 
     Returns
     -------
@@ -434,12 +522,14 @@ def judge(problem: str | Path, candidate: str | Path, *, precision: str = "fp32"
     except BadFile as exc:
         out.status, out.reason = "refused", str(exc)
         return out
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        out.status = NOT_JUDGED
+        out.reason = f"--device {device}, but this machine has no CUDA device torch can use"
+        return out
     for k in ctx.base:
         out.notes.append(f"{k}=0: dropout switched off (train mode's masks are random)")
-    if isolated:
-        isolate.shutdown()  # a fresh process for this candidate
     try:
-        return _judge(ctx, out, examples, seed, case, shrink)
+        return _judge(ctx, out, examples, seed, case, shrink, progress)
     except NoRule as exc:
         out.status, out.reason = "abstain", str(exc)
         return out
@@ -447,9 +537,8 @@ def judge(problem: str | Path, candidate: str | Path, *, precision: str = "fp32"
         out.status, out.reason = "refused", str(exc)
         return out
     finally:
+        ctx.close()
         out.seconds = time.perf_counter() - t0
-        if isolated:
-            isolate.shutdown()
 
 
 def _mib(n: int) -> str:
@@ -466,8 +555,19 @@ def _official(ctx: _Context, fits: bool, small: Mapping[str, int], seed: int) ->
     return KBCase(sizes=tuple(sorted(small.items())))
 
 
+def _wrapper_note(first: CaseResult) -> str | None:
+    """A note where the candidate dispatches every computing ATen op torch's reference
+    does: it calls the very op the problem asks for."""
+    theirs = compute_ops(first.reference_ops)
+    ours = set(first.ops)
+    if theirs and ours and all(op in ours for op in theirs):
+        return (f"ModelNew dispatches the reference's own ATen ops ({', '.join(theirs)}): a "
+                "wrapper of torch's operator, not a kernel of its own")
+    return None
+
+
 def _judge(ctx: _Context, out: Judgement, examples: int, seed: int,
-           case: KBCase | None, shrink: bool) -> Judgement:
+           case: KBCase | None, shrink: bool, progress: Any = None) -> Judgement:
     prob = ctx.problem
     small = reduced_sizes(prob, ctx.base, most=max(1 << 16, ctx.max_bytes // 512)) \
         if varied_knobs(prob) else {}
@@ -485,8 +585,10 @@ def _judge(ctx: _Context, out: Judgement, examples: int, seed: int,
         return out
     if case is not None:
         first = ctx.run(case)
-        if first.out_of_memory:
-            out.status, out.reason = "refused", f"not judged: {first.fault}"
+        if progress is not None:
+            progress(1)
+        if first.out_of_memory or first.not_judged or first.rejected:
+            out.status, out.reason = NOT_JUDGED, f"not judged: {first.fault}"
             return out
         out.cases = 1
     else:
@@ -503,17 +605,24 @@ def _judge(ctx: _Context, out: Judgement, examples: int, seed: int,
                              f"to hand over whole): its distribution "
                              f"judged at {official.describe()}")
         first = ctx.run(official)
+        if progress is not None:
+            progress(1)
         if first.out_of_memory and official.rows:
             out.notes.append(f"the official instance did not fit the device's memory "
                              f"({first.fault}): judged at reduced sizes instead")
             official = KBCase(sizes=tuple(sorted(small.items())))
             first = ctx.run(official)
-        if first.out_of_memory:
-            out.status, out.reason = "refused", f"not judged: {first.fault}"
+        if first.out_of_memory or first.not_judged or first.rejected:
+            out.status, out.reason = NOT_JUDGED, f"not judged: {first.fault}"
             return out
         out.official, out.cases = first, 1
         out.kernelbench = dict(first.kernelbench)
         out.degenerate = first.degenerate
+        out.ops = list(first.ops)
+        wrapper = _wrapper_note(first)
+        if wrapper:
+            out.wrapper = True
+            out.notes.append(wrapper)
         if first.degenerate:
             out.notes.append("degenerate at the official inputs: the reference is within "
                              "the bound of zero there, so a zeros kernel would pass it; "
@@ -521,14 +630,27 @@ def _judge(ctx: _Context, out: Judgement, examples: int, seed: int,
     out.notes.extend(n for n in first.notes if n not in out.notes)
     out.worst_ratio = first.worst_ratio
     failing = None if first.passed else first
+    tally = _Tally()
     if failing is None and case is None and examples > 0:
-        n, failing, notes = _drawn(ctx, small, examples, seed, shrink)
-        out.cases += n
-        out.notes.extend(notes)
-        if out.degenerate and n == 0:
+        tally = _drawn(ctx, small, examples, seed, shrink, progress)
+        failing = tally.failure
+        out.cases += tally.judged
+        out.notes.extend(tally.notes)
+        out.dropped, out.refusals = tally.dropped, tally.refused
+        if tally.dropped:
+            out.notes.append(f"{tally.dropped} drawn case{'s' if tally.dropped > 1 else ''} "
+                             f"torch's own Model rejects dropped (counted neither for nor "
+                             f"against the candidate); the first: {tally.dropped_first}")
+        if out.degenerate and tally.judged == 0:
             out.status, out.reason = "refused", "degenerate at the official inputs and no "\
                 "drawn case could be judged"
             return out
+    if failing is None and tally.refused:
+        out.status = PASS_OFFICIAL
+        out.reason = (f"{out.cases} cases within the {ctx.precision} bound; "
+                      f"{tally.refused} drawn case{'s' if tally.refused > 1 else ''} refused "
+                      f"with an error (the first: {tally.refused_first})")
+        return out
     if failing is None:
         out.status = "pass"
         out.reason = f"{out.cases} cases within the {ctx.precision} bound"
@@ -541,4 +663,3 @@ def _judge(ctx: _Context, out: Judgement, examples: int, seed: int,
     else:
         out.reason = failing.reason()
     return out
-

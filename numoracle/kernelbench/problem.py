@@ -132,13 +132,43 @@ class _MetaFactories(TorchFunctionMode):
         return out
 
 
+def _assignments(source: str) -> list[tuple[tuple[str, ...], ast.expr, frozenset[str]]]:
+    """The module's top-level assignments, in order: (targets, value, names it reads)."""
+    out = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        names = tuple(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        reads = frozenset(n.id for n in ast.walk(value) if isinstance(n, ast.Name))
+        out.append((names, value, reads))
+    return out
+
+
 @contextmanager
-def _knobs(module: ModuleType, sizes: Mapping[str, Any]) -> Iterator[None]:
-    """Within the block the module's constants named in ``sizes`` take its values."""
+def _knobs(module: ModuleType, sizes: Mapping[str, Any],
+           derived: Sequence[tuple[tuple[str, ...], ast.expr, frozenset[str]]] = ()
+           ) -> Iterator[None]:
+    """Within the block the module's constants named in ``sizes`` take its values, and
+    every top-level assignment that reads one of them (``input_shape = (num_classes,)``)
+    is evaluated again from the new values."""
+    changed = set(sizes)
     old = {k: getattr(module, k) for k in sizes}
     try:
         for k, v in sizes.items():
             setattr(module, k, v)
+        for names, value, reads in derived:
+            if reads & changed and not set(names) & set(sizes):
+                for n in names:
+                    old.setdefault(n, getattr(module, n, None))
+                code = compile(ast.Expression(value), "<derived>", "eval")
+                result = eval(code, vars(module))  # noqa: S307 - the problem's own expression
+                if len(names) == 1:
+                    setattr(module, names[0], result)
+                    changed.add(names[0])
         yield
     finally:
         for k, v in old.items():
@@ -165,6 +195,14 @@ class Problem:
     module: ModuleType
     knobs: dict[str, int] = field(default_factory=dict)
     input_names: tuple[str, ...] = ()
+    #: the module's top-level assignments (re-evaluated where they read a changed knob)
+    derived: list[tuple[tuple[str, ...], ast.expr, frozenset[str]]] = field(
+        default_factory=list)
+
+    def at(self, sizes: Mapping[str, Any] | None = None) -> Any:
+        """A context in which the module's knobs take ``sizes`` and what is derived from
+        them follows (a ``forward`` that reads a module constant sees the case's)."""
+        return _knobs(self.module, sizes or {}, self.derived)
 
     @property
     def name(self) -> str:
@@ -187,19 +225,19 @@ class Problem:
 
     def init_args(self, sizes: Mapping[str, Any] | None = None) -> list[Any]:
         """``get_init_inputs()`` with the size knobs at ``sizes`` (official where left out)."""
-        with _knobs(self.module, sizes or {}):
+        with self.at(sizes):
             return list(self._call("get_init_inputs"))
 
     def inputs(self, sizes: Mapping[str, Any] | None = None, *, seed: int = 0) -> list[Any]:
         """``get_inputs()`` on the CPU with torch's generator seeded by ``seed``."""
-        with _knobs(self.module, sizes or {}), torch.random.fork_rng(devices=[]):
+        with self.at(sizes), torch.random.fork_rng(devices=[]):
             torch.default_generator.manual_seed(seed)
             return list(self._call("get_inputs"))
 
     def input_specs(self, sizes: Mapping[str, Any] | None = None) -> tuple[InputSpec, ...]:
         """Shapes, dtypes and factories of the inputs, without allocating them."""
         mode = _MetaFactories()
-        with _knobs(self.module, sizes or {}), mode:
+        with self.at(sizes), mode:
             made = list(self._call("get_inputs"))
         if len(made) != len(self.input_names) and not self._var_positional():
             raise BadFile(f"problem file {self.path.name}: get_inputs() returns {len(made)} "
@@ -249,10 +287,15 @@ def _short(args: Sequence[Any]) -> str:
     return text if len(text) < 80 else text[:77] + "..."
 
 
-def _knob_values(module: ModuleType) -> dict[str, int]:
-    """The module-level int constants a problem's functions may read (bools excluded)."""
-    return {k: int(v) for k, v in vars(module).items()
+def _knob_values(module: ModuleType, derived: Sequence[tuple[tuple[str, ...], ast.expr,
+                                                            frozenset[str]]]
+                 ) -> dict[str, int]:
+    """The module-level int constants a problem's functions may read (bools excluded),
+    without those computed from another module-level name (they are re-derived)."""
+    ints = {k: int(v) for k, v in vars(module).items()
             if not k.startswith("_") and isinstance(v, int) and not isinstance(v, bool)}
+    computed = {n for names, _, reads in derived for n in names if reads & set(vars(module))}
+    return {k: v for k, v in ints.items() if k not in computed}
 
 
 def _forward_names(model: type[torch.nn.Module], path: Path) -> tuple[str, ...]:
@@ -281,5 +324,6 @@ def load_problem(path: str | Path) -> Problem:
     if not (isinstance(model, type) and issubclass(model, torch.nn.Module)):
         raise BadFile(f"problem file {path.name}: Model is {type(model).__name__}, not a "
                       "torch.nn.Module subclass")
-    return Problem(path=path, module=module, knobs=_knob_values(module),
-                   input_names=_forward_names(model, path))
+    derived = _assignments(path.read_text())
+    return Problem(path=path, module=module, knobs=_knob_values(module, derived),
+                   input_names=_forward_names(model, path), derived=derived)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from numoracle.kernelbench.cases import KBCase
 from numoracle.kernelbench.judge import judge
@@ -34,7 +35,7 @@ def test_correct_candidates_pass(problems: Path, candidates: Path, problem: str,
     ("relu_parameter", "not a plain torch.Tensor", False),
     ("relu_result_reuse", "NaN where the reference is not NaN", False),
     ("relu_identity", "outside the bound", True),
-    ("relu_mutates", "wrote to its input 'x'", True),
+    ("relu_mutates", "shares memory with input 'x'", False),
     ("relu_strides_ignored", "outside the bound", True),
     ("relu_shape_specialised", "outside the bound", True),
 ])
@@ -174,4 +175,40 @@ def test_cases_the_device_has_no_memory_for_are_not_judged(problems: Path,
     assert any("no memory for are not judged" in n for n in j.notes)
     big = KBCase(sizes=(("batch_size", 12),))
     again = run(problems, candidates, "gemm_gelu", "gemm_gelu_out_of_memory", case=big)
-    assert again.status == "refused" and "ran out of device memory" in again.reason
+    assert again.status == "not judged" and "ran out of device memory" in again.reason
+
+
+def test_a_candidate_that_refuses_unsupported_layouts_passes_on_official_inputs_only(
+        problems: Path, candidates: Path) -> None:
+    j = run(problems, candidates, "relu", "relu_contiguous_only", examples=12)
+    assert j.status == "pass (official inputs only)" and j.passed
+    assert j.refusals > 0 and "Tensors must be contiguous" in j.reason
+    wrong = run(problems, candidates, "relu", "relu_strides_ignored", examples=30)
+    assert wrong.status == "fail"  # silently wrong on the same layouts: FAIL
+
+
+@pytest.mark.parametrize(("candidate", "device", "words"), [
+    ("relu_needs_triton", "cpu", "No module named 'a_package_this_machine_does_not_have'"),
+    pytest.param("relu_correct", "cuda", "no CUDA device", marks=pytest.mark.skipif(
+        torch.cuda.is_available(), reason="needs a machine without a GPU")),
+])
+def test_what_the_machine_lacks_is_not_judged(problems: Path, candidates: Path,
+                                              candidate: str, device: str,
+                                              words: str) -> None:
+    j = run(problems, candidates, "relu", candidate, device=device)
+    assert j.status == "not judged" and words in j.reason
+
+
+def test_constants_derived_from_a_knob_follow_it(problems: Path, candidates: Path) -> None:
+    j = run(problems, candidates, "cross_entropy", "cross_entropy_correct", examples=10)
+    assert j.status == "pass", j.reason
+    assert j.dropped == 0 and j.cases == 11
+
+
+def test_cases_the_reference_rejects_are_dropped_and_counted(problems: Path,
+                                                            candidates: Path) -> None:
+    j = run(problems, candidates, "cross_entropy_fixed_labels", "cross_entropy_correct",
+            examples=10)
+    assert j.status == "pass", j.reason
+    assert j.dropped > 0
+    assert any(f"{j.dropped} drawn case" in n and "rejects dropped" in n for n in j.notes)

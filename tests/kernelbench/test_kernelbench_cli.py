@@ -69,3 +69,19 @@ def test_candidates_judged_side_by_side_on_two_gpus_give_the_judgements_of_one(
     there = judge_all(jobs, devices=("0", "1"))  # a process per (stand-in) GPU
     assert [j.status for j in there] == [j.status for j in here] == ["pass", "fail"]
     assert [j.cases for j in there] == [j.cases for j in here]
+
+
+def test_several_candidates_judged_at_once(problems: Path, candidates: Path,
+                                           tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    status = main(["kernelbench", str(problems / "relu.py"),
+                   str(candidates / "relu_correct.py"), str(candidates / "relu_identity.py"),
+                   "--examples", "6", "--no-isolate", "--jobs", "2", "--report", str(report)])
+    assert status == 1
+    rows = [(Path(r["candidate"]).stem, r["status"]) for r in json.loads(report.read_text())]
+    assert rows == [("relu_correct", "pass"), ("relu_identity", "fail")]
+
+
+def test_a_missing_package_exits_3(problems: Path, candidates: Path) -> None:
+    assert main(["kernelbench", str(problems / "relu.py"),
+                 str(candidates / "relu_needs_triton.py"), "--no-isolate"]) == 3

@@ -111,3 +111,11 @@ def test_census_switches_dropout_off_and_says_so(problems: Path) -> None:
 def test_census_refuses_a_bad_file(tmp_path: Path) -> None:
     entry = classify(bad_file(tmp_path, "no_model"), rules={})
     assert entry.status == "refused" and "Model" in entry.reason
+
+
+def test_a_shape_computed_from_a_knob_follows_it(problems: Path) -> None:
+    p = load_problem(problems / "cross_entropy.py")
+    assert "num_classes" in p.knobs and "input_shape" not in p.knobs
+    logits, labels = p.input_specs({"num_classes": 5, "batch_size": 3})
+    assert logits.shape == (3, 5) and labels.shape == (3,)
+    assert p.module.input_shape == (10,)  # restored after the block

@@ -1,0 +1,318 @@
+"""The candidate's process: started per candidate, hardened, answering one case at a time.
+
+:class:`Sandbox` starts a Python process of its own for one candidate file
+(``subprocess``, not ``fork``: CUDA and threads do not survive a fork). Its
+first lines, before torch is imported and while the process still has a
+single thread, move it into a network namespace of its own where the kernel
+allows an unprivileged one (a user and a network namespace: no interface but
+a loopback that is down); then :func:`serve` hardens it further
+(:func:`~.guard.harden`), pins the functions it relies on
+(:class:`~.guard.Pins`), imports the candidate's file, and answers cases.
+
+The judge and the process share two channels: a Unix socket pair for small
+messages (the case's host arrays in, notes and where the outputs lie out) and a
+file in shared memory the judge allocates per case, into which the process
+copies the outputs' bytes through raw memory (:mod:`.candidate`) and from
+which the judge reads them itself. A crash, an exit, a hang past the timeout
+or a CUDA error ends the process; the next case gets a fresh one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import mmap
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..checking.isolate import describe_exit
+
+__all__ = ["Sandbox", "InProcess", "serve", "STARTUP_TIMEOUT", "read_output"]
+
+#: seconds a fresh process may take to start and import the candidate (imports,
+#: device set-up, compiling an inline extension)
+STARTUP_TIMEOUT = 600.0
+_CLONE_NEWUSER, _CLONE_NEWNET = 0x10000000, 0x40000000
+
+#: the process's first lines: a network namespace while it has one thread, then serve
+_BOOT = r"""
+import ctypes, json, sys
+fd, candidate, device, path = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+sys.path[:] = json.loads(path)
+netns = False
+try:
+    netns = ctypes.CDLL(None, use_errno=True).unshare(%d | %d) == 0
+except (OSError, AttributeError):
+    pass
+from numoracle.kernelbench.sandbox import serve
+serve(fd, candidate, device, netns)
+""" % (_CLONE_NEWUSER, _CLONE_NEWNET)
+
+
+def serve(fd: int, candidate: str, device: str, netns: bool) -> None:
+    """The candidate's process: harden, pin, import the candidate, answer cases."""
+    import faulthandler  # noqa: PLC0415 - the worker's imports, before the candidate's
+
+    import torch  # noqa: PLC0415
+
+    from . import candidate as run  # noqa: PLC0415
+    from . import guard  # noqa: PLC0415
+
+    conn = Connection(fd)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    faulthandler.enable()
+    done = guard.harden()
+    if netns:
+        done.append("a network namespace of its own")
+    if device.startswith("cuda"):
+        torch.cuda.init()
+    with run.OpRecorder():  # what its first use imports (and wraps) is there before the pins
+        torch.ones(1).add(1)
+    pins = guard.Pins([sys.modules[__name__], run, guard])
+    memory = guard.RawMemory(device)
+    cls: Any = None
+    status: tuple[str, str] = ("ok", "")
+    try:
+        cls = run.load_candidate(candidate)
+    except run.MissingPackage as exc:
+        status = ("missing", str(exc))
+    except Exception as exc:  # noqa: BLE001 - told to the judge as one sentence
+        status = ("bad", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    changed = pins.changed()
+    conn.send(("ready", done, status, changed))
+    mapped: tuple[str, int, Any] | None = None
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        request, path, size = msg
+        if mapped is None or mapped[:2] != (path, size):
+            if mapped is not None:
+                mapped[2].close()
+            with open(path, "r+b") as f:
+                mapped = (path, size, mmap.mmap(f.fileno(), size))
+        try:
+            answer = run.run_case(cls, request, memory=memory, buf=mapped[2], pins=pins)
+        except BaseException as exc:  # noqa: BLE001 - SystemExit too: a failure to report
+            answer = {"fault": f"the candidate raised {type(exc).__name__}: {exc}",
+                      "fault_kind": "exit" if isinstance(exc, SystemExit) else "raise",
+                      "notes": []}
+        conn.send(("answer", answer))
+        if answer.get("fault_kind") == "cuda":
+            return
+
+
+def read_output(buf: Any, pieces: Sequence[Sequence[Any]], dtype: str,
+                stacked: bool) -> np.ndarray:
+    """An output rebuilt from its pieces in the shared buffer (its rows stacked where
+    ``stacked``), as float32 (bfloat16, float16) or in its own NumPy dtype."""
+    raw = np.dtype({"bfloat16": np.uint16, "float16": np.float16}.get(dtype, dtype))
+    parts = []
+    for offset, shape, strides in pieces:
+        n = 0 if 0 in shape else 1 + sum((d - 1) * s for d, s in zip(shape, strides,
+                                                                      strict=True))
+        if n:
+            flat = np.frombuffer(buf, dtype=raw, count=n, offset=offset)
+            arr = np.lib.stride_tricks.as_strided(
+                flat, tuple(shape), tuple(s * raw.itemsize for s in strides)).copy()
+        else:
+            arr = np.zeros(tuple(shape), dtype=raw)
+        if dtype == "bfloat16":
+            arr = (arr.astype(np.uint32) << 16).view(np.float32)
+        elif dtype == "float16":
+            arr = arr.astype(np.float32)
+        parts.append(arr)
+    return np.stack(parts) if stacked else parts[0]
+
+
+class InProcess:
+    """The candidate run in the judge's own process (no isolation, no pins that hold:
+    for debugging a candidate), with :class:`Sandbox`'s interface."""
+
+    def __init__(self, candidate: str | Path, device: str) -> None:
+        from . import candidate as run  # noqa: PLC0415 - torch-heavy, as the judge is
+        from . import guard  # noqa: PLC0415
+
+        self.run_module, self.hardening = run, []
+        self.memory = guard.RawMemory(device)
+        self.pins = guard.Pins([run, guard], hooks=False)
+        self.cls: Any = None
+        self.failed: dict[str, Any] | None = None
+        try:
+            self.cls = run.load_candidate(candidate)
+        except run.MissingPackage as exc:
+            self.failed = {"fault": str(exc), "fault_kind": "missing", "notes": []}
+        except Exception as exc:  # noqa: BLE001 - told as one sentence
+            self.failed = {"fault": str(exc).splitlines()[0], "fault_kind": "bad", "notes": []}
+
+    def run(self, request: Mapping[str, Any], capacity: int) -> dict[str, Any]:
+        if self.failed is not None:
+            return dict(self.failed)
+        buf = bytearray(max(capacity, 1))
+        result: dict[str, Any] = self.run_module.run_case(
+            self.cls, request, memory=self.memory, buf=buf, pins=self.pins)
+        if "pieces" in result:
+            result["outputs"] = [read_output(buf, p, spec[1], bool(request["rows"]))
+                                 for p, spec in zip(result["pieces"], request["outputs"],
+                                                    strict=True)]
+        return result
+
+    def close(self) -> None:
+        pass
+
+
+class Sandbox:
+    """The process that runs one candidate file (see the module's docstring).
+
+    Parameters
+    ----------
+    candidate : path
+        The candidate file.
+    device : str
+        ``"cpu"`` or a CUDA device.
+    timeout : float
+        Seconds one case may take.
+    """
+
+    def __init__(self, candidate: str | Path, device: str, timeout: float) -> None:
+        self.candidate, self.device, self.timeout = str(Path(candidate).resolve()), device, \
+            timeout
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.conn: Connection | None = None
+        self.hardening: list[str] = []
+        folder = "/dev/shm" if os.path.isdir("/dev/shm") else None
+        fd, self.path = tempfile.mkstemp(prefix="numoracle-outputs-", dir=folder)
+        os.close(fd)
+        self.size = 0
+        self.buf: mmap.mmap | None = None
+
+    def _start(self) -> tuple[str, str] | None:
+        """Start the process; None when it is ready, else (kind, sentence)."""
+        ours, theirs = socket.socketpair()
+        env = dict(os.environ)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _BOOT, str(theirs.fileno()), self.candidate, self.device,
+             json.dumps(sys.path)], pass_fds=(theirs.fileno(),), env=env,
+            stdin=subprocess.DEVNULL)
+        theirs.close()
+        self.conn = Connection(ours.detach())
+        try:
+            answer = self._receive(STARTUP_TIMEOUT)
+        except EOFError:
+            answer = None
+        if answer is None or answer[0] != "ready":
+            code = self._stop()
+            return ("crash", f"the candidate's process did not start: {describe_exit(code)}")
+        _, self.hardening, (status, text), changed = answer
+        if status == "missing":
+            return ("missing", text)
+        if status == "bad":
+            return ("bad", text)
+        if changed:
+            return ("tamper", "the candidate replaced what the judge's worker relies on ("
+                    + ", ".join(changed[:6]) + (", ..." if len(changed) > 6 else "")
+                    + ") when its file was imported")
+        return None
+
+    def _receive(self, timeout: float) -> Any:
+        """The process's next message; None past ``timeout``; EOFError when it died."""
+        assert self.conn is not None
+        try:
+            if not self.conn.poll(timeout):
+                return None
+            return self.conn.recv()
+        except OSError as exc:
+            raise EOFError from exc
+
+    def _stop(self) -> int | None:
+        """End the process; its exit code."""
+        proc, conn = self.proc, self.conn
+        self.proc = self.conn = None
+        if conn is not None:
+            with contextlib.suppress(OSError, ValueError):
+                conn.send(None)
+            conn.close()
+        if proc is None:
+            return None
+        try:
+            return proc.wait(2)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            return proc.wait(10)
+
+    def _buffer(self, size: int) -> None:
+        size = max(size, mmap.PAGESIZE)
+        if size != self.size:
+            if self.buf is not None:
+                self.buf.close()
+            with open(self.path, "r+b") as f:
+                f.truncate(size)
+                self.buf = mmap.mmap(f.fileno(), size)
+            self.size = size
+
+    def run(self, request: Mapping[str, Any], capacity: int) -> dict[str, Any]:
+        """One case: the process's answer with ``outputs`` (host arrays) read from the
+        shared buffer, or with ``fault`` and ``fault_kind``."""
+        if self.proc is None or self.proc.poll() is not None:
+            failed = self._start()
+            if failed is not None:
+                self._stop()
+                return {"fault": failed[1], "fault_kind": failed[0], "notes": []}
+        assert self.conn is not None and self.proc is not None
+        self._buffer(capacity)
+        assert self.buf is not None
+        self.buf[:] = b"\0" * self.size
+        try:
+            self.conn.send((dict(request), self.path, self.size))
+        except (OSError, ValueError):
+            return self._died()
+        try:
+            answer = self._receive(self.timeout)
+        except EOFError:
+            return self._died()
+        if answer is None:
+            self.proc.kill()
+            self._stop()
+            return {"fault": f"the candidate did not return within the timeout of "
+                             f"{self.timeout:g} s (hung? set timeout= or --timeout); its "
+                             "process was killed", "fault_kind": "hang", "notes": []}
+        result: dict[str, Any] = dict(answer[1])
+        if "pieces" in result:
+            result["outputs"] = [read_output(self.buf, p, spec[1], bool(request["rows"]))
+                                 for p, spec in zip(result["pieces"], request["outputs"],
+                                                    strict=True)]
+        if result.get("fault_kind") in ("cuda", "exit"):
+            self._stop()
+        return result
+
+    def _died(self) -> dict[str, Any]:
+        code = self._stop()
+        return {"fault": describe_exit(code), "fault_kind": "crash", "notes": []}
+
+    def close(self) -> None:
+        """End the process and free the shared buffer."""
+        self._stop()
+        if self.buf is not None:
+            self.buf.close()
+            self.buf = None
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
