@@ -89,6 +89,7 @@ def cost(repeats: int, device: str, out: Path, argv: Sequence[str]) -> int:
         def fresh(op: Any = op, inputs: dict[str, Any] = inputs,
                   cots: dict[str, Any] = cots) -> Any:
             op.ref._graphs.clear()
+            op.ref._symbolic.clear()  # a first capture, not a kept graph specialised
             return capture(op.ref, {n: inputs[n] for n in op.ref.names}, cots)
 
         graph = fresh()

@@ -33,6 +33,7 @@ from ..checking.message import fmt_ratio
 from ..checking.verdict import Verdict, ladder_for
 from ..errors import InvalidArgument, KernelMismatch, UnsupportedCase
 from ..oracle.memory import reuse_for_checking
+from ..oracle.ops import get_op
 from ..oracle.precision import PRESETS, PrecisionModel
 from ..reports.observe import case_features
 from ..reports.observe import enabled as observing
@@ -267,6 +268,8 @@ def run_target(
     res.seconds = time.perf_counter() - t0
     if res.verdict == "pass" and not res.message:
         res.message = _pass_message(res)
+    for note in get_op(target.op).notes():
+        res.message += f"\n  note: {note}"
     return res
 
 

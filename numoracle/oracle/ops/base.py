@@ -157,6 +157,12 @@ class Op(ABC):
         floating-point values of the storage format. The default: none."""
         return {}
 
+    def notes(self) -> tuple[str, ...]:
+        """Sentences about how the op judged its cases that a run's verdict
+        states (a traced reference captured again for every case). The
+        default: none."""
+        return ()
+
     def draw_plan(self, regime: str = "small") -> tuple[Spec, ...]:
         """The specs the strategies draw in ``regime`` (``"small"`` or
         ``"realistic"``): :attr:`plan` (:attr:`realistic_plan` where given), or a

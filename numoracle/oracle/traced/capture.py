@@ -46,6 +46,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from ...errors import InvalidArgument
+from . import symbolic
+from .symbolic import ReadsValues, Symbolic, drop_dead_mutations, quiet
 
 __all__ = ["KEEP", "Graph", "Reference", "ShapeFacts", "capture", "decomposition_table",
            "output_names", "shape_facts", "CACHE_SIZE"]
@@ -83,36 +85,91 @@ CACHE_SIZE = 64
 
 @lru_cache(maxsize=1)
 def decomposition_table() -> Mapping[Any, Callable[..., Any]]:
-    """torch's core ATen decompositions without those of the :data:`KEEP` ops."""
-    from torch._decomp import core_aten_decompositions  # noqa: PLC0415 - private torch module
+    """torch's core ATen decompositions without those of the :data:`KEEP` ops,
+    and those of the splits and ``repeat``."""
+    from torch._decomp import (  # noqa: PLC0415 - private torch module
+        core_aten_decompositions,
+        get_decompositions,
+    )
 
     keep = set(KEEP)
-    return {op: fn for op, fn in core_aten_decompositions().items()
-            if str(getattr(op, "overloadpacket", op)) not in keep}
+    table = {op: fn for op, fn in core_aten_decompositions().items()
+             if str(getattr(op, "overloadpacket", op)) not in keep}
+    aten = torch.ops.aten
+    # splits (an attention's packed projection, a GRU's gates) as the slices they
+    # are, repeats (an instance norm's weights) as torch lowers them
+    table.update(get_decompositions([aten.repeat]))
+    table.update({aten.split_with_sizes.default: _split_with_sizes,
+                  aten.unsafe_split_with_sizes.default: _split_with_sizes,
+                  aten.split.Tensor: _split, aten.unsafe_split.Tensor: _split,
+                  aten.unbind.int: _unbind})
+    return table
+
+
+def _split_with_sizes(x: torch.Tensor, sizes: Sequence[int], dim: int = 0
+                      ) -> list[torch.Tensor]:
+    starts = [0]
+    for s in sizes:
+        starts.append(starts[-1] + s)
+    return [torch.ops.aten.slice.Tensor(x, dim, a, b)
+            for a, b in zip(starts[:-1], starts[1:], strict=True)]
+
+
+def _split(x: torch.Tensor, size: int, dim: int = 0) -> list[torch.Tensor]:
+    n = x.shape[dim]
+    sizes = [size] * (n // size) + ([n % size] if n % size else [])
+    return _split_with_sizes(x, sizes or [n], dim)
+
+
+def _unbind(x: torch.Tensor, dim: int = 0) -> list[torch.Tensor]:
+    return [torch.ops.aten.select.int(x, dim, i) for i in range(x.shape[dim])]
 
 
 # -- outputs -------------------------------------------------------------------------
+def _named(result: Any, prefix: str) -> list[tuple[str, torch.Tensor]] | None:
+    """The tensors of a tuple or list, nested ones included (an LSTM's
+    ``(output, (h, c))``), named ``out0``, ``out1_0``, ...; None where an
+    element is not a tensor."""
+    if not isinstance(result, (tuple, list)) or not result:
+        return None
+    found: list[tuple[str, torch.Tensor]] = []
+    for i, r in enumerate(result):
+        if isinstance(r, torch.Tensor):
+            found.append((f"{prefix}{i}", r))
+            continue
+        inner = _named(r, f"{prefix}{i}_")
+        if inner is None:
+            return None
+        found.extend(inner)
+    return found
+
+
 def output_names(result: Any) -> tuple[str, ...]:
     """The names of a reference's outputs: ``out`` for one tensor, ``out0``,
-    ``out1``, ... for a tuple or list, the keys of a dict.
+    ``out1``, ... for a tuple or list (``out1_0`` inside a nested one), the
+    keys of a dict.
 
     Raises
     ------
     InvalidArgument
-        For any other kind of result (nested containers, non-tensors).
+        For any other kind of result (non-tensors).
     """
     if isinstance(result, torch.Tensor):
         return ("out",)
-    if isinstance(result, (tuple, list)) and result \
-            and all(isinstance(r, torch.Tensor) for r in result):
-        return tuple(f"out{i}" for i in range(len(result)))
+    named = _named(result, "out")
+    if named is not None:
+        return tuple(n for n, _ in named)
     if isinstance(result, Mapping) and result and all(
             isinstance(k, str) and k.isidentifier() and isinstance(v, torch.Tensor)
             for k, v in result.items()):
         return tuple(result)
+    hint = ("; the traced oracle follows torch operations only: compute with torch on the "
+            "tensor inputs (torch.tanh(x), not np.tanh(x.numpy()))"
+            if "numpy" in type(result).__module__ else "")
     raise InvalidArgument(
         f"the reference returned {type(result).__name__}; it must return a tensor, a tuple "
-        "or list of tensors, or a dict of tensors keyed by identifiers")
+        f"or list of tensors (nested ones too), or a dict of tensors keyed by "
+        f"identifiers{hint}")
 
 
 def _flat_outputs(result: Any) -> tuple[torch.Tensor, ...]:
@@ -120,7 +177,7 @@ def _flat_outputs(result: Any) -> tuple[torch.Tensor, ...]:
         return (result,)
     if isinstance(result, Mapping):
         return tuple(result.values())
-    return tuple(result)
+    return tuple(t for _, t in _named(result, "out") or ())
 
 
 # -- the reference -------------------------------------------------------------------
@@ -170,6 +227,15 @@ class Reference:
             self.module = copy.deepcopy(fn).to(torch.float64)
             for pname, _ in self.module.named_parameters():
                 self.state[_input_name(pname)] = pname
+        #: a training-mode batch norm's running statistics, left out of the call:
+        #: it normalises by the batch's statistics either way, and their update
+        #: in place changes no output
+        self._untracked: dict[str, None] = {} if self.module is None else {
+            f"{m}.{b}" if m else b: None
+            for m, sub in self.module.named_modules()
+            if isinstance(sub, torch.nn.modules.batchnorm._NormBase) and sub.training
+            for b in ("running_mean", "running_var", "num_batches_tracked")
+            if getattr(sub, b, None) is not None}
         self.inputs = tuple(inputs)
         self.names = self.inputs + tuple(self.state)
         if len(set(self.names)) != len(self.names):
@@ -182,6 +248,14 @@ class Reference:
         self.grads = tuple(grads)
         self.cache = bool(cache)
         self._graphs: dict[tuple[Any, ...], Graph] = {}
+        #: symbolic captures: (placeholders, outputs, cotangents taken, graph)
+        self._symbolic: list[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...],
+                                   Symbolic]] = []
+        #: captures made (symbolic or on one case's values)
+        self.captures = 0
+        #: where the reference's Python reads input values (``file:line (code)``),
+        #: found by a capture or a shape run; None while none has
+        self.reads_values: str | None = None
         self._keywords = self._takes_keywords()
         self._meta: Reference | None = None
 
@@ -205,6 +279,7 @@ class Reference:
         args = [tensors[n] for n in self.inputs]
         if self.module is not None:
             state = {p: tensors[n] for n, p in self.state.items()}
+            state.update(self._untracked)
             if self._keywords:
                 return torch.func.functional_call(self.module, state, (),
                                                   {**dict(zip(self.inputs, args, strict=True)),
@@ -220,9 +295,15 @@ class Reference:
         result = self.call(tensors)
         return _flat_outputs(result), output_names(result)
 
-    def joint(self, out_names: Sequence[str]) -> Callable[..., tuple[torch.Tensor, ...]]:
+    def joint(self, out_names: Sequence[str], *, autograd: bool = False
+              ) -> Callable[..., tuple[torch.Tensor, ...]]:
         """``g(*inputs, *cotangents) -> (*outputs, *grads)``: the function captured
-        when gradients are asked for (``out_names``: the outputs with cotangents)."""
+        when gradients are asked for (``out_names``: the outputs with cotangents).
+
+        ``autograd`` takes the gradients with ``torch.autograd.grad``, which a
+        trace with symbolic sizes follows (``torch.func.vjp`` makes their sizes
+        constants); in-place code is functionalized after that trace.
+        """
         names, grads = self.names, self.grads
 
         def g(*flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -235,7 +316,19 @@ class Reference:
             outs, pull = torch.func.vjp(torch.func.functionalize(forward),
                                         *(values[n] for n in grads))[:2]
             return (*outs, *pull(tuple(cotangents[:len(outs)])))
-        return g
+
+        def through_autograd(*flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            values = dict(zip(names, flat[:len(names)], strict=True))
+            cotangents = flat[len(names):]
+            diff = [values[n].detach().requires_grad_(True) for n in grads]
+            with torch.enable_grad():
+                outs = self.flat({**values, **dict(zip(grads, diff, strict=True))})[0]
+                found = torch.autograd.grad(outs, diff, cotangents[:len(outs)],
+                                            allow_unused=True)
+            return (*(o.detach() for o in outs),
+                    *(torch.zeros_like(d) if f is None else f
+                      for d, f in zip(diff, found, strict=True)))
+        return through_autograd if autograd else g
 
     def forward(self) -> Callable[..., tuple[torch.Tensor, ...]]:
         """``f(*inputs) -> (*outputs,)``: the function captured without gradients."""
@@ -284,7 +377,7 @@ class Graph:
 
 def _float64(a: Any) -> torch.Tensor:
     t = torch.as_tensor(a)
-    return t.to(torch.float64) if t.is_floating_point() else t
+    return (t.to(torch.float64) if t.is_floating_point() else t).contiguous()
 
 
 def _signature(tensors: Mapping[str, torch.Tensor]) -> tuple[Any, ...]:
@@ -299,6 +392,11 @@ def capture(reference: Reference, inputs: Mapping[str, Any],
     With ``reference.grads``, ``cotangents`` gives ``grad_<output>`` for each
     floating-point output (their values only resolve data-dependent code; any
     of the right shape will do).
+
+    A graph captured with symbolic sizes serves every case its guards admit
+    (:mod:`.symbolic`); a reference whose Python reads input values is
+    captured on each case's own values (:attr:`Reference.reads_values` says
+    where it reads them).
     """
     missing = [n for n in reference.names if n not in inputs]
     if missing:
@@ -307,10 +405,39 @@ def capture(reference: Reference, inputs: Mapping[str, Any],
     tensors = {n: _float64(inputs[n]) for n in reference.names}
     cots = {k: _float64(v) for k, v in (cotangents or {}).items()}
     key = (_signature(tensors), _signature(cots))
-    if reference.cache and key in reference._graphs:
+    kept = reference.cache and reference.reads_values is None
+    if kept and key in reference._graphs:
         return reference._graphs[key]
-    with torch.no_grad():
+    graph = _admitted(reference, tensors, cots) if kept else None
+    if graph is None:
+        graph = _traced(reference, tensors, cots)
+    if reference.cache and reference.reads_values is None:
+        if len(reference._graphs) >= CACHE_SIZE:
+            reference._graphs.clear()
+        reference._graphs[key] = graph
+    return graph
+
+
+def _admitted(reference: Reference, tensors: Mapping[str, torch.Tensor],
+              cots: Mapping[str, torch.Tensor]) -> Graph | None:
+    """The graph of a symbolic capture that admits these sizes, specialised to
+    them, or None."""
+    for placeholders, outputs, want, sym in reference._symbolic:
+        if any(w not in cots for w in want):
+            continue
+        args = [*tensors.values(), *(cots[w] for w in want)]
+        if sym.admits(args):
+            return Graph(sym.specialize(args), placeholders, outputs)
+    return None
+
+
+def _traced(reference: Reference, tensors: Mapping[str, torch.Tensor],
+            cots: dict[str, torch.Tensor]) -> Graph:
+    """A new capture: symbolic where the reference allows it (kept for later
+    sizes), else on this case's values."""
+    with torch.no_grad(), quiet():
         outs, out_names = reference.flat(tensors)
+    want: tuple[str, ...] = ()
     if reference.grads:
         graded = tuple(n for n, o in zip(out_names, outs, strict=True)
                        if o.is_floating_point())
@@ -318,32 +445,44 @@ def capture(reference: Reference, inputs: Mapping[str, Any],
             raise InvalidArgument("grads= needs every output of the reference to be floating "
                                   f"point; outputs {out_names} include integer ones")
         want = tuple(f"grad_{n}" for n in graded)
-        absent = [w for w in want if w not in cots]
-        if absent:
-            cots.update({f"grad_{n}": torch.zeros_like(o)
-                         for n, o in zip(out_names, outs, strict=True)
-                         if f"grad_{n}" in absent})
+        cots.update({w: torch.zeros_like(o) for w, o in zip(want, outs, strict=True)
+                     if w not in cots})
         fn = reference.joint(graded)
+        sym_fn = reference.joint(graded, autograd=True)
         args = [*tensors.values(), *(cots[w] for w in want)]
         placeholders = reference.names + want
         outputs = out_names + tuple(f"grad_{g}" for g in reference.grads)
     else:
         fn, args = reference.forward(), list(tensors.values())
+        sym_fn = fn
         placeholders, outputs = reference.names, out_names
-    # real tracing: Python that reads values (``float(x.sum()) > 0``) sees this case's
+    reference.captures += 1
     # attention as its math (matmuls, softmax), not a fused kernel whose backward has no rule
     with sdpa_kernel(SDPBackend.MATH):
-        gm = make_fx(torch.func.functionalize(fn), tracing_mode="real",
-                     decomposition_table=dict(decomposition_table()),
-                     _error_on_data_dependent_ops=False)(*args)
-    gm.graph.eliminate_dead_code()  # what only Python's branches read
-    gm.recompile()
-    graph = Graph(gm, placeholders, outputs)
-    if reference.cache:
-        if len(reference._graphs) >= CACHE_SIZE:
-            reference._graphs.clear()
-        reference._graphs[key] = graph
-    return graph
+        if reference.cache and reference.reads_values is None:
+            try:
+                sym = symbolic.trace(sym_fn, args, decomposition_table())
+            except ReadsValues as exc:
+                reference.reads_values = exc.where or "a line that could not be found"
+            except Exception as exc:  # noqa: BLE001 - symbolic sizes unsupported: this case's, kept
+                if symbolic.leaves_torch(exc):
+                    raise InvalidArgument(_leaves_torch(reference, exc)) from exc
+            else:
+                if len(reference._symbolic) >= CACHE_SIZE:
+                    reference._symbolic.clear()
+                reference._symbolic.append((placeholders, outputs, want, sym))
+                return Graph(sym.specialize(args), placeholders, outputs)
+        # real tracing: Python that reads values (``float(x.sum()) > 0``) sees this case's
+        with quiet():
+            gm = make_fx(torch.func.functionalize(fn), tracing_mode="real",
+                         decomposition_table=dict(decomposition_table()),
+                         _error_on_data_dependent_ops=False)(*args)
+            gm.graph.eliminate_dead_code()  # what only Python's branches read
+            gm.recompile()
+            # in-place ops of torch's own decompositions (``add_`` in rms_norm) made pure
+            gm = drop_dead_mutations(make_fx(torch.func.functionalize(gm),
+                                             tracing_mode="real")(*args))
+    return Graph(gm, placeholders, outputs)
 
 
 # -- shapes without arithmetic -------------------------------------------------------
@@ -471,7 +610,8 @@ class _Recorder(TorchDispatchMode):
 
 
 def shape_facts(reference: Reference, shapes: Mapping[str, tuple[int, ...]],
-                dtypes: Mapping[str, torch.dtype] | None = None) -> ShapeFacts:
+                dtypes: Mapping[str, torch.dtype] | None = None, *,
+                declared: str = "") -> ShapeFacts:
     """Run ``reference`` forward on tensors of ``shapes`` without data (float64
     unless ``dtypes`` says otherwise); with ``reference.grads``, the lengths
     and products of the backward pass follow from the forward calls
@@ -479,26 +619,66 @@ def shape_facts(reference: Reference, shapes: Mapping[str, tuple[int, ...]],
 
     The run is on the ``meta`` device (a module on a meta copy of itself); a
     reference that makes tensors of its own on the CPU runs under a fake
-    tensor mode instead.
+    tensor mode instead, and one whose Python reads input values on tensors
+    of random values (:attr:`Reference.reads_values` then names the line).
+    ``declared`` tells in the error how the shapes were made (``inputs=...``).
 
     Raises
     ------
     InvalidArgument
-        Where the reference cannot run on those shapes (its error is quoted).
+        Where the reference cannot run on those shapes (its error is quoted),
+        or leaves torch (``.numpy()``).
     """
     dtypes = dtypes or {}
-    try:
-        return _facts(reference, shapes, dtypes, "meta")
-    except Exception:  # noqa: BLE001 - tensors of its own off the meta device: fake ones
-        pass
-    try:
-        return _facts(reference, shapes, dtypes, "fake")
-    except InvalidArgument:
-        raise
-    except Exception as exc:  # the reference's own error, quoted
-        raise InvalidArgument(
-            f"the reference {reference.describe()} cannot run on inputs of shapes "
-            f"{dict(shapes)}: {type(exc).__name__}: {exc}; declare shapes it accepts") from exc
+    with quiet():
+        try:
+            return _facts(reference, shapes, dtypes, "meta")
+        except Exception:  # noqa: BLE001 - tensors of its own off the meta device: fake ones
+            pass
+        try:
+            return _facts(reference, shapes, dtypes, "fake")
+        except InvalidArgument:
+            raise
+        except Exception as exc:  # noqa: BLE001 - told apart below
+            fake_error = exc
+        if symbolic.leaves_torch(fake_error):
+            raise InvalidArgument(_leaves_torch(reference, fake_error)) from fake_error
+        if not symbolic.reads_values(fake_error):
+            raise InvalidArgument(_cannot_run(reference, shapes, declared,
+                                              fake_error)) from fake_error
+        try:
+            facts = _facts(reference, shapes, dtypes, "real")
+        except InvalidArgument:
+            raise
+        except Exception as exc:
+            raise InvalidArgument(_cannot_run(reference, shapes, declared, exc)) from exc
+    reference.reads_values = symbolic.user_line(fake_error) or "a line that could not be found"
+    return facts
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": .")
+
+
+def _cannot_run(reference: Reference, shapes: Mapping[str, tuple[int, ...]], declared: str,
+                exc: BaseException) -> str:
+    where = symbolic.user_line(exc)
+    given = ", ".join(f"{k}={tuple(v)}" for k, v in shapes.items())
+    return (f"the reference {reference.describe()} cannot run on inputs of shapes {given}"
+            f"{f' ({declared})' if declared else ''}: {_first_line(exc)}"
+            f"{f' (at {where})' if where else ''}. Declare each input with the dimensions "
+            "the reference expects (inputs whose sizes must agree share a dimension name), "
+            "or bound dims= to sizes it accepts")
+
+
+def _leaves_torch(reference: Reference, exc: BaseException) -> str:
+    where = symbolic.user_line(exc)
+    return (f"the reference {reference.describe()} leaves torch"
+            f"{f' at {where}' if where else ''} ({_first_line(exc)}): the traced oracle "
+            "follows torch operations only and cannot see what NumPy computes; write the "
+            "reference with torch operations on its tensor inputs, returning tensors "
+            "(torch.tanh(x), not np.tanh(x.numpy()))")
 
 
 def _facts(reference: Reference, shapes: Mapping[str, tuple[int, ...]],
@@ -508,9 +688,16 @@ def _facts(reference: Reference, shapes: Mapping[str, tuple[int, ...]],
     sources: dict[int, tuple[torch.Tensor, str]] = {}
     mode = FakeTensorMode(allow_non_fake_inputs=True) if how == "fake" else contextlib.nullcontext()
     device = "meta" if how == "meta" else "cpu"
-    with mode, reference.on_meta(how == "meta") as ref:
-        tensors = {n: torch.empty(s, dtype=dtypes.get(n, torch.float64), device=device)
-                   for n, s in shapes.items()}
+    quiet_grad = torch.no_grad() if how == "real" else contextlib.nullcontext()
+    with mode, reference.on_meta(how == "meta") as ref, quiet_grad:
+        if how == "real":  # random values, integer inputs 0: a valid index of any size
+            gen = torch.Generator().manual_seed(0)
+            tensors = {n: torch.randn(s, dtype=torch.float64, generator=gen)
+                       if dtypes.get(n, torch.float64).is_floating_point
+                       else torch.zeros(s, dtype=dtypes[n]) for n, s in shapes.items()}
+        else:
+            tensors = {n: torch.empty(s, dtype=dtypes.get(n, torch.float64), device=device)
+                       for n, s in shapes.items()}
         for n, t in tensors.items():
             sources[id(t)] = (t, n)
         rec = _Recorder(sources, backward=bool(ref.grads))

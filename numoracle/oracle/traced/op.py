@@ -397,9 +397,21 @@ class TracedOp(Op):
         if found is None:
             if len(self._facts) >= _FACTS_KEPT:
                 self._facts.clear()
-            found = self._facts[key] = shape_facts(self.ref, self._declared_shapes(params),
-                                                   self._dtypes())
+            sizes = ", ".join(f"{d}={params[d]}" for d in self.param_names)
+            declared = ", ".join(f"{k!r}: {v!r}" for k, v in self.declared.items())
+            found = self._facts[key] = shape_facts(
+                self.ref, self._declared_shapes(params), self._dtypes(),
+                declared=f"inputs={{{declared}}}" + (f" with {sizes}" if sizes else ""))
         return found
+
+    def notes(self) -> tuple[str, ...]:
+        """A reference whose Python reads input values: captured for every case."""
+        where = self.ref.reads_values
+        if where is None:
+            return ()
+        return (f"the reference reads input values as Python numbers at {where}: its graph "
+                "is captured again on every case's values (slower; each case judged with the "
+                "branch its values take)",)
 
     def _dtypes(self) -> dict[str, torch.dtype]:
         """The torch dtype of each integer and boolean input."""
