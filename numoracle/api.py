@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .callables import default_name
 from .cases.target import BACKENDS, GPU_BACKENDS, Target
 from .checking.check import DEFAULT_TIMEOUT
 from .checking.check import isolation as isolation_scope
@@ -206,8 +207,8 @@ def _make_target(
     get_op(op)
     if not isinstance(backend, str):
         raise InvalidArgument(f"{backend=} must be a backend name, one of {BACKENDS}")
-    if name is None:
-        name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    if name is None:  # a lambda's carries its content hash: two lambdas are two kernels
+        name = default_name(fn)
     if not isinstance(name, str) or not name:
         raise InvalidArgument(f"{name=} must be a non-empty str naming the kernel")
     accepted, output_layouts = _check_layouts(op, layouts)

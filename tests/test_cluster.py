@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,7 @@ from numoracle.cli import main
 from numoracle.errors import InvalidArgument
 from numoracle.kernels import get_target
 from numoracle.oracle.precision import get_model
+from numoracle.running import cluster as cluster_module
 from numoracle.running.cluster import (
     Block,
     BlockOutcome,
@@ -185,17 +187,29 @@ def test_a_worker_killed_mid_block_is_retried_and_the_run_completes(ray_local: A
     assert merged.verdict == "pass" and merged.cases == 20 and not run.unjudged
 
 
-def test_a_hung_block_is_cancelled_and_reported_unjudged(ray_local: Any, tmp_path: Path) -> None:
+def test_a_hung_block_is_cancelled_and_reported_unjudged(ray_local: Any, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The task timeout is generous (600 s, as long as the hang); the trigger is
+    deterministic: once the good block is back, the driver's clock jumps past the
+    timeout, so the hung block is cancelled however long the good one took."""
     def hangs(a: Any, b: Any) -> dict[str, Any]:
         time.sleep(600)
         return {"out": np.matmul(a, b)}
 
     ok = get_target("numpy-fp32", "matmul")
     hung = _matmul_target("hangs", hangs)
+    jump = [0.0]
+    monkeypatch.setattr(cluster_module, "time", SimpleNamespace(
+        perf_counter=lambda: time.perf_counter() + jump[0]))
+
+    def on_block(o: BlockOutcome) -> None:
+        if o.block.target == ok.name:
+            jump[0] = 10_000.0  # past the task timeout, for the blocks still out
+
     t0 = time.perf_counter()
     run = run_cluster([hung, ok], examples=8, block_size=8, seed=0, store=tmp_path,
-                      timeout=1000.0, task_timeout=10.0)
-    assert time.perf_counter() - t0 < 60
+                      timeout=1000.0, task_timeout=600.0, on_block=on_block)
+    assert time.perf_counter() - t0 < 300  # cancelled, not waited for
     rows = run.rows()
     assert [(r["target"], r["verdict"]) for r in rows] == [("hangs", "unjudged"),
                                                            ("numpy-fp32", "pass")]

@@ -98,12 +98,17 @@ def test_fault_gets_a_verdict_and_the_run_goes_on(fn: Any, isolated: bool, expec
 
 
 def test_a_hang_costs_one_timeout_and_a_bounded_shrink(tmp_path: Path) -> None:
-    t0 = time.perf_counter()
-    message = _check(hangs, tmp_path, isolate=False)
-    spent = time.perf_counter() - t0
-    # the first hang at 0.5 s, at most three more at a quarter of it while shrinking
+    calls: list[int] = []
+
+    def counted(a: Any, b: Any) -> Any:
+        calls.append(1)
+        return hangs(a, b)
+
+    message = _check(counted, tmp_path, isolate=False)
+    # the first hang at 0.5 s, at most three more at a quarter of it while shrinking:
+    # counted, not timed (a busy machine stretches the time, not the count)
     assert "did not return within the timeout of" in message
-    assert spent < TIMEOUT * (1 + 3 * 0.25) + 5, spent
+    assert 1 <= len(calls) <= 4, len(calls)
     _still_works()
 
 
@@ -158,7 +163,7 @@ def test_in_process_hang_does_not_hold_up_exit() -> None:
     script = textwrap.dedent("""
         import time, numoracle
         def hangs(a, b):
-            time.sleep(60)
+            time.sleep(3600)
         try:
             numoracle.check_kernel(hangs, op="matmul", examples=3, store=None, timeout=0.2,
                                    max_elements=16)
@@ -167,10 +172,10 @@ def test_in_process_hang_does_not_hold_up_exit() -> None:
     """)
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=50, check=False)
+                          timeout=600, check=False)
     assert done.returncode == 0, done.stderr
     assert "did not return within the timeout" in done.stdout
-    assert time.perf_counter() - t0 < 45
+    assert time.perf_counter() - t0 < 300  # not the hour the kernel sleeps
 
 
 ZOO = '''
@@ -318,7 +323,7 @@ def test_a_hung_in_process_call_is_stopped() -> None:
                     precision=numoracle.get_model("fp32"), fn=spins)
     _, fault = run_kernel(case, target, case.inputs(), timeout=TIMEOUT)
     assert isinstance(fault, Fault) and fault.kind == "hang"
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 120  # left at once when it stops
     while time.monotonic() < deadline:
         busy = [t for t in threading.enumerate() if t.name == "numoracle-kernel"]
         if len(busy) <= 1:  # the fresh idle thread only

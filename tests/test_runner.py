@@ -20,7 +20,7 @@ def test_a_time_budget_stops_drawing_cases(tmp_path: Path) -> None:
     t0 = time.perf_counter()
     res = run_target(get_target("numpy-fp32", "matmul"), examples=100_000, seed=0,
                      store=tmp_path, seconds=1.0)
-    assert time.perf_counter() - t0 < 10
+    assert time.perf_counter() - t0 < 60  # not the hours of 100,000 cases, on a busy machine
     assert res.verdict == "pass" and 0 < res.cases < 100_000
 
 
@@ -33,7 +33,7 @@ def test_an_unavailable_target_is_skipped_with_its_reason() -> None:
 
 def test_a_hanging_kernel_fails_with_a_timeout(tmp_path: Path) -> None:
     def slow(a, b):
-        time.sleep(1.0)
+        time.sleep(10.0)  # 50 times the timeout: hung however busy the machine
         return {"out": np.matmul(a, b)}
 
     t = Target(name="slow", op="matmul", backend="numpy", precision=get_model("fp32"), fn=slow)

@@ -17,25 +17,42 @@ failing one (``calls_before``), and a replay repeats the case that many times
 more in the same process (at most :data:`MAX_RUNS` runs, within
 :data:`REPEAT_SECONDS`; always at least twice). It stops at the first failing
 run and says which run failed; a replay that passes says how many runs passed.
+
+Finding the kernel again
+------------------------
+A replay re-runs the kernel, never only its recorded outputs (those are
+judged again only when asked: ``rerun=False``, ``numoracle replay
+--recorded``). The kernel is found as the repro recorded it
+(:func:`find_target`): a function handed to ``check_kernel``, ``validate``,
+``shrink --fn`` or ``run --kernel`` by its module or file and name, a target
+of a ``TARGETS`` list by its source, a built-in one by name; a traced op's
+reference by its module or file and name, and a note when its content hash
+changed. The outcome is :class:`Outcome`: fixed, still fails, or could not
+re-run, with the reason (a lambda, a kernel that cannot run here, a module
+that no longer imports).
 """
 
 from __future__ import annotations
 
+import enum
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..callables import load_location
 from ..cases.target import Target
 from ..errors import InvalidArgument
+from ..kernels.backends import get_backend
 from ..kernels.sources import resolve_target
 from ..store.repro import Repro, load_repro
-from ..store.store import Entry, entries, record_status
+from ..store.store import Entry, entries, kernel_record, record_status
 from ..store.store import prune as prune_store
 from .check import check_case, judge
 from .verdict import Verdict
 
-__all__ = ["replay", "replay_repro", "Replayed", "replay_entry", "replay_all",
+__all__ = ["replay", "replay_repro", "Replayed", "Outcome", "find_target", "replay_entry",
+           "replay_all",
            "replay_for_target", "prune", "MAX_RUNS", "REPEAT_SECONDS"]
 
 #: most runs of a repro's case in one replay
@@ -44,15 +61,47 @@ MAX_RUNS = 64
 REPEAT_SECONDS = 20.0
 
 
+class Outcome(enum.Enum):
+    """What a replay found: the kernel re-run passes (``FIXED``), fails
+    (``FAILS``), or could not be re-run (``UNRUN``: the kernel or reference
+    cannot be found or run here; the reason says which)."""
+
+    FIXED = "fixed"
+    FAILS = "still fails"
+    UNRUN = "could not re-run"
+
+
 @dataclass
 class Replayed:
-    """What a replay did: the verdict, how many runs of the case it made, and
-    a sentence for the user (why the kernel was not re-run; which run failed;
-    how many passed)."""
+    """What a replay did: the outcome, the verdict (None when nothing was
+    re-run), how many runs of the case it made, and a sentence for the user
+    (why the kernel was not re-run; which run failed; how many passed)."""
 
-    verdict: Verdict
+    verdict: Verdict | None
     runs: int
     note: str = ""
+    outcome: Outcome = Outcome.FAILS
+    #: the recorded outputs were judged, not a new run of the kernel
+    recorded: bool = False
+
+    @property
+    def passed(self) -> bool:
+        """Whether the replay judged the kernel passing now."""
+        return self.outcome is Outcome.FIXED
+
+    def line(self) -> str:
+        """``fixed``, ``still fails`` or ``could not re-run: why``, one line."""
+        if self.outcome is Outcome.UNRUN:
+            return f"could not re-run: {self.note}"
+        return self.outcome.value + (" (recorded outputs judged again)" if self.recorded else "")
+
+
+def _unrun(why: str) -> Replayed:
+    return Replayed(None, 0, why, Outcome.UNRUN)
+
+
+def _judged(v: Verdict, runs: int, note: str = "", recorded: bool = False) -> Replayed:
+    return Replayed(v, runs, note, Outcome.FIXED if v.passed else Outcome.FAILS, recorded)
 
 
 def _runs_wanted(r: Repro) -> int:
@@ -64,6 +113,7 @@ def _rerun(r: Repro, target: Target, repeat: bool) -> Replayed:
     want = _runs_wanted(r) if repeat else 1
     t0 = time.perf_counter()
     runs = 0
+    changed = f"{r.reference_changed}. " if r.reference_changed else ""
     while True:
         v = check_case(r.case, target, with_diagnosis=True,
                        inputs=r.inputs if r.stored_inputs else None)
@@ -73,102 +123,146 @@ def _rerun(r: Repro, target: Target, repeat: bool) -> Replayed:
                 f"failed on run {runs} of the case in this process, after {runs - 1} that "
                 "passed: the kernel's result depends on earlier calls (state kept between "
                 "calls: a counter, a cache, a stale buffer)")
-            return Replayed(v, runs, note)
+            return _judged(v, runs, changed + note)
         if runs >= want or (time.perf_counter() - t0 > REPEAT_SECONDS):
             break
     if not repeat:
-        return Replayed(v, runs)
+        return _judged(v, runs, changed.rstrip(". "))
     why = (f"; its run had made {r.calls_before} calls to the kernel before the failing one"
            if r.calls_before else "")
-    return Replayed(v, runs, f"passed {runs} runs of the case in a fresh process{why}; a "
-                             "failure that needs more earlier calls than that cannot show here, "
-                             "so check the kernel again (numoracle run, check_kernel) to "
-                             "confirm the fix")
+    return _judged(v, runs, f"{changed}passed {runs} runs of the case in a fresh process{why}; a "
+                            "failure that needs more earlier calls than that cannot show here, "
+                            "so check the kernel again (numoracle run, check_kernel) to "
+                            "confirm the fix")
 
 
-def replay_repro(r: Repro | Path | str, *, rerun: bool = True,
-                 target: Target | None = None, repeat: bool = True) -> Replayed:
-    """Replay a repro: the kernel again (``target``, else the one the repro
-    names, when it can be found and run here, ``rerun``), else its recorded
-    outputs judged again. ``repeat``: run a passing case again as often as the
-    repro's run had called the kernel before it failed (see the module
-    docstring); False: once.
+def _kernel_target(r: Repro) -> Target:
+    """The target of a kernel handed in as a function, from its repro's record."""
+    k = r.kernel or {}
+    if "unlocated" in k:
+        raise InvalidArgument(f"the kernel {r.target_name!r} cannot be found again: "
+                              f"{k['unlocated']}")
+    fn = load_location(k)
+    layouts = k.get("layouts") or ["C"]
+    backend = str(k.get("backend", "numpy"))
+    return Target(name=r.target_name, op=r.op, backend=backend, precision=r.model, fn=fn,
+                  outputs=tuple(k.get("outputs") or ()),
+                  layouts={n: tuple(v) for n, v in layouts.items()}
+                  if isinstance(layouts, dict) else tuple(layouts),
+                  output_layouts=dict(k.get("output_layouts") or {}),
+                  available=get_backend(backend).available)
+
+
+def find_target(r: Repro) -> Target:
+    """The kernel a repro names, found again: by its module or file and name
+    (a function handed in), in its source's ``TARGETS``, or in the registry.
 
     Raises
     ------
     InvalidArgument
-        For a damaged repro (:func:`~numoracle.store.repro.load_repro`), and
-        when there is nothing to judge: the kernel cannot be run and the
-        recorded outputs are gone.
+        Saying why it cannot be found.
     """
-    if not isinstance(r, Repro):
-        r = load_repro(r)
-    why = ""
-    if target is None and rerun:
-        try:
-            target = resolve_target(r.target_name, r.op, r.source)
-        except InvalidArgument as exc:
-            why = f"the kernel could not be found ({exc})"
-        else:
-            reason = target.unavailable_reason()
-            if reason is not None:
-                why, target = f"the kernel cannot run here ({reason})", None
-    if target is not None:
-        done = _rerun(r, target, repeat)
-        done.verdict.repro = str(r.path)
-        return done
+    if r.kernel is not None:
+        return _kernel_target(r)
+    return resolve_target(r.target_name, r.op, r.source)
+
+
+def _recorded(r: Repro) -> Replayed:
+    """The repro's recorded outputs judged again (the kernel is not run)."""
     recorded_error = r.summary.get("error")
     if not r.got and recorded_error:  # the kernel gave no outputs: its fault is the record
         v = Verdict(case=r.case, target=r.target_name + " (recorded failure)", op=r.op,
                     precision=r.model.name, passed=False, error=str(recorded_error))
         v.repro = str(r.path)
-        return Replayed(v, 0, (f"{why}; " if why else "") + "this is the failure its run "
-                        "recorded, not a new run: replay it where the kernel can run")
+        return _judged(v, 0, "this is the failure its run recorded, not a new run", True)
     if not r.got:
         raise InvalidArgument(
-            f"the repro {str(r.path)!r} cannot be judged: {why or 'it was not re-run'}, and "
-            "the outputs the kernel returned (arrays.npz) are gone; replay it where the "
-            "kernel can run, or save it again by running the check that found it")
+            f"the repro {str(r.path)!r} has no recorded outputs (arrays.npz is gone or holds "
+            "none); replay it without --recorded where the kernel can run")
     outs = judge(r.case, r.model, r.inputs, r.got, with_diagnosis=True)
     v = Verdict(case=r.case, target=r.target_name + " (recorded outputs)", op=r.op,
                 precision=r.model.name, passed=all(o.passed for o in outs.values()),
                 outputs=outs)
     v.repro = str(r.path)
-    return Replayed(v, 0, (f"{why}; " if why else "") + "the outputs it recorded were judged "
-                    "again (the kernel was not re-run)")
+    return _judged(v, 0, "the outputs it recorded were judged again (the kernel was not "
+                         "re-run)", True)
+
+
+def replay_repro(r: Repro | Path | str, *, rerun: bool = True,
+                 target: Target | None = None, repeat: bool = True) -> Replayed:
+    """Replay a repro: the kernel again (``target``, else the one the repro
+    names, found by :func:`find_target`), judged on the stored case. Where it
+    cannot be found or run here the outcome is :attr:`Outcome.UNRUN` with the
+    reason. ``rerun`` False: judge the outputs the repro recorded instead.
+    ``repeat``: run a passing case again as often as the repro's run had
+    called the kernel before it failed (see the module docstring); False: once.
+
+    Raises
+    ------
+    InvalidArgument
+        For a damaged repro (:func:`~numoracle.store.repro.load_repro`), and
+        with ``rerun`` False when it recorded no outputs.
+    """
+    if not isinstance(r, Repro):
+        r = load_repro(r)
+    if not rerun:
+        return _recorded(r)
+    if target is None:
+        try:
+            target = find_target(r)
+        except InvalidArgument as exc:
+            return _unrun(str(exc))
+        reason = target.unavailable_reason()
+        if reason is not None:
+            return _unrun(f"the kernel {target.name!r} cannot run here ({reason})")
+    done = _rerun(r, target, repeat)
+    assert done.verdict is not None
+    done.verdict.repro = str(r.path)
+    return done
 
 
 def replay(path: Path | str, *, rerun: bool = True) -> Verdict:
-    """Re-run a repro: the target again when it can be found (``rerun``), else
-    the recorded outputs are judged again (see :func:`replay_repro`)."""
-    return replay_repro(path, rerun=rerun).verdict
+    """Re-run a repro and return the verdict (``rerun`` False: the recorded
+    outputs judged again, see :func:`replay_repro`).
+
+    Raises
+    ------
+    InvalidArgument
+        When the kernel cannot be re-run here (the message says why).
+    """
+    done = replay_repro(path, rerun=rerun)
+    if done.verdict is None:
+        raise InvalidArgument(f"{str(path)!r} could not be re-run: {done.note}; "
+                              "replay(path, rerun=False) judges the outputs it recorded")
+    return done.verdict
 
 
 def replay_entry(entry: Entry, target: Target | None = None, *,
-                 repeat: bool = True) -> Verdict:
+                 repeat: bool = True) -> Replayed:
     """Replay one stored repro (on ``target`` when given: a kernel in hand) and
-    record the outcome (``repeat``: as :func:`replay_repro`)."""
-    v = replay_repro(entry.path, target=target, repeat=repeat).verdict
-    record_status(entry.path, v.passed)
-    return v
+    record the outcome when the kernel ran (``repeat``: as
+    :func:`replay_repro`); a repro that cannot be loaded or re-run comes back
+    :attr:`Outcome.UNRUN`, its status untouched."""
+    try:
+        done = replay_repro(entry.path, target=target, repeat=repeat)
+    except InvalidArgument as exc:
+        return _unrun(str(exc))
+    if done.outcome is not Outcome.UNRUN:
+        record_status(entry.path, done.passed)
+    return done
 
 
-def replay_all(store: Path | str) -> list[tuple[Entry, Verdict | InvalidArgument]]:
-    """Replay every repro of the store, each recorded as fixed or failing; a
-    repro that cannot be replayed comes back with the reason instead."""
-    out: list[tuple[Entry, Verdict | InvalidArgument]] = []
-    for e in entries(store):
-        try:
-            out.append((e, replay_entry(e)))
-        except InvalidArgument as exc:
-            out.append((e, exc))
-    return out
+def replay_all(store: Path | str) -> list[tuple[Entry, Replayed]]:
+    """Replay every repro of the store, each recorded as fixed or failing, or
+    coming back :attr:`Outcome.UNRUN` with the reason."""
+    return [(e, replay_entry(e)) for e in entries(store)]
 
 
 def replay_for_target(target: Target, store: Path | str | None
                       ) -> tuple[list[Verdict], list[Entry]]:
     """Replay the stored repros of ``target`` (its name and op, its storage
-    format): returns the verdicts that still fail and the entries now fixed.
+    format, the kernel's identity): returns the verdicts that still fail and
+    the entries now fixed.
 
     This is what a check does before drawing new cases, as Hypothesis replays
     its example database; each case runs once (the check's own cases, drawn
@@ -176,30 +270,38 @@ def replay_for_target(target: Target, store: Path | str | None
     if store is None:
         return [], []
     failing, fixed = [], []
+    record = kernel_record(target)
+    mine = None if record is None else record["identity"]
     for e in entries(store, target=target.name, op=target.op):
         if e.precision != target.precision.name:
             continue  # the same kernel under another claim: not this check's failure
-        try:
-            v = replay_entry(e, target, repeat=False)
-        except InvalidArgument:  # e.g. a repro of another storage format: not this claim's
+        if e.kernel is not None and e.kernel != mine:
+            continue  # another kernel of the same name
+        done = replay_entry(e, target, repeat=False)
+        if done.verdict is None:  # e.g. a repro of another storage format: not this claim's
             continue
-        if v.passed:
+        if done.passed:
             fixed.append(e)
         else:
-            failing.append(v)
+            failing.append(done.verdict)
     return failing, fixed
 
 
 def prune(store: Path | str, *, fixed: bool = False, targets: Sequence[str] = (),
-          replay_now: bool = True) -> list[Entry]:
-    """Remove repros: those that pass now (``fixed``; replayed first unless
-    ``replay_now`` is False, then the last recorded status decides) and/or those
-    of the named ``targets`` (:func:`numoracle.store.store.prune`)."""
+          replay_now: bool = True,
+          on_replay: Callable[[Entry, Replayed], None] | None = None) -> list[Entry]:
+    """Remove repros: those that pass now (``fixed``; each re-run first unless
+    ``replay_now`` is False, then the last recorded status decides; one that
+    cannot be re-run here is judged by its last recorded status too) and/or
+    those of the named ``targets`` (:func:`numoracle.store.store.prune`).
+    ``on_replay(entry, replayed)`` hears every replay."""
     def passes(e: Entry) -> bool:
-        try:
-            return replay_entry(e).passed
-        except InvalidArgument:
-            return False  # cannot be judged: kept
+        done = replay_entry(e)
+        if on_replay is not None:
+            on_replay(e, done)
+        if done.outcome is Outcome.UNRUN:
+            return e.status == "fixed"  # its last replay, e.g. by the check that fixed it
+        return done.passed
 
     return prune_store(store, fixed=fixed, targets=targets,
                        passes=passes if replay_now else None)

@@ -1,5 +1,6 @@
-"""``numoracle replay PATH``: re-run a saved repro; exit 0 when it passes now,
-1 when it still fails."""
+"""``numoracle replay PATH``: re-run a saved repro's kernel; exit 0 when it
+passes now (fixed), 1 when it still fails, 2 when it could not be re-run
+(the reason is printed; ``--recorded`` judges the recorded outputs instead)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      help="replay every repro of the store (--store) and record which are fixed")
     rep.add_argument("--store", type=Path, default=DEFAULT_STORE, metavar="DIR",
                      help=f"the store --all replays (default {DEFAULT_STORE})")
+    rep.add_argument("--recorded", action="store_true",
+                     help="judge the outputs the repro recorded again instead of re-running "
+                          "the kernel (which is found again by the module or file and name "
+                          "the repro recorded)")
     rep.add_argument("--isolate", action=argparse.BooleanOptionalAction, default=None,
                      help="re-run the kernel in a worker process, so that a crash is reported "
                           "instead of ending the command (default: for repros of kernels from "
@@ -43,51 +48,58 @@ def _cmd_replay(args: argparse.Namespace, console: Console) -> int:
         if args.path is not None or not args.all:
             raise InvalidArgument("replay takes a repro PATH or --all (every repro of the "
                                   "store), not both and not neither")
+        if args.sanitize is not None:
+            raise InvalidArgument("--sanitize replays one repro: give its PATH instead of --all")
         return _replay_all(args, console)
     if args.sanitize is not None:
+        if args.recorded:
+            raise InvalidArgument("--sanitize re-runs the kernel under compute-sanitizer; "
+                                  "--recorded runs nothing: give one of them")
         return _replay_sanitized(args, console)
     from ..checking.check import isolation  # noqa: PLC0415 - replay needs the checking machinery
-    from ..checking.replay import replay_repro  # noqa: PLC0415 - replay needs the checking machinery
+    from ..checking.replay import Outcome, replay_repro  # noqa: PLC0415 - checking machinery
     from ..store.repro import load_repro  # noqa: PLC0415 - replay needs the checking machinery
 
-    repro = load_repro(args.path)
+    repro = load_repro(args.path)  # a damaged repro: a usage error, exit 2
     isolate = bool(repro.source) if args.isolate is None else args.isolate
     with isolation(isolate):
-        done = replay_repro(repro)
-    verdict = done.verdict
-    print_text(console, verdict.message())
-    if done.note:
+        done = replay_repro(repro, rerun=not args.recorded)
+    if done.verdict is not None:
+        print_text(console, done.verdict.message())
+    if done.note and done.outcome is not Outcome.UNRUN:
         print_text(console, done.note, style="yellow")
-    if verdict.passed:
-        print_text(console, "passes now" + (f" ({done.runs} runs)" if done.runs > 1 else ""),
-                   style="green")
-        return 0
-    print_text(console, "still fails", style="red")
-    return 1
-
-
+    line = done.line() + (f" ({done.runs} runs)" if done.passed and done.runs > 1 else "")
+    style = {Outcome.FIXED: "green", Outcome.FAILS: "red"}.get(done.outcome, "yellow")
+    print_text(console, line, style=style)
+    if done.outcome is Outcome.UNRUN:
+        print_text(console, f"(numoracle replay --recorded {args.path} judges the outputs it "
+                            "recorded)")
+    return {Outcome.FIXED: 0, Outcome.FAILS: 1}.get(done.outcome, 2)
 
 
 def _replay_all(args: argparse.Namespace, console: Console) -> int:
-    from ..checking.replay import replay_all  # noqa: PLC0415 - replay needs the checking machinery
+    from ..checking.replay import Outcome, replay_all  # noqa: PLC0415 - checking machinery
     from ..store.store import check_store  # noqa: PLC0415 - replay needs the checking machinery
 
+    if args.recorded:
+        raise InvalidArgument("--recorded judges one repro's recorded outputs: give its PATH "
+                              "instead of --all")
     check_store(args.store, must_exist=args.store != DEFAULT_STORE)
-    fails = fixed = broken = 0
-    for entry, verdict in replay_all(args.store):
-        if isinstance(verdict, InvalidArgument):
-            broken += 1
-            print_text(console, f"not judged   {entry.path}: {verdict}", style="yellow")
-        elif verdict.passed:
-            fixed += 1
-            print_text(console, f"fixed        {entry.path}", style="green")
+    counts = dict.fromkeys(Outcome, 0)
+    for entry, done in replay_all(args.store):
+        counts[done.outcome] += 1
+        if done.outcome is Outcome.FIXED:
+            print_text(console, f"fixed             {entry.path}", style="green")
+        elif done.outcome is Outcome.FAILS:
+            diagnosis = done.verdict.diagnosis if done.verdict is not None else ""
+            print_text(console, f"still fails       {entry.path}: {diagnosis}", style="red")
         else:
-            fails += 1
-            print_text(console, f"still fails  {entry.path}: {verdict.diagnosis}", style="red")
-    print_text(console, f"{fails + fixed + broken} repro(s) in {args.store}: {fails} still "
+            print_text(console, f"could not re-run  {entry.path}: {done.note}", style="yellow")
+    fails, fixed, unrun = (counts[o] for o in (Outcome.FAILS, Outcome.FIXED, Outcome.UNRUN))
+    print_text(console, f"{fails + fixed + unrun} repro(s) in {args.store}: {fails} still "
                f"fail, {fixed} fixed (numoracle store prune --fixed removes those)"
-               + (f", {broken} could not be judged" if broken else ""))
-    return 1 if fails or broken else 0
+               + (f", {unrun} could not be re-run" if unrun else ""))
+    return 1 if fails or unrun else 0
 
 
 def find_sanitizer() -> str:

@@ -107,7 +107,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "name, returns a dict: out, or out0, out1, ..., and grad_<input>), or else torch "
         "running the reference itself on the CPU (and CUDA where present)")
     traced.add_argument("--reference", metavar="MOD:FN",
-                        help="the reference: a function or nn.Module class, as module:name")
+                        help="the reference: a function or nn.Module class, as module:name "
+                             "(importable from here) or file.py:name")
     traced.add_argument("--inputs", metavar="NAME=DIM,...;...",
                         help="the reference's tensor inputs with their dimensions: names or "
                              "sizes, e.g. 'x=batch,n;w=m,n' or 'x=batch,3,32,32'")
@@ -121,10 +122,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     traced.add_argument("--grads", type=names, metavar="INPUT,...",
                         help="inputs whose gradients are judged too (grad_<input>)")
     traced.add_argument("--kernel", metavar="MOD:FN",
-                        help="the kernel to check against --reference (default: torch)")
-    traced.add_argument("--backend", default="torch-cpu",
+                        help="the kernel to check against --reference (default: torch), as "
+                             "module:name (importable from here) or file.py:name")
+    traced.add_argument("--backend",
                         help="with --kernel: where its arrays live (default torch-cpu)")
-    traced.add_argument("--precision", default="fp32",
+    traced.add_argument("--precision",
                         help="with --kernel: the precision it claims (default fp32)")
     run.set_defaults(func=_cmd_run)
 
@@ -165,8 +167,8 @@ def _traced_targets(args: argparse.Namespace) -> tuple[list[Target], list[str]]:
                    booleans=tuple(args.booleans or ()))
     if args.kernel:
         fn = resolve_reference(args.kernel)
-        return [_make_target(fn, op=op.name, precision=args.precision,
-                             backend=args.backend)], [op.name]
+        return [_make_target(fn, op=op.name, precision=args.precision or "fp32",
+                             backend=args.backend or "torch-cpu")], [op.name]
     return reference_targets(op.name), [op.name]
 
 
@@ -187,8 +189,43 @@ def _select_targets(names: Sequence[str] | None, ops: Sequence[str]) -> list[Tar
     return chosen
 
 
+#: options that act only beside another: (option, attribute, what it needs, its attribute)
+_NEEDS = (
+    ("--kernel", "kernel", "--reference", "reference"),
+    ("--inputs", "inputs", "--reference", "reference"),
+    ("--dims", "dims", "--reference", "reference"),
+    ("--integers", "integers", "--reference", "reference"),
+    ("--booleans", "booleans", "--reference", "reference"),
+    ("--grads", "grads", "--reference", "reference"),
+    ("--backend", "backend", "--kernel", "kernel"),
+    ("--precision", "precision", "--kernel", "kernel"),
+    ("--block-size", "block_size", "--cluster", "cluster"),
+    ("--task-timeout", "task_timeout", "--cluster", "cluster"),
+)
+
+
+def check_combination(args: argparse.Namespace) -> None:
+    """Refuse options that would be ignored: each of :data:`_NEEDS` without
+    what it acts with, and ``--targets``/``--ops`` beside ``--reference``
+    (whose op and targets are its own)."""
+    for option, attr, needs, other in _NEEDS:
+        if getattr(args, attr, None) is not None and getattr(args, other, None) is None:
+            raise InvalidArgument(f"{option} acts only with {needs}, which is not given; "
+                                  + ("e.g. --reference mypkg.refs:softmax --inputs 'x=batch,n' "
+                                     "--kernel mykernels:softmax" if needs != "--cluster"
+                                     else "give --cluster local (or an address), or drop "
+                                          f"{option}"))
+    if getattr(args, "reference", None):
+        for option in ("targets", "ops"):
+            if getattr(args, option, None) is not None:
+                raise InvalidArgument(f"--{option} does not apply with --reference (it checks "
+                                      "the reference's own op, on --kernel or on torch); "
+                                      f"drop --{option}")
+
+
 def _cmd_run(args: argparse.Namespace, console: Console) -> int:
     wall0 = time.perf_counter()
+    check_combination(args)
     if getattr(args, "reference", None):
         targets, ops = _traced_targets(args)
         if args.isolate is None:  # the op lives in this process: judged here

@@ -60,9 +60,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      help="a foreign target's spec (numoracle.foreign.from_spec)")
     p.add_argument("--source", metavar="MODULE_OR_FILE",
                    help="with --target: a module or .py file whose TARGETS holds it (a zoo file)")
-    p.add_argument("--precision", default="fp32", metavar="MODEL",
+    p.add_argument("--precision", metavar="MODEL",
                    help="with --fn: the precision the kernel claims (default fp32)")
-    p.add_argument("--backend", default="numpy", metavar="BACKEND",
+    p.add_argument("--backend", metavar="BACKEND",
                    help="with --fn: where its arrays live (default numpy)")
     p.add_argument("--store", type=Path, default=DEFAULT_STORE, metavar="DIR",
                    help=f"the store the shrunk repro goes to (default {DEFAULT_STORE})")
@@ -75,6 +75,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", type=Path, metavar="FILE",
                    help="write the sizes before and after, runs and time as JSON")
     p.set_defaults(func=_cmd_shrink)
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """Refuse an option that would be ignored beside the kernel's naming."""
+    for option, needs, given in (("--source", "--target", args.target),
+                                 ("--precision", "--fn", args.fn),
+                                 ("--backend", "--fn", args.fn)):
+        if getattr(args, option[2:]) is not None and not given:
+            raise InvalidArgument(f"{option} acts only with {needs}, which is not given; "
+                                  f"drop {option} (a target or spec names its own)")
 
 
 def _target(args: argparse.Namespace) -> Target:
@@ -92,21 +102,19 @@ def _target(args: argparse.Namespace) -> Target:
                                   f"{exc}") from None
         return from_spec(spec)
     from ..api import _make_target  # noqa: PLC0415 - the check's own target maker
-    from ..kernels.sources import load_module  # noqa: PLC0415
+    from ..callables import load_ref  # noqa: PLC0415
 
-    module, colon, name = str(args.fn).partition(":")
-    if not colon or not name:
-        raise InvalidArgument(f"--fn {args.fn!r} is not MODULE:FUNCTION; give e.g. "
-                              "mykernels:linear_fw or path/to/file.py:linear_fw")
-    fn = getattr(load_module(module), name, None)
+    fn = load_ref(str(args.fn))
     if not callable(fn):
-        raise InvalidArgument(f"--fn {args.fn!r}: {module} has no function {name!r}")
-    return _make_target(fn, op=args.op, precision=args.precision, backend=args.backend)
+        raise InvalidArgument(f"--fn {args.fn!r} names {type(fn).__name__}, not a function")
+    return _make_target(fn, op=args.op, precision=args.precision or "fp32",
+                        backend=args.backend or "numpy")
 
 
 def _cmd_shrink(args: argparse.Namespace, console: Console) -> int:
     from ..checking.shrink import infer_params, load_arrays, shrink  # noqa: PLC0415
 
+    _check_options(args)
     arrays = load_arrays(args.arrays)
     target = _target(args)
     if target.op != args.op:

@@ -30,7 +30,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     lst.add_argument("--target", metavar="NAME", help="only the repros of this target")
     lst.set_defaults(func=_cmd_list)
     prune.add_argument("--fixed", action="store_true",
-                       help="remove the repros that pass now (each is replayed first)")
+                       help="remove the repros that pass now (each kernel is re-run first; "
+                            "one that cannot be re-run here goes by its last recorded replay)")
     prune.add_argument("--recorded", action="store_true",
                        help="with --fixed: trust the last recorded replay instead of "
                             "replaying now")
@@ -62,16 +63,30 @@ def _cmd_list(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_prune(args: argparse.Namespace, console: Console) -> int:
-    from ..checking.replay import prune  # noqa: PLC0415 - loads the checking machinery
+    from ..checking.replay import Outcome, Replayed, prune  # noqa: PLC0415 - checking machinery
     from ..errors import InvalidArgument  # noqa: PLC0415
-    from ..store.store import check_store  # noqa: PLC0415 - loads ops
+    from ..store.store import Entry, check_store  # noqa: PLC0415 - loads ops
 
     if not args.fixed and not args.targets:
         raise InvalidArgument("store prune needs --fixed (remove repros that pass now) or "
                               "--targets NAME,... (remove those of some targets)")
+    if args.recorded and not args.fixed:
+        raise InvalidArgument("--recorded says how --fixed decides (by the last recorded "
+                              "replay); give --fixed with it")
     check_store(args.store, must_exist=args.store != DEFAULT_STORE)
+
+    def heard(e: Entry, done: Replayed) -> None:
+        if done.outcome is Outcome.UNRUN:
+            last = {"fixed": f"; its last replay ({e.checked}) passed: removed",
+                    "fails": "; its last replay failed: kept"}.get(e.status, ": kept")
+            print_text(console, f"could not re-run  {e.path}: {done.note}{last}",
+                       style="yellow")
+        else:
+            print_text(console, f"{done.line():<17} {e.path}",
+                       style="green" if done.passed else "red")
+
     removed = prune(args.store, fixed=args.fixed, targets=args.targets,
-                    replay_now=not args.recorded)
+                    replay_now=not args.recorded, on_replay=heard)
     for e in removed:
         print_text(console, f"removed {e.path} ({e.target} {e.op}, {e.signature['diagnosis']})")
     print_text(console, f"removed {len(removed)} repro(s) from {args.store}")

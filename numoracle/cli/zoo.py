@@ -70,7 +70,7 @@ def _load_zoo(folder: Path | None, ops: Sequence[str],
                                   f"can load here{why}; pass --zoo PATH for a folder of your "
                                   "own mutants")
         return chosen
-    from ..store.repro import _load_module  # noqa: PLC0415 - loads the zoo's files as repros do
+    from ..callables import load_module  # noqa: PLC0415 - loads the zoo's files as repros do
 
     if not folder.is_dir():
         raise InvalidArgument(
@@ -80,7 +80,7 @@ def _load_zoo(folder: Path | None, ops: Sequence[str],
     mutants: list[Target] = []
     for path in sorted(folder.glob("*.py")):
         if not path.name.startswith("_"):
-            mutants.extend(getattr(_load_module(str(path)), "TARGETS", ()))
+            mutants.extend(getattr(load_module(str(path)), "TARGETS", ()))
     chosen = [t for t in mutants if t.op in ops]
     if not chosen:
         raise InvalidArgument(f"the zoo at {str(folder)!r} has no mutant computing {list(ops)} "

@@ -22,60 +22,12 @@ numoracle.errors.InvalidArgument: module 'no_such_module_here' cannot be importe
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import sys
-from pathlib import Path
-from typing import Any
-
+from ..callables import load_module
 from ..cases.target import Target
 from ..errors import InvalidArgument
 from .registry import get_target
 
 __all__ = ["load_module", "resolve_target"]
-
-
-def load_module(ref: str) -> Any:
-    """The module ``ref`` names: a ``.py`` file (loaded under a private name,
-    registered in ``sys.modules``) or an importable module name.
-
-    Raises
-    ------
-    InvalidArgument
-        When the file does not exist, or the module cannot be found or fails
-        while it is imported (its own error is quoted).
-    """
-    if ref.endswith(".py"):
-        path = Path(ref)
-        if not path.is_file():
-            raise InvalidArgument(f"target source file {ref!r} does not exist here; run "
-                                  "from the folder it is relative to, or give its full path")
-        spec = importlib.util.spec_from_file_location(f"numoracle_src_{path.stem}", path)
-        assert spec and spec.loader
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = mod
-        try:
-            spec.loader.exec_module(mod)
-        except Exception as exc:  # noqa: BLE001 - any failure of the file, told whole
-            del sys.modules[spec.name]
-            raise InvalidArgument(f"{ref!r} fails while it is loaded ({type(exc).__name__}: "
-                                  f"{exc}); fix the file so that `python {ref}` imports "
-                                  "cleanly") from None
-        return mod
-    try:
-        return importlib.import_module(ref)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and not ref.startswith(exc.name) and exc.name != ref:
-            raise InvalidArgument(f"module {ref!r} imports {exc.name!r}, which is not "
-                                  f"installed ({exc}); install it or give another "
-                                  "module") from None
-        raise InvalidArgument(f"module {ref!r} cannot be imported ({exc}); give an importable "
-                              "module (is its folder on PYTHONPATH?) or the path of a .py "
-                              "file") from None
-    except Exception as exc:  # noqa: BLE001 - any failure of the module, told whole
-        raise InvalidArgument(f"module {ref!r} fails while it is imported "
-                              f"({type(exc).__name__}: {exc}); fix it so that it imports "
-                              "cleanly") from None
 
 
 def resolve_target(name: str, op: str, source: str | None = None) -> Target:

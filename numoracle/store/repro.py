@@ -1,7 +1,10 @@
 """Repros: a failing case saved small and self-contained, replayed by one command.
 
 A repro is a folder holding ``repro.json`` (the case, the target and how to
-find it again, the verdict in brief), ``arrays.npz`` (the inputs and the
+find it again: a registry target by name, one of a ``TARGETS`` list by its
+source, a kernel handed in as a function by its module or file and name, a
+traced op by its reference and that reference's content hash; the verdict in
+brief), ``arrays.npz`` (the inputs and the
 outputs the kernel returned) and ``replay.py``, a script that runs
 ``numoracle replay`` on its own folder.
 """
@@ -18,7 +21,6 @@ import numpy as np
 
 from ..cases.case import Case
 from ..errors import InvalidArgument
-from ..kernels.sources import load_module as _load_module  # noqa: F401 - its old home
 from ..kernels.sources import resolve_target
 from ..oracle.precision import PrecisionModel, get_model
 from .store import write_repro
@@ -49,6 +51,12 @@ class Repro:
     stored_inputs: bool = False
     #: calls the run had made to the kernel before the failing one
     calls_before: int = 0
+    #: how to reach a kernel handed in as a function again
+    #: (:func:`numoracle.store.store.kernel_record`), else None
+    kernel: dict[str, Any] | None = None
+    #: a sentence when the op's reference differs from the one the repro was
+    #: saved with (its content hash changed), else ""
+    reference_changed: str = ""
 
 
 def save_repro(verdict: Verdict, target: Target, *, store: Path | str = DEFAULT_STORE,
@@ -90,10 +98,23 @@ def load_repro(path: Path | str) -> Repro:
         raise _damaged(folder, f"repro.json cannot be read ({exc})") from None
     except ValueError as exc:
         raise _damaged(folder, f"repro.json is not valid JSON ({exc})") from None
+    changed = ""
     if isinstance(meta, dict) and "op_spec" in meta:  # an op made from a reference at run
         from ..oracle.traced.op import restore_op  # noqa: PLC0415 - torch only for such ops
 
-        restore_op(meta["op_spec"])  # time: made again
+        spec = meta["op_spec"]
+        op_now = restore_op(spec)  # time: made again
+        saved, now = spec.get("reference_hash"), getattr(op_now, "reference_hash", None)
+        if saved and now and saved != now:
+            changed = (f"the reference {spec.get('reference')} changed since this repro was "
+                       f"saved (content hash {saved}, now {now}): the kernel is judged "
+                       "against the reference as it is now")
+    elif isinstance(meta, dict) and "op_unlocated" in meta:
+        from ..oracle.ops import OPS  # noqa: PLC0415 - ops load with the case
+
+        if meta.get("target", {}).get("op") not in OPS:
+            raise InvalidArgument(f"the repro {str(folder)!r} cannot be replayed in this "
+                                  f"process: {meta['op_unlocated']}")
     try:
         case = Case.from_dict(meta["case"])
         t = meta["target"]
@@ -119,6 +140,8 @@ def load_repro(path: Path | str) -> Repro:
     else:  # the inputs come from the case's seed; the recorded outputs are gone
         inputs, got = case.inputs(), {}
     verdict = meta.get("verdict", {})
+    kernel = t.get("kernel")
     return Repro(folder, case, name, op, model, t.get("source"), inputs, got,
                  verdict if isinstance(verdict, dict) else {}, stored_inputs,
-                 int(verdict.get("calls_before", 0) or 0) if isinstance(verdict, dict) else 0)
+                 int(verdict.get("calls_before", 0) or 0) if isinstance(verdict, dict) else 0,
+                 kernel if isinstance(kernel, dict) else None, changed)

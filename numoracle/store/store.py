@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..callables import default_name, identity, locate, unlocated_reason
 from ..errors import InvalidArgument
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
     from ..checking.verdict import Verdict
 
 __all__ = ["FORMAT_VERSION", "FORMAT_FILE", "Entry", "signature", "diagnosis_class",
-           "write_repro", "entries", "record_status", "prune", "check_store",
+           "write_repro", "kernel_record", "entries", "record_status", "prune", "check_store",
            "atomic_write_text"]
 
 #: the store format this version writes (and the newest it reads)
@@ -128,12 +129,45 @@ def _signature_from_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
 
 def _op_spec(op: str) -> dict[str, Any]:
     """``{"op_spec": ...}`` for an op made at run time (a traced reference's, whose
-    ``spec()`` rebuilds it on replay), else nothing."""
+    ``spec()`` rebuilds it on replay); ``{"op_unlocated": why}`` for one whose
+    reference cannot be found again (a lambda); else nothing."""
     from ..oracle.ops import get_op  # noqa: PLC0415 - ops load with the case
 
-    spec = getattr(get_op(op), "spec", None)
+    found = get_op(op)
+    spec = getattr(found, "spec", None)
     made = spec() if callable(spec) else None
+    if made is None and callable(spec):
+        why = unlocated_reason(getattr(found, "reference_fn", None)) or "it has no plain spec"
+        return {"op_unlocated": f"op {op!r} was made from a reference that cannot be found "
+                                f"again in another process: {why}"}
     return {} if made is None else {"op_spec": made}
+
+
+def kernel_record(target: Target) -> dict[str, Any] | None:
+    """How a repro reaches a kernel handed in as a function again (``check_kernel``,
+    ``shrink --fn``, ``run --kernel``): where the function is (module and name,
+    or file and name; ``unlocated``: why it cannot be found), its identity, and
+    the target's backend, outputs and layouts. None for a target found by its
+    ``source`` or one of numoracle's own (found by name)."""
+    fn = target.fn
+    fn = getattr(fn, "func", fn)  # a functools.partial's function
+    if target.source or str(getattr(fn, "__module__", "")).startswith("numoracle."):
+        return None
+    layouts = target.layouts
+    record: dict[str, Any] = {
+        # a name given by the user is the kernel's identity; else the function's own
+        "identity": identity(fn) if target.name == default_name(fn) else f"name:{target.name}",
+        "backend": target.backend,
+        "outputs": list(target.outputs),
+        "layouts": {k: list(v) for k, v in layouts.items()} if isinstance(layouts, Mapping)
+        else list(layouts),
+        "output_layouts": dict(target.output_layouts)}
+    loc = locate(fn)
+    if loc is None:
+        record["unlocated"] = unlocated_reason(fn) or "it cannot be found by name"
+    else:
+        record.update(loc)
+    return record
 
 
 def _key(sig: Mapping[str, Any]) -> str:
@@ -188,6 +222,9 @@ def write_repro(verdict: Verdict, target: Target, store: Path | str,
     root = Path(store)
     _check_format(root)
     sig = signature(verdict)
+    kernel = kernel_record(target)
+    if kernel is not None:  # two kernels of one name are two kernels
+        sig["kernel"] = kernel["identity"]
     folder = root / f"{_safe(verdict.target)}-{verdict.op}-{_key(sig)}"
     if (folder / "repro.json").is_file():
         return folder
@@ -204,7 +241,8 @@ def write_repro(verdict: Verdict, target: Target, store: Path | str,
         "signature": sig,
         "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "target": {"name": target.name, "op": target.op, "precision": target.precision.name,
-                   "model": target.precision.to_dict(), "source": target.source},
+                   "model": target.precision.to_dict(), "source": target.source,
+                   **({} if kernel is None else {"kernel": kernel})},
         "verdict": {"passed": verdict.passed, "worst_ratio": _num(verdict.worst_ratio),
                     "diagnosis": verdict.diagnosis,
                     "error": None if verdict.error is None else str(verdict.error),
@@ -242,6 +280,9 @@ class Entry:
     format: int
     status: str  # "fails", "fixed" (the last replay), or "unreplayed"
     checked: str | None
+    #: the kernel's identity (:func:`numoracle.callables.identity`) for a kernel
+    #: handed in as a function, else None (found by name)
+    kernel: str | None = None
 
     def row(self) -> dict[str, Any]:
         sig = self.signature
@@ -263,9 +304,11 @@ def _read_entry(folder: Path) -> Entry | None:
         st = json.loads((folder / "status.json").read_text())
         status, checked = st["status"], st.get("when")
     t = meta["target"]
+    kernel = t.get("kernel")
     return Entry(folder, t["name"], t["op"], t.get("precision", ""), t.get("source"), sig,
                  meta.get("describe", ""), str(meta.get("verdict", {}).get("diagnosis") or ""),
-                 int(meta.get("format", 0)), status, checked)
+                 int(meta.get("format", 0)), status, checked,
+                 kernel.get("identity") if isinstance(kernel, dict) else None)
 
 
 def entries(store: Path | str, *, target: str | None = None,

@@ -112,4 +112,4 @@ def test_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     s = json.loads((tmp_path / "s.json").read_text())
     assert s["elements_after"] == 3 and "shrunk 132 input elements to 3" in out
     assert main(["shrink", str(folder), "--op", "linear", "--fn", "nomodule"]) == 2
-    assert "is not MODULE:FUNCTION" in capsys.readouterr().err
+    assert "must be 'module:name' or 'file.py:name'" in capsys.readouterr().err

@@ -55,7 +55,10 @@ def test_concurrent_writers_and_a_killed_one(tmp_path: Path) -> None:
     killed = ctx.Process(target=_writer, args=(store, list(range(5, 40)), ["victim"], True))
     for p in [*writers, killed]:
         p.start()
-    time.sleep(4.0)
+    deadline = time.monotonic() + 300  # until the victim has written (spawn is slow when busy)
+    while not any(Path(store).glob("victim-*")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert any(Path(store).glob("victim-*")), "the victim wrote nothing in 300 s"
     assert killed.pid is not None
     os.kill(killed.pid, signal.SIGKILL)  # wherever it is: mid-write or between writes
     for p in [*writers, killed]:

@@ -32,7 +32,6 @@ Examples
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import json
 import re
@@ -43,6 +42,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ...callables import digest, identity, load_ref, locate, location_text
 from ...errors import InvalidArgument
 from ..ops import OPS, register_op
 from ..ops.base import IntegerInput, Op, Product
@@ -67,33 +67,18 @@ _FACTS_KEPT = 4096
 
 
 def resolve_reference(ref: str) -> Any:
-    """The object ``module:qualname`` names (``pkg.mod:fn``, ``pkg.mod:Class``)."""
-    if not isinstance(ref, str) or ref.count(":") != 1:
-        raise InvalidArgument(f"reference={ref!r} must be 'module:name', e.g. "
-                              "'mypkg.refs:softmax'")
-    module, qual = ref.split(":")
-    try:
-        obj: Any = importlib.import_module(module)
-    except ImportError as exc:
-        raise InvalidArgument(f"reference={ref!r}: module {module!r} cannot be imported "
-                              f"({exc}); run from where it is importable") from exc
-    for part in qual.split("."):
-        if not hasattr(obj, part):
-            raise InvalidArgument(f"reference={ref!r}: {module} has no {qual!r}")
-        obj = getattr(obj, part)
-    return obj
+    """The object ``module:qualname`` or ``file.py:qualname`` names
+    (``pkg.mod:fn``, ``refs.py:Block``), the module importable from the
+    working folder (:func:`numoracle.callables.load_ref`)."""
+    return load_ref(ref)
 
 
 def _location(obj: Any) -> str | None:
-    """``module:qualname`` of ``obj`` where importing it gives it back, else None."""
-    module, qual = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
-    if not module or not qual or "<" in qual:
-        return None
-    try:
-        found = resolve_reference(f"{module}:{qual}")
-    except InvalidArgument:
-        return None
-    return f"{module}:{qual}" if found is obj else None
+    """``module:qualname`` (or ``file.py:qualname``) of ``obj`` where it can be
+    found again, else None."""
+    loc = locate(obj)
+    return None if loc is None else location_text(
+        {k: v for k, v in loc.items() if k != "file"} if "module" in loc else loc)
 
 
 def _signature_names(fn: Any, count: int) -> tuple[str, ...]:
@@ -271,10 +256,12 @@ class TracedOp(Op):
                  init: Sequence[Any] = (), cache: bool = True,
                  integers: Mapping[str, Any] | None = None,
                  booleans: Sequence[str] = ()) -> None:
-        self._where = reference if isinstance(reference, str) else _location(
-            type(reference) if isinstance(reference, torch.nn.Module) else reference)
+        given_as = reference if isinstance(reference, str) else None
         if isinstance(reference, str):
             reference = resolve_reference(reference)
+        self._where = _location(
+            type(reference) if isinstance(reference, torch.nn.Module) else reference) \
+            or given_as
         if isinstance(reference, type) and issubclass(reference, torch.nn.Module):
             reference = reference(*init)
         elif init:
@@ -328,9 +315,12 @@ class TracedOp(Op):
         self.ref = Reference(reference, tuple(self.declared), params=params, grads=grads,
                              cache=cache)
         self.parameters = tuple(self.ref.state)  # type: ignore[misc]
-        base = getattr(type(reference) if isinstance(reference, torch.nn.Module) else reference,
-                       "__name__", "reference")
-        base = re.sub(r"\W+", "_", str(base)).strip("_") or "reference"  # "<lambda>": lambda
+        who = type(reference) if isinstance(reference, torch.nn.Module) else reference
+        base = getattr(who, "__name__", "reference")
+        if self._where is None:  # a lambda or local function: its name and content hash
+            base = identity(who)
+        base = re.sub(r"\W+", "_", str(base)).strip("_") or "reference"
+        self.reference_hash = digest(who)
         self.name = name if name is not None else f"traced_{base}"
         if not isinstance(self.name, str) or not self.name.replace("-", "_").isidentifier():
             raise InvalidArgument(f"name={self.name!r} must be an identifier-like str")
@@ -347,7 +337,8 @@ class TracedOp(Op):
                 "params": dict(self.ref.params), "grads": list(self.ref.grads),
                 "name": self.name, "init": list(self._init), "cache": self.ref.cache,
                 "claims": {"ulps": dict(self.claims.ulps), "variance": self.claims.variance,
-                           "rounding": self.claims.rounding}}
+                           "rounding": self.claims.rounding},
+                "reference_hash": self.reference_hash}
         ints = {k: [lo, hi] for k, (lo, hi, dtype) in self.integers.items() if dtype == "int64"}
         if ints:  # absent where there are none, as specs made before integer inputs were
             spec["integers"] = ints
