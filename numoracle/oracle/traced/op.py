@@ -259,7 +259,8 @@ class TracedOp(Op):
         given_as = reference if isinstance(reference, str) else None
         if isinstance(reference, str):
             reference = resolve_reference(reference)
-        self._where = _location(
+        module_ref = given_as is not None and not given_as.rpartition(":")[0].endswith(".py")
+        self._where = given_as if module_ref else _location(  # a file: by its full path
             type(reference) if isinstance(reference, torch.nn.Module) else reference) \
             or given_as
         if isinstance(reference, type) and issubclass(reference, torch.nn.Module):
