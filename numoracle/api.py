@@ -267,6 +267,7 @@ def _run(target: Target, strategy: SearchStrategy[Case], examples: int | None,
          isolation: tuple[bool, float] = (False, DEFAULT_TIMEOUT)) -> TargetResult:
     """Replay the target's stored repros, run new cases, tell the listeners,
     raise when the kernel failed."""
+    __tracebackhide__ = True  # pytest shows the failure, not numoracle's own source
     from .running.runner import run_target  # noqa: PLC0415 - hypothesis only when checking
 
     with isolation_scope(*isolation):  # the stored repros replay isolated too
@@ -441,6 +442,7 @@ def check_kernel(
     >>> check_kernel(mm, op="matmul", examples=5, store=None).verdict
     'pass'
     """
+    __tracebackhide__ = True  # pytest shows the failure, not numoracle's own source
     op = _traced_name(op, reference, {"inputs": inputs, "dims": dims, "grads": tuple(grads),
                                       "reference_params": reference_params, "claims": claims,
                                       "integers": integers, "booleans": tuple(booleans)})

@@ -71,7 +71,18 @@ def test_rows_left_without_time_are_unjudged_not_passed(tmp_path: Path) -> None:
     assert first.cases >= 1 and first.status()[0] == "pass"
     assert second.cases == 0 and second.status()[0] == "unjudged"
     line = totals_line([first, second])
-    assert line.startswith("rows: 1 passed, 0 failed, 0 skipped, 1 unjudged")
+    assert line.startswith("rows: 1 passed (1 STARVED: fewer than 20 cases each")
+    assert "0 failed, 0 skipped, 1 unjudged" in line
+
+
+def test_rows_below_the_floor_are_flagged_starved() -> None:
+    thin = TargetResult("a", "matmul", "fp32", cases=13, asked=2000)
+    full = TargetResult("b", "matmul", "fp32", cases=25, asked=2000)
+    few_asked = TargetResult("c", "matmul", "fp32", cases=5, asked=5)
+    failed = TargetResult("d", "matmul", "fp32", cases=2, asked=2000, verdict="FAIL")
+    line = totals_line([thin, full, few_asked, failed], min_cases=20)
+    assert line.startswith("rows: 3 passed (1 STARVED: fewer than 20 cases each")
+    assert "STARVED" not in totals_line([full, few_asked, failed], min_cases=20)
 
 
 

@@ -62,8 +62,10 @@ import faulthandler
 import multiprocessing as mp
 import os
 import pickle
+import re
 import signal
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import fields
@@ -134,12 +136,17 @@ def _init_device(target: Any) -> None:
         backend.synchronize()
 
 
-def _worker_main(conn: Any) -> None:
-    """Serve requests until the parent closes the pipe or sends None."""
+def _worker_main(conn: Any, dump: str | None = None) -> None:
+    """Serve requests until the parent closes the pipe or sends None. A crash
+    writes the kernel's Python stack to ``dump`` (the parent names the last
+    line in the verdict), not into the parent's output."""
     global _IN_WORKER  # this process is the worker from now on
     _IN_WORKER = True
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    faulthandler.enable()  # a crash prints the kernel's Python stack to stderr
+    if dump is not None:
+        faulthandler.enable(file=open(dump, "w"))  # noqa: SIM115 - open until the process dies
+    else:
+        faulthandler.enable()
     loaded: dict[tuple[Any, ...], Any] = {}
     conn.send(("ready", None, None))
     while True:
@@ -210,6 +217,24 @@ class _Died(Exception):
     pass
 
 
+def last_frame(dump: str) -> str:
+    """``"; its last Python line: FILE:LINE in FUNCTION"`` from a faulthandler
+    dump (the innermost frame of the thread that crashed), or ``""``.
+
+    Examples
+    --------
+    >>> last_frame('Fatal Python error: Segmentation fault\\n\\nCurrent thread 0x1 (most '
+    ...            'recent call first):\\n  File "/k/bad.py", line 7 in segfault\\n')
+    '; its last Python line: bad.py:7 in segfault'
+    """
+    crashed = dump[dump.find("Current thread"):] if "Current thread" in dump else dump
+    found = re.search(r'File "([^"]+)", line (\d+) in (\S+)', crashed)
+    if found is None:
+        return ""
+    return f"; its last Python line: {Path(found.group(1)).name}:{found.group(2)} in " \
+           f"{found.group(3)}"
+
+
 def _needs_main(spec: tuple[Any, ...]) -> bool:
     """Whether the worker must import the parent's main script to load ``spec``:
     a kernel pickled from it does; a target found by its source file and
@@ -250,6 +275,9 @@ class _Pool:
         self.loaded: set[tuple[Any, ...]] = set()
         #: whether the worker imported the parent's main script (spawn's rule)
         self.with_main = False
+        #: the file the worker's faulthandler writes to, and the last dead worker's dump
+        self.dump: str | None = None
+        self.last_dump = ""
 
     def _spawn(self, with_main: bool | None = None) -> None:
         if getattr(mp.current_process(), "_inheriting", False):
@@ -261,8 +289,10 @@ class _Pool:
         with_main = self.with_main if with_main is None else with_main
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe(duplex=True)
-        proc = ctx.Process(target=_worker_main, args=(child,), name="numoracle-kernel",
-                           daemon=True)
+        fd, self.dump = tempfile.mkstemp(prefix="numoracle-worker-", suffix=".txt")
+        os.close(fd)
+        proc = ctx.Process(target=_worker_main, args=(child, self.dump),
+                           name="numoracle-kernel", daemon=True)
         with contextlib.nullcontext() if with_main else _main_hidden():
             proc.start()
         child.close()
@@ -279,8 +309,20 @@ class _Pool:
             proc.join(10)
             code = proc.exitcode
             conn.close()
+        self.last_dump = self._drop_dump()
         self._spawn()  # starts importing now, while the parent judges the case
         return code
+
+    def _drop_dump(self) -> str:
+        """The dead worker's faulthandler dump (removed from disk), or ``""``."""
+        text = ""
+        if self.dump is not None:
+            with contextlib.suppress(OSError):
+                text = Path(self.dump).read_text(errors="replace")
+            with contextlib.suppress(OSError):
+                os.unlink(self.dump)
+            self.dump = None
+        return text
 
     def _receive(self, timeout: float | None) -> tuple[Any, ...] | None:
         """The worker's answer; None past ``timeout``; _Died when it died."""
@@ -341,7 +383,8 @@ class _Pool:
             try:
                 answer = self._exchange((what, spec, payload), timeout)
             except _Died:
-                return None, Fault(describe_exit(self._kill()), "crash")
+                code = self._kill()
+                return None, Fault(describe_exit(code) + last_frame(self.last_dump), "crash")
             if answer is None:
                 self._kill()
                 return None, Fault(f"the kernel did not return within the timeout of "
@@ -365,6 +408,7 @@ class _Pool:
                 proc.kill()
                 proc.join(5)
             conn.close()
+            self._drop_dump()
 
 
 _POOL = _Pool()

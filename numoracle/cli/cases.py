@@ -6,12 +6,11 @@ the outputs it writes beside them."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from rich.console import Console
 
 from ..errors import InvalidArgument
-from ._common import int_arg, positive_int, print_text
+from ._common import folder_arg, int_arg, positive_int, print_text
 
 __all__ = ["add_parser", "layouts_arg"]
 
@@ -48,7 +47,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="the outputs the program writes (default: all of the op's)")
     p.add_argument("--max-elements", type=positive_int, default=None, metavar="N",
                    help="most input elements per case")
-    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="folder to write")
+    p.add_argument("--out", type=folder_arg, required=True, metavar="DIR",
+                   help="folder to write (made if absent)")
     p.set_defaults(func=_cmd_cases)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from ..errors import InvalidArgument
 from ..store.repro import DEFAULT_STORE
 from ._common import print_text
 
@@ -23,14 +24,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("path", type=Path, metavar="DIR", help="the case set folder")
     p.add_argument("--store", type=Path, default=DEFAULT_STORE, metavar="DIR",
                    help=f"where the smallest failure's repro goes (default {DEFAULT_STORE})")
-    p.add_argument("--report", type=Path, default=None, metavar="FILE",
-                   help="also write every verdict to FILE (JSON)")
+    p.add_argument("--report", type=Path, default=None, metavar="DIR|FILE.json",
+                   help="also write every verdict as JSON: to DIR/judge.json (a folder, as "
+                        "run --report takes), or to FILE.json")
     p.set_defaults(func=_cmd_judge)
 
 
 def _cmd_judge(args: argparse.Namespace, console: Console) -> int:
     from ..foreign.offline import judge_folder  # noqa: PLC0415 - checking machinery
 
+    report = args.report
+    if report is not None and (report.is_dir() or report.suffix.lower() != ".json"):
+        if report.exists() and not report.is_dir():
+            raise InvalidArgument(f"--report {str(report)!r} is a file that is not .json; give "
+                                  "a folder (judge.json is written there) or a FILE.json")
+        report = report / "judge.json"
     result = judge_folder(args.path, store=args.store)
     rows = []
     for folder, v in result.verdicts:
@@ -44,9 +52,10 @@ def _cmd_judge(args: argparse.Namespace, console: Console) -> int:
     summary = {"cases": len(result.verdicts), "failures": result.failures,
                "smallest_failing": result.smallest[0] if result.smallest else None,
                "layout": result.layout_note, "verdicts": rows}
-    if args.report is not None:
-        args.report.parent.mkdir(parents=True, exist_ok=True)
-        args.report.write_text(json.dumps(summary, indent=2) + "\n")
+    if report is not None:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(json.dumps(summary, indent=2) + "\n")
+        print_text(console, f"report: {report}")
     if result.smallest is None:
         print_text(console, f"all {len(result.verdicts)} cases pass", style="green")
         return 0

@@ -6,6 +6,7 @@ summarised by reason. At most 100 columns wide when not on a terminal."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -19,7 +20,7 @@ from ..oracle.ops import all_ops
 if TYPE_CHECKING:
     from ..cases.target import Target
 
-__all__ = ["add_parser", "LIST_WIDTH"]
+__all__ = ["add_parser", "LIST_WIDTH", "first_sentence"]
 
 #: columns of ``numoracle list`` when its output is not a terminal
 LIST_WIDTH = 100
@@ -73,10 +74,24 @@ def _cmd_list(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _short(reason: str, limit: int = 90) -> str:
-    """The first sentence of ``reason``, at most ``limit`` characters."""
-    first = reason.split("; ")[0]
-    return first if len(first) <= limit else first[:limit - 1] + "…"
+def _short(reason: str) -> str:
+    """The first clause of ``reason``, whole (a table wraps it)."""
+    return reason.split("; ")[0]
+
+
+def first_sentence(doc: str) -> str:
+    """The first sentence of a docstring's first paragraph, whole, without
+    reST markup.
+
+    Examples
+    --------
+    >>> first_sentence("Linear: ``y = x W^T + b``, and its\\n    gradients. More here.")
+    'y = x W^T + b, and its gradients.'
+    """
+    para = " ".join(doc.strip().split("\n\n")[0].split())
+    para = para.replace("``", "").split(": ", 1)[-1]
+    end = re.search(r"(?<!\bal)(?<!e\.g)(?<!i\.e)\.(?=\s+[A-Z(]|$)", para)
+    return para[:end.start() + 1] if end else para
 
 
 def _targets_table(targets: Sequence[Target], title: str,
@@ -89,7 +104,7 @@ def _targets_table(targets: Sequence[Target], title: str,
         key = (t.name, t.backend, t.precision.name)
         rows.setdefault(key, []).append(t.op)
         if reasons is not None:
-            why[key] = _short(str(reasons[id(t)]), 60)
+            why[key] = _short(str(reasons[id(t)]))
     table = Table(title=title, title_justify="left")
     table.add_column("target", no_wrap=True)
     table.add_column("backend", no_wrap=True)
@@ -106,17 +121,19 @@ def _targets_table(targets: Sequence[Target], title: str,
 
 
 def _ops_table() -> Table:
-    """The ops: outputs, parameters and a line of description."""
-    from ..api import op_outputs  # noqa: PLC0415 - strategies load only here
+    """The ops: inputs (the names a kernel takes), outputs, parameters and the
+    first sentence of their description."""
+    from ..api import op_inputs, op_outputs  # noqa: PLC0415 - strategies load only here
 
-    table = Table(title="ops", title_justify="left")
+    table = Table(title="ops (a kernel takes the inputs by name and returns the outputs)",
+                  title_justify="left")
     table.add_column("op", no_wrap=True)
-    table.add_column("outputs")
-    table.add_column("parameters")
+    for column in ("inputs", "outputs", "parameters"):
+        table.add_column(column, overflow="fold")
     table.add_column("what it computes")
     for name, op in sorted(all_ops().items()):
-        doc = (sys.modules[type(op).__module__].__doc__ or "").strip().split("\n")[0]
-        doc = doc.replace("``", "").split(": ", 1)[-1]
-        table.add_row(*map(escape, (name, ", ".join(op_outputs(name)),
+        doc = first_sentence(sys.modules[type(op).__module__].__doc__ or "")
+        table.add_row(*map(escape, (name, ", ".join(op_inputs(name)),
+                                    ", ".join(op_outputs(name)),
                                     ", ".join(op.param_names), doc)))
     return table

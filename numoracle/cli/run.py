@@ -285,7 +285,8 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
 
     if plan is not None:
         print_text(console, plan.warm_line())
-    print_text(console, totals_line(results, plan, time.perf_counter() - wall0))
+    print_text(console, totals_line(results, plan, time.perf_counter() - wall0,
+                                    min_cases=args.min_cases))
     if unjudged:
         print_text(console, f"{len(unjudged)} runnable row(s) were left unjudged: the run is "
                             "not a pass; give a larger --budget, fewer --targets or --ops, or "

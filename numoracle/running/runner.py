@@ -77,9 +77,9 @@ class TargetResult:
     repro_shape: str | None = None
     message: str = ""
     #: per case and output: (output, n, worst det, worst prob, median det, median prob, exact)
-    samples: list[tuple[str, int, float, float, float, float, bool]] = field(default_factory=list)
+    samples: list[tuple[str, int, float, float, float, float, bool]] = field(default_factory=list, repr=False)
     #: with ``diagnose``: per output, the worst ratio under each candidate model
-    per_model: dict[str, dict[str, float]] = field(default_factory=dict)
+    per_model: dict[str, dict[str, float]] = field(default_factory=dict, repr=False)
     #: stored repros of this target replayed before drawing, and those that pass now
     replayed: int = 0
     fixed: list[str] = field(default_factory=list)
@@ -93,15 +93,24 @@ class TargetResult:
     #: :data:`numoracle.oracle.ops.plan.REGIMES`)
     regime: str = "small"
     #: the precision model claimed (``precision`` is its name)
-    model: PrecisionModel | None = None
+    model: PrecisionModel | None = field(default=None, repr=False)
     #: the recorded failure's diagnosis of each failing output
-    diagnoses: dict[str, Diagnosis] = field(default_factory=dict)
+    diagnoses: dict[str, Diagnosis] = field(default_factory=dict, repr=False)
     #: the recorded failure (the shrunk case's verdict), or None
     failure: Verdict | None = field(default=None, repr=False)
     #: cases asked for (0: not said); ``cases`` of ``asked`` is what the row got
     asked: int = 0
     #: seconds each judged case took (drawing, kernel, oracle), in order
-    case_seconds: list[float] = field(default_factory=list)
+    case_seconds: list[float] = field(default_factory=list, repr=False)
+
+    def __str__(self) -> str:
+        """One line: the verdict, the kernel, the cases and the worst ratio (a
+        failure's full message is :attr:`message`)."""
+        status, reason = self.status()
+        if status == "pass":
+            return self.message or _pass_message(self)
+        return (f"{status.upper()}: {self.target} on {self.op}, claiming {self.precision}: "
+                f"{reason}" + (f" (repro: {self.repro})" if self.repro else ""))
 
     def effective(self) -> dict[str, str]:
         """Per output, the most precise standard model every diagnosed case fits

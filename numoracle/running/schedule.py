@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from ..checking.verdict import Verdict
 
 __all__ = ["Row", "RunPlan", "RunSettings", "RunDraws", "judge_rows", "warm_up", "totals_line",
+           "starved",
            "block_sizes", "AHEAD_CHUNKS", "WARM_AHEAD_CHUNKS",
            "MIN_CASES", "REPORT_RESERVE", "SHRINK_SHARE"]
 
@@ -344,16 +345,28 @@ def _block(row: Row, k: int, cases: BlockCases, share: float | None,
     return res
 
 
+def starved(results: Sequence[TargetResult], min_cases: int = MIN_CASES) -> list[TargetResult]:
+    """The passing rows that got fewer than ``min_cases`` cases (or than they
+    asked for, when fewer): the time ran out before the floor every row is
+    promised, so their pass rests on a handful of cases."""
+    return [r for r in results if r.status()[0] == "pass" and r.asked
+            and r.cases < min(min_cases, r.asked)]
+
+
 def totals_line(results: Sequence[TargetResult], plan: RunPlan | None = None,
-                wall: float | None = None) -> str:
-    """``rows: P passed, F failed, S skipped, U unjudged; N cases (min m, median
-    d per judged row); judged in T s of a B s budget``."""
+                wall: float | None = None, min_cases: int = MIN_CASES) -> str:
+    """``rows: P passed (S starved: fewer than m cases), F failed, S skipped,
+    U unjudged; N cases (min m, median d per judged row); judged in T s of a
+    B s budget``."""
     counts = {"pass": 0, "fail": 0, "skipped": 0, "unjudged": 0}
     for r in results:
         counts[r.status()[0]] += 1
     judged = sorted(r.cases for r in results if r.status()[0] in ("pass", "fail"))
     cases = sum(r.cases for r in results)
-    parts = [f"rows: {counts['pass']} passed, {counts['fail']} failed, "
+    thin = starved(results, min_cases)
+    flag = (f" ({len(thin)} STARVED: fewer than {min_cases} cases each, not a real pass; give "
+            "a larger --budget, fewer rows, or run on a quieter machine)") if thin else ""
+    parts = [f"rows: {counts['pass']} passed{flag}, {counts['fail']} failed, "
              f"{counts['skipped']} skipped, {counts['unjudged']} unjudged",
              f"{cases:,} cases" + (f" (per judged row min {judged[0]}, median "
                                    f"{judged[len(judged) // 2]})" if judged else "")]

@@ -58,8 +58,10 @@ def test_persistent_passes_and_bug_is_caught_and_replays(tmp_path: Path, shapes_
 ])
 def test_program_failures_are_failing_verdicts(tmp_path: Path, code: str, persistent: bool,
                                                 expect: str) -> None:
+    # 1 s for the programs that hang (30 s); the others get 60 s to start, however busy
+    # the machine, so that only a hang can time out
     t = command_target([sys.executable, "-c", code], op="linear", persistent=persistent,
-                       timeout=1.0, spec_dir=tmp_path)
+                       timeout=1.0 if "sleep" in code else 60.0, spec_dir=tmp_path)
     v = check_case(CASE, t)
     assert not v.passed
     assert expect in v.error, v.error
