@@ -61,11 +61,18 @@ from .fused import (
 )
 from .precision import PrecisionModel, gamma, gamma_tilde
 from .xp import array_module as _xp
-from .xp import as_namespace, is_torch, keeps_subnormals, same_memory, to_numpy
+from .xp import (
+    as_namespace,
+    is_torch,
+    keeps_subnormals,
+    same_memory,
+    to_numpy,
+)
 
-__all__ = ["Tracked", "exact", "bounded", "moved", "aligned", "negated", "scaled_exactly", "folded", "any_nonzero",
-           "two_product_error", "unjudged", "concat", "tmap", "tcat", "add", "sub", "relu",
-           "relu_mask_mul", "mul_scalar", "either", "matmul", "sum_", "store", "lsb_exponent",
+__all__ = ["Tracked", "exact", "bounded", "moved", "aligned", "negated", "scaled_exactly",
+           "folded", "any_nonzero", "two_product_error", "unjudged", "concat", "tmap", "tcat",
+           "add", "sub", "relu", "relu_mask_mul", "mul_scalar", "either", "matmul", "sum_",
+           "store", "lsb_exponent",
            "ESCALATE_SHARE", "SINGLE_SUMS"]
 
 U64 = FP64.u
@@ -486,7 +493,7 @@ def either(t1: Tracked, t2: Tracked) -> Tracked:
 
 def _coef(c: np.ndarray, xp: Any) -> Any:
     """A per-element coefficient: a float when it is one number, else an array of ``xp``."""
-    return float(c) if np.ndim(c) == 0 else xp.asarray(c)
+    return float(c) if np.ndim(c) == 0 else as_namespace(c, xp)
 
 
 class _Lengths(NamedTuple):

@@ -30,8 +30,9 @@ import numpy as np
 
 from ..errors import InvalidArgument
 
-__all__ = ["array_module", "as_namespace", "to_numpy", "like", "device_of", "keeps_subnormals", "special", "namespace_named", "on_device",
-           "same_memory", "add_at", "is_torch", "TorchNumPy", "NAMESPACES",
+__all__ = ["array_module", "as_namespace", "to_numpy", "like", "device_of", "keeps_subnormals",
+           "special", "namespace_named", "on_device", "same_memory", "add_at", "is_torch",
+           "TorchNumPy", "NAMESPACES",
            "release_cached_memory", "CACHED_MEMORY_KEPT"]
 
 #: bytes of freed device memory the oracle's CuPy pool may keep between cases
@@ -112,8 +113,9 @@ class TorchNumPy:
         """Host arrays in ``obj`` (nested in tuples, lists and dicts) as arrays of this
         namespace on ``device``; everything else unchanged."""
         if isinstance(obj, np.ndarray):
-            return self.from_tensor(self._torch.as_tensor(np.ascontiguousarray(obj),
-                                                          device=device))
+            return self.from_tensor(self._torch.as_tensor(_own(obj), device=device))
+        if isinstance(obj, np.generic):  # torch's NumPy API takes no NumPy scalars
+            return obj.item()
         if isinstance(obj, (tuple, list)):
             return type(obj)(self._onto(o, device) for o in obj)
         if isinstance(obj, dict):
@@ -194,6 +196,12 @@ def _torch_namespace() -> TorchNumPy:
     return _TORCH
 
 
+def _own(a: np.ndarray) -> np.ndarray:
+    """``a``, or a contiguous writeable copy where it is not one (torch shares the
+    memory of a NumPy array it converts, and refuses read-only memory)."""
+    return a if a.flags.writeable and a.flags.c_contiguous else np.array(a, order="C")
+
+
 def is_torch(xp: Any) -> bool:
     """Whether ``xp`` is torch's namespace."""
     return isinstance(xp, TorchNumPy)
@@ -237,16 +245,17 @@ def as_namespace(a: Any, xp: Any, device: Any = None) -> Any:
             t = a.detach()
         elif type(a).__module__.startswith("torch"):
             t = xp.tensor(a)
+        elif type(a).__module__.startswith("cupy"):  # shared through DLPack, no host copy
+            t = torch.from_dlpack(a)
         else:
-            host = a if not type(a).__module__.startswith("cupy") else None
-            if host is None:  # a CuPy array: shared through DLPack, no host copy
-                t = torch.from_dlpack(a)
-            else:
-                t = torch.as_tensor(np.asarray(host))
+            t = torch.as_tensor(_own(np.asarray(a)))
         if device is not None and t.device != torch.device(device):
             t = t.to(device)
         return xp.from_tensor(t)
-    return xp.asarray(to_numpy(a)) if type(a).__module__.startswith("torch") else xp.asarray(a)
+    if type(a).__module__.startswith("torch"):  # torch's array to CuPy: DLPack, no copy
+        t = a if isinstance(a, _torch_namespace()._torch.Tensor) else _torch_namespace().tensor(a)
+        return xp.from_dlpack(t.detach().contiguous())
+    return xp.asarray(a)
 
 
 def keeps_subnormals(xp: Any) -> bool:
@@ -268,7 +277,7 @@ def like(a: Any, ref: Any) -> Any:
     """``a`` (a host array, a mask, a number) as an array of the namespace and on the
     device of ``ref``: what an operation between them needs."""
     xp = array_module(ref)
-    if xp is np or array_module(a) is xp and not is_torch(xp):
+    if xp is np or (array_module(a) is xp and not is_torch(xp)):
         return a
     return as_namespace(a, xp, device_of(ref))
 

@@ -360,8 +360,8 @@ def conv2d_tracked(
             dil = xp.zeros((nb, o, lh + span_h + rh, lw + span_w + rw))
             dil[:, :, lh:lh + span_h:sh, lw:lw + span_w:sw] = v  # inserted zeros: exact 0
             # tap (i, j) reads dil[hi + ph + lh - i dh]: from the last tap up, then reversed
-            win = _windows(dil, (ph + lh - (kh - 1) * dh, pw + lw - (kw - 1) * dw), (1, 1),
-                           (dh, dw), (h, wd), (kh, kw))[..., ::-1, ::-1]
+            win = xp.flip(_windows(dil, (ph + lh - (kh - 1) * dh, pw + lw - (kw - 1) * dw),
+                                   (1, 1), (dh, dw), (h, wd), (kh, kw)), axis=(-2, -1))
             return _group_columns(win, grp)  # (G, O/G*kH*kW, n*H*W)
         wmat = _map(weight, lambda v: v.reshape(grp, og, cg, kh, kw)
                     .transpose(0, 2, 1, 3, 4).reshape(grp, cg, og * kh * kw))

@@ -35,8 +35,9 @@ from __future__ import annotations
 import inspect
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -48,7 +49,8 @@ from ..ops import OPS, register_op
 from ..ops.base import IntegerInput, Op, Product
 from ..ops.plan import Dim
 from ..precision import PrecisionModel
-from ..tracked import Tracked
+from ..tracked import Tracked, moved
+from ..xp import array_module, device_of, is_torch, namespace_named, to_numpy
 from .capture import Reference, ShapeFacts, shape_facts
 from .capture import capture as capture_graph
 from .interpret import evaluate
@@ -449,27 +451,58 @@ class TracedOp(Op):
 
     def reference(self, inputs: Mapping[str, np.ndarray], params: Mapping[str, Any],
                   model: PrecisionModel, outputs: tuple[str, ...] = ()) -> dict[str, Tracked]:
+        """The tracked outputs, evaluated where ``inputs`` live: on the host for
+        host arrays; on their GPU for device arrays (CuPy's, or torch's CUDA
+        tensors), in torch's namespace there (:mod:`~numoracle.oracle.xp`), the
+        results handed back in the inputs' namespace (CuPy's through DLPack, no
+        copy): no intermediate value or radius crosses to the host."""
         self._check_inputs(inputs, params)
-        host = {k: np.asarray(v.get() if hasattr(v, "get") else v) for k, v in inputs.items()}
-        for k, spec in self.integer_inputs(params).items():
+        host = {k: np.asarray(to_numpy(v)) for k, v in inputs.items()}
+        integers = self.integer_inputs(params)
+        for k, spec in integers.items():
             host[k] = _as_integers(k, host[k], spec)
         values = {n: host[n] for n in self.ref.names}
         cotangents = {f"grad_{o}": host[f"grad_{o}"] for o in self._graded(params)}
         graph = capture_graph(self.ref, values, cotangents)
-        got = evaluate(graph, host, self.context(model), outputs)
-        return {k: _arrays(as_judged(v)) for k, v in got.items()}
+        ctx, back = _placement(self.context(model), inputs)
+        given = host if ctx.xp is np else {k: host[k] if k in integers else v
+                                           for k, v in inputs.items()}
+        got = evaluate(graph, given, ctx, outputs)
+        return {k: back(_arrays(as_judged(v))) for k, v in got.items()}
 
     def __repr__(self) -> str:
         return f"<traced op {self.name}: {self.ref.describe()}>"
 
 
+def _placement(ctx: RuleContext, inputs: Mapping[str, Any]
+               ) -> tuple[RuleContext, Callable[[Tracked], Tracked]]:
+    """Where a case's reference is evaluated: ``ctx`` in torch's namespace on the
+    GPU that holds a device input (CuPy's or torch's), else on the host; and what
+    hands a result back in the namespace of those inputs."""
+    for v in inputs.values():
+        xp = array_module(v)
+        if xp is np:
+            continue
+        device = device_of(v) if is_torch(xp) else f"cuda:{v.device.id}"
+        if is_torch(xp) and device.type != "cuda":
+            continue  # torch on the CPU: the host's NumPy does the same, faster
+        return replace(ctx, xp=namespace_named("torch"), device=device), partial(_handed, xp)
+    return ctx, lambda t: t
+
+
+def _handed(xp: Any, t: Tracked) -> Tracked:
+    """``t`` in the namespace ``xp`` a case's inputs came in (CuPy's through DLPack)."""
+    return t if is_torch(xp) else moved(t, xp)
+
+
 def _arrays(t: Tracked) -> Tracked:
     """``t`` with every field an array (rules on 0-d values may leave NumPy scalars)."""
     fields = {f: getattr(t, f) for f in ("value", "ref_err", "det", "prob", "mag", "lo")}
-    if all(isinstance(v, np.ndarray) or v is None for v in fields.values()):
+    if all(v is None or hasattr(v, "shape") for v in fields.values()):
         return t
-    fixed: dict[str, Any] = {f: v if v is None or isinstance(v, np.ndarray)
-                             else np.asarray(v, dtype=np.float64) for f, v in fields.items()}
+    xp = t.xp
+    fixed: dict[str, Any] = {f: v if v is None or hasattr(v, "shape")
+                             else xp.asarray(v, dtype=xp.float64) for f, v in fields.items()}
     return replace(t, **fixed)
 
 

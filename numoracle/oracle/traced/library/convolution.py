@@ -36,6 +36,7 @@ import numpy as np
 from ...ops.conv2d import conv2d_tracked
 from ...precision import gamma
 from ...tracked import Tracked, add, exact, folded, matmul, sum_
+from ...xp import array_module
 from ..rules import NoRule, RuleContext, rule
 from ._common import as_tracked, tmap_all
 from ._windows import Windows
@@ -156,8 +157,8 @@ def _conv_transposed_windows(ctx: RuleContext, x: Tracked, w: Tracked, bias: Tra
 
     def flip(a: np.ndarray) -> np.ndarray:
         a = a.reshape(groups, cing, coutg, *k).swapaxes(1, 2)
-        key: tuple[Any, ...] = (Ellipsis, *(slice(None, None, -1) for _ in range(d)))
-        a = a[key]
+        # (a reversed view on NumPy; torch's arrays take no negative step: a copy)
+        a = array_module(a).flip(a, axis=tuple(range(-d, 0)))
         return a.reshape(groups * coutg, cing, *k)
     wf = tmap_all(folded(w), flip)
     y = _conv_windows(ctx, xs, wf, None, (1,) * d, (0,) * d, dl, groups)

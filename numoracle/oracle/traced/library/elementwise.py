@@ -37,10 +37,9 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-import torch
 
 from ... import elementwise as ew
-from ...tracked import Tracked, add, aligned, bounded, folded, relu, sub
+from ...tracked import Tracked, add, aligned, bounded, folded, moved, relu, sub
 from ...xp import array_module, like, special, to_numpy
 from ..rules import NoRule, RuleContext, rule
 from ._common import as_tracked, decided, is_tracked, reach, scalar, scaled, unsure_of
@@ -330,6 +329,8 @@ def where_rule(ctx: RuleContext, cond: Any, a: Any, b: Any) -> Any:
     if not floating:
         return np.where(np.asarray(cond, dtype=bool), a, b)
     at, bt = (folded(t) for t in aligned(as_tracked(a, ctx.model), as_tracked(b, ctx.model)))
+    if not (is_tracked(a) or is_tracked(b)):  # two numbers: the result in the namespace
+        at, bt = moved(at, ctx.xp, ctx.device), moved(bt, ctx.xp, ctx.device)
     c = np.asarray(cond, dtype=bool)
     out = ew.where(c, at, bt)
     unsure = unsure_of(cond)

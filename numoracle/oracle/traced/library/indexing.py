@@ -25,13 +25,15 @@ or a gather index selects one position, with no rounding.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from ...tracked import Tracked, bounded, lsb_exponent, tcat
+from ...tracked import Tracked, aligned, bounded, lsb_exponent, tcat
+from ...xp import like, to_numpy
 from ..rules import NoRule, RuleContext, rule
 from ._common import Decision, as_tracked, is_tracked, reach, tmap_all
 from .pooling import scatter_add as _scatter
@@ -61,7 +63,7 @@ def accumulate_at(ctx: RuleContext, base: Any, src: Any, targets: np.ndarray) ->
     s = as_tracked(src, ctx.model)
     flat_b = tmap_all(b, lambda a: np.ravel(np.broadcast_to(a, shape)))
     flat_s = tmap_all(s, lambda a: np.ravel(np.broadcast_to(a, targets.shape)))
-    keep = (flat_b.value != 0) | (reach(flat_b) > 0)
+    keep = to_numpy((flat_b.value != 0) | (reach(flat_b) > 0))  # which terms are real
     where = np.concatenate([np.where(keep, np.arange(keep.size), -1), targets.reshape(-1)])
     terms = tcat([flat_b, flat_s], axis=0)
     with np.errstate(invalid="ignore"):  # an infinite term: its position is unbounded
@@ -75,15 +77,17 @@ def _exact_where_it_fits(ctx: RuleContext, out: Tracked, terms: Tracked,
     exact terms on a grid ``2^e`` whose magnitudes add up to at most
     ``2^(p + e)`` (``p`` the significant bits of the format the additions round
     in), so every partial sum is representable (the exact regime, DESIGN §2)."""
-    used = where >= 0
-    if not used.any() or np.any(terms.det[used] != 0) or np.any(terms.ref_err[used] != 0):
+    xp = terms.xp
+    used = like(where >= 0, terms.value)
+    if (not bool(used.any()) or bool(xp.any(terms.det[used] != 0))
+            or bool(xp.any(terms.ref_err[used] != 0))):
         return out
     values = terms.value[used]
-    if not np.any(np.isfinite(values) & (values != 0)):
+    if not bool(xp.any(xp.isfinite(values) & (values != 0))):
         fits = out.mag == 0  # nothing but zeros added
     else:
-        with np.errstate(over="ignore"):
-            top = np.ldexp(1.0, ctx.running_model().accumulate.p + lsb_exponent(values))
+        e = ctx.running_model().accumulate.p + lsb_exponent(values)
+        top = math.inf if e > 1023 else math.ldexp(1.0, e)
         fits = out.mag <= top
     if not fits.any():
         return out
@@ -125,18 +129,20 @@ def index_put_rule(ctx: RuleContext, x: Any, indices: Sequence[Any], values: Any
         out = np.array(x, copy=True)
         out.reshape(-1)[flat] = np.broadcast_to(np.asarray(values), pos.shape).reshape(-1)
         return out
-    b, v = as_tracked(x, ctx.model), as_tracked(values, ctx.model)
+    b, v = aligned(as_tracked(x, ctx.model), as_tracked(values, ctx.model))
+    xp = b.xp
+    at = like(flat, b.value)
 
-    def put(get: Any) -> np.ndarray:
-        out = np.array(np.broadcast_to(get(b), shape), dtype=np.float64)
-        out.reshape(-1)[flat] = np.broadcast_to(get(v), pos.shape).reshape(-1)
+    def put(get: Any) -> Any:
+        out = xp.array(xp.broadcast_to(get(b), shape), dtype=xp.float64)
+        out.reshape(-1)[at] = xp.broadcast_to(get(v), pos.shape).reshape(-1)
         return out
 
-    def ns(t: Tracked) -> np.ndarray:
-        return np.broadcast_to(np.asarray(t.n, dtype=np.float64), t.value.shape)
+    def ns(t: Tracked) -> Any:
+        return xp.broadcast_to(like(np.asarray(t.n, dtype=np.float64), b.value), t.value.shape)
     return bounded(put(lambda t: t.value), put(lambda t: t.det), put(lambda t: t.prob),
                    ref_err=put(lambda t: t.ref_err), mag=put(lambda t: t.mag),
-                   n=put(ns).astype(np.int64))
+                   n=np.asarray(to_numpy(put(ns))).astype(np.int64))
 
 
 @rule("aten.scatter_add.default")

@@ -26,6 +26,7 @@ import numpy as np
 
 from ... import elementwise as ew
 from ...tracked import Tracked, exact, folded, negated, sum_
+from ...xp import array_module
 from ..rules import NoRule, RuleContext, rule
 from ._common import as_tracked, tmap_all
 
@@ -48,7 +49,7 @@ def _picked(ctx: RuleContext, x: Tracked, target: np.ndarray, weight: Any,
         pick = tmap_all(x, lambda a: np.take_along_axis(a, np.expand_dims(safe, 1), axis=1)[:, 0])
     neg = negated(replace(tmap_all(pick, lambda a: a * kept), n=pick.n))
     if weight is None:
-        return neg, exact(kept.astype(np.float64)), kept
+        return neg, exact(ctx.array(kept.astype(np.float64))), kept
     w = as_tracked(weight, ctx.model)
     wt = tmap_all(w, lambda a: a[safe] * kept)
     return ew.mul(neg, wt, ctx.model), wt, kept
@@ -57,7 +58,7 @@ def _picked(ctx: RuleContext, x: Tracked, target: np.ndarray, weight: Any,
 def _total(ctx: RuleContext, wt: Tracked) -> Tracked:
     flat = tmap_all(wt, np.ravel)
     return sum_(flat, axis=0, model=ctx.running_model()) if flat.value.size else \
-        exact(np.zeros(()))
+        exact(flat.xp.zeros(()))
 
 
 @rule("aten.nll_loss_forward.default", "aten.nll_loss2d_forward.default")
@@ -67,7 +68,7 @@ def nll_loss_rule(ctx: RuleContext, x: Tracked, target: np.ndarray, weight: Any,
         raise NoRule(f"no rule for aten.nll_loss_forward with {reduction=}")
     picked, wt, _ = _picked(ctx, x, target, weight, ignore_index)
     if REDUCTIONS[reduction] == "none":  # torch leaves the total weight 0
-        return picked, exact(np.zeros(()))
+        return picked, exact(picked.xp.zeros(()))
     total = _total(ctx, wt)
     s = sum_(tmap_all(picked, np.ravel), axis=0, model=ctx.running_model()) \
         if picked.value.ndim else picked
@@ -95,8 +96,8 @@ def nll_loss_backward_rule(ctx: RuleContext, grad: Tracked, x: Tracked, target: 
     shape = x.shape
     axis = 1 if len(shape) > 1 else 0
 
-    def place(a: np.ndarray) -> np.ndarray:
-        out = np.zeros(shape)
+    def place(a: Any) -> Any:
+        out = array_module(a).zeros(shape)
         if len(shape) == 1:
             out[safe] = a
             return out

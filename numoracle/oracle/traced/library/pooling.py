@@ -36,6 +36,7 @@ import numpy as np
 from ... import elementwise as ew
 from ...precision import gamma
 from ...tracked import U64, Tracked, bounded, exact, folded, matmul
+from ...xp import add_at, like
 from ..rules import RuleContext, rule
 from ._common import index_set, reach, tmap_all
 from ._windows import Windows, windows
@@ -122,22 +123,26 @@ def scatter_add(ctx: RuleContext, g: Tracked, targets: np.ndarray, shape: tuple[
     tg = np.broadcast_to(targets, g.value.shape).reshape(rows, -1)
     ok = tg >= 0
     col = np.where(ok, tg, 0) + (np.arange(rows) * plane)[:, None]
+    xp = g.xp
+    at, ok_here = like(col[ok], g.value), like(ok, g.value)
 
-    def add_at(a: Any) -> np.ndarray:
-        out = np.zeros(rows * plane)
-        np.add.at(out, col[ok], np.broadcast_to(a, g.value.shape).reshape(rows, -1)[ok])
+    def add_up(a: Any) -> Any:
+        out = xp.zeros(rows * plane)
+        add_at(out, at, xp.broadcast_to(a, g.value.shape).reshape(rows, -1)[ok_here])
         return out.reshape(shape)
-    value, mag = add_at(g.value), add_at(np.abs(g.value))
-    count = add_at(np.ones(g.value.shape))
-    det, prob, ref = add_at(g.det), add_at(g.prob), add_at(g.ref_err)
+    value, mag = add_up(g.value), add_up(xp.abs(g.value))
+    # the number of terms of each element (on the host, as accumulation lengths are)
+    count = np.bincount(col[ok], minlength=rows * plane).reshape(shape).astype(np.float64)
+    det, prob, ref = add_up(g.det), add_up(g.prob), add_up(g.ref_err)
     h = np.maximum(count - 1, 0)
     model = ctx.running_model()  # the storage format where eager adds into the gradient
     u = model.acc_unit()
-    rounding = gamma(h, u) * (mag + det) + h * model.accumulate.tiny
-    ref = ref + gamma(h, U64) * mag
-    exact_here = (h == 0)
-    det = np.where(exact_here, det, det + rounding)
-    prob = np.where(exact_here, prob, prob + rounding)
+    g_acc, g_64 = like(gamma(h, u), g.value), like(gamma(h, U64), g.value)
+    tiny, exact_here = like(h * model.accumulate.tiny, g.value), like(h == 0, g.value)
+    rounding = g_acc * (mag + det) + tiny
+    ref = ref + g_64 * mag
+    det = xp.where(exact_here, det, det + rounding)
+    prob = xp.where(exact_here, prob, prob + rounding)
     return bounded(value, det, prob, ref_err=ref, mag=mag,
                    n=np.maximum(count, 1).astype(np.int64))
 

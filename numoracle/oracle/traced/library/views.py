@@ -105,7 +105,9 @@ def squeeze_rule(ctx: RuleContext, x: Any, dim: Any = None) -> Any:
     shape = np.shape(_values(x))
     dims = dims_of(dim, len(shape))
     drop = tuple(d for d in dims if d < len(shape) and shape[d] == 1)
-    return move(x, lambda a: np.squeeze(a, axis=drop) if drop else a)
+    def squeeze(a: Any) -> Any:
+        return a.reshape(tuple(n for i, n in enumerate(a.shape) if i not in drop))
+    return move(x, squeeze if drop else lambda a: a)
 
 
 @rule("aten.unsqueeze.default")
