@@ -75,6 +75,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="run candidates in this process (default: a process per candidate)")
     p.add_argument("--report", type=Path, default=None, metavar="FILE",
                    help="also write every judgement to FILE (JSON)")
+    p.add_argument("--backward", action=argparse.BooleanOptionalAction, default=None,
+                   help="judge gradients too, against the traced vjp of Model (default: "
+                        "when the candidate defines a backward)")
     p.add_argument("--jobs", type=_count, default=1, metavar="N",
                    help="judgements run at once, each in processes of its own (default 1)")
     p.set_defaults(func=_cmd_kernelbench)
@@ -120,7 +123,8 @@ def _cmd_kernelbench(args: argparse.Namespace, console: Console) -> int:
         raise InvalidArgument(f"--device {args.device!r} is unknown; use cpu or cuda")
     files = _files(args.candidates)
     options = {"examples": args.examples, "seed": args.seed, "device": args.device,
-               "timeout": args.timeout, "case": case, "isolated": not args.no_isolate}
+               "timeout": args.timeout, "case": case, "isolated": not args.no_isolate,
+               "backward": args.backward}
     # "cuda" (no index) on two GPUs or more: side by side, one process per GPU
     from ..running.devices import gpu_devices  # noqa: PLC0415 - loaded when judging
 

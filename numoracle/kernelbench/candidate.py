@@ -295,12 +295,82 @@ def run_case(cls: type[torch.nn.Module], request: Mapping[str, Any], *, memory: 
     tampered = _replaced(pins, "in the judged call")
     if tampered:
         return {**answer, **tampered}
-    return {**answer, **_collect(got, args, before, specs, request, memory, buf)}
+    collected = _collect(got, args, before, specs, request, memory, buf)
+    if "pieces" not in collected or not request.get("backward"):
+        return {**answer, **collected}
+    del got
+    return {**answer, **collected,
+            **_backward(model, args, state, request, memory, buf, pins, collected)}
 
 
 def _start_size(t: torch.Tensor) -> tuple[int, int]:
     lo, hi = _range(t)
     return lo, hi - lo
+
+
+def _parameter_names(model: torch.nn.Module, state: Mapping[str, torch.Tensor]
+                     ) -> dict[str, str]:
+    """The reference's name of each of ``model``'s parameters, by its own name: the
+    same name, else the state tensor it was bound from (equal values and shape)."""
+    out = {}
+    for name, p in model.named_parameters():
+        if name in state:
+            out[name] = name
+            continue
+        for ref_name, t in state.items():
+            if t.shape == p.shape and ref_name not in out.values() and torch.equal(
+                    t.to(p.dtype).to(p.device), p.detach()):
+                out[name] = ref_name
+                break
+    return out
+
+
+def _backward(model: torch.nn.Module, args: list[Any], state: Mapping[str, torch.Tensor],
+              request: Mapping[str, Any], memory: RawMemory, buf: Any, pins: Pins,
+              collected: Mapping[str, Any]) -> dict[str, Any]:
+    """The candidate's gradients, w.r.t. its floating inputs and parameters, of the
+    outputs against the judge's cotangents (``backward_pieces``: input ``i`` as
+    ``"input:i"``, a parameter by the reference's name as ``"param:name"``)."""
+    device, tdtype = request["device"], DTYPES[request["dtype"]]
+    names = _parameter_names(model, state)
+    leaves = [a.detach().requires_grad_(True) if _type(a) is _Tensor and _isfloat(a) else a
+              for a in args]
+    wrt = [(f"input:{k}", a) for k, a in enumerate(leaves)
+           if _type(a) is _Tensor and a.requires_grad]
+    wrt += [(f"param:{names[n]}", p) for n, p in model.named_parameters()
+            if n in names and p.requires_grad]
+    try:
+        with torch.enable_grad():
+            outs = _outputs(model(*leaves))
+            live = [(o, c) for o, c in zip(outs, request["backward"], strict=True)
+                    if _type(o) is _Tensor and o.requires_grad and c is not None]
+            if not live:
+                return {"backward_note": "its outputs carry no autograd graph: its "
+                                         "backward is not judged"}
+            cots = [torch.from_numpy(np.ascontiguousarray(c)).to(device=device, dtype=tdtype)
+                    for _, c in live]
+            grads = torch.autograd.grad([o for o, _ in live], [t for _, t in wrt],
+                                        grad_outputs=cots, allow_unused=True)
+        if memory.cuda:
+            torch.cuda.synchronize()
+    except torch.OutOfMemoryError as exc:
+        return {"fault": f"the candidate's backward ran out of device memory ({exc})",
+                "fault_kind": "oom"}
+    except Exception as exc:  # noqa: BLE001 - a backward that raises fails
+        text = str(exc).splitlines()[0] if str(exc) else ""
+        return {"fault": f"the candidate's backward raised {type(exc).__name__}: {text}",
+                "fault_kind": "backward"}
+    tampered = _replaced(pins, "in its backward")
+    if tampered:
+        return tampered
+    shared = _Shared(buf, memory)
+    shared.used = max(p[0] + span_bytes(p[1], p[2], 8) for ps in collected["pieces"]
+                      for p in ps) if collected["pieces"] else 0
+    pieces = {}
+    for (label, t), g in zip(wrt, grads, strict=True):
+        g = torch.zeros_like(t) if g is None else _contiguous(g.detach())
+        pieces[label] = _take(shared, -1, g, ())
+    return {"backward_pieces": pieces}
 
 
 def _name(request: Mapping[str, Any], k: int) -> str:

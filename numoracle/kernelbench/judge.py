@@ -53,7 +53,7 @@ import torch
 from ..checking.verdict import OutputVerdict, compare
 from ..errors import InvalidArgument
 from ..oracle.precision import get_model
-from ..oracle.traced.capture import Reference, capture, decomposition_table
+from ..oracle.traced.capture import Reference, capture, decomposition_table, output_names
 from ..oracle.traced.interpret import evaluate
 from ..oracle.traced.rules import RULES, NoRule, RuleContext
 from ..oracle.tracked import Tracked
@@ -76,6 +76,7 @@ from .sampling import RowPlan, row_plan, sample_rows
 from .sandbox import InProcess, Sandbox
 
 __all__ = ["judge", "Judgement", "CaseResult", "PRECISIONS", "DEFAULT_MAX_BYTES",
+           "defines_backward",
            "PASS_OFFICIAL", "NOT_JUDGED",
            "check_candidate_file", "missing_rules"]
 
@@ -116,6 +117,8 @@ class CaseResult:
     raised: bool = False
     #: what stops the candidate from being judged at all (a missing package): not its fault
     not_judged: str | None = None
+    #: whether the candidate's gradients were judged on this case
+    backward: bool = False
     #: the ATen ops of the candidate's first call, and of torch's reference
     ops: list[str] = field(default_factory=list)
     reference_ops: list[str] = field(default_factory=list)
@@ -137,7 +140,8 @@ class CaseResult:
         where = (f"; worst at {w.index}: exact {w.reference:.9g}, got {w.got:.9g}, bound "
                  f"{w.bound:.3g}" if w is not None else "")
         text = o.nonfinite or f"{o.mismatched} of {o.count} elements outside the bound"
-        return f"output {o.name}: {text} (worst ratio {o.worst_ratio:.3g}){where}"
+        label = o.name if o.name.startswith("grad ") else f"output {o.name}"
+        return f"{label}: {text} (worst ratio {o.worst_ratio:.3g}){where}"
 
 
 @dataclass
@@ -165,6 +169,8 @@ class Judgement:
     ops: list[str] = field(default_factory=list)
     #: whether it dispatches every computing op of torch's reference (a wrapper)
     wrapper: bool = False
+    #: whether its gradients were judged too
+    backward: bool = False
 
     @property
     def passed(self) -> bool:
@@ -185,7 +191,8 @@ class Judgement:
              "kernelbench": self.kernelbench, "notes": self.notes, "missing": self.missing,
              "degenerate": self.degenerate, "seconds": round(self.seconds, 3),
              "worst_ratio": self.worst_ratio, "dropped": self.dropped,
-             "refusals": self.refusals, "ops": self.ops, "wrapper": self.wrapper}
+             "refusals": self.refusals, "ops": self.ops, "wrapper": self.wrapper,
+             "backward": self.backward}
         if self.failing is not None:
             d["failing_case"] = self.failing.case.describe()
             d["failing_official"] = self.failing is self.official
@@ -199,7 +206,8 @@ class _Context:
     """What every case of one judgement shares."""
 
     def __init__(self, problem: Problem, candidate: Path, precision: str, device: str,
-                 timeout: float, max_bytes: int, isolated: bool = True) -> None:
+                 timeout: float, max_bytes: int, isolated: bool = True,
+                 backward: bool = False) -> None:
         if precision not in PRECISIONS:
             raise InvalidArgument(f"precision={precision!r} is unknown; use one of "
                                   f"{tuple(PRECISIONS)}")
@@ -215,6 +223,8 @@ class _Context:
         #: how an official instance too large for float64 is sampled (None: it is not)
         self.plan: RowPlan | None = None
         self._worker: Sandbox | InProcess | None = None
+        #: whether gradients are judged too (the candidate's against the traced vjp)
+        self.backward = backward
 
     def run(self, case: KBCase) -> CaseResult:
         t0 = time.perf_counter()
@@ -234,12 +244,20 @@ class _Context:
             result.fault, result.seconds = ref.fault, time.perf_counter() - t0
             result.out_of_memory, result.rejected = ref.out_of_memory, not ref.out_of_memory
             return result
+        cots = _cotangents(ref.specs, case.seed, self.dtype) \
+            if self.backward and not case.rows else None
         request = {"init": init, "state": state, "first": first, "second": second,
                    "layouts": list(layouts), "device": self.device, "dtype": self.dtype_name,
                    "tf32": self.tf32, "seed": case.seed, "calls": 2, "rows": list(case.rows),
                    "outputs": ref.specs, "input_aliases": ref.input_aliases,
-                   "output_aliases": ref.output_aliases, "names": list(p.input_names)}
-        answer = self.worker().run(request, _capacity(ref.specs, case.rows))
+                   "output_aliases": ref.output_aliases, "names": list(p.input_names),
+                   "backward": cots}
+        capacity = _capacity(ref.specs, case.rows)
+        if cots is not None:
+            capacity = 4 * capacity + 16 * (sum(a.size for a in second
+                                                if isinstance(a, np.ndarray))
+                                            + sum(np.size(v) for v in state.values()))
+        answer = self.worker().run(request, capacity)
         result.notes = list(answer.get("notes", []))
         result.ops = list(answer.get("ops", []))
         result.fault = answer.get("fault")
@@ -270,6 +288,9 @@ class _Context:
             result.outputs = [self._compare(i, g, r) for i, (g, r) in
                               enumerate(zip(got, refs, strict=True))]
             result.passed = all(o.passed for o in result.outputs)
+            if result.passed and cots is not None:
+                with p.at(sizes):
+                    self.gradients(result, sizes, state, second, cots, answer)
         result.degenerate = all(_within_bound_of_zero(r) for r in refs)
         result.seconds = time.perf_counter() - t0
         return result
@@ -287,21 +308,61 @@ class _Context:
             self._worker = None
 
     def reference(self, sizes: Mapping[str, Any], state: Mapping[str, np.ndarray],
-                  args: Sequence[Any]) -> list[Any]:
-        """The exact outputs and bounds of ``Model.forward`` on ``args``."""
+                  args: Sequence[Any], cotangents: Sequence[np.ndarray] | None = None
+                  ) -> Any:
+        """The exact outputs and bounds of ``Model.forward`` on ``args``; with
+        ``cotangents`` (one per output), (outputs, {gradient label: exact gradient})
+        for every floating input (``input:k``) and parameter (``param:name``)."""
         model = self.problem.model(sizes)
         model.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in state.items()},
                               strict=True)
         _batch_statistics_only(model)
         names = self.problem.input_names
-        ref = Reference(model, names)
+        labels: dict[str, str] = {}
+        if cotangents is not None:
+            labels = {n: f"input:{k}" for k, (n, a) in enumerate(zip(names, args,
+                                                                      strict=False))
+                      if isinstance(a, np.ndarray) and a.dtype.kind == "f"}
+            labels.update({i: f"param:{p}" for i, p in Reference(model, names).state.items()})
+        ref = Reference(model, names, grads=tuple(labels))
         tensors: dict[str, Any] = dict(zip(names, args, strict=False))
         params = dict(model.named_parameters())
         for input_name, pname in ref.state.items():
             tensors[input_name] = params[pname].detach().numpy().astype(np.float64)
-        graph = capture(ref, tensors)
-        out = evaluate(graph, tensors, RuleContext(self.model))
-        return [out[n] for n in graph.outputs]
+        if cotangents is None:
+            graph = capture(ref, tensors)
+            out = evaluate(graph, tensors, RuleContext(self.model))
+            return [out[n] for n in graph.outputs]
+        outs = output_names(ref.call({k: torch.as_tensor(np.asarray(v, dtype=np.float64))
+                                      if isinstance(v, np.ndarray) and v.dtype.kind == "f"
+                                      else torch.as_tensor(v) for k, v in tensors.items()}))
+        cots = {f"grad_{n}": np.asarray(c, dtype=np.float64)
+                for n, c in zip(outs, cotangents, strict=True)}
+        graph = capture(ref, tensors, cots)
+        out = evaluate(graph, {**tensors, **cots}, RuleContext(self.model))
+        return ([out[n] for n in outs],
+                {label: out[f"grad_{name}"] for name, label in labels.items()})
+
+    def gradients(self, result: CaseResult, sizes: Mapping[str, Any],
+                 state: Mapping[str, np.ndarray], args: Sequence[Any],
+                 cotangents: Sequence[np.ndarray], answer: Mapping[str, Any]) -> None:
+        """Judge the candidate's gradients in ``answer`` against the traced vjp."""
+        if "backward_note" in answer:
+            result.notes.append(answer["backward_note"])
+            return
+        _, exact = self.reference(sizes, state, args, cotangents)
+        names = self.problem.input_names
+        for label, pieces in answer["backward_pieces"].items():
+            if label not in exact:
+                continue
+            got = answer["gradients"][label]
+            kind, _, what = label.partition(":")
+            name = f"grad {names[int(what)] if kind == 'input' else what}"
+            verdict = self._compare(0, got, exact[label])
+            verdict.name = name
+            result.outputs.append(verdict)
+        result.passed = all(o.passed for o in result.outputs)
+        result.backward = True
 
     def _compare(self, i: int, got: np.ndarray, ref: Any) -> OutputVerdict:
         name = f"out{i}"
@@ -315,6 +376,20 @@ class _Context:
                              worst_ratio=ratio, median_ratio=ratio, worst_ratio_det=ratio,
                              worst_ratio_prob=ratio, median_ratio_det=ratio,
                              median_ratio_prob=ratio, exact=True)
+
+
+def _cotangents(specs: Sequence[Any], seed: int, dtype: torch.dtype
+                ) -> list[np.ndarray] | None:
+    """One cotangent per output, uniform in [-1, 1) and exact in ``dtype`` (None where an
+    output is not floating: no vjp)."""
+    if not all(spec[1] in DTYPES for spec in specs):
+        return None
+    rng = np.random.default_rng(seed + 0x5EED)
+    out = []
+    for shape, _, _ in specs:
+        c = torch.from_numpy(rng.uniform(-1.0, 1.0, shape).astype(np.float32)).to(dtype)
+        out.append((c.float() if dtype != torch.float32 else c).numpy())
+    return out
 
 
 def _capacity(specs: Sequence[Any], rows: Sequence[int]) -> int:
@@ -444,6 +519,18 @@ def _drawn(ctx: _Context, small: Mapping[str, int], examples: int, seed: int, sh
     return tally
 
 
+def defines_backward(path: str | Path) -> bool:
+    """Whether the candidate file defines a class with a ``backward`` method (an
+    autograd Function of its own): then its gradients are judged by default."""
+    try:
+        tree = ast.parse(Path(path).read_text())
+    except (OSError, SyntaxError):
+        return False
+    return any(isinstance(n, ast.ClassDef) and any(
+        isinstance(m, ast.FunctionDef) and m.name == "backward" for m in n.body)
+        for n in ast.walk(tree))
+
+
 def check_candidate_file(path: str | Path) -> None:
     """Refuse a candidate file that does not parse or defines no ``ModelNew``, without
     running it (running it may compile CUDA: that happens in the worker).
@@ -473,7 +560,8 @@ def judge(problem: str | Path, candidate: str | Path, *, precision: str = "fp32"
           examples: int = 20, seed: int = 0, device: str = "cpu", timeout: float = 120.0,
           max_bytes: int = DEFAULT_MAX_BYTES, case: KBCase | None = None,
           isolated: bool = True, shrink: bool = True,
-          progress: Callable[[int], None] | None = None) -> Judgement:
+          progress: Callable[[int], None] | None = None,
+          backward: bool | None = None) -> Judgement:
     """Judge the candidate file against the problem file.
 
     Parameters
@@ -507,6 +595,12 @@ def judge(problem: str | Path, candidate: str | Path, *, precision: str = "fp32"
         first failing case drawn, as a survey of many candidates may prefer).
     progress : callable or None
         Called with 1 after every case run (a progress display's advance).
+    backward : bool or None
+        Judge the candidate's gradients w.r.t. its inputs and parameters too,
+        against the traced vjp of ``Model`` under the same claim, on the same
+        cases (cotangents drawn per case); None: when the candidate's file
+        defines a ``backward`` (its own autograd Function). A candidate whose
+        outputs carry no autograd graph is said so, not failed.
 
     Returns
     -------
@@ -518,7 +612,8 @@ def judge(problem: str | Path, candidate: str | Path, *, precision: str = "fp32"
         prob = load_problem(problem)
         check_candidate_file(candidate)
         ctx = _Context(prob, Path(candidate), precision, device, timeout, max_bytes,
-                       isolated)
+                       isolated, defines_backward(candidate) if backward is None else backward)
+        out.backward = ctx.backward
     except BadFile as exc:
         out.status, out.reason = "refused", str(exc)
         return out
@@ -653,7 +748,9 @@ def _judge(ctx: _Context, out: Judgement, examples: int, seed: int,
         return out
     if failing is None:
         out.status = "pass"
-        out.reason = f"{out.cases} cases within the {ctx.precision} bound"
+        out.reason = f"{out.cases} cases within the {ctx.precision} bound" + (
+            " (outputs and gradients)" if ctx.backward and out.official is not None
+            and out.official.backward else "")
         return out
     out.status, out.failing = "fail", failing
     out.worst_ratio = failing.worst_ratio

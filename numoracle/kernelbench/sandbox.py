@@ -138,6 +138,17 @@ def read_output(buf: Any, pieces: Sequence[Sequence[Any]], dtype: str,
     return np.stack(parts) if stacked else parts[0]
 
 
+def _read_all(buf: Any, request: Mapping[str, Any], result: dict[str, Any]) -> None:
+    """Rebuild the outputs (``outputs``) and gradients (``gradients``) ``result`` names."""
+    if "pieces" in result:
+        result["outputs"] = [read_output(buf, p, spec[1], bool(request["rows"]))
+                             for p, spec in zip(result["pieces"], request["outputs"],
+                                                strict=True)]
+    if "backward_pieces" in result:
+        result["gradients"] = {k: read_output(buf, p, request["dtype"], False)
+                               for k, p in result["backward_pieces"].items()}
+
+
 class InProcess:
     """The candidate run in the judge's own process (no isolation, no pins that hold:
     for debugging a candidate), with :class:`Sandbox`'s interface."""
@@ -164,10 +175,7 @@ class InProcess:
         buf = bytearray(max(capacity, 1))
         result: dict[str, Any] = self.run_module.run_case(
             self.cls, request, memory=self.memory, buf=buf, pins=self.pins)
-        if "pieces" in result:
-            result["outputs"] = [read_output(buf, p, spec[1], bool(request["rows"]))
-                                 for p, spec in zip(result["pieces"], request["outputs"],
-                                                    strict=True)]
+        _read_all(buf, request, result)
         return result
 
     def close(self) -> None:
@@ -290,10 +298,7 @@ class Sandbox:
                              f"{self.timeout:g} s (hung? set timeout= or --timeout); its "
                              "process was killed", "fault_kind": "hang", "notes": []}
         result: dict[str, Any] = dict(answer[1])
-        if "pieces" in result:
-            result["outputs"] = [read_output(self.buf, p, spec[1], bool(request["rows"]))
-                                 for p, spec in zip(result["pieces"], request["outputs"],
-                                                    strict=True)]
+        _read_all(self.buf, request, result)
         if result.get("fault_kind") in ("cuda", "exit"):
             self._stop()
         return result

@@ -212,3 +212,31 @@ def test_cases_the_reference_rejects_are_dropped_and_counted(problems: Path,
     assert j.status == "pass", j.reason
     assert j.dropped > 0
     assert any(f"{j.dropped} drawn case" in n and "rejects dropped" in n for n in j.notes)
+
+
+@pytest.mark.parametrize(("problem", "candidate", "words"), [
+    ("relu", "relu_custom_backward", None),
+    ("gemm_gelu", "gemm_gelu_custom_backward", None),
+    ("relu", "relu_backward_no_mask", "grad x:"),
+    ("gemm_gelu", "gemm_gelu_weight_grad_zero", "grad linear.weight:"),
+])
+def test_a_candidates_own_backward_is_judged(problems: Path, candidates: Path, problem: str,
+                                             candidate: str, words: str | None) -> None:
+    j = run(problems, candidates, problem, candidate, examples=10)
+    assert j.backward  # on by default: the file defines a backward
+    if words is None:
+        assert j.status == "pass" and "(outputs and gradients)" in j.reason, j.reason
+    else:
+        assert j.status == "fail" and words in j.reason, j.reason
+
+
+def test_backward_is_judged_on_request_and_through_the_candidates_process(
+        problems: Path, candidates: Path) -> None:
+    j = run(problems, candidates, "gemm_gelu", "gemm_gelu_correct", examples=0,
+            backward=True, isolated=True)
+    assert j.status == "pass" and "(outputs and gradients)" in j.reason, j.reason
+    assert not run(problems, candidates, "gemm_gelu", "gemm_gelu_correct",
+                   examples=0).backward  # torch ops only: off unless asked
+    bad = run(problems, candidates, "relu", "relu_backward_no_mask", examples=8,
+              isolated=True)
+    assert bad.status == "fail" and "grad x:" in bad.reason, bad.reason
