@@ -7,7 +7,10 @@
 #   exploits_gpu.md/.json  every exploit of tests/kernelbench/data/exploits/ judged with
 #                          --device cuda (side_stream included), its verdict and reason
 #   control.json           correct candidates (softmax, relu, ReLU refusing strided inputs)
-#                          judged on the GPU: they must pass
+#                          judged on the GPU: they must pass (the last one on official
+#                          inputs only)
+#   backward.json          a linear layer's own backward, right and with the weight's
+#                          gradient dropped: pass and FAIL (grad linear.weight)
 #   tests.log              the GPU-marked exploit tests (pytest -m gpu): each must FAIL
 #   times.txt              seconds per part
 # Without a CUDA device it says so and exits 0.
@@ -30,7 +33,11 @@ timeout 200 python3 -m pytest tests/kernelbench/test_exploits.py -m gpu -q -n 4 
     --report "$OUT/kbench/control_softmax.json"
   timeout 200 python3 -m numoracle kernelbench $D/problems/relu.py \
     $D/candidates/relu_correct.py $D/candidates/relu_contiguous_only.py --device cuda \
-    --examples 8 --report "$OUT/kbench/control.json" ) > "$OUT/kbench/control.log" 2>&1 &
+    --examples 8 --report "$OUT/kbench/control.json"
+  timeout 200 python3 -m numoracle kernelbench $D/problems/gemm_gelu.py \
+    $D/candidates/gemm_gelu_custom_backward.py $D/candidates/gemm_gelu_weight_grad_zero.py \
+    --device cuda --examples 6 --report "$OUT/kbench/backward.json"
+) > "$OUT/kbench/control.log" 2>&1 &
 wait
 echo "exploits, tests and controls: $(( $(date +%s) - start )) s" >> "$OUT/kbench/times.txt"
 tail -3 "$OUT/kbench/tests.log"
