@@ -65,6 +65,7 @@ import pickle
 import re
 import signal
 import sys
+import sysconfig
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -219,7 +220,9 @@ class _Died(Exception):
 
 def last_frame(dump: str) -> str:
     """``"; its last Python line: FILE:LINE in FUNCTION"`` from a faulthandler
-    dump (the innermost frame of the thread that crashed), or ``""``.
+    dump: the innermost frame of the crashed thread outside Python's and the
+    installed packages' own files (the kernel's line, not ``ctypes``'), else
+    the innermost; ``""`` when the dump names none.
 
     Examples
     --------
@@ -228,11 +231,14 @@ def last_frame(dump: str) -> str:
     '; its last Python line: bad.py:7 in segfault'
     """
     crashed = dump[dump.find("Current thread"):] if "Current thread" in dump else dump
-    found = re.search(r'File "([^"]+)", line (\d+) in (\S+)', crashed)
-    if found is None:
+    frames = re.findall(r'File "([^"]+)", line (\d+) in (\S+)', crashed)
+    if not frames:
         return ""
-    return f"; its last Python line: {Path(found.group(1)).name}:{found.group(2)} in " \
-           f"{found.group(3)}"
+    libraries = {sysconfig.get_paths()[k] for k in ("stdlib", "purelib", "platlib")}
+    libraries.add(str(Path(__file__).resolve().parents[1]))  # numoracle's own calls
+    own = [f for f in frames if not any(f[0].startswith(lib) for lib in libraries)]
+    path, line, function = (own or frames)[0]
+    return f"; its last Python line: {Path(path).name}:{line} in {function}"
 
 
 def _needs_main(spec: tuple[Any, ...]) -> bool:
