@@ -58,7 +58,7 @@ import numpy as np
 from ..errors import InvalidArgument
 from .formats import representable
 from .precision import PrecisionModel
-from .tracked import U64, Tracked, aligned, bounded, folded, two_product_error
+from .tracked import U64, Tracked, aligned, bounded, folded, may_be_exact, two_product_error
 from .xp import array_module as _xp
 from .xp import keeps_subnormals, like
 
@@ -133,7 +133,7 @@ def mul(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
         scaled = (xp.abs(value) + det + ref_err) * u + tiny
         det, prob = det * (1 + u) + scaled, prob * (1 + u) + scaled
         exact_here = None
-        if keeps_subnormals(xp):
+        if keeps_subnormals(xp) and may_be_exact(a, b):
             err = two_product_error(*xp.broadcast_arrays(a.value, b.value))
             exact_here = (_exact_inputs(a, b) & (err == 0) & xp.isfinite(value)
                           & ((value != 0) | (a.value == 0) | (b.value == 0))
@@ -168,7 +168,7 @@ def div(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
         scaled = (q + det + ref_err) * u + tiny
         det, prob = det * (1 + u) + scaled, prob * (1 + u) + scaled
         exact_here = None
-        if keeps_subnormals(xp):
+        if keeps_subnormals(xp) and may_be_exact(a, b):
             av, bv = xp.broadcast_arrays(a.value, b.value)
             err = xp.where(value * bv == av, two_product_error(value, bv), 1.0)
             exact_here = (_exact_inputs(a, b) & (err == 0) & xp.isfinite(value) & (bv != 0)
@@ -200,7 +200,7 @@ def sqrt(t: Tracked, model: PrecisionModel, *, ulps: float | None = None) -> Tra
         scaled = 2.0 * ulps * u * (value + det + ref_err) + ulps * tiny
         det, prob = det + scaled, prob + scaled
         exact_here = None
-        if keeps_subnormals(xp):
+        if keeps_subnormals(xp) and may_be_exact(t):
             square_exact = (value * value == v) & (two_product_error(value, value) == 0)
             exact_here = (_exact_inputs(t) & square_exact
                           & representable(value, model.accumulate))

@@ -70,7 +70,8 @@ from .xp import (
 )
 
 __all__ = ["Tracked", "exact", "bounded", "moved", "aligned", "negated", "scaled_exactly",
-           "folded", "any_nonzero", "two_product_error", "unjudged", "concat", "tmap", "tcat",
+           "folded", "any_nonzero", "has_zero", "may_be_exact", "two_product_error",
+           "unjudged", "concat", "tmap", "tcat",
            "add", "sub", "relu", "relu_mask_mul", "mul_scalar", "either", "matmul", "sum_",
            "store", "lsb_exponent",
            "ESCALATE_SHARE", "SINGLE_SUMS"]
@@ -161,6 +162,23 @@ def any_nonzero(r: Any) -> bool:
 
 
 _ZEROS: dict[tuple[str, Any], Any] = {}
+
+
+def has_zero(r: Any) -> bool:
+    """Whether some element of radius ``r`` is 0 (NaN is not): one reduction, or one
+    element of a broadcast scalar."""
+    xp = _xp(r)
+    if r.size and not any(r.strides):
+        return bool(r[(0,) * r.ndim] == 0)
+    return r.size > 0 and not bool(xp.all(r))
+
+
+def may_be_exact(*ts: Tracked) -> bool:
+    """Whether some element may be exact in every one of ``ts`` (its kernel radius and
+    reference error 0 somewhere in each): where not, no elementwise combination of
+    them is exact anywhere, and the tests for it (error-free transformations,
+    representability: a dozen passes) are skipped."""
+    return all(has_zero(t.det) and has_zero(t.ref_err) for t in ts)
 
 
 def _zero(xp: Any, like: Any) -> Any:
@@ -875,14 +893,15 @@ def add(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
         scaled += acc.tiny
         det = rounded(a.det + b.det, scaled, model.acc_unit())
         prob = rounded(a.prob + b.prob, scaled, model.acc_unit())
-        # TwoSum's error term: 0 exactly when the float64 sum is exact
-        bb = value - a.value
-        hi_err = (a.value - (value - bb)) + (b.value - bb)
-        exact_here = ((a.det == 0) & (b.det == 0) & (a.ref_err == 0) & (b.ref_err == 0)
-                      & (hi_err == 0) & representable(value, acc))
         # arrays, also for 0-d operands (whose arithmetic gives NumPy scalars)
         det, prob, ref_err = (xp.asarray(r, dtype=xp.float64) for r in (det, prob, ref_err))
-        det[exact_here] = prob[exact_here] = ref_err[exact_here] = 0.0
+        if may_be_exact(a, b):  # (else no element is: the passes below are skipped)
+            # TwoSum's error term: 0 exactly when the float64 sum is exact
+            bb = value - a.value
+            hi_err = (a.value - (value - bb)) + (b.value - bb)
+            exact_here = ((a.det == 0) & (b.det == 0) & (a.ref_err == 0) & (b.ref_err == 0)
+                          & (hi_err == 0) & representable(value, acc))
+            det[exact_here] = prob[exact_here] = ref_err[exact_here] = 0.0
         n = a.n + b.n
         mag = xp.abs(a.value) + xp.abs(b.value)
     return Tracked(value=value, ref_err=ref_err, det=det, prob=prob, mag=mag, n=n)
@@ -994,7 +1013,7 @@ def mul_scalar(t: Tracked, c: float, model: PrecisionModel, *, divide: bool = Fa
         det = rounded(t.det * (k * (1.0 + e)), scaled, u)
         prob = rounded(t.prob * (k * (1.0 + e)), scaled, u)
         det, prob, ref_err = (xp.asarray(a, dtype=xp.float64) for a in (det, prob, ref_err))
-        if keeps_subnormals(xp) and e == 0.0:
+        if keeps_subnormals(xp) and e == 0.0 and may_be_exact(t):
             if divide:  # exact where value * c gives back t.value exactly
                 err = xp.where(value * c == t.value, two_product_error(value, c), 1.0)
             else:

@@ -75,6 +75,8 @@ def _agree(case: RuleCase, host: Any, other: Any, xp: Any) -> None:
     hv = _field(h, "value") + (0.0 if h.lo is None else _field(h, "lo"))
     ov = _field(o, "value") + (0.0 if o.lo is None else _field(o, "lo"))
     slack = _field(h, "ref_err") + _field(o, "ref_err")
+    # an unjudged element (NaN radii on both) still has the float64 value of each
+    slack = np.where(np.isnan(slack), 2.0**-40 * np.abs(hv), slack)
     with np.errstate(invalid="ignore"):
         same = (hv == ov) | (np.isnan(hv) & np.isnan(ov)) | (np.abs(hv - ov) <= slack)
     assert same.all(), (f"{case}: values differ beyond the oracle's error at "
@@ -162,7 +164,7 @@ def test_a_reference_with_gradients_evaluated_on_torch_agrees_with_numpy() -> No
     inputs = _block_inputs(op, params)
     graph = capture(op.ref, {k: inputs[k] for k in op.ref.names},
                     {k: v for k, v in inputs.items() if k.startswith("grad_")})
-    ctx = op.context(get_model("bf16"))
+    ctx = op.context(get_model("fp32"))
     host = evaluate(graph, inputs, ctx)
     torch_xp = namespace_named("torch")
     other = evaluate(graph, inputs, RuleContext(ctx.model, ctx.claims, xp=torch_xp,
@@ -180,7 +182,7 @@ def test_a_reference_given_device_inputs_is_evaluated_there() -> None:
     op = _block_op()
     params = {"batch": 4, "n": 64}
     inputs = _block_inputs(op, params)
-    model = get_model("bf16")
+    model = get_model("fp32")
     host = op.reference(inputs, params, model)
     dev = op.reference({k: cupy.asarray(v) for k, v in inputs.items()}, params, model)
     for name in host:
