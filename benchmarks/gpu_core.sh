@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The error-tracking core on a GPU: the traced rules in torch's namespace on CUDA and in
-# CuPy compared with NumPy (the GPU-marked tests of tests/oracle/traced/test_rules_backends.py),
+# The error-tracking core on a GPU: the traced rules in torch's namespace on CUDA
+# compared with NumPy, and a case given CuPy inputs evaluated there (the GPU-marked tests of
+# tests/oracle/traced/test_rules_backends.py),
 # then the traced oracle's cost per case against torch float64 eager on the same GPU
 # (benchmarks/traced/table.py: six references, small and realistic sizes, forward and
 # forward + backward).

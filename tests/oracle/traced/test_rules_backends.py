@@ -1,7 +1,9 @@
-"""Every rule of the traced library computes the same in every array namespace: each
-checked case of the ``test_rules_*`` modules is run on NumPy and on torch's namespace
-(float64 tensors on the CPU here; on a GPU with CuPy and torch on CUDA, marked ``gpu``)
-and the values and radii compared (equal, or within the oracle's own error)."""
+"""Every rule of the traced library computes the same in NumPy and in torch's namespace:
+each checked case of the ``test_rules_*`` modules is run on NumPy and on torch (float64
+tensors on the CPU here; on CUDA in the ``gpu``-marked tests) and the values and radii
+compared (equal, or within the oracle's own error). A case given device inputs (CuPy's,
+as the judge hands a large one) is evaluated on its GPU in torch's namespace and handed
+back in CuPy's."""
 
 from __future__ import annotations
 
@@ -116,13 +118,6 @@ def _cuda() -> bool:
 def test_rule_on_torch_cuda_agrees_with_numpy(case: RuleCase) -> None:
     _compare(case, namespace_named("torch"), "cuda")
 
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not _cuda(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("case", CASES, ids=str)
-def test_rule_on_cupy_agrees_with_numpy(case: RuleCase) -> None:
-    cupy = pytest.importorskip("cupy")
-    _compare(case, cupy)
 
 
 # -- whole references: the interpreter in a namespace, and a GPU case's placement ------
