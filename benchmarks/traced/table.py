@@ -7,8 +7,8 @@ input). Per row: the oracle's time per case (:meth:`TracedOp.reference` on a kep
 graph: the reference and its bound, evaluated where the inputs live: NumPy on the
 host for ``--device cpu``, torch's namespace on the GPU for ``--device cuda``) and
 torch float64 eager of the same function on the same device (the backward by
-``torch.autograd.grad``), medians of ``--repeats`` runs after one warm-up (which
-captures the graph; its time is reported apart). A row that would overrun
+``torch.autograd.grad``), the best of ``--repeats`` runs (their medians recorded too)
+after one warm-up (which captures the graph; its time is reported apart). A row that would overrun
 ``--budget`` seconds in all is skipped and says so.
 
     python -m benchmarks.traced.table --device cuda --out DIR [--repeats 3] [--budget 220]
@@ -112,7 +112,9 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _median(fn: Callable[[], Any], repeats: int, device: str) -> float:
+def _times(fn: Callable[[], Any], repeats: int, device: str) -> tuple[float, float]:
+    """The best and the median of ``repeats`` timed runs (the best is what a busy
+    machine's other work disturbs least)."""
     times = []
     for _ in range(repeats):
         _sync(device)
@@ -120,7 +122,7 @@ def _median(fn: Callable[[], Any], repeats: int, device: str) -> float:
         fn()
         _sync(device)
         times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    return min(times), statistics.median(times)
 
 
 def _row(name: str, size: str, backward: bool, device: str, repeats: int,
@@ -159,11 +161,12 @@ def _row(name: str, size: str, backward: bool, device: str, repeats: int,
     _sync(device)
     first = time.perf_counter() - t
     eager()
-    t_oracle = _median(oracle, repeats, device)
-    t_eager = _median(eager, max(repeats, 5), device)
+    t_oracle, med_oracle = _times(oracle, repeats, device)
+    t_eager, med_eager = _times(eager, max(repeats, 7), device)
     return {"reference": name, "size": size, "pass": "fwd+bwd" if backward else "fwd",
             "shapes": {k: list(v) for k, v in _shapes(name, size).items()},
             "first_s": first, "oracle_s": t_oracle, "eager_s": t_eager,
+            "oracle_median_s": med_oracle, "eager_median_s": med_eager,
             "ratio": t_oracle / t_eager if t_eager > 0 else float("inf")}
 
 
@@ -200,8 +203,9 @@ def _write(out: Path, device: str, repeats: int, rows: list[dict[str, Any]]) -> 
                                     "rows": rows})
     lines = [f"# Traced oracle per case vs torch float64 eager ({device})", "",
              f"Command: `{info['command']}`; commit {info['commit']}, {info['date']}; "
-             f"medians of {repeats} oracle runs (5+ eager) after a warm-up that captures the "
-             "graph (`first`); machine in table.json.", "",
+             f"best of {repeats} oracle runs and of {max(repeats, 7)} eager runs (medians in "
+             "table.json) after a warm-up that captures the graph (`first`); machine in "
+             "table.json.", "",
              "| reference | size | pass | oracle | torch fp64 eager | ratio | first |",
              "|---|---|---|---|---|---|---|"]
     for r in rows:
