@@ -17,12 +17,13 @@ from numoracle.cases.values import (
     SUM_LIMIT,
     exact_widths,
     generate_inputs,
+    generate_integers,
     special_values,
 )
 from numoracle.errors import InvalidArgument
 from numoracle.oracle.formats import FP32, TF32, get_format, representable
 from numoracle.oracle.ops import get_op
-from numoracle.oracle.ops.base import Product
+from numoracle.oracle.ops.base import IntegerInput, Product
 from numoracle.oracle.precision import get_model
 
 STORAGES = ("fp32", "bf16", "fp16", "fp64")
@@ -234,3 +235,63 @@ def test_special_family_has_specials_in_every_input(storage: str) -> None:
 def test_invalid_arguments(call: Any, match: str) -> None:
     with pytest.raises(InvalidArgument, match=match):
         call()
+
+
+def _row_kinds(rows: np.ndarray) -> set[str]:
+    """What each row of the ``rows`` family is: plain, shifted up or down by a
+    power of two, or plain with one massive entry."""
+    kinds = set()
+    for row in rows:
+        med = float(np.median(row))
+        if abs(med) > 32:
+            shift = 2.0 ** round(math.log2(abs(med)))
+            assert 2.0**6 <= shift <= 2.0**12 and abs(med - math.copysign(shift, med)) < 8
+            kinds.add("up" if med > 0 else "down")
+        elif float(np.max(np.abs(row))) > 32:
+            assert np.sum(np.abs(row) > 32) == 1  # one massive entry: the sink
+            kinds.add("sink")
+        else:
+            kinds.add("plain")
+    return kinds
+
+
+def test_rows_family_shifts_rows_and_plants_sinks() -> None:
+    x = generate_inputs("rows", {"x": (400, 16)}, (), "fp32", np.random.default_rng(3))["x"]
+    assert np.isfinite(x).all()
+    assert _row_kinds(x) == {"plain", "up", "down", "sink"}
+
+
+@pytest.mark.parametrize("storage", ["fp32", "bf16", "fp16"])
+def test_large_family_overflows_naive_sums_but_normalises_to_order_one(storage: str) -> None:
+    fmt = get_format(storage)
+    x = generate_inputs("large", {"x": (50, 64)}, (), storage, np.random.default_rng(4))["x"]
+    assert np.isfinite(x).all() and representable(x, fmt).all()
+    mags = np.abs(x).max(axis=1)
+    assert np.all(mags <= fmt.max) and np.all(mags >= fmt.max / 2.0**7)
+    assert np.all(x * x > fmt.max)  # E[x^2] overflows the format
+    z = (x - x.mean(axis=1, keepdims=True)) / x.std(axis=1, keepdims=True)
+    assert np.isfinite(z).all() and np.abs(z).max() < 10  # layer norm's exact result
+
+
+def test_masks_come_causal_padded_and_random_in_both_conventions() -> None:
+    seen = set()
+    for seed in range(60):
+        m = generate_integers({"m": IntegerInput(0, 2, "bool")}, {"m": (2, 5, 5)},
+                              np.random.default_rng(seed))["m"]
+        assert m.dtype == np.bool_ and m.shape == (2, 5, 5)
+        tril = np.tril(np.ones((5, 5), dtype=bool))
+        if all(np.array_equal(a, tril) for a in m):
+            seen.add("causal")
+        elif all(np.array_equal(a, ~tril) for a in m):
+            seen.add("causal, inverted")
+        elif all(np.all(r[:-1] >= r[1:]) for r in m.reshape(-1, 5)):  # True, then False
+            seen.add("padding")
+            lengths = m.reshape(-1, 5).sum(axis=1)
+            if 0 in lengths:
+                seen.add("a fully masked row")
+        elif all(np.all(r[:-1] <= r[1:]) for r in m.reshape(-1, 5)):
+            seen.add("padding, inverted")
+        else:
+            seen.add("random")
+    assert {"causal", "causal, inverted", "padding", "padding, inverted", "random",
+            "a fully masked row"} <= seen

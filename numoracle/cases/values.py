@@ -35,6 +35,31 @@ Families
     Normal bulk with a few elements (:data:`SPECIAL_SHARE`, at least one per
     input) replaced by :func:`special_values`. Strategies usually deliver
     specials as overlays on another family instead, which shrink better.
+
+Two families come from the inputs real workloads feed a normalising op
+(softmax, log-softmax, log-sum-exp, the norms, cross-entropy): drawn only for
+ops that name them (:data:`WORKLOAD_FAMILIES`; a traced reference that
+normalises), since elsewhere they only saturate or overflow.
+
+``rows``
+    N(0, 1) rows (along the last axis) of four kinds, drawn per row: plain;
+    shifted by a large common offset ``+2**k`` (``k`` in :data:`ROW_SHIFT_EXPONENTS`:
+    a shift, not a scale, as large logits are); shifted by ``-2**k`` (a row
+    with a very negative log-sum-exp, as the rows of an attention sink's
+    heads); one massive entry ``+2**k`` in a plain row (a massive activation,
+    the sink itself).
+``large``
+    Rows near overflow with a finite exact result after normalising: each
+    row is ``M * (1 + LARGE_SPREAD * N(0, 1))`` with a random sign and
+    ``M = max / 2**j`` (``j`` in :data:`LARGE_EXPONENTS`), so that ``exp``
+    without the max subtracted, ``x * x`` or a long row's sum (past
+    ``2**j`` terms) overflow in the storage format while the normalised result is of order one.
+
+Boolean inputs (masks, :func:`generate_integers`) come in the patterns
+attention uses: causal (lower triangular over the last two axes), padding
+(a prefix of each row, of random length, fully masked rows included) or
+random, each as drawn or inverted (so both conventions, True keeps and True
+masks, meet every pattern).
 """
 
 from __future__ import annotations
@@ -53,6 +78,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FAMILIES",
+    "WORKLOAD_FAMILIES",
+    "MASK_PATTERNS",
     "ACC_BITS",
     "EXACT_MARGIN_BITS",
     "EXACT_FLOOR_BITS",
@@ -65,7 +92,18 @@ __all__ = [
     "special_values",
 ]
 
-FAMILIES: tuple[str, ...] = ("normal", "uniform", "positive", "heavy", "cancel", "exact", "special")
+FAMILIES: tuple[str, ...] = ("normal", "uniform", "positive", "heavy", "cancel", "exact", "special",
+                             "rows", "large")
+#: the families drawn only for ops that name them (``Op.value_families``)
+WORKLOAD_FAMILIES: tuple[str, ...] = ("rows", "large")
+#: exponents ``k`` of the ``rows`` family's offsets ``2**k``
+ROW_SHIFT_EXPONENTS = (6, 12)
+#: exponents ``j`` of the ``large`` family's magnitudes ``max / 2**j``
+LARGE_EXPONENTS = (3, 6)
+#: relative spread of a ``large`` row about its magnitude
+LARGE_SPREAD = 2.0**-6
+#: boolean patterns of :func:`generate_integers`
+MASK_PATTERNS = ("random", "causal", "padding")
 
 #: significant bits of the accumulation format the exact family is exact in (fp32)
 ACC_BITS = 24
@@ -304,6 +342,45 @@ def _special(shapes: Shapes, products: Sequence[Product], fmt: Format,
     return out
 
 
+def _as_rows(x: np.ndarray) -> np.ndarray:
+    """``x`` as a 2-D view of its rows (the last axis); a 0-d array as one row."""
+    return x.reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)
+
+
+def _rows(shapes: Shapes, products: Sequence[Product], fmt: Format,
+          rng: np.random.Generator) -> dict[str, np.ndarray]:
+    lo, hi = ROW_SHIFT_EXPONENTS
+    out = {}
+    for name, shape in shapes.items():
+        x = rng.standard_normal(shape)
+        if x.size:
+            rows = _as_rows(x)
+            count, width = rows.shape
+            kind = rng.integers(4, size=count)
+            shift = 2.0 ** rng.integers(lo, hi, size=count, endpoint=True)
+            rows += np.select([kind == 1, kind == 2], [shift, -shift], 0.0)[:, None]
+            sink = np.flatnonzero(kind == 3)
+            rows[sink, rng.integers(width, size=sink.size)] += shift[sink]
+        out[name] = x
+    return out
+
+
+def _large(shapes: Shapes, products: Sequence[Product], fmt: Format,
+           rng: np.random.Generator) -> dict[str, np.ndarray]:
+    lo, hi = LARGE_EXPONENTS
+    out = {}
+    for name, shape in shapes.items():
+        x = rng.standard_normal(shape)
+        if x.size:
+            rows = _as_rows(x)
+            count = rows.shape[0]
+            magnitude = fmt.max / 2.0 ** rng.integers(lo, hi, size=count, endpoint=True)
+            sign = _signs(rng, (count,))
+            rows[:] = (sign * magnitude)[:, None] * (1.0 + LARGE_SPREAD * rows)
+        out[name] = x
+    return out
+
+
 _GENERATORS: dict[str, Generator] = {
     "normal": _normal,
     "uniform": _uniform,
@@ -312,6 +389,8 @@ _GENERATORS: dict[str, Generator] = {
     "cancel": _cancel,
     "exact": _exact,
     "special": _special,
+    "rows": _rows,
+    "large": _large,
 }
 
 
@@ -368,11 +447,33 @@ def generate_inputs(family: str, shapes: Shapes, products: Sequence[Product],
         return {name: quantize(raw[name], fmt) for name in shapes}
 
 
+def _mask(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """A boolean mask of ``shape`` in one of :data:`MASK_PATTERNS`, inverted
+    half the time: causal (``j <= i`` over the last two axes; a prefix for a
+    1-d mask), padding (each row a prefix of random length, the empty and the
+    full prefix among the lengths) or random (True with chance one half)."""
+    pattern = MASK_PATTERNS[int(rng.integers(len(MASK_PATTERNS)))]
+    invert = bool(rng.random() < 0.5)
+    if pattern == "random" or not shape or math.prod(shape) == 0:
+        mask = rng.random(shape) < 0.5
+    elif pattern == "causal" and len(shape) >= 2:
+        rows, cols = shape[-2:]
+        mask = np.broadcast_to(np.arange(cols)[None, :] <= np.arange(rows)[:, None], shape)
+    else:  # padding (and a 1-d causal mask: a prefix)
+        width = shape[-1]
+        lead = shape[:-1]
+        lengths = rng.integers(-1, width + 1, size=lead, endpoint=True)
+        lengths = np.clip(lengths, 0, width)  # the empty and the full prefix twice as often
+        mask = np.arange(width) < lengths[..., None]
+    return np.array(mask ^ invert, dtype=bool)
+
+
 def generate_integers(specs: Mapping[str, IntegerInput], shapes: Shapes,
                       rng: np.random.Generator) -> dict[str, np.ndarray]:
     """Values of the integer and boolean inputs (class labels, indices, masks).
 
-    Each value is ``lo + floor(u * (hi - lo))`` with ``u`` uniform in
+    A boolean input is a mask in one of :data:`MASK_PATTERNS`; any other
+    value is ``lo + floor(u * (hi - lo))`` with ``u`` uniform in
     ``[0, 1)`` from ``rng``: uniform in ``[lo, hi)``, and a function of the
     case's seed whatever the range, so that a case shrunk to fewer classes
     keeps every label below the new count and moves each one only as far as
@@ -407,6 +508,9 @@ def generate_integers(specs: Mapping[str, IntegerInput], shapes: Shapes,
         if spec.hi <= spec.lo:
             raise InvalidArgument(f"integer input {name!r} has the empty range [{spec.lo}, "
                                   f"{spec.hi}); hi must exceed lo")
+        if spec.dtype == "bool":
+            out[name] = _mask(shapes[name], rng)
+            continue
         u = rng.random(shapes[name])
         values = np.minimum(spec.lo + np.floor(u * (spec.hi - spec.lo)), spec.hi - 1)
         out[name] = values.astype(np.int64).astype(spec.dtype)

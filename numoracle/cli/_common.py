@@ -162,9 +162,11 @@ def _ticker(progress: Progress, task: TaskID, label: str) -> Callable[[Verdict],
 
 def run_all(targets: Sequence[Target], args: argparse.Namespace,
              console: Console) -> list[TargetResult]:
-    """run_target on each target in turn, with a progress bar per target.
+    """run_target on each target in turn, with a progress bar per target; the
+    first cases of the small regime are at the edges of the sizes.
 
     Unavailable targets come back at once as ``skipped`` results."""
+    from ..running.draws import edge_cases  # noqa: PLC0415 - hypothesis only when running
     from ..running.runner import (  # noqa: PLC0415 - hypothesis only for commands that run
         default_strategy,
         run_target,
@@ -190,7 +192,9 @@ def run_all(targets: Sequence[Target], args: argparse.Namespace,
             isolate = getattr(args, "isolate", None)
             for regime, part in regime_shares(t, getattr(args, "regime", "small")):
                 strategy = default_strategy(t, regime=regime)
+                edges = edge_cases(t, args.seed or 0) if regime == "small" else []
                 res = run_target(t, examples=args.examples, seed=args.seed, strategy=strategy,
+                                 edges=edges,
                                  store=args.store, on_case=_ticker(progress, task, label),
                                  seconds=None if share is None else share * part,
                                  diagnose=getattr(args, "diagnose", False),

@@ -12,7 +12,9 @@ where work crosses a process boundary, the process that starts the run (the
 - a row of a scheduled run (:mod:`numoracle.running.schedule`, and its
   worker processes in :mod:`numoracle.running.pool`) takes the cases of each
   of its blocks chunk by chunk (:class:`BlockDraws`), as its time budget
-  consumes them: chunk ``j`` of a block is :data:`CHUNK` cases drawn with
+  consumes them (block 1 of a row in the small regime starts with a case at
+  every edge of its sizes, :func:`edge_cases`: the first ten or so cases of
+  a row reach the top of every size range and a partial tile): chunk ``j`` of a block is :data:`CHUNK` cases drawn with
   :func:`chunk_seed` ``(block seed, j)``, cases an earlier chunk of the block
   already gave left out. The chunks depend on the seeds alone, so one process
   or several judge the same cases per row.
@@ -34,7 +36,7 @@ from ..cases.case import Case
 from ..cases.target import Target
 from ..errors import InvalidArgument
 
-__all__ = ["default_strategy", "draw_cases", "case_digest", "chunk_seed", "BlockDraws",
+__all__ = ["default_strategy", "draw_cases", "edge_cases", "case_digest", "chunk_seed", "BlockDraws",
            "BlockCases", "CHUNK"]
 
 #: cases per chunk of a block drawn on demand
@@ -43,12 +45,13 @@ CHUNK = 25
 
 def default_strategy(target: Target, **overrides: Any) -> st.SearchStrategy[Case]:
     """Cases for ``target``: its op, its storage format, its layouts, its
-    reduction limit; every value family, special values overlaid at times."""
-    from ..strategies import FAMILY_ORDER, cases  # noqa: PLC0415 - strategies need hypothesis
+    reduction limit; every value family (those of real workloads where the op
+    names them), special values overlaid at times."""
+    from ..strategies import cases, families_for  # noqa: PLC0415 - strategies need hypothesis
 
     kw: dict[str, Any] = {"op": target.op, "storage": target.precision.storage.name,
                           "max_reduction": target.max_reduction, "layouts": target.layouts,
-                          "families": FAMILY_ORDER, "max_overlays": 2}
+                          "families": families_for(target.op), "max_overlays": 2}
     kw.update(overrides)
     return cases(**kw)
 
@@ -67,6 +70,33 @@ def draw_cases(target: Target, n: int, seed: int = 0, **overrides: Any) -> list[
 
     hypothesis_seed(seed)(collect)()
     return drawn[:n]
+
+
+def edge_cases(target: Target, seed: int = 0, **overrides: Any) -> list[Case]:
+    """A case at every edge of ``target``'s sizes
+    (:func:`~numoracle.strategies.cases.edges`: each dimension at the top of
+    its range, then every dimension at a partial tile).
+
+    Unless ``overrides`` name the families, the tops are in the ``positive``
+    family (partial sums grow with the length, so a narrower accumulator over
+    the longest reduction stagnates far past the bound; the exact family's
+    narrow grid there may be exact in it) and the partial tile in the
+    ``exact`` family (where a lost or repeated term shows, however small);
+    no special value is overlaid (an overlay may leave the element it lands
+    on unjudged). The rest of each case — format, layouts, flags, seed — is
+    drawn under a seed of ``seed`` and the edge (the second case Hypothesis
+    draws: not its simplest).
+    """
+    from ..strategies import edges  # noqa: PLC0415 - strategies need hypothesis
+
+    out = []
+    for edge in edges(target.op, overrides.get("regime", "small")):
+        digest = hashlib.sha256(f"numoracle-edge:{seed}:{edge}".encode()).digest()
+        kw = {"families": ("exact",) if edge == "odd" else ("positive",), "max_overlays": 0,
+              **overrides}
+        drawn = draw_cases(target, 2, int.from_bytes(digest[:8], "little"), edge=edge, **kw)
+        out.extend(drawn[-1:])
+    return out
 
 
 def case_digest(case: Case) -> str:
@@ -96,13 +126,15 @@ class BlockDraws:
     Chunk ``j`` holds the cases of :func:`draw_cases` ``(target, chunk,
     chunk_seed(seed, j))`` that no earlier chunk gave; a chunk that adds
     nothing new (the strategy has no more distinct cases) ends the block.
+    With ``edges``, chunk 0 starts with :func:`edge_cases` ``(target, seed)``.
     """
 
-    def __init__(self, target: Target, seed: int, *, chunk: int = CHUNK,
+    def __init__(self, target: Target, seed: int, *, chunk: int = CHUNK, edges: bool = False,
                  **overrides: Any) -> None:
         if chunk < 1:
             raise InvalidArgument(f"chunk={chunk!r} must be a positive int; give e.g. {CHUNK}")
         self.target, self.seed, self.size, self.overrides = target, seed, chunk, overrides
+        self.edges = edges
         self.drawn = 0  # chunks drawn so far
         self._seen: set[str] = set()
         self.ended = False  # a chunk added nothing new: the block has no more cases
@@ -117,8 +149,11 @@ class BlockDraws:
         if self.ended:
             return []
         fresh = []
-        for case in draw_cases(self.target, self.size, chunk_seed(self.seed, index),
-                               **self.overrides):
+        drawn = draw_cases(self.target, self.size, chunk_seed(self.seed, index),
+                           **self.overrides)
+        if index == 0 and self.edges:
+            drawn = edge_cases(self.target, self.seed, **self.overrides) + drawn
+        for case in drawn:
             key = case_digest(case)
             if key not in self._seen:
                 self._seen.add(key)

@@ -180,6 +180,7 @@ def run_target(
     expected_case: float = 0.0,
     cases: Iterable[Case] | None = None,
     cut_after: float | None = None,
+    edges: Iterable[Case] = (),
 ) -> TargetResult:
     """Check ``examples`` cases of ``target``; shrink and save the first failure.
 
@@ -239,6 +240,10 @@ def run_target(
         choice sequence for Hypothesis to shrink) and saved with its arrays;
         a hang, a crash or a CUDA error, or a case that shrinker cannot take,
         is saved as it was found.
+    edges : iterable of Case
+        Cases judged before any is drawn (those at the edges of the sizes,
+        :func:`~numoracle.running.draws.edge_cases`), counted among the
+        ``examples``; a failure among them is shrunk as a given case's is.
     cut_after : float or None
         Hard end of the judging, in seconds from now: a case still being
         judged then is interrupted and not counted (no case starts after it), and the run ends with the cases before it, as when
@@ -271,9 +276,16 @@ def run_target(
             _judge_given(judge, cases, store=store, shrink=shrink,
                          shrink_seconds=shrink_seconds)
         else:
-            _judge_drawn(judge, strategy if strategy is not None else default_strategy(target),
-                         examples=examples, seed=seed, store=store, shrink=shrink,
-                         shrink_seconds=shrink_seconds)
+            edges = list(edges)[:examples]
+            if edges:
+                _judge_given(judge, edges, store=store, shrink=shrink,
+                             shrink_seconds=shrink_seconds)
+            spent = judge.deadline is not None and time.perf_counter() >= judge.deadline
+            left = examples - judge.state["tried"]
+            if res.verdict == "pass" and not judge.cut and not spent and left > 0:
+                _judge_drawn(judge, strategy if strategy is not None
+                             else default_strategy(target), examples=left, seed=seed,
+                             store=store, shrink=shrink, shrink_seconds=shrink_seconds)
     res.seconds = time.perf_counter() - t0
     if res.verdict == "pass" and not res.message:
         res.message = _pass_message(res)

@@ -11,7 +11,9 @@ The budget of a run is shared among its rows so that every row is judged:
    before any row gets a second, while the budget lasts: a row judged by no
    case has no result.
 3. **The minimum next.** Every row gets up to ``min_cases`` cases (block 1,
-   seed :func:`~numoracle.running.blocks.block_seed` ``(seed, 1)``) within
+   seed :func:`~numoracle.running.blocks.block_seed` ``(seed, 1)``; in the
+   small regime it starts with a case at every edge of the row's sizes,
+   :func:`~numoracle.running.draws.edge_cases`) within
    its share of the time left — the time left divided among the rows still
    to run, weighted by the row's part of its target's time — before any row
    gets more; a case starts only when the row's cases so far say it ends
@@ -216,7 +218,8 @@ class RunDraws:
         if key not in self._blocks:
             row, size = self.rows[k], self._sizes[k][index]
             self._blocks[key] = BlockDraws(row.target, block_seed(self.settings.seed, index),
-                                           chunk=min(CHUNK, max(size, 1)), regime=row.regime)
+                                           chunk=min(CHUNK, max(size, 1)), regime=row.regime,
+                                           edges=index == 1 and row.regime == "small")
         return self._blocks[key]
 
     def chunk(self, k: int, index: int, j: int) -> list[Case]:

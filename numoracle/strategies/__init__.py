@@ -23,14 +23,23 @@ from .cases import (
     REDUCTION_MAX,
     SEED_MAX,
     cases,
+    edges,
 )
 from .formats import STORAGE_FORMATS, storage_formats
 from .layouts import input_layouts, layouts
 from .sizes import MAX_SIZE, batch_sizes, dims, interesting_sizes
-from .values import DEFAULT_FAMILIES, FAMILY_ORDER, families, overlays
+from .values import (
+    DEFAULT_FAMILIES,
+    FAMILY_ORDER,
+    KNOWN_FAMILIES,
+    families,
+    families_for,
+    overlays,
+)
 
 __all__ = [
     "cases",
+    "edges",
     "dims",
     "batch_sizes",
     "interesting_sizes",
@@ -38,12 +47,14 @@ __all__ = [
     "layouts",
     "input_layouts",
     "families",
+    "families_for",
     "overlays",
     "DEFAULT_MAX_ELEMENTS",
     "REALISTIC_MAX_ELEMENTS",
     "DEFAULT_FAMILIES",
     "DIM_MAX",
     "FAMILY_ORDER",
+    "KNOWN_FAMILIES",
     "MAX_SIZE",
     "REDUCTION_MAX",
     "SEED_MAX",

@@ -43,9 +43,9 @@ from ._validate import as_strategy, check_int, choice_strategy, is_strategy
 from .formats import STORAGE_FORMATS
 from .layouts import LayoutArg, _layouts_strategy, normal_layout
 from .sizes import MAX_SIZE, _dims
-from .values import DEFAULT_FAMILIES, FAMILY_ORDER, _overlays
+from .values import DEFAULT_FAMILIES, KNOWN_FAMILIES, _overlays
 
-__all__ = ["cases", "DEFAULT_MAX_ELEMENTS", "REALISTIC_MAX_ELEMENTS", "DIM_MAX",
+__all__ = ["cases", "edges", "DEFAULT_MAX_ELEMENTS", "REALISTIC_MAX_ELEMENTS", "DIM_MAX",
            "REDUCTION_MAX", "SEED_MAX"]
 
 #: default bound on the total number of input elements of a case: small enough
@@ -142,17 +142,22 @@ def _beyond(lo: int, hi: int, is_batch: bool) -> SearchStrategy[int]:
                      _long_dims(DIM_MAX, hi))
 
 
+def _may_be_long(op: Op, regime: str, max_reduction: int | None) -> tuple[str, ...]:
+    """The dimensions a case may draw long (past :data:`DIM_MAX`): none where
+    no reduction may pass it (the ``realistic`` regime draws its own lengths)."""
+    names = tuple(s.name for s in op.draw_plan(regime) if isinstance(s, Dim)
+                  and (s.max_value is None or s.max_value > DIM_MAX))
+    if regime != "small" or (max_reduction is not None and max_reduction <= DIM_MAX):
+        return ()
+    return names
+
+
 def _long_choice(op: Op, regime: str, max_reduction: int | None) -> SearchStrategy[str | None]:
     """None in all but one of :data:`LONG_SHARE` draws, else the name of the
     dimension drawn long (shrinks towards None, then towards the plan's first
-    dimension); always None where no reduction may pass :data:`DIM_MAX` (the
-    ``realistic`` regime draws its own lengths)."""
-    names = tuple(s.name for s in op.draw_plan(regime) if isinstance(s, Dim)
-                  and (s.max_value is None or s.max_value > DIM_MAX))
-    if regime != "small" or not names or (max_reduction is not None
-                                          and max_reduction <= DIM_MAX):
-        return st.none()
-    return _long_names(names)
+    dimension); always None where no dimension may be long."""
+    names = _may_be_long(op, regime, max_reduction)
+    return _long_names(names) if names else st.none()
 
 
 @lru_cache(maxsize=256)
@@ -213,20 +218,81 @@ _integers = lru_cache(maxsize=4096)(st.integers)
 _BOOLEANS = st.booleans()
 
 
-def _draw_dim(spec: Dim, draw: st.DrawFn, op: Op, params: Params, limits: _Limits) -> int:
+def _dim_cap(spec: Dim, limits: _Limits) -> tuple[int, int]:
+    """The least and the largest value of ``spec`` before the element budget."""
     cap = limits.cap(spec.name)
     if spec.max_value is not None:
         cap = spec.max_value if limits.long is None else min(spec.max_value, cap)
     lo = int(spec.smallest)  # the least the dimension may be (1 unless the op says more)
-    cap = max(cap, lo)
+    return lo, max(cap, lo)
+
+
+def _dim_range(spec: Dim, op: Op, params: Params, limits: _Limits) -> tuple[int, int]:
+    """The least and the largest value of ``spec`` within the limits, the
+    parameters drawn so far as they are and the rest at their least."""
+    lo, cap = _dim_cap(spec, limits)
     hi = _memo(_budget_key("dim", op, params, limits, spec.name, cap, lo),
                lambda: _largest(lambda v: limits.fits(op, {**params, spec.name: v}), cap, lo))
+    return lo, hi
+
+
+def _draw_dim(spec: Dim, draw: st.DrawFn, op: Op, params: Params, limits: _Limits) -> int:
+    lo, hi = _dim_range(spec, op, params, limits)
     if hi > DIM_MAX >= lo:  # lengths past DIM_MAX shrink as 2**e + d (see _long_dims)
         if spec.name == limits.long:
             return draw(_long_dims(DIM_MAX, hi))
         return draw(_beyond(lo, hi, spec.is_batch))
     # batch_sizes(max_value=hi) and dims(max_value=hi), without checking the arguments again
     return draw(_dims(lo, hi, (lo, hi)) if spec.is_batch else _dims(lo, hi, (lo,)))
+
+
+# -- edges: the sizes a row reaches first -----------------------------------------
+def edges(op: str | Op, regime: str = "small") -> tuple[str, ...]:
+    """The edges of ``op``'s sizes, as :func:`cases` takes them (``edge=``):
+    ``"top:NAME"`` for every dimension of its plan (NAME at the top of its
+    range: past :data:`DIM_MAX` where long reductions are allowed, within the
+    limits; the other dimensions at their least), then ``"odd"`` (every
+    dimension at one size ``2**k - 1``, the largest that fits: a partial tile
+    of every power-of-two tiling, in every dimension at once).
+
+    Examples
+    --------
+    >>> edges("linear")
+    ('top:batch', 'top:in_features', 'top:out_features', 'odd')
+    """
+    plan = get_op(op).draw_plan(regime) if isinstance(op, str) else op.draw_plan(regime)
+    return tuple(f"top:{s.name}" for s in plan if isinstance(s, Dim)) + ("odd",)
+
+
+def _below_odd(v: int) -> int:
+    """The largest ``2**k - 1`` at most ``v`` (``v >= 1``)."""
+    return (1 << ((v + 1).bit_length() - 1)) - 1
+
+
+def _odd_size(op: Op, params: Params, limits: _Limits, regime: str) -> int:
+    """The largest ``m = 2**k - 1`` such that every dimension at ``m`` (or at
+    the largest ``2**j - 1`` within its own range) fits the limits."""
+    dims = [s for s in op.draw_plan(regime) if isinstance(s, Dim)]
+
+    def at(m: int) -> Params:
+        trial = dict(params)
+        for spec in dims:
+            lo, cap = _dim_cap(spec, limits)
+            trial[spec.name] = max(lo, _below_odd(min(m, cap)))
+        return trial
+
+    m = _below_odd(limits.dim_cap)
+    while m > 1 and not limits.fits(op, at(m)):
+        m >>= 1
+    return m
+
+
+def _edge_dim(spec: Dim, edge: str, odd: int, op: Op, params: Params, limits: _Limits) -> int:
+    """The size of ``spec`` at ``edge`` (see :func:`edges`)."""
+    lo, hi = _dim_range(spec, op, params, limits)
+    if edge == "odd":
+        return max(lo, _below_odd(min(odd, hi)))
+    return hi if edge == f"top:{spec.name}" else lo
 
 
 def _draw_flag(spec: Flag, draw: st.DrawFn, op: Op, params: Params, limits: _Limits) -> bool:
@@ -425,6 +491,7 @@ class _Request:
     max_overlays: SearchStrategy[int]
     seed: SearchStrategy[int]
     regime: str
+    edge: str | None = None
 
 
 def _draw_params(draw: st.DrawFn, op: Op, req: _Request, limits: _Limits) -> Params:
@@ -433,8 +500,17 @@ def _draw_params(draw: st.DrawFn, op: Op, req: _Request, limits: _Limits) -> Par
     params = _smallest(op, fixed, req.regime)
     if not _memo(_budget_key("smallest", op, params, limits), lambda: limits.fits(op, params)):
         reject()  # drawn overrides that leave no room: try another draw
+    odd = 1
+    if req.edge == "odd":
+        start = dict(params)
+        odd = _memo(_budget_key("odd", op, start, limits, req.regime),
+                    lambda: _odd_size(op, start, limits, req.regime))
     for spec in op.draw_plan(req.regime):
-        if spec.name not in fixed:
+        if spec.name in fixed:
+            continue
+        if req.edge is not None and isinstance(spec, Dim):
+            params[spec.name] = _edge_dim(spec, req.edge, odd, op, params, limits)
+        else:
             params[spec.name] = _draw_spec(spec, draw, op, params, limits)
     if fixed:
         try:
@@ -448,7 +524,11 @@ def _draw_params(draw: st.DrawFn, op: Op, req: _Request, limits: _Limits) -> Par
 def _cases(draw: st.DrawFn, req: _Request) -> Case:
     op = get_op(draw(req.op))
     max_reduction = _check_max_reduction(draw(req.max_reduction))
-    long = draw(_long_choice(op, req.regime, max_reduction))
+    if req.edge is None:
+        long = draw(_long_choice(op, req.regime, max_reduction))
+    else:  # the top of a dimension that may be long is past DIM_MAX
+        top = req.edge[len("top:"):]
+        long = top if top in _may_be_long(op, req.regime, max_reduction) else None
     if long is not None and long in _overrides(op, req.params, req.batch, req.regime):
         long = None  # a fixed dimension is not drawn long
     limits = _limits(op, _check_max_elements(draw(req.max_elements)), max_reduction,
@@ -484,6 +564,7 @@ def cases(
     max_overlays: int | SearchStrategy[int] = 0,
     seed: int | SearchStrategy[int] | None = None,
     regime: str = "small",
+    edge: str | None = None,
 ) -> SearchStrategy[Case]:
     """Cases of ``op``.
 
@@ -533,6 +614,13 @@ def cases(
         (the op's ``realistic_plan``: the layer shapes practitioners train at,
         conv2d from real CNNs, linear up to 8,192 features, reductions up to
         2**20; for GPUs). Both shrink towards their smallest shapes.
+    edge : str or None
+        Sizes at an edge instead of drawn (the other parameters, the
+        family, the format, the layouts and the seed drawn as ever): one of
+        :func:`edges` ``(op)``, ``"top:NAME"`` (dimension NAME at the top of
+        its range, the others at their least) or ``"odd"`` (every dimension
+        at the largest ``2**k - 1`` that fits). A run puts a case at every
+        edge among its first cases of each row.
 
     Returns
     -------
@@ -553,7 +641,7 @@ def cases(
     req = _Request(
         op=as_strategy(op, _check_op),
         storage=choice_strategy("storage", storage, STORAGE_FORMATS),
-        family=choice_strategy("families", families, FAMILY_ORDER),
+        family=choice_strategy("families", families, KNOWN_FAMILIES),
         layout=_check_layouts(layouts),
         max_reduction=as_strategy(max_reduction, _check_max_reduction),
         max_elements=as_strategy(max_elements, _check_max_elements),
@@ -562,7 +650,11 @@ def cases(
         max_overlays=as_strategy(max_overlays, _check_max_overlays),
         seed=st.integers(0, SEED_MAX) if seed is None else as_strategy(seed, _check_seed),
         regime=regime,
+        edge=edge,
     )
+    if edge is not None and (not isinstance(op, str) or edge not in edges(op, regime)):
+        known = edges(op, regime) if isinstance(op, str) else ("odd", "top:NAME")
+        raise InvalidArgument(f"{edge=} is not an edge of {op!r}; use one of {known}")
     if batch is not None and not is_strategy(batch):
         check_int("batch", batch, min_value=1, max_value=MAX_SIZE)
     if isinstance(op, str):

@@ -2,8 +2,10 @@
 
 Bugs hide at particular sizes: 1 (broadcasting, squeezed axes), odd and prime
 sizes (tails of vectorised or tiled loops), powers of two and their
-neighbours (tile boundaries, off-by-one). :func:`dims` draws those often and
-any size in range otherwise; it shrinks towards the smallest size.
+neighbours (tile boundaries, off-by-one), sizes ``≡ 64 mod 128`` (a half tile
+of 128 left over: sequence lengths that fused attention kernels get wrong).
+:func:`dims` draws those often and any size in range otherwise; it shrinks
+towards the smallest size.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ __all__ = ["MAX_SIZE", "dims", "batch_sizes", "interesting_sizes"]
 #: largest size a strategy draws (the ops' own limit on a dimension)
 MAX_SIZE = 1 << 24
 
+#: sizes ``64 + 128 k`` favoured, up to this one
+HALF_TILES_UP_TO = 4096
 #: the largest prime below each power of two from 4 on, and a few small primes
 _PRIMES = (2, 3, 5, 7, 11, 13, 17, 31, 61, 127, 251, 509, 1021, 2039, 4093, 8191, 16381,
            32749, 65521, 131071, 262139, 524287, 1048573)
@@ -30,10 +34,12 @@ _PRIMES = (2, 3, 5, 7, 11, 13, 17, 31, 61, 127, 251, 509, 1021, 2039, 4093, 8191
 def interesting_sizes(min_value: int, max_value: int,
                       include: Iterable[int] = ()) -> tuple[int, ...]:
     """Sizes in ``[min_value, max_value]`` that :func:`dims` favours, ascending:
-    the bounds, ``include``, primes, powers of two and their neighbours."""
+    the bounds, ``include``, primes, powers of two and their neighbours, and
+    ``64 + 128 k`` up to :data:`HALF_TILES_UP_TO`."""
     powers = [1 << j for j in range(MAX_SIZE.bit_length())]
     near = {p + d for p in powers for d in (-1, 0, 1)}
-    pool = near | set(_PRIMES) | set(include) | {min_value, max_value}
+    half_tiles = set(range(64, HALF_TILES_UP_TO, 128))
+    pool = near | half_tiles | set(_PRIMES) | set(include) | {min_value, max_value}
     return tuple(sorted(v for v in pool if min_value <= v <= max_value))
 
 

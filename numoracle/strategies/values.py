@@ -17,18 +17,36 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
-from ..cases.values import FAMILIES, special_values
+from ..cases.values import FAMILIES, WORKLOAD_FAMILIES, special_values
 from ..oracle.formats import Format, get_format
+from ..oracle.ops import get_op
 from ._validate import check_choices, check_int, check_shapes
 
-__all__ = ["FAMILY_ORDER", "DEFAULT_FAMILIES", "families", "overlays"]
+__all__ = ["FAMILY_ORDER", "DEFAULT_FAMILIES", "KNOWN_FAMILIES", "families", "families_for",
+           "overlays"]
 
-#: families in the order Hypothesis shrinks towards: the exact family first,
-#: where any deviation at all is a bug
-FAMILY_ORDER: tuple[str, ...] = ("exact",) + tuple(f for f in FAMILIES if f != "exact")
+#: the families every op is drawn from, in the order Hypothesis shrinks
+#: towards: the exact family first, where any deviation at all is a bug
+FAMILY_ORDER: tuple[str, ...] = ("exact",) + tuple(
+    f for f in FAMILIES if f != "exact" and f not in WORKLOAD_FAMILIES)
+#: every family a strategy accepts: the general ones, then those of real
+#: workloads, drawn for the ops that name them (:func:`families_for`)
+KNOWN_FAMILIES: tuple[str, ...] = FAMILY_ORDER + WORKLOAD_FAMILIES
 #: families a case strategy draws unless told otherwise: specials come as
 #: overlays (opt-in) rather than as the ``special`` family
 DEFAULT_FAMILIES: tuple[str, ...] = tuple(f for f in FAMILY_ORDER if f != "special")
+
+
+def families_for(op: str) -> tuple[str, ...]:
+    """The families a run draws for ``op``: :data:`FAMILY_ORDER`, then the
+    workload families the op names (``value_families``: a traced reference
+    that normalises its rows names ``rows`` and ``large``).
+
+    >>> families_for("linear") == FAMILY_ORDER
+    True
+    """
+    named = getattr(get_op(op), "value_families", ())
+    return FAMILY_ORDER + tuple(f for f in WORKLOAD_FAMILIES if f in named)
 
 Overlay = tuple[str, int, float]
 
@@ -43,7 +61,7 @@ def families(*, allowed: Iterable[str] = FAMILY_ORDER) -> SearchStrategy[str]:
     >>> find(families(allowed=["cancel", "exact"]), lambda _: True) in ("cancel", "exact")
     True
     """
-    return st.sampled_from(check_choices("allowed", allowed, FAMILY_ORDER))
+    return st.sampled_from(check_choices("allowed", allowed, KNOWN_FAMILIES))
 
 
 @st.composite

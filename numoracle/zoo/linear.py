@@ -75,6 +75,27 @@ def fp16_accumulation_from_2048(x, weight, grad_output, bias=None) -> Arrays:
     return out
 
 
+def rows_past_64_unwritten(x, weight, grad_output, bias=None) -> Arrays:
+    """The forward is launched on one block of 64 rows: the rows of a batch past
+    64 are never written and keep the poison (NaN); batches up to 64 are right."""
+    out = correct_linear(x, weight, grad_output, bias)
+    out["y"][64:] = np.nan
+    return out
+
+
+def tail_tile_past_64_dropped(x, weight, grad_output, bias=None) -> Arrays:
+    """The forward reduces in tiles of 128 terms whose last, partial tile stops
+    after 64: the terms past 64 of a tail longer than 64 are dropped (right
+    where ``in_features mod 128`` is 0 or at most 64)."""
+    out = correct_linear(x, weight, grad_output, bias)
+    n = x.shape[1]
+    tail = n % 128
+    if tail > 64:
+        keep = n - tail + 64
+        out["y"] = correct_linear(x[:, :keep], weight[:, :keep], grad_output, bias)["y"]
+    return out
+
+
 def grad_bias_wrong_axis(x, weight, grad_output, bias=None) -> Arrays:
     """grad_bias reduced over the feature axis instead of the batch axis."""
     out = correct_linear(x, weight, grad_output, bias)
@@ -104,6 +125,8 @@ MUTANTS: dict[str, Any] = {
     "tf32_inputs_claiming_fp32": tf32_inputs,
     "fp16_accumulation_claiming_fp32": fp16_accumulation,
     "fp16_accumulation_from_2048": fp16_accumulation_from_2048,
+    "rows_past_64_unwritten": rows_past_64_unwritten,
+    "tail_tile_past_64_dropped": tail_tile_past_64_dropped,
     "grad_bias_wrong_axis": grad_bias_wrong_axis,
     "grad_weight_last_sample_dropped": grad_weight_last_sample_dropped,
     "grad_input_unwritten": grad_input_unwritten,

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, find, given, settings
+from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
 from numoracle.cases.case import Case
@@ -16,7 +16,8 @@ from numoracle.errors import InvalidArgument
 from numoracle.oracle.formats import representable
 from numoracle.oracle.ops import OPS, get_op
 from numoracle.oracle.ops.plan import smallest
-from numoracle.strategies import DEFAULT_MAX_ELEMENTS, SEED_MAX, cases
+from numoracle.strategies import DEFAULT_MAX_ELEMENTS, SEED_MAX, cases, edges
+from numoracle.strategies.cases import DIM_MAX
 
 # conv2d under the tightest limits (one-term reductions, 8 elements) has few valid
 # geometries and the plan filters some draws: that is expected, not a health problem
@@ -162,6 +163,8 @@ def test_cases_shrink_towards_batch_one() -> None:
         ({"op": "linear", "max_overlays": -1}, "max_overlays=-1"),
         ({"op": "linear", "seed": -1}, "seed=-1"),
         ({"op": "linear", "seed": 2**32}, f"seed={2**32}"),
+        ({"op": "linear", "edge": "top:groups"}, "edge='top:groups'"),
+        ({"op": "linear", "edge": "corner"}, "edge='corner'"),
     ],
 )
 def test_cases_rejects_invalid_arguments(kwargs: dict[str, Any], match: str) -> None:
@@ -172,3 +175,54 @@ def test_cases_rejects_invalid_arguments(kwargs: dict[str, Any], match: str) -> 
 def test_cases_rejects_a_missing_op() -> None:
     with pytest.raises(TypeError, match="op"):
         cases()  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_edge_cases_reach_the_top_of_every_size_range_and_an_odd_tile(op: str) -> None:
+    o = get_op(op)
+    dims = [s for s in o.draw_plan() if type(s).__name__ == "Dim"]
+    for edge in edges(op):
+        case = _first(cases(op=op, edge=edge))
+        assert case.size() <= DEFAULT_MAX_ELEMENTS
+        o.validate(case.params)
+        if edge == "odd":  # every dimension 2**k - 1 (a partial tile of every tiling)
+            assert all((case.params[d.name] + 1) & case.params[d.name] == 0 for d in dims)
+            continue
+        name = edge.removeprefix("top:")
+        spec = next(d for d in dims if d.name == name)
+        top = case.params[name]
+        # nothing larger fits: the op's own cap, or the element budget with the rest least
+        bigger = {**case.params, name: top + 1}
+        cap = spec.max_value if spec.max_value is not None else 1 << 16
+        assert top == cap or not _fits(o, bigger), (op, edge, top)
+        others = [d.name for d in dims if d.name != name]
+        assert all(case.params[d] == next(x for x in dims if x.name == d).smallest
+                   for d in others), (op, edge, case.params)
+
+
+def _first(strategy: st.SearchStrategy[Case]) -> Case:
+    """The first case ``strategy`` draws (unshrunk)."""
+    got: list[Case] = []
+
+    @settings(max_examples=1, database=None, phases=[Phase.generate], deadline=None)
+    @given(strategy)
+    def collect(case: Case) -> None:
+        got.append(case)
+
+    collect()
+    return got[0]
+
+
+def _fits(op: Any, params: dict[str, Any]) -> bool:
+    try:
+        shapes = [op.input_shapes(op.validate(params)), op.output_shapes(params)]
+    except InvalidArgument:
+        return False
+    return all(sum(int(np.prod(s)) for s in x.values()) <= DEFAULT_MAX_ELEMENTS for x in shapes)
+
+
+def test_edges_of_linear_are_past_the_tile_sizes() -> None:
+    tops = {e: _first(cases(op="linear", edge=e)).params for e in edges("linear")}
+    assert tops["top:batch"]["batch"] == 128
+    assert tops["top:in_features"]["in_features"] > DIM_MAX  # a long reduction
+    assert tops["odd"]["batch"] == tops["odd"]["in_features"] == 127

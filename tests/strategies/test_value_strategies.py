@@ -8,17 +8,27 @@ import numpy as np
 import pytest
 from hypothesis import find, given, settings
 
-from numoracle.cases.values import FAMILIES, special_values
+from numoracle.cases.values import FAMILIES, WORKLOAD_FAMILIES, special_values
 from numoracle.errors import InvalidArgument
-from numoracle.strategies import DEFAULT_FAMILIES, FAMILY_ORDER, families, overlays
+from numoracle.strategies import (
+    DEFAULT_FAMILIES,
+    FAMILY_ORDER,
+    KNOWN_FAMILIES,
+    families,
+    families_for,
+    overlays,
+)
 
 SHAPES = {"x": (3, 4), "bias": (5,), "empty": (0, 3)}
 
 
 def test_family_order_puts_exact_first() -> None:
     assert FAMILY_ORDER[0] == "exact"
-    assert set(FAMILY_ORDER) == set(FAMILIES)
+    assert set(KNOWN_FAMILIES) == set(FAMILIES)
     assert "special" not in DEFAULT_FAMILIES
+    # the workload families are drawn only for the ops that name them
+    assert not set(WORKLOAD_FAMILIES) & set(FAMILY_ORDER + DEFAULT_FAMILIES)
+    assert families_for("linear") == FAMILY_ORDER
 
 
 @settings(max_examples=50, deadline=None)

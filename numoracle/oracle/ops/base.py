@@ -101,6 +101,9 @@ class Op(ABC):
     #: coarser accumulation format says nothing, and a result beyond the bound
     #: is diagnosed as a logic bug
     precision_ladder: ClassVar[bool] = True
+    #: families of real workloads (``numoracle.cases.values.WORKLOAD_FAMILIES``)
+    #: the op's inputs are meaningful for, drawn besides the general ones
+    value_families: tuple[str, ...] = ()
 
     @abstractmethod
     def validate(self, params: Mapping[str, Any]) -> dict[str, Any]:

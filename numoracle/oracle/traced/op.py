@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from ...callables import digest, identity, load_ref, locate, location_text
 from ...errors import InvalidArgument
@@ -58,7 +59,7 @@ from .library._common import as_judged
 from .rules import Claims, RuleContext
 
 __all__ = ["TracedOp", "traced_op", "restore_op", "DEFAULT_DIM", "DEFAULT_BATCH",
-           "resolve_reference"]
+           "resolve_reference", "NORMALISING"]
 
 #: the range a dimension is drawn in unless ``dims`` says otherwise
 DEFAULT_DIM = (1, 64)
@@ -66,6 +67,28 @@ DEFAULT_DIM = (1, 64)
 DEFAULT_BATCH = (1, 16)
 #: shape facts kept per op (one per parameter set the strategies try)
 _FACTS_KEPT = 4096
+#: ATen ops that normalise their input (shift-invariant, or invariant to the
+#: scale of a row): a reference that calls one is drawn the workload families
+#: (``rows``: shifted logits, attention sinks; ``large``: near overflow)
+NORMALISING = frozenset({
+    "_softmax", "_log_softmax", "_safe_softmax", "logsumexp", "native_layer_norm",
+    "native_group_norm", "native_batch_norm", "_native_batch_norm_legit",
+    "_native_batch_norm_legit_no_training", "_native_batch_norm_legit_functional",
+    "_fused_rms_norm", "rsqrt", "var", "var_mean", "std", "std_mean",
+})
+
+
+class _OpNames(TorchDispatchMode):
+    """Records the name of every ATen op called while it is active."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                           kwargs: Any = None) -> Any:
+        self.names.add(func.overloadpacket.__name__)
+        return func(*args, **(kwargs or {}))
 
 
 def resolve_reference(ref: str) -> Any:
@@ -328,6 +351,32 @@ class TracedOp(Op):
         if not isinstance(self.name, str) or not self.name.replace("-", "_").isidentifier():
             raise InvalidArgument(f"name={self.name!r} must be an identifier-like str")
         self._facts: dict[tuple[Any, ...], ShapeFacts] = {}
+        self._workload: tuple[str, ...] | None = None
+
+    @property  # type: ignore[override]
+    def value_families(self) -> tuple[str, ...]:
+        """``("rows", "large")`` where the reference normalises (calls one of
+        :data:`NORMALISING` on its smallest shapes), else none: the workload
+        families drawn besides the general ones."""
+        if self._workload is None:
+            self._workload = ("rows", "large") if self._normalises() else ()
+        return self._workload
+
+    def _normalises(self) -> bool:
+        """Whether the reference calls a normalising ATen op (one run on the
+        meta device at the least sizes; False where it cannot run there)."""
+        shapes = self._declared_shapes({d: lo for d, (lo, _hi) in self.ranges.items()})
+        dtypes = self._dtypes()
+        recorder = _OpNames()
+        try:
+            with self.ref.on_meta(True) as ref:
+                tensors = {n: torch.empty(s, dtype=dtypes.get(n, torch.float64), device="meta")
+                           for n, s in shapes.items()}
+                with recorder:
+                    ref.flat(tensors)
+        except Exception:  # noqa: BLE001 - a reference that needs data: no workload families
+            return False
+        return bool(recorder.names & NORMALISING)
 
     # -- plain data --------------------------------------------------------------
     def spec(self) -> dict[str, Any] | None:

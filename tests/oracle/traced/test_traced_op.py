@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from numoracle import check_kernel
 from numoracle.cases.case import Case
@@ -14,6 +15,8 @@ from numoracle.oracle.ops import OPS, get_op
 from numoracle.oracle.precision import get_model
 from numoracle.oracle.traced import Claims
 from numoracle.oracle.traced.op import TracedOp, resolve_reference, traced_op
+from numoracle.strategies import FAMILY_ORDER, families_for
+from numoracle.zoo import traced as zoo
 
 LAYER_INPUTS = {"x": ("batch", "i"), "w": ("o", "i"), "b": ("o",)}
 FAST = {"examples": 12, "store": None, "backend": "torch-cpu"}
@@ -188,3 +191,14 @@ def test_a_repro_of_a_traced_op_replays_in_a_fresh_registry(tmp_path, monkeypatc
     assert r.op == "traced_layer_repro" and isinstance(get_op(r.op), TracedOp)
     v = replay(folders[0], rerun=False)
     assert not v.passed
+
+
+def test_normalising_references_are_drawn_the_workload_families() -> None:
+    softmax = traced_op(zoo.softmax, inputs={"x": ("batch", "n")}, name="vf_softmax")
+    norm = traced_op(zoo.layer_norm, inputs={"x": ("batch", "n"), "w": ("n",), "b": ("n",)},
+                     name="vf_layer_norm")
+    gelu = traced_op(F.gelu, inputs={"x": ("batch", "n")}, name="vf_gelu")
+    assert softmax.value_families == norm.value_families == ("rows", "large")
+    assert gelu.value_families == ()  # elementwise: large rows would only saturate
+    assert families_for("vf_softmax") == FAMILY_ORDER + ("rows", "large")
+    assert families_for("vf_gelu") == FAMILY_ORDER

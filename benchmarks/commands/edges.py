@@ -1,0 +1,125 @@
+"""``edges``: cases to catch the zoo's size-dependent mutants — bugs that show only
+past a batch of 64, at a partial tile, at long reductions or on several output
+rows — in a run's rows (cases drawn by the driver, block by block) and in
+``numoracle zoo`` (one Hypothesis run per mutant), over several seeds; and the
+correct kernels' alarms over the same first cases.
+
+    python -m benchmarks edges --seeds 10 --examples 400 --out DIR
+
+Writes ``DIR/edges.json`` (per mutant and path: the cases to catch per seed, the
+median and the largest; per correct target: cases and failures) and
+``DIR/edges.md``. Run from a checkout without ``edge_cases`` (before the edges)
+it records the same numbers for that code: the before/after comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import statistics
+from pathlib import Path
+from typing import Any
+
+from benchmarks.record import meta, write_json, write_text
+
+#: the size-dependent mutants: (module of numoracle.zoo, mutant) and what they need
+MUTANTS = (
+    ("linear", "rows_past_64_unwritten", "batch > 64"),
+    ("linear", "tail_tile_past_64_dropped", "in_features mod 128 > 64"),
+    ("linear", "fp16_accumulation_from_2048", "in_features >= 2048"),
+    ("conv2d", "stride_ignored_on_last_row", "two output rows or more, stride > 1"),
+    ("conv2d", "grad_weight_lost_update", "batch > 1"),
+)
+#: correct targets judged over the first cases of a row with the same seeds
+CORRECT = (("numpy-fp32", "linear"), ("numpy-fp32", "matmul"), ("torch-cpu-fp32", "linear"),
+           ("numpy-fp32", "conv2d"), ("torch-cpu-fp32", "conv2d"))
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``edges`` to the harness's subcommands."""
+    ap = sub.add_parser("edges", help="cases to catch the zoo's size-dependent mutants in a "
+                                      "run's rows and in numoracle zoo, over seeds")
+    ap.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1 (default 10)")
+    ap.add_argument("--examples", type=int, default=400,
+                    help="cases at most per mutant and seed (default 400)")
+    ap.add_argument("--correct", type=int, default=40,
+                    help="cases per correct target and seed (default 40)")
+    ap.add_argument("--out", type=Path, required=True, help="folder for the results")
+    ap.set_defaults(func=run)
+
+
+def _in_a_row(target: Any, examples: int, seed: int) -> Any:
+    """The target as a row of ``numoracle run`` judges it: one process, no time
+    limit, no shrinking."""
+    from numoracle.running.schedule import Row, RunSettings, judge_rows  # noqa: PLC0415
+
+    settings = RunSettings(seed=seed, store=None, shrink_seconds=0.0)
+    [res] = judge_rows([Row(target, asked=examples)], None, settings)
+    return res
+
+
+def _in_the_zoo(target: Any, examples: int, seed: int) -> Any:
+    """The target as ``numoracle zoo`` judges it (edges first where this code has them)."""
+    from numoracle.running.runner import run_target  # noqa: PLC0415
+
+    kw: dict[str, Any] = {}
+    if "edges" in inspect.signature(run_target).parameters:
+        from numoracle.running.draws import edge_cases  # noqa: PLC0415
+
+        kw["edges"] = edge_cases(target, seed)
+    return run_target(target, examples=examples, seed=seed, store=None, shrink=False, **kw)
+
+
+def _summary(caught: list[int | None]) -> dict[str, Any]:
+    got = [c for c in caught if c is not None]
+    return {"per_seed": caught, "missed": caught.count(None),
+            "median": statistics.median(got) if got else None, "max": max(got) if got else None}
+
+
+def run(a: argparse.Namespace) -> int:
+    """Measure and record under ``a.out``."""
+    from numoracle.kernels import get_target  # noqa: PLC0415
+    from numoracle.zoo import mutants  # noqa: PLC0415
+
+    zoo = {t.name: t for t in mutants(["linear", "conv2d"])}
+    rows: list[dict[str, Any]] = []
+    for module, name, needs in MUTANTS:
+        t = zoo.get(name)
+        if t is None or t.unavailable_reason():
+            rows.append({"mutant": name, "op": module, "needs": needs, "skipped": True})
+            continue
+        row: dict[str, Any] = {"mutant": name, "op": t.op, "needs": needs}
+        for path, judge in (("run", _in_a_row), ("zoo", _in_the_zoo)):
+            caught = []
+            for seed in range(a.seeds):
+                res = judge(t, a.examples, seed)
+                caught.append(res.cases_to_catch if res.verdict == "FAIL" else None)
+            row[path] = _summary(caught)
+        rows.append(row)
+        print(name, row["run"], row["zoo"], flush=True)
+    correct = []
+    for name, op in CORRECT:
+        t = get_target(name, op)
+        if t.unavailable_reason():
+            continue
+        cases = failures = 0
+        for seed in range(a.seeds):
+            res = _in_a_row(t, a.correct, seed)
+            cases, failures = cases + res.cases, failures + (res.verdict == "FAIL")
+        correct.append({"target": name, "op": op, "cases": cases, "failures": failures})
+        print(name, op, cases, failures, flush=True)
+    write_json(a.out / "edges.json", {"meta": meta(a.argv), "mutants": rows, "correct": correct})
+    lines = ["| mutant | op | fails where | run: median | run: max | run: missed | "
+             "zoo: median | zoo: max | zoo: missed |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r.get("skipped"):
+            continue
+        lines.append(f"| {r['mutant']} | {r['op']} | {r['needs']} | {r['run']['median']} | "
+                     f"{r['run']['max']} | {r['run']['missed']} | {r['zoo']['median']} | "
+                     f"{r['zoo']['max']} | {r['zoo']['missed']} |")
+    lines += ["", "| correct target | op | cases | rows failed |", "|---|---|---|---|"]
+    lines += [f"| {c['target']} | {c['op']} | {c['cases']} | {c['failures']} |" for c in correct]
+    write_text(a.out / "edges.md", "\n".join(lines) + "\n")
+    print("\n".join(lines))
+    missed = any(r[p]["missed"] for r in rows if not r.get("skipped") for p in ("run", "zoo"))
+    return 1 if missed or any(c["failures"] for c in correct) else 0
