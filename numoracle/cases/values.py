@@ -57,9 +57,11 @@ normalises), since elsewhere they only saturate or overflow.
 
 Boolean inputs (masks, :func:`generate_integers`) come in the patterns
 attention uses: causal (lower triangular over the last two axes), padding
-(a prefix of each row, of random length, fully masked rows included) or
-random, each as drawn or inverted (so both conventions, True keeps and True
-masks, meet every pattern).
+(a prefix of each row, of random length) or random, each as drawn or
+inverted (so both conventions, True keeps and True masks, meet every
+pattern). A row of one value — fully masked in one of the conventions — has
+its last entry flipped, and a row of one entry is True, as torch's boolean
+attention masks keep it (:data:`CONSTANT_MASK_ROWS`).
 """
 
 from __future__ import annotations
@@ -104,6 +106,11 @@ LARGE_EXPONENTS = (3, 6)
 LARGE_SPREAD = 2.0**-6
 #: boolean patterns of :func:`generate_integers`
 MASK_PATTERNS = ("random", "causal", "padding")
+#: whether a mask may hold a row of one value (a fully masked row in one of
+#: the two conventions); False: one entry of such a row is flipped, since a
+#: softmax over a row that is all ``-inf`` gives NaN or 0 by a convention the
+#: kernel must claim
+CONSTANT_MASK_ROWS = False
 
 #: significant bits of the accumulation format the exact family is exact in (fp32)
 ACC_BITS = 24
@@ -451,7 +458,9 @@ def _mask(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
     """A boolean mask of ``shape`` in one of :data:`MASK_PATTERNS`, inverted
     half the time: causal (``j <= i`` over the last two axes; a prefix for a
     1-d mask), padding (each row a prefix of random length, the empty and the
-    full prefix among the lengths) or random (True with chance one half)."""
+    full prefix among the lengths) or random (True with chance one half);
+    rows of one value then mixed (rows of one entry True) unless
+    :data:`CONSTANT_MASK_ROWS`."""
     pattern = MASK_PATTERNS[int(rng.integers(len(MASK_PATTERNS)))]
     invert = bool(rng.random() < 0.5)
     if pattern == "random" or not shape or math.prod(shape) == 0:
@@ -465,7 +474,15 @@ def _mask(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
         lengths = rng.integers(-1, width + 1, size=lead, endpoint=True)
         lengths = np.clip(lengths, 0, width)  # the empty and the full prefix twice as often
         mask = np.arange(width) < lengths[..., None]
-    return np.array(mask ^ invert, dtype=bool)
+    mask = np.array(mask ^ invert, dtype=bool)
+    if not CONSTANT_MASK_ROWS and mask.ndim:
+        rows = mask.reshape(-1, mask.shape[-1])
+        if rows.shape[1] == 1:  # one key: kept, as torch's boolean attention masks keep True
+            rows[:] = True
+        else:
+            constant = rows.all(axis=1) | ~rows.any(axis=1)
+            rows[constant, -1] ^= True  # one entry of a row of one value flipped: mixed
+    return mask
 
 
 def generate_integers(specs: Mapping[str, IntegerInput], shapes: Shapes,

@@ -47,7 +47,8 @@ def _picked(ctx: RuleContext, x: Tracked, target: np.ndarray, weight: Any,
         pick = tmap_all(x, lambda a: a[safe])
     else:
         pick = tmap_all(x, lambda a: np.take_along_axis(a, np.expand_dims(safe, 1), axis=1)[:, 0])
-    neg = negated(replace(tmap_all(pick, lambda a: a * kept), n=pick.n))
+    # an ignored sample counts 0, whatever its row holds (inf * 0 would be NaN)
+    neg = negated(replace(tmap_all(pick, lambda a: np.where(kept, a, 0.0)), n=pick.n))
     if weight is None:
         return neg, exact(ctx.array(kept.astype(np.float64))), kept
     w = as_tracked(weight, ctx.model)
