@@ -5,7 +5,7 @@ worker's own code, which takes the outputs out. Everything in one Python
 process can be replaced by anything else in it, so the worker
 
 1. is hardened before any candidate code runs (:func:`harden`): no core
-   files, a cap on the size of files it writes, no network (a network
+   files, a cap on the size of files it writes, no network (on the CPU a network
    namespace of its own where the kernel allows an unprivileged one, and in
    any case an audit hook that refuses every socket but a Unix one), its
    working directory a fresh empty folder;

@@ -1,11 +1,12 @@
 """The candidate's process: started per candidate, hardened, answering one case at a time.
 
 :class:`Sandbox` starts a Python process of its own for one candidate file
-(``subprocess``, not ``fork``: CUDA and threads do not survive a fork). Its
-first lines, before torch is imported and while the process still has a
-single thread, move it into a network namespace of its own where the kernel
-allows an unprivileged one (a user and a network namespace: no interface but
-a loopback that is down); then :func:`serve` hardens it further
+(``subprocess``, not ``fork``: CUDA and threads do not survive a fork). On
+the CPU its first lines, before torch is imported and while the process
+still has a single thread, move it into a network namespace of its own where
+the kernel allows an unprivileged one (a user and a network namespace: no
+interface but a loopback that is down; not on a GPU, whose driver may talk to
+its own services); then :func:`serve` hardens it further
 (:func:`~.guard.harden`), pins the functions it relies on
 (:class:`~.guard.Pins`), imports the candidate's file, and answers cases.
 
@@ -50,10 +51,11 @@ import ctypes, json, sys
 fd, candidate, device, path = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 sys.path[:] = json.loads(path)
 netns = False
-try:
-    netns = ctypes.CDLL(None, use_errno=True).unshare(%d | %d) == 0
-except (OSError, AttributeError):
-    pass
+if device == "cpu":
+    try:
+        netns = ctypes.CDLL(None, use_errno=True).unshare(%d | %d) == 0
+    except (OSError, AttributeError):
+        pass
 from numoracle.kernelbench.sandbox import serve
 serve(fd, candidate, device, netns)
 """ % (_CLONE_NEWUSER, _CLONE_NEWNET)
