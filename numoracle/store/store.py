@@ -9,8 +9,10 @@ Layout (format 1)::
             status.json                 the last replay: "fails" or "fixed", and when
 
 A failure's **signature** is (target, op, failing outputs, diagnosis class,
-shrunk shapes): the same bug found again by another run, another xdist
-worker or another test lands on the same folder and is kept once.
+shrunk shapes, and for a kernel handed in as a function its identity:
+:func:`kernel_record`): the same bug found again by another run, another
+xdist worker or another test lands on the same folder and is kept once, and
+two kernels of one name in different modules are two.
 
 Concurrent writers never corrupt the store, without a lock: a repro is
 written whole into a private temporary folder (``.tmp-*``) and moved into

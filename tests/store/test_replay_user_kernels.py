@@ -23,17 +23,13 @@ from numoracle.cli import main
 from numoracle.errors import InvalidArgument, KernelMismatch
 from numoracle.store.store import entries
 
-BUGGY = '''
+BUGGY = """from numoracle.zoo.linear import bias_added_twice, correct_linear
+
+
 def layer(x, weight, grad_output, bias=None):
-    y = x @ weight.T
-    out = {"grad_input": grad_output @ weight, "grad_weight": grad_output.T @ x}
-    if bias is not None:
-        y = y + 2 * bias
-        out["grad_bias"] = grad_output.sum(axis=0)
-    out["y"] = y
-    return out
-'''
-FIXED = BUGGY.replace("2 * bias", "bias")
+    return bias_added_twice(x, weight, grad_output, bias)
+"""
+FIXED = BUGGY.replace("return bias_added_twice(", "return correct_linear(")
 
 
 @pytest.fixture
@@ -138,7 +134,7 @@ def test_two_kernels_of_one_name_do_not_replay_each_others_repros(
         user_module: tuple[str, Path], tmp_path: Path) -> None:
     name, path = user_module
     other = tmp_path / "elsewhere.py"
-    other.write_text(FIXED.replace("def layer", "def layer"))
+    other.write_text(FIXED)
     store = tmp_path / "store"
     with pytest.raises(KernelMismatch):
         check_kernel(load_ref(f"{name}:layer"), op="linear", examples=30, store=store)
