@@ -294,6 +294,20 @@ def _run(target: Target, strategy: SearchStrategy[Case], examples: int | None,
     return result
 
 
+def _run_test(target: Target, strategy: SearchStrategy[Case], examples: int | None,
+              seed: int | None, store: Path | str | None,
+              isolation: tuple[bool, float]) -> None:
+    """The body of a :func:`validate` test: skip where the backend cannot run,
+    else :func:`_run` (hidden from pytest's traceback, as ``_run`` is)."""
+    __tracebackhide__ = True
+    reason = target.unavailable_reason()
+    if reason is not None:
+        import pytest  # noqa: PLC0415 - only a test run skips
+
+        pytest.skip(f"{target.name} on {target.backend}: {reason}")
+    _run(target, strategy, examples, seed, store, isolation)
+
+
 def _replay_stored(target: Target, store: Path | str | None) -> TargetResult:
     """Replay the repros the store holds for ``target`` (as Hypothesis replays its
     example database): a FAIL result for the first that still fails, else a
@@ -506,12 +520,7 @@ def validate(
         strategy = _strategy(target, strategy_overrides)
 
         def test() -> None:
-            reason = target.unavailable_reason()
-            if reason is not None:
-                import pytest  # noqa: PLC0415 - only a test run skips
-
-                pytest.skip(f"{target.name} on {target.backend}: {reason}")
-            _run(target, strategy, examples, seed, store, _isolation(isolate, timeout))
+            _run_test(target, strategy, examples, seed, store, _isolation(isolate, timeout))
 
         fname = getattr(fn, "__name__", target.name)
         test.__name__ = fname if fname.startswith("test") else f"test_{fname}"

@@ -326,3 +326,22 @@ def _has_gpu() -> bool:
     from numoracle.pytest_plugin import _gpu_unavailable_reason
 
     return _gpu_unavailable_reason() is None
+
+
+def test_a_failing_validate_test_shows_the_failure_not_numoracle(
+        pytester: pytest.Pytester, monkeypatch: Any) -> None:
+    _inner_env(monkeypatch)
+    pytester.makepyfile(test_bad="""
+        import numoracle
+
+        def bad_mm(a, b):
+            return {"out": a @ b + 1}
+
+        test_bad = numoracle.validate(op="matmul", examples=10, store=None)(bad_mm)
+        """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "KernelMismatch: FAIL: bad_mm on matmul" in out
+    for source in ("unavailable_reason()", "_replay_stored(", "raise KernelMismatch"):
+        assert source not in out, source  # numoracle's own lines stay hidden
