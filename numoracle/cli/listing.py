@@ -127,13 +127,18 @@ def _ops_table() -> Table:
 
     table = Table(title="ops (a kernel takes the inputs by name and returns the outputs)",
                   title_justify="left")
-    table.add_column("op", no_wrap=True)
-    for column in ("inputs", "outputs", "parameters"):
-        table.add_column(column, overflow="fold")
-    table.add_column("what it computes")
+    rows = []
     for name, op in sorted(all_ops().items()):
         doc = first_sentence(sys.modules[type(op).__module__].__doc__ or "")
-        table.add_row(*map(escape, (name, ", ".join(op_inputs(name)),
-                                    ", ".join(op_outputs(name)),
-                                    ", ".join(op.param_names), doc)))
+        rows.append((name, ", ".join(op_inputs(name)), ", ".join(op_outputs(name)),
+                     ", ".join(op.param_names), doc))
+    longest_op = max((len(row[0]) for row in rows), default=2)
+    table.add_column("op", overflow="fold", min_width=min(longest_op, 24), max_width=24)
+    for k, column in enumerate(("inputs", "outputs", "parameters"), 1):
+        # as wide as the longest name, so that a name is cut only past 24 characters
+        longest = max((len(word) for row in rows for word in row[k].split()), default=1)
+        table.add_column(column, overflow="fold", min_width=min(longest, 24))
+    table.add_column("what it computes")
+    for row in rows:
+        table.add_row(*map(escape, row))
     return table
