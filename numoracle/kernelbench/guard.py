@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["Pins", "RawMemory", "harden", "span_bytes", "FILE_SIZE_LIMIT"]
+__all__ = ["Pins", "RawMemory", "RawMemoryError", "harden", "span_bytes", "FILE_SIZE_LIMIT"]
 
 #: the largest file the candidate's process may write (a compiled extension fits)
 FILE_SIZE_LIMIT = 8 << 30
@@ -176,6 +176,10 @@ def span_bytes(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) 
     return (1 + sum((n - 1) * s for n, s in zip(shape, strides, strict=True))) * itemsize
 
 
+class RawMemoryError(RuntimeError):
+    """The driver refused a copy or a set: the judge's failure, not the candidate's."""
+
+
 class RawMemory:
     """Bytes under a pointer, read and written without ATen: ``ctypes`` on the host,
     the CUDA driver's copies and sets on a device.
@@ -206,7 +210,7 @@ class RawMemory:
         if self.cuda:
             err = self._dtoh(dst, src, nbytes)
             if err:
-                raise RuntimeError(f"cuMemcpyDtoH failed with CUresult {err}")
+                raise RawMemoryError(f"cuMemcpyDtoH failed with CUresult {err}")
         else:
             self._memmove(dst, src, nbytes)
 
@@ -223,7 +227,7 @@ class RawMemory:
         if self.cuda:
             err = self._setd8(dst, 0xFF, nbytes)
             if err:
-                raise RuntimeError(f"cuMemsetD8 failed with CUresult {err}")
+                raise RawMemoryError(f"cuMemsetD8 failed with CUresult {err}")
         else:
             self._memset(dst, 0xFF, nbytes)
 

@@ -264,7 +264,7 @@ class _Context:
         kind = answer.get("fault_kind")
         result.out_of_memory = kind == "oom"
         result.raised = kind == "raise"
-        if kind == "missing":
+        if kind in ("missing", "judge"):  # the machine or the judge, not the candidate
             result.not_judged = result.fault
         if "outputs" in answer:
             rules = [kernelbench_rule(g, r) for g, r in zip(answer["outputs"], ref.outputs,

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from ..checking.call import cuda_error
 from ..checking.isolate import describe_exit
 
 __all__ = ["Sandbox", "InProcess", "serve", "STARTUP_TIMEOUT", "read_output"]
@@ -108,10 +109,14 @@ def serve(fd: int, candidate: str, device: str, netns: bool) -> None:
                 mapped = (path, size, mmap.mmap(f.fileno(), size))
         try:
             answer = run.run_case(cls, request, memory=memory, buf=mapped[2], pins=pins)
+        except guard.RawMemoryError as exc:  # the judge's own failure: not judged
+            answer = {"fault": f"the judge could not copy the outputs: {exc}",
+                      "fault_kind": "judge", "notes": []}
         except BaseException as exc:  # noqa: BLE001 - SystemExit too: a failure to report
+            kind = "exit" if isinstance(exc, SystemExit) else \
+                "cuda" if cuda_error(exc) is not None else "raise"
             answer = {"fault": f"the candidate raised {type(exc).__name__}: {exc}",
-                      "fault_kind": "exit" if isinstance(exc, SystemExit) else "raise",
-                      "notes": []}
+                      "fault_kind": kind, "notes": []}
         conn.send(("answer", answer))
         if answer.get("fault_kind") == "cuda":
             return
