@@ -415,7 +415,11 @@ def check_kernel(
     seed : int or None
         Hypothesis seed (0: the same cases every run); None draws at random.
     name : str or None
-        Name in reports and repros; defaults to ``fn.__qualname__``.
+        Name in reports and repros; defaults to ``fn.__qualname__``
+        (``lambda_<content hash>`` for a lambda). A repro records where ``fn``
+        lives (module or file, and name) so that ``numoracle replay`` runs it
+        again; a given ``name`` is the kernel's identity in the store, else
+        the function's (:func:`numoracle.callables.identity`).
     store : path or None
         Folder for the repro of a failure; None saves none.
     isolate : bool or None
