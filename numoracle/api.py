@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .callables import default_name
+from .cases.layouts import AXIS_ORDERS
 from .cases.target import BACKENDS, GPU_BACKENDS, Target
 from .checking.check import DEFAULT_TIMEOUT
 from .checking.check import isolation as isolation_scope
@@ -240,6 +241,34 @@ def _traced_name(op: str | None, reference: Any, traced: Mapping[str, Any]) -> s
 
     kwargs = {("params" if k == "reference_params" else k): v for k, v in given.items()}
     return traced_op(reference, name=op, **kwargs).name
+
+
+def _traced_axes(reference: Any, layouts: Any) -> dict[str, str] | None:
+    """The canonical axis order (``NCHW``, ``OIHW``) of each input of a traced
+    reference that ``layouts`` hands over in another axis order (``{"x":
+    ("NHWC",)}``: x is NCHW for the reference, NHWC for the kernel)."""
+    if reference is None:
+        return None
+    if not isinstance(layouts, Mapping):
+        named = [lay for lay in (layouts,) if isinstance(lay, str)] or list(layouts or ())
+        orders = [lay for lay in named if isinstance(lay, str) and ":" + lay not in ":C:F:T:S"]
+        if orders:
+            raise InvalidArgument(
+                f"layouts={layouts!r} names axis orders {orders}, which a traced reference "
+                "takes per input (its inputs have no named axes): give them by input, e.g. "
+                f"layouts={{'x': ({orders[0]!r},)}}")
+        return None
+    axes: dict[str, str] = {}
+    for key, value in layouts.items():
+        names = (value,) if isinstance(value, str) else tuple(value)
+        found = {canonical for lay in names if isinstance(lay, str)
+                 for canonical, orders in AXIS_ORDERS.items() if lay.partition(":")[0] in orders}
+        if len(found) > 1:
+            raise InvalidArgument(f"layouts[{key!r}]={value!r} mixes the axis orders of "
+                                  f"{sorted(found)}; an input has one canonical order")
+        if found:
+            axes[str(key)] = found.pop()
+    return axes or None
 
 
 #: cases() arguments a check sets from its own: the op and the claimed precision's storage
@@ -463,7 +492,8 @@ def check_kernel(
     __tracebackhide__ = True  # pytest shows the failure, not numoracle's own source
     op = _traced_name(op, reference, {"inputs": inputs, "dims": dims, "grads": tuple(grads),
                                       "reference_params": reference_params, "claims": claims,
-                                      "integers": integers, "booleans": tuple(booleans)})
+                                      "integers": integers, "booleans": tuple(booleans),
+                                      "axes": _traced_axes(reference, layouts)})
     target = _make_target(fn, op=op, precision=precision, backend=backend, outputs=outputs,
                          layouts=layouts, name=name)
     _check_examples(examples)
@@ -516,7 +546,8 @@ def validate(
     _isolation(isolate, timeout)  # a bad value fails at collection
     op = _traced_name(op, reference, {"inputs": inputs, "dims": dims, "grads": tuple(grads),
                                       "reference_params": reference_params, "claims": claims,
-                                      "integers": integers, "booleans": tuple(booleans)})
+                                      "integers": integers, "booleans": tuple(booleans),
+                                      "axes": _traced_axes(reference, layouts)})
 
     def decorate(fn: Callable[..., Any]) -> Callable[[], None]:
         target = _make_target(fn, op=op, precision=precision, backend=backend,

@@ -38,6 +38,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -52,8 +53,9 @@ from ..ops.plan import Dim
 from ..precision import PrecisionModel
 from ..tracked import Tracked, moved
 from ..xp import array_module, device_of, is_torch, namespace_named, to_numpy
-from .capture import Reference, ShapeFacts, shape_facts
+from .capture import Reference
 from .capture import capture as capture_graph
+from .facts import ShapeFacts, shape_facts
 from .interpret import evaluate
 from .library._common import as_judged
 from .rules import Claims, RuleContext
@@ -218,6 +220,26 @@ def _from_examples(given: Mapping[str, torch.Tensor], integers: Any,
     return ints, bools
 
 
+def _check_axes(axes: Any, declared: Mapping[str, tuple[Any, ...]]) -> dict[str, str]:
+    """``axes`` validated: declared inputs, one axis letter per dimension."""
+    if axes is None:
+        return {}
+    if not isinstance(axes, Mapping):
+        raise InvalidArgument(f"axes={axes!r} must map input names to axis orders, e.g. "
+                              "axes={'x': 'NCHW'}")
+    for name, order in axes.items():
+        if name not in declared:
+            raise InvalidArgument(f"an axis order is given for {name!r}, which is not an input "
+                                  f"of the reference; the inputs are {list(declared)}")
+        if not isinstance(order, str) or len(order) != len(declared[name]):
+            raise InvalidArgument(
+                f"input {name!r} has {len(declared[name])} dimensions "
+                f"{tuple(declared[name])}, and the axis order asked for it (a layout of "
+                f"{order!r}) needs {len(str(order))}: an axis order applies to an input with "
+                "one dimension per letter")
+    return {str(k): str(v) for k, v in axes.items()}
+
+
 def _range(name: str, spec: Any) -> tuple[int, int]:
     if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
         spec = (1, int(spec))
@@ -269,8 +291,13 @@ class TracedOp(Op):
         Inputs that hold booleans (masks), drawn as ``True`` or ``False``
         with equal chance, handed over as ``torch.bool`` tensors.
     cache : bool
-        Keep a captured graph per signature (False: trace every case again,
-        for references whose Python branches on input values).
+        Reuse captured graphs (False: trace every case again on its values;
+        a reference whose Python reads input values is found and traced so
+        without it).
+    axes : mapping
+        ``{input: "NCHW"}``: the axis order of an input as the reference
+        takes it (an image ``NCHW``, a weight ``OIHW``), so that a kernel may
+        take it in another (``layouts={"x": ("NHWC",)}`` of ``check_kernel``).
     """
 
     precision_ladder = False
@@ -280,7 +307,8 @@ class TracedOp(Op):
                  name: str | None = None, claims: Claims | None = None,
                  init: Sequence[Any] = (), cache: bool = True,
                  integers: Mapping[str, Any] | None = None,
-                 booleans: Sequence[str] = ()) -> None:
+                 booleans: Sequence[str] = (),
+                 axes: Mapping[str, str] | None = None) -> None:
         given_as = reference if isinstance(reference, str) else None
         if isinstance(reference, str):
             reference = resolve_reference(reference)
@@ -334,6 +362,7 @@ class TracedOp(Op):
         # a traced op's plan and trained parameters are its own, not its class's
         self.plan = tuple(Dim(d, max_value=hi, is_batch=(d == "batch"),  # type: ignore[misc]
                               smallest=lo) for d, (lo, hi) in self.ranges.items())
+        self.input_axes = MappingProxyType(_check_axes(axes, self.declared))  # type: ignore[misc]
         self.claims = claims if claims is not None else Claims()
         if not isinstance(self.claims, Claims):
             raise InvalidArgument(f"claims={claims!r} must be a numoracle.oracle.traced.Claims")
@@ -397,6 +426,8 @@ class TracedOp(Op):
         bools = [k for k, (_, _, dtype) in self.integers.items() if dtype == "bool"]
         if bools:
             spec["booleans"] = bools
+        if self.input_axes:
+            spec["axes"] = dict(self.input_axes)
         try:  # as JSON gives it back (tuples as lists), or None where it cannot
             plain: dict[str, Any] = json.loads(json.dumps(spec))
         except (TypeError, ValueError):
@@ -412,7 +443,7 @@ class TracedOp(Op):
                    name=spec["name"], init=tuple(spec.get("init", ())),
                    cache=spec.get("cache", True), claims=Claims(**spec.get("claims", {})),
                    integers={k: tuple(v) for k, v in spec.get("integers", {}).items()},
-                   booleans=tuple(spec.get("booleans", ())))
+                   booleans=tuple(spec.get("booleans", ())), axes=spec.get("axes"))
 
     # -- the Op interface -----------------------------------------------------------
     def validate(self, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -585,7 +616,7 @@ def traced_op(reference: Any, **kwargs: Any) -> TracedOp:
             else old.reference_fn is op.reference_fn and old.declared == op.declared
             and old.ranges == op.ranges and old.ref.grads == op.ref.grads
             and old.claims == op.claims and old.ref.params == op.ref.params
-            and old.integers == op.integers)
+            and old.integers == op.integers and old.input_axes == op.input_axes)
         if not same:
             raise InvalidArgument(f"an op named {op.name!r} exists already ({old!r}); give "
                                   "this reference another name=")

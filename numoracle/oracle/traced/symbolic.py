@@ -50,7 +50,8 @@ from torch.fx.experimental.symbolic_shapes import (
     free_unbacked_symbols,
 )
 
-__all__ = ["ReadsValues", "Symbolic", "drop_dead_mutations", "leaves_torch", "quiet", "reads_values", "trace",
+__all__ = ["ReadsValues", "Symbolic", "drop_dead_mutations", "first_line", "leaves_torch",
+           "leaving_torch", "quiet", "reads_values", "trace",
            "user_line"]
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
@@ -83,6 +84,23 @@ def leaves_torch(exc: BaseException) -> bool:
     """Whether ``exc``, raised by a run on fake tensors, says the code took a
     tensor out of torch (``.numpy()``)."""
     return "numpy" in str(exc).lower()
+
+
+def first_line(exc: BaseException) -> str:
+    """``Type: first line of the message`` of ``exc``."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": .")
+
+
+def leaving_torch(reference: str, exc: BaseException) -> str:
+    """The refusal of ``reference`` (its name), which took a tensor out of
+    torch where it raised ``exc``."""
+    where = user_line(exc)
+    return (f"the reference {reference} leaves torch"
+            f"{f' at {where}' if where else ''} ({first_line(exc)}): the traced oracle "
+            "follows torch operations only and cannot see what NumPy computes; write the "
+            "reference with torch operations on its tensor inputs, returning tensors "
+            "(torch.tanh(x), not np.tanh(x.numpy()))")
 
 
 def _users(frames: Sequence[traceback.FrameSummary]) -> list[traceback.FrameSummary]:
@@ -270,7 +288,9 @@ def trace(fn: Callable[..., Any], args: Sequence[torch.Tensor],
     ReadsValues
         Where ``fn``'s Python reads input values (a branch, ``.item()``).
     """
-    with quiet(), fx_config.patch(use_duck_shape=False):
+    # the fake-tensor cache pays off over many traces of one graph, not here
+    with quiet(), fx_config.patch(use_duck_shape=False), \
+            torch._dynamo.config.patch(fake_tensor_cache_enabled=False):
         try:
             first = make_fx(_reads_nothing(fn), tracing_mode="symbolic",
                             decomposition_table=dict(decompositions),
@@ -280,9 +300,12 @@ def trace(fn: Callable[..., Any], args: Sequence[torch.Tensor],
         if _sizes_from_values(first):
             raise ReadsValues("", "sizes made from input values")
         code = _guard_code(first)
-        gm = drop_dead_mutations(make_fx(torch.func.functionalize(first), tracing_mode="symbolic",
-                                         _allow_non_fake_inputs=True)(*args))
-    code = f"({code}) and ({_guard_code(gm)})"
+        gm = first
+        if any(_mutates(n) for n in first.graph.nodes):  # a pure graph needs no second pass
+            gm = drop_dead_mutations(make_fx(torch.func.functionalize(first),
+                                             tracing_mode="symbolic",
+                                             _allow_non_fake_inputs=True)(*args))
+            code = f"({code}) and ({_guard_code(gm)})"
     symbols, shapes = [], []
     for i, fake in enumerate(_placeholders(gm)):
         shapes.append(tuple(None if isinstance(n, torch.SymInt) else int(n) for n in fake.shape))

@@ -16,8 +16,8 @@ from numoracle.oracle.traced.capture import (
     capture,
     decomposition_table,
     output_names,
-    shape_facts,
 )
+from numoracle.oracle.traced.facts import shape_facts
 
 
 def _targets(graph) -> list[str]:

@@ -61,6 +61,24 @@ def test_a_size_of_one_is_captured_apart_and_its_graph_is_right():
     assert ref.captures == 2
 
 
+def test_every_graph_a_guard_admits_is_the_references_graph():
+    """Attention over 30 random shapes with sizes from 1 (broadcasts, views,
+    a scale of 1/sqrt(d)): each kept graph, specialised, computes what the
+    reference computes at that shape."""
+    def sdpa(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v).mean(-1)
+    ref = Reference(sdpa, ("q", "k", "v"))
+    rng = np.random.default_rng(1)
+    for i in range(30):
+        b, h, s, t, d = (int(v) for v in rng.integers(1, 6, size=5))
+        values = _values("qkv", ((b, h, s, d), (b, h, t, d), (b, h, t, d)), i)
+        got = capture(ref, values).module(*(torch.tensor(values[n]) for n in "qkv"))[0]
+        want = sdpa(*(torch.tensor(values[n]) for n in "qkv"))
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-14)
+    assert ref.captures < 30
+
+
 def test_a_gradient_graph_is_captured_once_for_many_shapes():
     def f(x, w):
         return torch.tanh(x @ w).reshape(x.shape[0], -1)
@@ -189,3 +207,41 @@ def test_a_dims_mismatch_is_one_clean_message(capfd):
     assert "\n" not in text
     out, err = capfd.readouterr()
     assert "fake_tensor" not in out + err and "Traceback" not in out + err
+
+
+def conv(x, w):
+    return F.conv2d(x, w, padding=1)
+
+
+CONV = {"x": ("batch", 3, "h", "w"), "w": (4, 3, 3, 3)}
+CONV_DIMS = {"h": (2, 6), "w": (2, 6)}
+
+
+def test_an_nhwc_layout_reaches_a_traced_kernel_and_is_judged():
+    shapes = []
+
+    def channels_last(x, w):
+        shapes.append(tuple(x.shape))
+        return {"out": F.conv2d(x.permute(0, 3, 1, 2), w, padding=1)}
+
+    def reads_nchw(x, w):  # takes the NHWC array as if it were NCHW
+        return {"out": F.conv2d(x.reshape(x.shape[0], 3, x.shape[1], x.shape[2]), w,
+                                padding=1)}
+
+    kwargs = {"reference": conv, "inputs": CONV, "dims": CONV_DIMS,
+              "layouts": {"x": ("NHWC",)}, "op": "traced_conv_nhwc", **FAST}
+    assert check_kernel(channels_last, **kwargs).verdict == "pass"
+    assert shapes and all(s[-1] == 3 for s in shapes)  # channels last, every case
+    with pytest.raises(KernelMismatch):
+        check_kernel(reads_nchw, **kwargs)
+
+
+@pytest.mark.parametrize(("layouts", "match"), [
+    (("NHWC",), "per input"),
+    ({"w": ("NHWC",)}, "one dimension per letter"),
+])
+def test_a_layout_a_traced_op_cannot_honour_is_refused(layouts, match):
+    with pytest.raises(InvalidArgument, match=match):
+        check_kernel(lambda x, w: {"out": conv(x, w)}, reference=conv,
+                     inputs={"x": ("batch", 3, "h", "w"), "w": (4, 3, 3)}, layouts=layouts,
+                     op="traced_conv_refused", **FAST)
