@@ -8,6 +8,7 @@
     python -m benchmarks traced stress [--seeds 0,1,2,3] [--out DIR]
     python -m benchmarks traced references
     python -m benchmarks traced zoo [--examples 100] [--correct-examples 200] [--out DIR]
+    python -m benchmarks traced specials [--examples 1000] [--only NAME,...] [--out DIR]
 
 ``sweep`` (:mod:`benchmarks.traced.sweep`) checks torch running the reference of
 each op family (:mod:`benchmarks.traced.references`) on ``--cases`` drawn cases
@@ -22,7 +23,10 @@ KernelBench problem and of composite references and which have a rule
 rule tests' cases again on fresh inputs in four value regimes
 (``rules_stress.json``). ``zoo`` (:mod:`benchmarks.traced.zoo`) runs the traced
 zoo: each mutant caught, each correct kernel passing (``zoo.json/md``).
-``references`` prints the op families' references: function, inputs with their
+``specials`` (:mod:`benchmarks.traced.specials`) checks causal-mask bugs (cases
+to catch), correct masked softmax and attention kernels, torch's max pooling with
+special values, and two formulations of each composite rule
+(``specials.json/md``). ``references`` prints the op families' references: function, inputs with their
 dims, the size ranges drawn, and the inputs differentiated.
 """
 
@@ -78,6 +82,13 @@ def _zoo(args: argparse.Namespace) -> int:
     from benchmarks.traced.zoo import zoo  # noqa: PLC0415 - torch-heavy
 
     return zoo(args.examples, args.correct_examples, args.seed, Path(args.out), args.argv)
+
+
+def _specials(args: argparse.Namespace) -> int:
+    from benchmarks.traced.specials import specials  # noqa: PLC0415 - torch-heavy
+
+    only = [w for w in args.only.split(",") if w]
+    return specials(args.examples, args.seed, Path(args.out), args.argv, only)
 
 
 def _references(args: argparse.Namespace) -> int:
@@ -160,3 +171,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     zo.add_argument("--seed", type=int, default=0)
     zo.add_argument("--out", default=_OUT, help=f"folder of zoo.json/md ({_OUT})")
     zo.set_defaults(func=_quiet(_zoo))
+    sp = what.add_parser("specials", help="special values and formulations: causal-mask bugs "
+                                          "caught, masked kernels, max pooling and two "
+                                          "formulations per composite rule passing "
+                                          "(specials.json/md)")
+    sp.add_argument("--examples", type=int, default=1000, help="cases per kernel (1000)")
+    sp.add_argument("--only", default="", help="comma-separated words: only the kernels whose "
+                                               "name holds one")
+    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--out", default="benchmarks/results/cpu/special",
+                    help="folder of specials.json/md (benchmarks/results/cpu/special)")
+    sp.set_defaults(func=_quiet(_specials))

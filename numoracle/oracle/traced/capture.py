@@ -53,7 +53,7 @@ KEEP: tuple[str, ...] = (
     "aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten.convolution",
     "aten.convolution_backward",
     # softmax family
-    "aten._softmax", "aten._log_softmax", "aten._softmax_backward_data",
+    "aten._softmax", "aten._safe_softmax", "aten._log_softmax", "aten._softmax_backward_data",
     "aten._log_softmax_backward_data", "aten.logsumexp",
     # normalisations
     "aten.native_layer_norm", "aten.native_layer_norm_backward", "aten.native_group_norm",

@@ -420,6 +420,8 @@ class TracedOp(Op):
                 "claims": {"ulps": dict(self.claims.ulps), "variance": self.claims.variance,
                            "rounding": self.claims.rounding},
                 "reference_hash": self.reference_hash}
+        if self.claims.masked_rows is not None:  # absent by default, as in older specs
+            spec["claims"]["masked_rows"] = self.claims.masked_rows
         ints = {k: [lo, hi] for k, (lo, hi, dtype) in self.integers.items() if dtype == "int64"}
         if ints:  # absent where there are none, as specs made before integer inputs were
             spec["integers"] = ints

@@ -37,6 +37,8 @@ __all__ = ["RULES", "Claims", "NoRule", "RuleContext", "Rule", "rule", "lookup"]
 VARIANCES = ("two-pass", "one-pass")
 #: ROUNDING: where low-precision intermediates are rounded to the storage format
 ROUNDINGS = ("per-op", "fused")
+#: MASKED_ROWS: what a softmax gives on a row whose every entry is -inf
+MASKED_ROWS = ("nan", "zero")
 
 
 @dataclass(frozen=True)
@@ -57,13 +59,23 @@ class Claims:
         ``"per-op"``: every intermediate rounded to the storage format, as
         eager torch does in bf16/fp16; ``"fused"``: intermediates kept in the
         accumulation format, rounded once at each output.
+    masked_rows
+        What the kernel's softmax gives on a row whose every entry is ``-inf``
+        (a fully masked attention row): ``"nan"`` (``0 / 0``, as
+        ``torch.softmax`` gives), ``"zero"`` (as ``F.scaled_dot_product_attention``
+        and FlashAttention give), or None (default): what the reference's own op
+        gives there.
     """
 
     ulps: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     variance: str = "two-pass"
     rounding: str = "per-op"
+    masked_rows: str | None = None
 
     def __post_init__(self) -> None:
+        if self.masked_rows is not None and self.masked_rows not in MASKED_ROWS:
+            raise InvalidArgument(f"masked_rows={self.masked_rows!r} is unknown; use one of "
+                                  f"{MASKED_ROWS} or None (the reference's own convention)")
         if self.variance not in VARIANCES:
             raise InvalidArgument(f"variance={self.variance!r} is unknown; use one of {VARIANCES}")
         if self.rounding not in ROUNDINGS:

@@ -39,9 +39,11 @@ from typing import Any
 import numpy as np
 
 from ... import elementwise as ew
-from ...tracked import Tracked, add, aligned, bounded, folded, moved, relu, sub
+from ...tracked import Tracked, aligned, bounded, folded, moved, relu
 from ...xp import array_module, like, special, to_numpy
 from ..rules import NoRule, RuleContext, rule
+from . import ieee
+from .ieee import add, sub
 from ._common import as_tracked, decided, is_tracked, reach, scalar, scaled, unsure_of
 
 __all__ = ["ULPS", "ulps"]
@@ -120,7 +122,7 @@ def mul_rule(ctx: RuleContext, a: Any, b: Any) -> Any:
         return scaled(ctx, as_tracked(a, ctx.model), float(b))
     if _number(a):
         return scaled(ctx, as_tracked(b, ctx.model), float(a))
-    return ew.mul(as_tracked(a, ctx.model), as_tracked(b, ctx.model), ctx.model)
+    return ieee.mul(as_tracked(a, ctx.model), as_tracked(b, ctx.model), ctx.model)
 
 
 @rule("aten.div.Tensor", "aten.div.Scalar")
@@ -128,14 +130,14 @@ def div_rule(ctx: RuleContext, a: Any, b: Any) -> Any:
     m = ctx.model
     if _number(b):
         if float(b) == 0.0:
-            return ew.div(as_tracked(a, m), scalar(b, m), m)
+            return ieee.div(as_tracked(a, m), scalar(b, m), m)
         return scaled(ctx, as_tracked(a, m), float(b), divide=True)
     a_t, b_t = as_tracked(a, m), as_tracked(b, m)
     if b_t.value.size == 1 and a_t.value.size > 1:
         # a single divisor: the kernel may multiply by its rounded reciprocal
-        return either_of(ew.div(a_t, b_t, m),
-                         ew.mul(a_t, ew.div(scalar(1.0, m), b_t, m), m))
-    return ew.div(a_t, b_t, m)
+        return either_of(ieee.div(a_t, b_t, m),
+                         ieee.mul(a_t, ieee.div(scalar(1.0, m), b_t, m), m))
+    return ieee.div(a_t, b_t, m)
 
 
 def either_of(t1: Tracked, t2: Tracked) -> Tracked:
@@ -148,7 +150,7 @@ def either_of(t1: Tracked, t2: Tracked) -> Tracked:
 
 @rule("aten.reciprocal.default")
 def reciprocal_rule(ctx: RuleContext, a: Tracked) -> Tracked:
-    return ew.div(scalar(1.0, ctx.model), a, ctx.model)
+    return ieee.div(scalar(1.0, ctx.model), a, ctx.model)
 
 
 @rule("aten.neg.default")
@@ -411,17 +413,17 @@ def _nearest_zero(lo: Any, hi: Any) -> Any:
 
 @rule("aten.exp.default")
 def exp_rule(ctx: RuleContext, a: Tracked) -> Tracked:
-    return ew.exp(a, ctx.model, ulps=ulps(ctx, "exp"))
+    return ieee.exp(a, ctx.model, ulps=ulps(ctx, "exp"))
 
 
 @rule("aten.log.default")
 def log_rule(ctx: RuleContext, a: Tracked) -> Tracked:
-    return ew.log(a, ctx.model, ulps=ulps(ctx, "log"))
+    return ieee.log(a, ctx.model, ulps=ulps(ctx, "log"))
 
 
 @rule("aten.sqrt.default")
 def sqrt_rule(ctx: RuleContext, a: Tracked) -> Tracked:
-    return ew.sqrt(a, ctx.model, ulps=ulps(ctx, "sqrt"))
+    return ieee.sqrt(a, ctx.model, ulps=ulps(ctx, "sqrt"))
 
 
 @rule("aten.sigmoid.default")

@@ -57,8 +57,13 @@ def _max_pool(ctx: RuleContext, x: Tracked, d: int, kernel: Any, stride: Any, pa
     idx_tap, allowed = arg_lanes(vals, reach(win))
     pos = w.positions()
     pos = np.broadcast_to(pos, vals.shape)
+    allowed = allowed & (pos >= 0)
+    # a window of -inf ties everywhere: its index is a real tap (the first, as torch's)
+    first = np.argmax(allowed, axis=-1)
+    idx_tap = np.where(np.take_along_axis(allowed, idx_tap[..., None], -1)[..., 0],
+                       idx_tap, first)
     idx = np.take_along_axis(pos, idx_tap[..., None], axis=-1)[..., 0]
-    return value, index_set(idx, allowed & (pos >= 0), pos)
+    return value, index_set(idx, allowed, pos)
 
 
 @rule("aten.max_pool2d_with_indices.default")
@@ -130,19 +135,27 @@ def scatter_add(ctx: RuleContext, g: Tracked, targets: np.ndarray, shape: tuple[
         out = xp.zeros(rows * plane)
         add_at(out, at, xp.broadcast_to(a, g.value.shape).reshape(rows, -1)[ok_here])
         return out.reshape(shape)
-    value, mag = add_up(g.value), add_up(xp.abs(g.value))
-    # the number of terms of each element (on the host, as accumulation lengths are)
-    count = np.bincount(col[ok], minlength=rows * plane).reshape(shape).astype(np.float64)
-    det, prob, ref = add_up(g.det), add_up(g.prob), add_up(g.ref_err)
-    h = np.maximum(count - 1, 0)
-    model = ctx.running_model()  # the storage format where eager adds into the gradient
-    u = model.acc_unit()
-    g_acc, g_64 = like(gamma(h, u), g.value), like(gamma(h, U64), g.value)
-    tiny, exact_here = like(h * model.accumulate.tiny, g.value), like(h == 0, g.value)
-    rounding = g_acc * (mag + det) + tiny
-    ref = ref + g_64 * mag
-    det = xp.where(exact_here, det, det + rounding)
-    prob = xp.where(exact_here, prob, prob + rounding)
+    with np.errstate(invalid="ignore"):
+        value, mag = add_up(g.value), add_up(xp.abs(g.value))
+        # the number of terms of each element (on the host, as accumulation lengths are)
+        count = np.bincount(col[ok], minlength=rows * plane).reshape(shape).astype(np.float64)
+        det, prob, ref = add_up(g.det), add_up(g.prob), add_up(g.ref_err)
+        h = np.maximum(count - 1, 0)
+        model = ctx.running_model()  # the storage format where eager adds into the gradient
+        u = model.acc_unit()
+        g_acc, g_64 = like(gamma(h, u), g.value), like(gamma(h, U64), g.value)
+        tiny, exact_here = like(h * model.accumulate.tiny, g.value), like(h == 0, g.value)
+        rounding = xp.where(exact_here, 0.0, g_acc * (mag + det)) + tiny
+        ref = ref + xp.where(exact_here, 0.0, g_64 * mag)
+        # an exact infinity or NaN among terms whose finite rest cannot overflow: the
+        # sum is what IEEE makes of them (float64's sum here), exactly
+        wild = ~xp.isfinite(g.value) & (xp.broadcast_to(g.det + g.ref_err, g.value.shape) == 0)
+        rest = add_up(xp.where(wild, 0.0, xp.abs(g.value) + g.det + g.ref_err))
+        special = (add_up(xp.where(wild, 1.0, 0.0)) > 0) & (rest < model.accumulate.max / 2)
+        det, prob, ref = (xp.where(special, 0.0, a) for a in (det, prob, ref))
+        exact_here = exact_here | special
+        det = xp.where(exact_here, det, det + rounding)
+        prob = xp.where(exact_here, prob, prob + rounding)
     return bounded(value, det, prob, ref_err=ref, mag=mag,
                    n=np.maximum(count, 1).astype(np.int64))
 
@@ -160,11 +173,14 @@ def _max_pool_backward(ctx: RuleContext, grad: Tracked, x: Any, d: int, kernel: 
     others = (cands >= 0) & (cands != idx)  # admissible positions not chosen
     if not others.any():
         return out
-    span = np.abs(gk.value) + gk.det + gk.ref_err  # (..., *out, 1)
-    zero_g = bounded(np.zeros(cands.shape), np.broadcast_to(span, cands.shape) * others)
+    # the admissible answers are a closed set: a kernel that gives one of them exactly
+    # lies strictly inside (one float64 ulp up)
+    span = np.nextafter(np.abs(gk.value) + gk.det + gk.ref_err, np.inf)  # (..., *out, 1)
+    zero_g = bounded(np.zeros(cands.shape), np.where(others, span, 0.0))
     spread = scatter_add(ctx, zero_g, np.where(others, cands, -1), shape, d)
     # where the chosen position may not receive it, it may lose the gradient too
-    lost = scatter_add(ctx, bounded(np.zeros(idx.shape), span * others.any(-1, keepdims=True)),
+    lost = scatter_add(ctx, bounded(np.zeros(idx.shape),
+                                    np.where(others.any(-1, keepdims=True), span, 0.0)),
                        idx, shape, d)
     return replace(out, det=out.det + spread.det + lost.det,
                    prob=out.prob + spread.prob + lost.prob)
