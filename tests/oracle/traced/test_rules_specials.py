@@ -13,10 +13,12 @@ from traced_rulecheck import RuleCase, check
 
 from benchmarks.traced import specials as bench
 from numoracle import check_kernel
+from numoracle.checking.verdict import compare
 from numoracle.errors import InvalidArgument
 from numoracle.oracle.precision import get_model
 from numoracle.oracle.traced import Claims, RuleContext, lookup
 from numoracle.oracle.traced.library import ieee
+from numoracle.oracle.traced.library._common import as_judged
 from numoracle.oracle.tracked import Tracked, exact
 
 INF, NAN = float("inf"), float("nan")
@@ -164,3 +166,16 @@ def test_correct_masked_kernels_pass(name: str) -> None:
     kernel, spec = bench.CORRECT[name]
     check_kernel(kernel, backend="torch-cpu", examples=20, seed=0, store=None,
                  name=kernel.__name__, **spec)
+
+
+@pytest.mark.parametrize("pick", [0, 1])
+def test_every_admissible_index_passes_strictly(pick: int) -> None:
+    """The farthest of tied indices (and NaN's last, as torch's CPU picks it) is an
+    answer like the nearest: its ratio stays below 1."""
+    x = torch.tensor([[1.0, 1.0, 0.5], [NAN, NAN, 0.0]])
+    _, idx = lookup("aten.max.dim")(RuleContext(FP32), exact(x.double().numpy()), 1)
+    got = np.array([pick, pick], dtype=np.float64)
+    verdict = compare("indices", got, as_judged(idx))
+    assert verdict.passed and verdict.worst_ratio < 1.0
+    wrong = compare("indices", np.array([2.0, 2.0]), as_judged(idx))
+    assert not wrong.passed

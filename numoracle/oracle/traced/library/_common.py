@@ -96,8 +96,8 @@ def as_judged(v: Any) -> Tracked:
     """An output of a traced reference as a kernel's result is judged by: a tracked
     value itself; an integer or boolean one exact, except where it is set-valued:
     an :class:`IndexSet` element admits any index within its farthest admissible
-    one (radius ``max |candidate - index|``), a :class:`Decision`'s unsure element
-    either answer (radius 1)."""
+    one (radius ``max |candidate - index|``, one float64 ulp up), a
+    :class:`Decision`'s unsure element either answer (radius 1, one ulp up)."""
     if isinstance(v, Tracked):
         return v
     a = np.asarray(v, dtype=np.float64)
@@ -110,6 +110,8 @@ def as_judged(v: Any) -> Tracked:
         r = np.asarray(unsure, dtype=np.float64)
     if r is None or not r.any():
         return exact(a)
+    # the admissible answers form a closed set: the farthest lies strictly inside
+    r = np.where(r > 0, np.nextafter(r, np.inf), 0.0)
     return bounded(a, r, r.copy())
 
 

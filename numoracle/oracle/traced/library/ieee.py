@@ -25,6 +25,7 @@ cannot overflow give that infinity.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from dataclasses import replace
 from itertools import product
@@ -129,41 +130,46 @@ def _exact_at(out: Tracked, idx: Any, value: Any) -> Tracked:
                    ref_err=zeroed(out.ref_err), mag=mag, lo=None)
 
 
+def _in_namespace(name: str) -> Callable[[Any], Any]:
+    """The function ``name`` of its argument's array namespace."""
+    return lambda v: getattr(array_module(v), name)(v)
+
+
 def add(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
     """:func:`numoracle.oracle.tracked.add` carrying special values."""
-    return carry(_add(a, b, model), np.add, a, b)
+    return carry(_add(a, b, model), operator.add, a, b)
 
 
 def sub(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
     """:func:`numoracle.oracle.tracked.sub` carrying special values."""
-    return carry(_sub(a, b, model), np.subtract, a, b)
+    return carry(_sub(a, b, model), operator.sub, a, b)
 
 
 def mul(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
     """:func:`numoracle.oracle.elementwise.mul` carrying special values."""
-    return carry(ew.mul(a, b, model), np.multiply, a, b)
+    return carry(ew.mul(a, b, model), operator.mul, a, b)
 
 
 def div(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
     """:func:`numoracle.oracle.elementwise.div` carrying special values (never
     where the divisor's interval holds 0 inside)."""
-    return carry(ew.div(a, b, model), np.divide, a, b, no_pole=1)
+    return carry(ew.div(a, b, model), operator.truediv, a, b, no_pole=1)
 
 
 def exp(t: Tracked, model: PrecisionModel, *, ulps: float | None = None) -> Tracked:
     """:func:`numoracle.oracle.elementwise.exp` carrying special values."""
-    return carry(ew.exp(t, model, ulps=ulps), np.exp, t)
+    return carry(ew.exp(t, model, ulps=ulps), _in_namespace("exp"), t)
 
 
 def log(t: Tracked, model: PrecisionModel, *, ulps: float | None = None) -> Tracked:
     """:func:`numoracle.oracle.elementwise.log` carrying special values
     (``log(0) = -inf``, ``log(inf) = inf``)."""
-    return carry(ew.log(t, model, ulps=ulps), np.log, t)
+    return carry(ew.log(t, model, ulps=ulps), _in_namespace("log"), t)
 
 
 def sqrt(t: Tracked, model: PrecisionModel, *, ulps: float | None = None) -> Tracked:
     """:func:`numoracle.oracle.elementwise.sqrt` carrying special values."""
-    return carry(ew.sqrt(t, model, ulps=ulps), np.sqrt, t)
+    return carry(ew.sqrt(t, model, ulps=ulps), _in_namespace("sqrt"), t)
 
 
 def summed(out: Tracked, terms: Tracked, model: PrecisionModel) -> Tracked:
