@@ -13,6 +13,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from numoracle.oracle.traced import Claims
+
 __all__ = ["FORMULATIONS"]
 
 _EPS = 1e-5
@@ -121,6 +123,7 @@ def log_softmax_other_association(x: torch.Tensor) -> dict[str, torch.Tensor]:
 
 def logsumexp_two_pass(x: torch.Tensor) -> dict[str, torch.Tensor]:
     m = x.amax(-1, keepdim=True)
+    m = torch.where(torch.isinf(m), 0.0, m)  # a lane of -inf (or holding +inf): no shift
     return _out((m + torch.log(torch.exp(x - m).sum(-1, keepdim=True)))[..., 0])
 
 
@@ -268,7 +271,10 @@ def _pair(reference: Callable[..., Any], spec: dict[str, Any],
 FORMULATIONS: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
     **_pair(softmax, _ROWS, softmax_two_pass, softmax_online_reciprocal),
     **_pair(log_softmax, _ROWS, log_softmax_shifted, log_softmax_other_association),
-    **_pair(logsumexp, _ROWS, logsumexp_two_pass, logsumexp_online),
+    **_pair(logsumexp, _ROWS, logsumexp_two_pass),
+    # online from m = -inf: a lane of -inf gives NaN (exp(-inf - -inf)), its claim
+    **_pair(logsumexp, {**_ROWS, "claims": Claims(masked_rows="nan"),
+                        "op": "traced_logsumexp_nan_rows"}, logsumexp_online),
     **_pair(cross_entropy, _CE, cross_entropy_log_softmax, cross_entropy_logsumexp),
     **_pair(layer_norm, _NORM, layer_norm_two_pass, layer_norm_welford_folded),
     **_pair(rms_norm, _RMS, rms_norm_divide, rms_norm_rsqrt_weight_first),

@@ -179,3 +179,11 @@ def test_every_admissible_index_passes_strictly(pick: int) -> None:
     assert verdict.passed and verdict.worst_ratio < 1.0
     wrong = compare("indices", np.array([2.0, 2.0]), as_judged(idx))
     assert not wrong.passed
+
+
+@pytest.mark.parametrize(("claim", "nan"), [(None, False), ("nan", True)])
+def test_logsumexp_of_a_row_of_minus_inf(claim: str | None, nan: bool) -> None:
+    x = exact(np.array([[-INF, -INF], [0.5, -INF]]))
+    out = lookup("aten.logsumexp.default")(RuleContext(FP32, Claims(masked_rows=claim)), x, [1])
+    assert (np.isnan(out.value[0]) if nan else out.value[0] == -INF) and out.det[0] == 0
+    assert abs(out.value[1] - 0.5) < 1e-15 and np.isfinite(out.det[1])

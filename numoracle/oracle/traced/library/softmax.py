@@ -238,7 +238,8 @@ def log_softmax_rule(ctx: RuleContext, x: Tracked, dim: int,
 @rule("aten.logsumexp.default")
 def logsumexp_rule(ctx: RuleContext, x: Tracked, dim: Any, keepdim: bool = False) -> Tracked:
     """``max + log(sum(exp(x - max)))``, or ``log(sum(exp(x)))`` where that cannot
-    overflow. Eager torch composes logsumexp from ops of its own (the shift,
+    overflow; a lane of ``-inf`` gives ``-inf`` (torch's), or NaN under the claim
+    ``masked_rows="nan"`` (the shift by an infinite maximum). Eager torch composes logsumexp from ops of its own (the shift,
     ``exp``, ``sum``, ``log``, the add), each result a tensor of the storage dtype:
     under the per-op claim each is rounded to it."""
     dims = dims_of(dim, x.value.ndim)
@@ -249,8 +250,11 @@ def logsumexp_rule(ctx: RuleContext, x: Tracked, dim: Any, keepdim: bool = False
     plain = ieee.log(ctx.kept(_unshifted_total(ctx, flat, -1)), ctx.model,
                      ulps=ulps(ctx, "log"))
     out = _or_unshifted(ctx, out, plain, folded(flat), -1)
+    masked, pos_inf = _rows(flat, -1)
+    if ctx.claims.masked_rows == "nan" and masked.any():  # a lane of -inf: NaN, not -inf
+        out = replace(out, value=np.where(masked, np.nan, out.value))
     # a lane holding +inf: +inf, or NaN where the shift by the maximum is inf - inf
-    out = unjudged(out, _rows(flat, -1)[1] & ~np.isnan(out.value))
+    out = unjudged(out, pos_inf & ~np.isnan(out.value))
     out = tmap_all(out, lambda a: a[..., 0])
     if keepdim:
         kept = tuple(1 if d in dims else s for d, s in enumerate(x.shape))
