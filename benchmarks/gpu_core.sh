@@ -10,22 +10,22 @@
 #
 # From the root of a checkout, on a machine with a CUDA GPU, torch and cupy. Writes
 # OUT/core/tests.log, OUT/core/table.json, OUT/core/table.md, OUT/core/table.log. About
-# 4 minutes: the tests under TEST_LIMIT (100 s), the table under TABLE_BUDGET (120 s of
+# 4 minutes: the tests under TEST_LIMIT (80 s), the table under TABLE_BUDGET (100 s of
 # rows, a row that would start later is skipped and says so).
 set -uo pipefail
 OUT=${1:?usage: bash benchmarks/gpu_core.sh OUT}
 cd "$(dirname "$0")/.."
 mkdir -p "$OUT/core"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-TEST_LIMIT=${TEST_LIMIT:-100}
-TABLE_BUDGET=${TABLE_BUDGET:-120}
+TEST_LIMIT=${TEST_LIMIT:-80}
+TABLE_BUDGET=${TABLE_BUDGET:-100}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/core/env.txt" 2>&1
 python3 -c "import torch, numpy; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'numpy', numpy.__version__)" >> "$OUT/core/env.txt" 2>&1
 git rev-parse HEAD >> "$OUT/core/env.txt" 2>&1
 timeout "$TEST_LIMIT" python3 -m pytest tests/oracle/traced/test_rules_backends.py -m gpu -q \
     -n 4 -p no:cacheprovider -o addopts="" > "$OUT/core/tests.log" 2>&1
 echo "tests exit $?" >> "$OUT/core/env.txt"
-timeout $(( TABLE_BUDGET + 100 )) python3 -m benchmarks.traced.table --device cuda \
+timeout $(( TABLE_BUDGET + 40 )) python3 -m benchmarks.traced.table --device cuda \
     --out "$OUT/core" --budget "$TABLE_BUDGET" --repeats 3 > "$OUT/core/table.log" 2>&1
 echo "table exit $?" >> "$OUT/core/env.txt"
 tail -3 "$OUT/core/tests.log"
