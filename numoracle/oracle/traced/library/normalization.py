@@ -81,13 +81,36 @@ def normalized(ctx: RuleContext, x: Tracked, mean: Tracked, rstd: Tracked) -> Tr
     return _widened(out, extra)
 
 
+def fold_magnitude(x: Tracked, mean: Tracked, rstd: Tracked) -> Any:
+    """``(|x| + |mean| + 1) rstd`` with their radii: a bound on the size of
+    ``rstd`` and of the products a kernel that folds the statistics into
+    ``x * scale + shift`` forms (times the weight: ``scale``, ``x * scale``,
+    ``mean * scale``)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        def top(t: Tracked) -> Any:
+            t = folded(t)
+            return np.abs(t.value) + t.det + t.ref_err
+        return (top(x) + top(mean) + 1.0) * top(rstd)
+
+
 def affine(ctx: RuleContext, out: Tracked, weight: Any, bias: Any,
-           shape: Sequence[int]) -> Tracked:
+           shape: Sequence[int], fold: Any = None) -> Tracked:
     """``out * weight + bias``; a kernel that folds the bias into its shift
-    (``bias - mean rstd weight``) rounds that sum too: ``u |bias|`` more."""
+    (``bias - mean rstd weight``) rounds that sum too: ``u |bias|`` more. With
+    ``fold`` (:func:`fold_magnitude`), where the folded products ``x * scale`` and
+    ``mean * scale`` (``scale = weight rstd``) may overflow, the result is not
+    bounded (the kernel may make NaN of ``inf - inf``)."""
     m = ctx.model
     if weight is not None:
-        out = ew.mul(out, _reshape(as_tracked(weight, m), shape), m)
+        w = _reshape(as_tracked(weight, m), shape)
+        out = ew.mul(out, w, m)
+        if fold is not None:
+            with np.errstate(invalid="ignore", over="ignore"):
+                big = fold * (np.abs(folded(w).value) + w.det)
+                over = np.broadcast_to(big >= m.accumulate.max / 2, out.shape)
+            if over.any():
+                out = replace(out, det=np.where(over, np.inf, out.det),
+                              prob=np.where(over, np.inf, out.prob))
     if bias is not None:
         b = _reshape(as_tracked(bias, m), shape)
         out = _widened(add(out, b, m), m.acc_unit() * np.abs(folded(b).value))
@@ -124,7 +147,8 @@ def normalize(ctx: RuleContext, x: Tracked, dims: tuple[int, ...], eps: float,
     var, mean = variance(ctx, x, dims, mean=kept(streamed_mean(ctx, x, dims), 2))
     var, mean = _reshape(kept(var, 2), kept_shape), _reshape(mean, kept_shape)
     rstd = kept(_rsqrt(ctx, kept(add(var, as_tracked(float(eps), m), m))))
-    out = affine(ctx, normalized(ctx, x, mean, rstd), weight, bias, affine_shape)
+    out = affine(ctx, normalized(ctx, x, mean, rstd), weight, bias, affine_shape,
+                 fold_magnitude(x, mean, rstd))
     return out, mean, rstd, var
 
 
@@ -143,7 +167,8 @@ def group_norm_rule(ctx: RuleContext, x: Tracked, weight: Any, bias: Any, n: int
     shape = x.shape
     g = _reshape(x, (n, group, (c // group) * hxw))
     ret = normalize(ctx, g, (2,), eps)
-    out = affine(ctx, _reshape(ret[0], (n, c, hxw)), weight, bias, (1, c, 1))
+    fold = np.reshape(np.broadcast_to(fold_magnitude(g, ret[1], ret[2]), g.shape), (n, c, hxw))
+    out = affine(ctx, _reshape(ret[0], (n, c, hxw)), weight, bias, (1, c, 1), fold)
     return _reshape(out, shape), _reshape(ret[1], (n, group)), _reshape(ret[2], (n, group))
 
 
@@ -170,7 +195,8 @@ def _batch(ctx: RuleContext, x: Tracked, weight: Any, bias: Any, running_mean: A
     mean = _reshape(as_tracked(running_mean, m), per_channel)
     var = _reshape(as_tracked(running_var, m), per_channel)
     rstd = _rsqrt(ctx, add(var, as_tracked(float(eps), m), m))
-    out = affine(ctx, normalized(ctx, x, mean, rstd), weight, bias, per_channel)
+    out = affine(ctx, normalized(ctx, x, mean, rstd), weight, bias, per_channel,
+                 fold_magnitude(x, mean, rstd))
     empty = exact(out.xp.zeros((0,)))
     return out, empty, empty
 
