@@ -12,8 +12,8 @@
 #   all  every GPU and every core
 #
 # Each run's report and run.json (cases, warm-up, judging, the pool's numbers: each
-# worker's GPU, the driver's seconds drawing cases, the workers' seconds waiting for
-# them) go to OUT/multi/<run>/, its output to OUT/multi/<run>.log, nvidia-smi's samples
+# worker's GPU, the driver's seconds drawing cases or waiting for its draw helpers, the
+# helpers and the chunks they drew, the workers' seconds waiting for cases) go to OUT/multi/<run>/, its output to OUT/multi/<run>.log, nvidia-smi's samples
 # (every 500 ms) to OUT/multi/<run>.smi.csv; OUT/multi/summary.json and summary.md hold
 # the comparison (GPU busy share: mean utilization.gpu per GPU over the judging window).
 # Each run is limited to $RUN_LIMIT (115) seconds; the script takes about 3.5 minutes.
@@ -107,14 +107,15 @@ for name, r in runs.items():
         "pool": run.get("pool", {}),
     }
 (d / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-lines = ["| run | devices | jobs | cases | judged s (budget) | process s | GPU busy while judging, % | driver drawing s while judging | workers' mean wait s |",
-         "|---|---|---|---|---|---|---|---|---|"]
+lines = ["| run | devices | jobs | cases | judged s (budget) | process s | GPU busy while judging, % | driver drawing s while judging | draw helpers (chunks) | workers' mean wait s |",
+         "|---|---|---|---|---|---|---|---|---|---|"]
 for name, s in summary.items():
     pool = s["pool"] or {}
     waits = [w for w in pool.get("worker_wait_s", []) if w is not None]
     lines.append(f"| {name} | {s['devices']} | {s['jobs']} | {s['cases']} | {s['judge_s']} "
                  f"({s['budget_s']}) | {s['process_wall_s']} | {s['gpu_busy_judging_pct']} | "
                  f"{pool.get('draw_judging_s')} | "
+                 f"{pool.get('draw_helpers')} ({pool.get('chunks_helped')}) | "
                  f"{round(sum(waits) / len(waits), 1) if waits else None} |")
 one, every = summary.get("one", {}), summary.get("all", {})
 if one.get("cases") and every.get("cases"):

@@ -157,3 +157,18 @@ def test_chunks_drawn_ahead_hold_the_cases_drawn_when_asked() -> None:
     for index, j in [(0, 0), (1, 0), (2, 0), (2, 1)]:
         assert eager.chunk(0, index, j) == lazy.chunk(0, index, j)
     assert not eager.ahead()  # nothing asked beyond the block's cases
+
+
+@pytest.mark.slow
+def test_draw_helpers_draw_the_cases_the_driver_draws(tmp_path: Path) -> None:
+    rows = [Row(get_target("numpy-fp32", "matmul"), asked=80),
+            Row(get_target("numpy-fp32", "linear"), asked=30)]
+    settings = RunSettings(seed=5, min_cases=3, store=tmp_path)
+    judged_here: dict[int, list[str]] = {}
+    judge_rows(rows, None, settings, on_case=lambda k, v: judged_here.setdefault(
+        k, []).append(case_digest(v.case)))
+    judged_there: dict[int, list[str]] = {}
+    stats: dict[str, Any] = {}
+    run_pool(rows, None, settings, 2, judged=judged_there, stats=stats, draw_helpers=2)
+    assert stats["draw_helpers"] == 2 and stats["chunks_helped"] > 0  # they agreed, and drew
+    assert judged_there == judged_here

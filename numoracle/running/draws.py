@@ -36,7 +36,7 @@ from ..cases.case import Case
 from ..cases.target import Target
 from ..errors import InvalidArgument
 
-__all__ = ["default_strategy", "draw_cases", "edge_cases", "case_digest", "chunk_seed", "BlockDraws",
+__all__ = ["default_strategy", "draw_cases", "edge_cases", "raw_chunk", "case_digest", "chunk_seed", "BlockDraws",
            "BlockCases", "CHUNK"]
 
 #: cases per chunk of a block drawn on demand
@@ -119,6 +119,16 @@ def chunk_seed(seed: int, chunk: int) -> int:
     return int.from_bytes(digest[:8], "little")
 
 
+def raw_chunk(target: Target, seed: int, size: int, index: int, edges: bool,
+              overrides: dict[str, Any]) -> list[Case]:
+    """Chunk ``index`` of a block seeded ``seed`` before the cases of earlier
+    chunks are left out (:meth:`BlockDraws.raw`)."""
+    drawn = draw_cases(target, size, chunk_seed(seed, index), **overrides)
+    if index == 0 and edges:
+        drawn = edge_cases(target, seed, **overrides) + drawn
+    return drawn
+
+
 class BlockDraws:
     """The cases of one block of a row — ``target`` in one size regime, drawn
     with the block's ``seed`` — chunk after chunk, each case once.
@@ -139,9 +149,16 @@ class BlockDraws:
         self._seen: set[str] = set()
         self.ended = False  # a chunk added nothing new: the block has no more cases
 
-    def chunk(self, index: int) -> list[Case]:
+    def raw(self, index: int) -> list[Case]:
+        """What chunk ``index`` draws before the cases of earlier chunks are
+        left out: a function of the target, the seeds and the index alone, so
+        that any process (with the same modules loaded) may draw it."""
+        return raw_chunk(self.target, self.seed, self.size, index, self.edges, self.overrides)
+
+    def chunk(self, index: int, raw: list[Case] | None = None) -> list[Case]:
         """Chunk ``index``, the next one to draw (chunks are drawn in order:
-        which cases a chunk leaves out depends on those before it)."""
+        which cases a chunk leaves out depends on those before it); ``raw``:
+        its :meth:`raw` cases where they were drawn elsewhere."""
         if index != self.drawn:
             raise InvalidArgument(f"chunk index={index!r} is out of order: chunk {self.drawn} "
                                   "is the next to draw; ask for the chunks 0, 1, 2, ... in turn")
@@ -149,10 +166,7 @@ class BlockDraws:
         if self.ended:
             return []
         fresh = []
-        drawn = draw_cases(self.target, self.size, chunk_seed(self.seed, index),
-                           **self.overrides)
-        if index == 0 and self.edges:
-            drawn = edge_cases(self.target, self.seed, **self.overrides) + drawn
+        drawn = self.raw(index) if raw is None else raw
         for case in drawn:
             key = case_digest(case)
             if key not in self._seen:

@@ -17,7 +17,10 @@ as one process does for itself): a worker asks it for each chunk of a
 block's cases through its pipe, and for the next chunk ahead while it
 judges one. So the per-row cases are those of ``-j 1`` when time does not
 cut a row short, whatever the workers have loaded. A worker that dies
-leaves its rows unjudged, with the reason.
+leaves its rows unjudged, with the reason. With many workers the driver's
+drawing is the bottleneck: :class:`DrawHelpers` (processes with the
+driver's modules loaded, checked to draw what it draws) draw chunks ahead,
+and the driver only leaves out, in order, the cases a block gave before.
 
 The budget holds: no worker asks for cases past the end, a case still
 running at the end plus the schedule's grace is cut (not counted, the
@@ -30,9 +33,11 @@ waiting for cases, and each worker's GPU.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import multiprocessing
 import os
 import pickle
+import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -57,7 +62,8 @@ if TYPE_CHECKING:
 
     from ..cases.case import Case
 
-__all__ = ["run_pool", "default_jobs", "MEMORY_PER_WORKER"]
+__all__ = ["run_pool", "default_jobs", "DrawHelpers", "MEMORY_PER_WORKER",
+           "WORKERS_PER_DRAW_HELPER", "MAX_DRAW_HELPERS"]
 
 #: bytes of memory a worker may need (imports, the oracle's arrays): caps the default jobs
 MEMORY_PER_WORKER = 3 * 2**30
@@ -135,6 +141,62 @@ def _rebuild(spec: tuple[Any, ...]) -> Row:
     return Row(t, regime=regime, weight=weight, asked=asked, isolate=isolate)
 
 
+#: helper processes that draw chunks for the driver: one per this many workers
+WORKERS_PER_DRAW_HELPER = 8
+#: ... and at most this many
+MAX_DRAW_HELPERS = 4
+
+#: a draw helper's rows (rebuilt from their portable specs when it starts)
+_HELPER_ROWS: list[Row] = []
+
+
+def _helper_start(modules: list[str], specs: list[tuple[Any, ...]]) -> None:
+    """A draw helper's start: the driver's modules imported (Hypothesis mixes
+    literals of the loaded modules into its draws), its rows rebuilt."""
+    for name in modules:
+        with contextlib.suppress(BaseException):  # a module that cannot load here: the probe tells
+            importlib.import_module(name)
+    _HELPER_ROWS[:] = [_rebuild(spec) for spec in specs]
+
+
+def _helper_raw(k: int, index: int, j: int, settings: RunSettings) -> list[Case]:
+    """Chunk ``j`` of block ``index`` of row ``k``, raw, drawn in a helper."""
+    return RunDraws(_HELPER_ROWS, settings).block(k, index).raw(j)
+
+
+class DrawHelpers:
+    """``count`` processes that draw the raw cases of chunks for the driver
+    (:class:`~numoracle.running.schedule.RunDraws` ``(helpers=...)``), with the
+    driver's modules loaded. :meth:`agrees` checks that they draw what the
+    driver draws; where they do not, the driver draws alone."""
+
+    def __init__(self, rows: Sequence[Row], settings: RunSettings, count: int) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        modules = sorted(n for n, m in list(sys.modules.items())
+                         if n not in ("__main__", "__mp_main__") and getattr(m, "__file__", None))
+        self.settings, self.capacity = settings, 2 * count
+        self.pool = ctx.Pool(count, initializer=_helper_start,
+                             initargs=(modules, [_portable(r) for r in rows]))
+
+    def submit(self, k: int, index: int, j: int) -> Any:
+        """Chunk ``j`` of block ``index`` of row ``k``, drawn raw in a helper."""
+        return self.pool.apply_async(_helper_raw, (k, index, j, self.settings))
+
+    def agrees(self, draws: RunDraws) -> bool:
+        """Whether a helper draws a chunk as the driver does (the first chunk
+        of the largest block of row 0, digest by digest)."""
+        if not draws.rows:
+            return False
+        index = max(range(3), key=lambda i: draws.block(0, i).size)
+        mine = draws.block(0, index).raw(0)
+        theirs = self.submit(0, index, 0).get()
+        return [case_digest(c) for c in mine] == [case_digest(c) for c in theirs]
+
+    def close(self) -> None:
+        self.pool.terminate()
+        self.pool.join()
+
+
 class _Fetcher:
     """A worker's side of the driver's draws: chunk ``j`` of a block of one
     of its rows, asked of the driver through ``conn`` (with chunk ``j + 1``
@@ -207,6 +269,7 @@ def run_pool(rows: Sequence[Row], seconds: float | None, settings: RunSettings, 
              judged: dict[int, list[str]] | None = None,
              devices: Sequence[str] | None = None,
              stats: dict[str, Any] | None = None,
+             draw_helpers: int | None = None,
              ) -> tuple[list[TargetResult], dict[str, float], float, float]:
     """Judge ``rows`` in ``jobs`` worker processes within ``seconds`` after
     their warm-up.
@@ -220,9 +283,14 @@ def run_pool(rows: Sequence[Row], seconds: float | None, settings: RunSettings, 
     row judged, in order, keyed by row. ``devices`` are the GPUs the workers
     are pinned to, round robin (default :func:`~numoracle.running.devices.gpu_devices`;
     none pinned where fewer than two). ``stats``, where given, gets where the
-    time went: ``gpus`` (the ``CUDA_VISIBLE_DEVICES`` each worker ran with), ``draw_s`` and ``draw_judging_s``
-    (the driver's seconds drawing cases, in all and after the clock started)
-    and ``worker_wait_s`` (each worker's seconds waiting for cases).
+    time went: ``gpus`` (the ``CUDA_VISIBLE_DEVICES`` each worker ran with),
+    ``draw_s`` and ``draw_judging_s`` (the driver's seconds drawing cases or
+    waiting for its helpers, in all and after the clock started),
+    ``worker_wait_s`` (each worker's seconds waiting for cases),
+    ``draw_helpers`` and ``chunks_helped``. ``draw_helpers`` processes (default: one per
+    :data:`WORKERS_PER_DRAW_HELPER` workers, at most :data:`MAX_DRAW_HELPERS`)
+    draw chunks ahead for the driver where they draw what it draws
+    (:meth:`DrawHelpers.agrees`; else none).
     """
     ctx = multiprocessing.get_context("spawn")
     pins = worker_devices(jobs, gpu_devices() if devices is None else tuple(devices))
@@ -243,7 +311,16 @@ def run_pool(rows: Sequence[Row], seconds: float | None, settings: RunSettings, 
         child.close()
         workers.append((p, parent, hand))
     warm: dict[str, float] = {}
+    if draw_helpers is None:
+        draw_helpers = min(MAX_DRAW_HELPERS, len(hands) // WORKERS_PER_DRAW_HELPER)
+    helpers = DrawHelpers(rows, settings, draw_helpers) if draw_helpers > 0 else None
     draws = RunDraws(rows, settings)  # drawn ahead while the workers warm up and judge
+    if helpers is not None:
+        if helpers.agrees(draws):
+            draws.helpers = helpers
+        else:  # the helpers would draw other cases than this process: it draws alone
+            helpers.close()
+            helpers, draw_helpers = None, 0
     drawn_warm = 0.0
     try:
         live = []
@@ -274,8 +351,10 @@ def run_pool(rows: Sequence[Row], seconds: float | None, settings: RunSettings, 
                 p.terminate()
             p.join(timeout=5)
             conn.close()
+        if helpers is not None:
+            helpers.close()
     if stats is not None:
-        stats.update({"gpus": [done[conn]["gpu"] if conn in done else None
+        stats.update({"draw_helpers": draw_helpers, "chunks_helped": draws.helped,"gpus": [done[conn]["gpu"] if conn in done else None
                                for _p, conn, _hand in workers],
                       "draw_s": round(draws.seconds, 2),
                       "draw_judging_s": round(draws.seconds - drawn_warm, 2),
@@ -333,7 +412,7 @@ def _collect(live: list[tuple[Any, Connection, list[int]]], results: list[Target
         waiting = wait(list(open_), timeout=0)
         if not waiting and (end is None or time.monotonic() < end) and draws.ahead():
             continue  # a chunk drawn before it is asked for, while no worker needs one
-        for ready in waiting or wait(list(open_)):
+        for ready in waiting or wait(list(open_), timeout=0.05):  # then ahead again
             conn = cast("Connection", ready)
             got = _recv(conn, 0)
             hand = open_[conn]

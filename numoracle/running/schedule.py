@@ -194,26 +194,29 @@ class RunDraws:
 
     A chunk is drawn when it is asked for (:meth:`chunk`) or, by a process
     that would otherwise wait, before (:meth:`ahead`): the chunks of a block
-    are drawn in turn either way, so they hold the same cases.
+    are drawn in turn either way, so they hold the same cases. With
+    ``helpers`` (``submit(k, index, j)`` giving a handle with ``ready()`` and
+    ``get()``: processes that draw a chunk's raw cases,
+    :meth:`~numoracle.running.draws.BlockDraws.raw`), :meth:`ahead` hands
+    chunks to them instead of drawing them here, and this process only leaves
+    out, in order, the cases earlier chunks gave.
     """
 
     def __init__(self, rows: Sequence[Row], settings: RunSettings, *,
-                 ahead: int = AHEAD_CHUNKS) -> None:
+                 ahead: int = AHEAD_CHUNKS, helpers: Any = None) -> None:
         self.rows, self.settings, self.ahead_chunks = rows, settings, ahead
         self._sizes = [block_sizes(r, settings) for r in rows]
         self._blocks: dict[tuple[int, int], BlockDraws] = {}
         self._ready: dict[tuple[int, int, int], list[Case]] = {}
         self._asked: dict[tuple[int, int], int] = {}
-        self.seconds = 0.0  # spent drawing so far
+        self.seconds = 0.0  # spent drawing (or waiting for the helpers) so far
+        self.helpers = helpers
+        self._pending: dict[tuple[int, int, int], Any] = {}
+        self._next: dict[tuple[int, int], int] = {}  # the next chunk to hand out, by block
+        self.helped = 0  # chunks the helpers drew
 
-    def _draw(self, b: BlockDraws, j: int) -> list[Case]:
-        t0 = time.monotonic()
-        try:
-            return b.chunk(j)
-        finally:
-            self.seconds += time.monotonic() - t0
-
-    def _block(self, k: int, index: int) -> BlockDraws:
+    def block(self, k: int, index: int) -> BlockDraws:
+        """The draws of block ``index`` of row ``k``."""
         key = (k, index)
         if key not in self._blocks:
             row, size = self.rows[k], self._sizes[k][index]
@@ -222,18 +225,37 @@ class RunDraws:
                                            edges=index == 1 and row.regime == "small")
         return self._blocks[key]
 
+    def _draw(self, k: int, index: int, j: int) -> None:
+        """Chunks of the block in turn up to ``j``, into the chunks ready."""
+        b = self.block(k, index)
+        t0 = time.monotonic()
+        try:
+            while b.drawn <= j:
+                jj = b.drawn
+                handle = self._pending.pop((k, index, jj), None)
+                raw = handle.get() if handle is not None else None
+                self.helped += handle is not None
+                self._ready[(k, index, jj)] = b.chunk(jj, raw)
+        finally:
+            self.seconds += time.monotonic() - t0
+
     def chunk(self, k: int, index: int, j: int) -> list[Case]:
         """Chunk ``j`` of block ``index`` of row ``k`` (chunks of a block in turn)."""
         self._asked[(k, index)] = max(self._asked.get((k, index), -1), j)
-        ready = self._ready.pop((k, index, j), None)
-        return ready if ready is not None else self._draw(self._block(k, index), j)
+        if (k, index, j) not in self._ready:
+            self._draw(k, index, j)
+        return self._ready.pop((k, index, j))
 
     def ahead(self, chunks: int | None = None) -> bool:
-        """Draw one chunk before it is asked for and say whether there was one
-        to draw: of the blocks with fewer than ``chunks`` (default: the
-        ``ahead`` given at construction) in hand beyond the last one asked,
-        the first a schedule reaches (blocks 0, then 1, then 2), of those the
-        row with the fewest in hand."""
+        """Draw one chunk before it is asked for (or hand it to a helper) and
+        say whether there was one: of the blocks with fewer than ``chunks``
+        (default: the ``ahead`` given at construction) in hand beyond the
+        last one asked, the first a schedule reaches (blocks 0, then 1, then
+        2), of those the row with the fewest in hand. With helpers, False
+        while as many chunks as :attr:`helpers` ``.capacity`` are being drawn."""
+        if self.helpers is not None and sum(
+                not h.ready() for h in self._pending.values()) >= self.helpers.capacity:
+            return False
         limit = self.ahead_chunks if chunks is None else chunks
         best: tuple[int, int, int] | None = None
         for index in range(3):
@@ -241,9 +263,10 @@ class RunDraws:
                 size = self._sizes[k][index]
                 if size <= 0:
                     continue
-                b = self._block(k, index)
-                held = b.drawn - self._asked.get((k, index), -1) - 1
-                if b.ended or b.drawn * b.size >= size or held >= limit:
+                b = self.block(k, index)
+                nxt = max(b.drawn, self._next.get((k, index), 0))
+                held = nxt - self._asked.get((k, index), -1) - 1
+                if b.ended or nxt * b.size >= size or held >= limit:
                     continue
                 if best is None or (index, held) < best[:2]:
                     best = (index, held, k)
@@ -252,9 +275,13 @@ class RunDraws:
         if best is None:
             return False
         index, _, k = best
-        b = self._block(k, index)
-        j = b.drawn
-        self._ready[(k, index, j)] = self._draw(b, j)
+        b = self.block(k, index)
+        j = max(b.drawn, self._next.get((k, index), 0))
+        self._next[(k, index)] = j + 1
+        if self.helpers is not None:
+            self._pending[(k, index, j)] = self.helpers.submit(k, index, j)
+        else:
+            self._draw(k, index, j)
         return True
 
 
