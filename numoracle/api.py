@@ -208,16 +208,25 @@ def _make_target(
     get_op(op)
     if not isinstance(backend, str):
         raise InvalidArgument(f"{backend=} must be a backend name, one of {BACKENDS}")
+    model = get_model(precision)
+    note = ""
+    if backend == "triton":  # torch CUDA arrays, Triton's elementwise accuracy by default
+        backend = "torch-cuda"
+        if isinstance(precision, str) and model.accuracy == "ieee":
+            model = get_model(model, accuracy="triton")
+            note = ("a Triton target: claims Triton's default fp32 elementwise accuracy "
+                    "(div.full.f32, ex2.approx, lg2.approx, rsqrt.approx); claim "
+                    "precision=get_model(..., accuracy='ieee') for correctly rounded maths")
     if name is None:  # a lambda's carries its content hash: two lambdas are two kernels
         name = default_name(fn)
     if not isinstance(name, str) or not name:
         raise InvalidArgument(f"{name=} must be a non-empty str naming the kernel")
     accepted, output_layouts = _check_layouts(op, layouts)
     return Target(
-        name=name, op=op, backend=backend, precision=get_model(precision), fn=fn,
+        name=name, op=op, backend=backend, precision=model, fn=fn,
         outputs=_check_outputs(op, outputs), layouts=accepted, output_layouts=output_layouts,
         available=get_backend(backend).available,
-        description=(getattr(fn, "__doc__", None) or "").strip().split("\n")[0],
+        description=note or (getattr(fn, "__doc__", None) or "").strip().split("\n")[0],
     )
 
 
@@ -426,10 +435,16 @@ def check_kernel(
     booleans : tuple of str
         With ``reference``: inputs that hold booleans (masks).
     precision : str or PrecisionModel
-        The precision model ``fn`` claims (``"fp32"``, ``"tf32"``, ``"bf16"``...).
+        The precision model ``fn`` claims (``"fp32"``, ``"tf32"``, ``"bf16"``,
+        ``"triton"``...; :func:`numoracle.oracle.precision.get_model` makes
+        others, e.g. ``get_model("bf16", accuracy="cuda-fast",
+        accumulate="bf16")``): formats, order, and the elementwise accuracy
+        profile (``ieee``, ``cuda-fast``, ``triton``).
     backend : str
         Where its arrays live: ``"numpy"``, ``"torch-cpu"``, ``"torch-cuda"``
-        or ``"cupy"``.
+        or ``"cupy"``; ``"triton"`` is ``"torch-cuda"`` for a Triton kernel, and
+        a precision given by name then claims the ``triton`` accuracy profile
+        (the verdict names it: ``fp32+triton``).
     outputs : tuple of str
         The outputs ``fn`` returns; empty means every output of the op.
     layouts : tuple of str, or mapping of name to layouts

@@ -121,7 +121,7 @@ def corrupt(trial: Trial, output: str, how: str, model: PrecisionModel,
 
 def _returning(op: str, model: PrecisionModel, outputs: Mapping[str, np.ndarray]) -> Target:
     """A NumPy kernel that returns ``outputs`` (in the storage format) whatever its inputs."""
-    dtype = {"fp32": np.float32, "fp64": np.float64}.get(model.storage.name)
+    dtype = model.storage.numpy_dtype() if model.storage.name in ("fp32", "fp64") else None
     if dtype is None:
         raise InvalidArgument(f"a corrupted kernel needs fp32 or fp64 storage, not "
                               f"{model.storage.name!r}; give a correct target of one of them")

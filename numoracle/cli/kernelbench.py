@@ -30,7 +30,9 @@ from ._common import positive_float, print_text
 
 __all__ = ["add_parser", "judge_all"]
 
-_PRECISIONS = ("fp32", "tf32", "bf16")
+#: the claims a candidate may make (:data:`numoracle.kernelbench.judge.PRECISIONS`,
+#: checked there: the judge imports torch, the parser does not)
+_PRECISIONS = ("fp32", "tf32", "bf16", "triton", "cuda-fast")
 
 
 def _precisions(text: str) -> list[str]:
@@ -60,8 +62,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("candidates", type=Path, nargs="+", metavar="CANDIDATE",
                    help="candidate files, or folders of them")
     p.add_argument("--precision", type=_precisions, action="append", metavar="CLAIM,...",
-                   help="what the candidates claim: fp32 (TF32 off), tf32, bf16 "
-                        "(default fp32; repeat or separate by commas for several)")
+                   help="what the candidates claim: fp32 (TF32 off), tf32, bf16, triton "
+                        "or cuda-fast (fp32 under Triton's or --use_fast_math's elementwise "
+                        "accuracy) (default fp32; repeat or separate by commas for several)")
     p.add_argument("--examples", type=_count, default=20, metavar="N",
                    help="drawn cases after the official one (default 20; 0: official only)")
     p.add_argument("--seed", type=int, default=0, help="seed of the drawn cases (default 0)")

@@ -38,6 +38,7 @@ from ..cases.layouts import shape_in
 from ..cases.target import Target
 from ..errors import InvalidArgument
 from ..kernels.backends import get_backend
+from ..oracle.formats import format_of
 from ..oracle.ops import get_op
 from ..oracle.precision import PrecisionModel, get_model
 from .rebuild import write_source
@@ -112,8 +113,7 @@ def _poisoned(shape: tuple[int, ...], dtype: str, memory: str, backend: str) -> 
     if backend == "numpy":
         return np.full(shape, np.nan, dtype=host_dtype(dtype), order=_order(memory))
     out = get_backend(backend).poisoned(shape[::-1] if memory == "F" else shape,
-                                        {"float32": "fp32", "float64": "fp64",
-                                         "float16": "fp16", "bfloat16": "bf16"}[dtype])
+                                        format_of(dtype))
     if memory != "F":
         return out
     rev = tuple(range(len(shape) - 1, -1, -1))

@@ -68,6 +68,7 @@ from ..cases.layouts import layouts_for, parse
 from ..errors import InvalidArgument, UnsupportedCase
 from ..oracle.ops import get_op
 from ..oracle.ops.plan import Choice, Derived, Dim, Flag, Multiple, Pair, Shape, Widths, smallest
+from ..oracle.formats import FORMATS
 from ..oracle.precision import PrecisionModel, get_model
 
 __all__ = ["Arg", "ArgSpec", "ParamReader", "CTYPES", "STORAGE_DTYPES", "array_names"]
@@ -81,7 +82,7 @@ CTYPES: Mapping[str, Any] = {
 INT_CTYPES = ("int32", "int64", "size_t")
 FLOAT_CTYPES = ("float32", "float64")
 #: the dtype of an array of each storage format
-STORAGE_DTYPES = {"fp64": "float64", "fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+STORAGE_DTYPES = {f.name: f.torch for f in FORMATS.values() if f.storable}
 
 _DIM_RE = re.compile(r"^(?:param:)?(?P<name>[A-Za-z_]\w*)(?:\[(?P<index>\d+)\])?$")
 _PROD_RE = re.compile(r"^prod\((?P<name>[A-Za-z_]\w*)\)$")
@@ -540,8 +541,5 @@ class ParamReader:
 
 def host_dtype(dtype: str) -> np.dtype:
     """The numpy dtype for a spec dtype name (``bfloat16`` through ml_dtypes)."""
-    if dtype == "bfloat16":
-        import ml_dtypes  # noqa: PLC0415 - only bf16 needs it
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(dtype)
+    fmt = next((f for f in FORMATS.values() if dtype == f.torch), None)
+    return np.dtype(dtype) if fmt is None else fmt.numpy_dtype()

@@ -52,7 +52,7 @@ import torch
 
 from ..checking.verdict import OutputVerdict, compare
 from ..errors import InvalidArgument
-from ..oracle.precision import get_model
+from ..oracle.precision import PrecisionModel, get_model
 from ..oracle.traced.capture import Reference, capture, decomposition_table, output_names
 from ..oracle.traced.interpret import evaluate
 from ..oracle.traced.rules import RULES, NoRule, RuleContext
@@ -80,15 +80,19 @@ __all__ = ["judge", "Judgement", "CaseResult", "PRECISIONS", "DEFAULT_MAX_BYTES"
            "PASS_OFFICIAL", "NOT_JUDGED",
            "check_candidate_file", "missing_rules"]
 
-#: claimed precision -> (storage dtype, TF32 allowed)
-PRECISIONS = {"fp32": ("float32", False), "tf32": ("float32", True), "bf16": ("bfloat16", False)}
+#: the claims a candidate may make, by name: the storage dtype its inputs get is the
+#: model's storage format, TF32 is allowed where its compute format is tf32. Eager
+#: torch's ``F.linear`` in bf16 may round the product to bf16 before it adds the bias
+#: (an unfused epilogue); ``triton``/``cuda-fast``: fp32 under those elementwise
+#: accuracy profiles
+PRECISIONS: dict[str, PrecisionModel] = {
+    "fp32": get_model("fp32"), "tf32": get_model("tf32"),
+    "bf16": get_model("bf16", bias_after_store=True),
+    "triton": get_model("triton"), "cuda-fast": get_model("cuda-fast"),
+}
 #: the float64 floor (inputs, parameters, intermediates) above which a size is not
 #: evaluated whole
 DEFAULT_MAX_BYTES = 256 << 20
-#: what each claim adds to its format's model: eager torch's ``F.linear`` in bf16 may
-#: round the product to bf16 before it adds the bias (an unfused epilogue)
-_CLAIMS: dict[str, dict[str, Any]] = {"bf16": {"bias_after_store": True}}
-_TORCH = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 #: the verdict of a candidate right wherever it runs that refuses some drawn cases
 PASS_OFFICIAL = "pass (official inputs only)"
 #: the verdict where the machine, not the candidate, stops the judgement (exit 3)
@@ -212,9 +216,9 @@ class _Context:
             raise InvalidArgument(f"precision={precision!r} is unknown; use one of "
                                   f"{tuple(PRECISIONS)}")
         self.problem, self.candidate, self.precision = problem, candidate, precision
-        self.dtype_name, self.tf32 = PRECISIONS[precision]
-        self.dtype = _TORCH[self.dtype_name]
-        self.model = get_model(precision, **_CLAIMS.get(precision, {}))
+        self.model = PRECISIONS[precision]
+        self.dtype = self.model.storage.torch_dtype()
+        self.dtype_name, self.tf32 = self.model.storage.torch, self.model.compute.name == "tf32"
         self.device, self.timeout, self.max_bytes = device, timeout, max_bytes
         self.isolated = isolated
         self.base: dict[str, Any] = dict(problem.dropout_off())

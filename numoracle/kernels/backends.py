@@ -61,11 +61,7 @@ def _storage(storage: Format | str) -> Format:
 
 
 def _numpy_dtype(fmt: Format) -> np.dtype:
-    if fmt.name == "bf16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype({"fp64": np.float64, "fp32": np.float32, "fp16": np.float16}[fmt.name])
+    return fmt.numpy_dtype()
 
 
 def _host_cast(host: np.ndarray, fmt: Format) -> np.ndarray:
@@ -295,12 +291,7 @@ class TorchBackend(Backend):
     def dtype(self, storage: Format | str) -> Any:
         import torch
 
-        return {
-            "fp64": torch.float64,
-            "fp32": torch.float32,
-            "fp16": torch.float16,
-            "bf16": torch.bfloat16,
-        }[_storage(storage).name]
+        return _storage(storage).torch_dtype()
 
     def _upload(self, dense: np.ndarray) -> Any:
         import torch

@@ -35,13 +35,15 @@ from typing import Any
 
 from ..cases.target import Target
 from ..errors import InvalidArgument
-from ..oracle.precision import get_model
+from ..oracle.formats import get_format
+from ..oracle.precision import PrecisionModel, get_model
 from .backends import get_backend
 
 __all__ = ["TorchMode", "precision_flags", "linear", "matmul", "TARGETS"]
 
 _NO_CONTEXT_WARNING = "Attempting to run cuBLAS, but there was no current CUDA context"
-_DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+#: the storage formats a torch target runs in
+_STORAGES = ("fp32", "bf16", "fp16")
 
 
 @dataclass(frozen=True)
@@ -69,8 +71,8 @@ class TorchMode:
     def __post_init__(self) -> None:
         if self.device not in ("cpu", "cuda"):
             raise InvalidArgument(f"device={self.device!r} must be 'cpu' or 'cuda'")
-        if self.storage not in _DTYPE_NAMES:
-            raise InvalidArgument(f"storage={self.storage!r} must be one of {sorted(_DTYPE_NAMES)}")
+        if self.storage not in _STORAGES:
+            raise InvalidArgument(f"storage={self.storage!r} must be one of {sorted(_STORAGES)}")
         if self.tf32 and (self.device, self.storage) != ("cuda", "fp32"):
             raise InvalidArgument(
                 f"tf32=True needs device='cuda' and storage='fp32', got "
@@ -81,6 +83,11 @@ class TorchMode:
     def model(self) -> str:
         """The precision preset this mode claims."""
         return "tf32" if self.tf32 else self.storage
+
+    @property
+    def precision(self) -> PrecisionModel:
+        """The precision model this mode claims: its preset with :attr:`claims` applied."""
+        return get_model(self.model, **dict(self.claims))
 
     @property
     def target_name(self) -> str:
@@ -165,7 +172,7 @@ def precision_flags(mode: TorchMode) -> Iterator[None]:
 def _check_tensors(mode: TorchMode, **tensors: Any) -> None:
     import torch
 
-    want = getattr(torch, _DTYPE_NAMES[mode.storage])
+    want = get_format(mode.storage).torch_dtype()
     for name, t in tensors.items():
         if t is None:
             continue
@@ -261,7 +268,7 @@ def _targets() -> tuple[Target, ...]:
                     name=mode.target_name,
                     op=op,
                     backend=f"torch-{mode.device}",
-                    precision=get_model(mode.model, **dict(mode.claims)),
+                    precision=mode.precision,
                     fn=partial(fn, mode=mode),
                     available=partial(_available, mode),
                     description=f"{text}; {what}; all outputs",

@@ -29,13 +29,13 @@ from typing import Any
 
 from ..cases.target import Target
 from ..errors import InvalidArgument
+from ..oracle.formats import get_format
 from ..oracle.ops import get_op
 from ..oracle.precision import get_model
 from .torch_targets import _NO_CONTEXT_WARNING, TorchMode, _available, _pinned, precision_flags
 
 __all__ = ["MODES", "reference_targets", "run_reference"]
 
-_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 #: the modes a reference runs in: (mode, what it is)
 MODES: tuple[tuple[TorchMode, str], ...] = (
@@ -74,7 +74,7 @@ def _twin(op: Any, mode: TorchMode) -> Any:
     if mode not in kept:
         module = op.ref.module
         kept[mode] = None if module is None else copy.deepcopy(module).to(
-            device=mode.device, dtype=getattr(torch, _DTYPES[mode.storage]))
+            device=mode.device, dtype=get_format(mode.storage).torch_dtype())
     return kept[mode]
 
 
@@ -125,7 +125,7 @@ def reference_targets(op: str) -> list[Target]:
         raise InvalidArgument(f"op {op!r} is not made from a PyTorch reference; torch's "
                               "reference targets exist only for traced ops")
     return [Target(name=mode.target_name, op=op, backend=f"torch-{mode.device}",
-                   precision=get_model(mode.model, **dict(mode.claims)),
+                   precision=mode.precision,
                    fn=partial(run_reference, mode=mode, op_name=op),
                    available=partial(_available, mode), layouts=("C", "F", "T", "S"),
                    description=f"{text}; the reference itself")

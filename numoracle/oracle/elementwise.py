@@ -13,7 +13,9 @@ Radii compose as follows (``r`` a radius of an input, ``v`` its exact value):
 * ``mul``: ``|a| r_b + r_a |b| + r_a r_b``, then one rounding
   ``u (|ab| + radius) + tiny``; exact where both inputs are exact and the
   product is representable;
-* ``div``: ``(r_a + |a/b| r_b) / (|b| - r_b)``, then one rounding;
+* ``div``: ``(r_a + |a/b| r_b) / (|b| - r_b)``, then one rounding (or, under
+  an accuracy profile with an approximate division, its error: ``2 k u`` for
+  ``k`` ulps, :meth:`~numoracle.oracle.precision.PrecisionModel.div_rel`);
   unjudged (infinite radius) where ``|b| <= r_b`` (the divisor may be 0);
 * ``sqrt``: ``r / (sqrt(v) + sqrt(max(v - r, 0)))``, never more than
   ``sqrt(r)`` (the square root is 1/2-Hölder), then ``ulps`` roundings;
@@ -28,7 +30,9 @@ Radii compose as follows (``r`` a radius of an input, ``v`` its exact value):
 * :func:`maximum`, :func:`amax`: 1-Lipschitz in the max-norm, no rounding: the
   larger radius.
 
-The ``ulps`` defaults are the CUDA maths library's documented maximum errors
+A function's error is what the model claims (its accuracy profile,
+:mod:`numoracle.oracle.accuracy`, and per-function ``ulps``); the ``ieee``
+defaults are the CUDA maths library's documented maximum errors
 (``expf`` 2, ``logf`` 1, ``sqrtf`` correctly rounded) plus one rounding per
 further operation of the usual formula (``sigmoid = 1 / (1 + exp(-x))``:
 2 + 1/2 + 1/2 and the error of ``exp(-x)`` carried through ``1 + e``, ...). A
@@ -56,6 +60,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidArgument
+from .accuracy import Ulps
 from .formats import representable
 from .precision import PrecisionModel
 from .tracked import U64, Tracked, aligned, bounded, folded, may_be_exact, two_product_error
@@ -155,6 +160,7 @@ def div(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
     a, b = (folded(t) for t in aligned(a, b))
     xp = _xp(a.value)
     u, tiny = model.acc_unit(), model.accumulate.tiny
+    rel = model.div_rel()  # 1: correctly rounded; 2k: a k-ulp division
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         value = a.value / b.value
         q, ab = xp.abs(value), xp.abs(b.value)
@@ -165,10 +171,11 @@ def div(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
 
         det, prob = prop(a.det, b.det), prop(a.prob, b.prob)
         ref_err = prop(a.ref_err, b.ref_err) + U64 * q
-        scaled = (q + det + ref_err) * u + tiny
-        det, prob = det * (1 + u) + scaled, prob * (1 + u) + scaled
+        scaled = (q + det + ref_err) * (rel * u) + rel * tiny
+        det, prob = det * (1 + rel * u) + scaled, prob * (1 + rel * u) + scaled
         exact_here = None
-        if keeps_subnormals(xp) and may_be_exact(a, b):
+        if keeps_subnormals(xp) and may_be_exact(a, b) and rel == 1.0:  # an approximate
+            # division may miss an exact quotient
             av, bv = xp.broadcast_arrays(a.value, b.value)
             err = xp.where(value * bv == av, two_product_error(value, bv), 1.0)
             exact_here = (_exact_inputs(a, b) & (err == 0) & xp.isfinite(value) & (bv != 0)
@@ -185,7 +192,7 @@ def sqrt(t: Tracked, model: PrecisionModel, *, ulps: float | None = None) -> Tra
     ``sqrt(r)`` covers any non-negative argument."""
     t = folded(t)
     xp = _xp(t.value)
-    ulps = _check_ulps("sqrt", ulps)
+    ulps = _check_ulps("sqrt", ulps, model)
     u, tiny = model.acc_unit(), model.accumulate.tiny
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         v = t.value
@@ -197,7 +204,7 @@ def sqrt(t: Tracked, model: PrecisionModel, *, ulps: float | None = None) -> Tra
 
         det, prob, ref_prop = prop(t.det), prop(t.prob), prop(t.ref_err)
         ref_err = ref_prop + U64 * value
-        scaled = 2.0 * ulps * u * (value + det + ref_err) + ulps * tiny
+        scaled = _evaluation(ulps, xp.abs(v) + t.det + t.ref_err, value + det + ref_err, u, tiny)
         det, prob = det + scaled, prob + scaled
         exact_here = None
         if keeps_subnormals(xp) and may_be_exact(t):
@@ -207,18 +214,32 @@ def sqrt(t: Tracked, model: PrecisionModel, *, ulps: float | None = None) -> Tra
     return _finish(value, det, prob, ref_err, t.n, exact_here)
 
 
-def _check_ulps(name: str, ulps: float | None) -> float:
+def _check_ulps(name: str, ulps: float | Ulps | None, model: PrecisionModel) -> Ulps:
+    """The error ``name`` is evaluated to: ``ulps`` where given, else what the
+    model claims (its accuracy profile over the defaults of :data:`ULPS`)."""
     if ulps is None:
-        return ULPS[name]
+        ulps = model.error_of(name, ULPS[name])
+    if isinstance(ulps, Ulps):
+        return ulps
     if not (isinstance(ulps, (int, float)) and not isinstance(ulps, bool) and ulps >= 0
             and np.isfinite(ulps)):
         raise InvalidArgument(f"{name}: {ulps=} must be a finite number >= 0, the kernel's "
-                              f"maximum error in ulps (default {ULPS[name]})")
-    return float(ulps)
+                              f"maximum error in ulps (default {ULPS.get(name, 'none')})")
+    return Ulps(float(ulps))
+
+
+def _evaluation(spec: Ulps, x_abs: Any, scale: Any, u: float, tiny: float) -> Any:
+    """The evaluation error of a function claimed to within ``spec`` at arguments of
+    magnitude ``x_abs``, relative to ``scale``: ``2 k u scale + k tiny`` with
+    ``k = ulps + per_x |x|`` (one ulp is at most ``2 u`` of the result), plus
+    ``of_one`` ulps of 1."""
+    k = spec.at(x_abs)
+    out = 2.0 * k * u * scale + k * tiny
+    return out + 2.0 * u * spec.of_one if spec.of_one else out
 
 
 def elementary(t: Tracked, model: PrecisionModel, *, f: Callable[[Any], Any],
-               lipschitz: Callable[[Any, Any], Any], ulps: float,
+               lipschitz: Callable[[Any, Any], Any], ulps: float | Ulps,
                scale: Callable[[Any], Any] | None = None,
                maybe_zero: Callable[[Any], Any] | None = None) -> Tracked:
     """A function ``f`` applied elementwise, evaluated by the kernel to within
@@ -230,8 +251,9 @@ def elementary(t: Tracked, model: PrecisionModel, *, f: Callable[[Any], Any],
         ``f(v)`` in float64 (the oracle's value).
     lipschitz : callable
         ``lipschitz(lo, hi)``: an upper bound of ``|f'|`` over ``[lo, hi]``.
-    ulps : float
-        The kernel's maximum evaluation error, in ulps of the accumulation format.
+    ulps : float or Ulps
+        The kernel's maximum evaluation error, in ulps of the accumulation format
+        (an :class:`~numoracle.oracle.accuracy.Ulps` may grow with ``|x|``).
     scale : callable, optional
         ``scale(v)``: what the evaluation error is relative to (default ``|f(v)|``).
     maybe_zero : callable, optional
@@ -241,6 +263,7 @@ def elementary(t: Tracked, model: PrecisionModel, *, f: Callable[[Any], Any],
 
     The radius is ``L r + 2 ulps u (scale + L r) + ulps tiny`` (module docstring).
     """
+    spec = ulps if isinstance(ulps, Ulps) else _check_ulps("elementary", ulps, model)
     t = folded(t)
     xp = _xp(t.value)
     u, tiny = model.acc_unit(), model.accumulate.tiny
@@ -252,7 +275,7 @@ def elementary(t: Tracked, model: PrecisionModel, *, f: Callable[[Any], Any],
         det, prob = _rmul(L, t.det), _rmul(L, t.prob)
         ref_err = _rmul(L, t.ref_err) + _REF_ULPS * U64 * xp.abs(value)
         base = xp.abs(value) if scale is None else scale(v)
-        evaluation = 2.0 * ulps * u * (base + det + ref_err) + ulps * tiny
+        evaluation = _evaluation(spec, xp.abs(v) + reach, base + det + ref_err, u, tiny)
         det, prob = det + evaluation, prob + evaluation
         if maybe_zero is not None:
             z = maybe_zero(v - reach) | maybe_zero(v + reach)
@@ -269,7 +292,7 @@ def _exp_f(v: Any) -> Any:
 def exp(t: Tracked, model: PrecisionModel, *, ulps: float | None = None) -> Tracked:
     """Elementwise ``exp``: ``L = exp(v + r)``; unjudged where it may overflow."""
     return elementary(t, model, f=_exp_f, lipschitz=lambda lo, hi: _exp_f(hi),
-                      ulps=_check_ulps("exp", ulps))
+                      ulps=_check_ulps("exp", ulps, model))
 
 
 def log(t: Tracked, model: PrecisionModel, *, ulps: float | None = None) -> Tracked:
@@ -278,7 +301,7 @@ def log(t: Tracked, model: PrecisionModel, *, ulps: float | None = None) -> Trac
     xp = _xp(t.value)
     return elementary(t, model, f=xp.log,
                       lipschitz=lambda lo, hi: xp.where(lo > 0, 1.0 / lo, xp.inf),
-                      ulps=_check_ulps("log", ulps))
+                      ulps=_check_ulps("log", ulps, model))
 
 
 def _sigmoid_f(v: Any) -> Any:
@@ -303,7 +326,7 @@ def sigmoid(t: Tracked, model: PrecisionModel, *, ulps: float | None = None) -> 
         s = _sigmoid_f(xp.clip(0.0, lo, hi))
         return s * (1.0 - s)
 
-    return elementary(t, model, f=_sigmoid_f, lipschitz=lip, ulps=_check_ulps("sigmoid", ulps),
+    return elementary(t, model, f=_sigmoid_f, lipschitz=lip, ulps=_check_ulps("sigmoid", ulps, model),
                       maybe_zero=_exp_overflows(model))
 
 
@@ -322,7 +345,7 @@ def silu(t: Tracked, model: PrecisionModel, *, ulps: float | None = None) -> Tra
     xp = _xp(t.value)
     return elementary(t, model, f=lambda v: v * _sigmoid_f(v),
                       lipschitz=lambda lo, hi: xp.full_like(lo, _SILU_LIP),
-                      ulps=_check_ulps("silu", ulps), maybe_zero=_exp_overflows(model))
+                      ulps=_check_ulps("silu", ulps, model), maybe_zero=_exp_overflows(model))
 
 
 def _silu_grad_f(v: Any) -> Any:
@@ -343,7 +366,7 @@ def silu_grad(t: Tracked, model: PrecisionModel, *, ulps: float | None = None) -
 
     return elementary(t, model, f=_silu_grad_f,
                       lipschitz=lambda lo, hi: xp.full_like(lo, _SILU_GRAD_LIP),
-                      ulps=_check_ulps("silu_grad", ulps), scale=scale,
+                      ulps=_check_ulps("silu_grad", ulps, model), scale=scale,
                       maybe_zero=_exp_overflows(model))
 
 

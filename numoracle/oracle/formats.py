@@ -1,8 +1,12 @@
 """Floating-point formats and bit-exact quantization, in NumPy or CuPy.
 
-A :class:`Format` is described by its explicit mantissa bits ``t`` and its
-exponent range; ``u = 2**-(t+1)`` is the unit roundoff of round-to-nearest and
-``2**-t`` that of truncation (round toward zero).
+A :class:`Format` is the one record of a floating-point format in the package:
+its explicit mantissa bits ``t`` and exponent range (``u = 2**-(t+1)`` is the
+unit roundoff of round-to-nearest, ``2**-t`` that of truncation), its largest
+and smallest normal and subnormal numbers, whether it has subnormals and
+infinities, the rounding its arithmetic uses, and its names in NumPy, torch,
+CuPy and ml_dtypes. Every other table of formats queries it
+(:func:`format_of` maps any dtype or name back to its format).
 
 :func:`quantize` rounds float64 values into a format exactly as hardware does:
 round-to-nearest-even (``"rne"``) or truncation (``"rz"``), with gradual
@@ -31,6 +35,7 @@ __all__ = [
     "FORMATS",
     "ROUNDINGS",
     "get_format",
+    "format_of",
     "chunk_size",
     "quantize",
     "representable",
@@ -66,12 +71,29 @@ class Format:
         Explicit mantissa bits (23 for fp32); precision ``p = t + 1``.
     emin, emax : int
         Exponent of the smallest normal and of the largest finite number.
+    subnormals : bool
+        Whether the format has gradual underflow (all IEEE formats here do;
+        a kernel may still flush them: that is a claim of the precision model).
+    infinities : bool
+        Whether overflow gives an infinity (else the largest finite value).
+    rounding : str
+        The rounding of arithmetic into the format: ``"rne"``.
+    numpy, torch, cupy, ml_dtypes : str or None
+        The dtype's name in each library (``"float32"``, ``"bfloat16"``); None
+        where the library has no such dtype (tf32 is a compute format only).
     """
 
     name: str
     t: int
     emin: int
     emax: int
+    subnormals: bool = True
+    infinities: bool = True
+    rounding: str = "rne"
+    numpy: str | None = None
+    torch: str | None = None
+    cupy: str | None = None
+    ml_dtypes: str | None = None
 
     @property
     def p(self) -> int:
@@ -94,19 +116,72 @@ class Format:
         return 2.0**self.emin
 
     @property
+    def smallest_normal(self) -> float:
+        """Smallest positive normal number (:attr:`tiny`)."""
+        return self.tiny
+
+    @property
+    def smallest_subnormal(self) -> float:
+        """Smallest positive number: 2^(emin - t), or :attr:`tiny` without subnormals."""
+        return 2.0 ** (self.emin - self.t) if self.subnormals else self.tiny
+
+    @property
     def max(self) -> float:
         """Largest finite number, (2 - 2^-t) * 2^emax."""
         return (2.0 - 2.0**-self.t) * 2.0**self.emax
+
+    @property
+    def largest(self) -> float:
+        """Largest finite number (:attr:`max`)."""
+        return self.max
+
+    @property
+    def storable(self) -> bool:
+        """Whether arrays can hold the format (it has a NumPy or ml_dtypes dtype)."""
+        return self.numpy is not None or self.ml_dtypes is not None
+
+    def numpy_dtype(self) -> np.dtype:
+        """The host dtype of arrays in this format (bf16 through ml_dtypes).
+
+        Raises
+        ------
+        InvalidArgument
+            For a compute-only format (tf32).
+        """
+        if self.numpy is not None:
+            return np.dtype(self.numpy)
+        if self.ml_dtypes is not None:
+            import ml_dtypes  # noqa: PLC0415 - an optional dependency, only for bf16 arrays
+
+            return np.dtype(getattr(ml_dtypes, self.ml_dtypes))
+        raise InvalidArgument(
+            f"format {self.name!r} is a compute format only: no array holds it; store "
+            "'fp32' and claim the compute format in the precision model")
+
+    def torch_dtype(self) -> Any:
+        """The ``torch.dtype`` of this format.
+
+        Raises
+        ------
+        InvalidArgument
+            For a format torch has no dtype for (tf32).
+        """
+        if self.torch is None:
+            raise InvalidArgument(f"format {self.name!r} has no torch dtype; use one of "
+                                  f"{[f.name for f in FORMATS.values() if f.torch]}")
+        import torch  # noqa: PLC0415 - torch only where a torch dtype is asked for
+
+        return getattr(torch, self.torch)
 
     def __str__(self) -> str:
         return self.name
 
 
-FP64 = Format("fp64", 52, -1022, 1023)
-FP32 = Format("fp32", 23, -126, 127)
+FP64 = Format("fp64", 52, -1022, 1023, numpy="float64", torch="float64", cupy="float64")
+FP32 = Format("fp32", 23, -126, 127, numpy="float32", torch="float32", cupy="float32")
 TF32 = Format("tf32", 10, -126, 127)
-BF16 = Format("bf16", 7, -126, 127)
-FP16 = Format("fp16", 10, -14, 15)
+BF16 = Format("bf16", 7, -126, 127, torch="bfloat16", ml_dtypes="bfloat16")
+FP16 = Format("fp16", 10, -14, 15, numpy="float16", torch="float16", cupy="float16")
 
 #: the flags a pass over an operand reports as to a format
 #: (:func:`~numoracle.oracle.fused.operand_facts`, on the GPU and the CPU alike): off the
@@ -120,7 +195,34 @@ SINGLE_UP = np.float32(1.0 + 2.0**-23)
 FORMATS: dict[str, Format] = {f.name: f for f in (FP64, FP32, TF32, BF16, FP16)}
 
 #: formats NumPy has as dtypes, whose casts :func:`quantize` uses for ``rne``
-_NATIVE: dict[Format, type] = {FP32: np.float32, FP16: np.float16}
+_NATIVE: dict[Format, Any] = {f: np.dtype(f.numpy) for f in (FP32, FP16)}
+
+
+def format_of(dtype: Any) -> Format:
+    """The format of a dtype or a name in any library: ``"fp32"``, ``"float32"``,
+    ``torch.bfloat16``, ``np.float16``, an ml_dtypes or CuPy dtype.
+
+    Examples
+    --------
+    >>> format_of("bfloat16").name, format_of(np.float32).name
+    ('bf16', 'fp32')
+    """
+    if isinstance(dtype, Format):
+        return dtype
+    if isinstance(dtype, str) and dtype in FORMATS:
+        return FORMATS[dtype]
+    key = str(dtype).removeprefix("torch.")
+    if not isinstance(dtype, str):
+        try:
+            key = np.dtype(dtype).name
+        except TypeError:
+            pass
+    for f in FORMATS.values():
+        if key in (f.numpy, f.torch, f.cupy, f.ml_dtypes):
+            return f
+    raise InvalidArgument(
+        f"dtype {dtype!r} is not a floating-point format numoracle knows; use one of "
+        f"{sorted(FORMATS)} or their dtypes (float64, float32, float16, bfloat16)")
 
 
 def get_format(name: str | Format) -> Format:

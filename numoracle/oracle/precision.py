@@ -1,9 +1,17 @@
 """Precision models: what a kernel claims about how it computes.
 
-A :class:`PrecisionModel` names the storage format of the arrays, the format
-the multiplier sees (``compute``), the format partial sums live in
-(``accumulate``), the reduction :class:`Order`, and how the kernel rounds.
-The oracle turns a model into a bound; the kernel is judged against it.
+A :class:`PrecisionModel` is the one frozen record of a kernel's claims, handed
+to every hand-written op and (through a
+:class:`~numoracle.oracle.traced.rules.RuleContext`) to every traced rule: the
+storage format of the arrays, the format the multiplier sees (``compute``), the
+format partial sums live in (``accumulate``), the reduction :class:`Order`, the
+algorithm classes, how the kernel rounds (per op or fused), the elementwise
+accuracy profile (:mod:`numoracle.oracle.accuracy`) with per-function ulps, and
+the variance algorithm. The other shapes claims come in are constructors of
+it: :func:`claims` (the traced ``Claims``),
+:meth:`~numoracle.kernels.torch_targets.TorchMode.precision` and KernelBench's
+precisions (:data:`PRESETS` names). The oracle turns a model into a bound; the
+kernel is judged against it.
 """
 
 from __future__ import annotations
@@ -11,14 +19,23 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
+from types import MappingProxyType
 
 import numpy as np
 
 from ..errors import InvalidArgument
+from .accuracy import Profile, Ulps, get_profile
 from .formats import Format, get_format
 
-__all__ = ["Order", "PrecisionModel", "PRESETS", "STANDARD_MODELS", "get_model", "gamma",
-           "gamma_tilde", "lam"]
+__all__ = ["Order", "PrecisionModel", "PRESETS", "STANDARD_MODELS", "get_model", "claims",
+           "gamma", "gamma_tilde", "lam", "VARIANCES", "ROUNDINGS", "MASKED_ROWS"]
+
+#: how a normalisation computes its variance
+VARIANCES = ("two-pass", "one-pass")
+#: where low-precision intermediates are rounded to the storage format
+ROUNDINGS = ("per-op", "fused")
+#: what a softmax gives on a row whose every entry is -inf
+MASKED_ROWS = ("nan", "zero")
 
 _ORDER_RE = re.compile(r"^(any|sequential|pairwise|blocked\((\d+)\))$")
 
@@ -122,6 +139,26 @@ class PrecisionModel:
         inputs hold a non-finite value, a NaN where the reference is finite is
         then not counted against the kernel; every finite result is still
         judged, and cases with finite inputs are judged as usual.
+    accuracy : str
+        The elementwise accuracy profile (:mod:`numoracle.oracle.accuracy`):
+        ``"ieee"`` (correctly rounded arithmetic, precise libm), ``"cuda-fast"``
+        (``--use_fast_math``), ``"triton"`` (Triton's fp32 defaults).
+    ulps : mapping of str to float
+        Per-function maximum errors in ulps of the accumulation format
+        (``{"tanh": 64.0}``), over the profile's.
+    variance : str
+        ``"two-pass"`` (mean first, then squared deviations) or ``"one-pass"``
+        (``E[x²] − E[x]²``, which cancels).
+    rounding : str
+        ``"per-op"``: every intermediate rounded to the storage format, as
+        eager torch does in bf16/fp16; ``"fused"``: intermediates kept in the
+        accumulation format, rounded once at each output.
+    masked_rows : str or None
+        What the kernel's softmax gives on a row whose every entry is ``-inf``
+        (a fully masked attention row): ``"nan"`` (``0 / 0``, as
+        ``torch.softmax`` gives), ``"zero"`` (as
+        ``F.scaled_dot_product_attention`` and FlashAttention give), or None
+        (default): what the reference's own op gives there.
     """
 
     name: str
@@ -139,8 +176,28 @@ class PrecisionModel:
     bias_after_store: bool = False
     algorithms: tuple[str, ...] = ("summation",)
     nan_spreads: bool = False
+    accuracy: str = "ieee"
+    ulps: tuple[tuple[str, float], ...] = ()
+    variance: str = "two-pass"
+    rounding: str = "per-op"
+    masked_rows: str | None = None
 
     def __post_init__(self) -> None:
+        get_profile(self.accuracy)
+        if self.masked_rows is not None and self.masked_rows not in MASKED_ROWS:
+            raise InvalidArgument(f"masked_rows={self.masked_rows!r} is unknown; use one of "
+                                  f"{MASKED_ROWS} or None (the reference's own convention)")
+        if self.variance not in VARIANCES:
+            raise InvalidArgument(f"variance={self.variance!r} is unknown; use one of {VARIANCES}")
+        if self.rounding not in ROUNDINGS:
+            raise InvalidArgument(f"rounding={self.rounding!r} is unknown; use one of {ROUNDINGS}")
+        pairs = dict(self.ulps.items() if isinstance(self.ulps, Mapping) else self.ulps)
+        for fname, u in pairs.items():
+            if isinstance(u, bool) or not isinstance(u, (int, float)) or not (u >= 0):
+                raise InvalidArgument(f"ulps[{fname!r}]={u!r} must be a non-negative number "
+                                      "of ulps, e.g. {'tanh': 4.0}")
+        object.__setattr__(self, "ulps", tuple(sorted((str(k), float(v))
+                                                      for k, v in pairs.items())))
         known = ("summation", "winograd", "fft")
         if isinstance(self.algorithms, str) or not self.algorithms or any(
                 a not in known for a in self.algorithms):
@@ -176,11 +233,36 @@ class PrecisionModel:
         """Unit roundoff of one accumulation step."""
         return self.accumulate.unit_roundoff(self.accumulate_rounding)
 
+    @property
+    def profile(self) -> Profile:
+        """The elementwise accuracy profile claimed."""
+        return get_profile(self.accuracy)
+
+    def error_of(self, name: str, default: float | Ulps | None = None) -> float | Ulps | None:
+        """The claimed maximum error of elementwise function ``name``: a per-function
+        claim (:attr:`ulps`), else the profile's figure, else ``default`` (the
+        ``ieee`` one) with the profile's excess; None where nothing is known."""
+        for fname, u in self.ulps:
+            if fname == name:
+                return u
+        return self.profile.error(name, default)
+
+    def div_rel(self) -> float:
+        """The relative error of one division, in units of ``u``: 1 where it is
+        correctly rounded, ``2 k`` for a ``k``-ulp division (one ulp is at most
+        ``2 u`` of the result)."""
+        e = self.error_of("div")
+        if e is None:
+            return 1.0
+        k = e.ulps if isinstance(e, Ulps) else float(e)
+        return max(1.0, 2.0 * k)
+
     def to_dict(self) -> dict[str, object]:
         """Plain data (formats and order by name), for repros and reports."""
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         for key in ("storage", "compute", "accumulate", "order"):
             d[key] = str(d[key])
+        d["ulps"] = dict(self.ulps)
         return d
 
     @classmethod
@@ -216,6 +298,14 @@ class PrecisionModel:
             s += f", algorithms {'/'.join(self.algorithms)}"
         if self.nan_spreads:
             s += ", NaN may spread from non-finite inputs"
+        if self.accuracy != "ieee":
+            s += f", {self.accuracy} elementwise accuracy"
+        if self.ulps:
+            s += ", ulps " + ", ".join(f"{k} {v:g}" for k, v in self.ulps)
+        if self.variance != "two-pass":
+            s += f", {self.variance} variance"
+        if self.rounding != "per-op" and self.storage.t < self.accumulate.t:
+            s += ", intermediates fused"
         if self.probabilistic:
             s += f", probabilistic (alpha={self.alpha:g})"
         return s
@@ -245,6 +335,13 @@ PRESETS: dict[str, PrecisionModel] = {
         # fp16 accumulation
         _m("fp16-acc16", "fp16", "fp16", "fp16"),
         _m("fp32-acc16", "fp32", "fp32", "fp16"),
+        # bf16 accumulation
+        _m("bf16-acc16", "bf16", "bf16", "bf16"),
+        _m("fp32-accbf16", "fp32", "fp32", "bf16"),
+        # fp32 storage under Triton's and CUDA fast maths' elementwise accuracy
+        _m("triton", "fp32", "fp32", "fp32", accuracy="triton"),
+        _m("cuda-fast", "fp32", "fp32", "fp32", accuracy="cuda-fast",
+           flush_subnormal_inputs=True),
     )
 }
 
@@ -269,9 +366,14 @@ def get_model(spec: str | PrecisionModel, **overrides: object) -> PrecisionModel
     'pairwise'
     >>> get_model("fp32", algorithm="direct").algorithms
     ('summation',)
+    >>> get_model("bf16+triton").accuracy
+    'triton'
     """
     if isinstance(spec, PrecisionModel):
         model = spec
+    elif isinstance(spec, str) and "+" in spec:  # "bf16+triton": a preset under a profile
+        base, _, accuracy = spec.partition("+")
+        return get_model(base, **{"accuracy": accuracy, **overrides})
     else:
         try:
             model = PRESETS[spec]
@@ -281,12 +383,43 @@ def get_model(spec: str | PrecisionModel, **overrides: object) -> PrecisionModel
             ) from None
     if "order" in overrides:
         overrides["order"] = Order.parse(overrides["order"])  # type: ignore[arg-type]
+    for key in ("storage", "compute", "accumulate"):
+        if key in overrides:
+            overrides[key] = get_format(overrides[key])  # type: ignore[arg-type]
+    accuracy = overrides.get("accuracy")
+    if accuracy is not None and accuracy != model.accuracy:
+        if get_profile(str(accuracy)).flushes_subnormals:
+            overrides.setdefault("flush_subnormal_inputs", True)
+        if accuracy != "ieee":  # the name says what was claimed: "bf16+triton"
+            overrides.setdefault("name", f"{model.name.split('+')[0]}+{accuracy}")
     if "algorithm" in overrides:
         overrides["algorithms"] = _ALGORITHM_NAMES.get(str(overrides.pop("algorithm")), ())
         if not overrides["algorithms"]:
             raise InvalidArgument(f"algorithm must be one of {sorted(_ALGORITHM_NAMES)}, "
                                   "e.g. algorithm='direct' to demand summation accuracy")
     return model.with_(**overrides) if overrides else model
+
+
+def claims(**changes: object) -> Mapping[str, object]:
+    """Claims beyond the formats, as changes to a precision model (validated
+    now): ``claims(rounding="fused", ulps={"tanh": 4.0})``. A
+    :class:`~numoracle.oracle.traced.rules.RuleContext` applies them to the
+    model it is given.
+
+    Raises
+    ------
+    InvalidArgument
+        For a field a model does not have, or a value it refuses.
+    """
+    names = {f.name for f in fields(PrecisionModel)} - {"name"}
+    bad = sorted(set(changes) - names)
+    if bad:
+        raise InvalidArgument(f"claims: {bad} are not claims; use fields of PrecisionModel "
+                              f"({sorted(names)})")
+    get_model("fp32", **changes)
+    if "ulps" in changes and isinstance(changes["ulps"], Mapping):
+        changes["ulps"] = MappingProxyType(dict(changes["ulps"]))
+    return MappingProxyType(dict(changes))
 
 
 def gamma(h: np.ndarray, u: float) -> np.ndarray:

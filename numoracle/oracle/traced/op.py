@@ -276,9 +276,10 @@ class TracedOp(Op):
         ``grad_<output>`` for every output.
     name : str or None
         The op's name; ``traced_<reference name>`` by default.
-    claims : Claims or None
-        What the kernel claims beyond its formats (transcendental ulps,
-        variance, per-op or fused rounding).
+    claims : mapping or None
+        What the kernel claims beyond its formats, as :func:`Claims` makes
+        (accuracy profile, transcendental ulps, variance, per-op or fused
+        rounding): applied to the precision model a target claims.
     init : sequence
         Arguments that make a module class into a module.
     integers : mapping
@@ -363,9 +364,10 @@ class TracedOp(Op):
         self.plan = tuple(Dim(d, max_value=hi, is_batch=(d == "batch"),  # type: ignore[misc]
                               smallest=lo) for d, (lo, hi) in self.ranges.items())
         self.input_axes = MappingProxyType(_check_axes(axes, self.declared))  # type: ignore[misc]
-        self.claims = claims if claims is not None else Claims()
-        if not isinstance(self.claims, Claims):
-            raise InvalidArgument(f"claims={claims!r} must be a numoracle.oracle.traced.Claims")
+        if claims is not None and not isinstance(claims, Mapping):
+            raise InvalidArgument(f"claims={claims!r} must be numoracle.oracle.traced.Claims"
+                                  "(...), e.g. Claims(rounding='fused')")
+        self.claims = Claims(**(claims or {}))
         self.reference_fn = reference
         self.ref = Reference(reference, tuple(self.declared), params=params, grads=grads,
                              cache=cache)
@@ -417,11 +419,9 @@ class TracedOp(Op):
                 "dims": {k: list(v) for k, v in self.ranges.items()},
                 "params": dict(self.ref.params), "grads": list(self.ref.grads),
                 "name": self.name, "init": list(self._init), "cache": self.ref.cache,
-                "claims": {"ulps": dict(self.claims.ulps), "variance": self.claims.variance,
-                           "rounding": self.claims.rounding},
+                "claims": {k: dict(v) if isinstance(v, Mapping) else v
+                           for k, v in self.claims.items()},
                 "reference_hash": self.reference_hash}
-        if self.claims.masked_rows is not None:  # absent by default, as in older specs
-            spec["claims"]["masked_rows"] = self.claims.masked_rows
         ints = {k: [lo, hi] for k, (lo, hi, dtype) in self.integers.items() if dtype == "int64"}
         if ints:  # absent where there are none, as specs made before integer inputs were
             spec["integers"] = ints

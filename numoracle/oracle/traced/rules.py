@@ -10,11 +10,11 @@ and every other argument (ints, floats, lists, dtypes, ``None``) unchanged. It
 returns what the ATen op returns, in the same kinds: a ``Tracked``, a NumPy
 array, or a tuple of them.
 
-``ctx`` carries the precision model the kernel claims (formats, order,
-algorithms) and the :class:`Claims` no format names: the ulp accuracy of each
-transcendental, one-pass or two-pass variance, and whether low-precision
-intermediates are rounded after every op (eager) or kept in the accumulation
-format (fused).
+``ctx`` carries the precision model the kernel claims: formats, order,
+algorithms, and the claims no format names (:func:`Claims`): the elementwise
+accuracy profile and the ulps of each transcendental, one-pass or two-pass
+variance, and whether low-precision intermediates are rounded after every op
+(eager) or kept in the accumulation format (fused).
 """
 
 from __future__ import annotations
@@ -27,73 +27,28 @@ from typing import Any
 import numpy as np
 
 from ...errors import InvalidArgument
-from ..precision import PrecisionModel
+from ..accuracy import Ulps
+from ..precision import PrecisionModel, claims, get_model
 from ..tracked import Tracked, store
 from ..xp import as_namespace
 
 __all__ = ["RULES", "Claims", "NoRule", "RuleContext", "Rule", "rule", "lookup"]
 
-#: VARIANCE: how a normalisation computes its variance
-VARIANCES = ("two-pass", "one-pass")
-#: ROUNDING: where low-precision intermediates are rounded to the storage format
-ROUNDINGS = ("per-op", "fused")
-#: MASKED_ROWS: what a softmax gives on a row whose every entry is -inf
-MASKED_ROWS = ("nan", "zero")
-
-
-@dataclass(frozen=True)
-class Claims:
-    """What a kernel claims beyond its formats.
-
-    Parameters
-    ----------
-    ulps
-        Maximum error of each transcendental, in ulps of the accumulation
-        format, by name (``{"exp": 2.0, "tanh": 2.0}``); a name not given takes
-        the default of :data:`numoracle.oracle.elementwise.ULPS` (CUDA's
-        precise maths library).
-    variance
-        ``"two-pass"`` (mean first, then squared deviations) or ``"one-pass"``
-        (``E[x²] − E[x]²``, which cancels).
-    rounding
-        ``"per-op"``: every intermediate rounded to the storage format, as
-        eager torch does in bf16/fp16; ``"fused"``: intermediates kept in the
-        accumulation format, rounded once at each output.
-    masked_rows
-        What the kernel's softmax gives on a row whose every entry is ``-inf``
-        (a fully masked attention row): ``"nan"`` (``0 / 0``, as
-        ``torch.softmax`` gives), ``"zero"`` (as ``F.scaled_dot_product_attention``
-        and FlashAttention give), or None (default): what the reference's own op
-        gives there.
-    """
-
-    ulps: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
-    variance: str = "two-pass"
-    rounding: str = "per-op"
-    masked_rows: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.masked_rows is not None and self.masked_rows not in MASKED_ROWS:
-            raise InvalidArgument(f"masked_rows={self.masked_rows!r} is unknown; use one of "
-                                  f"{MASKED_ROWS} or None (the reference's own convention)")
-        if self.variance not in VARIANCES:
-            raise InvalidArgument(f"variance={self.variance!r} is unknown; use one of {VARIANCES}")
-        if self.rounding not in ROUNDINGS:
-            raise InvalidArgument(f"rounding={self.rounding!r} is unknown; use one of {ROUNDINGS}")
-        for name, u in self.ulps.items():
-            if not isinstance(u, (int, float)) or u < 0:
-                raise InvalidArgument(f"ulps[{name!r}]={u!r} must be a non-negative number")
-        object.__setattr__(self, "ulps", MappingProxyType(dict(self.ulps)))
+#: the traced oracle's name for :func:`numoracle.oracle.precision.claims`: claims
+#: beyond the formats (ulps, variance, per-op or fused rounding, accuracy profile)
+#: as changes to the precision model, e.g. ``Claims(rounding="fused")``
+Claims = claims
 
 
 @dataclass(frozen=True)
 class RuleContext:
-    """What every rule is evaluated under: the claimed model and claims, and the
+    """What every rule is evaluated under: the claimed precision model, with
+    ``claims`` (changes from :func:`Claims`) applied to it at construction, and the
     array namespace (NumPy, CuPy or torch's; :mod:`~numoracle.oracle.xp`) with its
     device, where a rule makes arrays from nothing (a factory, a constant)."""
 
     model: PrecisionModel
-    claims: Claims = field(default_factory=Claims)
+    claims: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     xp: Any = field(default=np, compare=False)
     device: Any = field(default=None, compare=False)
 
@@ -101,16 +56,26 @@ class RuleContext:
         """``a`` (a host array, a number) as an array of the context's namespace."""
         return as_namespace(a, self.xp, self.device)
 
-    def ulps(self, name: str) -> float | None:
-        """The claimed ulps of transcendental ``name`` (None: the library default)."""
-        return self.claims.ulps.get(name)
+    def __post_init__(self) -> None:
+        if self.claims is None:
+            object.__setattr__(self, "claims", MappingProxyType({}))
+        if not isinstance(self.claims, Mapping):
+            raise InvalidArgument(f"claims={self.claims!r} must be a mapping from "
+                                  "numoracle.oracle.traced.Claims(...)")
+        if self.claims:
+            object.__setattr__(self, "model", get_model(self.model, **self.claims))
+
+    def ulps(self, name: str, default: float | Ulps | None = None) -> float | Ulps | None:
+        """The claimed error of elementwise function ``name`` (per-function claim,
+        else the accuracy profile's, else ``default`` with the profile's excess)."""
+        return self.model.error_of(name, default)
 
     def stores_per_op(self) -> bool:
         """Whether every op's results are rounded to the storage format: the
         per-op policy, where storage is narrower than accumulation. A rule
         whose eager implementation computes from such rounded results of its
         own (the saved statistics of a normalisation, say) rounds them too."""
-        return (self.claims.rounding == "per-op"
+        return (self.model.rounding == "per-op"
                 and self.model.storage.t < self.model.accumulate.t)
 
     def running_model(self) -> PrecisionModel:

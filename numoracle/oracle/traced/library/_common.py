@@ -137,6 +137,8 @@ def scaled(ctx: RuleContext, t: Tracked, c: float, divide: bool = False) -> Trac
     m = math.frexp(abs(c))[0] if c else 0.5
     exact_c = bool(representable(np.asarray(c), ctx.model.accumulate))
     rel = 0.0 if (m == 0.5 or (exact_c and not divide)) else 2.0 * ctx.model.acc_unit()
+    if divide and m != 0.5:  # an approximate division's excess over one rounding
+        rel += (ctx.model.div_rel() - 1.0) * ctx.model.acc_unit()
     return mul_scalar(t, c, ctx.model, divide=divide, c_rel_err=rel)
 
 

@@ -18,7 +18,8 @@ jumps (``threshold``), by the jump.
 
 Transcendentals are :func:`~numoracle.oracle.elementwise.elementary` functions
 with a Lipschitz bound over the input's interval and the kernel's claimed ulps
-(``ctx.claims.ulps``; defaults in :data:`ULPS`, the CUDA maths library's
+(``ctx.model.error_of``: a per-function claim, else the accuracy profile's
+figure; defaults in :data:`ULPS`, the CUDA maths library's
 documented errors plus one rounding per further operation). GELU's erf form and
 tanh form are different functions, never one another's approximation; both are
 bounded relative to ``|x|``, the magnitude of the terms of their usual formula
@@ -39,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from ... import elementwise as ew
+from ...accuracy import Ulps
 from ...tracked import Tracked, aligned, bounded, folded, moved, relu
 from ...xp import array_module, like, special, to_numpy
 from ..rules import NoRule, RuleContext, rule
@@ -63,12 +65,12 @@ ULPS: dict[str, float] = {
 }
 
 
-def ulps(ctx: RuleContext, name: str) -> float:
-    """The ulps a kernel claims for ``name`` (the library default otherwise)."""
-    claimed = ctx.ulps(name)
-    if claimed is not None:
-        return float(claimed)
-    return ULPS[name] if name in ULPS else ew.ULPS[name]
+def ulps(ctx: RuleContext, name: str) -> float | Ulps:
+    """The error a kernel claims for ``name``: a per-function claim, else its
+    accuracy profile's (the library default here, plus the profile's excess)."""
+    err = ctx.ulps(name, ULPS[name] if name in ULPS else ew.ULPS[name])
+    assert err is not None
+    return err
 
 
 def _np(x: Any) -> bool:

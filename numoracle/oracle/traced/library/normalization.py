@@ -9,7 +9,7 @@ Each normalises ``x`` over its statistics axes::
     out  = (x - mean) rstd [* weight] [+ bias]
 
 composed from the primitives' bounds (:func:`.reductions.variance`), so the
-variance algorithm is a claim (``ctx.claims.variance``), not a constant: the
+variance algorithm is a claim (``ctx.model.variance``), not a constant: the
 one-pass form's cancellation is in its bound, and a kernel that uses it fails a
 two-pass claim where the cancellation is large. The composed bound is
 componentwise: the mean's radius enters every deviation, which also covers

@@ -15,7 +15,7 @@ index is set-valued (:class:`._common.IndexSet`): every position whose value may
 be the largest in some kernel (its interval reaches the largest lower end) is an
 admissible answer, so a kernel that breaks a tie the other way is not wrong.
 
-A variance is computed as the kernel claims (``ctx.claims.variance``): two-pass
+A variance is computed as the kernel claims (``ctx.model.variance``): two-pass
 (the mean first, then the squared deviations) or one-pass (``E[x²] - E[x]²``,
 whose cancellation the composed bound carries).
 """
@@ -271,7 +271,7 @@ def variance(ctx: RuleContext, x: Tracked, dims: tuple[int, ...], correction: fl
     k = int(np.prod([x.shape[d] for d in dims]))
     mu = reduce_mean(ctx, x, dims) if mean is None else mean
     denom = max(k - correction, 0.0)
-    if ctx.claims.variance == "two-pass":
+    if ctx.model.variance == "two-pass":
         kept = tuple(1 if d in dims else s for d, s in enumerate(x.shape))
         d = sub(x, tmap_all(mu, lambda a: np.reshape(a, kept)), m)
         ss = reduce_sum(ctx, ew.mul(d, d, m), dims)

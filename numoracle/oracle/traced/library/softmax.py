@@ -199,7 +199,7 @@ def softmax(ctx: RuleContext, x: Tracked, axis: int, masked_rows: str = "nan") -
     total = _total(ctx, x, e, axis)
     m = ctx.model
     out = _either(ieee.div(e, total, m), ieee.mul(e, ieee.div(scalar(1.0, m), total, m), m))
-    return _settled(out, x, axis, ctx.claims.masked_rows or masked_rows)
+    return _settled(out, x, axis, ctx.model.masked_rows or masked_rows)
 
 
 def log_softmax(ctx: RuleContext, x: Tracked, axis: int) -> Tracked:
@@ -251,7 +251,7 @@ def logsumexp_rule(ctx: RuleContext, x: Tracked, dim: Any, keepdim: bool = False
                      ulps=ulps(ctx, "log"))
     out = _or_unshifted(ctx, out, plain, folded(flat), -1)
     masked, pos_inf = _rows(flat, -1)
-    if ctx.claims.masked_rows == "nan" and masked.any():  # a lane of -inf: NaN, not -inf
+    if ctx.model.masked_rows == "nan" and masked.any():  # a lane of -inf: NaN, not -inf
         out = replace(out, value=np.where(masked, np.nan, out.value))
     # a lane holding +inf: +inf, or NaN where the shift by the maximum is inf - inf
     out = unjudged(out, pos_inf & ~np.isnan(out.value))

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...formats import BF16, FP16, FP32, Format
+from ...formats import format_of
 from ...tracked import bounded, exact, moved, store, tcat
 from ...xp import to_numpy
 from ..rules import NoRule, RuleContext, rule
@@ -36,9 +36,6 @@ from ._common import (
 
 __all__ = ["move"]
 
-#: the floating formats a cast may round to (float64: the oracle's own, no rounding)
-_CAST_FORMATS: dict[torch.dtype, Format] = {torch.float32: FP32, torch.float16: FP16,
-                                            torch.bfloat16: BF16}
 
 
 def move(x: Any, fn: Callable[[np.ndarray], np.ndarray]) -> Any:
@@ -230,8 +227,8 @@ def _cast(ctx: RuleContext, x: Any, dtype: Any) -> Any:
         t = as_tracked(x, ctx.model)
         if not is_tracked(x):  # an integer or boolean tensor made floating: in the namespace
             t = moved(t, ctx.xp, ctx.device)
-        fmt = _CAST_FORMATS.get(dtype)
-        return tmap_all(t, copied) if fmt is None else store(t, ctx.model, fmt)
+        fmt = format_of(dtype)  # float64: the oracle's own, no rounding
+        return tmap_all(t, copied) if fmt.t >= 52 else store(t, ctx.model, fmt)
     np_dtype = torch.empty((), dtype=dtype).numpy().dtype
     if not is_tracked(x):
         return np.asarray(x).astype(np_dtype)
