@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..oracle.formats import FORMATS
 from ..oracle.precision import PRESETS, STANDARD_MODELS, PrecisionModel
 from ..oracle.tracked import Tracked
 from ..oracle.transforms import ALGORITHMS, TRANSFORMS
@@ -23,6 +24,7 @@ from .message import format_verdict
 
 __all__ = ["ElementReport", "OutputVerdict", "Verdict", "candidates", "compare", "diagnose",
            "explain", "explaining_algorithms", "ladder_for", "advise", "FLUSH_ADVICE",
+           "traced_ladder", "TRACED_RUNGS",
            "Diagnosis", "ALGORITHM_WORDS"]
 
 WORST_SHOWN = 5
@@ -301,8 +303,45 @@ def ladder_for(model: PrecisionModel) -> tuple[str, ...]:
     return by_storage.get(model.storage.name, (model.name,))
 
 
+#: the rungs of the traced ladder, from the most precise: (suffix, what changes)
+TRACED_RUNGS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("approximate-elementwise", {"accuracy": "triton"}),
+    ("tf32-inputs", {"compute": FORMATS["tf32"], "input_rounding": None}),
+    ("fp16-inputs", {"compute": FORMATS["fp16"], "input_rounding": None}),
+    ("fp16-rounding-per-op", {"storage": FORMATS["fp16"], "rounding": "per-op"}),
+    ("fp16-accumulation", {"accumulate": FORMATS["fp16"]}),
+    ("bf16-rounding-per-op", {"storage": FORMATS["bf16"], "rounding": "per-op"}),
+    ("bf16-accumulation", {"accumulate": FORMATS["bf16"]}),
+)
+
+
+def traced_ladder(claimed: PrecisionModel) -> list[tuple[str, PrecisionModel]]:
+    """The coarser models a traced reference's result is tried against, from the
+    most precise: approximate elementwise ops (Triton's and fast maths'
+    division, ``exp``, ``log``), inputs rounded to tf32 or fp16 by the
+    multiplier, one extra fp16 rounding per op, fp16 accumulation, one extra
+    bf16 rounding per op, bf16 accumulation. A rung that does not make the claim
+    coarser (bf16 rounding of a kernel already rounding per op to bf16) is left
+    out. Each model is named ``<claimed>+<rung>``."""
+    out = []
+    for suffix, change in TRACED_RUNGS:
+        if "accuracy" in change and claimed.accuracy != "ieee":
+            continue
+        if "compute" in change and change["compute"].t >= claimed.compute.t:
+            continue
+        if "accumulate" in change and change["accumulate"].t >= claimed.accumulate.t:
+            continue
+        if "storage" in change and not (
+                change["storage"].t < claimed.storage.t
+                or (change["storage"] == claimed.storage and claimed.rounding == "fused")):
+            continue
+        name = f"{claimed.name}+{suffix}"
+        out.append((name, claimed.with_(name=name, **change)))
+    return out
+
+
 def candidates(claimed: PrecisionModel, *,
-               ladder: bool = True) -> list[tuple[str, PrecisionModel]]:
+               ladder: bool | str = True) -> list[tuple[str, PrecisionModel]]:
     """Models a result is tried against: the claimed one, the claimed one with
     subnormal inputs flushed, and, with ``ladder`` (ops whose outputs are single
     contractions: :attr:`~numoracle.oracle.ops.base.Op.precision_ladder`), the
@@ -311,11 +350,15 @@ def candidates(claimed: PrecisionModel, *,
     (Winograd, FFT: :mod:`numoracle.oracle.transforms`; ops other than conv2d
     ignore it). Each model is named as it is listed (the claimed model's
     variants ``<claimed>+flushed-subnormals``, ``<claimed>+bias-after-store``,
-    ``<claimed>+winograd/fft``), so a diagnosis carries the model itself."""
+    ``<claimed>+winograd/fft``), so a diagnosis carries the model itself.
+    ``ladder="traced"`` (a traced reference): the claimed model, flushed
+    subnormals, then :func:`traced_ladder`."""
     out = [(claimed.name, claimed)]
     if not claimed.flush_subnormal_inputs:
         name = f"{claimed.name}{FLUSHED_SUFFIX}"
         out.append((name, claimed.with_(flush_subnormal_inputs=True, name=name)))
+    if ladder == "traced":
+        return out + traced_ladder(claimed)
     if not ladder:
         return out
     if not claimed.bias_after_store:
@@ -340,7 +383,7 @@ def diagnose(
     claimed: PrecisionModel,
     reference_for: Callable[[PrecisionModel], Tracked],
     *,
-    ladder: bool = True,
+    ladder: bool | str = True,
     nan_may_spread: bool = False,
 ) -> None:
     """Fill ``out.diagnosis`` and ``out.per_model``: the worst ratio under each
@@ -370,7 +413,7 @@ def diagnose(
             f"worst ratio {out.worst_ratio:.3g}")
         text = f"within {claimed.name} ({how})"
         allowed = [a for a in TRANSFORMS if a in claimed.algorithms]
-        if allowed and ladder and not out.exact:
+        if allowed and ladder is True and not out.exact:
             summed, named = explaining_algorithms(claimed, ratio, allowed)
             if summed >= 1.0:
                 out.per_model[f"{claimed.name} summation only"] = summed
@@ -379,6 +422,12 @@ def diagnose(
         out.diagnosis = Diagnosis("pass", text, model=claimed)
         return
     fits = [m for name, m in models if out.per_model[name] < 1.0 and name != claimed.name]
+    if ladder == "traced":
+        # the traced rungs are not ordered by precision for every reference (an extra
+        # rounding per op and a narrower accumulation trade places with the length of
+        # the sums): the most precise model that fits is the one whose bound the result
+        # comes nearest to, the largest worst ratio below 1
+        fits.sort(key=lambda m: -out.per_model[m.name])
     algos: dict[str, float] | None = None
     if fits and fits[0].name.endswith(TRANSFORM_SUFFIX):
         algos = explaining_algorithms(claimed, ratio, TRANSFORMS)[1]
@@ -411,7 +460,7 @@ def _name_algorithms(named: Mapping[str, float] | None) -> str:
 
 
 def explain(claimed: PrecisionModel, fits: list[PrecisionModel], *, exact: bool = False,
-            ladder: bool = True, note: str = "",
+            ladder: bool | str = True, note: str = "",
             algorithms: Mapping[str, float] | None = None) -> Diagnosis:
     """The diagnosis of a result beyond ``claimed`` that the models ``fits``
     (in :func:`candidates` order, the claimed one left out) explain.
@@ -426,7 +475,12 @@ def explain(claimed: PrecisionModel, fits: list[PrecisionModel], *, exact: bool 
     ``note`` ends the sentence (what told the models apart)."""
     tail = f"; {note}" if note else ""
     if not fits:
-        if not ladder:
+        if ladder == "traced":
+            text = (f"exceeds the {claimed.name} bound and every coarser model tried "
+                    "(approximate elementwise ops, tf32 or fp16 inputs, an extra fp16 or "
+                    "bf16 rounding per op, fp16 or bf16 accumulation, flushed subnormals): "
+                    "a logic bug")
+        elif not ladder:
             text = (f"exceeds the {claimed.name} bound: a logic bug (the bound composes "
                     "every rounding of the claimed model, so no coarser precision explains "
                     "a result outside it)")

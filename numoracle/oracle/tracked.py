@@ -1027,10 +1027,14 @@ def mul_scalar(t: Tracked, c: float, model: PrecisionModel, *, divide: bool = Fa
 
 
 def sum_(x: Tracked, axis: int, model: PrecisionModel) -> Tracked:
-    """Sum over ``axis``: a contraction with a vector of ones (exact factors)."""
+    """Sum over ``axis``: a contraction with a vector of ones (exact factors). A sum
+    multiplies nothing, so its terms are not rounded to a narrower compute format
+    (tf32 and fp16 multipliers round only the factors of products)."""
     xp = _xp(x.value)
     moved = _moveaxis(x, axis)  # (..., n) with the summed axis last
     ones = exact(xp.ones((moved.shape[-1], 1)))
+    if model.rounds_inputs:
+        model = model.with_(compute=model.storage, inputs_maybe_unrounded=False)
     r = matmul(moved, ones, model)
     return _squeeze_last(r)
 

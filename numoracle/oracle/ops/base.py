@@ -99,8 +99,10 @@ class Op(ABC):
     #: a finding. Composed ops (an optimizer step, a training step) set it
     #: False: their bound composes many roundings of the claimed model, so a
     #: coarser accumulation format says nothing, and a result beyond the bound
-    #: is diagnosed as a logic bug
-    precision_ladder: ClassVar[bool] = True
+    #: is diagnosed as a logic bug. ``"traced"`` (a traced reference, whose rules
+    #: take every claim): the ladder of coarser claims of
+    #: :func:`numoracle.checking.verdict.traced_ladder`
+    precision_ladder: ClassVar[bool | str] = True
     #: families of real workloads (``numoracle.cases.values.WORKLOAD_FAMILIES``)
     #: the op's inputs are meaningful for, drawn besides the general ones
     value_families: tuple[str, ...] = ()

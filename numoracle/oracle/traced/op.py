@@ -301,7 +301,7 @@ class TracedOp(Op):
         take it in another (``layouts={"x": ("NHWC",)}`` of ``check_kernel``).
     """
 
-    precision_ladder = False
+    precision_ladder = "traced"
 
     def __init__(self, reference: Any, *, inputs: Any, dims: Mapping[str, Any] | None = None,
                  params: Mapping[str, Any] | None = None, grads: Sequence[str] = (),
