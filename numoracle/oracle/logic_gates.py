@@ -62,7 +62,7 @@ from typing import Any
 import numpy as np
 
 from .elementwise import amax, div, exp, mul
-from .precision import PrecisionModel, gamma, gamma_tilde
+from .precision import PrecisionModel, gamma
 from .tracked import (
     U64,
     Tracked,
@@ -208,7 +208,7 @@ def term_sum(value: np.ndarray, S: np.ndarray, n: Any, factors: np.ndarray,
         S = S * (1.0 + 2.0**-40)
         tiny = (h + 1) * acc.tiny + 2.0 * acc.tiny * factors
         det = gamma(h, u) * S + tiny
-        prob = gamma_tilde(h, u, model.alpha) * S + tiny
+        prob = model.gamma_prob(h, np.maximum(n_arr, 1)) * S + tiny
         ref = gamma(n_arr + products, U64) * S + 2.0**-1022 * (factors + n_arr + 1)
         det, prob, ref = (np.array(np.broadcast_to(a, value.shape), dtype=np.float64)
                           for a in (det, prob, ref))

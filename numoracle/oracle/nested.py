@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from .precision import PrecisionModel, gamma, gamma_tilde
+from .precision import PrecisionModel, gamma, gamma_prob
 from .tracked import U64, Tracked, any_nonzero, bounded, folded
 
 __all__ = ["nested_contraction"]
@@ -114,7 +114,9 @@ def nested_contraction(spec: str, a: Tracked, b: Tracked, c: Tracked, model: Pre
         slack = slack + 2.0 * (1.0 + float(gamma(np.asarray(h), u))) * np.minimum(
             model.accumulate.tiny * big, S + np.maximum(det_p, prob_p) + ref_p)
         det = det_p + float(gamma(np.asarray(h), u)) * (S + det_p) + slack
-        prob = prob_p + float(gamma_tilde(np.asarray(h), u, model.alpha)) * (S + prob_p) + slack
+        chain = max(int(order.chain(outer)), int(order.chain(inner)))
+        prob = prob_p + float(gamma_prob(np.asarray(h), u, model.alpha, chain)) * (
+            S + prob_p) + slack
         ref_err = ref_p + float(gamma(np.asarray(n + 2), U64)) * (S + ref_p) + n * 2.0**-1074
         # float64's own underflow before the last factor (at most half a subnormal step)
         ref_err = ref_err + np.minimum(2.0**-1074 * big, 2.0 * (S + ref_p))

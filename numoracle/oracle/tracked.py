@@ -59,7 +59,7 @@ from .fused import (
     single_growth,
     store_rounding,
 )
-from .precision import PrecisionModel, gamma, gamma_tilde
+from .precision import PrecisionModel, gamma, gamma_prob
 from .xp import array_module as _xp
 from .xp import (
     as_namespace,
@@ -756,16 +756,18 @@ def _gammas(n_host: np.ndarray, h_host: np.ndarray, model: PrecisionModel,
     """``gamma_n(u64)``, ``gamma_h(u_acc)`` and ``gamma~_h(u_acc)``: floats (cached)
     for one accumulation length, else arrays of ``xp``."""
     if n_host.ndim == 0 and np.ndim(h_host) == 0:
-        return _scalar_gammas(int(n_host), int(h_host), model.acc_unit(), model.alpha)
+        return _scalar_gammas(int(n_host), int(h_host), model.acc_unit(), model.alpha,
+                              int(model.order.chain(n_host)))
     u_acc = model.acc_unit()
     return (_coef(gamma(n_host, U64), xp), _coef(gamma(h_host, u_acc), xp),
-            _coef(gamma_tilde(h_host, u_acc, model.alpha), xp))
+            _coef(model.gamma_prob(h_host, n_host), xp))
 
 
 @lru_cache(maxsize=4096)
-def _scalar_gammas(n: int, h: int, u_acc: float, alpha: float) -> tuple[float, float, float]:
+def _scalar_gammas(n: int, h: int, u_acc: float, alpha: float,
+                   chain: int) -> tuple[float, float, float]:
     return (float(gamma(np.asarray(n), U64)), float(gamma(np.asarray(h), u_acc)),
-            float(gamma_tilde(np.asarray(h), u_acc, alpha)))
+            float(gamma_prob(np.asarray(h), u_acc, alpha, chain)))
 
 
 def _grid_and_top(S: Any, av: Any, bv: Any, bias: Tracked | None, exact_inputs: bool,
