@@ -44,6 +44,8 @@ def format_output(o: Any, probabilistic: bool) -> list[str]:
             f"{k} {fmt_ratio(v)}" for k, v in o.per_model.items()))
     if o.diagnosis:
         lines.append(f"    diagnosis: {o.diagnosis}")
+    if getattr(o, "note", ""):
+        lines.append(f"    note: {o.note}")
     return lines
 
 

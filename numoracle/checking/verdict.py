@@ -15,7 +15,14 @@ from typing import Any
 import numpy as np
 
 from ..oracle.formats import FORMATS
-from ..oracle.precision import PRESETS, STANDARD_MODELS, PrecisionModel
+from ..oracle.precision import (
+    DEVICE_LANES,
+    PRESETS,
+    STANDARD_MODELS,
+    PrecisionModel,
+    device_order,
+    gamma,
+)
 from ..oracle.tracked import Tracked
 from ..oracle.transforms import ALGORITHMS, TRANSFORMS
 from ..oracle.xp import array_module
@@ -24,7 +31,8 @@ from .message import format_verdict
 
 __all__ = ["ElementReport", "OutputVerdict", "Verdict", "candidates", "compare", "diagnose",
            "explain", "explaining_algorithms", "ladder_for", "advise", "FLUSH_ADVICE",
-           "traced_ladder", "TRACED_RUNGS",
+           "traced_ladder", "TRACED_RUNGS", "zeros_pass", "degenerate_order",
+           "degenerate_note",
            "Diagnosis", "ALGORITHM_WORDS"]
 
 WORST_SHOWN = 5
@@ -71,6 +79,8 @@ class OutputVerdict:
     worst: list[ElementReport] = field(default_factory=list)
     diagnosis: Diagnosis = field(default_factory=Diagnosis)
     per_model: dict[str, float] = field(default_factory=dict)
+    #: what the verdict assumed beyond the claim (an order a degenerate claim left open)
+    note: str = ""
 
     @property
     def count(self) -> int:
@@ -284,6 +294,42 @@ def compare(name: str, got: np.ndarray, ref: Tracked, *,
         median_ratio_det=median_det, median_ratio_prob=median_prob,
         exact=exact, nonfinite=nonfinite, worst=worst,
     )
+
+
+def zeros_pass(ref: Tracked) -> bool:
+    """Whether an all-zeros result would pass: the bound is degenerate (every
+    finite exact value within its bound of 0, some value not 0)."""
+    ref = ref.to_host()
+    value = np.asarray(ref.value if ref.lo is None else ref.value + ref.lo)
+    bound = np.asarray(ref.bound(False))
+    finite = np.isfinite(value)
+    if not bool(np.any(value[finite] != 0)):
+        return False
+    with np.errstate(invalid="ignore"):
+        return bool(np.all(~finite | (np.abs(value) < bound)))
+
+
+def degenerate_order(model: PrecisionModel, n: int) -> PrecisionModel | None:
+    """Where ``model``'s order leaves an ``n``-term reduction no useful bound, the
+    same claim under :func:`~numoracle.oracle.precision.device_order` (named
+    ``<claimed>@<order>``); None where the order is not what made it so (already
+    as short, or pairwise)."""
+    order = device_order(n)
+    if model.order.kind == "pairwise" or int(order.height(n)) >= int(model.order.height(n)):
+        return None
+    return model.with_(order=order, name=f"{model.name}@{order}")
+
+
+def degenerate_note(model: PrecisionModel, device: PrecisionModel, n: int) -> str:
+    """The sentence a verdict judged under ``device`` instead of ``model`` carries."""
+    h = int(model.order.height(n))
+    g = float(gamma(np.asarray(h), model.acc_unit()))
+    g_text = "infinite" if not np.isfinite(g) else f"{g:.3g}"
+    return (f"the claimed order {model.order} leaves n = {n} terms in "
+            f"{model.accumulate} no useful bound (gamma_{h}(u) = {g_text}: zeros would pass); "
+            f"judged under {device.order}, the order a GPU reduction keeps at the least "
+            f"({DEVICE_LANES} lanes each summing {device.order.block} terms in turn, then "
+            "combined), which a kernel summing one term at a time on one thread does not")
 
 
 def _host(a: Any) -> np.ndarray:

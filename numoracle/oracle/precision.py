@@ -28,6 +28,7 @@ from .accuracy import Profile, Ulps, get_profile
 from .formats import Format, get_format
 
 __all__ = ["Order", "PrecisionModel", "PRESETS", "STANDARD_MODELS", "get_model", "claims",
+           "device_order", "DEVICE_LANES",
            "gamma", "gamma_tilde", "gamma_prob", "lam", "VARIANCES", "ROUNDINGS",
            "MASKED_ROWS", "STAGNATION_LIMIT"]
 
@@ -442,6 +443,19 @@ def claims(**changes: object) -> Mapping[str, object]:
     if "ulps" in changes and isinstance(changes["ulps"], Mapping):
         changes["ulps"] = MappingProxyType(dict(changes["ulps"]))
     return MappingProxyType(dict(changes))
+
+
+#: the lanes of the least parallel GPU reduction: a warp, each lane summing a contiguous
+#: share of the terms in turn before the lanes are combined
+DEVICE_LANES = 32
+
+
+def device_order(n: int) -> Order:
+    """The order a GPU reduction of ``n`` terms keeps at the least: ``blocked(b)``
+    with ``b = ceil(n / 32)`` (a warp's lanes each summing ``b`` terms in turn,
+    then combined; wider blocks and grids only shorten the runs). A kernel that
+    sums one term at a time on one thread does not keep it."""
+    return Order("blocked", max(1, -(-int(n) // DEVICE_LANES)))
 
 
 def gamma(h: np.ndarray, u: float) -> np.ndarray:

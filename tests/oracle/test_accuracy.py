@@ -136,11 +136,11 @@ def test_claims_are_changes_of_the_one_record():
 
 
 def test_a_triton_target_claims_the_triton_profile_and_says_so():
-    t = _make_target(approx_divide, op="acc_div_triton", precision="fp32", backend="triton")
+    t = _make_target(approx_divide, op="linear", precision="fp32", backend="triton")
     assert t.backend == "torch-cuda" and t.precision.accuracy == "triton"
     assert t.precision.name == "fp32+triton" and "Triton target" in t.description
     given = get_model("fp32")
-    t2 = _make_target(approx_divide, op="acc_div_triton", precision=given, backend="triton")
+    t2 = _make_target(approx_divide, op="linear", precision=given, backend="triton")
     assert t2.precision.accuracy == "ieee"  # a model given whole is kept as given
 
 

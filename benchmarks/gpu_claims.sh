@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The Triton examples (examples/triton/) on one CUDA GPU: each under the triton claim
+# (fp32 with Triton's default elementwise accuracy: what a "triton" target claims), then
+# under ieee (correctly rounded fp32), every example in its own process at once.
+#
+#   OUT=DIR bash benchmarks/gpu_claims.sh
+#
+# From the root of a checkout, with torch, triton and numoracle's dependencies. Writes
+# $OUT/claims/NAME-PRECISION.jsonl (one line per chunk of cases), the logs, and
+# $OUT/claims/table.md. Knobs: CASES (1000 per example under triton), IEEE_CASES (300),
+# CHUNK (250), LIMIT (seconds per phase, 150).
+set -u
+OUT=${OUT:-out}
+DIR="$OUT/claims"
+mkdir -p "$DIR"
+CASES=${CASES:-1000}
+IEEE_CASES=${IEEE_CASES:-300}
+CHUNK=${CHUNK:-250}
+LIMIT=${LIMIT:-150}
+export PYTHONPATH="${PYTHONPATH:-$PWD}"
+NAMES="softmax softmax_bf16_sum layer_norm rms_norm cross_entropy swiglu kl_div"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$DIR/device.txt" 2>&1
+python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" \
+  >> "$DIR/device.txt" 2>&1
+git rev-parse --short HEAD >> "$DIR/device.txt" 2>/dev/null
+for precision in triton ieee; do
+  n=$CASES
+  [ "$precision" = ieee ] && n=$IEEE_CASES
+  start=$(date +%s)
+  for name in $NAMES; do
+    timeout "$LIMIT" python3 examples/triton/check_triton.py "$name" --precision "$precision" \
+      --cases "$n" --chunk "$CHUNK" --out "$DIR" > "$DIR/$name-$precision.log" 2>&1 &
+  done
+  wait
+  echo "$precision: $(( $(date +%s) - start )) s" >> "$DIR/device.txt"
+done
+python3 examples/triton/check_triton.py --table "$DIR" > "$DIR/table.md" 2>&1
+cat "$DIR/table.md"

@@ -1,0 +1,88 @@
+"""The traced diagnosis discriminates: each kernel departs from fp32 arithmetic in
+one way, and the headline names that way (the most precise model that fits);
+a logic bug only when no model fits. The kernels are those of
+``benchmarks/claims_ladder.py``."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.claims_ladder import (
+    approx_division,
+    bf16_accumulation,
+    bf16_rounding_per_op,
+    divide,
+    dropped_term,
+    fp16_accumulation,
+    linear,
+    nondeterministic,
+    row_sum,
+    softmax,
+    tf32_inputs,
+)
+from numoracle import check_kernel
+from numoracle.checking.verdict import candidates, traced_ladder
+from numoracle.errors import KernelMismatch
+from numoracle.oracle.precision import get_model
+
+ROWS = {"x": ("rows", "n")}
+SMALL = {"rows": (1, 4), "n": (2, 64)}
+
+
+def _diagnosis(kernel, reference, inputs, dims, op):
+    with pytest.raises(KernelMismatch) as info:
+        check_kernel(kernel, reference=reference, inputs=inputs, dims=dims, op=op,
+                     precision="fp32", backend="torch-cpu", examples=20, store=None)
+    v = info.value.verdict
+    return next(o.diagnosis for o in v.outputs.values() if not o.passed)
+
+
+@pytest.mark.parametrize("kernel, reference, inputs, dims, rung", [
+    (approx_division, divide, {"x": ("rows", "n"), "y": ("rows", "n")}, SMALL,
+     "approximate-elementwise"),
+    (bf16_accumulation, row_sum, ROWS, SMALL, "bf16-accumulation"),
+    (bf16_rounding_per_op, softmax, ROWS, SMALL, "bf16-rounding-per-op"),
+    (tf32_inputs, linear, {"x": ("rows", "n"), "w": ("o", "n")}, {**SMALL, "o": (1, 4)},
+     "tf32-inputs"),
+], ids=["approximate-division", "bf16-accumulation", "bf16-per-op", "tf32"])
+def test_each_rung_names_the_kernel_that_does_it(kernel, reference, inputs, dims, rung):
+    d = _diagnosis(kernel, reference, inputs, dims, f"ladder_t_{rung.replace('-', '_')}")
+    assert d.kind == "precision" and d.model is not None
+    assert d.model.name == f"fp32+{rung}", str(d)
+    assert f"fp32+{rung}" in str(d)
+
+
+def test_fp16_accumulation_is_named_as_fp16_arithmetic():
+    """At the short rows a failure shrinks to, fp16 partial sums round no more than
+    one fp16 rounding per op: the headline names one of the two, the other fits too."""
+    d = _diagnosis(fp16_accumulation, softmax, ROWS, SMALL, "ladder_t_fp16_acc")
+    assert d.kind == "precision" and d.model is not None
+    named = {d.model.name} | {m.name for m in d.alternatives}
+    assert d.model.name in ("fp32+fp16-accumulation", "fp32+fp16-rounding-per-op"), str(d)
+    assert "fp32+fp16-accumulation" in named or "fp16-accumulation" in str(d)
+
+
+def test_nondeterminism_is_found_by_reruns():
+    d = _diagnosis(nondeterministic, row_sum, ROWS, SMALL, "ladder_t_nondet")
+    assert d.kind == "nondeterministic"
+
+
+def test_a_logic_bug_is_one_only_when_no_model_fits():
+    d = _diagnosis(dropped_term, softmax, ROWS, SMALL, "ladder_t_logic")
+    assert d.kind == "logic" and "every coarser model tried" in str(d)
+
+
+def test_the_ladder_offers_only_coarser_claims():
+    fp32 = [name for name, _ in traced_ladder(get_model("fp32"))]
+    assert fp32 == ["fp32+approximate-elementwise", "fp32+tf32-inputs", "fp32+fp16-inputs",
+                    "fp32+fp16-rounding-per-op", "fp32+fp16-accumulation",
+                    "fp32+bf16-rounding-per-op", "fp32+bf16-accumulation"]
+    bf16 = [name for name, _ in traced_ladder(get_model("bf16"))]
+    assert bf16 == ["bf16+approximate-elementwise", "bf16+fp16-accumulation",
+                    "bf16+bf16-accumulation"]
+    fused = [name for name, _ in traced_ladder(get_model("bf16", rounding="fused"))]
+    assert "bf16+bf16-rounding-per-op" in fused
+    triton = [name for name, _ in traced_ladder(get_model("triton"))]
+    assert not any("approximate" in n for n in triton)
+    names = [name for name, _ in candidates(get_model("fp32"), ladder="traced")]
+    assert names[:2] == ["fp32", "fp32+flushed-subnormals"]
