@@ -314,8 +314,10 @@ def degenerate_order(model: PrecisionModel, n: int) -> PrecisionModel | None:
     same claim under :func:`~numoracle.oracle.precision.device_order` (named
     ``<claimed>@<order>``); None where the order is not what made it so (already
     as short, or pairwise)."""
+    if not 2 <= n < 2**53 or model.order.kind == "pairwise":
+        return None  # no reduction, or a length that counts no terms
     order = device_order(n)
-    if model.order.kind == "pairwise" or int(order.height(n)) >= int(model.order.height(n)):
+    if int(order.height(n)) >= int(model.order.height(n)):
         return None
     return model.with_(order=order, name=f"{model.name}@{order}")
 

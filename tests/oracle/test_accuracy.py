@@ -161,3 +161,12 @@ def test_a_format_is_a_complete_record():
         TF32.numpy_dtype()
     with pytest.raises(InvalidArgument, match="int8"):
         format_of("int8")
+
+
+def test_kernelbench_claims_are_models_and_the_cli_offers_them_all():
+    from numoracle.cli.kernelbench import _PRECISIONS
+    from numoracle.kernelbench.judge import PRECISIONS
+
+    assert tuple(PRECISIONS) == _PRECISIONS
+    assert all(isinstance(m, PrecisionModel) for m in PRECISIONS.values())
+    assert PRECISIONS["triton"].accuracy == "triton" and PRECISIONS["bf16"].bias_after_store
