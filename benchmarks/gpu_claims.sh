@@ -8,15 +8,15 @@
 # From the root of a checkout, with torch, triton and numoracle's dependencies. Writes
 # $OUT/claims/NAME-PRECISION.jsonl (one line per chunk of cases), the logs, and
 # $OUT/claims/table.md. Knobs: CASES (1000 per example under triton), IEEE_CASES (300),
-# CHUNK (250), LIMIT (seconds per phase, 150).
+# CHUNK (200), LIMIT (seconds per phase, 115; about 4 minutes in all).
 set -u
 OUT=${OUT:-out}
 DIR="$OUT/claims"
 mkdir -p "$DIR"
 CASES=${CASES:-1000}
 IEEE_CASES=${IEEE_CASES:-300}
-CHUNK=${CHUNK:-250}
-LIMIT=${LIMIT:-150}
+CHUNK=${CHUNK:-200}
+LIMIT=${LIMIT:-115}
 export PYTHONPATH="${PYTHONPATH:-$PWD}"
 NAMES="softmax softmax_bf16_sum layer_norm rms_norm cross_entropy swiglu kl_div"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$DIR/device.txt" 2>&1
