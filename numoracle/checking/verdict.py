@@ -471,6 +471,7 @@ def diagnose(
         return
     fits = [m for name, m in models if out.per_model[name] < 1.0 and name != claimed.name]
     if ladder == "traced":
+        fits = [m for m in fits if _informative(got, claimed, m, reference_for)]
         # the traced rungs are not ordered by precision for every reference (an extra
         # rounding per op and a narrower accumulation trade places with the length of
         # the sums): the most precise model that fits is the one whose bound the result
@@ -480,6 +481,22 @@ def diagnose(
     if fits and fits[0].name.endswith(TRANSFORM_SUFFIX):
         algos = explaining_algorithms(claimed, ratio, TRANSFORMS)[1]
     out.diagnosis = explain(claimed, fits, exact=out.exact, ladder=ladder, algorithms=algos)
+
+
+def _informative(got: Any, claimed: PrecisionModel, model: PrecisionModel,
+                 reference_for: Callable[[PrecisionModel], Tracked]) -> bool:
+    """Whether ``model`` explains a result beyond ``claimed`` by a bound that says
+    something: at every element the claimed bound fails, ``model``'s bound lies
+    below the exact value's magnitude (a bound past it would pass any value of
+    that size, zeros included, and explain nothing)."""
+    mine, theirs = reference_for(claimed).to_host(), reference_for(model).to_host()
+    g = np.asarray(got, dtype=np.float64)
+    exact_value = np.asarray(mine.value if mine.lo is None else mine.value + mine.lo)
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.abs(g - exact_value)
+        failing = np.isfinite(err) & ~(err < np.asarray(mine.bound(claimed.probabilistic)))
+        bound = np.broadcast_to(np.asarray(theirs.bound(model.probabilistic)), err.shape)
+        return bool(np.all(bound[failing] < np.abs(exact_value)[failing]))
 
 
 def explaining_algorithms(claimed: PrecisionModel, ratio: Callable[[PrecisionModel], float],

@@ -50,8 +50,8 @@ from typing import Any
 
 from ..errors import InvalidArgument
 
-__all__ = ["Ulps", "Profile", "PROFILES", "register", "get_profile", "IEEE", "CUDA_FAST",
-           "TRITON"]
+__all__ = ["Ulps", "Profile", "PROFILES", "register", "get_profile", "ulps_at", "IEEE",
+           "CUDA_FAST", "TRITON"]
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,12 @@ class Ulps:
         if self.of_one:
             s += f" + {self.of_one:g} ulp(1)"
         return s
+
+
+def ulps_at(err: float | Ulps, x_abs: Any) -> Any:
+    """The relative part of an error, in ulps, at argument magnitude ``x_abs``: a
+    plain number as it is, an :class:`Ulps` by :meth:`Ulps.at`."""
+    return err.at(x_abs) if isinstance(err, Ulps) else err
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ... import elementwise as ew
+from ...accuracy import ulps_at
 from ...tracked import Tracked, either, folded, sum_, unjudged
 from ...xp import array_module
 from ..rules import RuleContext, rule
@@ -80,7 +81,7 @@ def online_radius(ctx: RuleContext, x: Tracked, e: Tracked, axis: int) -> Any:
         hi = np.where(np.isnan(xv), -np.inf, xv + r)
         gap = np.where(ev == 0, 0.0, np.max(hi, axis=-1, keepdims=True) - lo)
         rel = np.expm1(u * gap * (1.0 + 2.0**-20)
-                       + _larger(lo, hi) * (2.0 * ulps(ctx, "exp") + 1.0) * u)
+                       + _larger(lo, hi) * (2.0 * ulps_at(ulps(ctx, "exp"), gap) + 1.0) * u)
         det = np.moveaxis(np.broadcast_to(e.det, e.shape), axis, -1)
         extra = np.where(ev == 0, 0.0, (np.abs(ev) + det) * rel).sum(-1)
     return xp.asarray(np.expand_dims(extra, axis))
