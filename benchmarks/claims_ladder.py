@@ -71,8 +71,8 @@ def approx_division(x, y):
     xn, yn = x.numpy(), y.numpy()
     q = (xn / yn).astype(np.float32)
     up = q.astype(np.float64) >= xn.astype(np.float64) / yn.astype(np.float64)
-    q = np.where(up, np.nextafter(q, np.float32(np.inf)), np.nextafter(q, np.float32(-np.inf)))
-    return {"out": _f32(q)}
+    off = np.where(up, np.nextafter(q, np.float32(np.inf)), np.nextafter(q, np.float32(-np.inf)))
+    return {"out": _f32(np.where((q == 0) | ~np.isfinite(q), q, off))}
 
 
 def fp16_accumulation(x):

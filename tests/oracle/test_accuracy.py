@@ -24,13 +24,14 @@ FAST = {"examples": 25, "store": None, "backend": "torch-cpu"}
 
 def _away(q32: np.ndarray, exact_q: np.ndarray, ulps: int) -> np.ndarray:
     """``q32`` moved ``ulps`` float32 ulps further from the exact quotient (on
-    the side it was rounded to): within ``ulps + 1/2`` ulps of the truth."""
+    the side it was rounded to): within ``ulps + 1/2`` ulps of the truth. An exact
+    zero, infinity or NaN stays (an approximate division gets those right)."""
     up = q32.astype(np.float64) >= exact_q
     out = q32
     for _ in range(ulps):
         out = np.where(up, np.nextafter(out, np.float32(np.inf)),
                        np.nextafter(out, np.float32(-np.inf)))
-    return out
+    return np.where((q32 == 0) | ~np.isfinite(q32), q32, out).astype(np.float32)
 
 
 def approx_divide(x, y):
