@@ -28,7 +28,9 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
+import math
 import re
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -40,8 +42,15 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from ...errors import InvalidArgument
-from . import symbolic
-from .symbolic import ReadsValues, Symbolic, drop_dead_mutations, quiet
+from .symbolic import (
+    ReadsValues,
+    Symbolic,
+    drop_dead_mutations,
+    leaves_torch,
+    leaving_torch,
+    quiet,
+)
+from .symbolic import trace as trace_symbolic
 
 __all__ = ["KEEP", "Graph", "Reference", "capture", "decomposition_table", "output_names",
            "CACHE_SIZE"]
@@ -247,6 +256,10 @@ class Reference:
                                    Symbolic]] = []
         #: captures made (symbolic or on one case's values)
         self.captures = 0
+        #: seconds the last symbolic capture took, and per region of shapes
+        #: (:func:`_pattern`) the seconds spent capturing on values since
+        self.symbolic_seconds: float | None = None
+        self._renting: dict[tuple[Any, ...], float] = {}
         #: where the reference's Python reads input values (``file:line (code)``),
         #: found by a capture or a shape run; None while none has
         self.reads_values: str | None = None
@@ -359,6 +372,8 @@ class Graph:
     module: fx.GraphModule
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
+    #: specialised from a symbolic capture (else captured on one case's values)
+    symbolic: bool = False
 
     def ops(self) -> tuple[str, ...]:
         """The ATen ops the graph calls, each once, in order of first call."""
@@ -404,7 +419,8 @@ def capture(reference: Reference, inputs: Mapping[str, Any],
         return reference._graphs[key]
     graph = _admitted(reference, tensors, cots) if kept else None
     if graph is None:
-        graph = _traced(reference, tensors, cots)
+        graph = _traced(reference, tensors, cots, symbolic=kept and _buys(reference, tensors,
+                                                                          cots))
     if reference.cache and reference.reads_values is None:
         if len(reference._graphs) >= CACHE_SIZE:
             reference._graphs.clear()
@@ -425,10 +441,44 @@ def _admitted(reference: Reference, tensors: Mapping[str, torch.Tensor],
     return None
 
 
+def _pattern(tensors: Mapping[str, torch.Tensor], cots: Mapping[str, torch.Tensor]
+             ) -> tuple[Any, ...]:
+    """Which sizes are 1 (the sizes a symbolic capture keeps fixed): the region
+    of shapes that one more symbolic capture would serve."""
+    return tuple((n, tuple(d == 1 for d in t.shape))
+                 for n, t in (*tensors.items(), *sorted(cots.items())))
+
+
+def _buys(reference: Reference, tensors: Mapping[str, torch.Tensor],
+          cots: Mapping[str, torch.Tensor]) -> bool:
+    """Whether a shape no kept graph admits gets a symbolic capture (its
+    region's graph for every later size) or one on its own values (kept for
+    its shape): the first capture is symbolic; after it, a region's shapes are
+    captured on their values until those captures have cost as much as a
+    symbolic one did (a symbolic capture costs several captures on values, and
+    a region may see only one shape)."""
+    if reference.symbolic_seconds is None:
+        return True
+    return reference._renting.get(_pattern(tensors, cots), 0.0) >= reference.symbolic_seconds
+
+
 def _traced(reference: Reference, tensors: Mapping[str, torch.Tensor],
-            cots: dict[str, torch.Tensor]) -> Graph:
-    """A new capture: symbolic where the reference allows it (kept for later
-    sizes), else on this case's values."""
+            cots: dict[str, torch.Tensor], *, symbolic: bool) -> Graph:
+    """A new capture: ``symbolic`` where the reference allows it (kept for
+    later sizes), else on this case's values."""
+    t0 = time.perf_counter()
+    graph = _capture_new(reference, tensors, cots, symbolic=symbolic)
+    spent = time.perf_counter() - t0
+    if graph.symbolic:
+        reference.symbolic_seconds = spent
+    elif not symbolic and reference.cache and reference.reads_values is None:
+        region = _pattern(tensors, cots)
+        reference._renting[region] = reference._renting.get(region, 0.0) + spent
+    return graph
+
+
+def _capture_new(reference: Reference, tensors: Mapping[str, torch.Tensor],
+                 cots: dict[str, torch.Tensor], *, symbolic: bool) -> Graph:
     with torch.no_grad(), quiet():
         outs, out_names = reference.flat(tensors)
     want: tuple[str, ...] = ()
@@ -453,19 +503,20 @@ def _traced(reference: Reference, tensors: Mapping[str, torch.Tensor],
     reference.captures += 1
     # attention as its math (matmuls, softmax), not a fused kernel whose backward has no rule
     with sdpa_kernel(SDPBackend.MATH):
-        if reference.cache and reference.reads_values is None:
+        if symbolic and reference.reads_values is None:
             try:
-                sym = symbolic.trace(sym_fn, args, decomposition_table())
+                sym = trace_symbolic(sym_fn, args, decomposition_table())
             except ReadsValues as exc:
                 reference.reads_values = exc.where or "a line that could not be found"
             except Exception as exc:  # noqa: BLE001 - symbolic sizes unsupported: this case's, kept
-                if symbolic.leaves_torch(exc):
-                    raise InvalidArgument(symbolic.leaving_torch(reference.describe(), exc)) from exc
+                reference.symbolic_seconds = math.inf  # not again: on values from now on
+                if leaves_torch(exc):
+                    raise InvalidArgument(leaving_torch(reference.describe(), exc)) from exc
             else:
                 if len(reference._symbolic) >= CACHE_SIZE:
                     reference._symbolic.clear()
                 reference._symbolic.append((placeholders, outputs, want, sym))
-                return Graph(sym.specialize(args), placeholders, outputs)
+                return Graph(sym.specialize(args), placeholders, outputs, symbolic=True)
         # real tracing: Python that reads values (``float(x.sum()) > 0``) sees this case's
         with quiet():
             gm = make_fx(torch.func.functionalize(fn), tracing_mode="real",
