@@ -354,38 +354,44 @@ def _as_rows(x: np.ndarray) -> np.ndarray:
     return x.reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)
 
 
-def _rows(shapes: Shapes, products: Sequence[Product], fmt: Format,
-          rng: np.random.Generator) -> dict[str, np.ndarray]:
-    lo, hi = ROW_SHIFT_EXPONENTS
+def _by_rows(shapes: Shapes, rng: np.random.Generator,
+             change: Callable[[np.ndarray, np.random.Generator], None]) -> dict[str, np.ndarray]:
+    """N(0, 1) inputs whose rows (a 2-D view, :func:`_as_rows`) ``change`` alters in place."""
     out = {}
     for name, shape in shapes.items():
         x = rng.standard_normal(shape)
         if x.size:
-            rows = _as_rows(x)
-            count, width = rows.shape
-            kind = rng.integers(4, size=count)
-            shift = 2.0 ** rng.integers(lo, hi, size=count, endpoint=True)
-            rows += np.select([kind == 1, kind == 2], [shift, -shift], 0.0)[:, None]
-            sink = np.flatnonzero(kind == 3)
-            rows[sink, rng.integers(width, size=sink.size)] += shift[sink]
+            change(_as_rows(x), rng)
         out[name] = x
     return out
+
+
+def _shift_rows(rows: np.ndarray, rng: np.random.Generator) -> None:
+    lo, hi = ROW_SHIFT_EXPONENTS
+    count, width = rows.shape
+    kind = rng.integers(4, size=count)
+    shift = 2.0 ** rng.integers(lo, hi, size=count, endpoint=True)
+    rows += np.select([kind == 1, kind == 2], [shift, -shift], 0.0)[:, None]
+    sink = np.flatnonzero(kind == 3)
+    rows[sink, rng.integers(width, size=sink.size)] += shift[sink]
+
+
+def _rows(shapes: Shapes, products: Sequence[Product], fmt: Format,
+          rng: np.random.Generator) -> dict[str, np.ndarray]:
+    return _by_rows(shapes, rng, _shift_rows)
 
 
 def _large(shapes: Shapes, products: Sequence[Product], fmt: Format,
            rng: np.random.Generator) -> dict[str, np.ndarray]:
     lo, hi = LARGE_EXPONENTS
-    out = {}
-    for name, shape in shapes.items():
-        x = rng.standard_normal(shape)
-        if x.size:
-            rows = _as_rows(x)
-            count = rows.shape[0]
-            magnitude = fmt.max / 2.0 ** rng.integers(lo, hi, size=count, endpoint=True)
-            sign = _signs(rng, (count,))
-            rows[:] = (sign * magnitude)[:, None] * (1.0 + LARGE_SPREAD * rows)
-        out[name] = x
-    return out
+
+    def near_overflow(rows: np.ndarray, rng: np.random.Generator) -> None:
+        count = rows.shape[0]
+        magnitude = fmt.max / 2.0 ** rng.integers(lo, hi, size=count, endpoint=True)
+        sign = _signs(rng, (count,))
+        rows[:] = (sign * magnitude)[:, None] * (1.0 + LARGE_SPREAD * rows)
+
+    return _by_rows(shapes, rng, near_overflow)
 
 
 _GENERATORS: dict[str, Generator] = {
