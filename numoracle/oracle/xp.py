@@ -104,9 +104,12 @@ class TorchNumPy:
         cls.__array_function__ = array_function
         cls.__array_ufunc__ = array_ufunc
         cls.__array_priority__ = 100
+        for name in _OPERATORS:  # NumPy scalars (np.log(2.0), a float64 element) taken
+            setattr(cls, name, _scalars_as_python(getattr(cls, name)))
 
     def _numpy_twin(self, name: str) -> Any:
-        own = {"frexp": self.frexp, "ldexp": self.ldexp, "as_strided": self._as_strided}
+        own = {"frexp": self.frexp, "ldexp": self.ldexp, "as_strided": self._as_strided,
+               "cumsum": self.cumsum}
         return own.get(name) or getattr(self._tnp, name, None)
 
     def _onto(self, obj: Any, device: Any) -> Any:
@@ -172,6 +175,13 @@ class TorchNumPy:
         return self.from_tensor(self._torch.as_strided(
             t, tuple(shape), tuple(s // size for s in strides), t.storage_offset()))
 
+    def cumsum(self, a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
+        """NumPy's ``cumsum``: booleans counted as integers (torch sums no booleans)."""
+        a = self._tnp.asarray(a)
+        if a.dtype == self._tnp.bool_ and dtype is None:
+            a = a.astype(self._tnp.int64)
+        return self._tnp.cumsum(a, axis=axis, dtype=dtype, out=out)
+
     def asnumpy(self, x: Any) -> np.ndarray:
         """``x`` as a host NumPy array."""
         a = self._tnp.asarray(x).tensor.detach()
@@ -184,6 +194,21 @@ class TorchNumPy:
     def tensor(self, x: Any) -> Any:
         """The tensor an array of this namespace holds."""
         return self._tnp.asarray(x).tensor
+
+
+#: the operators of torch's NumPy arrays that meet NumPy scalars (which they refuse)
+_OPERATORS = tuple(f"__{op}__" for op in (
+    "add", "radd", "iadd", "sub", "rsub", "isub", "mul", "rmul", "imul", "truediv",
+    "rtruediv", "itruediv", "floordiv", "rfloordiv", "mod", "pow", "rpow", "lt", "le",
+    "gt", "ge", "eq", "ne", "and", "rand", "or", "ror", "xor", "rxor", "setitem"))
+
+
+def _scalars_as_python(method: Any) -> Any:
+    """``method`` with NumPy scalar arguments given as Python numbers."""
+    def wrapped(self: Any, *args: Any) -> Any:
+        return method(self, *(a.item() if isinstance(a, np.generic) else a for a in args))
+    wrapped.__name__ = getattr(method, "__name__", "operator")
+    return wrapped
 
 
 _TORCH: TorchNumPy | None = None

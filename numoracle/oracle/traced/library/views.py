@@ -229,7 +229,7 @@ def _cast(ctx: RuleContext, x: Any, dtype: Any) -> Any:
             t = moved(t, ctx.xp, ctx.device)
         fmt = format_of(dtype)  # float64: the oracle's own, no rounding
         return tmap_all(t, copied) if fmt.t >= 52 else store(t, ctx.model, fmt)
-    np_dtype = torch.empty((), dtype=dtype).numpy().dtype
+    np_dtype = torch.empty((), dtype=dtype, device="cpu").numpy().dtype
     if not is_tracked(x):
         return np.asarray(x).astype(np_dtype)
     v, r = x.value, reach(x)
@@ -270,7 +270,7 @@ def _filled(ctx: RuleContext, shape: Sequence[int], value: Any, dtype: Any) -> A
             r = xp.full(shape, float(c.det), dtype=xp.float64)
             return bounded(v, r)
         return exact(v)
-    return np.full(shape, value, dtype=torch.empty((), dtype=dtype).numpy().dtype)
+    return np.full(shape, value, dtype=torch.empty((), dtype=dtype, device="cpu").numpy().dtype)
 
 
 @rule("aten.full.default")
