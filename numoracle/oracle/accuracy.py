@@ -30,6 +30,12 @@ The profiles:
     sequence), ``log`` as ``lg2.approx`` times ``ln 2`` (the ``__logf``
     sequence), ``exp2``/``log2`` approximate, ``rsqrt`` as ``rsqrt.approx``,
     ``sqrt`` approximate.
+``wgsl``
+    The WGSL specification's f32 accuracy (§15.7.4.1): ``x / y`` 2.5 ulps,
+    ``exp``/``exp2`` ``3 + 2 |x|`` ulps, ``log``/``log2`` 3 ulps (2^-21
+    absolute in [0.5, 2]), ``inverseSqrt`` 2 ulps, ``sqrt`` inherited from
+    ``1.0 / inverseSqrt(x)`` (4.5 ulps); subnormals may be flushed. The
+    ``wgsl`` model adds WGSL's unspecified rounding mode (either neighbour).
 
 A function a profile does not name (a composite such as ``sigmoid`` or
 ``gelu_tanh``, evaluated through the functions it does name) takes its
@@ -51,7 +57,7 @@ from typing import Any
 from ..errors import InvalidArgument
 
 __all__ = ["Ulps", "Profile", "PROFILES", "register", "get_profile", "ulps_at", "IEEE",
-           "CUDA_FAST", "TRITON"]
+           "CUDA_FAST", "TRITON", "WGSL"]
 
 
 @dataclass(frozen=True)
@@ -172,6 +178,16 @@ TRITON = Profile(
      "log2": _FAST_LOG2, "sqrt": Ulps(1.0), "rsqrt": Ulps(2.0)},
     extra=_FAST_EXTRA)
 
+#: WGSL §15.7.4.1, f32: 2^-21 absolute is 4 ulps of 1; a composite through exp and a
+#: division exceeds the ieee one by (3 + 2|x|) - 2 and 2.5 - 0.5 ulps
+WGSL = Profile(
+    "wgsl", "WGSL f32 (specification §15.7.4.1): x / y 2.5 ulp, exp 3 + 2|x| ulp, log 3 ulp "
+    "or 2^-21 absolute, inverseSqrt 2 ulp, sqrt as 1 / inverseSqrt; subnormals flushed",
+    {"div": Ulps(2.5), "exp": Ulps(3.0, per_x=2.0), "exp2": Ulps(3.0, per_x=2.0),
+     "log": Ulps(3.0, of_one=4.0), "log2": Ulps(3.0, of_one=4.0), "rsqrt": Ulps(2.0),
+     "sqrt": Ulps(4.5)},
+    extra=Ulps(3.0, per_x=2.0, of_one=4.0), flushes_subnormals=True)
+
 #: the profiles by name
 PROFILES: dict[str, Profile] = {}
 
@@ -186,7 +202,7 @@ def register(profile: Profile) -> Profile:
     return profile
 
 
-for _p in (IEEE, CUDA_FAST, TRITON):
+for _p in (IEEE, CUDA_FAST, TRITON, WGSL):
     register(_p)
 
 

@@ -365,6 +365,9 @@ PRESETS: dict[str, PrecisionModel] = {
         _m("triton", "fp32", "fp32", "fp32", accuracy="triton"),
         _m("cuda-fast", "fp32", "fp32", "fp32", accuracy="cuda-fast",
            flush_subnormal_inputs=True),
+        # WGSL: its accuracy table, and no rounding mode (either neighbour: one ulp)
+        _m("wgsl", "fp32", "fp32", "fp32", accuracy="wgsl", accumulate_rounding="rz",
+           flush_subnormal_inputs=True),
     )
 }
 

@@ -11,50 +11,48 @@ from numoracle.foreign.wgsl import (
     WGSL_F32_ACCURACY,
     WGSL_MODEL,
     DispatchRule,
-    wgsl_claims,
     wgsl_model,
 )
-from numoracle.foreign.wgsl.profile import true_ulps
-from numoracle.oracle.precision import get_model
+from numoracle.oracle.accuracy import Ulps
+from numoracle.oracle.precision import PrecisionModel, get_model
 
 
 def test_the_model_allows_either_neighbour_and_flushed_subnormals() -> None:
+    assert WGSL_MODEL is get_model("wgsl") and WGSL_MODEL.accuracy == "wgsl"
     assert WGSL_MODEL.acc_unit() == 2.0**-23  # one ulp of f32, not half of one
     assert WGSL_MODEL.flush_subnormal_inputs
     assert wgsl_model(order="sequential").order.kind == "sequential"
+    assert PrecisionModel.from_dict(WGSL_MODEL.to_dict()) == WGSL_MODEL  # a repro's claim
 
 
-@pytest.mark.parametrize(("name", "x_max", "ulps"), [
-    ("div", 0.0, 2.5), ("inverseSqrt", 9.0, 2.0), ("exp", 0.0, 3.0), ("exp", 4.0, 11.0),
-    ("exp2", 1.5, 6.0), ("atan", 0.0, 4096.0),
+@pytest.mark.parametrize(("name", "x_abs", "ulps"), [
+    ("div", 0.0, 2.5), ("rsqrt", 9.0, 2.0), ("exp", 0.0, 3.0), ("exp", 4.0, 11.0),
+    ("exp2", 1.5, 6.0), ("sqrt", 0.0, 4.5), ("log", 3.0, 3.0),
 ])
-def test_ulps_from_the_table(name: str, x_max: float, ulps: float) -> None:
-    assert true_ulps(name, x_max) == ulps
+def test_the_profile_carries_the_table(name: str, x_abs: float, ulps: float) -> None:
+    err = WGSL_MODEL.error_of(name)
+    assert isinstance(err, Ulps) and err.at(x_abs) == ulps
 
 
-def test_sqrt_is_inherited_from_a_reciprocal_root_and_a_division() -> None:
-    assert 4.5 < true_ulps("sqrt", 0.0) < 4.5001
+def test_log_keeps_its_absolute_error_near_one() -> None:
+    err = WGSL_MODEL.error_of("log")
+    assert isinstance(err, Ulps) and err.of_one * 2.0**-23 == WGSL_F32_ACCURACY["log"].absolute
 
 
-@pytest.mark.parametrize("name", ["log", "sin", "add", "tanh", "nope"])
-def test_no_ulps_where_the_table_gives_none(name: str) -> None:
-    with pytest.raises(InvalidArgument, match="no error in ulps"):
-        true_ulps(name, 1.0)
-
-
-def test_claims_count_in_the_units_of_the_models_rounding() -> None:
-    # the primitives count 2u of the model per ulp: u is one ulp under wgsl, half under fp32
-    wgsl, fp32 = wgsl_claims(x_max=2.0).ulps, wgsl_claims(get_model("fp32"), x_max=2.0).ulps
-    assert wgsl["exp"] == 7.0 / 2 and fp32["exp"] == 7.0
-    assert wgsl["silu"] == (7.0 + 1.0 + 2.5) / 2
-    with pytest.raises(InvalidArgument, match="x_max"):
-        wgsl_claims(x_max=-1.0)
-
-
-def test_every_absolute_or_unclaimed_entry_says_why() -> None:
-    absolute = {k for k, r in WGSL_F32_ACCURACY.items() if r.kind == "absolute"}
-    assert absolute <= set(NOT_CLAIMED)
+def test_every_table_entry_in_ulps_is_claimed_or_says_why() -> None:
+    names = {"inverseSqrt": "rsqrt"}
+    for key, row in WGSL_F32_ACCURACY.items():
+        if row.kind in ("ulp", "ulp_linear") and key not in NOT_CLAIMED:
+            err = WGSL_MODEL.error_of(names.get(key, key))
+            assert isinstance(err, Ulps) and (err.ulps, err.per_x) == (row.ulps, row.slope)
+        elif row.kind == "absolute" and key not in NOT_CLAIMED:
+            assert WGSL_MODEL.error_of(key) is not None
     assert WGSL_F32_ACCURACY["div"].domain == (2.0**-126, 2.0**126)
+
+
+def test_bad_claims_are_refused() -> None:
+    with pytest.raises(InvalidArgument):
+        wgsl_model(order="sideways")
 
 
 @pytest.mark.parametrize(("rule", "params", "counts"), [

@@ -20,12 +20,15 @@ Evaluation"; §15.7.4.1 "Accuracy of Concrete Floating Point Expressions"):
   ``1.0 / inverseSqrt(x)``, ``sin``/``cos`` absolute ``2^-11`` on ``[-pi, pi]``,
   the rest inherited from the expressions the table names.
 
-:func:`wgsl_claims` turns the table into the per-function ulps of the traced
-oracle's :class:`~numoracle.oracle.traced.rules.Claims` (in that mechanism's
-units, which depend on the model's rounding). Entries whose allowance is not a
-relative one (``log`` near 1, ``sin``, ``cos``) or that the oracle's
-primitives have no slot for yet (division beyond the model's roundings) are
-listed in :data:`NOT_CLAIMED` rather than approximated.
+The ``wgsl`` model (``get_model("wgsl")``) claims this: its elementwise
+accuracy profile ``wgsl`` (:mod:`numoracle.oracle.accuracy`) carries the table's
+ulps (division, ``exp``, ``log`` with its absolute part near 1, ``inverseSqrt``,
+``sqrt``), which every primitive of the error-tracking arithmetic, the
+hand-written ops' and the traced rules', asks for. The profile's ulps count two
+units of the model's rounding each: under WGSL's either-neighbour rounding that
+is two ulps, a claim looser than the table. Entries the profile leaves out
+(absolute errors on a range: ``sin``, ``cos``; a division's undefined accuracy
+outside its range) are listed in :data:`NOT_CLAIMED`.
 """
 
 from __future__ import annotations
@@ -35,12 +38,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ...errors import InvalidArgument
 from ...oracle.precision import PrecisionModel, get_model
-from ...oracle.traced.rules import Claims
 
-__all__ = ["Accuracy", "WGSL_F32_ACCURACY", "WGSL_MODEL", "NOT_CLAIMED", "wgsl_model",
-           "wgsl_claims", "true_ulps"]
+__all__ = ["Accuracy", "WGSL_F32_ACCURACY", "WGSL_MODEL", "NOT_CLAIMED", "wgsl_model"]
 
 
 @dataclass(frozen=True)
@@ -93,62 +93,20 @@ WGSL_F32_ACCURACY: Mapping[str, Accuracy] = MappingProxyType({
     "mix": Accuracy("inherited", "Inherited from x * (1.0 - z) + y * z"),
 })
 
-#: entries of the table the traced claims do not carry, and why
+#: entries of the table the ``wgsl`` profile does not carry, and why
 NOT_CLAIMED: Mapping[str, str] = MappingProxyType({
-    "div": "the oracle's division is one rounding of the model (one ulp under wgsl), "
-           "the table allows 2.5 ulp: a shader whose division uses the whole allowance "
-           "may fail until division accuracy is a claim",
-    "log": "an absolute 2^-21 near x = 1 (where log is 0) is no relative error",
-    "log2": "an absolute 2^-21 near x = 1 (where log2 is 0) is no relative error",
+    "div": "2.5 ulp is claimed; outside |y| in [2^-126, 2^126] the table defines no "
+           "accuracy, and the claim stays 2.5 ulp there",
     "sin": "an absolute error on [-pi, pi], none defined outside",
     "cos": "an absolute error on [-pi, pi], none defined outside",
+    "atan": "4096 ulp: no primitive of the arithmetic evaluates atan",
 })
 
-#: fp32 arrays and arithmetic; every rounding either neighbour (one ulp); subnormals flushed
-WGSL_MODEL: PrecisionModel = get_model("fp32").with_(
-    name="wgsl", accumulate_rounding="rz", flush_subnormal_inputs=True)
+#: fp32 arrays and arithmetic; every rounding to either neighbour (one ulp); the
+#: table's elementwise accuracy; subnormals flushed
+WGSL_MODEL: PrecisionModel = get_model("wgsl")
 
 
 def wgsl_model(**overrides: object) -> PrecisionModel:
     """The ``wgsl`` model, optionally with fields changed (``order="sequential"``)."""
     return get_model(WGSL_MODEL, **overrides)
-
-
-def true_ulps(name: str, x_max: float) -> float:
-    """The largest error, in ulps of the result, the table allows ``name`` for
-    arguments with ``|x| <= x_max`` (compositions for inherited entries)."""
-    row = WGSL_F32_ACCURACY.get(name)
-    if name == "sqrt":  # 1.0 / inverseSqrt(x): 2 ulp, then a 2.5-ulp division
-        return 2.0 + 2.5 + 2.0 * 2.5 * 2.0**-23
-    if row is None or row.ulps is None or row.kind not in ("ulp", "ulp_linear"):
-        raise InvalidArgument(f"{name=}: the WGSL table gives it no error in ulps "
-                              f"({row.text if row else 'not in the table'}); ulps exist for "
-                              f"{sorted(k for k, r in WGSL_F32_ACCURACY.items() if r.ulps)}")
-    return row.ulps + row.slope * float(x_max)
-
-
-def wgsl_claims(model: PrecisionModel = WGSL_MODEL, *, x_max: float = 16.0) -> Claims:
-    """The traced oracle's claims for a WGSL shader under ``model``: ``exp``
-    ``3 + 2 x_max`` ulp (arguments up to ``x_max`` in magnitude), ``rsqrt`` 2,
-    ``sqrt`` 4.5, and the compositions a shader writes from them (``sigmoid``
-    and ``silu`` as ``1 / (1 + exp(-x))`` and ``x / (1 + exp(-x))``: the
-    ``exp`` error, an addition and a 2.5-ulp division), converted to the units
-    of the oracle's elementwise primitives (which count ``2 u`` of ``model``'s
-    accumulation format per ulp)."""
-    if not (isinstance(x_max, (int, float)) and math.isfinite(x_max) and x_max >= 0):
-        raise InvalidArgument(f"{x_max=} must be a finite number >= 0: the largest |x| the "
-                              "shader's exp is evaluated at")
-    unit = 2.0 ** -model.accumulate.t  # one ulp, relative to the result
-
-    def units(ulps: float) -> float:
-        return ulps * unit / (2.0 * model.acc_unit())
-
-    e = true_ulps("exp", x_max)
-    return Claims(ulps={
-        "exp": units(e),
-        "rsqrt": units(true_ulps("inverseSqrt", x_max)),
-        "sqrt": units(true_ulps("sqrt", x_max)),
-        "sigmoid": units(e + 1.0 + 2.5),
-        "silu": units(e + 1.0 + 2.5),
-        "silu_grad": units(e + 1.0 + 2.5 + 3.0),
-    })

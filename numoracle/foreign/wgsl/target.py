@@ -27,9 +27,9 @@ The dispatch rule of a pass is arithmetic over the op's parameters
 (:mod:`numoracle.foreign.wgsl.dispatch`): ``("ceil(n / 16)", "ceil(m / 16)")``.
 
 The precision claimed defaults to ``wgsl`` (:mod:`numoracle.foreign.wgsl.profile`):
-fp32, every rounding to either neighbour, subnormals possibly flushed. A
-traced reference (``reference=``) takes the WGSL accuracy table's claims for
-its elementwise functions.
+fp32, every rounding to either neighbour, the WGSL accuracy table's elementwise
+errors, subnormals possibly flushed; built-in ops and traced references alike
+are judged under it.
 
 A repro's spec file embeds the shader source, so ``numoracle replay`` runs the
 same shader again, wherever wgpu finds an adapter.
@@ -50,12 +50,10 @@ from ...cases.target import Target
 from ...errors import InvalidArgument
 from ...oracle.ops import get_op
 from ...oracle.precision import PrecisionModel, get_model
-from ...oracle.traced.rules import Claims
 from ..rebuild import write_source
 from ..sharedlib import ForeignError, _fixed_params, spec_params
 from ..spec import FLOAT_CTYPES, Arg, ArgSpec, ParamReader, array_names
 from .dispatch import DispatchRule
-from .profile import WGSL_MODEL, wgsl_claims
 
 __all__ = ["wgsl_target", "wgsl_unavailable", "adapter_description", "read_shader"]
 
@@ -325,7 +323,7 @@ def wgsl_target(
     inputs: Any = None,
     dims: Mapping[str, Any] | None = None,
     grads: Sequence[str] = (),
-    claims: Claims | None = None,
+    claims: Mapping[str, Any] | None = None,
     traced: Mapping[str, Any] | None = None,
 ) -> Target:
     """A :class:`~numoracle.cases.target.Target` that runs a WGSL compute shader.
@@ -361,9 +359,8 @@ def wgsl_target(
         Where the spec file that repros rebuild the target from goes.
     reference, inputs, dims, grads : optional
         A PyTorch reference that is the op (as for :func:`numoracle.check_kernel`).
-    claims : Claims, optional
-        The traced reference's elementwise claims (default: :func:`wgsl_claims`
-        of the model).
+    claims : mapping, optional
+        The traced reference's further claims (``numoracle.oracle.traced.Claims(...)``).
 
     Raises
     ------
@@ -372,8 +369,8 @@ def wgsl_target(
         does not declare the bindings the spec names: before any case.
     """
     text, path = read_shader(shader)
-    model = WGSL_MODEL if precision == "wgsl" else PrecisionModel.from_dict(precision) \
-        if isinstance(precision, Mapping) else get_model(precision)
+    model = PrecisionModel.from_dict(precision) if isinstance(precision, Mapping) \
+        else get_model(precision)
     if model.storage.name != "fp32":
         raise InvalidArgument(f"precision {model.name!r} stores {model.storage}; WGSL targets "
                               "exchange f32 arrays: claim an fp32-stored model ('wgsl')")
@@ -382,7 +379,7 @@ def wgsl_target(
 
         op = restore_op(traced).name if traced is not None else traced_op(
             reference, inputs=inputs, dims=dims, grads=grads, name=op,
-            claims=claims or wgsl_claims(model)).name
+            claims=claims).name
     elif op is None:
         raise InvalidArgument("give op= (the op the shader computes) or reference= (a PyTorch "
                               "reference with inputs=)")
