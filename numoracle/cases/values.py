@@ -59,9 +59,10 @@ Boolean inputs (masks, :func:`generate_integers`) come in the patterns
 attention uses: causal (lower triangular over the last two axes), padding
 (a prefix of each row, of random length) or random, each as drawn or
 inverted (so both conventions, True keeps and True masks, meet every
-pattern). A row of one value — fully masked in one of the conventions — has
-its last entry flipped, and a row of one entry is True, as torch's boolean
-attention masks keep it (:data:`CONSTANT_MASK_ROWS`).
+pattern); rows of one value — fully masked in one of the conventions —
+come among them (padding rows of length 0, the rows of a causal mask past
+its diagonal), judged by the kernel's claim for fully masked rows
+(:data:`CONSTANT_MASK_ROWS`).
 """
 
 from __future__ import annotations
@@ -107,10 +108,9 @@ LARGE_SPREAD = 2.0**-6
 #: boolean patterns of :func:`generate_integers`
 MASK_PATTERNS = ("random", "causal", "padding")
 #: whether a mask may hold a row of one value (a fully masked row in one of
-#: the two conventions); False: one entry of such a row is flipped, since a
-#: softmax over a row that is all ``-inf`` gives NaN or 0 by a convention the
-#: kernel must claim
-CONSTANT_MASK_ROWS = False
+#: the two conventions, judged by the kernel's ``masked_rows`` claim); False:
+#: one entry of such a row is flipped (rows of one entry kept True)
+CONSTANT_MASK_ROWS = True
 
 #: significant bits of the accumulation format the exact family is exact in (fp32)
 ACC_BITS = 24

@@ -496,7 +496,8 @@ def _informative(got: Any, claimed: PrecisionModel, model: PrecisionModel,
         err = np.abs(g - exact_value)
         failing = np.isfinite(err) & ~(err < np.asarray(mine.bound(claimed.probabilistic)))
         bound = np.broadcast_to(np.asarray(theirs.bound(model.probabilistic)), err.shape)
-        return bool(np.all(bound[failing] < np.abs(exact_value)[failing]))
+        size = np.broadcast_to(np.abs(exact_value), err.shape)  # a 0-d output too
+        return bool(np.all(bound[failing] < size[failing]))
 
 
 def explaining_algorithms(claimed: PrecisionModel, ratio: Callable[[PrecisionModel], float],
