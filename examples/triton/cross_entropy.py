@@ -40,7 +40,8 @@ def cross_entropy(x, labels, grad_out):
 
 
 CHECKS = {
-    "cross_entropy": dict(fn=cross_entropy, reference=reference, inputs={"x": ("rows", "n")},
+    "cross_entropy": dict(fn=cross_entropy, reference=reference,
+                          inputs={"x": ("rows", "n"), "labels": ("rows",)},
                           integers={"labels": (0, "n")}, dims={"rows": (1, 16), "n": (1, 1024)},
                           grads=("x",)),
 }
