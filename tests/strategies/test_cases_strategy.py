@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
+from hypothesis.errors import NoSuchExample
 from hypothesis import strategies as st
 
 from numoracle.cases.case import Case
@@ -77,8 +79,18 @@ def test_cases_respect_the_limits(op: str, max_reduction: int, max_elements: int
 def test_long_reductions_are_reachable_when_allowed() -> None:
     strategy = cases(op="linear", max_reduction=65536, max_elements=1 << 17, batch=1,
                      params={"out_features": 1})
-    case = find(strategy, lambda c: _longest(c) > 60000)
-    assert _longest(case) <= 65536
+    # one seeded search misses about one time in four (the sizes near the limit are a
+    # small corner of the space); reachable means some of eight seeded searches gets there
+    found = []
+    for seed in range(8):
+        try:
+            found.append(find(strategy, lambda c: _longest(c) > 60000,
+                              random=random.Random(seed)))
+            break
+        except NoSuchExample:
+            continue
+    assert found, "no case with a reduction longer than 60000 in eight seeded searches"
+    assert _longest(found[0]) <= 65536
 
 
 @FAST
