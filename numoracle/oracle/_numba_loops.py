@@ -217,3 +217,18 @@ def _store_exact(v: Any, ref: Any, det: Any, prob: Any, u: float, grow: float, t
             p = np.inf
         det[i] = d
         prob[i] = p
+
+
+@_jit
+def larger_counts(hi_sorted: Any, lo: Any, order: Any, out: Any) -> None:
+    """Per row, for each ``lo[i]``: how many ``hi_sorted`` exceed it (a tie does
+    not), visiting ``lo`` in ascending ``order`` with one merge over the row."""
+    rows, n = lo.shape
+    for r in range(rows):
+        j = 0
+        for q in range(n):
+            k = order[r, q]
+            v = lo[r, k]
+            while j < n and hi_sorted[r, j] <= v:
+                j += 1
+            out[r, k] = n - j

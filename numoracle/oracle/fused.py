@@ -41,13 +41,13 @@ from .fused_cpu import (
     rounding_params,
 )
 from .precision import gamma
-from .xp import array_module
+from .xp import array_module, is_torch
 
 __all__ = ["fused", "fused_exact", "contraction_radii", "add_rounding", "lowest_set_bit",
            "device_scalars", "own_array", "rounded", "operand_facts", "OperandFacts",
            "PendingFacts", "exact_products", "exact_contraction_radii", "store_rounding",
            "magnitude_sum", "single_sum", "single_growth", "SINGLE_CHUNK", "NOT_FINITE",
-           "SUBNORMAL", "UNREPRESENTABLE", "OFF_SINGLE"]
+           "SUBNORMAL", "UNREPRESENTABLE", "OFF_SINGLE", "larger_counts"]
 
 #: separate roundings, as NumPy's passes (no a*b+c contracted into one fma)
 _NO_FMA = ("--fmad=false",)
@@ -530,3 +530,28 @@ def store_rounding(value: Any, ref_err: Any, det: Any, prob: Any,
         return det, prob
     _kernel("store")(value, ref_err, *rounding_params(fmt), det, prob)
     return det, prob
+
+
+def larger_counts(lo: Any, hi: Any) -> Any:
+    """Per entry of each lane (last axis) of ``lo``: how many entries of the same lane
+    of ``hi`` exceed it (``hi_j > lo_i``; a tie does not; no NaN in either), as an
+    int64 array of ``lo``'s shape. One sort of ``hi`` and a search or merge of ``lo``
+    in it: torch's batched ``searchsorted``; on NumPy a merge per lane compiled by
+    numba (:mod:`~numoracle.oracle.fused_cpu`); elsewhere (and without numba) one
+    stable sort of both ends, ``hi`` first so that a tie counts as not larger."""
+    xp = array_module(lo)
+    n = lo.shape[-1]
+    if xp is np and fused_cpu.available() and lo.size:
+        flat = (-1, n)
+        return fused_cpu.larger_counts(lo.reshape(flat), hi.reshape(flat)).reshape(lo.shape)
+    if is_torch(xp) and lo.size:
+        torch = xp._torch
+        t_lo, t_hi = xp.tensor(lo).contiguous(), xp.tensor(hi).contiguous()
+        below = torch.searchsorted(torch.sort(t_hi, dim=-1).values, t_lo, right=True)
+        return xp.from_tensor(n - below)
+    both = xp.concatenate([hi, lo], axis=-1)
+    order = xp.argsort(both, axis=-1, kind="stable")
+    not_larger = xp.cumsum(order < n, axis=-1)  # his sorted so far
+    counts = xp.empty_like(not_larger)
+    xp.put_along_axis(counts, order, not_larger, axis=-1)
+    return n - counts[..., n:]

@@ -28,7 +28,7 @@ import numpy as np
 from .formats import NOT_FINITE, OFF_SINGLE, SINGLE_UP, SUBNORMAL, UNREPRESENTABLE
 
 __all__ = ["available", "warm_up", "operand_facts", "grid", "exact_radii", "store_round",
-           "rounding_params", "NOT_FINITE", "SUBNORMAL", "UNREPRESENTABLE", "OFF_SINGLE",
+           "rounding_params", "larger_counts", "NOT_FINITE", "SUBNORMAL", "UNREPRESENTABLE", "OFF_SINGLE",
            "SINGLE_UP"]
 
 
@@ -137,3 +137,14 @@ def rounding_params(fmt: Any) -> tuple[float, float, float, float, np.int32, np.
     """The parameters of a rounding to ``fmt`` for the loops and the CuPy kernels:
     ``u``, ``1 + u``, its smallest normal and largest finite number, ``t``, ``emin``."""
     return fmt.u, 1.0 + fmt.u, fmt.tiny, fmt.max, np.int32(fmt.t), np.int32(fmt.emin)
+
+
+def larger_counts(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Per entry of each row of ``lo`` (2-D, no NaN): how many entries of the same row
+    of ``hi`` exceed it (a tie does not), from NumPy's sorts of the two and one merge
+    per row (:func:`~numoracle.oracle.fused.larger_counts`)."""
+    hi_sorted = np.sort(hi, axis=-1)
+    order = np.argsort(lo, axis=-1)
+    out = np.empty(lo.shape, dtype=np.int64)
+    _loops().larger_counts(hi_sorted, np.ascontiguousarray(lo), order, out)
+    return out

@@ -23,6 +23,7 @@ from numoracle.oracle.fused import (
     add_rounding,
     contraction_radii,
     in_single_range,
+    larger_counts,
     magnitude_sum,
     operand_facts,
     single_magnitude,
@@ -30,6 +31,7 @@ from numoracle.oracle.fused import (
 )
 from numoracle.oracle.precision import gamma, get_model
 from numoracle.oracle.tracked import Tracked, exact, matmul, store
+from numoracle.oracle.xp import as_namespace, namespace_named, to_numpy
 
 
 @contextmanager
@@ -464,3 +466,25 @@ def test_single_sums_loosen_the_bounds_by_at_most_2_to_the_minus_11(
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "NUMORACLE_SINGLE_SUMS": "0"}, check=True)
     assert out.stdout.strip() == "False"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.sampled_from([-np.inf, -2.0, -0.0, 0.0, 0.5, 1.0, 3.0, np.inf]),
+                         min_size=1, max_size=9), min_size=1, max_size=4).filter(
+           lambda rows: len({len(r) for r in rows}) == 1),
+       st.integers(0, 2**32 - 1))
+def test_larger_counts_agree_with_a_direct_count_on_every_path(rows: list[list[float]],
+                                                              seed: int) -> None:
+    """How many ``hi`` of a lane exceed each ``lo`` (ties not): numba's merge, the
+    stable-sort fallback and torch's batched search all give the direct count."""
+    lo = np.array(rows)
+    reach = np.random.default_rng(seed).choice([0.0, 0.5, 2.0, np.inf], size=lo.shape)
+    with np.errstate(invalid="ignore"):
+        hi = np.where(np.isnan(lo + reach), -np.inf, lo + reach)
+    direct = (hi[..., None, :] > lo[..., :, None]).sum(-1)
+    assert np.array_equal(larger_counts(lo, hi), direct)
+    with _numpy_passes():
+        assert np.array_equal(larger_counts(lo, hi), direct)
+    tx = namespace_named("torch")
+    assert np.array_equal(to_numpy(larger_counts(as_namespace(lo, tx), as_namespace(hi, tx))),
+                          direct)

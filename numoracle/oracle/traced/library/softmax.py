@@ -33,6 +33,7 @@ import numpy as np
 
 from ... import elementwise as ew
 from ...accuracy import ulps_at
+from ...fused import larger_counts
 from ...tracked import Tracked, either, folded, sum_, unjudged
 from ...xp import array_module
 from ..rules import RuleContext, rule
@@ -89,14 +90,8 @@ def online_radius(ctx: RuleContext, x: Tracked, e: Tracked, axis: int) -> Any:
 
 def _larger(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Per entry of each lane (last axis): how many entries of the lane may be
-    larger than it (``hi_j > lo_i``), by one sort of both ends."""
-    n = lo.shape[-1]
-    both = np.concatenate([hi, lo], axis=-1)  # ends of the others first: a tie is not larger
-    order = np.argsort(both, axis=-1, kind="stable")
-    not_larger = np.cumsum(order < n, axis=-1)  # his sorted so far
-    counts = np.empty_like(not_larger)
-    np.put_along_axis(counts, order, not_larger, axis=-1)
-    return n - counts[..., n:]
+    larger than it (``hi_j > lo_i``)."""
+    return larger_counts(lo, hi)
 
 
 def shifted_exp(ctx: RuleContext, x: Tracked, axis: int, eager: bool = False
