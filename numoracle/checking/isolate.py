@@ -83,7 +83,7 @@ from .call import DEFAULT_TIMEOUT, call_here, call_kernel
 from .diagnosis import Fault
 
 __all__ = ["run_isolated", "call_isolated", "prepare", "start", "shutdown", "describe_exit",
-           "in_worker", "STARTUP_TIMEOUT", "UNGUARDED_EXIT"]
+           "in_worker", "requests", "STARTUP_TIMEOUT", "UNGUARDED_EXIT"]
 
 #: seconds a fresh worker may take to start and load a target (imports, device set-up)
 STARTUP_TIMEOUT = 300.0
@@ -137,6 +137,20 @@ def _init_device(target: Any) -> None:
         backend.synchronize()
 
 
+def requests(conn: Any) -> Iterator[Any]:
+    """The messages a worker process is sent, one at a time, until the parent
+    closes the pipe or sends ``None`` (the worker's loop: ``for msg in
+    requests(conn)``; the isolation worker's and the KernelBench sandbox's)."""
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        yield msg
+
+
 def _worker_main(conn: Any, dump: str | None = None) -> None:
     """Serve requests until the parent closes the pipe or sends None. A crash
     writes the kernel's Python stack to ``dump`` (the parent names the last
@@ -150,14 +164,7 @@ def _worker_main(conn: Any, dump: str | None = None) -> None:
         faulthandler.enable()
     loaded: dict[tuple[Any, ...], Any] = {}
     conn.send(("ready", None, None))
-    while True:
-        try:
-            msg = conn.recv()
-        except (EOFError, OSError):
-            return
-        if msg is None:
-            return
-        what, spec, payload = msg
+    for what, spec, payload in requests(conn):
         try:
             if spec not in loaded:
                 loaded[spec] = _load(spec)

@@ -38,10 +38,12 @@ import numpy as np
 from ..cases.layouts import shape_in
 from ..cases.target import Target
 from ..errors import InvalidArgument
+from ..kernels.backends import get_backend
 from ..oracle.ops import get_op
 from ..oracle.precision import PrecisionModel, get_model
+from .declare import foreign_target
 from .rebuild import write_source
-from .sharedlib import ForeignError, _target
+from .sharedlib import ForeignError
 from .spec import ArgSpec, ParamReader, array_names
 
 __all__ = ["command_target", "write_case_folder", "read_outputs"]
@@ -322,5 +324,8 @@ def command_target(
                                "persistent": persistent, "timeout": timeout, "cwd": cwd,
                                "env": dict(env) if env else None,
                                "max_reduction": max_reduction}, spec_dir)
-    return _target(spec, fn, name, "numpy", model, max_reduction, source,
-                   f"command {shlex.join(argv)}" + (" (persistent)" if persistent else ""))
+    return foreign_target(spec, fn, name=name, backend="numpy", model=model,
+                          max_reduction=max_reduction, source=source,
+                          description=f"command {shlex.join(argv)}"
+                          + (" (persistent)" if persistent else ""),
+                          available=get_backend("numpy").available)

@@ -41,6 +41,7 @@ from ..kernels.backends import get_backend
 from ..oracle.formats import format_of
 from ..oracle.ops import get_op
 from ..oracle.precision import PrecisionModel, get_model
+from .declare import declared_op, fixed_params, foreign_target
 from .rebuild import write_source
 from .spec import CTYPES, FLOAT_CTYPES, ArgSpec, ParamReader, host_dtype
 
@@ -372,13 +373,8 @@ def shared_library_target(
         For a spec that does not match the op, a library that cannot be loaded
         or a missing symbol: before any call.
     """
-    if reference is not None:
-        from ..oracle.traced.op import traced_op  # noqa: PLC0415 - torch for references only
-
-        op = traced_op(reference, inputs=inputs, dims=dims, grads=grads, name=op).name
-    elif op is None:
-        raise InvalidArgument("give op= (the op the symbol computes) or reference= (a PyTorch "
-                              "reference with inputs=)")
+    op = declared_op(op, what="the symbol", reference=reference, inputs=inputs, dims=dims,
+                     grads=grads)
     if not isinstance(symbol, str) or not symbol:
         raise InvalidArgument(f"symbol={symbol!r} must name the exported function")
     if device not in DEVICES:
@@ -401,7 +397,7 @@ def shared_library_target(
     model = PrecisionModel.from_dict(precision) if isinstance(precision, Mapping) \
         else get_model(precision)
     spec = ArgSpec.build(op, args, precision=model, layouts=layouts, dtypes=dtypes)
-    fixed = _fixed_params(op, params)
+    fixed = fixed_params(op, params)
     if (spec.stepped or spec.inouts) and be != "numpy":
         raise InvalidArgument(f"args={list(args)!r}: in-out arrays and one-step-per-call "
                               "kernels are supported on the CPU only")
@@ -417,44 +413,7 @@ def shared_library_target(
                                "isolate": isolate, "timeout": timeout,
                                "max_reduction": max_reduction,
                                "params": fixed or None}, spec_dir)
-    return _target(spec, fn, name, be, model, max_reduction, source,
-                   f"{symbol} in {fn.path}")
-
-
-def _fixed_params(op: str, params: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``params`` checked against ``op``'s parameter names (JSON-ready values)."""
-    if params is None:
-        return {}
-    if not isinstance(params, Mapping):
-        raise InvalidArgument(f"params={params!r} must map parameter names to the values the "
-                              "kernel fixes, e.g. {'optimizer': 'sgd'}")
-    names = get_op(op).param_names
-    unknown = sorted(set(params) - set(names))
-    if unknown:
-        raise InvalidArgument(f"params names {unknown}, which are not parameters of {op}; "
-                              f"its parameters are {list(names)}")
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
-
-
-def _target(spec: ArgSpec, fn: Any, name: str, backend: str, model: PrecisionModel,
-            max_reduction: int | None, source: str, description: str) -> Target:
-    """The Target of a foreign kernel: its inputs in their declared layouts,
-    its outputs read back from theirs."""
-    op = get_op(spec.op)
-    layouts = {n: (spec.layout(n),) for n in op.input_shapes(spec_params(spec.op))}
-    out_layouts = {}
-    for n in spec.outputs:
-        order, _ = spec.order_and_memory(n)
-        if order is not None:
-            out_layouts[n] = order
-    return Target(name=name, op=spec.op, backend=backend, precision=model, fn=fn,
-                  outputs=spec.outputs, layouts=layouts, output_layouts=out_layouts,
-                  max_reduction=max_reduction, available=get_backend(backend).available,
-                  description=description, source=source)
-
-
-def spec_params(op: str) -> dict[str, Any]:
-    """Valid parameters of ``op`` with every flag on (every input present)."""
-    from .spec import _params_of  # noqa: PLC0415
-
-    return _params_of(op)
+    return foreign_target(spec, fn, name=name, backend=be, model=model,
+                          max_reduction=max_reduction, source=source,
+                          description=f"{symbol} in {fn.path}",
+                          available=get_backend(be).available)

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from ..checking.call import cuda_error
-from ..checking.isolate import describe_exit
+from ..checking.isolate import describe_exit, requests
 
 __all__ = ["Sandbox", "InProcess", "serve", "STARTUP_TIMEOUT", "read_output"]
 
@@ -94,14 +94,7 @@ def serve(fd: int, candidate: str, device: str, netns: bool) -> None:
     changed = pins.changed()
     conn.send(("ready", done, status, changed))
     mapped: tuple[str, int, Any] | None = None
-    while True:
-        try:
-            msg = conn.recv()
-        except (EOFError, OSError):
-            return
-        if msg is None:
-            return
-        request, path, size = msg
+    for request, path, size in requests(conn):
         if mapped is None or mapped[:2] != (path, size):
             if mapped is not None:
                 mapped[2].close()

@@ -51,7 +51,8 @@ from ...errors import InvalidArgument
 from ...oracle.ops import get_op
 from ...oracle.precision import PrecisionModel, get_model
 from ..rebuild import write_source
-from ..sharedlib import ForeignError, _fixed_params, spec_params
+from ..declare import declared_op, fixed_params, foreign_target, spec_params
+from ..sharedlib import ForeignError
 from ..spec import FLOAT_CTYPES, Arg, ArgSpec, ParamReader, array_names
 from .dispatch import DispatchRule
 
@@ -374,15 +375,8 @@ def wgsl_target(
     if model.storage.name != "fp32":
         raise InvalidArgument(f"precision {model.name!r} stores {model.storage}; WGSL targets "
                               "exchange f32 arrays: claim an fp32-stored model ('wgsl')")
-    if traced is not None or reference is not None:
-        from ...oracle.traced.op import restore_op, traced_op  # noqa: PLC0415 - torch, on request
-
-        op = restore_op(traced).name if traced is not None else traced_op(
-            reference, inputs=inputs, dims=dims, grads=grads, name=op,
-            claims=claims).name
-    elif op is None:
-        raise InvalidArgument("give op= (the op the shader computes) or reference= (a PyTorch "
-                              "reference with inputs=)")
+    op = declared_op(op, what="the shader", reference=reference, inputs=inputs, dims=dims,
+                     grads=grads, claims=claims, traced=traced)
     parsed, flat = _parse_bindings(op, bindings)
     spec = ArgSpec.build(op, flat, precision=model, layouts=layouts)
     if spec.stepped:
@@ -391,7 +385,7 @@ def wgsl_target(
     steps = _passes(entry_point, dispatch, passes)
     for _, rule in steps:  # names and arithmetic checked now, not at the first case
         rule.counts(spec_params(op))
-    fixed = _fixed_params(op, params)
+    fixed = fixed_params(op, params)
     fn = _Shader(spec, text, parsed, steps, fixed)
     ok = wgsl_unavailable() is None
     if ok:
@@ -409,11 +403,8 @@ def wgsl_target(
         if callable(spec_of) and spec_of() is not None:
             record["traced"] = spec_of()
         source = write_source(record, spec_dir)
-    layouts_in = {n: (spec.layout(n),) for n in get_op(op).input_shapes(spec_params(op))}
-    out_layouts = {n: o for n in spec.outputs if (o := spec.order_and_memory(n)[0]) is not None}
     where = adapter_description() if ok else "no adapter here"
-    return Target(name=name, op=op, backend="numpy", precision=model, fn=fn,
-                  outputs=spec.outputs, layouts=layouts_in, output_layouts=out_layouts,
-                  max_reduction=max_reduction, available=wgsl_unavailable,
-                  description=f"WGSL {entries} ({path or 'source text'}) on {where}",
-                  source=source)
+    return foreign_target(spec, fn, name=name, backend="numpy", model=model,
+                          max_reduction=max_reduction, source=source,
+                          description=f"WGSL {entries} ({path or 'source text'}) on {where}",
+                          available=wgsl_unavailable)
