@@ -5,6 +5,7 @@ they mirror."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numba
@@ -232,3 +233,62 @@ def larger_counts(hi_sorted: Any, lo: Any, order: Any, out: Any) -> None:
             while j < n and hi_sorted[r, j] <= v:
                 j += 1
             out[r, k] = n - j
+
+
+@_jit
+def _representable(x: float, t: int, emin: int, fmax: float) -> bool:
+    """Whether float64 ``x`` is a value of the format (``t``, ``emin``, ``fmax``):
+    NaN, the infinities and zeros are; else a multiple of its quantum, within range
+    (``x = m 2^e``, ``m 2^53`` an integer: its lowest set bit ``e - 53 + ctz``)."""
+    a = abs(x)
+    if a == 0.0 or not a <= 1.7976931348623157e308:  # a zero, an infinity, NaN
+        return True
+    if not a <= fmax:
+        return False
+    m, e = math.frexp(a)
+    lsb = e - 53 + _ctz(np.uint64(m * 9007199254740992.0))
+    return lsb >= max(e - 1, emin) - t
+
+
+@_jit
+def add_radii(av: Any, bv: Any, ad: Any, bd: Any, ap: Any, bp: Any, ar: Any, br: Any,
+              u: float, tiny: float, u64: float, value: Any, ref: Any, det: Any, prob: Any,
+              mag: Any) -> None:
+    """:func:`~numoracle.oracle.tracked.add` of rows (operands broadcast to the
+    output's shape): its value, radii and magnitude in one pass, the same float64
+    operations in the same order as its NumPy passes (branch-free: the loop
+    vectorises)."""
+    rows, cols = value.shape
+    grow = 1.0 + u
+    for i in range(rows):
+        for j in range(cols):
+            x, y = av[i, j], bv[i, j]
+            v = x + y
+            m = abs(v)
+            r = (ar[i, j] + br[i, j]) + u64 * m
+            s = m + r
+            s = s * u
+            s = s + tiny
+            value[i, j] = v
+            ref[i, j] = r
+            det[i, j] = (ad[i, j] + bd[i, j]) * grow + s
+            prob[i, j] = (ap[i, j] + bp[i, j]) * grow + s
+            mag[i, j] = abs(x) + abs(y)
+
+
+@_jit
+def add_exact(av: Any, bv: Any, ad: Any, bd: Any, ar: Any, br: Any, t: int, emin: int,
+              fmax: float, value: Any, ref: Any, det: Any, prob: Any) -> None:
+    """After :func:`add_radii`: the radii 0 where both operands are exact, the float64
+    sum is exact (TwoSum's error term 0) and the format holds it."""
+    rows, cols = value.shape
+    for i in range(rows):
+        for j in range(cols):
+            if ad[i, j] != 0.0 or bd[i, j] != 0.0 or ar[i, j] != 0.0 or br[i, j] != 0.0:
+                continue
+            x, y, v = av[i, j], bv[i, j], value[i, j]
+            bb = v - x
+            if (x - (v - bb)) + (y - bb) == 0.0 and _representable(v, t, emin, fmax):
+                ref[i, j] = 0.0
+                det[i, j] = 0.0
+                prob[i, j] = 0.0

@@ -63,7 +63,16 @@ from ..errors import InvalidArgument
 from .accuracy import Ulps
 from .formats import representable
 from .precision import PrecisionModel
-from .tracked import U64, Tracked, aligned, bounded, folded, may_be_exact, two_product_error
+from .tracked import (
+    U64,
+    Tracked,
+    aligned,
+    any_nonzero,
+    bounded,
+    folded,
+    may_be_exact,
+    two_product_error,
+)
 from .xp import array_module as _xp
 from .xp import keeps_subnormals, like
 
@@ -90,6 +99,8 @@ def _rmul(x: Any, y: Any) -> Any:
     xp = _xp(x)
     with np.errstate(invalid="ignore", over="ignore"):
         p = x * y
+    if not bool(xp.isnan(xp.sum(p))):  # (x, y >= 0: no NaN, so no 0 * inf)
+        return p
     return xp.where((x == 0) | (y == 0), 0.0, p)
 
 
@@ -131,9 +142,17 @@ def mul(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
         aa, ab = xp.abs(a.value), xp.abs(b.value)
 
         def prop(ra: Any, rb: Any) -> Any:
-            return _rmul(aa, rb) + _rmul(ra, ab) + _rmul(ra, rb)
+            # (a radius 0 everywhere adds nothing: its products are left out)
+            nz_a, nz_b = any_nonzero(ra), any_nonzero(rb)
+            out: Any = _rmul(aa, rb) if nz_b else 0.0
+            if nz_a:
+                out = out + _rmul(ra, ab)
+            if nz_a and nz_b:
+                out = out + _rmul(ra, rb)
+            return out
 
-        det, prob = prop(a.det, b.det), prop(a.prob, b.prob)
+        det = prop(a.det, b.det)
+        prob = det if a.prob is a.det and b.prob is b.det else prop(a.prob, b.prob)
         ref_err = prop(a.ref_err, b.ref_err) + U64 * xp.abs(value)
         scaled = (xp.abs(value) + det + ref_err) * u + tiny
         det, prob = det * (1 + u) + scaled, prob * (1 + u) + scaled

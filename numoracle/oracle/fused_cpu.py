@@ -28,7 +28,7 @@ import numpy as np
 from .formats import NOT_FINITE, OFF_SINGLE, SINGLE_UP, SUBNORMAL, UNREPRESENTABLE
 
 __all__ = ["available", "warm_up", "operand_facts", "grid", "exact_radii", "store_round",
-           "rounding_params", "larger_counts", "NOT_FINITE", "SUBNORMAL", "UNREPRESENTABLE", "OFF_SINGLE",
+           "rounding_params", "larger_counts", "add_radii", "NOT_FINITE", "SUBNORMAL", "UNREPRESENTABLE", "OFF_SINGLE",
            "SINGLE_UP"]
 
 
@@ -148,3 +148,28 @@ def larger_counts(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     out = np.empty(lo.shape, dtype=np.int64)
     _loops().larger_counts(hi_sorted, np.ascontiguousarray(lo), order, out)
     return out
+
+
+def _rows(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``a`` (float64) broadcast to ``shape`` as rows of its last axis, a 2-D view
+    where the layout allows (a broadcast radius stays unwritten), else a copy."""
+    a = np.broadcast_to(np.asarray(a, dtype=np.float64), shape)
+    return a.reshape(-1, shape[-1] if shape else 1)
+
+
+def add_radii(av: Any, bv: Any, radii: tuple[Any, ...], fmt: Any, u: float, u64: float,
+              test_exact: bool) -> tuple[np.ndarray, ...]:
+    """:func:`~numoracle.oracle.tracked.add`'s arithmetic in one loop: ``radii`` the
+    operands' ``det``, ``prob`` and ``ref_err`` (a's, b's), ``fmt`` the accumulation
+    format, ``u`` its unit; returns value, ref_err, det, prob and magnitude (fresh
+    arrays of the broadcast shape)."""
+    shape = np.broadcast_shapes(np.shape(av), np.shape(bv), *(np.shape(r) for r in radii))
+    outs = tuple(np.empty(shape) for _ in range(5))
+    rows = tuple(o.reshape(-1, shape[-1] if shape else 1) for o in outs)
+    a, b = _rows(av, shape), _rows(bv, shape)
+    ad, bd, ap, bp, ar, br = (_rows(r, shape) for r in radii)
+    loops = _loops()
+    loops.add_radii(a, b, ad, bd, ap, bp, ar, br, u, fmt.tiny, u64, *rows)
+    if test_exact:
+        loops.add_exact(a, b, ad, bd, ar, br, fmt.t, fmt.emin, fmt.max, *rows[:4])
+    return outs

@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .exact_dot import exact_matmul
+from . import fused_cpu
 from .formats import FP32, FP64, Format, chunk_size, quantize, representable
 from .fused import (
     NOT_FINITE,
@@ -573,19 +574,22 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
     if bias is not None:
         value = value + bias.value
         S = S + xp.abs(bias.value)
-    has_rad = any(any_nonzero(t.det) for t in (a, b) + ((bias,) if bias else ()))
+    rad_a, rad_b = any_nonzero(a.det), any_nonzero(b.det)
+    has_rad = rad_a or rad_b or (bias is not None and any_nonzero(bias.det))
     has_ref = any(any_nonzero(t.ref_err) for t in (a, b) + ((bias,) if bias else ()))
     prop: Any = 0.0
     prop_p: Any = 0.0
     ref_prop: Any = 0.0
     if has_rad:
-        prop = _rmm(abs_a, b.det) + _rmm(a.det, abs_b) + a.det @ b.det
-        prop_p = _rmm(abs_a, b.prob) + _rmm(a.prob, abs_b) + a.prob @ b.prob
-        S = S + _rmm(a.det, abs_b) + _rmm(abs_a, b.det) + a.det @ b.det
+        prop = _propagated(abs_a, a.det, rad_a, abs_b, b.det, rad_b)
+        same = a.prob is a.det and b.prob is b.det  # (a radius shared: the same sum)
+        prop_p = prop if same else _propagated(abs_a, a.prob, rad_a, abs_b, b.prob, rad_b)
+        S = S + prop
         if bias is not None:
             prop, prop_p, S = prop + bias.det, prop_p + bias.prob, S + bias.det
     if has_ref:
-        ref_prop = _rmm(abs_a, b.ref_err) + _rmm(a.ref_err, abs_b) + a.ref_err @ b.ref_err
+        ref_prop = _propagated(abs_a, a.ref_err, any_nonzero(a.ref_err), abs_b, b.ref_err,
+                               any_nonzero(b.ref_err))
         if bias is not None:
             ref_prop = ref_prop + bias.ref_err
     del abs_a, abs_b  # input-sized: not held through the exact context
@@ -626,6 +630,20 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
     out = _settle(out, av, bv, bias, model, lengths, (g64, det_coef, prob_coef, eta),
                   certain=not has_ref and not det_alone, ref_prop=ref_prop)
     return out if fmt is None else _store(out, fmt, xp)
+
+
+def _propagated(abs_a: Any, ra: Any, rad_a: bool, abs_b: Any, rb: Any, rad_b: bool) -> Any:
+    """What radii ``ra``, ``rb`` of the operands add to a contraction's:
+    ``|a| @ rb + ra @ |b| + ra @ rb``, leaving out the products of a radius that is 0
+    everywhere (``rad_a``, ``rad_b`` say which is not); 0.0 where both are."""
+    out: Any = 0.0
+    if rad_b:
+        out = _rmm(abs_a, rb)
+    if rad_a:
+        out = out + _rmm(ra, abs_b)
+    if rad_a and rad_b:
+        out = out + ra @ rb
+    return out
 
 
 def _n_of(n_host: np.ndarray, value: Any) -> int | np.ndarray:
@@ -830,8 +848,9 @@ def _rmm(x: Any, y: Any) -> Any:
     """``x @ y`` for magnitudes and radii, with ``0 * inf = 0``: a radius of 0
     adds nothing, even beside an infinite value."""
     xp = _xp(x)
-    if bool(xp.isfinite(x).all()) and bool(xp.isfinite(y).all()):
-        return x @ y
+    out = x @ y
+    if not bool(xp.isnan(xp.sum(out))):  # (terms >= 0: no NaN, so no 0 * inf, no NaN term)
+        return out
     fin = lambda v: xp.where(xp.isfinite(v), v, 0.0)  # noqa: E731
     out = fin(x) @ fin(y)
     hits = ((x != 0) * 1.0) @ (xp.isinf(y) * 1.0) + (xp.isinf(x) * 1.0) @ ((y != 0) * 1.0)
@@ -886,6 +905,11 @@ def add(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
     is representable."""
     a, b = aligned(a, b)
     xp = _xp(a.value)
+    if xp is np and fused_cpu.available():  # one loop, the same bits
+        value, ref_err, det, prob, mag = fused_cpu.add_radii(
+            a.value, b.value, (a.det, b.det, a.prob, b.prob, a.ref_err, b.ref_err),
+            model.accumulate, model.acc_unit(), U64, may_be_exact(a, b))
+        return Tracked(value=value, ref_err=ref_err, det=det, prob=prob, mag=mag, n=a.n + b.n)
     with np.errstate(invalid="ignore", over="ignore"):
         value = xp.asarray(a.value + b.value)  # 0-d operands: an array, not a scalar
         acc = model.accumulate

@@ -30,7 +30,7 @@ from numoracle.oracle.fused import (
     store_rounding,
 )
 from numoracle.oracle.precision import gamma, get_model
-from numoracle.oracle.tracked import Tracked, exact, matmul, store
+from numoracle.oracle.tracked import Tracked, add, bounded, exact, matmul, store, sub
 from numoracle.oracle.xp import as_namespace, namespace_named, to_numpy
 
 
@@ -488,3 +488,41 @@ def test_larger_counts_agree_with_a_direct_count_on_every_path(rows: list[list[f
     tx = namespace_named("torch")
     assert np.array_equal(to_numpy(larger_counts(as_namespace(lo, tx), as_namespace(hi, tx))),
                           direct)
+
+
+def _operand(shape: tuple[int, ...], kind: str, rng: np.random.Generator) -> Tracked:
+    """Float32 values in float64 at a few scales: exact, or with radii (some 0, and
+    with ``wild`` infinite radii and NaN values)."""
+    v = (rng.standard_normal(shape) * 2.0 ** rng.integers(-3, 3, shape)).astype(
+        np.float32).astype(np.float64)
+    if kind == "exact":
+        return exact(v)
+    d = np.abs(rng.standard_normal(shape)) * 1e-7 * (rng.random(shape) < 0.5)
+    if kind == "wild":
+        d = np.where(rng.random(shape) < 0.2, np.inf, d)
+        v = np.where(rng.random(shape) < 0.2, np.nan, v)
+    return bounded(v, d, d * 0.5 if kind == "two" else None, ref_err=d * 1e-9)
+
+
+@pytest.mark.parametrize("shapes", [((5, 7), (5, 7)), ((5, 7), (5, 1)), ((3,), (2, 3)),
+                                    ((), ()), ((4, 1, 3), (2, 3))])
+@pytest.mark.parametrize("kind", ["exact", "one", "two", "wild"])
+def test_add_loop_matches_the_numpy_passes_bitwise(fast_xp: Any, shapes: Any,
+                                                   kind: str) -> None:
+    """:func:`add` and :func:`sub` in numba's one loop: the NumPy passes' bits, the
+    exact elements (exact operands, an exact sum the format holds) zeroed alike."""
+    if fast_xp is not np:
+        pytest.skip("the loop is the CPU's")
+    rng = np.random.default_rng(len(kind) + len(shapes[0]))
+    a, b = _operand(shapes[0], kind, rng), _operand(shapes[1], kind, rng)
+    for model in (get_model("fp32"), get_model("bf16"), get_model("fp64")):
+        for f in (add, sub):
+            loop = f(a, b, model)
+            with _numpy_passes():
+                passes = f(a, b, model)
+            for name in ("value", "ref_err", "det", "prob", "mag"):
+                got, want = getattr(loop, name), getattr(passes, name)
+                assert np.array_equal(np.broadcast_to(got, loop.shape),
+                                      np.broadcast_to(want, passes.shape), equal_nan=True), name
+            if kind == "exact" and model.accumulate.t >= 52:  # float32 values' sums:
+                assert bool((loop.det == 0).any())  # some exact in float64, zeroed
