@@ -292,3 +292,53 @@ def add_exact(av: Any, bv: Any, ad: Any, bd: Any, ar: Any, br: Any, t: int, emin
                 ref[i, j] = 0.0
                 det[i, j] = 0.0
                 prob[i, j] = 0.0
+
+
+@_jit
+def _maximum(a: float, b: float) -> float:
+    """NumPy's ``maximum``: NaN where either is NaN."""
+    if a != a or b != b:
+        return a + b
+    return b if b > a else a
+
+
+@_jit
+def either_radii(v1: Any, v2: Any, d1: Any, d2: Any, p1: Any, p2: Any, r2: Any, m1: Any,
+                 m2: Any, grow: float, det: Any, prob: Any, mag: Any) -> bool:
+    """:func:`~numoracle.oracle.tracked.either` of rows: the radii covering both
+    results and the larger magnitude, in one pass, NaN where the two disagree about
+    NaN or an infinity; whether any element did."""
+    rows, cols = det.shape
+    split_any = False
+    for i in range(rows):
+        for j in range(cols):
+            a, b = v1[i, j], v2[i, j]
+            gap = 0.0 if a == b else abs(b - a)
+            gap = gap * grow
+            gap = gap + r2[i, j]
+            d = _maximum(d1[i, j], gap + d2[i, j])
+            p = _maximum(p1[i, j], gap + p2[i, j])
+            split = ((a != a) != (b != b)) or ((abs(a) == np.inf or abs(b) == np.inf)
+                                               and a != b)
+            if split:
+                d = np.nan
+                p = np.nan
+                split_any = True
+            det[i, j] = d
+            prob[i, j] = p
+            mag[i, j] = _maximum(m1[i, j], m2[i, j])
+    return split_any
+
+
+@_jit
+def any_special(v: Any, det: Any, ref: Any) -> bool:
+    """Whether some element is a special value known exactly (see
+    :func:`~numoracle.oracle.traced.library.ieee.special_points`): reach 0 and the
+    value 0 or infinite, or a NaN value with a finite reach."""
+    rows, cols = v.shape
+    for i in range(rows):
+        for j in range(cols):
+            x, r = v[i, j], det[i, j] + ref[i, j]
+            if (r == 0.0 and (x == 0.0 or abs(x) == np.inf)) or (x != x and abs(r) < np.inf):
+                return True
+    return False

@@ -62,6 +62,7 @@ import numpy as np
 from ..errors import InvalidArgument
 from .accuracy import Ulps
 from .formats import representable
+from .fused import own_array
 from .precision import PrecisionModel
 from .tracked import (
     U64,
@@ -108,8 +109,12 @@ def _finish(value: Any, det: Any, prob: Any, ref_err: Any, n: Any = 1,
             exact_here: Any = None, over: Any = None) -> Tracked:
     """A tracked result: exact elements zeroed, elements that may overflow unjudged."""
     xp = _xp(value)
-    det, prob, ref_err = (xp.array(xp.broadcast_to(a, value.shape), dtype=xp.float64)
-                          for a in (det, prob, ref_err))
+    shape = tuple(value.shape)
+    # (arrays of their own, as the caller's arithmetic made them: not copied again)
+    det = own_array(det, shape, xp)
+    prob = own_array(prob, shape, xp) if prob is not det else xp.array(det, copy=True)
+    ref_err = own_array(ref_err, shape, xp) if ref_err is not det and ref_err is not prob \
+        else xp.array(ref_err, copy=True)
     if exact_here is not None:
         det[exact_here] = prob[exact_here] = ref_err[exact_here] = 0.0
     if over is not None and bool(over.any()):

@@ -47,7 +47,7 @@ __all__ = ["fused", "fused_exact", "contraction_radii", "add_rounding", "lowest_
            "device_scalars", "own_array", "rounded", "operand_facts", "OperandFacts",
            "PendingFacts", "exact_products", "exact_contraction_radii", "store_rounding",
            "magnitude_sum", "single_sum", "single_growth", "SINGLE_CHUNK", "NOT_FINITE",
-           "SUBNORMAL", "UNREPRESENTABLE", "OFF_SINGLE", "larger_counts"]
+           "SUBNORMAL", "UNREPRESENTABLE", "OFF_SINGLE", "larger_counts", "any_special"]
 
 #: separate roundings, as NumPy's passes (no a*b+c contracted into one fma)
 _NO_FMA = ("--fmad=false",)
@@ -555,3 +555,13 @@ def larger_counts(lo: Any, hi: Any) -> Any:
     counts = xp.empty_like(not_larger)
     xp.put_along_axis(counts, order, not_larger, axis=-1)
     return n - counts[..., n:]
+
+
+def any_special(value: Any, det: Any, ref_err: Any) -> bool | None:
+    """Whether some element is a special value known exactly: reach (``det +
+    ref_err``) 0 and the value 0 or infinite, or a NaN value with a finite reach
+    (:func:`~numoracle.oracle.traced.library.ieee.special_points`), in one pass
+    without masks on NumPy (numba); ``None`` where that does not run."""
+    if array_module(value) is np and fused_cpu.available():
+        return fused_cpu.any_special(value, det, ref_err)
+    return None

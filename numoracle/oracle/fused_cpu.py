@@ -28,7 +28,7 @@ import numpy as np
 from .formats import NOT_FINITE, OFF_SINGLE, SINGLE_UP, SUBNORMAL, UNREPRESENTABLE
 
 __all__ = ["available", "warm_up", "operand_facts", "grid", "exact_radii", "store_round",
-           "rounding_params", "larger_counts", "add_radii", "NOT_FINITE", "SUBNORMAL", "UNREPRESENTABLE", "OFF_SINGLE",
+           "rounding_params", "larger_counts", "add_radii", "either_radii", "any_special", "NOT_FINITE", "SUBNORMAL", "UNREPRESENTABLE", "OFF_SINGLE",
            "SINGLE_UP"]
 
 
@@ -173,3 +173,32 @@ def add_radii(av: Any, bv: Any, radii: tuple[Any, ...], fmt: Any, u: float, u64:
     if test_exact:
         loops.add_exact(a, b, ad, bd, ar, br, fmt.t, fmt.emin, fmt.max, *rows[:4])
     return outs
+
+
+def _shape_of(*arrays: Any) -> tuple[int, ...]:
+    return np.broadcast_shapes(*(np.shape(a) for a in arrays))
+
+
+def _out_rows(shape: tuple[int, ...], count: int) -> tuple[tuple[np.ndarray, ...],
+                                                          tuple[np.ndarray, ...]]:
+    """``count`` fresh float64 arrays of ``shape``, and the same as rows."""
+    outs = tuple(np.empty(shape) for _ in range(count))
+    return outs, tuple(o.reshape(-1, shape[-1] if shape else 1) for o in outs)
+
+
+def either_radii(v1: Any, v2: Any, d1: Any, d2: Any, p1: Any, p2: Any, r2: Any, m1: Any,
+                 m2: Any, grow: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`~numoracle.oracle.tracked.either`'s arithmetic in one loop: the radii
+    ``det``, ``prob`` and the magnitude (fresh arrays of the broadcast shape)."""
+    ins = (v1, v2, d1, d2, p1, p2, r2, m1, m2)
+    shape = _shape_of(*ins)
+    outs, rows = _out_rows(shape, 3)
+    _loops().either_radii(*(_rows(a, shape) for a in ins), grow, *rows)
+    return outs[0], outs[1], outs[2]
+
+
+def any_special(value: Any, det: Any, ref: Any) -> bool:
+    """Whether some element is a special value known exactly (one loop, stopping at
+    the first)."""
+    shape = _shape_of(value, det, ref)
+    return bool(_loops().any_special(*(_rows(a, shape) for a in (value, det, ref))))

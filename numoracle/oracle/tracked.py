@@ -498,6 +498,10 @@ def either(t1: Tracked, t2: Tracked) -> Tracked:
     t1, t2 = aligned(t1, t2)
     xp = _xp(t1.value)
     v1, v2 = t1.value, t2.value
+    if xp is np and fused_cpu.available():  # one loop, the same bits
+        det, prob, mag = fused_cpu.either_radii(v1, v2, t1.det, t2.det, t1.prob, t2.prob,
+                                                t2.ref_err, t1.mag, t2.mag, 1.0 + 2 * U64)
+        return replace(t1, det=det, prob=prob, mag=mag)
     with np.errstate(invalid="ignore"):  # inf - inf: equal infinities agree (gap 0)
         gap = xp.where(v1 == v2, 0.0, xp.abs(v2 - v1))
     gap *= 1.0 + 2 * U64  # one float64 ulp up (1 + 2^-53 rounds to 1): a kernel that

@@ -30,7 +30,17 @@ from numoracle.oracle.fused import (
     store_rounding,
 )
 from numoracle.oracle.precision import gamma, get_model
-from numoracle.oracle.tracked import Tracked, add, bounded, exact, matmul, store, sub
+from numoracle.oracle.traced.library.ieee import special_points
+from numoracle.oracle.tracked import (
+    Tracked,
+    add,
+    bounded,
+    either,
+    exact,
+    matmul,
+    store,
+    sub,
+)
 from numoracle.oracle.xp import as_namespace, namespace_named, to_numpy
 
 
@@ -526,3 +536,32 @@ def test_add_loop_matches_the_numpy_passes_bitwise(fast_xp: Any, shapes: Any,
                                       np.broadcast_to(want, passes.shape), equal_nan=True), name
             if kind == "exact" and model.accumulate.t >= 52:  # float32 values' sums:
                 assert bool((loop.det == 0).any())  # some exact in float64, zeroed
+
+
+@pytest.mark.parametrize("shapes", [((4, 5), (4, 5)), ((4, 5), (4, 1)), ((3,), (2, 3))])
+@pytest.mark.parametrize("seed", range(4))
+def test_either_and_special_point_loops_match_the_numpy_passes(fast_xp: Any, shapes: Any,
+                                                               seed: int) -> None:
+    """:func:`either` in numba's loop gives the NumPy passes' radii (NaN where the two
+    disagree about NaN or an infinity), and the one-pass test for special points
+    agrees with their mask, on values and radii full of zeros, infinities and NaN."""
+    if fast_xp is not np:
+        pytest.skip("the loops are the CPU's")
+    rng = np.random.default_rng(seed)
+
+    def draw(shape: tuple[int, ...]) -> Tracked:
+        v = rng.choice([0.0, -0.0, 1.0, 2.5, np.inf, -np.inf, np.nan, 1e-300], size=shape)
+        d = rng.choice([0.0, 1e-7, np.inf, np.nan], size=shape)
+        return bounded(v, d, d * rng.choice([1.0, 0.5], size=shape),
+                       ref_err=rng.choice([0.0, 1e-20], size=shape))
+    for _ in range(10):
+        a, b = draw(shapes[0]), draw(shapes[1])
+        loop = either(a, b)
+        with _numpy_passes():
+            passes = either(a, b)
+        for name in ("det", "prob", "mag"):
+            assert np.array_equal(*np.broadcast_arrays(getattr(loop, name),
+                                                       getattr(passes, name)), equal_nan=True)
+        for t in (a, b):
+            assert fused_cpu.any_special(t.value, t.det, t.ref_err) == bool(
+                special_points(t).any())
