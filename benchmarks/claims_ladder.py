@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from benchmarks.traced.formulations import approximate
 from numoracle import check_kernel
 from numoracle.errors import KernelMismatch
 
@@ -46,6 +47,10 @@ def row_sum(x):
 
 def linear(x, w):
     return x @ w.T
+
+
+def swiglu(a, b):
+    return torch.nn.functional.silu(a) * b
 
 
 def _f32(a: np.ndarray) -> torch.Tensor:
@@ -73,6 +78,18 @@ def approx_division(x, y):
     up = q.astype(np.float64) >= xn.astype(np.float64) / yn.astype(np.float64)
     off = np.where(up, np.nextafter(q, np.float32(np.inf)), np.nextafter(q, np.float32(-np.inf)))
     return {"out": _f32(np.where((q == 0) | ~np.isfinite(q), q, off))}
+
+
+def approx_swiglu(a, b):
+    """SwiGLU as a Triton kernel computes it, ``a / (1 + exp(-a)) * b`` through
+    ``1 / (1 + exp(-a))``, its exponential and division off by Triton's ulps
+    (``ex2.approx``: ``2 + 1.173 |x|``; ``div.full.f32``: 2), each on a random side."""
+    an, bn = a.numpy(), b.numpy()
+    rng = np.random.default_rng(0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = approximate(np.exp(-an.astype(np.float64)), 2.0 + 1.173 * np.abs(an), rng)
+        sig = approximate(1.0 / (np.float32(1.0) + e).astype(np.float64), 2.0, rng)
+        return {"out": _f32((an * sig) * bn)}
 
 
 def fp16_accumulation(x):
@@ -128,6 +145,8 @@ def dropped_term(x):
 
 KERNELS: list[tuple[str, Callable[..., Any], Callable[..., Any], dict[str, Any]]] = [
     ("approximate division", approx_division, divide, {"x": ("rows", "n"), "y": ("rows", "n")}),
+    ("approximate exp and division (a Triton SwiGLU)", approx_swiglu, swiglu,
+     {"a": ("rows", "n"), "b": ("rows", "n")}),
     ("fp16 accumulation", fp16_accumulation, softmax, ROWS),
     ("bf16 accumulation", bf16_accumulation, row_sum, ROWS),
     ("an extra bf16 rounding per op", bf16_rounding_per_op, softmax, ROWS),

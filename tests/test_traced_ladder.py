@@ -5,10 +5,12 @@ a logic bug only when no model fits. The kernels are those of
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from benchmarks.claims_ladder import (
     approx_division,
+    approx_swiglu,
     bf16_accumulation,
     bf16_rounding_per_op,
     divide,
@@ -18,6 +20,7 @@ from benchmarks.claims_ladder import (
     nondeterministic,
     row_sum,
     softmax,
+    swiglu,
     tf32_inputs,
 )
 from numoracle import check_kernel
@@ -40,13 +43,15 @@ def _diagnosis(kernel, reference, inputs, dims, op):
 @pytest.mark.parametrize("kernel, reference, inputs, dims, rung", [
     (approx_division, divide, {"x": ("rows", "n"), "y": ("rows", "n")}, SMALL,
      "approximate-elementwise"),
+    (approx_swiglu, swiglu, {"a": ("rows", "n"), "b": ("rows", "n")}, SMALL,
+     "approximate-elementwise"),
     (bf16_accumulation, row_sum, ROWS, SMALL, "bf16-accumulation"),
     (bf16_rounding_per_op, softmax, ROWS, SMALL, "bf16-rounding-per-op"),
     (tf32_inputs, linear, {"x": ("rows", "n"), "w": ("o", "n")}, {**SMALL, "o": (1, 4)},
      "tf32-inputs"),
-], ids=["approximate-division", "bf16-accumulation", "bf16-per-op", "tf32"])
+], ids=["approximate-division", "approximate-swiglu", "bf16-accumulation", "bf16-per-op", "tf32"])
 def test_each_rung_names_the_kernel_that_does_it(kernel, reference, inputs, dims, rung):
-    d = _diagnosis(kernel, reference, inputs, dims, f"ladder_t_{rung.replace('-', '_')}")
+    d = _diagnosis(kernel, reference, inputs, dims, f"ladder_t_{kernel.__name__}")
     assert d.kind == "precision" and d.model is not None
     assert d.model.name == f"fp32+{rung}", str(d)
     assert f"fp32+{rung}" in str(d)
@@ -86,3 +91,20 @@ def test_the_ladder_offers_only_coarser_claims():
     assert not any("approximate" in n for n in triton)
     names = [name for name, _ in candidates(get_model("fp32"), ladder="traced")]
     assert names[:2] == ["fp32", "fp32+flushed-subnormals"]
+
+
+def test_exact_and_unjudged_elements_leave_a_fit_informative():
+    """A rung explains a failing element by a bound below its value's size; elements
+    the kernel got exactly (error 0, bound 0: a zero) or that the claim leaves
+    unjudged (a NaN bound) are no failures, and do not make the rung look vacuous."""
+    from numoracle.checking.verdict import _informative  # noqa: PLC0415 - a private helper
+    from numoracle.oracle.tracked import bounded  # noqa: PLC0415
+
+    value = np.array([0.0, 1.0, 2.0])
+    claimed, model = get_model("fp32"), get_model("fp32", accuracy="triton")
+    refs = {claimed.name: bounded(value, np.array([0.0, 1e-7, np.nan])),
+            model.name: bounded(value, np.array([0.0, 1e-6, np.nan]))}
+    got = np.array([0.0, 1.0 + 5e-7, 7.0])
+    assert _informative(got, claimed, model, lambda m: refs[m.name])
+    vacuous = {**refs, model.name: bounded(value, np.array([0.0, 2.0, np.nan]))}
+    assert not _informative(got, claimed, model, lambda m: vacuous[m.name])

@@ -7,9 +7,11 @@ Each must pass; :mod:`benchmarks.traced.specials` records them.
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -41,6 +43,11 @@ def logsumexp(x: torch.Tensor) -> torch.Tensor:
 def cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy over class labels."""
     return F.cross_entropy(logits, labels)
+
+
+def cross_entropy_rows(x: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of each row over class labels (its gradient: log-softmax's backward)."""
+    return F.cross_entropy(x, labels, reduction="none")
 
 
 def layer_norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -143,6 +150,56 @@ def cross_entropy_logsumexp(logits: torch.Tensor,
     m = logits.amax(-1, keepdim=True)
     lse = m + torch.log(torch.exp(logits - m).sum(-1, keepdim=True))
     return _out((lse - logits.gather(1, labels[:, None])).mean())
+
+
+def approximate(exact: np.ndarray, ulps: Any, rng: np.random.Generator) -> np.ndarray:
+    """An fp32 value within ``ulps`` fp32 ulps of the float64 ``exact``, as far
+    from it as that allows, on a random side: what an approximate division or
+    exponential (``div.full.f32``: 2 ulps; ``ex2.approx``: ``2 + 1.173 |x|``) may
+    return. An exact 0 stays 0, an infinity or NaN stays what it is."""
+    near = exact.astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        ulp = np.spacing(np.abs(near)).astype(np.float64)
+    side = rng.choice([-1.0, 1.0], size=exact.shape)
+    far = (exact + side * ulps * ulp).astype(np.float32)
+    far = np.where(np.abs(far.astype(np.float64) - exact) > ulps * ulp,
+                   np.nextafter(far, near), far)
+    return np.where((exact == 0) | ~np.isfinite(near), near, far)
+
+
+def _ce_rows(x: torch.Tensor, labels: torch.Tensor, grad_out: torch.Tensor,
+             fast: bool) -> dict[str, torch.Tensor]:
+    """A fused cross-entropy's forward and logits gradient, fp32, as a Triton
+    kernel computes them: ``m + log(s) - x[label]`` and ``(e / s - onehot) dloss``
+    with ``e = exp(x - m)``, ``s = sum(e)``; ``fast``: the exponential and the
+    division approximate, off by the ``triton`` profile's ulps."""
+    rng = np.random.default_rng(zlib.crc32(x.detach().numpy().tobytes()))
+    xa = x.detach().numpy().astype(np.float32)
+    m = xa.max(-1, keepdims=True)
+    d = xa - m
+    with np.errstate(invalid="ignore", over="ignore"):
+        e = (approximate(np.exp(d.astype(np.float64)), 2.0 + 1.173 * np.abs(d), rng)
+             if fast else np.exp(d))
+        s = e.sum(-1, keepdims=True, dtype=np.float32)
+        p = approximate(e.astype(np.float64) / s, 2.0, rng) if fast else e / s
+    lab = labels.numpy()[:, None]
+    loss = (m + np.log(s)) - np.take_along_axis(xa, lab, 1)
+    onehot = (np.arange(xa.shape[-1]) == lab).astype(np.float32)
+    dx = (p - onehot) * grad_out.numpy().astype(np.float32)[:, None]
+    return {"out": torch.from_numpy(loss[:, 0]), "grad_x": torch.from_numpy(dx)}
+
+
+def cross_entropy_softmax_minus_onehot(x: torch.Tensor, labels: torch.Tensor,
+                                       grad_out: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The gradient as ``(e / s - onehot) dloss``, correctly rounded fp32."""
+    return _ce_rows(x, labels, grad_out, fast=False)
+
+
+def cross_entropy_softmax_minus_onehot_triton(
+        x: torch.Tensor, labels: torch.Tensor, grad_out: torch.Tensor) -> dict[str, torch.Tensor]:
+    """As :func:`cross_entropy_softmax_minus_onehot`, the exponential and the
+    division off by the ``triton`` profile's ulps (claim ``fp32+triton``)."""
+    return _ce_rows(x, labels, grad_out, fast=True)
 
 
 def layer_norm_two_pass(x: torch.Tensor, w: torch.Tensor,
@@ -252,6 +309,8 @@ def silu_divide(x: torch.Tensor) -> dict[str, torch.Tensor]:
 _ROWS = {"inputs": {"x": ("batch", "n")}, "dims": {"n": (1, 64)}}
 _CE = {"inputs": {"logits": ("batch", "n"), "labels": ("batch",)},
        "integers": {"labels": (0, "n")}, "dims": {"n": (1, 64)}}
+_CE_ROWS = {"inputs": {"x": ("batch", "n"), "labels": ("batch",)},
+            "integers": {"labels": (0, "n")}, "dims": {"n": (1, 256)}, "grads": ("x",)}
 _NORM = {"inputs": {"x": ("batch", "n"), "w": ("n",), "b": ("n",)}, "dims": {"n": (1, 64)}}
 _RMS = {"inputs": {"x": ("batch", "n"), "w": ("n",)}, "dims": {"n": (1, 64)}}
 _CHANNELS = {"inputs": {"x": ("batch", "c", "l"), "w": ("c",), "b": ("c",)},
@@ -276,6 +335,9 @@ FORMULATIONS: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
     **_pair(logsumexp, {**_ROWS, "claims": Claims(masked_rows="nan"),
                         "op": "traced_logsumexp_nan_rows"}, logsumexp_online),
     **_pair(cross_entropy, _CE, cross_entropy_log_softmax, cross_entropy_logsumexp),
+    **_pair(cross_entropy_rows, _CE_ROWS, cross_entropy_softmax_minus_onehot),
+    **_pair(cross_entropy_rows, {**_CE_ROWS, "precision": "fp32+triton"},
+            cross_entropy_softmax_minus_onehot_triton),
     **_pair(layer_norm, _NORM, layer_norm_two_pass, layer_norm_welford_folded),
     **_pair(rms_norm, _RMS, rms_norm_divide, rms_norm_rsqrt_weight_first),
     **_pair(group_norm, _CHANNELS, group_norm_two_pass, group_norm_folded),

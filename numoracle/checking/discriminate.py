@@ -82,7 +82,8 @@ PROBES: tuple[tuple[str, str, Callable[[tuple[int, ...], np.random.Generator, in
 def probe_inputs(case: Any, probe: str, seed: int = 0) -> dict[str, np.ndarray]:
     """The inputs of ``case``'s shapes for one of :data:`PROBES`, made as a case
     makes its inputs (the op's own structure, a KAN layer's knots, applied after,
-    every value exact in the storage format)."""
+    every value exact in the storage format); integer inputs (class labels, masks)
+    are the case's own."""
     makers = {name: make for name, _, make in PROBES}
     if probe not in makers:
         raise InvalidArgument(f"{probe=} is unknown; use one of {sorted(makers)}")
@@ -92,7 +93,12 @@ def probe_inputs(case: Any, probe: str, seed: int = 0) -> dict[str, np.ndarray]:
     n = max(op.reductions(case.params).values(), default=1)
     arrays = {k: makers[probe](tuple(s), rng, n) for k, s in op.input_shapes(case.params).items()}
     arrays = op.prepare_inputs(arrays, case.params, fmt, rng)
-    return {k: np.asarray(quantize(v, fmt), dtype=np.float64) for k, v in arrays.items()}
+    arrays = {k: np.asarray(quantize(v, fmt), dtype=np.float64) for k, v in arrays.items()}
+    integer_inputs = getattr(op, "integer_inputs", None)  # a traced op's labels, masks
+    if integer_inputs is not None and integer_inputs(case.params):
+        own = case.inputs()  # indices and masks: the case's own (a probe changes values)
+        arrays.update({k: np.asarray(own[k]) for k in integer_inputs(case.params)})
+    return arrays
 
 
 @dataclass

@@ -486,7 +486,8 @@ def diagnose(
 def _informative(got: Any, claimed: PrecisionModel, model: PrecisionModel,
                  reference_for: Callable[[PrecisionModel], Tracked]) -> bool:
     """Whether ``model`` explains a result beyond ``claimed`` by a bound that says
-    something: at every element the claimed bound fails, ``model``'s bound lies
+    something: at every element the claimed bound fails (by a nonzero error, at
+    an element it judges), ``model``'s bound lies
     below the exact value's magnitude (a bound past it would pass any value of
     that size, zeros included, and explain nothing)."""
     mine, theirs = reference_for(claimed).to_host(), reference_for(model).to_host()
@@ -494,7 +495,11 @@ def _informative(got: Any, claimed: PrecisionModel, model: PrecisionModel,
     exact_value = np.asarray(mine.value if mine.lo is None else mine.value + mine.lo)
     with np.errstate(invalid="ignore", over="ignore"):
         err = np.abs(g - exact_value)
-        failing = np.isfinite(err) & ~(err < np.asarray(mine.bound(claimed.probabilistic)))
+        claimed_bound = np.asarray(mine.bound(claimed.probabilistic))
+        # an error of 0 never fails, and an element the claim leaves unjudged (a NaN
+        # bound) is no failure to explain
+        failing = (np.isfinite(err) & (err > 0) & ~np.isnan(claimed_bound)
+                   & ~(err < claimed_bound))
         bound = np.broadcast_to(np.asarray(theirs.bound(model.probabilistic)), err.shape)
         size = np.broadcast_to(np.abs(exact_value), err.shape)  # a 0-d output too
         return bool(np.all(bound[failing] < size[failing]))

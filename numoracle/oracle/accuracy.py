@@ -40,7 +40,11 @@ The profiles:
 A function a profile does not name (a composite such as ``sigmoid`` or
 ``gelu_tanh``, evaluated through the functions it does name) takes its
 ``ieee`` default plus the profile's :attr:`Profile.extra`: the larger error of
-the fast ``exp`` and division it is built from.
+the fast ``exp`` and division it is built from. The fast logarithm's absolute
+error (``of_one``) is added only to the composites evaluated through a
+logarithm (:data:`THROUGH_LOG`: ``pow``, ``log1p``, ...); ``sigmoid``, ``silu``,
+``tanh``, ``erf``, GELU are made of exponentials, divisions and products, whose
+errors are relative.
 
 Adding a profile is one entry: ``register(Profile("name", "what it is",
 {"div": Ulps(2.0), ...}))``.
@@ -57,7 +61,12 @@ from typing import Any
 from ..errors import InvalidArgument
 
 __all__ = ["Ulps", "Profile", "PROFILES", "register", "get_profile", "ulps_at", "IEEE",
-           "CUDA_FAST", "TRITON", "WGSL"]
+           "CUDA_FAST", "TRITON", "WGSL", "THROUGH_LOG"]
+
+#: the composites a maths library evaluates through a logarithm: they take the fast
+#: logarithm's absolute error (:attr:`Ulps.of_one`) with a profile's extra
+THROUGH_LOG = frozenset({"pow", "log1p", "log10", "softplus", "log_sigmoid", "logit",
+                         "asinh", "acosh", "atanh", "xlogy", "lgamma", "digamma"})
 
 
 @dataclass(frozen=True)
@@ -120,7 +129,8 @@ class Profile:
     ulps : mapping of str to Ulps
         The error of each function it changes (``"div"``, ``"exp"``, ...).
     extra : Ulps
-        Added to the ``ieee`` default of every function not in ``ulps``.
+        Added to the ``ieee`` default of every function not in ``ulps`` (its
+        ``of_one`` part only to those in :data:`THROUGH_LOG`).
     flushes_subnormals : bool
         Whether subnormal operands and results are flushed to zero.
     """
@@ -140,13 +150,15 @@ class Profile:
 
     def error(self, name: str, default: float | Ulps | None) -> float | Ulps | None:
         """The error of function ``name``: the profile's own figure, else ``default``
-        (the ``ieee`` one) plus :attr:`extra`; None where neither is known."""
+        (the ``ieee`` one) plus :attr:`extra` (its absolute part only for a
+        function in :data:`THROUGH_LOG`); None where neither is known."""
         if name in self.ulps:
             return self.ulps[name]
         if default is None or self.extra == Ulps(0.0):
             return default
         base = default if isinstance(default, Ulps) else Ulps(float(default))
-        return base.plus(self.extra)
+        extra = self.extra if name in THROUGH_LOG else Ulps(self.extra.ulps, self.extra.per_x)
+        return base.plus(extra)
 
     def __str__(self) -> str:
         return self.name
@@ -162,6 +174,7 @@ _FAST_LOG2 = Ulps(2.0, of_one=2.0)
 _FAST_DIV = Ulps(2.0)
 #: a composite through the fast exp and one fast division: their excess over the
 #: precise ones (exp: 1.173 |x| more, division 1.5 more), plus the fast log's absolute error
+#: (for the composites through a logarithm, THROUGH_LOG)
 _FAST_EXTRA = Ulps(1.5, per_x=1.173, of_one=3.02)
 
 IEEE = Profile("ieee", "correctly rounded + - * / sqrt; libm within its documented ulps")

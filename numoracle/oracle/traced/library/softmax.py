@@ -34,7 +34,7 @@ import numpy as np
 from ... import elementwise as ew
 from ...accuracy import ulps_at
 from ...fused import larger_counts
-from ...tracked import Tracked, either, folded, sum_, unjudged
+from ...tracked import Tracked, either, exact, folded, negated, sum_, unjudged
 from ...xp import array_module
 from ..rules import RuleContext, rule
 from . import ieee
@@ -268,11 +268,51 @@ def softmax_backward_rule(ctx: RuleContext, grad: Tracked, out: Tracked, dim: in
     return ieee.mul(out, ieee.sub(grad, _sum_keep(ctx, gy, axis), m), m)
 
 
+def _kernel_softmax(ctx: RuleContext, y: Tracked) -> Tracked:
+    """The softmax a backward kernel uses, from the log-softmax ``y``: ``exp(y)``,
+    or the forward's own ``e / s`` or ``e * (1 / s)`` (``e = exp(x - max x)``,
+    ``s = sum(e)``), one more rounding of the claimed division (and a product).
+    ``exp(y)``'s bound covers the errors of ``e`` and ``s``: ``y``'s radius holds
+    the shift's rounding and the logarithm of ``s`` with its error, and the
+    exponential's ulps are taken at ``|y| >= |x - max x|``."""
+    m = ctx.model
+    p = ieee.exp(y, m, ulps=ulps(ctx, "exp"))
+    one = scalar(1.0, m)
+    return _either(p, _either(ieee.div(p, one, m), ieee.mul(p, ieee.div(one, one, m), m)))
+
+
+def _one_hot_form(ctx: RuleContext, grad: Tracked, p: Tracked, axis: int,
+                  out: Tracked) -> Tracked:
+    """``out`` (``g - p sum(g)``), where a lane of ``g`` holds one nonzero entry
+    ``-c`` (the gradient of a cross-entropy over class labels), widened to cover
+    the factored form ``(p - onehot) c`` as well: the subtraction rounded, then
+    the product (a rounding more than ``g - p sum(g)`` has where ``p`` is far from
+    1). The one-hot vector and ``c`` are exact selections of ``g``."""
+    m = ctx.model
+    g = folded(grad)
+    hot = (g.value != 0) | (np.broadcast_to(g.det, g.shape) != 0)
+    single = np.sum(hot, axis=axis, keepdims=True) == 1
+    if not bool(np.any(single)):
+        return out
+    idx = np.expand_dims(np.argmax(hot, axis=axis), axis)
+    c = negated(tmap_all(g, lambda a: np.take_along_axis(a, idx, axis=axis)))
+    onehot = exact(np.where(hot, 1.0, 0.0))
+    factored = ieee.mul(ieee.sub(p, onehot, m), c, m)
+    both = _either(out, factored)
+    rows = np.broadcast_to(single, out.shape)
+    pick = lambda a, b: np.where(rows, a, b)  # noqa: E731
+    return replace(out, det=pick(both.det, out.det), prob=pick(both.prob, out.prob),
+                   mag=pick(both.mag, out.mag))
+
+
 @rule("aten._log_softmax_backward_data.default")
 def log_softmax_backward_rule(ctx: RuleContext, grad: Tracked, out: Tracked, dim: int,
                               input_dtype: Any = None) -> Tracked:
-    """``g - exp(y) sum(g)`` along ``dim``, with ``y`` the log-softmax output."""
+    """``g - p sum(g)`` along ``dim``, with ``p`` the softmax of the log-softmax
+    output ``y`` as a kernel may hold it (:func:`_kernel_softmax`); where ``g`` is
+    one-hot (a cross-entropy), or ``(p - onehot) c`` (:func:`_one_hot_form`)."""
     m = ctx.model
     axis = dim % max(out.value.ndim, 1)
-    p = ieee.exp(out, m, ulps=ulps(ctx, "exp"))
-    return ieee.sub(grad, ieee.mul(p, _sum_keep(ctx, grad, axis), m), m)
+    p = _kernel_softmax(ctx, out)
+    res = ieee.sub(grad, ieee.mul(p, _sum_keep(ctx, grad, axis), m), m)
+    return _one_hot_form(ctx, grad, p, axis, res)
