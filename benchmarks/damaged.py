@@ -18,7 +18,7 @@ from pathlib import Path
 __all__ = ["DAMAGES", "KERNEL_NAMES", "damage", "kernels_source"]
 
 _KERNELS = '''
-from numoracle.cases.target import Target
+from numoracle.targets.target import Target
 from numoracle.oracle.precision import get_model
 
 CALLS = [0]

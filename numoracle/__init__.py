@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from .api import check_kernel, validate
 from .cases.case import Case
-from .cases.target import Target
+from .targets.target import Target
 from .checking.verdict import Verdict
 from .errors import InvalidArgument, KernelMismatch, NumoracleError
 from .oracle.precision import PrecisionModel, get_model

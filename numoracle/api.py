@@ -1,6 +1,6 @@
 """The user-facing checks: :func:`check_kernel` and the :func:`validate` decorator.
 
-Both wrap a kernel function in a :class:`~numoracle.cases.target.Target`, draw cases
+Both wrap a kernel function in a :class:`~numoracle.targets.target.Target`, draw cases
 with Hypothesis (:func:`numoracle.running.runner.run_target`), judge every output
 against the oracle's bound under the claimed precision model, shrink the
 first failure to a minimal case and save it as a repro.
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from .callables import default_name
 from .cases.layouts import AXIS_ORDERS
-from .cases.target import BACKENDS, GPU_BACKENDS, Target
+from .targets.target import BACKENDS, GPU_BACKENDS, Target
 from .checking.check import DEFAULT_TIMEOUT
 from .checking.check import isolation as isolation_scope
 from .errors import InvalidArgument, KernelMismatch, NumoracleError
@@ -198,12 +198,12 @@ def _make_target(
     layouts: Sequence[str] | Mapping[str, Sequence[str] | str] = ("C",),
     name: str | None = None,
 ) -> Target:
-    """The :class:`~numoracle.cases.target.Target` :func:`check_kernel` runs ``fn`` as.
+    """The :class:`~numoracle.targets.target.Target` :func:`check_kernel` runs ``fn`` as.
 
     Its availability is the backend's: a ``cupy`` target is unavailable where
     cupy or a GPU is missing.
     """
-    from .kernels.backends import get_backend  # noqa: PLC0415 - kernels load on first use
+    from .targets.backends import get_backend  # noqa: PLC0415 - kernels load on first use
 
     get_op(op)
     if not isinstance(backend, str):

@@ -122,7 +122,7 @@ def pin_worker_gpu(env: MutableMapping[str, str],
 
 def _gpu_unavailable_reason() -> str | None:
     """None when torch or cupy sees a CUDA device, else why neither does."""
-    from .kernels.backends import get_backend  # noqa: PLC0415 - only when gpu tests exist
+    from .targets.backends import get_backend  # noqa: PLC0415 - only when gpu tests exist
 
     reasons = []
     for name in GPU_BACKENDS:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from numoracle.kernels import get_backend
+from numoracle.targets import get_backend
 from numoracle.oracle import fused_cpu, tracked
 
 # torch loaded before any test starts a thread: importing it later, while a kernel

@@ -96,7 +96,7 @@ def test_check_kernel_examples_none_follows_the_profile(tmp_path: Path) -> None:
 
 
 def test_check_kernel_unavailable_backend_is_an_error() -> None:
-    from numoracle.kernels import get_backend
+    from numoracle.targets import get_backend
 
     reason = get_backend("cupy").available()
     if reason is None:
@@ -180,7 +180,7 @@ def test_validate_keeps_test_names() -> None:
 
 
 def test_validate_gpu_backends_are_marked_and_skip() -> None:
-    from numoracle.kernels import get_backend
+    from numoracle.targets import get_backend
 
     test = validate(op="matmul", backend="cupy")(good_matmul)
     assert [m.name for m in test.pytestmark] == ["gpu"]

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from numoracle.cases.case import Case
-from numoracle.cases.target import Target
+from numoracle.targets.target import Target
 from numoracle.checking.check import check_case
 from numoracle.errors import InvalidArgument, UnsupportedCase
 from numoracle.oracle.precision import get_model

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from numoracle.cases.target import Target
+from numoracle.targets.target import Target
 from numoracle.checking.replay import replay
 from numoracle.cli import main
 from numoracle.errors import InvalidArgument
@@ -236,7 +236,7 @@ from pathlib import Path
 import numpy as np
 import ray
 from ray.cluster_utils import Cluster
-from numoracle.cases.target import Target
+from numoracle.targets.target import Target
 from numoracle.oracle.precision import get_model
 from numoracle.running.cluster import run_cluster
 

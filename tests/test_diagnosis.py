@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from numoracle.cases.case import Case
-from numoracle.cases.target import Target
+from numoracle.targets.target import Target
 from numoracle.checking.check import check_case
 from numoracle.checking.diagnosis import Diagnosis, Fault, failure_class, most_specific
 from numoracle.checking.verdict import candidates

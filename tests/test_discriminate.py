@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from numoracle.cases.case import Case
-from numoracle.cases.target import Target
+from numoracle.targets.target import Target
 from numoracle.checking.check import check_case
 from numoracle.checking.discriminate import PROBES, discriminate, probe_inputs
 from numoracle.oracle.formats import quantize

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from numoracle.cases.case import Case
-from numoracle.cases.target import Target
+from numoracle.targets.target import Target
 from numoracle.checking.check import check_case
 from numoracle.kernels.torch_conv2d_cuda import algorithm_of
 from numoracle.store.repro import save_repro

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from numoracle.cases.case import Case
-from numoracle.cases.target import Target
+from numoracle.targets.target import Target
 from numoracle.checking.equivalence import check_equivalence, claims_sequential, compare
 from numoracle.kernels.numpy_logic import ca_numpy
 from numoracle.oracle.precision import get_model

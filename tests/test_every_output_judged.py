@@ -11,10 +11,10 @@ import pytest
 
 from numoracle.api import _fullest_params, op_outputs
 from numoracle.cases.case import Case
-from numoracle.cases.target import Target
+from numoracle.targets.target import Target
 from numoracle.checking.check import check_case
 from numoracle.checking.corruption import CORRUPTIONS, Trial, cases_to_catch, prepare
-from numoracle.kernels.registry import available_targets
+from numoracle.kernels import available_targets
 from numoracle.oracle.ops import all_ops
 from numoracle.oracle.traced.op import TracedOp
 from numoracle.running.runner import draw_cases

@@ -11,9 +11,9 @@ import numoracle.checking.call as call_mod
 import numoracle.checking.check as check_mod
 from numoracle import get_model
 from numoracle.cases.case import Case
-from numoracle.cases.target import Target
+from numoracle.targets.target import Target
 from numoracle.checking.check import check_case
-from numoracle.kernels.backends import get_backend
+from numoracle.targets.backends import get_backend
 
 TINY = np.finfo(np.float32).tiny
 CASE = Case(op="matmul", params={"m": 1, "k": 2, "n": 1, "batch_shape": ()}, storage="fp32",

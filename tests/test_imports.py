@@ -120,10 +120,10 @@ def describe(component: frozenset[str], graph: dict[str, dict[str, int]]) -> str
 def test_the_graph_sees_every_kind_of_import() -> None:
     """The reader resolves relative, absolute and function-level imports."""
     graph = import_graph()
-    assert "numoracle.oracle.precision" in graph["numoracle.cases.target"]  # from ..oracle...
-    assert "numoracle.plugins" in graph["numoracle.kernels.registry"]      # from ..plugins
+    assert "numoracle.oracle.precision" in graph["numoracle.targets.target"]  # from ..oracle...
+    assert "numoracle.plugins" in graph["numoracle.kernels"]                 # from ..plugins
     assert "numoracle.zoo" in graph["numoracle.cli.zoo"]                   # inside a function
-    assert "numoracle.cases.target" in graph["numoracle.zoo"]              # a package's own
+    assert "numoracle.targets.target" in graph["numoracle.zoo"]              # a package's own
 
 
 def test_cycles_are_found() -> None:
@@ -141,18 +141,50 @@ def test_no_import_cycle() -> None:
     assert not gone, f"these allowed cycles are gone (or changed): delete them from ALLOWED: {gone}"
 
 
+def _reached(graph: dict[str, dict[str, int]], module: str) -> set[str]:
+    """Every module ``module`` imports, however indirectly."""
+    seen, todo = set(), [module]
+    while todo:
+        for nxt in graph[todo.pop()]:
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def _assert_below(graph: dict[str, dict[str, int]], layers: tuple[str, ...],
+                  above: tuple[str, ...]) -> None:
+    """No module of ``layers`` reaches a module of ``above``."""
+    for module in (m for m in graph if m.startswith(layers)):
+        reached = sorted(m for m in _reached(graph, module) if m.startswith(above))
+        assert not reached, f"{_short(module)} reaches {[_short(m) for m in reached]}"
+
+
 def test_the_oracle_never_imports_strategies_kernels_or_the_zoo() -> None:
     """The oracle is the bottom layer: nothing it imports, however indirectly, is a
     strategy, a kernel under test or a mutant."""
+    _assert_below(import_graph(), ("numoracle.oracle",),
+                  ("numoracle.strategies", "numoracle.kernels", "numoracle.zoo"))
+
+
+def test_the_checks_and_their_harness_never_import_kernels_under_test() -> None:
+    """Targets, backends, the checks and the store sit below the kernels under
+    test: a check that must find a kernel again by name is handed a resolver
+    from above (``numoracle.kernels.resolve_target``), never imports one."""
+    _assert_below(import_graph(),
+                  ("numoracle.targets", "numoracle.checking", "numoracle.store",
+                   "numoracle.cases"),
+                  ("numoracle.kernels", "numoracle.zoo"))
+
+
+def test_the_kernels_package_holds_kernels_under_test() -> None:
+    """Every module of ``numoracle.kernels`` but its registry is a kernel under
+    test or a kernel's helper: the harness (targets, backends, finding a target
+    by its source) lives in ``numoracle.targets``."""
     graph = import_graph()
-    above = ("numoracle.strategies", "numoracle.kernels", "numoracle.zoo")
-    for module in (m for m in graph if m.startswith("numoracle.oracle")):
-        seen, todo = set(), [module]
-        while todo:
-            for nxt in graph[todo.pop()]:
-                if nxt not in seen:
-                    seen.add(nxt)
-                    todo.append(nxt)
-        reached = sorted(m for m in seen if m.startswith(above))
-        assert not reached, f"{_short(module)} reaches {[_short(m) for m in reached]}"
+    harness = ("numoracle.kernels.backends", "numoracle.kernels.sources",
+               "numoracle.kernels.registry")
+    assert not [m for m in graph if m in harness]
+    assert {"numoracle.targets.target", "numoracle.targets.backends",
+            "numoracle.targets.sources"} <= set(graph)
 

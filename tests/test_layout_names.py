@@ -21,7 +21,7 @@ from numoracle.cases.layouts import (
     shape_in,
     to_order,
 )
-from numoracle.cases.target import Target
+from numoracle.targets.target import Target
 from numoracle.errors import InvalidArgument
 from numoracle.strategies import cases, input_layouts
 

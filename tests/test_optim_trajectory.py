@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from numoracle.cases.case import Case
-from numoracle.cases.target import Target
+from numoracle.targets.target import Target
 from numoracle.checking.check import check_case
 from numoracle.errors import InvalidArgument
 from numoracle.kernels.optim_targets import numpy_mlp_step, torch_mlp_step, torch_optimizer_step

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from numoracle.cases.case import Case
-from numoracle.cases.target import Target
+from numoracle.targets.target import Target
 from numoracle.checking.rerun import check_reruns
 from numoracle.oracle.precision import get_model
 

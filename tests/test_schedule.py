@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from numoracle.cases.target import Target
+from numoracle.targets.target import Target
 from numoracle.cli import main
 from numoracle.kernels import get_target
 from numoracle.oracle.precision import get_model

@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 
 from benchmarks.record import meta, write_json, write_text
-from numoracle.cases.target import Target
+from numoracle.targets.target import Target
 from numoracle.checking.corruption import CORRUPTIONS, cases_to_catch, prepare
-from numoracle.kernels.registry import available_targets
+from numoracle.kernels import available_targets
 from numoracle.oracle.ops import all_ops
 from numoracle.running.runner import draw_cases
 

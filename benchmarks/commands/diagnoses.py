@@ -41,7 +41,7 @@ import torch
 import numoracle.kernels.torch_kan as host
 from benchmarks.record import meta, write_json
 from numoracle.cases.case import Case
-from numoracle.cases.target import Target
+from numoracle.targets.target import Target
 from numoracle.checking.check import check_case
 from numoracle.checking.discriminate import discriminate
 from numoracle.kernels.torch_targets import TorchMode, precision_flags

@@ -26,7 +26,7 @@ import site
 import sys
 from pathlib import Path
 
-from numoracle.cases.target import Target
+from numoracle.targets.target import Target
 from numoracle.foreign import run, shared_library_target
 
 HERE = Path(__file__).resolve().parent

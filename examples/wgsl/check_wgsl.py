@@ -26,7 +26,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from numoracle.cases.target import Target
+from numoracle.targets.target import Target
 from numoracle.foreign import run, wgsl_target
 from numoracle.foreign.wgsl import adapter_description
 

@@ -40,7 +40,7 @@ class Case:
     seed : int
         Seed of the host generator that makes the bulk values.
     layouts : dict
-        Layout of each input (see :data:`numoracle.cases.target.LAYOUTS`; inputs
+        Layout of each input (see :data:`numoracle.targets.target.LAYOUTS`; inputs
         with named axes also take axis orders such as ``"NHWC"`` or
         ``"HWIO:F"``, see :mod:`numoracle.cases.layouts`); missing inputs are
         row-major (``"C"``).

@@ -16,7 +16,7 @@ An op names the axes of its inputs and outputs (``Op.input_axes`` and
 by name; the runner permutes the canonical host arrays into a target's axis
 order before handing them over (:func:`to_order`) and brings its outputs back
 (:func:`from_order`). The memory order is the backend's business
-(:meth:`numoracle.kernels.backends.Backend.to_device`).
+(:meth:`numoracle.targets.backends.Backend.to_device`).
 
 Examples
 --------

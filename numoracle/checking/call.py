@@ -26,9 +26,9 @@ import numpy as np
 
 from ..cases.case import Case
 from ..cases.layouts import accepts, from_order, layouts_for, parse, shape_in, to_order
-from ..cases.target import Target
+from ..targets.target import Target
 from ..errors import UnsupportedCase
-from ..kernels.backends import get_backend
+from ..targets.backends import get_backend
 from ..oracle.ops import get_op
 from ..oracle.xp import release_cached_memory
 from .diagnosis import Fault

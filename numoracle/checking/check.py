@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from ..cases.case import Case
-from ..cases.target import Target
+from ..targets.target import Target
 from ..errors import InvalidArgument, UnsupportedCase
-from ..kernels.backends import get_backend
+from ..targets.backends import get_backend
 from ..oracle.ops import get_op
 from ..oracle.precision import PrecisionModel
 from ..oracle.tracked import Tracked

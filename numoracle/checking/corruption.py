@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..cases.case import Case
-from ..cases.target import Target
+from ..targets.target import Target
 from ..errors import InvalidArgument, UnsupportedCase
 from ..oracle.formats import quantize
 from ..oracle.ops import get_op

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ..cases.target import Target
+from ..targets.target import Target
 from ..errors import InvalidArgument, UnsupportedCase
 from ..oracle.formats import get_format, quantize
 from ..oracle.ops import get_op

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from ..cases.case import Case
-from ..cases.target import Target
+from ..targets.target import Target
 from ..oracle.ops import get_op
 from ..oracle.precision import PrecisionModel
 from ..oracle.tracked import Tracked

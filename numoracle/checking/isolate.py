@@ -76,9 +76,9 @@ from typing import Any
 import numpy as np
 
 from ..cases.case import Case
-from ..cases.target import Target
+from ..targets.sources import find_in_source
+from ..targets.target import Target
 from ..errors import InvalidArgument
-from ..kernels.sources import resolve_target
 from .call import DEFAULT_TIMEOUT, call_here, call_kernel
 from .diagnosis import Fault
 
@@ -120,7 +120,7 @@ def _load(spec: tuple[Any, ...]) -> Any:
     kind = spec[0]
     if kind == "source":
         _, source, name, op = spec
-        return resolve_target(name, op, source)
+        return find_in_source(name, op, source)
     if kind == "target":
         return Target(**pickle.loads(spec[1]))
     return pickle.loads(spec[1])  # "function"
@@ -130,7 +130,7 @@ def _init_device(target: Any) -> None:
     """Set up the target's device once in this worker (CUDA context, streams)."""
     if not isinstance(target, Target):
         return
-    from ..kernels.backends import get_backend  # noqa: PLC0415 - only in the worker
+    from ..targets.backends import get_backend  # noqa: PLC0415 - only in the worker
 
     backend = get_backend(target.backend)
     if backend.available() is None:

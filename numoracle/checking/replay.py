@@ -41,10 +41,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..callables import load_location
-from ..cases.target import Target
+from ..targets.target import Target
 from ..errors import InvalidArgument
-from ..kernels.backends import get_backend
-from ..kernels.sources import resolve_target
+from ..targets.backends import get_backend
+from ..targets.sources import Resolve, find_in_source
 from ..store.repro import Repro, load_repro
 from ..store.store import Entry, entries, kernel_record, record_status
 from ..store.store import prune as prune_store
@@ -153,9 +153,11 @@ def _kernel_target(r: Repro) -> Target:
                   available=get_backend(backend).available)
 
 
-def find_target(r: Repro) -> Target:
+def find_target(r: Repro, resolve: Resolve = find_in_source) -> Target:
     """The kernel a repro names, found again: by its module or file and name
-    (a function handed in), in its source's ``TARGETS``, or in the registry.
+    (a function handed in), else by ``resolve`` (its source's ``TARGETS``;
+    the registry for a built-in target, where the caller hands a resolver
+    that knows it: ``numoracle.kernels.resolve_target``).
 
     Raises
     ------
@@ -164,7 +166,7 @@ def find_target(r: Repro) -> Target:
     """
     if r.kernel is not None:
         return _kernel_target(r)
-    return resolve_target(r.target_name, r.op, r.source)
+    return resolve(r.target_name, r.op, r.source)
 
 
 def _recorded(r: Repro) -> Replayed:
@@ -189,11 +191,12 @@ def _recorded(r: Repro) -> Replayed:
 
 
 def replay_repro(r: Repro | Path | str, *, rerun: bool = True,
-                 target: Target | None = None, repeat: bool = True) -> Replayed:
+                 target: Target | None = None, repeat: bool = True,
+                 resolve: Resolve = find_in_source) -> Replayed:
     """Replay a repro: the kernel again (``target``, else the one the repro
-    names, found by :func:`find_target`), judged on the stored case. Where it
-    cannot be found or run here the outcome is :attr:`Outcome.UNRUN` with the
-    reason. ``rerun`` False: judge the outputs the repro recorded instead.
+    names, found by :func:`find_target` with ``resolve``), judged on the
+    stored case. Where it cannot be found or run here the outcome is
+    :attr:`Outcome.UNRUN` with the reason. ``rerun`` False: judge the outputs the repro recorded instead.
     ``repeat``: run a passing case again as often as the repro's run had
     called the kernel before it failed (see the module docstring); False: once.
 
@@ -209,7 +212,7 @@ def replay_repro(r: Repro | Path | str, *, rerun: bool = True,
         return _recorded(r)
     if target is None:
         try:
-            target = find_target(r)
+            target = find_target(r, resolve)
         except InvalidArgument as exc:
             return _unrun(str(exc))
         reason = target.unavailable_reason()
@@ -221,16 +224,17 @@ def replay_repro(r: Repro | Path | str, *, rerun: bool = True,
     return done
 
 
-def replay(path: Path | str, *, rerun: bool = True) -> Verdict:
+def replay(path: Path | str, *, rerun: bool = True,
+           resolve: Resolve = find_in_source) -> Verdict:
     """Re-run a repro and return the verdict (``rerun`` False: the recorded
-    outputs judged again, see :func:`replay_repro`).
+    outputs judged again; ``resolve``: see :func:`replay_repro`).
 
     Raises
     ------
     InvalidArgument
         When the kernel cannot be re-run here (the message says why).
     """
-    done = replay_repro(path, rerun=rerun)
+    done = replay_repro(path, rerun=rerun, resolve=resolve)
     if done.verdict is None:
         raise InvalidArgument(f"{str(path)!r} could not be re-run: {done.note}; "
                               "replay(path, rerun=False) judges the outputs it recorded")
@@ -238,13 +242,13 @@ def replay(path: Path | str, *, rerun: bool = True) -> Verdict:
 
 
 def replay_entry(entry: Entry, target: Target | None = None, *,
-                 repeat: bool = True) -> Replayed:
+                 repeat: bool = True, resolve: Resolve = find_in_source) -> Replayed:
     """Replay one stored repro (on ``target`` when given: a kernel in hand) and
     record the outcome when the kernel ran (``repeat``: as
     :func:`replay_repro`); a repro that cannot be loaded or re-run comes back
     :attr:`Outcome.UNRUN`, its status untouched."""
     try:
-        done = replay_repro(entry.path, target=target, repeat=repeat)
+        done = replay_repro(entry.path, target=target, repeat=repeat, resolve=resolve)
     except InvalidArgument as exc:
         return _unrun(str(exc))
     if done.outcome is not Outcome.UNRUN:
@@ -252,10 +256,12 @@ def replay_entry(entry: Entry, target: Target | None = None, *,
     return done
 
 
-def replay_all(store: Path | str) -> list[tuple[Entry, Replayed]]:
-    """Replay every repro of the store, each recorded as fixed or failing, or
-    coming back :attr:`Outcome.UNRUN` with the reason."""
-    return [(e, replay_entry(e)) for e in entries(store)]
+def replay_all(store: Path | str, resolve: Resolve = find_in_source
+               ) -> list[tuple[Entry, Replayed]]:
+    """Replay every repro of the store (its kernels found by ``resolve``), each
+    recorded as fixed or failing, or coming back :attr:`Outcome.UNRUN` with
+    the reason."""
+    return [(e, replay_entry(e, resolve=resolve)) for e in entries(store)]
 
 
 def replay_for_target(target: Target, store: Path | str | None
@@ -289,14 +295,16 @@ def replay_for_target(target: Target, store: Path | str | None
 
 def prune(store: Path | str, *, fixed: bool = False, targets: Sequence[str] = (),
           replay_now: bool = True,
-          on_replay: Callable[[Entry, Replayed], None] | None = None) -> list[Entry]:
+          on_replay: Callable[[Entry, Replayed], None] | None = None,
+          resolve: Resolve = find_in_source) -> list[Entry]:
     """Remove repros: those that pass now (``fixed``; each re-run first unless
     ``replay_now`` is False, then the last recorded status decides; one that
     cannot be re-run here is judged by its last recorded status too) and/or
     those of the named ``targets`` (:func:`numoracle.store.store.prune`).
-    ``on_replay(entry, replayed)`` hears every replay."""
+    ``on_replay(entry, replayed)`` hears every replay; ``resolve`` finds the
+    kernels (:func:`replay_repro`)."""
     def passes(e: Entry) -> bool:
-        done = replay_entry(e)
+        done = replay_entry(e, resolve=resolve)
         if on_replay is not None:
             on_replay(e, done)
         if done.outcome is Outcome.UNRUN:

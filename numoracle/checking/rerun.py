@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..cases.case import Case
-from ..cases.target import Target
+from ..targets.target import Target
 from ..oracle.ops import get_op
 from ..oracle.precision import gamma
 from .check import DEFAULT_TIMEOUT, run_kernel

@@ -52,7 +52,7 @@ from ..oracle.ops.plan import Choice, Dim, Flag, Multiple, Pair, smallest
 from .check import DEFAULT_TIMEOUT
 
 if TYPE_CHECKING:
-    from ..cases.target import Target
+    from ..targets.target import Target
     from .verdict import Verdict
 
 __all__ = ["infer_params", "reason", "shrink", "ShrinkResult", "load_arrays"]

@@ -104,7 +104,7 @@ class Verdict:
     seconds: float = 0.0
     got: dict[str, np.ndarray] | None = field(default=None, repr=False)
     #: the engine or algorithm the library used, where its target can tell
-    #: (:attr:`~numoracle.cases.target.Target.engine`); recorded on failures
+    #: (:attr:`~numoracle.targets.target.Target.engine`); recorded on failures
     engine: str | None = None
     #: the precision model claimed (``precision`` is its name)
     model: PrecisionModel | None = None

@@ -26,7 +26,7 @@ from ..oracle.ops import OP_GROUPS, OPS, get_op
 from ..store.repro import DEFAULT_STORE
 
 if TYPE_CHECKING:
-    from ..cases.target import Target
+    from ..targets.target import Target
     from ..checking.verdict import Verdict
     from ..running.runner import TargetResult
 

@@ -18,7 +18,7 @@ from rich.table import Table
 from ..oracle.ops import all_ops
 
 if TYPE_CHECKING:
-    from ..cases.target import Target
+    from ..targets.target import Target
 
 __all__ = ["add_parser", "LIST_WIDTH", "first_sentence"]
 

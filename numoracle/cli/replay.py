@@ -58,12 +58,13 @@ def _cmd_replay(args: argparse.Namespace, console: Console) -> int:
         return _replay_sanitized(args, console)
     from ..checking.check import isolation  # noqa: PLC0415 - replay needs the checking machinery
     from ..checking.replay import Outcome, replay_repro  # noqa: PLC0415 - checking machinery
+    from ..kernels import resolve_target  # noqa: PLC0415 - the registry loads on first use
     from ..store.repro import load_repro  # noqa: PLC0415 - replay needs the checking machinery
 
     repro = load_repro(args.path)  # a damaged repro: a usage error, exit 2
     isolate = bool(repro.source) if args.isolate is None else args.isolate
     with isolation(isolate):
-        done = replay_repro(repro, rerun=not args.recorded)
+        done = replay_repro(repro, rerun=not args.recorded, resolve=resolve_target)
     if done.verdict is not None:
         print_text(console, done.verdict.message())
     if done.note and done.outcome is not Outcome.UNRUN:
@@ -79,6 +80,7 @@ def _cmd_replay(args: argparse.Namespace, console: Console) -> int:
 
 def _replay_all(args: argparse.Namespace, console: Console) -> int:
     from ..checking.replay import Outcome, replay_all  # noqa: PLC0415 - checking machinery
+    from ..kernels import resolve_target  # noqa: PLC0415 - the registry loads on first use
     from ..store.store import check_store  # noqa: PLC0415 - replay needs the checking machinery
 
     if args.recorded:
@@ -86,7 +88,7 @@ def _replay_all(args: argparse.Namespace, console: Console) -> int:
                               "instead of --all")
     check_store(args.store, must_exist=args.store != DEFAULT_STORE)
     counts = dict.fromkeys(Outcome, 0)
-    for entry, done in replay_all(args.store):
+    for entry, done in replay_all(args.store, resolve_target):
         counts[done.outcome] += 1
         if done.outcome is Outcome.FIXED:
             print_text(console, f"fixed             {entry.path}", style="green")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from ..cases.target import Target
+from ..targets.target import Target
 from ..checking.check import DEFAULT_TIMEOUT
 from ..checking.report import results_table, write_json
 from ..errors import InvalidArgument

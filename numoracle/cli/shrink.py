@@ -16,7 +16,7 @@ from ..store.repro import DEFAULT_STORE
 from ._common import positive_float, positive_int, print_text
 
 if TYPE_CHECKING:
-    from ..cases.target import Target
+    from ..targets.target import Target
 
 __all__ = ["add_parser", "parse_param"]
 
@@ -89,7 +89,7 @@ def _check_options(args: argparse.Namespace) -> None:
 
 def _target(args: argparse.Namespace) -> Target:
     if args.target:
-        from ..kernels.sources import resolve_target  # noqa: PLC0415
+        from ..kernels import resolve_target  # noqa: PLC0415
 
         return resolve_target(args.target, args.op, args.source)
     if args.spec:

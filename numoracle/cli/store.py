@@ -65,6 +65,7 @@ def _cmd_list(args: argparse.Namespace, console: Console) -> int:
 def _cmd_prune(args: argparse.Namespace, console: Console) -> int:
     from ..checking.replay import Outcome, Replayed, prune  # noqa: PLC0415 - checking machinery
     from ..errors import InvalidArgument  # noqa: PLC0415
+    from ..kernels import resolve_target  # noqa: PLC0415 - the registry loads on first use
     from ..store.store import Entry, check_store  # noqa: PLC0415 - loads ops
 
     if not args.fixed and not args.targets:
@@ -86,7 +87,7 @@ def _cmd_prune(args: argparse.Namespace, console: Console) -> int:
                        style="green" if done.passed else "red")
 
     removed = prune(args.store, fixed=args.fixed, targets=args.targets,
-                    replay_now=not args.recorded, on_replay=heard)
+                    replay_now=not args.recorded, on_replay=heard, resolve=resolve_target)
     for e in removed:
         print_text(console, f"removed {e.path} ({e.target} {e.op}, {e.signature['diagnosis']})")
     print_text(console, f"removed {len(removed)} repro(s) from {args.store}")

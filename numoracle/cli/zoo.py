@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from ..cases.target import Target
+from ..targets.target import Target
 from ..checking.report import results_table, write_json
 from ..errors import InvalidArgument
 from ..reports import observing, write_html

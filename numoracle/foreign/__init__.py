@@ -11,7 +11,7 @@
 * :func:`wgsl_target`: a WGSL compute shader dispatched through wgpu
   (:mod:`numoracle.foreign.wgsl`).
 
-Each target is a :class:`~numoracle.cases.target.Target` like any other
+Each target is a :class:`~numoracle.targets.target.Target` like any other
 (:func:`numoracle.running.runner.run_target` shrinks its failures, a repro
 replays the same library call or command); :func:`run` adds the layout probe
 (:mod:`numoracle.foreign.probe`) to a failure's diagnosis.
@@ -31,7 +31,7 @@ from .spec import ArgSpec
 from .wgsl import wgsl_target
 
 if TYPE_CHECKING:
-    from ..cases.target import Target
+    from ..targets.target import Target
     from ..checking.verdict import Verdict
     from ..running.runner import TargetResult
 

@@ -36,9 +36,9 @@ from typing import Any
 import numpy as np
 
 from ..cases.layouts import shape_in
-from ..cases.target import Target
+from ..targets.target import Target
 from ..errors import InvalidArgument
-from ..kernels.backends import get_backend
+from ..targets.backends import get_backend
 from ..oracle.ops import get_op
 from ..oracle.precision import PrecisionModel, get_model
 from .declare import foreign_target
@@ -258,7 +258,7 @@ def command_target(
     spec_dir: str | Path | None = None,
     source: str | None = None,
 ) -> Target:
-    """A :class:`~numoracle.cases.target.Target` that runs an external program.
+    """A :class:`~numoracle.targets.target.Target` that runs an external program.
 
     Parameters
     ----------

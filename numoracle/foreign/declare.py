@@ -2,7 +2,7 @@
 
 A shared-library symbol, a WGSL shader and an external command each name the
 op they compute (or hand a PyTorch reference that *is* the op), the op
-parameters they fix, and end as a :class:`~numoracle.cases.target.Target`
+parameters they fix, and end as a :class:`~numoracle.targets.target.Target`
 whose inputs are handed over in the layouts their
 :class:`~numoracle.foreign.spec.ArgSpec` declares. This module reads those
 declarations the same way for each of them:
@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..cases.target import Target
+from ..targets.target import Target
 from ..errors import InvalidArgument
 from ..oracle.ops import get_op
 from ..oracle.precision import PrecisionModel

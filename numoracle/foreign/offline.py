@@ -195,7 +195,7 @@ def _output_shapes(case: Case) -> dict[str, tuple[int, ...]]:
 
 
 def _save(verdict: Verdict, model: PrecisionModel, store: Path | str) -> None:
-    from ..cases.target import Target  # noqa: PLC0415
+    from ..targets.target import Target  # noqa: PLC0415
     from ..store.repro import save_repro  # noqa: PLC0415
 
     def offline(**_: Any) -> dict[str, Any]:

@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 
 from ..cases.layouts import shape_in
-from ..cases.target import Target
+from ..targets.target import Target
 from ..errors import InvalidArgument
-from ..kernels.backends import get_backend
+from ..targets.backends import get_backend
 from ..oracle.formats import format_of
 from ..oracle.ops import get_op
 from ..oracle.precision import PrecisionModel, get_model
@@ -313,7 +313,7 @@ def shared_library_target(
     dims: Mapping[str, Any] | None = None,
     grads: Sequence[str] = (),
 ) -> Target:
-    """A :class:`~numoracle.cases.target.Target` that calls ``symbol`` in the library ``path``.
+    """A :class:`~numoracle.targets.target.Target` that calls ``symbol`` in the library ``path``.
 
     Parameters
     ----------

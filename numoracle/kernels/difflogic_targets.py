@@ -32,9 +32,9 @@ import warnings
 from functools import partial
 from typing import Any
 
-from ..cases.target import Target
+from ..targets.target import Target
 from ..oracle.precision import get_model
-from .backends import get_backend
+from ..targets.backends import get_backend
 
 __all__ = ["difflogic_layer", "TARGETS"]
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ..cases.target import Target
+from ..targets.target import Target
 from ..oracle.precision import get_model
 
 __all__ = ["gates", "layer_forward", "layer_backward", "ca_numpy", "TARGETS", "MERGES"]

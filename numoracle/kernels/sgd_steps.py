@@ -38,7 +38,7 @@ import numpy as np
 from ..errors import InvalidArgument
 from ..oracle.ops.conv2d import Conv2d
 from ..oracle.precision import PrecisionModel, get_model
-from .backends import get_backend
+from ..targets.backends import get_backend
 from .numpy_conv2d import conv2d as numpy_conv2d
 from .torch_conv2d_cuda import cudnn_claim
 from .torch_targets import TorchMode, precision_flags

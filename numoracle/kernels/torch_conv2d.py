@@ -19,7 +19,7 @@ import warnings
 from functools import partial
 from typing import Any
 
-from ..cases.target import Target
+from ..targets.target import Target
 from ..oracle.precision import get_model
 from .torch_targets import (
     _NO_CONTEXT_WARNING,

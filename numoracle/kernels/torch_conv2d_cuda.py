@@ -47,11 +47,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from ..cases.target import Target
+from ..targets.target import Target
 from ..errors import InvalidArgument
 from ..oracle.precision import PrecisionModel, get_model
 from ..oracle.transforms import ALGORITHMS
-from .backends import get_backend
+from ..targets.backends import get_backend
 from .conv_geometry import resolve_geometry
 from .torch_targets import _has, _pinned
 

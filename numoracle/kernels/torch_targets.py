@@ -33,11 +33,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from ..cases.target import Target
+from ..targets.target import Target
 from ..errors import InvalidArgument
 from ..oracle.formats import get_format
 from ..oracle.precision import PrecisionModel, get_model
-from .backends import get_backend
+from ..targets.backends import get_backend
 
 __all__ = ["TorchMode", "precision_flags", "linear", "matmul", "TARGETS"]
 

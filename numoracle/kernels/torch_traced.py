@@ -27,7 +27,7 @@ from contextlib import ExitStack, contextmanager
 from functools import partial
 from typing import Any
 
-from ..cases.target import Target
+from ..targets.target import Target
 from ..errors import InvalidArgument
 from ..oracle.formats import get_format
 from ..oracle.ops import get_op

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cases.case import Case
-from ..cases.target import Target
+from ..targets.target import Target
 from ..checking.check import DEFAULT_TIMEOUT
 from ..errors import InvalidArgument
 from ..store.repro import DEFAULT_STORE

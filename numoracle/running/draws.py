@@ -33,7 +33,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from ..cases.case import Case
-from ..cases.target import Target
+from ..targets.target import Target
 from ..errors import InvalidArgument
 
 __all__ = ["default_strategy", "draw_cases", "edge_cases", "raw_chunk", "case_digest", "chunk_seed", "BlockDraws",

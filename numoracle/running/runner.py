@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import FlakyFailure, HypothesisException
 
 from ..cases.case import Case
-from ..cases.target import Target
+from ..targets.target import Target
 from ..checking.check import DEFAULT_TIMEOUT, check_case
 from ..checking.diagnosis import Diagnosis
 from ..checking.discriminate import discriminate

@@ -56,7 +56,7 @@ from .runner import TargetResult, run_target
 
 if TYPE_CHECKING:
     from ..cases.case import Case
-    from ..cases.target import Target
+    from ..targets.target import Target
     from ..checking.verdict import Verdict
 
 __all__ = ["Row", "RunPlan", "RunSettings", "RunDraws", "judge_rows", "warm_up", "totals_line",

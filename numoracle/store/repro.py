@@ -21,15 +21,14 @@ import numpy as np
 
 from ..cases.case import Case
 from ..errors import InvalidArgument
-from ..kernels.sources import resolve_target
 from ..oracle.precision import PrecisionModel, get_model
 from .store import write_repro
 
 if TYPE_CHECKING:
-    from ..cases.target import Target
+    from ..targets.target import Target
     from ..checking.verdict import Verdict
 
-__all__ = ["save_repro", "load_repro", "resolve_target", "Repro", "DEFAULT_STORE"]
+__all__ = ["save_repro", "load_repro", "Repro", "DEFAULT_STORE"]
 
 #: where repros are kept unless told otherwise
 DEFAULT_STORE = Path(".numoracle") / "repros"

@@ -46,7 +46,7 @@ from ..callables import default_name, identity, locate, unlocated_reason
 from ..errors import InvalidArgument
 
 if TYPE_CHECKING:
-    from ..cases.target import Target
+    from ..targets.target import Target
     from ..checking.verdict import Verdict
 
 __all__ = ["FORMAT_VERSION", "FORMAT_FILE", "Entry", "signature", "diagnosis_class",

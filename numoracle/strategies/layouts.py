@@ -1,6 +1,6 @@
 """Memory layouts: how each input of a case is laid out in memory.
 
-See :data:`numoracle.cases.target.LAYOUTS`: ``C`` row-major, ``F`` column-major,
+See :data:`numoracle.targets.target.LAYOUTS`: ``C`` row-major, ``F`` column-major,
 ``T`` a transposed view, ``S`` strided; inputs with named axes (a
 convolution's) also take axis orders such as ``NHWC`` or ``HWIO:F`` (see
 :mod:`numoracle.cases.layouts`). Layout bugs (a weight read in the wrong order, a
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
 from ..cases.layouts import ALL_LAYOUTS, layouts_for
-from ..cases.target import LAYOUTS
+from ..targets.target import LAYOUTS
 from ..errors import InvalidArgument
 from ._validate import check_choices, check_shapes, is_strategy
 
@@ -132,7 +132,7 @@ def input_layouts(shapes: Mapping[str, tuple[int, ...]], *,
         The layout of every input, the layouts to choose from, a strategy
         drawn once per input, or any of these per input name (inputs a mapping
         leaves out are ``C``). Default: every layout valid for the input (the
-        memory layouts :data:`~numoracle.cases.target.LAYOUTS`, and the axis orders
+        memory layouts :data:`~numoracle.targets.target.LAYOUTS`, and the axis orders
         of inputs with named axes). Each input draws from the given layouts
         valid for it; ``F`` and ``T`` of an input with fewer than two axes are
         the same as ``C`` and come out as ``C``, as does a drawn layout that

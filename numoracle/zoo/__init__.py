@@ -28,7 +28,7 @@ import importlib
 import pkgutil
 from collections.abc import Sequence
 
-from ..cases.target import Target
+from ..targets.target import Target
 from ..errors import InvalidArgument
 from ..oracle.ops import get_op
 

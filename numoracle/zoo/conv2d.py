@@ -28,7 +28,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from numoracle.cases.target import Target
+from numoracle.targets.target import Target
 from numoracle.kernels.numpy_conv2d import TARGETS as NUMPY_TARGETS
 from numoracle.kernels.numpy_conv2d import conv2d as numpy_conv2d
 from numoracle.kernels.torch_conv2d import TARGETS as TORCH_TARGETS

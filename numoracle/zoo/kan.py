@@ -14,8 +14,8 @@ from typing import Any
 import torch
 
 import numoracle.kernels.torch_kan as _host
-from numoracle.cases.target import Target
-from numoracle.kernels.backends import get_backend
+from numoracle.targets.target import Target
+from numoracle.targets.backends import get_backend
 from numoracle.kernels.torch_kan import b_splines, kan_forward_backward
 from numoracle.kernels.torch_targets import TorchMode, precision_flags
 from numoracle.oracle.precision import get_model

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from numoracle.cases.target import Target
-from numoracle.kernels.backends import get_backend
+from numoracle.targets.target import Target
+from numoracle.targets.backends import get_backend
 from numoracle.kernels.torch_kan import kan_chain_forward_backward
 from numoracle.kernels.torch_targets import TorchMode, precision_flags
 from numoracle.oracle.precision import get_model

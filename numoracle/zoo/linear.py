@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from numoracle.cases.target import Target
+from numoracle.targets.target import Target
 from numoracle.kernels.numpy_targets import linear as correct_linear
 from numoracle.oracle.formats import quantize
 from numoracle.oracle.precision import get_model

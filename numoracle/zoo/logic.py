@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from numoracle.cases.target import Target
+from numoracle.targets.target import Target
 from numoracle.kernels.numpy_logic import ca_numpy
 from numoracle.kernels.torch_logic import bin_op, logic_layer_forward_backward
 from numoracle.oracle.precision import get_model

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from numoracle.cases.target import Target
+from numoracle.targets.target import Target
 from numoracle.kernels.mlp_numpy import update
 from numoracle.kernels.optim_targets import _numpy_mlp_fn
 from numoracle.oracle.optim_math import OptimConfig
@@ -96,7 +96,7 @@ def _cupy_mlp(params: Mapping[str, Any], bugs: tuple[str, ...] = (), **inputs: A
 
 
 def _cupy_available() -> str | None:
-    from numoracle.kernels import get_backend  # noqa: PLC0415
+    from numoracle.targets import get_backend  # noqa: PLC0415
 
     return get_backend("cupy").available()
 

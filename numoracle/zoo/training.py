@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from numoracle.cases.target import Target
+from numoracle.targets.target import Target
 from numoracle.kernels.torch_targets import TorchMode, precision_flags
 
 Step = Callable[[np.ndarray, "np.ndarray | None"], dict[str, np.ndarray]]

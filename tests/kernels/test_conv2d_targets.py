@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from numoracle.cases.case import Case
-from numoracle.cases.target import Target
+from numoracle.targets.target import Target
 from numoracle.checking.check import check_case, run_kernel
 from numoracle.kernels import get_target
 from numoracle.running.runner import run_target

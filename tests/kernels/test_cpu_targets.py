@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from float64_reference import make_host, reference
 
-from numoracle.cases.target import LAYOUTS, Target
+from numoracle.targets.target import LAYOUTS, Target
 from numoracle.errors import InvalidArgument
 from numoracle.kernels import all_targets, available_targets, get_backend, get_target
-from numoracle.kernels.registry import target_names
+from numoracle.kernels import target_names
 
 torch = pytest.importorskip("torch")
 

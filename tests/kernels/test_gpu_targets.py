@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from float64_reference import make_host, reference
 
-from numoracle.cases.target import LAYOUTS, Target
+from numoracle.targets.target import LAYOUTS, Target
 from numoracle.kernels import get_backend, get_target
 from numoracle.oracle.formats import quantize
 

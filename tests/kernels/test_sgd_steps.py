@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from numoracle.errors import InvalidArgument
-from numoracle.kernels import get_backend
+from numoracle.targets import get_backend
 from numoracle.kernels.sgd_steps import STEPS, cupy_sgd_step, step_model, torch_cuda_sgd_step
 from numoracle.kernels.torch_conv2d_cuda import TARGETS as CUDNN_TARGETS
 

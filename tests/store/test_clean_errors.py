@@ -18,7 +18,7 @@ import pytest
 from numoracle.cases.case import Case
 from numoracle.checking.check import check_case
 from numoracle.cli import main
-from numoracle.kernels.sources import resolve_target
+from numoracle.kernels import resolve_target
 from numoracle.store.repro import save_repro
 
 CASE = Case("linear", {"batch": 2, "in_features": 3, "out_features": 2, "bias": True},

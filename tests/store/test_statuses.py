@@ -12,7 +12,7 @@ from numoracle.cli import main
 from numoracle.running.runner import TargetResult
 
 MUTANTS = '''
-from numoracle.cases.target import Target
+from numoracle.targets.target import Target
 from numoracle.oracle.precision import get_model
 
 def caught_one(x, weight, grad_output, bias=None):

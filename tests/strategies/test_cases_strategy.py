@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from numoracle.cases.case import Case
 from numoracle.cases.layouts import layouts_for
-from numoracle.cases.target import LAYOUTS
+from numoracle.targets.target import LAYOUTS
 from numoracle.errors import InvalidArgument
 from numoracle.oracle.formats import representable
 from numoracle.oracle.ops import OPS, get_op

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
-from numoracle.cases.target import LAYOUTS
+from numoracle.targets.target import LAYOUTS
 from numoracle.errors import InvalidArgument
 from numoracle.strategies import input_layouts, layouts
 

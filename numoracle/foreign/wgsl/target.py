@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from ...cases.layouts import shape_in
-from ...cases.target import Target
+from ...targets.target import Target
 from ...errors import InvalidArgument
 from ...oracle.ops import get_op
 from ...oracle.precision import PrecisionModel, get_model
@@ -327,7 +327,7 @@ def wgsl_target(
     claims: Mapping[str, Any] | None = None,
     traced: Mapping[str, Any] | None = None,
 ) -> Target:
-    """A :class:`~numoracle.cases.target.Target` that runs a WGSL compute shader.
+    """A :class:`~numoracle.targets.target.Target` that runs a WGSL compute shader.
 
     Parameters
     ----------

@@ -18,7 +18,7 @@ from numoracle import check_kernel
 from numoracle.cases.case import Case
 from numoracle.cli import main
 from numoracle.errors import InvalidArgument, KernelMismatch
-from numoracle.kernels.backends import get_backend
+from numoracle.targets.backends import get_backend
 from numoracle.kernels.torch_traced import reference_targets
 from numoracle.oracle.ops import OPS, get_op
 from numoracle.oracle.traced.op import TracedOp, traced_op

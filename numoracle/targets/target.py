@@ -6,9 +6,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..cases.layouts import ALL_LAYOUTS, MEMORY_LAYOUTS, check_layout_name
 from ..errors import InvalidArgument
 from ..oracle.precision import PrecisionModel, get_model
-from .layouts import ALL_LAYOUTS, MEMORY_LAYOUTS, check_layout_name
 
 __all__ = ["Target", "LAYOUTS", "BACKENDS", "GPU_BACKENDS"]
 

@@ -39,10 +39,10 @@ from typing import Any
 
 import numpy as np
 
-from ..cases.target import BACKENDS, LAYOUTS
 from ..errors import InvalidArgument
 from ..oracle.formats import Format, get_format
 from ..oracle.ops.base import INTEGER_DTYPES
+from .target import BACKENDS, LAYOUTS
 
 __all__ = ["Backend", "NumpyBackend", "TorchBackend", "CupyBackend", "get_backend"]
 
@@ -153,7 +153,7 @@ class Backend(ABC):
         storage : Format or str
             ``"fp64"``, ``"fp32"``, ``"fp16"`` or ``"bf16"``.
         layout : str
-            One of :data:`numoracle.cases.target.LAYOUTS`.
+            One of :data:`numoracle.targets.target.LAYOUTS`.
         """
         fmt = _storage(storage)
         self.dtype(fmt)  # refuse formats this library has no dtype for, before any work
@@ -397,7 +397,7 @@ _INSTANCES: dict[str, Backend] = {}
 
 
 def get_backend(name: str) -> Backend:
-    """The backend called ``name``, one of :data:`numoracle.cases.target.BACKENDS`.
+    """The backend called ``name``, one of :data:`numoracle.targets.target.BACKENDS`.
 
     Getting a backend imports nothing; ask :meth:`Backend.available` before use.
     """

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from numoracle.cases.target import BACKENDS, LAYOUTS
+from numoracle.targets.target import BACKENDS, LAYOUTS
 from numoracle.errors import InvalidArgument
-from numoracle.kernels.backends import Backend, get_backend
+from numoracle.targets.backends import Backend, get_backend
 from numoracle.oracle.formats import FORMATS, quantize
 
 torch = pytest.importorskip("torch")
