@@ -342,3 +342,70 @@ def any_special(v: Any, det: Any, ref: Any) -> bool:
             if (r == 0.0 and (x == 0.0 or abs(x) == np.inf)) or (x != x and abs(r) < np.inf):
                 return True
     return False
+
+
+@_jit
+def _rmul(x: float, y: float) -> float:
+    """``x y`` of magnitudes and radii, 0 where either is 0 (``0 inf = 0``)."""
+    return 0.0 if x == 0.0 or y == 0.0 else x * y
+
+
+@_jit
+def _two_product_error(x: float, y: float, p: float) -> float:
+    """The rounding error of the float64 product ``p = x y`` (Dekker's TwoProduct,
+    Veltkamp's splitting), as :func:`~numoracle.oracle.tracked.two_product_error`."""
+    cx = 134217729.0 * x
+    x_hi = cx - (cx - x)
+    x_lo = x - x_hi
+    cy = 134217729.0 * y
+    y_hi = cy - (cy - y)
+    y_lo = y - y_hi
+    return ((x_hi * y_hi - p) + x_hi * y_lo + x_lo * y_hi) + x_lo * y_lo
+
+
+@_jit
+def mul_radii(av: Any, bv: Any, ad: Any, bd: Any, ap: Any, bp: Any, ar: Any, br: Any,
+              u: float, tiny: float, u64: float, t: int, emin: int, fmax: float,
+              test_exact: bool, value: Any, ref: Any, det: Any, prob: Any, mag: Any) -> None:
+    """:func:`~numoracle.oracle.elementwise.mul` of rows (operands broadcast to the
+    output's shape) in one pass, its NumPy passes' operations in their order: the
+    propagated radii, one rounding, with ``test_exact`` 0 where the product is exact
+    (exact operands, TwoProduct's error 0, no underflow, held by the format), NaN
+    where an operand held as anything meets an exact 0, infinite where it may
+    overflow."""
+    rows, cols = value.shape
+    grow = 1.0 + u
+    for i in range(rows):
+        for j in range(cols):
+            x, y = av[i, j], bv[i, j]
+            xd, yd, xr, yr = ad[i, j], bd[i, j], ar[i, j], br[i, j]
+            v = x * y
+            m = abs(v)
+            ax, ay = abs(x), abs(y)
+            d = (_rmul(ax, yd) + _rmul(xd, ay)) + _rmul(xd, yd)
+            xp_, yp_ = ap[i, j], bp[i, j]
+            p = (_rmul(ax, yp_) + _rmul(xp_, ay)) + _rmul(xp_, yp_)
+            r = ((_rmul(ax, yr) + _rmul(xr, ay)) + _rmul(xr, yr)) + u64 * m
+            s = ((m + d) + r) * u + tiny
+            d = d * grow + s
+            p = p * grow + s
+            over = (m + d) >= fmax
+            if (not abs(xd) < np.inf and y == 0.0 and yd == 0.0) or (
+                    not abs(yd) < np.inf and x == 0.0 and xd == 0.0):
+                d = np.nan
+                p = np.nan
+            if (test_exact and xd == 0.0 and yd == 0.0 and xr == 0.0 and yr == 0.0
+                    and abs(v) < np.inf and (v != 0.0 or x == 0.0 or y == 0.0)
+                    and _two_product_error(x, y, v) == 0.0
+                    and _representable(v, t, emin, fmax)):
+                d = 0.0
+                p = 0.0
+                r = 0.0
+            if over:
+                d = np.inf
+                p = np.inf
+            value[i, j] = v
+            ref[i, j] = r
+            det[i, j] = d
+            prob[i, j] = p
+            mag[i, j] = m

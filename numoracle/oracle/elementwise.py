@@ -61,6 +61,7 @@ import numpy as np
 
 from ..errors import InvalidArgument
 from .accuracy import Ulps
+from . import fused_cpu
 from .formats import representable
 from .fused import own_array
 from .precision import PrecisionModel
@@ -142,6 +143,11 @@ def mul(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
     a, b = (folded(t) for t in aligned(a, b))
     xp = _xp(a.value)
     u, tiny = model.acc_unit(), model.accumulate.tiny
+    if xp is np and fused_cpu.available():  # one loop, the same bits
+        value, ref_err, det, prob, mag = fused_cpu.mul_radii(
+            a.value, b.value, (a.det, b.det, a.prob, b.prob, a.ref_err, b.ref_err),
+            model.accumulate, u, U64, may_be_exact(a, b))
+        return bounded(value, det, prob, ref_err=ref_err, mag=mag, n=_max_n(a, b))
     with np.errstate(invalid="ignore", over="ignore"):
         value = a.value * b.value
         aa, ab = xp.abs(a.value), xp.abs(b.value)
@@ -294,18 +300,23 @@ def elementary(t: Tracked, model: PrecisionModel, *, f: Callable[[Any], Any],
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         v = t.value
         value = f(v)
-        reach = t.det + t.ref_err
+        has_ref = any_nonzero(t.ref_err)  # (else its passes are left out: adding 0)
+        reach = t.det + t.ref_err if has_ref else t.det
         L = lipschitz(v - reach, v + reach)
-        det, prob = _rmul(L, t.det), _rmul(L, t.prob)
-        ref_err = _rmul(L, t.ref_err) + _REF_ULPS * U64 * xp.abs(value)
-        base = xp.abs(value) if scale is None else scale(v)
+        det = _rmul(L, t.det)
+        prob = det if t.prob is t.det else _rmul(L, t.prob)
+        value_abs = xp.abs(value)
+        ref_err = _REF_ULPS * U64 * value_abs
+        if has_ref:
+            ref_err = _rmul(L, t.ref_err) + ref_err
+        base = value_abs if scale is None else scale(v)
         evaluation = _evaluation(spec, xp.abs(v) + reach, base + det + ref_err, u, tiny)
         det, prob = det + evaluation, prob + evaluation
         if maybe_zero is not None:
             z = maybe_zero(v - reach) | maybe_zero(v + reach)
             det = xp.where(z, det + xp.abs(value), det)
             prob = xp.where(z, prob + xp.abs(value), prob)
-        over = (xp.abs(value) + det) >= model.accumulate.max
+        over = (value_abs + det) >= model.accumulate.max
     return _finish(value, det, prob, ref_err, t.n, None, over)
 
 

@@ -28,7 +28,8 @@ import numpy as np
 from .formats import NOT_FINITE, OFF_SINGLE, SINGLE_UP, SUBNORMAL, UNREPRESENTABLE
 
 __all__ = ["available", "warm_up", "operand_facts", "grid", "exact_radii", "store_round",
-           "rounding_params", "larger_counts", "add_radii", "either_radii", "any_special", "NOT_FINITE", "SUBNORMAL", "UNREPRESENTABLE", "OFF_SINGLE",
+           "rounding_params", "larger_counts", "add_radii", "either_radii", "any_special",
+           "mul_radii", "NOT_FINITE", "SUBNORMAL", "UNREPRESENTABLE", "OFF_SINGLE",
            "SINGLE_UP"]
 
 
@@ -202,3 +203,14 @@ def any_special(value: Any, det: Any, ref: Any) -> bool:
     the first)."""
     shape = _shape_of(value, det, ref)
     return bool(_loops().any_special(*(_rows(a, shape) for a in (value, det, ref))))
+
+
+def mul_radii(av: Any, bv: Any, radii: tuple[Any, ...], fmt: Any, u: float, u64: float,
+              test_exact: bool) -> tuple[np.ndarray, ...]:
+    """:func:`~numoracle.oracle.elementwise.mul`'s arithmetic in one loop (``radii``
+    and the returns as :func:`add_radii`'s)."""
+    shape = _shape_of(av, bv, *radii)
+    outs, rows = _out_rows(shape, 5)
+    _loops().mul_radii(_rows(av, shape), _rows(bv, shape), *(_rows(r, shape) for r in radii),
+                       u, fmt.tiny, u64, fmt.t, fmt.emin, fmt.max, test_exact, *rows)
+    return outs

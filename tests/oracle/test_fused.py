@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from numoracle.oracle import fused_cpu
+from numoracle.oracle.elementwise import mul as ew_mul
 from numoracle.oracle.formats import FP16, FP32, TF32
 from numoracle.oracle.fused import (
     NOT_FINITE,
@@ -517,16 +518,17 @@ def _operand(shape: tuple[int, ...], kind: str, rng: np.random.Generator) -> Tra
 @pytest.mark.parametrize("shapes", [((5, 7), (5, 7)), ((5, 7), (5, 1)), ((3,), (2, 3)),
                                     ((), ()), ((4, 1, 3), (2, 3))])
 @pytest.mark.parametrize("kind", ["exact", "one", "two", "wild"])
-def test_add_loop_matches_the_numpy_passes_bitwise(fast_xp: Any, shapes: Any,
-                                                   kind: str) -> None:
-    """:func:`add` and :func:`sub` in numba's one loop: the NumPy passes' bits, the
-    exact elements (exact operands, an exact sum the format holds) zeroed alike."""
+def test_add_and_mul_loops_match_the_numpy_passes_bitwise(fast_xp: Any, shapes: Any,
+                                                           kind: str) -> None:
+    """:func:`add`, :func:`sub` and :func:`~numoracle.oracle.elementwise.mul` in
+    numba's one loop: the NumPy passes' bits, the exact elements (exact operands, an
+    exact result the format holds) zeroed alike."""
     if fast_xp is not np:
         pytest.skip("the loop is the CPU's")
     rng = np.random.default_rng(len(kind) + len(shapes[0]))
     a, b = _operand(shapes[0], kind, rng), _operand(shapes[1], kind, rng)
     for model in (get_model("fp32"), get_model("bf16"), get_model("fp64")):
-        for f in (add, sub):
+        for f in (add, sub, ew_mul):
             loop = f(a, b, model)
             with _numpy_passes():
                 passes = f(a, b, model)
@@ -534,8 +536,8 @@ def test_add_loop_matches_the_numpy_passes_bitwise(fast_xp: Any, shapes: Any,
                 got, want = getattr(loop, name), getattr(passes, name)
                 assert np.array_equal(np.broadcast_to(got, loop.shape),
                                       np.broadcast_to(want, passes.shape), equal_nan=True), name
-            if kind == "exact" and model.accumulate.t >= 52:  # float32 values' sums:
-                assert bool((loop.det == 0).any())  # some exact in float64, zeroed
+            if kind == "exact" and model.accumulate.t >= 52:  # float32 values' sums and
+                assert bool((loop.det == 0).any())  # products: some exact in float64
 
 
 @pytest.mark.parametrize("shapes", [((4, 5), (4, 5)), ((4, 5), (4, 1)), ((3,), (2, 3))])
