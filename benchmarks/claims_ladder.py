@@ -53,6 +53,10 @@ def swiglu(a, b):
     return torch.nn.functional.silu(a) * b
 
 
+def layer_norm(x, w, b):
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, eps=1e-5)
+
+
 def _f32(a: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
 
@@ -90,6 +94,13 @@ def approx_swiglu(a, b):
         e = approximate(np.exp(-an.astype(np.float64)), 2.0 + 1.173 * np.abs(an), rng)
         sig = approximate(1.0 / (np.float32(1.0) + e).astype(np.float64), 2.0, rng)
         return {"out": _f32((an * sig) * bn)}
+
+
+def one_pass_variance(x, w, b):
+    """Layer norm whose variance is ``E[x²] - E[x]²`` (one pass; it cancels)."""
+    mean = x.mean(-1, keepdim=True)
+    var = (x * x).mean(-1, keepdim=True) - mean * mean
+    return {"out": (x - mean) * torch.rsqrt(var + 1e-5) * w + b}
 
 
 def fp16_accumulation(x):
@@ -147,6 +158,8 @@ KERNELS: list[tuple[str, Callable[..., Any], Callable[..., Any], dict[str, Any]]
     ("approximate division", approx_division, divide, {"x": ("rows", "n"), "y": ("rows", "n")}),
     ("approximate exp and division (a Triton SwiGLU)", approx_swiglu, swiglu,
      {"a": ("rows", "n"), "b": ("rows", "n")}),
+    ("a one-pass variance (a layer norm)", one_pass_variance, layer_norm,
+     {"x": ("rows", "n"), "w": ("n",), "b": ("n",)}),
     ("fp16 accumulation", fp16_accumulation, softmax, ROWS),
     ("bf16 accumulation", bf16_accumulation, row_sum, ROWS),
     ("an extra bf16 rounding per op", bf16_rounding_per_op, softmax, ROWS),

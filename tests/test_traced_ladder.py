@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from benchmarks.claims_ladder import (
     approx_division,
@@ -27,6 +28,7 @@ from numoracle import check_kernel
 from numoracle.checking.verdict import candidates, traced_ladder
 from numoracle.errors import KernelMismatch
 from numoracle.oracle.precision import get_model
+from numoracle.oracle.traced import Claims
 
 ROWS = {"x": ("rows", "n")}
 SMALL = {"rows": (1, 4), "n": (2, 64)}
@@ -79,14 +81,18 @@ def test_a_logic_bug_is_one_only_when_no_model_fits():
 
 def test_the_ladder_offers_only_coarser_claims():
     fp32 = [name for name, _ in traced_ladder(get_model("fp32"))]
-    assert fp32 == ["fp32+approximate-elementwise", "fp32+tf32-inputs", "fp32+fp16-inputs",
+    assert fp32 == ["fp32+approximate-elementwise", "fp32+one-pass-variance",
+                    "fp32+tf32-inputs", "fp32+fp16-inputs",
                     "fp32+fp16-rounding-per-op", "fp32+fp16-accumulation",
                     "fp32+bf16-rounding-per-op", "fp32+bf16-accumulation"]
     bf16 = [name for name, _ in traced_ladder(get_model("bf16"))]
-    assert bf16 == ["bf16+approximate-elementwise", "bf16+fp16-accumulation",
+    assert bf16 == ["bf16+approximate-elementwise", "bf16+one-pass-variance",
+                    "bf16+fp16-accumulation",
                     "bf16+bf16-accumulation"]
     fused = [name for name, _ in traced_ladder(get_model("bf16", rounding="fused"))]
     assert "bf16+bf16-rounding-per-op" in fused
+    one_pass = [name for name, _ in traced_ladder(get_model("fp32", variance="one-pass"))]
+    assert not any("one-pass" in n for n in one_pass)
     triton = [name for name, _ in traced_ladder(get_model("triton"))]
     assert not any("approximate" in n for n in triton)
     names = [name for name, _ in candidates(get_model("fp32"), ladder="traced")]
@@ -108,3 +114,27 @@ def test_exact_and_unjudged_elements_leave_a_fit_informative():
     assert _informative(got, claimed, model, lambda m: refs[m.name])
     vacuous = {**refs, model.name: bounded(value, np.array([0.0, 2.0, np.nan]))}
     assert not _informative(got, claimed, model, lambda m: vacuous[m.name])
+
+
+def _layer_norm(x, w, b):
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, eps=1e-5)
+
+
+def _one_pass_layer_norm(x, w, b):
+    mean = x.mean(-1, keepdim=True)
+    var = (x * x).mean(-1, keepdim=True) - mean * mean
+    return {"out": (x - mean) * torch.rsqrt(var + 1e-5) * w + b}
+
+
+def test_a_one_pass_variance_is_named_by_its_claim():
+    """A layer norm whose variance is E[x²] - E[x]² fails the two-pass claim, and the
+    diagnosis names the claim that states it; under that claim it passes."""
+    spec = {"reference": _layer_norm, "inputs": {"x": ("batch", "n"), "w": ("n",), "b": ("n",)},
+            "dims": {"n": (1, 64)}, "backend": "torch-cpu", "store": None, "seed": 0}
+    with pytest.raises(KernelMismatch) as info:
+        check_kernel(_one_pass_layer_norm, examples=60, op="ladder_t_one_pass", **spec)
+    d = next(o.diagnosis for o in info.value.verdict.outputs.values() if not o.passed)
+    assert "fp32+one-pass-variance" in str(d) and 'variance="one-pass"' in str(d), str(d)
+    r = check_kernel(_one_pass_layer_norm, examples=30, op="ladder_t_one_pass_claimed",
+                     claims=Claims(variance="one-pass"), **spec)
+    assert r.verdict == "pass"

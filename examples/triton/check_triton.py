@@ -57,7 +57,9 @@ def run(name: str, precision: str, cases: int, chunk: int, out: Path | None,
         except KernelMismatch as exc:
             v = exc.verdict
             row.update(verdict="FAIL", cases=None, worst_ratio=getattr(v, "worst_ratio", None),
-                       headline=str(getattr(v, "diagnosis", exc)).split("\n")[0])
+                       headline=str(getattr(v, "diagnosis", exc)).split("\n")[0],
+                       per_model={o.name: o.per_model for o in getattr(v, "outputs", {}).values()
+                                  if not o.passed})
         row["seconds"] = round(time.perf_counter() - t0, 1)
         print(json.dumps(row), flush=True)
         if sink is not None:

@@ -354,6 +354,7 @@ def ladder_for(model: PrecisionModel) -> tuple[str, ...]:
 #: the rungs of the traced ladder, from the most precise: (suffix, what changes)
 TRACED_RUNGS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("approximate-elementwise", {"accuracy": "triton"}),
+    ("one-pass-variance", {"variance": "one-pass"}),
     ("tf32-inputs", {"compute": FORMATS["tf32"], "input_rounding": None}),
     ("fp16-inputs", {"compute": FORMATS["fp16"], "input_rounding": None}),
     ("fp16-rounding-per-op", {"storage": FORMATS["fp16"], "rounding": "per-op"}),
@@ -366,7 +367,8 @@ TRACED_RUNGS: tuple[tuple[str, dict[str, Any]], ...] = (
 def traced_ladder(claimed: PrecisionModel) -> list[tuple[str, PrecisionModel]]:
     """The coarser models a traced reference's result is tried against, from the
     most precise: approximate elementwise ops (Triton's and fast maths'
-    division, ``exp``, ``log``), inputs rounded to tf32 or fp16 by the
+    division, ``exp``, ``log``), a one-pass variance (``E[x²] - E[x]²``, the
+    claim ``variance="one-pass"``), inputs rounded to tf32 or fp16 by the
     multiplier, one extra fp16 rounding per op, fp16 accumulation, one extra
     bf16 rounding per op, bf16 accumulation. A rung that does not make the claim
     coarser (bf16 rounding of a kernel already rounding per op to bf16) is left
@@ -374,6 +376,8 @@ def traced_ladder(claimed: PrecisionModel) -> list[tuple[str, PrecisionModel]]:
     out = []
     for suffix, change in TRACED_RUNGS:
         if "accuracy" in change and claimed.accuracy != "ieee":
+            continue
+        if "variance" in change and claimed.variance == change["variance"]:
             continue
         if "compute" in change and change["compute"].t >= claimed.compute.t:
             continue
@@ -470,8 +474,12 @@ def diagnose(
         out.diagnosis = Diagnosis("pass", text, model=claimed)
         return
     fits = [m for name, m in models if out.per_model[name] < 1.0 and name != claimed.name]
+    note = ""
     if ladder == "traced":
-        fits = [m for m in fits if _informative(got, claimed, m, reference_for)]
+        vacuous = [m for m in fits if not _informative(got, claimed, m, reference_for)]
+        fits = [m for m in fits if m not in vacuous]
+        if vacuous and not fits:
+            note = _vacuous_note(vacuous)
         # the traced rungs are not ordered by precision for every reference (an extra
         # rounding per op and a narrower accumulation trade places with the length of
         # the sums): the most precise model that fits is the one whose bound the result
@@ -480,7 +488,19 @@ def diagnose(
     algos: dict[str, float] | None = None
     if fits and fits[0].name.endswith(TRANSFORM_SUFFIX):
         algos = explaining_algorithms(claimed, ratio, TRANSFORMS)[1]
-    out.diagnosis = explain(claimed, fits, exact=out.exact, ladder=ladder, algorithms=algos)
+    out.diagnosis = explain(claimed, fits, exact=out.exact, ladder=ladder, algorithms=algos,
+                            note=note)
+
+
+def _vacuous_note(models: list[PrecisionModel]) -> str:
+    """What a traced diagnosis adds where only bounds wider than the failing values
+    fit: the models, and the claim that names a one-pass variance."""
+    text = (f"{', '.join(m.name for m in models)} fit only by a bound wider than the "
+            "failing values (zeros would pass it)")
+    if any(m.variance == "one-pass" for m in models):
+        text += ("; a kernel computing its variance in one pass (E[x²] - E[x]², which "
+                 "cancels) claims it: Claims(variance=\"one-pass\")")
+    return text
 
 
 def _informative(got: Any, claimed: PrecisionModel, model: PrecisionModel,
@@ -548,8 +568,9 @@ def explain(claimed: PrecisionModel, fits: list[PrecisionModel], *, exact: bool 
     if not fits:
         if ladder == "traced":
             text = (f"exceeds the {claimed.name} bound and every coarser model tried "
-                    "(approximate elementwise ops, tf32 or fp16 inputs, an extra fp16 or "
-                    "bf16 rounding per op, fp16 or bf16 accumulation, flushed subnormals): "
+                    "(approximate elementwise ops, a one-pass variance, tf32 or fp16 inputs, "
+                    "an extra fp16 or bf16 rounding per op, fp16 or bf16 accumulation, "
+                    "flushed subnormals): "
                     "a logic bug")
         elif not ladder:
             text = (f"exceeds the {claimed.name} bound: a logic bug (the bound composes "
