@@ -71,7 +71,7 @@ def test_a_pool_on_two_gpus_pins_its_workers_to_distinct_ones(tmp_path: Path) ->
                            devices=("0", "1"), stats=stats)
     assert [r.cases for r in results] == [5, 5]
     assert sorted(stats["gpus"]) == ["0", "1"]  # as each worker saw its CUDA_VISIBLE_DEVICES
-    assert stats["draw_s"] > 0 and len(stats["worker_wait_s"]) == 2
+    assert stats["own_draws"] == 2 and len(stats["worker_wait_s"]) == 2
 
 
 def _slow_from(call: int, seconds: float) -> Target:

@@ -17,7 +17,14 @@ from numoracle.cli import main
 from numoracle.kernels import get_target
 from numoracle.oracle.precision import get_model
 from numoracle.running.draws import CHUNK, case_digest
-from numoracle.running.pool import DrawHelpers, _deal, default_jobs, run_pool
+from numoracle.running.pool import (
+    OwnDraws,
+    _deal,
+    _driver_modules,
+    _portable,
+    default_jobs,
+    run_pool,
+)
 from numoracle.running.runner import TargetResult, run_target
 from numoracle.running.schedule import (
     Row,
@@ -112,7 +119,8 @@ def test_workers_judge_the_cases_and_give_the_results_of_one_process(tmp_path: P
     judged_there: dict[int, list[str]] = {}
     there, warm, _warm_s, _judge_s = run_pool(rows, None, settings, 2, judged=judged_there)
     assert set(warm) == {"numpy-fp32 matmul", "numpy-fp32 linear"}
-    # blocks of 1, 2 and 57 cases (three chunks, drawn in the driver) and of 1, 2 and 4
+    # blocks of 1, 2 and 57 cases (three chunks, drawn in each worker's own draw
+    # process) and of 1, 2 and 4
     assert [r.cases for r in here] == [60, 7]
     assert judged_there == judged_here  # the same cases, in the same order, per row
     assert len(set(judged_here[0][3:])) == 57  # no case twice in a block of several chunks
@@ -161,36 +169,37 @@ def test_chunks_drawn_ahead_hold_the_cases_drawn_when_asked() -> None:
 
 
 @pytest.mark.slow
-def test_draw_helpers_draw_the_cases_the_driver_draws(tmp_path: Path) -> None:
+def test_workers_drawing_their_own_cases_judge_those_the_driver_would(tmp_path: Path) -> None:
     rows = [Row(get_target("numpy-fp32", "matmul"), asked=80),
             Row(get_target("numpy-fp32", "linear"), asked=30)]
     settings = RunSettings(seed=5, min_cases=3, store=tmp_path)
     judged_here: dict[int, list[str]] = {}
     judge_rows(rows, None, settings, on_case=lambda k, v: judged_here.setdefault(
         k, []).append(case_digest(v.case)))
-    judged_there: dict[int, list[str]] = {}
-    stats: dict[str, Any] = {}
-    run_pool(rows, None, settings, 2, judged=judged_there, stats=stats, draw_helpers=2)
-    # they agreed; how many chunks they drew before the workers asked depends on the load
-    assert stats["draw_helpers"] == 2 and stats["chunks_helped"] >= 0
-    assert judged_there == judged_here
+    for own in (True, False):  # each worker's own draw process, or the driver
+        judged_there: dict[int, list[str]] = {}
+        stats: dict[str, Any] = {}
+        run_pool(rows, None, settings, 2, judged=judged_there, stats=stats, own_draws=own)
+        assert stats["own_draws"] == (2 if own else 0)
+        assert (stats["draw_s"] == 0) == own  # the driver drew nothing, or every chunk
+        assert judged_there == judged_here
 
 
 @pytest.mark.slow
-def test_chunks_handed_to_helpers_hold_the_cases_drawn_here() -> None:
+def test_chunks_from_a_draw_process_hold_the_cases_drawn_here() -> None:
     rows = [Row(get_target("numpy-fp32", "matmul"), asked=80)]
     settings = RunSettings(seed=6, min_cases=3)
-    helpers = DrawHelpers(rows, settings, 1)
+    drawer = OwnDraws(_driver_modules(), [_portable(r) for r in rows], settings)
     try:
-        helped, alone = RunDraws(rows, settings, helpers=helpers), RunDraws(rows, settings)
-        assert helpers.agrees(helped)
+        own, alone = RunDraws(rows, settings, helpers=drawer), RunDraws(rows, settings)
         handed = 0
-        while helped.ahead(chunks=1):  # what the driver does while it would wait
+        while own.ahead(chunks=1):  # what a worker does before it judges a chunk
             handed += 1
         keys = [(0, i, j) for i in range(3) for j in range(2) if j * CHUNK < block_sizes(
             rows[0], settings)[i]]
-        got = [[case_digest(c) for c in helped.chunk(*key)] for key in keys]
-        assert handed > 0 and helped.helped > 0  # these came from the helper process
+        got = [[case_digest(c) for c in own.chunk(*key)] for key in keys]
+        assert handed > 0 and own.helped > 0  # these came from the draw process
         assert got == [[case_digest(c) for c in alone.chunk(*key)] for key in keys]
     finally:
-        helpers.close()
+        drawer.close()
+    assert not drawer.process.is_alive()

@@ -12,15 +12,19 @@ through ``CUDA_VISIBLE_DEVICES`` (set before it imports anything), and the
 rows whose target runs on a GPU are dealt so that every GPU gets its share
 of them.
 
-The driver draws every case (:class:`~numoracle.running.schedule.RunDraws`,
-as one process does for itself): a worker asks it for each chunk of a
-block's cases through its pipe, and for the next chunk ahead while it
-judges one. So the per-row cases are those of ``-j 1`` when time does not
-cut a row short, whatever the workers have loaded. A worker that dies
-leaves its rows unjudged, with the reason. With many workers the driver's
-drawing is the bottleneck: :class:`DrawHelpers` (processes with the
-driver's modules loaded, checked to draw what it draws) draw chunks ahead,
-and the driver only leaves out, in order, the cases a block gave before.
+Each worker draws its own rows' cases (:class:`OwnDraws`): a process of
+its own, started with the driver's modules loaded and nothing else (which
+cases a seed gives may depend on the modules loaded,
+:mod:`~numoracle.running.draws`), draws the chunks of the worker's blocks
+ahead while the worker judges, and the worker leaves out, in order, the
+cases earlier chunks of a block gave, as the driver's
+:class:`~numoracle.running.schedule.RunDraws` would. The chunks depend on
+the seeds alone, so the per-row cases are those of ``-j 1`` when time does
+not cut a row short, whatever the number of workers; and the drawing grows
+with the workers instead of waiting on the driver. Each draw process first
+draws a probe chunk that the driver draws too; a worker whose probe differs
+asks the driver for each chunk instead. A worker that dies leaves its rows
+unjudged, with the reason.
 
 The budget holds: no worker asks for cases past the end, a case still
 running at the end plus the schedule's grace is cut (not counted, the
@@ -40,6 +44,7 @@ import pickle
 import sys
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
@@ -62,8 +67,7 @@ if TYPE_CHECKING:
 
     from ..cases.case import Case
 
-__all__ = ["run_pool", "default_jobs", "DrawHelpers", "MEMORY_PER_WORKER",
-           "WORKERS_PER_DRAW_HELPER", "MAX_DRAW_HELPERS"]
+__all__ = ["run_pool", "default_jobs", "OwnDraws", "MEMORY_PER_WORKER", "DRAW_AHEAD"]
 
 #: bytes of memory a worker may need (imports, the oracle's arrays): caps the default jobs
 MEMORY_PER_WORKER = 3 * 2**30
@@ -141,60 +145,123 @@ def _rebuild(spec: tuple[Any, ...]) -> Row:
     return Row(t, regime=regime, weight=weight, asked=asked, isolate=isolate)
 
 
-#: helper processes that draw chunks for the driver: one per this many workers
-WORKERS_PER_DRAW_HELPER = 8
-#: ... and at most this many
-MAX_DRAW_HELPERS = 4
-
-#: a draw helper's rows (rebuilt from their portable specs when it starts)
-_HELPER_ROWS: list[Row] = []
+#: chunks a worker's draw process may have in hand or under way beyond those asked for
+DRAW_AHEAD = 4
 
 
-def _helper_start(modules: list[str], specs: list[tuple[Any, ...]]) -> None:
-    """A draw helper's start: the driver's modules imported (Hypothesis mixes
-    literals of the loaded modules into its draws), its rows rebuilt."""
+def _import_all(modules: list[str]) -> None:
+    """Import the driver's ``modules`` (Hypothesis mixes literals of the loaded
+    modules into its draws)."""
     for name in modules:
         with contextlib.suppress(BaseException):  # a module that cannot load here: the probe tells
             importlib.import_module(name)
-    _HELPER_ROWS[:] = [_rebuild(spec) for spec in specs]
 
 
-def _helper_raw(k: int, index: int, j: int, settings: RunSettings) -> list[Case]:
-    """Chunk ``j`` of block ``index`` of row ``k``, raw, drawn in a helper."""
-    return RunDraws(_HELPER_ROWS, settings).block(k, index).raw(j)
+def _draw_serve(conn: Connection, modules: list[str], specs: list[tuple[Any, ...]],
+                settings: RunSettings, inherited: Sequence[Connection] = ()) -> None:
+    """A worker's draw process: the driver's modules loaded and nothing else
+    (started before its worker loads its targets' tools), it draws the raw
+    cases of chunk ``j`` of block ``index`` of row ``k`` of ``specs`` for each
+    ``(k, index, j)`` asked, in turn, until the pipe closes. ``inherited``:
+    the worker's pipe ends a forked process holds and closes (so that a
+    worker's end shows when it is gone)."""
+    for c in inherited:
+        c.close()
+    try:
+        _import_all(modules)
+        draws = RunDraws([_rebuild(spec) for spec in specs], settings)
+        while True:
+            k, index, j = conn.recv()
+            conn.send(((k, index, j), draws.block(k, index).raw(j)))
+    except (EOFError, OSError, KeyboardInterrupt):
+        pass
+    finally:
+        conn.close()
 
 
-class DrawHelpers:
-    """``count`` processes that draw the raw cases of chunks for the driver
-    (:class:`~numoracle.running.schedule.RunDraws` ``(helpers=...)``), with the
-    driver's modules loaded. :meth:`agrees` checks that they draw what the
-    driver draws; where they do not, the driver draws alone."""
+class _Pending:
+    """A chunk asked of a worker's draw process (:meth:`OwnDraws.submit`)."""
 
-    def __init__(self, rows: Sequence[Row], settings: RunSettings, count: int) -> None:
-        ctx = multiprocessing.get_context("spawn")
-        modules = sorted(n for n, m in list(sys.modules.items())
-                         if n not in ("__main__", "__mp_main__") and getattr(m, "__file__", None))
-        self.settings, self.capacity = settings, 2 * count
-        self.pool = ctx.Pool(count, initializer=_helper_start,
-                             initargs=(modules, [_portable(r) for r in rows]))
+    def __init__(self, owner: OwnDraws, key: tuple[int, int, int]) -> None:
+        self.owner, self.key = owner, key
 
-    def submit(self, k: int, index: int, j: int) -> Any:
-        """Chunk ``j`` of block ``index`` of row ``k``, drawn raw in a helper."""
-        return self.pool.apply_async(_helper_raw, (k, index, j, self.settings))
+    def ready(self) -> bool:
+        self.owner.pump(block=False)
+        return self.key in self.owner.got
 
-    def agrees(self, draws: RunDraws) -> bool:
-        """Whether a helper draws a chunk as the driver does (the first chunk
-        of the largest block of row 0, digest by digest)."""
-        if not draws.rows:
-            return False
-        index = max(range(3), key=lambda i: draws.block(0, i).size)
-        mine = draws.block(0, index).raw(0)
-        theirs = self.submit(0, index, 0).get()
-        return [case_digest(c) for c in mine] == [case_digest(c) for c in theirs]
+    def get(self) -> list[Case]:
+        while self.key not in self.owner.got:
+            self.owner.pump(block=True)
+        return self.owner.got.pop(self.key)
+
+
+class OwnDraws:
+    """A worker's own draws: a process of its own, with the driver's modules
+    loaded (``modules``) and nothing else, draws the raw cases of its rows'
+    chunks (:meth:`~numoracle.running.draws.BlockDraws.raw`, a function of the
+    seeds alone) while the worker judges; the worker leaves out, in order,
+    the cases earlier chunks of a block gave (:class:`RunDraws`
+    ``(helpers=...)``), as the driver would. So the driver draws nothing and
+    the drawing grows with the workers.
+
+    The process is forked from the worker before the worker rebuilds its
+    rows or warms up (no CUDA or thread state yet), or spawned where ``fork``
+    is not available. ``specs`` are the worker's rows (portable), then the
+    probe's row: :meth:`probe` draws the chunk whose digests the driver
+    compares with its own (where they differ the worker asks the driver)."""
+
+    def __init__(self, modules: list[str], specs: list[tuple[Any, ...]],
+                 settings: RunSettings, inherited: Sequence[Connection] = ()) -> None:
+        fork = "fork" in multiprocessing.get_all_start_methods()
+        ctx = multiprocessing.get_context("fork" if fork else "spawn")
+        self.conn, child = ctx.Pipe()
+        closed = (*inherited, self.conn) if fork else ()
+        with warnings.catch_warnings():  # no thread of this worker's touches what the child uses
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self.process = ctx.Process(target=_draw_serve,
+                                       args=(child, modules, specs, settings, closed),
+                                       daemon=True, name="numoracle-draws")
+            self.process.start()
+        child.close()
+        self.capacity = DRAW_AHEAD
+        self.got: dict[tuple[int, int, int], list[Case]] = {}
+
+    def submit(self, k: int, index: int, j: int) -> _Pending:
+        """Chunk ``j`` of block ``index`` of row ``k``, asked of the draw process."""
+        self.conn.send((k, index, j))
+        return _Pending(self, (k, index, j))
+
+    def pump(self, block: bool) -> None:
+        """Take the chunks drawn so far (with ``block``, wait for one)."""
+        while block or self.conn.poll(0):
+            if not self.process.is_alive() and not self.conn.poll(0):
+                raise RuntimeError("the worker's draw process died")
+            if block and not self.conn.poll(1.0):
+                continue
+            key, cases = self.conn.recv()
+            self.got[key] = cases
+            block = False
+
+    def probe(self, k: int, index: int) -> list[str]:
+        """The digests of chunk 0 of block ``index`` of row ``k`` (the probe's row)."""
+        return [case_digest(c) for c in self.submit(k, index, 0).get()]
 
     def close(self) -> None:
-        self.pool.terminate()
-        self.pool.join()
+        self.conn.close()
+        self.process.join(timeout=5)
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join(timeout=5)
+
+
+def _probe_block(rows: Sequence[Row], settings: RunSettings) -> int:
+    """The block of row 0 whose chunk 0 probes a draw process: its largest."""
+    return max(range(3), key=lambda i: block_sizes(rows[0], settings)[i])
+
+
+def _driver_modules() -> list[str]:
+    return sorted(n for n, m in list(sys.modules.items())
+                  if n not in ("__main__", "__mp_main__") and getattr(m, "__file__", None))
 
 
 class _Fetcher:
@@ -232,17 +299,34 @@ class _Fetcher:
 
 
 def _worker(conn: Connection, specs: list[tuple[int, tuple[Any, ...]]],
-            settings: RunSettings) -> None:
-    """A worker's life: warm up, wait for the clock, judge, report."""
+            settings: RunSettings, own: tuple[list[str], tuple[Any, ...], int] | None) -> None:
+    """A worker's life: its draw process started (``own``: the driver's
+    modules, the probe's row and block; None: the driver draws), warm up,
+    wait for the clock, judge, report."""
+    drawer: OwnDraws | None = None
     try:
         index = [k for k, _ in specs]
+        if own is not None:
+            modules, probe_spec, probe_block = own
+            drawer = OwnDraws(modules, [s for _, s in specs] + [probe_spec], settings,
+                              inherited=(conn,))
         rows = [_rebuild(s) for _, s in specs]
+        mine = None
+        if drawer is not None:
+            mine = RunDraws(rows, settings, helpers=drawer)
+            probe = drawer.submit(len(rows), probe_block, 0)
+            # blocks 0 and 1 of every row and a few more, drawn while this worker warms up
+            drawer.capacity = 2 * len(rows) + WARM_AHEAD_CHUNKS
+            while mine.ahead(WARM_AHEAD_CHUNKS):
+                pass
+            drawer.capacity = DRAW_AHEAD
         warm = warm_up(rows, settings)
-        conn.send(("warm", warm))
+        conn.send(("warm", warm, None if drawer is None
+                   else [case_digest(c) for c in probe.get()]))
         message = conn.recv()
         if message[0] != "go":
             return
-        seconds = message[1]
+        seconds, agreed = message[1], message[2]
 
         def on_case(i: int, v: Any) -> None:
             conn.send(("case", index[i], bool(v.passed), case_digest(v.case)))
@@ -253,13 +337,42 @@ def _worker(conn: Connection, specs: list[tuple[int, tuple[Any, ...]]],
             except (pickle.PicklingError, TypeError, AttributeError):  # a verdict that won't travel
                 conn.send(("row", index[i], replace(res, failure=None)))
 
-        fetch = _Fetcher(conn, index, [block_sizes(r, settings) for r in rows])
+        fetch: Any
+        if mine is not None and agreed:
+            fetch = _OwnFetch(mine)
+        else:  # the driver draws
+            if drawer is not None:
+                drawer.close()
+                drawer = None
+            fetch = _Fetcher(conn, index, [block_sizes(r, settings) for r in rows])
         judge_rows(rows, seconds, settings, on_case=on_case, on_row=on_row, fetch=fetch)
-        conn.send(("done", {"waited_s": fetch.waited, "gpu": os.environ.get(VISIBLE)}))
+        conn.send(("done", {"waited_s": fetch.waited, "gpu": os.environ.get(VISIBLE),
+                            "own_draws": drawer is not None}))
     except Exception:  # noqa: BLE001 - the driver reports it with the rows left unjudged
         conn.send(("error", traceback.format_exc()))
     finally:
+        if drawer is not None:
+            drawer.close()
         conn.close()
+
+
+class _OwnFetch:
+    """A worker's chunks from its own draw process (:class:`OwnDraws`): each
+    chunk asked, then the next ones asked ahead while it is judged."""
+
+    def __init__(self, draws: RunDraws) -> None:
+        self.draws = draws
+
+    @property
+    def waited(self) -> float:
+        """Seconds spent waiting for chunks (and leaving out cases seen before)."""
+        return self.draws.seconds
+
+    def __call__(self, i: int, block: int, j: int) -> list[Case]:
+        chunk = self.draws.chunk(i, block, j)
+        while self.draws.ahead():
+            pass
+        return chunk
 
 
 def run_pool(rows: Sequence[Row], seconds: float | None, settings: RunSettings, jobs: int, *,
@@ -269,7 +382,7 @@ def run_pool(rows: Sequence[Row], seconds: float | None, settings: RunSettings, 
              judged: dict[int, list[str]] | None = None,
              devices: Sequence[str] | None = None,
              stats: dict[str, Any] | None = None,
-             draw_helpers: int | None = None,
+             own_draws: bool = True,
              ) -> tuple[list[TargetResult], dict[str, float], float, float]:
     """Judge ``rows`` in ``jobs`` worker processes within ``seconds`` after
     their warm-up.
@@ -284,13 +397,12 @@ def run_pool(rows: Sequence[Row], seconds: float | None, settings: RunSettings, 
     are pinned to, round robin (default :func:`~numoracle.running.devices.gpu_devices`;
     none pinned where fewer than two). ``stats``, where given, gets where the
     time went: ``gpus`` (the ``CUDA_VISIBLE_DEVICES`` each worker ran with),
-    ``draw_s`` and ``draw_judging_s`` (the driver's seconds drawing cases or
-    waiting for its helpers, in all and after the clock started),
-    ``worker_wait_s`` (each worker's seconds waiting for cases),
-    ``draw_helpers`` and ``chunks_helped``. ``draw_helpers`` processes (default: one per
-    :data:`WORKERS_PER_DRAW_HELPER` workers, at most :data:`MAX_DRAW_HELPERS`)
-    draw chunks ahead for the driver where they draw what it draws
-    (:meth:`DrawHelpers.agrees`; else none).
+    ``own_draws`` (the workers that drew their own cases), ``draw_s`` and
+    ``draw_judging_s`` (the driver's seconds drawing cases, in all and after
+    the clock started) and ``worker_wait_s`` (each worker's seconds waiting
+    for cases). With ``own_draws`` each worker draws its rows' cases in a
+    process of its own (:class:`OwnDraws`) where that process draws the
+    driver's probe chunk as the driver does; the driver draws for the others.
     """
     ctx = multiprocessing.get_context("spawn")
     pins = worker_devices(jobs, gpu_devices() if devices is None else tuple(devices))
@@ -299,37 +411,38 @@ def run_pool(rows: Sequence[Row], seconds: float | None, settings: RunSettings, 
     results: list[TargetResult | None] = [None] * len(rows)
     reasons: dict[int, str] = {}
     workers: list[tuple[Any, Connection, list[int]]] = []
-    done: dict[int, Any] = {}
+    done: dict[Any, Any] = {}
+    own = (_driver_modules(), _portable(rows[0]), _probe_block(rows, settings)) \
+        if own_draws and rows else None
     t0 = time.monotonic()
     for w, (device, hand) in enumerate(hands):
         parent, child = ctx.Pipe()
         specs = [(k, _portable(rows[k])) for k in hand]
         with pinned(device):  # the child reads it before importing CUDA
-            p = ctx.Process(target=_worker, args=(child, specs, settings), daemon=True,
+            # not a daemon: it starts its draw process (it ends when its pipe closes, and
+            # is ended below)
+            p = ctx.Process(target=_worker, args=(child, specs, settings, own), daemon=False,
                             name=f"numoracle-run-{w}")
             p.start()
         child.close()
         workers.append((p, parent, hand))
     warm: dict[str, float] = {}
-    if draw_helpers is None:
-        draw_helpers = min(MAX_DRAW_HELPERS, len(hands) // WORKERS_PER_DRAW_HELPER)
-    helpers = DrawHelpers(rows, settings, draw_helpers) if draw_helpers > 0 else None
-    draws = RunDraws(rows, settings)  # drawn ahead while the workers warm up and judge
-    if helpers is not None:
-        if helpers.agrees(draws):
-            draws.helpers = helpers
-        else:  # the helpers would draw other cases than this process: it draws alone
-            helpers.close()
-            helpers, draw_helpers = None, 0
+    draws = RunDraws(rows, settings)  # for workers whose own draws disagree with this process's
+    probe = None
+    if own is not None:  # the chunk each worker's draw process must draw as this process does
+        probe = [case_digest(c) for c in
+                 RunDraws(rows[:1], settings).block(0, own[2]).raw(0)]
+    agreed: dict[Connection, bool] = {}
     drawn_warm = 0.0
     try:
         live = []
         for p, conn, hand in workers:
             left = None if warm_limit is None else max(warm_limit - (time.monotonic() - t0), 0)
-            got = _recv_drawing(conn, left, draws)
+            got = _recv(conn, left) if own is not None else _recv_drawing(conn, left, draws)
             if got is not None and got[0] == "warm":
                 for key, s in got[1].items():
                     warm[key] = max(warm.get(key, 0.0), s)
+                agreed[conn] = probe is not None and got[2] == probe
                 live.append((p, conn, hand))
             else:
                 why = ("its worker did not finish warming up" if got is None
@@ -341,9 +454,10 @@ def run_pool(rows: Sequence[Row], seconds: float | None, settings: RunSettings, 
         drawn_warm = draws.seconds
         t1 = time.monotonic()
         for _p, conn, _hand in live:
-            conn.send(("go", seconds))
+            conn.send(("go", seconds, agreed[conn]))
         _collect(live, results, reasons, on_case, draws, judged, done,
-                 None if seconds is None else t1 + seconds)
+                 None if seconds is None else t1 + seconds,
+                 ahead=not all(agreed[conn] for _p, conn, _hand in live))
         judge_wall = time.monotonic() - t1
     finally:
         for p, conn, _hand in workers:
@@ -351,11 +465,11 @@ def run_pool(rows: Sequence[Row], seconds: float | None, settings: RunSettings, 
                 p.terminate()
             p.join(timeout=5)
             conn.close()
-        if helpers is not None:
-            helpers.close()
     if stats is not None:
-        stats.update({"draw_helpers": draw_helpers, "chunks_helped": draws.helped,"gpus": [done[conn]["gpu"] if conn in done else None
+        stats.update({"gpus": [done[conn]["gpu"] if conn in done else None
                                for _p, conn, _hand in workers],
+                      "own_draws": sum(bool(done.get(conn, {}).get("own_draws"))
+                                       for _p, conn, _hand in workers),
                       "draw_s": round(draws.seconds, 2),
                       "draw_judging_s": round(draws.seconds - drawn_warm, 2),
                       "worker_wait_s": [round(done[conn]["waited_s"], 2) if conn in done
@@ -401,16 +515,17 @@ def _last_line(text: str) -> str:
 def _collect(live: list[tuple[Any, Connection, list[int]]], results: list[TargetResult | None],
              reasons: dict[int, str], on_case: Callable[[int, bool], None] | None,
              draws: RunDraws, judged: dict[int, list[str]] | None,
-             done: dict[int, Any], end: float | None) -> None:
+             done: dict[Any, Any], end: float | None, *, ahead: bool = True) -> None:
     """Read the workers' messages until every one is done or gone; draw the
-    chunks of cases they ask for, and others ahead until ``end``. ``done``
-    gets each worker's closing numbers, keyed by its connection."""
+    chunks of cases they ask for, and (with ``ahead``: some worker asks this
+    process for its cases) others ahead until ``end``. ``done`` gets each
+    worker's closing numbers, keyed by its connection."""
     from multiprocessing.connection import wait  # noqa: PLC0415 - only with workers
 
     open_ = {conn: hand for _p, conn, hand in live}
     while open_:
         waiting = wait(list(open_), timeout=0)
-        if not waiting and (end is None or time.monotonic() < end) and draws.ahead():
+        if not waiting and ahead and (end is None or time.monotonic() < end) and draws.ahead():
             continue  # a chunk drawn before it is asked for, while no worker needs one
         for ready in waiting or wait(list(open_), timeout=0.05):  # then ahead again
             conn = cast("Connection", ready)
