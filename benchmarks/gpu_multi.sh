@@ -5,22 +5,26 @@
 #   bash benchmarks/gpu_multi.sh OUT
 #
 # From the root of a checkout on a machine with several CUDA GPUs (torch, cupy; rich and
-# ml_dtypes installed). Two runs of the README's command with --budget $BUDGET (60):
+# ml_dtypes installed). Two runs of the README's command with --budget $BUDGET (50):
 #
 #   one  CUDA_VISIBLE_DEVICES=0 and the first nproc/GPUs cores (taskset): the share of
 #        the host a one-GPU machine of the same kind has
 #   all  every GPU and every core
 #
 # Each run's report and run.json (cases, warm-up, judging, the pool's numbers: each
-# worker's GPU, the driver's seconds drawing cases or waiting for its draw helpers, the
-# helpers and the chunks they drew, the workers' seconds waiting for cases) go to OUT/multi/<run>/, its output to OUT/multi/<run>.log, nvidia-smi's samples
-# (every 500 ms) to OUT/multi/<run>.smi.csv; OUT/multi/summary.json and summary.md hold
-# the comparison (GPU busy share: mean utilization.gpu per GPU over the judging window).
-# Each run is limited to $RUN_LIMIT (115) seconds; the script takes about 3.5 minutes.
+# worker's GPU, the workers that drew their own cases, the driver's seconds drawing cases,
+# the workers' seconds waiting for cases) go to OUT/multi/<run>/, its output to
+# OUT/multi/<run>.log, nvidia-smi's samples (every 500 ms) to OUT/multi/<run>.smi.csv.
+# Then, on GPU 0, the hand-written oracle's linear backward (fp32 target) against torch
+# float64 on the same GPU at 128x1024x1024 and 4096x8192x8192 (benchmarks speed --plain
+# torch: torch's four ops, its autograd beside) in OUT/multi/linear_speed.json.
+# OUT/multi/summary.json and summary.md hold the comparison (GPU busy share: mean
+# utilization.gpu per GPU over the judging window) and the linear rows.
+# Each run is limited to $RUN_LIMIT (100) seconds; the script takes about 3 minutes.
 set -u
 OUT=${1:?usage: bash benchmarks/gpu_multi.sh OUT}
-BUDGET=${BUDGET:-60}
-RUN_LIMIT=${RUN_LIMIT:-115}
+BUDGET=${BUDGET:-50}
+RUN_LIMIT=${RUN_LIMIT:-100}
 D="$OUT/multi"
 mkdir -p "$D"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -59,6 +63,10 @@ PER=$(( CORES / (GPUS > 0 ? GPUS : 1) ))
 one_run one 0 "0-$(( PER - 1 ))"
 ALL=$(seq -s, 0 $(( GPUS > 0 ? GPUS - 1 : 0 )))
 one_run all "$ALL" "0-$(( CORES - 1 ))"
+
+CUDA_VISIBLE_DEVICES=0 timeout 90 python3 -m benchmarks speed --device gpu --no-sweep \
+  --repeats 5 --plain torch --fp64-max-elements 0 --linear 128,1024,1024 \
+  --linear 4096,8192,8192 --out "$D/linear_speed.json" > "$D/linear_speed.log" 2>&1
 
 python3 - "$D" <<'EOF'
 import csv, datetime, json, sys
@@ -107,19 +115,30 @@ for name, r in runs.items():
         "pool": run.get("pool", {}),
     }
 (d / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-lines = ["| run | devices | jobs | cases | judged s (budget) | process s | GPU busy while judging, % | driver drawing s while judging | draw helpers (chunks) | workers' mean wait s |",
+lines = ["| run | devices | jobs | cases | judged s (budget) | process s | GPU busy while judging, % | workers drawing their own cases | driver drawing s while judging | workers' mean wait s |",
          "|---|---|---|---|---|---|---|---|---|---|"]
 for name, s in summary.items():
     pool = s["pool"] or {}
     waits = [w for w in pool.get("worker_wait_s", []) if w is not None]
     lines.append(f"| {name} | {s['devices']} | {s['jobs']} | {s['cases']} | {s['judge_s']} "
                  f"({s['budget_s']}) | {s['process_wall_s']} | {s['gpu_busy_judging_pct']} | "
-                 f"{pool.get('draw_judging_s')} | "
-                 f"{pool.get('draw_helpers')} ({pool.get('chunks_helped')}) | "
+                 f"{pool.get('own_draws')} | {pool.get('draw_judging_s')} | "
                  f"{round(sum(waits) / len(waits), 1) if waits else None} |")
 one, every = summary.get("one", {}), summary.get("all", {})
 if one.get("cases") and every.get("cases"):
     lines.append(f"\nall / one: {every['cases'] / one['cases']:.2f}x the cases")
+speed = d / "linear_speed.json"
+if speed.exists():
+    rows = json.loads(speed.read_text()).get("linear", [])
+    summary["linear_speed"] = rows
+    (d / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    lines += ["", "| linear backward (fp32 target) | oracle ms | torch fp64 ops ms | ratio | "
+              "torch fp64 autograd ms | ratio |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {'x'.join(map(str, r['shape']))} | {1e3 * r['oracle_s']:.2f} | "
+                     f"{1e3 * r['plain_float64_s']:.2f} | {r['ratio']:.2f}x | "
+                     f"{1e3 * r.get('torch_autograd_s', float('nan')):.2f} | "
+                     f"{r.get('ratio_to_torch_autograd', float('nan')):.2f}x |")
 (d / "summary.md").write_text("\n".join(lines) + "\n")
 print("\n".join(lines))
 EOF

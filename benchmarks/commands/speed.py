@@ -3,7 +3,7 @@ of the same outputs.
 
     python -m benchmarks speed [--device cpu|gpu] [--out FILE.json]
         [--sweep-max-k 1048576] [--linear B,I,O ...] [--conv N,C,O,H,W ...] [--repeats 3]
-        [--fresh-memory]
+        [--fresh-memory] [--plain float64|torch]
 
 In one run, on NumPy (``--device cpu``) or CuPy (``--device gpu``):
 
@@ -14,7 +14,8 @@ In one run, on NumPy (``--device cpu``) or CuPy (``--device gpu``):
   ``fp64``: the exact context, error-free slice GEMMs);
 * **linear**: the full linear backward (``y``, ``grad_input``, ``grad_weight``,
   ``grad_bias``) at each ``--linear`` shape, both targets (the float64 target
-  only up to ``--fp64-max-elements`` weights);
+  only up to ``--fp64-max-elements`` weights); with ``--plain torch`` against torch
+  float64 on the same device (the four ops; its autograd's forward + backward beside);
 * **conv**: conv2d (3x3, padding 1, all four outputs) at each ``--conv`` shape,
   fp32 target, against torch's float64 conv2d forward and backward on the same
   device when torch is present (else skipped).
@@ -93,12 +94,16 @@ def _inputs(shapes: dict, xp: Any, seed: int = 0) -> dict:
 
 
 def _entry(name: str, shape: Any, oracle: Any, plain: Any, xp: Any, repeats: int,
-           io_elements: int, section: str = "") -> dict:
+           io_elements: int, section: str = "", extra: Any = None) -> dict:
     to, tp = _timed_pair(oracle, plain, xp, repeats)
     om, pm = statistics.median(to), statistics.median(tp)
     row = {"case": name, "shape": shape, "oracle_s": om, "oracle_min_s": min(to),
            "plain_float64_s": pm, "plain_min_s": min(tp), "ratio": om / pm,
            "ratio_of_min": min(to) / min(tp), "repeats": repeats}
+    if extra is not None:  # a second plain computation of the same outputs
+        to2, te = _timed_pair(oracle, extra[1], xp, repeats)
+        em = statistics.median(te)
+        row.update({f"{extra[0]}_s": em, f"ratio_to_{extra[0]}": statistics.median(to2) / em})
     if xp is np:
         peak = _peak(oracle)
         row.update(peak_bytes=peak, io_float64_bytes=io_elements * 8,
@@ -179,10 +184,37 @@ def linear_case(shape: tuple[int, ...], xp: Any = np) -> tuple[dict, dict, Any]:
     return params, inputs, plain
 
 
+def torch_linear(inputs: dict, xp: Any) -> tuple[Any, Any]:
+    """torch float64 on the inputs' device (the same memory, through DLPack): the four
+    outputs of a linear backward as four ops, and as torch's autograd computes them
+    (forward, then backward from ``grad_output``)."""
+    import torch  # noqa: PLC0415 - only with --plain torch
+
+    dev = "cpu" if xp is np else "cuda"
+    t = {k: torch.as_tensor(v, device=dev) for k, v in inputs.items()}
+    x, w, g, bias = t["x"], t["weight"], t["grad_output"], t["bias"]
+
+    def ops() -> None:
+        torch.addmm(bias, x, w.T)
+        g @ w
+        g.T @ x
+        g.sum(dim=0)
+
+    def autograd() -> None:
+        xx, ww, bb = (v.detach().requires_grad_(True) for v in (x, w, bias))
+        torch.nn.functional.linear(xx, ww, bb).backward(g)
+
+    return ops, autograd
+
+
 def linear(xp: Any, shape: tuple[int, int, int], repeats: int, models: tuple[str, ...],
-           fp64_max: int) -> list[dict]:
+           fp64_max: int, plain_kind: str = "float64") -> list[dict]:
     _, i, o = shape
     params, inputs, plain = linear_case(shape, xp)
+    extra = None
+    if plain_kind == "torch":  # torch's four ops the plain time, its autograd a second one
+        plain, autograd = torch_linear(inputs, xp)
+        extra = ("torch_autograd", autograd)
     io = sum(v.size for v in inputs.values()) + sum(
         int(np.prod(s)) for s in LINEAR.output_shapes(params).values())
     rows = []
@@ -192,7 +224,7 @@ def linear(xp: Any, shape: tuple[int, int, int], repeats: int, models: tuple[str
         model = get_model(m)
         rows.append(_entry(f"linear backward {m} target", list(shape),
                            partial(_reference, LINEAR, inputs, params, model), plain, xp,
-                           repeats, io, "linear"))
+                           repeats, io, "linear", extra))
     return rows
 
 
@@ -240,6 +272,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ap.add_argument("--no-sweep", action="store_true")
     ap.add_argument("--linear", action="append", default=None, metavar="B,I,O")
     ap.add_argument("--conv", action="append", default=None, metavar="N,C,O,H,W")
+    ap.add_argument("--plain", choices=("float64", "torch"), default="float64",
+                    help="linear's plain computation: the device's float64 products "
+                         "(default), or torch float64 on the same device (its four ops; "
+                         "its autograd forward + backward recorded beside)")
     ap.add_argument("--fp64-max-elements", type=int, default=1 << 20,
                     help="largest weight (in x out) the float64 target is timed at")
     memory = ap.add_mutually_exclusive_group()
@@ -276,7 +312,7 @@ def run(a: argparse.Namespace) -> int:
     if not a.no_sweep:
         sweep(xp, a.sweep_max_k, a.repeats, models)
     for spec in a.linear or ["128,1024,1024"]:
-        linear(xp, _ints(spec), a.repeats, models, a.fp64_max_elements)
+        linear(xp, _ints(spec), a.repeats, models, a.fp64_max_elements, a.plain)
     for spec in a.conv or []:
         conv(xp, _ints(spec), a.repeats)
     return 0
