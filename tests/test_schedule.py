@@ -187,18 +187,20 @@ def test_workers_drawing_their_own_cases_judge_those_the_driver_would(tmp_path: 
 
 @pytest.mark.slow
 def test_chunks_from_a_draw_process_hold_the_cases_drawn_here() -> None:
-    rows = [Row(get_target("numpy-fp32", "matmul"), asked=80)]
+    rows = [Row(get_target("numpy-fp32", "matmul"), asked=80),
+            Row(get_target("numpy-fp32", "linear"), asked=40)]
     settings = RunSettings(seed=6, min_cases=3)
-    drawer = OwnDraws(_driver_modules(), [_portable(r) for r in rows], settings)
+    probe = Row(get_target("numpy-fp32", "conv2d"), asked=30)
+    drawer = OwnDraws(_driver_modules(), [_portable(r) for r in rows], _portable(probe),
+                      settings)
     try:
-        own, alone = RunDraws(rows, settings, helpers=drawer), RunDraws(rows, settings)
-        handed = 0
-        while own.ahead(chunks=1):  # what a worker does before it judges a chunk
-            handed += 1
-        keys = [(0, i, j) for i in range(3) for j in range(2) if j * CHUNK < block_sizes(
-            rows[0], settings)[i]]
+        drawer.ask(-1, 2, 0)  # the probe's chunk: what the driver compares
+        assert [case_digest(c) for c in drawer.answer()] == [
+            case_digest(c) for c in RunDraws([probe], settings).block(0, 2).raw(0)]
+        own, alone = RunDraws(rows, settings, raw=drawer.get), RunDraws(rows, settings)
+        keys = [(k, i, j) for k in range(2) for i in range(3) for j in range(3)
+                if j * CHUNK < block_sizes(rows[k], settings)[i]]
         got = [[case_digest(c) for c in own.chunk(*key)] for key in keys]
-        assert handed > 0 and own.helped > 0  # these came from the draw process
         assert got == [[case_digest(c) for c in alone.chunk(*key)] for key in keys]
     finally:
         drawer.close()

@@ -67,7 +67,7 @@ if TYPE_CHECKING:
 
     from ..cases.case import Case
 
-__all__ = ["run_pool", "default_jobs", "OwnDraws", "MEMORY_PER_WORKER", "DRAW_AHEAD"]
+__all__ = ["run_pool", "default_jobs", "OwnDraws", "MEMORY_PER_WORKER"]
 
 #: bytes of memory a worker may need (imports, the oracle's arrays): caps the default jobs
 MEMORY_PER_WORKER = 3 * 2**30
@@ -145,10 +145,6 @@ def _rebuild(spec: tuple[Any, ...]) -> Row:
     return Row(t, regime=regime, weight=weight, asked=asked, isolate=isolate)
 
 
-#: chunks a worker's draw process may have in hand or under way beyond those asked for
-DRAW_AHEAD = 4
-
-
 def _import_all(modules: list[str]) -> None:
     """Import the driver's ``modules`` (Hypothesis mixes literals of the loaded
     modules into its draws)."""
@@ -158,59 +154,65 @@ def _import_all(modules: list[str]) -> None:
 
 
 def _draw_serve(conn: Connection, modules: list[str], specs: list[tuple[Any, ...]],
-                settings: RunSettings, inherited: Sequence[Connection] = ()) -> None:
+                probe: tuple[Any, ...], settings: RunSettings,
+                inherited: Sequence[Connection] = ()) -> None:
     """A worker's draw process: the driver's modules loaded and nothing else
-    (started before its worker loads its targets' tools), it draws the raw
-    cases of chunk ``j`` of block ``index`` of row ``k`` of ``specs`` for each
-    ``(k, index, j)`` asked, in turn, until the pipe closes. ``inherited``:
-    the worker's pipe ends a forked process holds and closes (so that a
+    (started before its worker loads its targets' tools). For each ``(k,
+    index, j)`` asked it sends the raw cases of chunk ``j`` of block
+    ``index`` of row ``k`` of ``specs`` (``k = -1``: of the ``probe`` row);
+    while nothing is asked it draws chunks ahead, in the order the worker's
+    schedule reaches them (:meth:`RunDraws.next_ahead`), up to
+    :data:`~numoracle.running.schedule.WARM_AHEAD_CHUNKS` a block beyond the
+    last one asked. It ends when the pipe closes. ``inherited``: the
+    worker's pipe ends a forked process holds and closes (so that a
     worker's end shows when it is gone)."""
     for c in inherited:
         c.close()
     try:
         _import_all(modules)
         draws = RunDraws([_rebuild(spec) for spec in specs], settings)
+        probe_draws = RunDraws([_rebuild(probe)], settings)
+        held: dict[tuple[int, int, int], list[Case]] = {}
+        drawn: dict[tuple[int, int], int] = {}  # chunks of a block drawn (ahead or asked)
         while True:
+            if not conn.poll(0):
+                nxt = draws.next_ahead(WARM_AHEAD_CHUNKS,
+                                       drawn=lambda k, i: drawn.get((k, i), 0))
+                if nxt is not None:
+                    k, index, j = nxt
+                    held[nxt] = draws.block(k, index).raw(j)
+                    drawn[(k, index)] = j + 1
+                    continue
             k, index, j = conn.recv()
-            conn.send(((k, index, j), draws.block(k, index).raw(j)))
+            if k < 0:
+                conn.send(probe_draws.block(0, index).raw(j))
+                continue
+            draws.asked(k, index, j)
+            drawn[(k, index)] = max(drawn.get((k, index), 0), j + 1)
+            got = held.pop((k, index, j), None)
+            conn.send(got if got is not None else draws.block(k, index).raw(j))
     except (EOFError, OSError, KeyboardInterrupt):
         pass
     finally:
         conn.close()
 
 
-class _Pending:
-    """A chunk asked of a worker's draw process (:meth:`OwnDraws.submit`)."""
-
-    def __init__(self, owner: OwnDraws, key: tuple[int, int, int]) -> None:
-        self.owner, self.key = owner, key
-
-    def ready(self) -> bool:
-        self.owner.pump(block=False)
-        return self.key in self.owner.got
-
-    def get(self) -> list[Case]:
-        while self.key not in self.owner.got:
-            self.owner.pump(block=True)
-        return self.owner.got.pop(self.key)
-
-
 class OwnDraws:
     """A worker's own draws: a process of its own, with the driver's modules
-    loaded (``modules``) and nothing else, draws the raw cases of its rows'
-    chunks (:meth:`~numoracle.running.draws.BlockDraws.raw`, a function of the
-    seeds alone) while the worker judges; the worker leaves out, in order,
-    the cases earlier chunks of a block gave (:class:`RunDraws`
-    ``(helpers=...)``), as the driver would. So the driver draws nothing and
-    the drawing grows with the workers.
+    loaded (``modules``) and nothing else, draws the raw cases of the
+    worker's rows' chunks (:meth:`~numoracle.running.draws.BlockDraws.raw`, a
+    function of the seeds alone) ahead while the worker warms up and judges;
+    the worker leaves out, in order, the cases earlier chunks of a block gave
+    (:class:`RunDraws` ``(raw=self.get)``), as the driver would. So the
+    driver draws nothing and the drawing grows with the workers.
 
     The process is forked from the worker before the worker rebuilds its
     rows or warms up (no CUDA or thread state yet), or spawned where ``fork``
-    is not available. ``specs`` are the worker's rows (portable), then the
-    probe's row: :meth:`probe` draws the chunk whose digests the driver
-    compares with its own (where they differ the worker asks the driver)."""
+    is not available. ``specs`` are the worker's rows (portable); ``probe``
+    the row whose chunk (:meth:`ask` ``(-1, index, 0)``) the driver compares
+    with its own (where they differ the worker asks the driver)."""
 
-    def __init__(self, modules: list[str], specs: list[tuple[Any, ...]],
+    def __init__(self, modules: list[str], specs: list[tuple[Any, ...]], probe: tuple[Any, ...],
                  settings: RunSettings, inherited: Sequence[Connection] = ()) -> None:
         fork = "fork" in multiprocessing.get_all_start_methods()
         ctx = multiprocessing.get_context("fork" if fork else "spawn")
@@ -219,32 +221,28 @@ class OwnDraws:
         with warnings.catch_warnings():  # no thread of this worker's touches what the child uses
             warnings.simplefilter("ignore", DeprecationWarning)
             self.process = ctx.Process(target=_draw_serve,
-                                       args=(child, modules, specs, settings, closed),
+                                       args=(child, modules, specs, probe, settings, closed),
                                        daemon=True, name="numoracle-draws")
             self.process.start()
         child.close()
-        self.capacity = DRAW_AHEAD
-        self.got: dict[tuple[int, int, int], list[Case]] = {}
 
-    def submit(self, k: int, index: int, j: int) -> _Pending:
-        """Chunk ``j`` of block ``index`` of row ``k``, asked of the draw process."""
+    def ask(self, k: int, index: int, j: int) -> None:
+        """Ask for chunk ``j`` of block ``index`` of row ``k`` (its answer:
+        :meth:`answer`, in the order asked)."""
         self.conn.send((k, index, j))
-        return _Pending(self, (k, index, j))
 
-    def pump(self, block: bool) -> None:
-        """Take the chunks drawn so far (with ``block``, wait for one)."""
-        while block or self.conn.poll(0):
-            if not self.process.is_alive() and not self.conn.poll(0):
-                raise RuntimeError("the worker's draw process died")
-            if block and not self.conn.poll(1.0):
-                continue
-            key, cases = self.conn.recv()
-            self.got[key] = cases
-            block = False
+    def answer(self) -> list[Case]:
+        """The raw cases of the chunk asked first and not yet answered."""
+        while not self.conn.poll(1.0):
+            if not self.process.is_alive():
+                raise RuntimeError("the worker's draw process ended")
+        got: list[Case] = self.conn.recv()
+        return got
 
-    def probe(self, k: int, index: int) -> list[str]:
-        """The digests of chunk 0 of block ``index`` of row ``k`` (the probe's row)."""
-        return [case_digest(c) for c in self.submit(k, index, 0).get()]
+    def get(self, k: int, index: int, j: int) -> list[Case]:
+        """The raw cases of chunk ``j`` of block ``index`` of row ``k``."""
+        self.ask(k, index, j)
+        return self.answer()
 
     def close(self) -> None:
         self.conn.close()
@@ -308,21 +306,13 @@ def _worker(conn: Connection, specs: list[tuple[int, tuple[Any, ...]]],
         index = [k for k, _ in specs]
         if own is not None:
             modules, probe_spec, probe_block = own
-            drawer = OwnDraws(modules, [s for _, s in specs] + [probe_spec], settings,
+            drawer = OwnDraws(modules, [s for _, s in specs], probe_spec, settings,
                               inherited=(conn,))
+            drawer.ask(-1, probe_block, 0)  # drawn first, while this worker warms up
         rows = [_rebuild(s) for _, s in specs]
-        mine = None
-        if drawer is not None:
-            mine = RunDraws(rows, settings, helpers=drawer)
-            probe = drawer.submit(len(rows), probe_block, 0)
-            # blocks 0 and 1 of every row and a few more, drawn while this worker warms up
-            drawer.capacity = 2 * len(rows) + WARM_AHEAD_CHUNKS
-            while mine.ahead(WARM_AHEAD_CHUNKS):
-                pass
-            drawer.capacity = DRAW_AHEAD
         warm = warm_up(rows, settings)
         conn.send(("warm", warm, None if drawer is None
-                   else [case_digest(c) for c in probe.get()]))
+                   else [case_digest(c) for c in drawer.answer()]))
         message = conn.recv()
         if message[0] != "go":
             return
@@ -337,16 +327,19 @@ def _worker(conn: Connection, specs: list[tuple[int, tuple[Any, ...]]],
             except (pickle.PicklingError, TypeError, AttributeError):  # a verdict that won't travel
                 conn.send(("row", index[i], replace(res, failure=None)))
 
-        fetch: Any
-        if mine is not None and agreed:
-            fetch = _OwnFetch(mine)
-        else:  # the driver draws
-            if drawer is not None:
-                drawer.close()
-                drawer = None
+        if drawer is not None and not agreed:  # its draws differ from the driver's
+            drawer.close()
+            drawer = None
+        if drawer is not None:
+            mine = RunDraws(rows, settings, raw=drawer.get)
+            judge_rows(rows, seconds, settings, on_case=on_case, on_row=on_row,
+                       fetch=mine.chunk)
+            waited = mine.seconds
+        else:
             fetch = _Fetcher(conn, index, [block_sizes(r, settings) for r in rows])
-        judge_rows(rows, seconds, settings, on_case=on_case, on_row=on_row, fetch=fetch)
-        conn.send(("done", {"waited_s": fetch.waited, "gpu": os.environ.get(VISIBLE),
+            judge_rows(rows, seconds, settings, on_case=on_case, on_row=on_row, fetch=fetch)
+            waited = fetch.waited
+        conn.send(("done", {"waited_s": waited, "gpu": os.environ.get(VISIBLE),
                             "own_draws": drawer is not None}))
     except Exception:  # noqa: BLE001 - the driver reports it with the rows left unjudged
         conn.send(("error", traceback.format_exc()))
@@ -354,25 +347,6 @@ def _worker(conn: Connection, specs: list[tuple[int, tuple[Any, ...]]],
         if drawer is not None:
             drawer.close()
         conn.close()
-
-
-class _OwnFetch:
-    """A worker's chunks from its own draw process (:class:`OwnDraws`): each
-    chunk asked, then the next ones asked ahead while it is judged."""
-
-    def __init__(self, draws: RunDraws) -> None:
-        self.draws = draws
-
-    @property
-    def waited(self) -> float:
-        """Seconds spent waiting for chunks (and leaving out cases seen before)."""
-        return self.draws.seconds
-
-    def __call__(self, i: int, block: int, j: int) -> list[Case]:
-        chunk = self.draws.chunk(i, block, j)
-        while self.draws.ahead():
-            pass
-        return chunk
 
 
 def run_pool(rows: Sequence[Row], seconds: float | None, settings: RunSettings, jobs: int, *,

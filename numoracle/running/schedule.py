@@ -187,33 +187,28 @@ def block_sizes(row: Row, settings: RunSettings) -> list[int]:
 
 
 class RunDraws:
-    """The cases of every row of a run, drawn in this process: block
-    ``index`` of row ``k`` draws with :func:`block_seed` ``(seed, index)`` in
-    chunks of at most :data:`~numoracle.running.draws.CHUNK` cases, in the
-    row's size regime.
+    """The cases of every row of a run: block ``index`` of row ``k`` draws
+    with :func:`block_seed` ``(seed, index)`` in chunks of at most
+    :data:`~numoracle.running.draws.CHUNK` cases, in the row's size regime.
 
     A chunk is drawn when it is asked for (:meth:`chunk`) or, by a process
     that would otherwise wait, before (:meth:`ahead`): the chunks of a block
-    are drawn in turn either way, so they hold the same cases. With
-    ``helpers`` (``submit(k, index, j)`` giving a handle with ``ready()`` and
-    ``get()``: processes that draw a chunk's raw cases,
-    :meth:`~numoracle.running.draws.BlockDraws.raw`), :meth:`ahead` hands
-    chunks to them instead of drawing them here, and this process only leaves
-    out, in order, the cases earlier chunks gave.
+    are drawn in turn either way, so they hold the same cases. With ``raw``
+    (``raw(k, index, j)``: the raw cases of a chunk,
+    :meth:`~numoracle.running.draws.BlockDraws.raw`, drawn by another process)
+    this process draws nothing itself and only leaves out, in order, the
+    cases earlier chunks gave.
     """
 
     def __init__(self, rows: Sequence[Row], settings: RunSettings, *,
-                 ahead: int = AHEAD_CHUNKS, helpers: Any = None) -> None:
+                 ahead: int = AHEAD_CHUNKS, raw: Fetch | None = None) -> None:
         self.rows, self.settings, self.ahead_chunks = rows, settings, ahead
         self._sizes = [block_sizes(r, settings) for r in rows]
         self._blocks: dict[tuple[int, int], BlockDraws] = {}
         self._ready: dict[tuple[int, int, int], list[Case]] = {}
         self._asked: dict[tuple[int, int], int] = {}
-        self.seconds = 0.0  # spent drawing (or waiting for the helpers) so far
-        self.helpers = helpers
-        self._pending: dict[tuple[int, int, int], Any] = {}
-        self._next: dict[tuple[int, int], int] = {}  # the next chunk to hand out, by block
-        self.helped = 0  # chunks the helpers drew
+        self.seconds = 0.0  # spent drawing (or waiting for the raw cases) so far
+        self.raw = raw
 
     def block(self, k: int, index: int) -> BlockDraws:
         """The draws of block ``index`` of row ``k``."""
@@ -232,9 +227,7 @@ class RunDraws:
         try:
             while b.drawn <= j:
                 jj = b.drawn
-                handle = self._pending.pop((k, index, jj), None)
-                raw = handle.get() if handle is not None else None
-                self.helped += handle is not None
+                raw = None if self.raw is None else self.raw(k, index, jj)
                 self._ready[(k, index, jj)] = b.chunk(jj, raw)
         finally:
             self.seconds += time.monotonic() - t0
@@ -247,15 +240,22 @@ class RunDraws:
         return self._ready.pop((k, index, j))
 
     def ahead(self, chunks: int | None = None) -> bool:
-        """Draw one chunk before it is asked for (or hand it to a helper) and
-        say whether there was one: of the blocks with fewer than ``chunks``
-        (default: the ``ahead`` given at construction) in hand beyond the
-        last one asked, the first a schedule reaches (blocks 0, then 1, then
-        2), of those the row with the fewest in hand. With helpers, False
-        while as many chunks as :attr:`helpers` ``.capacity`` are being drawn."""
-        if self.helpers is not None and sum(
-                not h.ready() for h in self._pending.values()) >= self.helpers.capacity:
+        """Draw one chunk before it is asked for and say whether there was
+        one: of the blocks with fewer than ``chunks`` (default: the ``ahead``
+        given at construction) in hand beyond the last one asked, the first a
+        schedule reaches (blocks 0, then 1, then 2), of those the row with the
+        fewest in hand."""
+        got = self.next_ahead(chunks)
+        if got is None:
             return False
+        self._draw(*got)
+        return True
+
+    def next_ahead(self, chunks: int | None = None,
+                   drawn: Callable[[int, int], int] | None = None) -> tuple[int, int, int] | None:
+        """The chunk :meth:`ahead` would draw (``(k, index, j)``), or None.
+        ``drawn(k, index)``, where given, counts the chunks of a block already
+        drawn (else this process's count)."""
         limit = self.ahead_chunks if chunks is None else chunks
         best: tuple[int, int, int] | None = None
         for index in range(3):
@@ -264,7 +264,7 @@ class RunDraws:
                 if size <= 0:
                     continue
                 b = self.block(k, index)
-                nxt = max(b.drawn, self._next.get((k, index), 0))
+                nxt = b.drawn if drawn is None else drawn(k, index)
                 held = nxt - self._asked.get((k, index), -1) - 1
                 if b.ended or nxt * b.size >= size or held >= limit:
                     continue
@@ -273,16 +273,14 @@ class RunDraws:
             if best is not None:
                 break
         if best is None:
-            return False
+            return None
         index, _, k = best
-        b = self.block(k, index)
-        j = max(b.drawn, self._next.get((k, index), 0))
-        self._next[(k, index)] = j + 1
-        if self.helpers is not None:
-            self._pending[(k, index, j)] = self.helpers.submit(k, index, j)
-        else:
-            self._draw(k, index, j)
-        return True
+        return k, index, (self.block(k, index).drawn if drawn is None else drawn(k, index))
+
+    def asked(self, k: int, index: int, j: int) -> None:
+        """Note that chunk ``j`` of block ``index`` of row ``k`` was asked for
+        elsewhere (what :meth:`next_ahead` counts from)."""
+        self._asked[(k, index)] = max(self._asked.get((k, index), -1), j)
 
 
 def _share(left: float, weights: Sequence[float], k: int) -> float:
