@@ -295,15 +295,22 @@ class OperandFacts:
 
 class PendingFacts:
     """:func:`operand_facts` under way: the magnitudes are there to queue GEMMs on;
-    :meth:`result` waits for the facts alone (not for what was queued after them)."""
+    :meth:`result` waits for the facts alone (not for what was queued after them).
+    ``host`` holds each operand's ``(none - lsb, flags)``; ``rows``, where given,
+    the operands whose rows are still being copied from the device and the
+    page-locked array they arrive in."""
 
-    def __init__(self, magnitudes: list[Any], host: np.ndarray, ready: Any, none: int) -> None:
+    def __init__(self, magnitudes: list[Any], host: np.ndarray, ready: Any, none: int,
+                 rows: tuple[list[int], np.ndarray] | None = None) -> None:
         self.magnitudes = magnitudes
-        self._host, self._ready, self._none = host, ready, none
+        self._host, self._ready, self._none, self._rows = host, ready, none, rows
 
     def result(self) -> list[OperandFacts]:
         if self._ready is not None:  # a device event
             self._ready.synchronize()
+        if self._rows is not None:
+            todo, copied = self._rows
+            self._host[todo] = copied
         return [OperandFacts(m, self._none - int(far), int(flags))
                 for m, (far, flags) in zip(self.magnitudes, self._host, strict=True)]
 
@@ -312,13 +319,14 @@ def operand_facts(arrays: list[Any], fmt: Any, none: int, *, grid: bool = True,
                   single: bool = False, known: list[OperandFacts | None] | None = None,
                   keep: list[bool] | None = None) -> PendingFacts | None:
     """Each array's :class:`OperandFacts` (subnormal and representable as to
-    ``fmt``), one pass each: on CuPy all copied to the host in one asynchronous
-    transfer; on NumPy by :mod:`~numoracle.oracle.fused_cpu`, the magnitudes in
-    this thread's scratch arrays (valid until its next call; arrays of their own
+    ``fmt``), one pass each, none where ``known`` has an operand's facts already:
+    on CuPy (magnitudes in arrays of their own) all copied to the host in one
+    asynchronous transfer, and nothing to wait for where every operand is known;
+    on NumPy by :mod:`~numoracle.oracle.fused_cpu`, the magnitudes in this
+    thread's scratch arrays (valid until its next call; arrays of their own
     where ``keep`` says so; with ``single`` float32, rounded up, and the flag
     OFF_SINGLE), the lowest set bit (and representability) only with ``grid``
-    (else ``none``, representable), none of it where ``known`` has the facts
-    already (NumPy). ``None`` where neither runs (:func:`fused_exact`)."""
+    (else ``none``, representable). ``None`` where neither runs (:func:`fused_exact`)."""
     xp = array_module(arrays[0])
     if xp is np and fused_cpu.available():
         dtype = np.float32 if single else np.float64
@@ -336,9 +344,16 @@ def operand_facts(arrays: list[Any], fmt: Any, none: int, *, grid: bool = True,
         return PendingFacts(mags, host, None, none)
     if not fused(xp):
         return None
-    found = xp.zeros((len(arrays), 2), dtype=xp.int32)
-    mags = []
-    for i, x in enumerate(arrays):
+    known = known or [None] * len(arrays)
+    todo = [i for i, f in enumerate(known) if f is None]
+    mags: list[Any] = [None if f is None else f.magnitude for f in known]
+    host = np.array([(0, 0) if f is None else (none - f.lsb, f.flags) for f in known],
+                    dtype=np.int64).reshape(len(arrays), 2)
+    if not todo:  # every operand's facts kept from an earlier contraction: nothing to wait for
+        return PendingFacts(mags, host, None, none)
+    found = xp.zeros((len(todo), 2), dtype=xp.int32)
+    for row, i in enumerate(todo):
+        x = arrays[i]
         if not (x.flags.c_contiguous or x.flags.f_contiguous):
             x = xp.ascontiguousarray(x)
         ax = xp.empty_like(x)  # the same layout: both walked in memory order
@@ -349,14 +364,14 @@ def operand_facts(arrays: list[Any], fmt: Any, none: int, *, grid: bool = True,
             blocks = min(-(-x.size // 256), 1024)
             _kernel("facts")((blocks,), (256,), (
                 x, ax, np.int64(x.size), np.int32(fmt.t), np.int32(fmt.emin),
-                np.float64(fmt.max), np.float64(fmt.tiny), np.int32(none), found[i]))
-        mags.append(ax)
+                np.float64(fmt.max), np.float64(fmt.tiny), np.int32(none), found[row]))
+        mags[i] = ax
     pinned = xp.cuda.alloc_pinned_memory(found.nbytes)  # (CuPy's pool of page-locked memory)
-    host = np.frombuffer(pinned, dtype=np.int32, count=found.size).reshape(found.shape)
+    copied = np.frombuffer(pinned, dtype=np.int32, count=found.size).reshape(found.shape)
     stream = xp.cuda.get_current_stream()
-    xp.cuda.runtime.memcpyAsync(host.ctypes.data, found.data.ptr, found.nbytes,
+    xp.cuda.runtime.memcpyAsync(copied.ctypes.data, found.data.ptr, found.nbytes,
                                 xp.cuda.runtime.memcpyDeviceToHost, stream.ptr)
-    return PendingFacts(mags, host, stream.record(), none)
+    return PendingFacts(mags, host, stream.record(), none, rows=(todo, copied))
 
 
 def exact_products(av: Any, bv: Any, operands: list[Any], fmt: Any, none: int, *,

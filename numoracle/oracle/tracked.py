@@ -283,7 +283,7 @@ def _full(a: Any, shape: tuple[int, ...]) -> Any:
 def exact(x: Any) -> Tracked:
     """Wrap exact input values (radius 0). Their values are never changed: the
     facts of a contraction's pass over them (magnitudes, flags) are kept with them
-    on the CPU, for the next contraction they enter (its transpose's too)."""
+    (see :func:`_memo`), for the next contraction they enter (its transpose's too)."""
     xp = _xp(x)
     v = xp.asarray(x, dtype=xp.float64)
     z = xp.broadcast_to(_zero(xp, v), v.shape)  # read-only, no memory
@@ -375,14 +375,20 @@ def scaled_exactly(t: Tracked, c: float) -> Tracked:
 _MEMO = "_operand_facts"
 #: inputs smaller than this keep nothing (a pass over them costs less than looking)
 _MEMO_MIN = 1 << 14
+#: on a GPU, inputs larger than this keep nothing (their magnitudes, held until the
+#: input's last contraction, would raise the reference's peak memory by as much)
+_MEMO_MAX_DEVICE = 1 << 27
 
 
 def _memo(t: Tracked, v: Any) -> dict[Any, Any] | None:
     """Where ``t``'s operand facts of its values ``v`` are kept (an exact input's,
-    large enough, on the CPU), else None."""
+    large enough: on the CPU, and on a GPU up to :data:`_MEMO_MAX_DEVICE`
+    elements), else None."""
     memo: dict[Any, Any] | None = getattr(t, _MEMO, None)
-    ok = memo is not None and v is t.value and _xp(v) is np and v.size >= _MEMO_MIN
-    return memo if ok else None
+    if memo is None or v is not t.value or v.size < _MEMO_MIN:
+        return None
+    xp = _xp(v)
+    return memo if xp is np or (fused(xp) and v.size <= _MEMO_MAX_DEVICE) else None
 
 
 def _recalled(memo: dict[Any, Any] | None, v: Any, key: Any) -> Any:
@@ -394,8 +400,7 @@ def _recalled(memo: dict[Any, Any] | None, v: Any, key: Any) -> Any:
     facts, like = found
     for turn in (False, True):
         view = _swap_last(like) if turn else like
-        if (v.shape == view.shape and v.strides == view.strides
-                and v.ctypes.data == view.ctypes.data):
+        if v.shape == view.shape and v.strides == view.strides and same_memory(v, view):
             return replace(facts, magnitude=_swap_last(facts.magnitude)) if turn else facts
     return None
 
@@ -1061,7 +1066,9 @@ def sum_(x: Tracked, axis: int, model: PrecisionModel) -> Tracked:
     multiplies nothing, so its terms are not rounded to a narrower compute format
     (tf32 and fp16 multipliers round only the factors of products)."""
     xp = _xp(x.value)
-    moved = _moveaxis(x, axis)  # (..., n) with the summed axis last
+    # (..., n) with the summed axis last: a matrix's first axis by its transpose, which
+    # keeps an exact input's operand facts (:func:`_memo`)
+    moved = x.T if np.ndim(x.value) == 2 and axis in (0, -2) else _moveaxis(x, axis)
     ones = exact(xp.ones((moved.shape[-1], 1)))
     if model.rounds_inputs:
         model = model.with_(compute=model.storage, inputs_maybe_unrounded=False)

@@ -411,6 +411,44 @@ def test_an_exact_inputs_operand_facts_are_kept_for_its_next_contraction(
     assert tracked._memo(moved, moved.value) is None  # a Tracked made otherwise keeps none
 
 
+@pytest.mark.gpu
+def test_on_the_gpu_an_exact_inputs_operand_facts_are_kept_too(
+        cupy: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On CuPy a linear backward passes over x, the weight and grad_output once each
+    (the weight's facts serve y and grad_input, x's and grad_output's serve
+    grad_weight, which then waits for no facts); the references are bitwise those
+    computed without keeping anything."""
+    import numoracle.oracle.tracked as tracked
+    from numoracle.oracle import fused
+    from numoracle.oracle.ops import get_op
+
+    rng = np.random.default_rng(17)
+    op = get_op("linear")
+    params = op.validate({"batch": 128, "in_features": 256, "out_features": 160,
+                          "bias": True})
+    inputs = {k: cupy.asarray(rng.standard_normal(s).astype(np.float32).astype(np.float64))
+              for k, s in op.input_shapes(params).items()}
+    model = get_model("fp32")
+    passes: list[int] = []
+    counted = fused.operand_facts
+
+    def counting(arrays: list[Any], *args: Any, **kw: Any) -> Any:
+        known = kw.get("known") or [None] * len(arrays)
+        passes.extend(a.size for a, f in zip(arrays, known, strict=True) if f is None)
+        return counted(arrays, *args, **kw)
+
+    monkeypatch.setattr(fused, "operand_facts", counting)
+    kept = {k: _snapshot(t) for k, t in op.reference(inputs, params, model).items()}
+    for size in (128 * 256, 256 * 160, 128 * 160):  # x, the weight, grad_output
+        assert passes.count(size) == 1, (size, passes)
+    monkeypatch.setattr(tracked, "_MEMO_MIN", 1 << 40)
+    passes.clear()
+    fresh = op.reference(inputs, params, model)
+    assert passes.count(256 * 160) == 2 and passes.count(128 * 256) == 2
+    for name, t in fresh.items():
+        _same(_snapshot(t), kept[name], name)
+
+
 @pytest.mark.parametrize("bias", [False, True])
 def test_chunked_single_sums_match_the_numpy_passes(fast_xp: Any, bias: bool,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
