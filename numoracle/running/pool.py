@@ -53,6 +53,7 @@ from .devices import VISIBLE, gpu_devices, pinned, worker_devices
 from .draws import CHUNK, case_digest
 from .runner import TargetResult
 from .schedule import (
+    AHEAD_CHUNKS,
     WARM_AHEAD_CHUNKS,
     Row,
     RunDraws,
@@ -163,7 +164,9 @@ def _draw_serve(conn: Connection, modules: list[str], specs: list[tuple[Any, ...
     while nothing is asked it draws chunks ahead, in the order the worker's
     schedule reaches them (:meth:`RunDraws.next_ahead`), up to
     :data:`~numoracle.running.schedule.WARM_AHEAD_CHUNKS` a block beyond the
-    last one asked. It ends when the pipe closes. ``inherited``: the
+    last one asked while the worker warms up, up to
+    :data:`~numoracle.running.schedule.AHEAD_CHUNKS` once it judges (chunks it
+    may never reach take the cores it judges on). It ends when the pipe closes. ``inherited``: the
     worker's pipe ends a forked process holds and closes (so that a
     worker's end shows when it is gone)."""
     for c in inherited:
@@ -174,10 +177,10 @@ def _draw_serve(conn: Connection, modules: list[str], specs: list[tuple[Any, ...
         probe_draws = RunDraws([_rebuild(probe)], settings)
         held: dict[tuple[int, int, int], list[Case]] = {}
         drawn: dict[tuple[int, int], int] = {}  # chunks of a block drawn (ahead or asked)
+        limit = WARM_AHEAD_CHUNKS  # until the worker's first chunk: it judges from then on
         while True:
             if not conn.poll(0):
-                nxt = draws.next_ahead(WARM_AHEAD_CHUNKS,
-                                       drawn=lambda k, i: drawn.get((k, i), 0))
+                nxt = draws.next_ahead(limit, drawn=lambda k, i: drawn.get((k, i), 0))
                 if nxt is not None:
                     k, index, j = nxt
                     held[nxt] = draws.block(k, index).raw(j)
@@ -188,6 +191,7 @@ def _draw_serve(conn: Connection, modules: list[str], specs: list[tuple[Any, ...
                 conn.send(probe_draws.block(0, index).raw(j))
                 continue
             draws.asked(k, index, j)
+            limit = AHEAD_CHUNKS
             drawn[(k, index)] = max(drawn.get((k, index), 0), j + 1)
             got = held.pop((k, index, j), None)
             conn.send(got if got is not None else draws.block(k, index).raw(j))
