@@ -15,12 +15,14 @@
 # worker's GPU, the workers that drew their own cases, the driver's seconds drawing cases,
 # the workers' seconds waiting for cases) go to OUT/multi/<run>/, its output to
 # OUT/multi/<run>.log, nvidia-smi's samples (every 500 ms) to OUT/multi/<run>.smi.csv.
+# While the first runs (on GPU 0 and the first half of the cores), the GPU-marked tests of
+# the hand-written oracle on CuPy run on GPU 1 and the other cores: OUT/multi/gpu_tests.txt.
 # Then, on GPU 0, the hand-written oracle's linear backward (fp32 target) against torch
 # float64 on the same GPU at 128x1024x1024 and 4096x8192x8192 (benchmarks speed --plain
 # torch: torch's four ops, its autograd beside) in OUT/multi/linear_speed.json.
 # OUT/multi/summary.json and summary.md hold the comparison (GPU busy share: mean
 # utilization.gpu per GPU over the judging window) and the linear rows.
-# Each run is limited to $RUN_LIMIT (100) seconds; the script takes about 3 minutes.
+# Each run is limited to $RUN_LIMIT (100) seconds; the script takes about 3.5 minutes.
 set -u
 OUT=${1:?usage: bash benchmarks/gpu_multi.sh OUT}
 BUDGET=${BUDGET:-50}
@@ -60,7 +62,17 @@ one_run() {  # NAME DEVICES CPUS
 
 rm -f "$D/runs.txt"
 PER=$(( CORES / (GPUS > 0 ? GPUS : 1) ))
+# the GPU-marked tests of the hand-written oracle on CuPy, on the other GPU and cores while
+# the one-GPU run goes (its GPU and cores to itself)
+TESTS=(tests/oracle/test_gpu_radii.py tests/oracle/test_fused.py tests/oracle/test_gpu_reference.py)
+TPIN=()
+if command -v taskset > /dev/null && [ "$GPUS" -gt 1 ]; then TPIN=(taskset -c "$PER-$(( CORES - 1 ))"); fi
+CUDA_VISIBLE_DEVICES=$(( GPUS > 1 ? 1 : 0 )) timeout 170 "${TPIN[@]}" python3 -m pytest -m gpu \
+  -q -n 4 "${TESTS[@]}" > "$D/gpu_tests.txt" 2>&1 &
+TESTS_PID=$!
 one_run one 0 "0-$(( PER - 1 ))"
+wait "$TESTS_PID"
+echo "gpu tests rc=$?" >> "$D/gpu_tests.txt"
 ALL=$(seq -s, 0 $(( GPUS > 0 ? GPUS - 1 : 0 )))
 one_run all "$ALL" "0-$(( CORES - 1 ))"
 
