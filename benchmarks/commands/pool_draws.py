@@ -53,7 +53,7 @@ def _available() -> None:
 def _rows(sleep: float, per_op: int) -> list[Any]:
     from functools import partial  # noqa: PLC0415
 
-    from numoracle.cases.target import Target  # noqa: PLC0415 - after the harness parses
+    from numoracle.targets.target import Target  # noqa: PLC0415 - after the harness parses
     from numoracle.oracle.precision import get_model  # noqa: PLC0415
     from numoracle.running.schedule import Row  # noqa: PLC0415
 
