@@ -19,7 +19,9 @@
 # the hand-written oracle on CuPy run on GPU 1 and the other cores: OUT/multi/gpu_tests.txt.
 # Then, on GPU 0, the hand-written oracle's linear backward (fp32 target) against torch
 # float64 on the same GPU at 128x1024x1024 and 4096x8192x8192 (benchmarks speed --plain
-# torch: torch's four ops, its autograd beside) in OUT/multi/linear_speed.json.
+# torch: torch's four ops, its autograd beside) in OUT/multi/linear_speed.json, and the
+# magnitude sums' cost in float64, float32 and TF32 with the small linear reference under
+# cProfile (benchmarks gpu_sums) in OUT/multi/gpu_sums.json and .log.
 # OUT/multi/summary.json and summary.md hold the comparison (GPU busy share: mean
 # utilization.gpu per GPU over the judging window) and the linear rows.
 # Each run is limited to $RUN_LIMIT (100) seconds; the script takes about 3.5 minutes.
@@ -79,6 +81,9 @@ one_run all "$ALL" "0-$(( CORES - 1 ))"
 CUDA_VISIBLE_DEVICES=0 timeout 90 python3 -m benchmarks speed --device gpu --no-sweep \
   --repeats 5 --plain torch --fp64-max-elements 0 --linear 128,1024,1024 \
   --linear 4096,8192,8192 --out "$D/linear_speed.json" > "$D/linear_speed.log" 2>&1
+CUDA_VISIBLE_DEVICES=0 timeout 60 python3 -m benchmarks gpu_sums --shape 4096,8192,8192 \
+  --shape 128,1024,1024 --profile 128,1024,1024 --out "$D/gpu_sums.json" \
+  > "$D/gpu_sums.log" 2>&1
 
 python3 - "$D" <<'EOF'
 import csv, datetime, json, sys

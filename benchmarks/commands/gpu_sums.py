@@ -1,0 +1,140 @@
+"""``gpu_sums``: what a contraction's magnitude sum ``S = |a| @ |b|`` would cost on a
+GPU's tensor cores, and how tight it would be (evidence for a design, not a path of
+the package: the package sums ``S`` in float64 on a GPU).
+
+    python -m benchmarks gpu_sums [--shape 4096,8192,8192 ...] [--repeats 5]
+        [--profile 128,1024,1024] [--out FILE.json]
+
+Per shape ``m,k,n`` (float32 values held as float64, as the checks hold them): the
+median time of ``|a| @ |b|`` in float64 (CuPy, what the package does), in float32
+(torch, TF32 off) and in TF32 (torch, TF32 on) of the magnitudes rounded up to TF32
+(10 explicit bits: their products are exact in float32); then, for the TF32 sum grown by
+``1 + 2 (k + 1) 2^-23`` (every addition of non-negative terms may lose an ulp of the
+float32 sum so far, however the tensor cores align and round), the smallest and largest
+ratio to the float64 sum: below 1 the grown TF32 sum would not be an upper bound there;
+above 1 its excess is how much looser the bound would be. With ``--profile``: the
+hand-written linear backward's reference on CuPy at that shape under cProfile (the
+functions with the most own time), for its fixed cost per call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import statistics
+import time
+from typing import Any
+
+import numpy as np
+
+from benchmarks.record import meta
+
+
+def _timed(fn: Any, sync: Any, repeats: int) -> float:
+    fn()
+    sync()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def sums(shape: tuple[int, int, int], repeats: int) -> dict[str, Any]:
+    """Times and tightness of the three magnitude sums at ``shape``."""
+    import cupy  # noqa: PLC0415 - a GPU only
+    import torch  # noqa: PLC0415
+
+    m, k, n = shape
+    rng = np.random.default_rng(0)
+    a = cupy.asarray(rng.standard_normal((m, k), dtype=np.float32).astype(np.float64))
+    b = cupy.asarray(rng.standard_normal((k, n), dtype=np.float32).astype(np.float64))
+    ma, mb = cupy.abs(a), cupy.abs(b)
+
+    def tf32_up(x: Any) -> Any:
+        """Non-negative float64 ``x`` rounded up to float32, then up to TF32."""
+        x32 = x.astype(cupy.float32)
+        x32 = cupy.where(x32.astype(cupy.float64) < x, cupy.nextafter(x32, cupy.float32(np.inf)),
+                         x32)
+        bits = x32.view(cupy.int32)
+        return ((bits + 8191) & -8192).view(cupy.float32)
+
+    ta, tb = (torch.as_tensor(tf32_up(v), device="cuda") for v in (ma, mb))
+    sync = cupy.cuda.Device().synchronize
+    row: dict[str, Any] = {"shape": list(shape)}
+    row["float64_s"] = _timed(lambda: ma @ mb, sync, repeats)
+    precision = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("highest")
+        row["float32_s"] = _timed(lambda: ta @ tb, sync, repeats)
+        torch.set_float32_matmul_precision("high")
+        row["tf32_s"] = _timed(lambda: ta @ tb, sync, repeats)
+        s_tf32 = cupy.asarray(ta @ tb).astype(cupy.float64)
+    finally:
+        torch.set_float32_matmul_precision(precision)
+    s64 = ma @ mb
+    grow = 1.0 + 2.0 * (k + 1) * 2.0**-23
+    ratio = (s_tf32 * grow) / s64
+    row.update(grow=grow, min_ratio=float(ratio.min()), max_ratio=float(ratio.max()),
+               median_ratio=float(cupy.median(ratio)),
+               tf32_over_float64=row["tf32_s"] / row["float64_s"])
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def profile(shape: tuple[int, int, int], calls: int = 20) -> dict[str, Any]:
+    """The linear backward's reference on CuPy at ``shape`` under cProfile."""
+    import cupy  # noqa: PLC0415
+
+    from benchmarks.commands.speed import LINEAR, linear_case  # noqa: PLC0415
+    from numoracle.oracle.precision import get_model  # noqa: PLC0415
+
+    params, inputs, _plain = linear_case(shape, cupy)
+    model = get_model("fp32")
+    sync = cupy.cuda.Device().synchronize
+    for _ in range(3):  # kernels compiled, pools filled
+        LINEAR.reference(inputs, params, model)
+    sync()
+    prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    prof.enable()
+    for _ in range(calls):
+        LINEAR.reference(inputs, params, model)
+    sync()
+    prof.disable()
+    per_call = (time.perf_counter() - t0) / calls
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(25)
+    print(out.getvalue(), flush=True)
+    return {"shape": list(shape), "calls": calls, "per_call_s_under_profile": per_call,
+            "top_own_time": out.getvalue()}
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``gpu_sums`` to the harness's subcommands."""
+    p = sub.add_parser("gpu_sums", help="magnitude sums on a GPU in float64, float32 and "
+                                        "TF32: time and tightness; the small linear "
+                                        "reference under cProfile")
+    p.add_argument("--shape", action="append", default=None, metavar="M,K,N")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--profile", default=None, metavar="B,I,O")
+    p.add_argument("--out", default=None)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Every shape, then the profile; written to ``--out`` as JSON."""
+    res: dict[str, Any] = meta(args.argv)
+    res["sums"] = [sums(tuple(int(v) for v in s.split(",")), args.repeats)  # type: ignore[arg-type]
+                   for s in (args.shape or ["4096,8192,8192"])]
+    if args.profile:
+        res["profile"] = profile(tuple(int(v) for v in args.profile.split(",")))  # type: ignore[arg-type]
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(res, f, indent=2)
+    return 0
