@@ -149,5 +149,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                      help="report the first failing drawn case, unshrunk (faster)")
     mut.add_argument("--limit-seconds", type=int, default=120,
                      help="a judgement taking longer is recorded as a timeout (120)")
+    mut.add_argument("--backward", action="store_true",
+                     help="judge every candidate's gradients too (the backward mutants "
+                          "always are)")
     for p in (census, sound, mut):
         p.set_defaults(func=_run)

@@ -6,7 +6,11 @@ A candidate is a KernelBench file whose ``ModelNew`` subclasses the problem's
 bug (a mutant: zeros, a constant, bfloat16 claimed as float32, strides ignored,
 a dropped tail, an input mutated, a cached result, a race: on CUDA the result is
 computed on a side stream and copied out on the main stream, which never waits
-for it). The problems are taken in
+for it), or, with a right forward, a wrong backward (``grad_halved``: every
+gradient halved by an autograd Function of its own; ``input_grad_dropped``: the
+first input's gradient zero, by a Function whose backward drops it; judged with
+``backward=True``). The
+problems are taken in
 the order of their level and number; a problem counts as judged when the
 traced oracle has a rule for every ATen op of its forward pass at reduced sizes.
 """
@@ -20,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from numoracle.kernelbench.judge import Judgement
 
-__all__ = ["BODIES", "HEADER", "is_judged", "judge_within", "official_how", "problem_files",
-           "problem_name", "write_candidate"]
+__all__ = ["BODIES", "BACKWARD_MUTANTS", "HEADER", "is_judged", "judge_within", "official_how",
+           "problem_files", "problem_name", "write_candidate"]
 
 HEADER = '''import copy
 import importlib.util
@@ -42,6 +46,8 @@ def _contiguous_view(t):
 class ModelNew(_problem.Model):
 '''
 
+#: mutants whose forward is right and whose gradients are wrong: judged with backward on
+BACKWARD_MUTANTS = ("grad_halved", "input_grad_dropped")
 #: the body of ``ModelNew`` per candidate: ``model`` is correct, the others are mutants
 BODIES = {
     "model": "    pass\n",
@@ -77,6 +83,37 @@ BODIES = {
              "        if key not in cache:\n"
              "            cache[key] = super().forward(*args)\n"
              "        return cache[key]\n",
+    "grad_halved": "    class _Halved(torch.autograd.Function):\n"
+                   "        @staticmethod\n"
+                   "        def forward(ctx, t):\n"
+                   "            return t.clone()\n\n"
+                   "        @staticmethod\n"
+                   "        def backward(ctx, g):\n"
+                   "            return g * 0.5  # the bug: every gradient halved\n\n"
+                   "    def forward(self, *args):\n"
+                   "        out = super().forward(*args)\n"
+                   "        if isinstance(out, torch.Tensor) and out.requires_grad:\n"
+                   "            return self._Halved.apply(out)\n"
+                   "        return out\n",
+    "input_grad_dropped": "    class _Dropped(torch.autograd.Function):\n"
+                          "        @staticmethod\n"
+                          "        def forward(ctx, out, x):\n"
+                          "            ctx.x_shape = x.shape\n"
+                          "            return out.clone()\n\n"
+                          "        @staticmethod\n"
+                          "        def backward(ctx, g):\n"
+                          "            return g, g.new_zeros(ctx.x_shape)  # the bug\n\n"
+                          "    def forward(self, *args):\n"
+                          "        args = list(args)\n"
+                          "        k = next((i for i, a in enumerate(args) if isinstance(\n"
+                          "            a, torch.Tensor) and a.is_floating_point()), None)\n"
+                          "        if k is None:\n"
+                          "            return super().forward(*args)\n"
+                          "        x, args[k] = args[k], args[k].detach()\n"
+                          "        out = super().forward(*args)\n"
+                          "        if isinstance(out, torch.Tensor) and x.requires_grad:\n"
+                          "            return self._Dropped.apply(out, x)\n"
+                          "        return out\n",
     "race": "    def forward(self, *args):\n"
             "        if not torch.cuda.is_available() or not any(\n"
             "                isinstance(a, torch.Tensor) and a.is_cuda for a in args):\n"

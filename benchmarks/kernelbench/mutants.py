@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from benchmarks.kernelbench.candidates import (
+    BACKWARD_MUTANTS,
     is_judged,
     judge_within,
     official_how,
@@ -64,7 +65,9 @@ def run_shard(args: argparse.Namespace, out: Path) -> None:
                 cand = write_candidate(Path(tmp), path, mutant)
                 j = judge_within(args.limit_seconds, path, cand, precision=args.precision,
                                  examples=args.examples, device=args.device,
-                                 isolated=args.isolate, shrink=not args.no_shrink)
+                                 isolated=args.isolate, shrink=not args.no_shrink,
+                                 backward=True if mutant in BACKWARD_MUTANTS
+                                 or getattr(args, "backward", False) else None)
                 if j is None:
                     print(f"{path.stem} {mutant}: timeout", file=sys.stderr, flush=True)
                     rows.append({"problem": problem_name(path), "mutant": mutant,

@@ -15,7 +15,8 @@ device, the aliasing torch's own outputs have). For one case it
    tensors (same addresses, same strides) and calls it again: a kernel that
    returns a result cached by address, or reads an output buffer it never
    wrote, answers the second call with the first call's or with NaN. The
-   second call is the one judged;
+   second call is the one judged; on a GPU the first call's CUDA kernel
+   launches are recorded too (:class:`~.reference.KernelRecorder`);
 3. after every call into the candidate, asks the pins (:class:`~.guard.Pins`)
    whether a function the worker relies on was replaced: a replaced one is a
    fault that names it;
@@ -42,9 +43,10 @@ import torch
 from ..checking.call import cuda_error
 from .guard import Pins, RawMemory, span_bytes
 from .problem import BadFile, load_module
-from .reference import DTYPES, OpRecorder, overlaps, place
+from .reference import DTYPES, KernelRecorder, OpRecorder, overlaps, place
 
-__all__ = ["run_case", "load_candidate", "bind_state", "MissingPackage", "OpRecorder"]
+__all__ = ["run_case", "load_candidate", "bind_state", "MissingPackage", "OpRecorder",
+           "KernelRecorder"]
 
 _TB = torch._C.TensorBase
 _Tensor = torch.Tensor
@@ -222,7 +224,8 @@ def run_case(cls: type[torch.nn.Module], request: Mapping[str, Any], *, memory: 
         ``pieces`` (per output, where its bytes lie in ``buf``: offset, shape,
         strides in elements) or ``fault`` (a sentence) with ``fault_kind``
         (``raise``, ``output``, ``input``, ``tamper``, ``oom``, ``stream``);
-        ``notes``; ``ops`` (the ATen ops of the first call).
+        ``notes``; ``ops`` (the ATen ops of the first call); ``kernels`` (the CUDA
+        kernels it launched, by name with counts; on a GPU).
     """
     device, tdtype = request["device"], DTYPES[request["dtype"]]
     torch.backends.cuda.matmul.allow_tf32 = request["tf32"]
@@ -258,10 +261,13 @@ def run_case(cls: type[torch.nn.Module], request: Mapping[str, Any], *, memory: 
         judged = args_of(request["second"])
         args = args_of(request["first"]) if two else judged
         if two:
-            recorder = OpRecorder()
-            with torch.no_grad(), recorder:
+            recorder, launches = OpRecorder(), KernelRecorder(device)
+            with torch.no_grad(), recorder, launches:
                 primed = _outputs(model(*args))
             answer["ops"] = list(recorder.ops)
+            answer["kernels"] = dict(launches.kernels)
+            if device.startswith("cuda"):
+                notes.append(f"CUDA kernels its forward launched: {launches.summary()}")
             tampered = _replaced(pins, "in its first call")
             if tampered:
                 return {**answer, **tampered}

@@ -25,9 +25,15 @@ What a judgement says
 ``refused``   the problem cannot be judged: its files do not load, or no size
               of it fits the oracle
 
-An official instance too large for the oracle in float64 is run whole by the
-candidate and judged on a sample of its rows where the model's rows are
-independent (:mod:`.sampling`), else at reduced sizes (said in the notes).
+On a GPU the oracle evaluates where the candidate runs, in torch's namespace on
+that device (:mod:`~numoracle.oracle.xp`): inputs, parameters, intermediate
+values and their radii in float64 in the device's memory, nothing large moved
+through the host. An official instance whose float64 floor is above
+``max_bytes`` (on the host 256 MiB; on a GPU its free memory over
+:data:`DEVICE_MEMORY_PER_BYTE`), or whose evaluation runs out of device memory,
+is run whole by the candidate and judged on a sample of its rows where the
+model's rows are independent (:mod:`.sampling`), else at reduced sizes (said in
+the notes).
 
 Train mode is kept, as KernelBench keeps it (BatchNorm normalises with batch
 statistics); live dropout is switched off by its init argument (``p = 0``,
@@ -56,7 +62,8 @@ from ..oracle.precision import PrecisionModel, get_model
 from ..oracle.traced.capture import Reference, capture, decomposition_table, output_names
 from ..oracle.traced.interpret import evaluate
 from ..oracle.traced.rules import RULES, NoRule, RuleContext
-from ..oracle.tracked import Tracked
+from ..oracle.tracked import Tracked, moved
+from ..oracle.xp import is_torch, namespace_named
 from .cases import (
     FAMILIES,
     PARAMS,
@@ -76,7 +83,8 @@ from .sampling import RowPlan, row_plan, sample_rows
 from .sandbox import InProcess, Sandbox
 
 __all__ = ["judge", "Judgement", "CaseResult", "PRECISIONS", "DEFAULT_MAX_BYTES",
-           "defines_backward",
+           "defines_backward", "DEVICE_MEMORY_PER_BYTE", "whole_bytes",
+           "oracle_device",
            "PASS_OFFICIAL", "NOT_JUDGED",
            "check_candidate_file", "missing_rules"]
 
@@ -91,12 +99,20 @@ PRECISIONS: dict[str, PrecisionModel] = {
     "triton": get_model("triton"), "cuda-fast": get_model("cuda-fast"),
 }
 #: the float64 floor (inputs, parameters, intermediates) above which a size is not
-#: evaluated whole
+#: evaluated whole on the host
 DEFAULT_MAX_BYTES = 256 << 20
+#: device bytes the judgement of one float64 floor byte may take on a GPU: the
+#: oracle's radii beside every value and intermediate, its temporaries, and the
+#: candidate's and torch's own copies in the storage format
+DEVICE_MEMORY_PER_BYTE = 6
 #: the verdict of a candidate right wherever it runs that refuses some drawn cases
 PASS_OFFICIAL = "pass (official inputs only)"
 #: the verdict where the machine, not the candidate, stops the judgement (exit 3)
 NOT_JUDGED = "not judged"
+#: why the gradients of a candidate are not judged on the sampled official instance
+_SAMPLED_BACKWARD = ("gradients are not judged on the sampled official instance: a "
+                     "parameter's gradient sums over every row, which a sample of rows does "
+                     "not determine")
 #: the note of a judgement some of whose drawn cases the device had no memory for
 _NO_MEMORY = "drawn cases the device had no memory for are not judged"
 
@@ -115,6 +131,8 @@ class CaseResult:
     seconds: float = 0.0
     #: the device ran out of memory: the case is not judged (not the candidate's fault)
     out_of_memory: bool = False
+    #: it was the oracle's evaluation in float64 that ran out (the candidate ran)
+    oracle_out_of_memory: bool = False
     #: torch's own Model raised on the case: it counts neither for nor against
     rejected: bool = False
     #: the candidate raised an exception (a refusal where the case is not the official one)
@@ -126,6 +144,8 @@ class CaseResult:
     #: the ATen ops of the candidate's first call, and of torch's reference
     ops: list[str] = field(default_factory=list)
     reference_ops: list[str] = field(default_factory=list)
+    #: the CUDA kernels the candidate's first call launched, with their counts (on a GPU)
+    kernels: dict[str, int] = field(default_factory=dict)
 
     @property
     def worst_ratio(self) -> float:
@@ -171,6 +191,8 @@ class Judgement:
     refusals: int = 0
     #: the ATen ops the candidate's forward dispatched on the official case
     ops: list[str] = field(default_factory=list)
+    #: the CUDA kernels its forward launched on the official case, with their counts
+    kernels: dict[str, int] = field(default_factory=dict)
     #: whether it dispatches every computing op of torch's reference (a wrapper)
     wrapper: bool = False
     #: whether its gradients were judged too
@@ -195,7 +217,8 @@ class Judgement:
              "kernelbench": self.kernelbench, "notes": self.notes, "missing": self.missing,
              "degenerate": self.degenerate, "seconds": round(self.seconds, 3),
              "worst_ratio": self.worst_ratio, "dropped": self.dropped,
-             "refusals": self.refusals, "ops": self.ops, "wrapper": self.wrapper,
+             "refusals": self.refusals, "ops": self.ops, "kernels": self.kernels,
+             "wrapper": self.wrapper,
              "backward": self.backward}
         if self.failing is not None:
             d["failing_case"] = self.failing.case.describe()
@@ -229,6 +252,8 @@ class _Context:
         self._worker: Sandbox | InProcess | None = None
         #: whether gradients are judged too (the candidate's against the traced vjp)
         self.backward = backward
+        #: the device the oracle evaluates on in torch's namespace; None: NumPy, the host
+        self.gpu = oracle_device(device)
 
     def run(self, case: KBCase) -> CaseResult:
         t0 = time.perf_counter()
@@ -264,6 +289,7 @@ class _Context:
         answer = self.worker().run(request, capacity)
         result.notes = list(answer.get("notes", []))
         result.ops = list(answer.get("ops", []))
+        result.kernels = dict(answer.get("kernels", {}))
         result.fault = answer.get("fault")
         kind = answer.get("fault_kind")
         result.out_of_memory = kind == "oom"
@@ -279,14 +305,24 @@ class _Context:
         if result.out_of_memory or result.not_judged:  # the oracle's work would be wasted
             result.seconds = time.perf_counter() - t0
             return result
-        if case.rows:  # a sampled instance: the oracle on the same rows of the inputs
-            if self.plan is None:
-                raise InvalidArgument(f"case {case.to_json()} names rows, but this problem's "
-                                      "official instance is not judged on a sample of rows")
-            refs = self.reference(self.plan.sizes(sizes, case.rows), state,
-                                  self.plan.take(second, case.rows))
-        else:
-            refs = self.reference(sizes, state, second)
+        if case.rows and self.plan is None:
+            raise InvalidArgument(f"case {case.to_json()} names rows, but this problem's "
+                                  "official instance is not judged on a sample of rows")
+        try:
+            if case.rows:  # a sampled instance: the oracle on the same rows of the inputs
+                refs = self.reference(self.plan.sizes(sizes, case.rows), state,
+                                      self.plan.take(second, case.rows))
+            else:
+                refs = self.reference(sizes, state, second)
+        except torch.OutOfMemoryError as exc:  # the oracle's, not the candidate's: not judged
+            text = str(exc).splitlines()[0] if str(exc) else ""
+            result.fault = f"the oracle ran out of device memory in float64 ({text[:160]})"
+            result.out_of_memory = result.oracle_out_of_memory = True
+            result.passed = False
+            self.release()
+            result.seconds = time.perf_counter() - t0
+            return result
+        refs = [_judged_where(r) for r in refs]
         if result.fault is None:
             got = answer["outputs"]
             result.outputs = [self._compare(i, g, r) for i, (g, r) in
@@ -302,7 +338,8 @@ class _Context:
     def worker(self) -> Sandbox | InProcess:
         """The candidate's process (started on first use)."""
         if self._worker is None:
-            self._worker = Sandbox(self.candidate, self.device, self.timeout) \
+            self._worker = Sandbox(self.candidate, self.device, self.timeout,
+                                   readable=[self.problem.path]) \
                 if self.isolated else InProcess(self.candidate, self.device)
         return self._worker
 
@@ -310,6 +347,19 @@ class _Context:
         if self._worker is not None:
             self._worker.close()
             self._worker = None
+
+    def release(self) -> None:
+        """Give the oracle's cached device memory back (after a case that ran out)."""
+        if self.gpu is not None:
+            torch.cuda.empty_cache()
+
+    def _placed(self, a: Any) -> Any:
+        """A host array (or tensor) as the oracle's capture takes it: on the host, or
+        a float64 (integer: own dtype) tensor on the oracle's GPU."""
+        if self.gpu is None or not isinstance(a, (np.ndarray, torch.Tensor)):
+            return a
+        t = torch.as_tensor(a).to(self.gpu)
+        return t.double() if t.is_floating_point() else t
 
     def reference(self, sizes: Mapping[str, Any], state: Mapping[str, np.ndarray],
                   args: Sequence[Any], cotangents: Sequence[np.ndarray] | None = None
@@ -321,6 +371,8 @@ class _Context:
         model.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in state.items()},
                               strict=True)
         _batch_statistics_only(model)
+        if self.gpu is not None:
+            model = model.to(self.gpu)
         names = self.problem.input_names
         labels: dict[str, str] = {}
         if cotangents is not None:
@@ -329,21 +381,28 @@ class _Context:
                       if isinstance(a, np.ndarray) and a.dtype.kind == "f"}
             labels.update({i: f"param:{p}" for i, p in Reference(model, names).state.items()})
         ref = Reference(model, names, grads=tuple(labels))
-        tensors: dict[str, Any] = dict(zip(names, args, strict=False))
+        tensors: dict[str, Any] = {n: self._placed(a) for n, a in zip(names, args,
+                                                                      strict=False)}
         params = dict(model.named_parameters())
         for input_name, pname in ref.state.items():
-            tensors[input_name] = params[pname].detach().numpy().astype(np.float64)
+            tensors[input_name] = self._placed(params[pname].detach().to(torch.float64))
+        if self.gpu is None:
+            tensors = {k: v.numpy() if isinstance(v, torch.Tensor) else v
+                       for k, v in tensors.items()}
+        rules = RuleContext(self.model) if self.gpu is None else \
+            RuleContext(self.model, xp=namespace_named("torch"), device=self.gpu)
         if cotangents is None:
             graph = capture(ref, tensors)
-            out = evaluate(graph, tensors, RuleContext(self.model))
+            out = evaluate(graph, tensors, rules)
             return [out[n] for n in graph.outputs]
-        outs = output_names(ref.call({k: torch.as_tensor(np.asarray(v, dtype=np.float64))
-                                      if isinstance(v, np.ndarray) and v.dtype.kind == "f"
+        outs = output_names(ref.call({k: torch.as_tensor(v).double()
+                                      if isinstance(v, (np.ndarray, torch.Tensor))
+                                      and torch.as_tensor(v).is_floating_point()
                                       else torch.as_tensor(v) for k, v in tensors.items()}))
-        cots = {f"grad_{n}": np.asarray(c, dtype=np.float64)
+        cots = {f"grad_{n}": self._placed(np.asarray(c, dtype=np.float64))
                 for n, c in zip(outs, cotangents, strict=True)}
         graph = capture(ref, tensors, cots)
-        out = evaluate(graph, {**tensors, **cots}, RuleContext(self.model))
+        out = evaluate(graph, {**tensors, **cots}, rules)
         return ([out[n] for n in outs],
                 {label: out[f"grad_{name}"] for name, label in labels.items()})
 
@@ -370,6 +429,7 @@ class _Context:
 
     def _compare(self, i: int, got: np.ndarray, ref: Any) -> OutputVerdict:
         name = f"out{i}"
+        ref = _judged_where(ref)
         if isinstance(ref, Tracked):
             return compare(name, np.asarray(got, dtype=np.float64), ref,
                            probabilistic=self.model.probabilistic)
@@ -420,13 +480,27 @@ def _batch_statistics_only(model: torch.nn.Module) -> None:
                 setattr(m, name, None)
 
 
+def _judged_where(ref: Any) -> Any:
+    """A reference in torch's namespace where it is compared: on its GPU in CuPy's
+    (shared through DLPack, no copy), on the host without CuPy or off a GPU."""
+    if not isinstance(ref, Tracked) or not is_torch(ref.xp):
+        return ref
+    if ref.xp.tensor(ref.value).device.type == "cuda":
+        try:
+            import cupy  # noqa: PLC0415 - optional, only where a GPU reference is compared
+        except ImportError:
+            return ref.to_host()
+        return moved(ref, cupy)
+    return ref.to_host()
+
+
 def _within_bound_of_zero(ref: Any) -> bool:
-    """Whether zeros would pass: every exact value within its own bound of 0."""
+    """Whether zeros would pass: every exact value within its own bound of 0
+    (computed where the reference lives)."""
     if not isinstance(ref, Tracked):
         return not np.any(ref)
-    value = np.asarray(ref.to_host().value)
-    bound = np.asarray(ref.to_host().bound(False))
-    return bool(np.all(np.abs(value) < bound) or not np.any(value))
+    xp, value = ref.xp, ref.value
+    return bool(xp.all(xp.abs(value) < ref.bound(False))) or not bool(xp.any(value))
 
 
 def missing_rules(problem: Problem, sizes: Mapping[str, Any]) -> list[str]:
@@ -562,7 +636,7 @@ def check_candidate_file(path: str | Path) -> None:
 
 def judge(problem: str | Path, candidate: str | Path, *, precision: str = "fp32",
           examples: int = 20, seed: int = 0, device: str = "cpu", timeout: float = 120.0,
-          max_bytes: int = DEFAULT_MAX_BYTES, case: KBCase | None = None,
+          max_bytes: int | None = None, case: KBCase | None = None,
           isolated: bool = True, shrink: bool = True,
           progress: Callable[[int], None] | None = None,
           backward: bool | None = None) -> Judgement:
@@ -584,10 +658,10 @@ def judge(problem: str | Path, candidate: str | Path, *, precision: str = "fp32"
         Where the candidate runs (``"cpu"``, ``"cuda"``).
     timeout : float
         Seconds one case may take in the candidate's process.
-    max_bytes : int
+    max_bytes : int or None
         The float64 floor above which a size is not evaluated whole; an
-        official instance above it is replaced by the same problem at reduced
-        sizes (said in the judgement).
+        official instance above it is judged on sampled rows or at reduced
+        sizes (said in the judgement). None: :func:`whole_bytes` of ``device``.
     case : KBCase or None
         Judge this case only (the replay of a failure).
     isolated : bool
@@ -612,6 +686,8 @@ def judge(problem: str | Path, candidate: str | Path, *, precision: str = "fp32"
     """
     t0 = time.perf_counter()
     out = Judgement(str(problem), str(candidate), precision)
+    if max_bytes is None:
+        max_bytes = whole_bytes(device)
     try:
         prob = load_problem(problem)
         check_candidate_file(candidate)
@@ -640,6 +716,25 @@ def judge(problem: str | Path, candidate: str | Path, *, precision: str = "fp32"
         out.seconds = time.perf_counter() - t0
 
 
+def oracle_device(device: str) -> torch.device | None:
+    """Where the oracle evaluates a judgement whose candidate runs on ``device``:
+    that GPU (torch's namespace there), or None for the host (NumPy)."""
+    if not device.startswith("cuda") or not torch.cuda.is_available():
+        return None
+    gpu = torch.device(device)
+    return gpu if gpu.index is not None else torch.device("cuda", torch.cuda.current_device())
+
+
+def whole_bytes(device: str) -> int:
+    """The float64 floor a judgement on ``device`` evaluates whole: on the host
+    :data:`DEFAULT_MAX_BYTES`; on a GPU its free memory over
+    :data:`DEVICE_MEMORY_PER_BYTE` (at least the host's)."""
+    if not device.startswith("cuda") or not torch.cuda.is_available():
+        return DEFAULT_MAX_BYTES
+    free, _ = torch.cuda.mem_get_info(torch.device(device))
+    return max(DEFAULT_MAX_BYTES, int(free) // DEVICE_MEMORY_PER_BYTE)
+
+
 def _mib(n: int) -> str:
     return f"{n / 2 ** 20:.3g} MiB"
 
@@ -652,6 +747,25 @@ def _official(ctx: _Context, fits: bool, small: Mapping[str, int], seed: int) ->
     if ctx.plan is not None:
         return KBCase(rows=sample_rows(ctx.plan, seed))
     return KBCase(sizes=tuple(sorted(small.items())))
+
+
+def _smaller(ctx: _Context, out: Judgement, whole: CaseResult, seed: int) -> KBCase:
+    """Where the oracle ran out of device memory on the whole official instance:
+    the instance on a sample of its rows (within the host's floor), else at
+    reduced sizes; said in the notes."""
+    budget = min(ctx.max_bytes, DEFAULT_MAX_BYTES)
+    small = reduced_sizes(ctx.problem, ctx.base, most=max(1 << 16, budget // 512)) or {}
+    ctx.plan = row_plan(ctx.problem, ctx.base, small, budget)
+    if ctx.plan is not None:
+        case = KBCase(rows=sample_rows(ctx.plan, seed))
+        how = (f"the candidate ran on it whole, and rows {', '.join(map(str, case.rows))} "
+               f"of its {ctx.plan.total} ({ctx.plan.knob}) are judged")
+    else:
+        case = KBCase(sizes=tuple(sorted(small.items())))
+        how = f"its distribution judged at {case.describe()}"
+    out.notes.append(f"the whole official instance did not fit the device's memory in "
+                     f"float64 ({whole.fault}): {how}")
+    return case
 
 
 def _wrapper_note(first: CaseResult) -> str | None:
@@ -706,6 +820,9 @@ def _judge(ctx: _Context, out: Judgement, examples: int, seed: int,
         first = ctx.run(official)
         if progress is not None:
             progress(1)
+        if first.oracle_out_of_memory and fits:
+            official = _smaller(ctx, out, first, seed)
+            first = ctx.run(official)
         if first.out_of_memory and official.rows:
             out.notes.append(f"the official instance did not fit the device's memory "
                              f"({first.fault}): judged at reduced sizes instead")
@@ -718,6 +835,7 @@ def _judge(ctx: _Context, out: Judgement, examples: int, seed: int,
         out.kernelbench = dict(first.kernelbench)
         out.degenerate = first.degenerate
         out.ops = list(first.ops)
+        out.kernels = dict(first.kernels)
         wrapper = _wrapper_note(first)
         if wrapper:
             out.wrapper = True
@@ -727,6 +845,11 @@ def _judge(ctx: _Context, out: Judgement, examples: int, seed: int,
                              "the bound of zero there, so a zeros kernel would pass it; "
                              "judged at drawn inputs")
     out.notes.extend(n for n in first.notes if n not in out.notes)
+    if ctx.backward and first.case.rows:
+        out.notes.append(_SAMPLED_BACKWARD + (
+            "; they are judged on the drawn cases, at sizes the oracle holds whole"
+            if examples > 0 and case is None else
+            "; with no drawn case, gradients are not judged at all"))
     out.worst_ratio = first.worst_ratio
     failing = None if first.passed else first
     tally = _Tally()

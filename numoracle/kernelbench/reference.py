@@ -11,6 +11,8 @@ or with each other (an aliasing the candidate may repeat, and no other).
 :class:`OpRecorder` records the ATen ops a forward dispatches; the judge records
 the reference's and the candidate's, and notes a candidate that calls the very
 ops the problem's ``Model`` calls (a wrapper of torch, not a kernel of its own).
+:class:`KernelRecorder` records the CUDA kernels a forward launches (its own
+compiled ones and torch's), through torch's profiler.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from .problem import Problem
 
-__all__ = ["TorchReference", "OpRecorder", "torch_reference", "place", "INPUT_LAYOUTS",
+__all__ = ["TorchReference", "OpRecorder", "KernelRecorder", "torch_reference", "place", "INPUT_LAYOUTS",
            "KERNELBENCH_TOLERANCES", "DTYPES", "kernelbench_rule", "compute_ops",
            "overlaps", "span"]
 
@@ -57,6 +59,61 @@ class OpRecorder(TorchDispatchMode):
                            kwargs: Any = None) -> Any:
         self.ops.setdefault(str(func.overloadpacket.__name__), None)
         return func(*args, **(kwargs or {}))
+
+
+class KernelRecorder:
+    """Records the CUDA kernels (and copies, sets) launched within the block on a GPU,
+    by name with their counts, in launch order (torch's profiler with CUDA
+    activities); on the CPU, or where the profiler is not available, nothing.
+
+    ``kernels``: name -> launches; ``error``: why nothing was recorded, if so.
+    """
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self.kernels: dict[str, int] = {}
+        self.error = ""
+        self._prof: Any = None
+
+    def __enter__(self) -> KernelRecorder:
+        if not self.device.startswith("cuda"):
+            return self
+        from torch.profiler import ProfilerActivity, profile  # noqa: PLC0415 - GPU only
+
+        try:
+            self._prof = profile(activities=[ProfilerActivity.CUDA])
+            self._prof.__enter__()
+        except Exception as exc:  # noqa: BLE001 - a profiler that cannot start records nothing
+            self._prof, self.error = None, f"{type(exc).__name__}: {exc}"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._prof is None:
+            return
+        try:
+            torch.cuda.synchronize()
+            self._prof.__exit__(None, None, None)
+            for event in self._prof.events():
+                if event.device_type == torch.autograd.DeviceType.CUDA:
+                    self.kernels[event.name] = self.kernels.get(event.name, 0) + 1
+        except Exception as exc:  # noqa: BLE001 - what could not be read is said
+            self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self._prof = None
+
+    def summary(self, most: int = 8) -> str:
+        """``name x count, ...`` (the first ``most``), or why none was recorded."""
+        if not self.kernels:
+            return f"none recorded ({self.error})" if self.error else "none"
+        items = [f"{_short_kernel(k)} x{n}" for k, n in list(self.kernels.items())[:most]]
+        more = len(self.kernels) - most
+        return ", ".join(items) + (f", and {more} more" if more > 0 else "")
+
+
+def _short_kernel(name: str) -> str:
+    """A kernel's name without its template arguments and parameter list."""
+    head = name.split("(", 1)[0]
+    return (head.split("<", 1)[0] or head)[:80]
 
 
 def compute_ops(ops: Sequence[str]) -> list[str]:

@@ -8,7 +8,9 @@ the kernel allows an unprivileged one (a user and a network namespace: no
 interface but a loopback that is down; not on a GPU, whose driver may talk to
 its own services); then :func:`serve` hardens it further
 (:func:`~.guard.harden`), pins the functions it relies on
-(:class:`~.guard.Pins`), imports the candidate's file, and answers cases.
+(:class:`~.guard.Pins`), confines itself to the files it needs where the
+kernel has Landlock (:mod:`.landlock`: the judge's files out of its reach),
+imports the candidate's file, and answers cases.
 
 The judge and the process share two channels: a Unix socket pair for small
 messages (the case's host arrays in, notes and where the outputs lie out) and a
@@ -38,6 +40,7 @@ import numpy as np
 
 from ..checking.call import cuda_error
 from ..checking.isolate import describe_exit, requests
+from . import landlock
 
 __all__ = ["Sandbox", "InProcess", "serve", "STARTUP_TIMEOUT", "read_output"]
 
@@ -50,6 +53,7 @@ _CLONE_NEWUSER, _CLONE_NEWNET = 0x10000000, 0x40000000
 _BOOT = r"""
 import ctypes, json, sys
 fd, candidate, device, path = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+(shared, readable), judge_dir = json.loads(sys.argv[5]), sys.argv[6]
 sys.path[:] = json.loads(path)
 netns = False
 if device == "cpu":
@@ -58,12 +62,16 @@ if device == "cpu":
     except (OSError, AttributeError):
         pass
 from numoracle.kernelbench.sandbox import serve
-serve(fd, candidate, device, netns)
+serve(fd, candidate, device, netns, shared, judge_dir, readable)
 """ % (_CLONE_NEWUSER, _CLONE_NEWNET)
 
 
-def serve(fd: int, candidate: str, device: str, netns: bool) -> None:
-    """The candidate's process: harden, pin, import the candidate, answer cases."""
+def serve(fd: int, candidate: str, device: str, netns: bool, shared: Sequence[str] = (),
+          judge_dir: str = "", readable: Sequence[str] = ()) -> None:
+    """The candidate's process: harden, pin, confine, import the candidate, answer
+    cases (``shared``: the folders the judge hands outputs over in; ``judge_dir``:
+    the judge's working directory; ``readable``: files it may read beside the
+    candidate's)."""
     import faulthandler  # noqa: PLC0415 - the worker's imports, before the candidate's
 
     import torch  # noqa: PLC0415
@@ -79,8 +87,9 @@ def serve(fd: int, candidate: str, device: str, netns: bool) -> None:
         done.append("a network namespace of its own")
     if device.startswith("cuda"):
         torch.cuda.init()
-    with run.OpRecorder():  # what its first use imports (and wraps) is there before the pins
-        torch.ones(1).add(1)
+    with run.OpRecorder(), run.KernelRecorder(device):  # what their first use imports
+        torch.ones(1, device=device).add(1)  # (and wraps) is there before the pins
+    done.append(_confine([candidate, *readable], shared, judge_dir))
     pins = guard.Pins([sys.modules[__name__], run, guard])
     memory = guard.RawMemory(device)
     cls: Any = None
@@ -113,6 +122,24 @@ def serve(fd: int, candidate: str, device: str, netns: bool) -> None:
         conn.send(("answer", answer))
         if answer.get("fault_kind") == "cuda":
             return
+
+
+def _confine(readable: Sequence[str], shared: Sequence[str], judge_dir: str) -> str:
+    """Send temporary files and build caches into the working folder, then confine the
+    process to its files (:func:`~.landlock.confine`)."""
+    work = os.getcwd()
+    env = landlock.writable_env(work, os.environ.items())
+    os.environ.update(env)
+    tempfile.tempdir = work
+    write = [work, *shared, *(os.environ[k] for k in ("TORCH_EXTENSIONS_DIR",
+                                                      "TRITON_CACHE_DIR", "CUDA_CACHE_PATH"))]
+    for folder in write:
+        with contextlib.suppress(OSError):
+            os.makedirs(folder, exist_ok=True)
+    try:
+        return landlock.confine(read=readable, write=write, judge_dir=judge_dir)
+    except OSError as exc:  # noqa: BLE001 - told, not fatal: the other hardening holds
+        return f"Landlock failed ({exc}): not confined"
 
 
 def read_output(buf: Any, pieces: Sequence[Sequence[Any]], dtype: str,
@@ -193,16 +220,24 @@ class Sandbox:
         ``"cpu"`` or a CUDA device.
     timeout : float
         Seconds one case may take.
+    readable : sequence of path
+        Files the process may read beside the candidate's own (the problem's file).
     """
 
-    def __init__(self, candidate: str | Path, device: str, timeout: float) -> None:
+    def __init__(self, candidate: str | Path, device: str, timeout: float,
+                 readable: Sequence[str | Path] = ()) -> None:
         self.candidate, self.device, self.timeout = str(Path(candidate).resolve()), device, \
             timeout
+        #: further files the process may read (the problem's file: the candidate's task)
+        self.readable = [str(Path(p).resolve()) for p in readable]
         self.proc: subprocess.Popen[bytes] | None = None
         self.conn: Connection | None = None
         self.hardening: list[str] = []
-        folder = "/dev/shm" if os.path.isdir("/dev/shm") else None
-        fd, self.path = tempfile.mkstemp(prefix="numoracle-outputs-", dir=folder)
+        # the folders the outputs are handed over in: shared memory, or where it has no
+        # room the temporary folder (the process may read and write these alone)
+        self.folders = [tempfile.mkdtemp(prefix="numoracle-outputs-", dir=d)
+                        for d in ("/dev/shm", None) if d is None or os.path.isdir(d)]
+        fd, self.path = tempfile.mkstemp(prefix="outputs-", dir=self.folders[0])
         os.close(fd)
         self.size = 0
         self.buf: mmap.mmap | None = None
@@ -213,7 +248,8 @@ class Sandbox:
         env = dict(os.environ)
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _BOOT, str(theirs.fileno()), self.candidate, self.device,
-             json.dumps(sys.path)], pass_fds=(theirs.fileno(),), env=env,
+             json.dumps(sys.path), json.dumps([self.folders, self.readable]), os.getcwd()],
+            pass_fds=(theirs.fileno(),), env=env,
             stdin=subprocess.DEVNULL)
         theirs.close()
         self.conn = Connection(ours.detach())
@@ -262,14 +298,23 @@ class Sandbox:
             return proc.wait(10)
 
     def _buffer(self, size: int) -> None:
+        """A zeroed shared buffer of ``size`` bytes (in memory where ``/dev/shm`` has
+        room for it, else in a file of the temporary folder)."""
         size = max(size, mmap.PAGESIZE)
-        if size != self.size:
-            if self.buf is not None:
-                self.buf.close()
-            with open(self.path, "r+b") as f:
-                f.truncate(size)
-                self.buf = mmap.mmap(f.fileno(), size)
-            self.size = size
+        if self.buf is not None:
+            self.buf.close()
+            self.buf = None
+        folder = os.path.dirname(self.path)
+        if os.statvfs(folder).f_bavail * os.statvfs(folder).f_frsize + self.size < size \
+                and folder != self.folders[-1]:
+            os.unlink(self.path)  # /dev/shm too small: a file on disk instead
+            fd, self.path = tempfile.mkstemp(prefix="outputs-", dir=self.folders[-1])
+            os.close(fd)
+        with open(self.path, "r+b") as f:
+            f.truncate(0)  # a truncated file reads as zeros: no stale bytes of a case
+            f.truncate(size)
+            self.buf = mmap.mmap(f.fileno(), size)
+        self.size = size
 
     def run(self, request: Mapping[str, Any], capacity: int) -> dict[str, Any]:
         """One case: the process's answer with ``outputs`` (host arrays) read from the
@@ -282,7 +327,6 @@ class Sandbox:
         assert self.conn is not None and self.proc is not None
         self._buffer(capacity)
         assert self.buf is not None
-        self.buf[:] = b"\0" * self.size
         try:
             self.conn.send((dict(request), self.path, self.size))
         except (OSError, ValueError):
@@ -315,6 +359,9 @@ class Sandbox:
             self.buf = None
         with contextlib.suppress(OSError):
             os.unlink(self.path)
+        for folder in self.folders:
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
 
     def __enter__(self) -> Sandbox:
         return self

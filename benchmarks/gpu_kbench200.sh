@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The KernelBench judge on the GPU, two parts run side by side (about 8 minutes on one H200;
+# each stops at KB_DEADLINE seconds, default 450):
+#  official    every level-1 and level-2 problem (200) judged with its own Model as ModelNew
+#              under the fp32 claim, whole where the float64 floor fits the device's memory;
+#              every GPU visible, several problems at once, 120 s per problem
+#  candidates  public leaderboard kernels KernelBench accepted, re-judged with numoracle's
+#              verdict classes (compiled here: CUDA load_inline), backward where they define one
+#
+#   OUT=DIR [KB_PARTS="official candidates"] bash benchmarks/gpu_kbench200.sh
+#
+# From the root of a checkout with PYTHONPATH=$PWD. Needs the ignored folder .kernelbench
+# (carry it): current/level1, current/level2 (KernelBench's problems) and candidates/ (made
+# by `python -m benchmarks.kernelbench.leaderboard gather`). Writes under $OUT/kbench200/:
+#   official.md / official.json   per problem: how judged (whole / sampled rows / reduced
+#                                 sizes / not finished / refused), seconds, verdict
+#   candidates.md / .json         per candidate: verdict class, backward, KernelBench's rule
+#   log.txt                       progress of both parts
+# Without a CUDA device, or without the folders, it says so and exits 0.
+set -uo pipefail
+OUT=${OUT:-${1:-results_gpu}}
+mkdir -p "$OUT/kbench200"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+if ! python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+  echo "no CUDA device: the official instances are not judged" | tee "$OUT/kbench200/log.txt"
+  exit 0
+fi
+PARTS=${KB_PARTS:-official candidates}
+D=${KB_DEADLINE:-450}
+nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv > "$OUT/kbench200/log.txt" 2>&1
+start=$(date +%s)
+if [[ " $PARTS " == *" official "* ]]; then
+  if [ -d .kernelbench/current/level1 ]; then
+    timeout $(( D + 60 )) python3 -m benchmarks.kernelbench.official run .kernelbench/current \
+      --out "$OUT/kbench200" --device cuda --limit 120 --deadline "$D" --slots "${KB_SLOTS:-6}" \
+      > "$OUT/kbench200/official.log" 2>&1 &
+  else
+    echo "no .kernelbench/current/level1 (carry .kernelbench): official part skipped" \
+      >> "$OUT/kbench200/log.txt"
+  fi
+fi
+if [[ " $PARTS " == *" candidates "* ]]; then
+  if [ -f .kernelbench/candidates/manifest.json ]; then
+    timeout $(( D + 60 )) python3 -m benchmarks.kernelbench.leaderboard judge \
+      .kernelbench/candidates --out "$OUT/kbench200" --device cuda --jobs "${KB_JOBS:-6}" \
+      --limit 240 --examples 6 --deadline "$D" > "$OUT/kbench200/candidates.log" 2>&1 &
+  else
+    echo "no .kernelbench/candidates/manifest.json: candidates part skipped" \
+      >> "$OUT/kbench200/log.txt"
+  fi
+fi
+wait
+for part in official candidates; do
+  if [ -f "$OUT/kbench200/$part.log" ]; then
+    echo "== $part" >> "$OUT/kbench200/log.txt"
+    cat "$OUT/kbench200/$part.log" >> "$OUT/kbench200/log.txt"
+    rm "$OUT/kbench200/$part.log"
+  fi
+done
+echo "both parts: $(( $(date +%s) - start )) s" >> "$OUT/kbench200/log.txt"
+sed -n 8,20p "$OUT/kbench200/official.md" 2>/dev/null
+sed -n 8,20p "$OUT/kbench200/candidates.md" 2>/dev/null
+tail -3 "$OUT/kbench200/log.txt"

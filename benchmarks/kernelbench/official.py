@@ -1,0 +1,391 @@
+"""KernelBench's official instances judged whole where they fit: every problem's own
+``Model`` as the candidate, one process per problem, a time limit per problem.
+
+Each problem is judged by :func:`numoracle.kernelbench.judge.judge` in a process of
+its own (``one``), with a ``ModelNew`` that is the problem's own ``Model`` under
+the ``fp32`` claim, its official case (and ``--examples`` drawn ones). The driver
+(``run``) first reads every problem's float64 floor (inputs, parameters and
+intermediate values, :func:`~numoracle.kernelbench.cases.float64_bytes`), then
+judges the problems smallest first, several at once on every GPU it sees: a
+problem is started on a GPU whose memory left (and the host's) holds what it
+reserves, and killed past ``--limit`` seconds. A problem is judged *whole*
+where its floor times ``--per-byte`` (the oracle's radii and temporaries, the
+candidate's and torch's own copies) fits the device's memory; above it the
+judge takes sampled rows or reduced sizes, and says so.
+
+How each official instance was judged, one of:
+
+``whole``          the oracle evaluated the whole official instance
+``sampled rows``   the candidate ran it whole, the oracle judged some of its rows
+``reduced sizes``  the problem judged at smaller sizes
+``not finished``   killed at the time limit (or at the run's end: said)
+``refused``        not judged: the judge refused or abstained, or the machine
+                   could not run it (the verdict says why)
+
+    python -m benchmarks.kernelbench.official run PROBLEMS --out DIR [--device cuda]
+        [--limit 120] [--deadline 500] [--levels level1,level2] [--examples 0]
+
+writes ``DIR/official.md`` (the table) and ``DIR/official.json`` (rows and run
+record), rewritten after every problem so that a run stopped early keeps its rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["HOW", "classify", "judge_one", "main", "plan_problem"]
+
+#: how an official instance may be judged, in table order
+HOW = ("whole", "sampled rows", "reduced sizes", "not finished", "refused")
+GIB = 2 ** 30
+
+
+def classify(row: dict[str, Any]) -> str:
+    """How the official instance of a judged ``row`` (a judgement's dict) was judged."""
+    if row["status"] in ("abstain", "refused", "not judged"):
+        return "refused"
+    official = row.get("official_how")
+    return {"sampled": "sampled rows", "reduced": "reduced sizes"}.get(official, "whole")
+
+
+def plan_problem(path: str) -> dict[str, Any]:
+    """The float64 floor of ``path``'s official instance and its floating inputs'
+    elements (what the driver schedules by)."""
+    from numoracle.kernelbench.cases import float64_bytes  # noqa: PLC0415 - torch-heavy
+    from numoracle.kernelbench.problem import load_problem  # noqa: PLC0415
+
+    try:
+        problem = load_problem(path)
+        base = problem.dropout_off()
+        floor = float64_bytes(problem, base)
+        inputs = sum(s.elements() for s in problem.input_specs(base) if s.floating)
+        outputs = max(floor // 8 - inputs, 0)
+    except Exception as exc:  # noqa: BLE001 - a problem that does not load is refused by the judge
+        return {"path": path, "floor": 0, "inputs": 0, "outputs": 0,
+                "plan_error": f"{type(exc).__name__}: {str(exc)[:120]}"}
+    return {"path": path, "floor": floor, "inputs": inputs, "outputs": outputs}
+
+
+def judge_one(problem: Path, out: Path, *, device: str, max_bytes: int | None,
+              examples: int, limit: float) -> dict[str, Any]:
+    """Judge ``problem`` with its own ``Model`` as the candidate; the row, also
+    written to ``out`` (JSON)."""
+    import torch  # noqa: PLC0415 - torch-heavy, in the problem's own process
+
+    from benchmarks.kernelbench.candidates import official_how, write_candidate  # noqa: PLC0415
+    from numoracle.kernelbench.judge import judge, whole_bytes  # noqa: PLC0415
+
+    t0 = time.perf_counter()
+    budget = whole_bytes(device) if max_bytes is None else max_bytes
+    with tempfile.TemporaryDirectory() as tmp:
+        cand = write_candidate(Path(tmp), problem, "model")
+        j = judge(problem, cand, precision="fp32", examples=examples, device=device,
+                  timeout=limit, max_bytes=budget, shrink=False)
+    row = j.as_dict()
+    row["official_how"] = official_how(j) if j.status not in ("refused", "abstain") else ""
+    row["how"] = classify(row)
+    row["seconds"] = round(time.perf_counter() - t0, 2)
+    row["max_bytes"] = budget
+    if device.startswith("cuda") and torch.cuda.is_available():
+        row["peak_gib"] = round(torch.cuda.max_memory_reserved() / GIB, 2)
+    out.write_text(json.dumps(row) + "\n")
+    return row
+
+
+@dataclass
+class _Device:
+    """One GPU (or the host) and what its running problems reserve."""
+
+    name: str
+    env: dict[str, str]
+    memory: int
+    slots: int
+    used: int = 0
+    running: list[Any] = field(default_factory=list)
+
+
+@dataclass
+class _Job:
+    plan: dict[str, Any]
+    name: str
+    whole: bool
+    reserve: int
+    host: int
+    device: _Device | None = None
+    proc: subprocess.Popen[bytes] | None = None
+    started: float = 0.0
+    out: Path | None = None
+
+
+def _devices(kind: str, slots: int) -> list[_Device]:
+    if kind == "cpu":
+        return [_Device("cpu", {}, 1 << 62, slots)]
+    import torch  # noqa: PLC0415 - only the driver of a GPU run needs it
+
+    found = []
+    for i in range(torch.cuda.device_count()):
+        total = torch.cuda.get_device_properties(i).total_memory
+        found.append(_Device(f"cuda:{i}", {"CUDA_VISIBLE_DEVICES": str(i)},
+                             int(total * 0.9), slots))
+    return found
+
+
+def _gpu_count() -> int:
+    import torch  # noqa: PLC0415 - only the driver of a GPU run needs it
+
+    return torch.cuda.device_count()
+
+
+def _host_memory() -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 1 << 62
+
+
+def _gib(n: int | None) -> str:
+    return "0.25" if n is None else f"{n / GIB:.3g}"
+
+
+def _row_md(r: dict[str, Any]) -> str:
+    verdict = {"pass": "pass", "fail": "FAIL"}.get(r["status"], r["status"])
+    why = r.get("reason", "")
+    notes = [n for n in r.get("notes", []) if "official instance" in n or "dropout" in n]
+    if notes:
+        why = f"{why}; {notes[0]}"
+    peak = r.get("peak_gib")
+    return (f"| {r['problem']} | {r['how']} | {r['seconds']:.1f} | {verdict} | "
+            f"{r.get('floor_gib', 0):.3g} | {'-' if peak is None else peak} | "
+            f"{why[:220].replace('|', '/')} |")
+
+
+def _write(out: Path, head: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    rows = sorted(rows, key=lambda r: (r["problem"].split("/")[0],
+                                       int(r["problem"].split("/")[1].split("_")[0])))
+    counts = Counter(r["how"] for r in rows)
+    verdicts = Counter(r["status"] for r in rows)
+    over = [r for r in rows if r["seconds"] > head["limit"]]
+    (out / "official.json").write_text(json.dumps({"meta": head, "rows": rows}, indent=1)
+                                       + "\n")
+    n = len(rows)
+    lines = ["# KernelBench official instances judged on the device", "",
+             f"Command: `{head['command']}`  ",
+             f"Commit {head['commit']}, {head['date']}; {head['device_name']}; torch "
+             f"{head['torch']}; {head['devices']} device(s), up to {head['slots']} problems at "
+             f"once per device; each problem's own `Model` as `ModelNew`, claim fp32, "
+             f"{head['examples']} drawn cases after the official one; whole where the float64 "
+             f"floor is at most {_gib(head['max_bytes'])} GiB (device memory "
+             f"{head['memory_gib']} GiB / {head['per_byte']}; on the CPU the judge's 256 MiB); "
+             f"limit "
+             f"{head['limit']:g} s per problem; {head.get('seconds', 0):.0f} s in all.", "",
+             "| how judged | problems | share |", "|---|---|---|"]
+    lines += [f"| {h} | {counts.get(h, 0)} | {100 * counts.get(h, 0) / max(n, 1):.0f}% |"
+              for h in HOW]
+    lines += ["", f"Verdicts: {dict(verdicts)}; over {head['limit']:g} s: {len(over)}; "
+              f"problems in the table: {n}.", "",
+              "`peak GiB`: the judge's process (oracle and torch's reference), "
+              "torch's allocator; the candidate's process is not counted.", "",
+              "| problem | how judged | s | verdict | float64 floor GiB | peak GiB | why |",
+              "|---|---|---|---|---|---|---|"]
+    lines += [_row_md(r) for r in rows]
+    (out / "official.md").write_text("\n".join(lines) + "\n")
+
+
+def _unfinished(job: _Job, seconds: float, why: str) -> dict[str, Any]:
+    return {"problem": job.name, "how": "not finished", "status": "not finished",
+            "seconds": round(seconds, 2), "reason": why, "notes": [],
+            "floor_gib": round(job.plan["floor"] / GIB, 3)}
+
+
+def _kill(job: _Job) -> None:
+    if job.proc is not None and job.proc.poll() is None:
+        try:
+            os.killpg(job.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        job.proc.wait()
+
+
+def run(args: argparse.Namespace) -> int:
+    """The driver (see the module's docstring)."""
+    import torch  # noqa: PLC0415 - the record's version and the devices
+
+    from benchmarks.kernelbench.candidates import problem_files, problem_name  # noqa: PLC0415
+    from benchmarks.record import meta  # noqa: PLC0415
+
+    t0 = time.perf_counter()
+    levels = set(args.levels.split(","))
+    files = [p for p in problem_files(args.problems) if p.parent.name in levels]
+    files = files[::args.every][: args.count]
+    if args.slots is None:  # a problem busies two processes (judge and candidate)
+        gpus = 1 if args.device == "cpu" else max(_gpu_count(), 1)
+        args.slots = max(1, min(8, (os.cpu_count() or 2) // (2 * gpus)))
+    devices = _devices("cpu" if args.device == "cpu" else "cuda", args.slots)
+    if not devices:
+        print("no CUDA device: nothing judged", file=sys.stderr)
+        return 3
+    with ProcessPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1))) as pool:
+        plans = list(pool.map(plan_problem, [str(p) for p in files]))
+    memory = min(d.memory for d in devices)
+    max_bytes = args.max_bytes if args.max_bytes is not None else \
+        (memory // args.per_byte if args.device != "cpu" else None)
+    host_total = int(_host_memory() * 0.8)
+    jobs = []
+    for p, plan in zip(files, plans, strict=True):
+        floor = plan["floor"]
+        whole = max_bytes is not None and floor <= max_bytes
+        reserve = floor * args.per_byte if whole else floor
+        host = 8 * 4 * plan["inputs"] + 3 * 4 * plan["outputs"]
+        jobs.append(_Job(plan, problem_name(p), whole, min(reserve, memory),
+                         min(host, host_total)))
+    jobs.sort(key=lambda j: (j.reserve, j.host))
+    head = {**meta(args.argv), "torch": torch.__version__, "devices": len(devices),
+            "command": "python -m benchmarks.kernelbench.official " + " ".join(args.argv),
+            "device_name": (torch.cuda.get_device_name(0) if args.device != "cpu"
+                            else "CPU only"),
+            "slots": args.slots, "limit": args.limit, "examples": args.examples,
+            "per_byte": args.per_byte,
+            "memory_gib": round(memory / GIB, 1) if args.device != "cpu" else "-",
+            "max_bytes": max_bytes, "planned_s": round(time.perf_counter() - t0, 1)}
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict[str, Any]] = []
+    pending = list(jobs)
+    host_used = 0
+    tmp = Path(tempfile.mkdtemp(prefix="kbench-official-"))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    while pending or any(d.running for d in devices):
+        now = time.perf_counter() - t0
+        for d in devices:
+            for job in list(d.running):
+                assert job.proc is not None and job.out is not None
+                spent = time.perf_counter() - job.started
+                done = job.proc.poll() is not None
+                if not done and spent > args.limit:
+                    _kill(job)
+                    row = _unfinished(job, spent, f"killed past the limit of {args.limit:g} s")
+                elif not done and now > args.deadline:
+                    _kill(job)
+                    row = _unfinished(job, spent, f"stopped at the run's end ({args.deadline:g} "
+                                                  f"s) after {spent:.0f} s")
+                elif done:
+                    try:
+                        row = json.loads(job.out.read_text())
+                        row["problem"] = job.name
+                    except (OSError, ValueError):
+                        row = {"problem": job.name, "how": "refused", "status": "not judged",
+                               "seconds": round(spent, 2), "notes": [],
+                               "reason": f"the judge's process ended with code "
+                                         f"{job.proc.returncode} and no row"}
+                    row["floor_gib"] = round(job.plan["floor"] / GIB, 3)
+                    row["device"] = d.name
+                else:
+                    continue
+                d.running.remove(job)
+                d.used -= job.reserve
+                host_used -= job.host
+                rows.append(row)
+                print(f"{now:6.0f}s {row['problem']}: {row['how']} {row['status']} "
+                      f"{row['seconds']:.1f}s {str(row.get('reason', ''))[:100]}",
+                      file=sys.stderr, flush=True)
+                _write(out, {**head, "seconds": now}, rows)
+        if now > args.deadline:
+            for job in pending:
+                rows.append(_unfinished(job, 0.0, f"not started within the run's "
+                                                  f"{args.deadline:g} s"))
+            pending = []
+            continue
+        for job in list(pending):
+            fits = [d for d in devices if len(d.running) < d.slots
+                    and d.used + job.reserve <= d.memory]
+            if not fits or (host_used + job.host > host_total and host_used > 0):
+                if job.reserve >= memory // 2:
+                    break  # a large one waits for room; smaller ones behind it too
+                continue
+            d = min(fits, key=lambda x: (x.used, len(x.running)))
+            job.device, job.out = d, tmp / f"{len(rows)}_{job.name.replace('/', '_')}.json"
+            cmd = [sys.executable, "-m", "benchmarks.kernelbench.official", "one",
+                   job.plan["path"], "--out", str(job.out), "--device",
+                   "cpu" if d.name == "cpu" else "cuda", "--examples", str(args.examples),
+                   "--limit", str(args.limit)]
+            if max_bytes is not None:
+                cmd += ["--max-bytes", str(max_bytes)]
+            log = open(tmp / f"{job.name.replace('/', '_')}.log", "wb")  # noqa: SIM115
+            job.proc = subprocess.Popen(cmd, env={**env, **d.env}, stdout=log, stderr=log,
+                                        start_new_session=True)
+            job.started = time.perf_counter()
+            d.running.append(job)
+            d.used += job.reserve
+            host_used += job.host
+            pending.remove(job)
+        time.sleep(0.2)
+    head["seconds"] = round(time.perf_counter() - t0, 1)
+    _write(out, head, rows)
+    counts = Counter(r["how"] for r in rows)
+    print(json.dumps({"seconds": head["seconds"], "problems": len(rows), "how": counts}))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``run`` (the driver) or ``one`` (a problem's own process)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.kernelbench.official",
+                                 description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="what", required=True)
+    r = sub.add_parser("run", help="judge every problem under PROBLEMS")
+    r.add_argument("problems", type=Path)
+    r.add_argument("--out", type=Path, required=True)
+    r.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    r.add_argument("--limit", type=float, default=120.0, help="seconds per problem")
+    r.add_argument("--deadline", type=float, default=500.0,
+                   help="seconds after which nothing starts and what runs is stopped")
+    r.add_argument("--slots", type=int, default=None,
+                   help="problems at once per device (default: CPU cores over twice the "
+                        "devices, at most 8)")
+    r.add_argument("--per-byte", type=int, default=None,
+                   help="device bytes reserved per float64 floor byte of a whole instance "
+                        "(default: the judge's DEVICE_MEMORY_PER_BYTE)")
+    r.add_argument("--max-bytes", type=int, default=None,
+                   help="the float64 floor judged whole (default: device memory / "
+                        "--per-byte; on the CPU the judge's own)")
+    r.add_argument("--levels", default="level1,level2")
+    r.add_argument("--every", type=int, default=1)
+    r.add_argument("--count", type=int, default=None)
+    r.add_argument("--examples", type=int, default=0)
+    o = sub.add_parser("one", help="judge one problem (the driver's child process)")
+    o.add_argument("problem", type=Path)
+    o.add_argument("--out", type=Path, required=True)
+    o.add_argument("--device", default="cuda")
+    o.add_argument("--max-bytes", type=int, default=None)
+    o.add_argument("--examples", type=int, default=0)
+    o.add_argument("--limit", type=float, default=120.0)
+    args = ap.parse_args(argv)
+    args.argv = argv
+    if args.what == "one":
+        judge_one(args.problem, args.out, device=args.device, max_bytes=args.max_bytes,
+                  examples=args.examples, limit=args.limit)
+        return 0
+    if args.per_byte is None:
+        from numoracle.kernelbench.judge import DEVICE_MEMORY_PER_BYTE  # noqa: PLC0415
+
+        args.per_byte = DEVICE_MEMORY_PER_BYTE
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""The judge's oracle where the candidate runs: torch's namespace (here on the CPU,
+standing in for a GPU), and the fall-back when the whole instance does not fit."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import numoracle.kernelbench.judge  # noqa: F401 - the module, below
+from benchmarks.kernelbench.official import classify
+from numoracle.oracle.xp import is_torch
+
+judge_module = sys.modules["numoracle.kernelbench.judge"]
+
+
+def run(problems: Path, candidates: Path, problem: str, candidate: str, **kw: Any) -> Any:
+    kw.setdefault("examples", 0)
+    kw.setdefault("isolated", False)
+    return judge_module.judge(problems / f"{problem}.py", candidates / f"{candidate}.py", **kw)
+
+
+@pytest.fixture
+def torch_namespace(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The oracle in torch's namespace on the CPU, as on a GPU; the namespaces it ran in."""
+    seen: list[str] = []
+    evaluate = judge_module.evaluate
+
+    def spy(graph: Any, inputs: Any, ctx: Any, *args: Any) -> Any:
+        seen.append("torch" if is_torch(ctx.xp) else ctx.xp.__name__)
+        return evaluate(graph, inputs, ctx, *args)
+
+    monkeypatch.setattr(judge_module, "oracle_device", lambda device: torch.device("cpu"))
+    monkeypatch.setattr(judge_module, "evaluate", spy)
+    return seen
+
+
+def test_the_oracle_on_the_device_passes_right_and_fails_wrong_gradients(
+        problems: Path, candidates: Path, torch_namespace: list[str]) -> None:
+    good = run(problems, candidates, "gemm_gelu", "gemm_gelu_custom_backward", examples=1)
+    assert good.status == "pass" and good.backward, good.reason
+    bad = run(problems, candidates, "gemm_gelu", "gemm_gelu_weight_grad_zero")
+    assert bad.status == "fail" and "grad linear.weight" in bad.reason, bad.reason
+    assert torch_namespace and set(torch_namespace) == {"torch"}
+
+
+def test_a_whole_instance_the_device_cannot_hold_is_judged_on_sampled_rows(
+        problems: Path, candidates: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    reference = judge_module._Context.reference
+    calls: list[int] = []
+
+    def first_runs_out(self: Any, *args: Any, **kw: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return reference(self, *args, **kw)
+
+    monkeypatch.setattr(judge_module._Context, "reference", first_runs_out)
+    good = run(problems, candidates, "gemm_gelu", "gemm_gelu_correct")
+    assert good.status == "pass", good.reason
+    assert good.official.case.rows[0] == 0 and good.official.case.rows[-1] == 7
+    assert any("did not fit the device's memory" in n for n in good.notes)
+    calls.clear()
+    bad = run(problems, candidates, "gemm_gelu", "gemm_gelu_last_row")
+    assert bad.status == "fail" and bad.failing is bad.official, bad.reason
+    calls.clear()
+    shared = run(problems, candidates, "batchnorm", "batchnorm_correct")
+    assert shared.status == "pass" and not shared.official.case.rows
+    assert any("its distribution judged at" in n for n in shared.notes)
+    row = {**shared.as_dict(), "official_how": "reduced"}
+    assert classify(row) == "reduced sizes"
+
+
+def test_how_an_official_instance_was_judged() -> None:
+    assert classify({"status": "pass", "official_how": "whole"}) == "whole"
+    assert classify({"status": "fail", "official_how": "sampled"}) == "sampled rows"
+    assert classify({"status": "abstain", "official_how": ""}) == "refused"
+    assert classify({"status": "not judged", "official_how": "whole"}) == "refused"
