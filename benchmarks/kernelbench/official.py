@@ -170,7 +170,8 @@ def _row_md(r: dict[str, Any]) -> str:
         why = f"{why}; {notes[0]}"
     peak = r.get("peak_gib")
     return (f"| {r['problem']} | {r['how']} | {r['seconds']:.1f} | {verdict} | "
-            f"{r.get('floor_gib', 0):.3g} | {'-' if peak is None else peak} | "
+            f"{r.get('floor_gib', 0):.3g} | {'yes' if r.get('fits_whole') else 'no'} | "
+            f"{'-' if peak is None else peak} | "
             f"{why[:220].replace('|', '/')} |")
 
 
@@ -196,12 +197,14 @@ def _write(out: Path, head: dict[str, Any], rows: list[dict[str, Any]]) -> None:
              "| how judged | problems | share |", "|---|---|---|"]
     lines += [f"| {h} | {counts.get(h, 0)} | {100 * counts.get(h, 0) / max(n, 1):.0f}% |"
               for h in HOW]
+    fits = sum(1 for r in rows if r.get("fits_whole"))
     lines += ["", f"Verdicts: {dict(verdicts)}; over {head['limit']:g} s: {len(over)}; "
-              f"problems in the table: {n}.", "",
+              f"problems in the table: {n}; whose float64 floor fits whole (judged or not): "
+              f"{fits} ({100 * fits / max(n, 1):.0f}%).", "",
               "`peak GiB`: the judge's process (oracle and torch's reference), "
               "torch's allocator; the candidate's process is not counted.", "",
-              "| problem | how judged | s | verdict | float64 floor GiB | peak GiB | why |",
-              "|---|---|---|---|---|---|---|"]
+              "| problem | how judged | s | verdict | float64 floor GiB | fits whole | peak GiB "
+              "| why |", "|---|---|---|---|---|---|---|---|"]
     lines += [_row_md(r) for r in rows]
     (out / "official.md").write_text("\n".join(lines) + "\n")
 
@@ -209,7 +212,7 @@ def _write(out: Path, head: dict[str, Any], rows: list[dict[str, Any]]) -> None:
 def _unfinished(job: _Job, seconds: float, why: str) -> dict[str, Any]:
     return {"problem": job.name, "how": "not finished", "status": "not finished",
             "seconds": round(seconds, 2), "reason": why, "notes": [],
-            "floor_gib": round(job.plan["floor"] / GIB, 3)}
+            "floor_gib": round(job.plan["floor"] / GIB, 3), "fits_whole": job.whole}
 
 
 def _kill(job: _Job) -> None:
@@ -244,11 +247,14 @@ def run(args: argparse.Namespace) -> int:
     memory = min(d.memory for d in devices)
     max_bytes = args.max_bytes if args.max_bytes is not None else \
         (memory // args.per_byte if args.device != "cpu" else None)
+    from numoracle.kernelbench.judge import DEFAULT_MAX_BYTES  # noqa: PLC0415 - torch-heavy
+
+    floor_whole = DEFAULT_MAX_BYTES if max_bytes is None else max_bytes
     host_total = int(_host_memory() * 0.8)
     jobs = []
     for p, plan in zip(files, plans, strict=True):
         floor = plan["floor"]
-        whole = max_bytes is not None and floor <= max_bytes
+        whole = floor <= floor_whole
         reserve = floor * args.per_byte if whole else floor
         host = 8 * 4 * plan["inputs"] + 3 * 4 * plan["outputs"]
         jobs.append(_Job(plan, problem_name(p), whole, min(reserve, memory),
@@ -266,9 +272,32 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     pending = list(jobs)
-    host_used = 0
     tmp = Path(tempfile.mkdtemp(prefix="kbench-official-"))
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    signal.signal(signal.SIGTERM, _stop)  # `timeout` stops the driver: its children too
+    try:
+        _loop(args, t0, devices, pending, rows, head, tmp, env, max_bytes, host_total)
+    finally:
+        for d in devices:
+            for job in d.running:
+                _kill(job)
+    head["seconds"] = round(time.perf_counter() - t0, 1)
+    _write(out, head, rows)
+    counts = Counter(r["how"] for r in rows)
+    print(json.dumps({"seconds": head["seconds"], "problems": len(rows), "how": counts}))
+    return 0
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise SystemExit(f"stopped by signal {signum}")
+
+
+def _loop(args: argparse.Namespace, t0: float, devices: list[_Device], pending: list[_Job],
+          rows: list[dict[str, Any]], head: dict[str, Any], tmp: Path, env: dict[str, str],
+          max_bytes: int | None, host_total: int) -> None:
+    """Start, watch and stop the problems' processes until none is left."""
+    out = args.out
+    host_used = 0
     while pending or any(d.running for d in devices):
         now = time.perf_counter() - t0
         for d in devices:
@@ -293,6 +322,7 @@ def run(args: argparse.Namespace) -> int:
                                "reason": f"the judge's process ended with code "
                                          f"{job.proc.returncode} and no row"}
                     row["floor_gib"] = round(job.plan["floor"] / GIB, 3)
+                    row["fits_whole"] = job.whole
                     row["device"] = d.name
                 else:
                     continue
@@ -314,7 +344,7 @@ def run(args: argparse.Namespace) -> int:
             fits = [d for d in devices if len(d.running) < d.slots
                     and d.used + job.reserve <= d.memory]
             if not fits or (host_used + job.host > host_total and host_used > 0):
-                if job.reserve >= memory // 2:
+                if job.reserve >= min(d.memory for d in devices) // 2:
                     break  # a large one waits for room; smaller ones behind it too
                 continue
             d = min(fits, key=lambda x: (x.used, len(x.running)))
@@ -334,11 +364,6 @@ def run(args: argparse.Namespace) -> int:
             host_used += job.host
             pending.remove(job)
         time.sleep(0.2)
-    head["seconds"] = round(time.perf_counter() - t0, 1)
-    _write(out, head, rows)
-    counts = Counter(r["how"] for r in rows)
-    print(json.dumps({"seconds": head["seconds"], "problems": len(rows), "how": counts}))
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

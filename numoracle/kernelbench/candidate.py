@@ -62,21 +62,29 @@ class MissingPackage(Exception):
     """The candidate imports a package this machine does not have (not its fault)."""
 
 
+#: how loading a candidate says the machine lacks what it needs: a package, or the
+#: CUDA toolkit or build tool its inline extension is compiled with
+_MACHINE_LACKS = ("raised ModuleNotFoundError", "raised ImportError",
+                  "CUDA_HOME environment variable is not set", "Ninja is required")
+
+
 def load_candidate(path: str | Path) -> type[torch.nn.Module]:
     """The ``ModelNew`` class of a candidate file.
 
     Raises
     ------
     MissingPackage
-        When importing it needs a package that is not installed.
+        When importing it needs a package that is not installed, or its inline
+        extension a CUDA toolkit or build tool this machine lacks.
     BadFile
         When it raises while loading or ``ModelNew`` is not a module class.
     """
     try:
         module = load_module(path, needs=("ModelNew",), what="candidate")
     except BadFile as exc:
-        if "raised ModuleNotFoundError" in str(exc) or "raised ImportError" in str(exc):
-            raise MissingPackage(str(exc)) from None
+        text = str(exc)
+        if any(m in text for m in _MACHINE_LACKS):
+            raise MissingPackage(text) from None
         raise
     cls = module.ModelNew
     if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):

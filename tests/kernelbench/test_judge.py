@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch.utils.cpp_extension import CUDA_HOME
 
 from numoracle.kernelbench.cases import KBCase
 from numoracle.kernelbench.judge import judge
@@ -189,6 +190,8 @@ def test_a_candidate_that_refuses_unsupported_layouts_passes_on_official_inputs_
 
 @pytest.mark.parametrize(("candidate", "device", "words"), [
     ("relu_needs_triton", "cpu", "No module named 'a_package_this_machine_does_not_have'"),
+    pytest.param("relu_inline_cuda", "cpu", "CUDA", marks=pytest.mark.skipif(
+        CUDA_HOME is not None, reason="needs a machine without a CUDA toolkit")),
     pytest.param("relu_correct", "cuda", "no CUDA device", marks=pytest.mark.skipif(
         torch.cuda.is_available(), reason="needs a machine without a GPU")),
 ])
