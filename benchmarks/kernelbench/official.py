@@ -85,15 +85,32 @@ def judge_one(problem: Path, out: Path, *, device: str, max_bytes: int | None,
     import torch  # noqa: PLC0415 - torch-heavy, in the problem's own process
 
     from benchmarks.kernelbench.candidates import official_how, write_candidate  # noqa: PLC0415
-    from numoracle.kernelbench.judge import judge, whole_bytes  # noqa: PLC0415
+    from numoracle.kernelbench.judge import (  # noqa: PLC0415
+        DEFAULT_MAX_BYTES,
+        judge,
+        whole_bytes,
+    )
 
     t0 = time.perf_counter()
     budget = whole_bytes(device) if max_bytes is None else max_bytes
+    failed = ""
     with tempfile.TemporaryDirectory() as tmp:
         cand = write_candidate(Path(tmp), problem, "model")
-        j = judge(problem, cand, precision="fp32", examples=examples, device=device,
-                  timeout=limit, max_bytes=budget, shrink=False)
+        try:
+            j = judge(problem, cand, precision="fp32", examples=examples, device=device,
+                      timeout=limit, max_bytes=budget, shrink=False)
+        except Exception as exc:  # noqa: BLE001 - the oracle on the device broke: said, and
+            # the problem judged again with the oracle on the host
+            failed = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            module = sys.modules["numoracle.kernelbench.judge"]
+            module.oracle_device = lambda device: None  # type: ignore[attr-defined]
+            j = judge(problem, cand, precision="fp32", examples=examples, device=device,
+                      timeout=limit, max_bytes=DEFAULT_MAX_BYTES, shrink=False)
     row = j.as_dict()
+    if failed:
+        row["notes"].insert(0, f"the oracle on the device raised {failed[:200]}; judged with "
+                               "the oracle on the host")
+        row["device_oracle_error"] = failed
     row["official_how"] = official_how(j) if j.status not in ("refused", "abstain") else ""
     row["how"] = classify(row)
     row["seconds"] = round(time.perf_counter() - t0, 2)
@@ -165,7 +182,8 @@ def _gib(n: int | None) -> str:
 def _row_md(r: dict[str, Any]) -> str:
     verdict = {"pass": "pass", "fail": "FAIL"}.get(r["status"], r["status"])
     why = r.get("reason", "")
-    notes = [n for n in r.get("notes", []) if "official instance" in n or "dropout" in n]
+    notes = [n for n in r.get("notes", []) if "official instance" in n or "dropout" in n
+             or "oracle on the device" in n]
     if notes:
         why = f"{why}; {notes[0]}"
     peak = r.get("peak_gib")

@@ -79,3 +79,15 @@ def test_how_an_official_instance_was_judged() -> None:
     assert classify({"status": "fail", "official_how": "sampled"}) == "sampled rows"
     assert classify({"status": "abstain", "official_how": ""}) == "refused"
     assert classify({"status": "not judged", "official_how": "whole"}) == "refused"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_the_oracle_on_the_gpu_judges_whole_instances(problems: Path,
+                                                      candidates: Path) -> None:
+    good = run(problems, candidates, "gemm_gelu", "gemm_gelu_custom_backward", examples=2,
+               device="cuda", isolated=True)
+    assert good.status == "pass" and not good.official.case.rows, good.reason
+    assert good.kernels and any("CUDA kernels" in n for n in good.notes)
+    bad = run(problems, candidates, "gemm_gelu", "gemm_gelu_weight_grad_zero", device="cuda")
+    assert bad.status == "fail" and "grad linear.weight" in bad.reason, bad.reason
