@@ -194,8 +194,8 @@ def test_chunks_from_a_draw_process_hold_the_cases_drawn_here() -> None:
     drawer = OwnDraws(_driver_modules(), [_portable(r) for r in rows], _portable(probe),
                       settings)
     try:
-        drawer.ask(-1, 2, 0)  # the probe's chunk: what the driver compares
-        assert [case_digest(c) for c in drawer.answer()] == [
+        # the probe's chunk: what the driver compares
+        assert [case_digest(c) for c in drawer.get(-1, 2, 0)] == [
             case_digest(c) for c in RunDraws([probe], settings).block(0, 2).raw(0)]
         own, alone = RunDraws(rows, settings, raw=drawer.get), RunDraws(rows, settings)
         keys = [(k, i, j) for k in range(2) for i in range(3) for j in range(3)

@@ -165,8 +165,9 @@ def _draw_serve(conn: Connection, modules: list[str], specs: list[tuple[Any, ...
     schedule reaches them (:meth:`RunDraws.next_ahead`), up to
     :data:`~numoracle.running.schedule.WARM_AHEAD_CHUNKS` a block beyond the
     last one asked while the worker warms up, up to
-    :data:`~numoracle.running.schedule.AHEAD_CHUNKS` once it judges (chunks it
-    may never reach take the cores it judges on). It ends when the pipe closes. ``inherited``: the
+    :data:`~numoracle.running.schedule.AHEAD_CHUNKS` once it is warm (it asks
+    for the probe then; chunks it may never reach would take the cores it
+    judges on). It ends when the pipe closes. ``inherited``: the
     worker's pipe ends a forked process holds and closes (so that a
     worker's end shows when it is gone)."""
     for c in inherited:
@@ -177,7 +178,7 @@ def _draw_serve(conn: Connection, modules: list[str], specs: list[tuple[Any, ...
         probe_draws = RunDraws([_rebuild(probe)], settings)
         held: dict[tuple[int, int, int], list[Case]] = {}
         drawn: dict[tuple[int, int], int] = {}  # chunks of a block drawn (ahead or asked)
-        limit = WARM_AHEAD_CHUNKS  # until the worker's first chunk: it judges from then on
+        limit = WARM_AHEAD_CHUNKS  # until the worker is warm
         while True:
             if not conn.poll(0):
                 nxt = draws.next_ahead(limit, drawn=lambda k, i: drawn.get((k, i), 0))
@@ -187,11 +188,11 @@ def _draw_serve(conn: Connection, modules: list[str], specs: list[tuple[Any, ...
                     drawn[(k, index)] = j + 1
                     continue
             k, index, j = conn.recv()
-            if k < 0:
+            if k < 0:  # the probe: the worker is warm, only AHEAD_CHUNKS ahead from now on
+                limit = AHEAD_CHUNKS
                 conn.send(probe_draws.block(0, index).raw(j))
                 continue
             draws.asked(k, index, j)
-            limit = AHEAD_CHUNKS
             drawn[(k, index)] = max(drawn.get((k, index), 0), j + 1)
             got = held.pop((k, index, j), None)
             conn.send(got if got is not None else draws.block(k, index).raw(j))
@@ -213,8 +214,9 @@ class OwnDraws:
     The process is forked from the worker before the worker rebuilds its
     rows or warms up (no CUDA or thread state yet), or spawned where ``fork``
     is not available. ``specs`` are the worker's rows (portable); ``probe``
-    the row whose chunk (:meth:`ask` ``(-1, index, 0)``) the driver compares
-    with its own (where they differ the worker asks the driver)."""
+    the row whose chunk (:meth:`get` ``(-1, index, 0)``, asked once the worker
+    is warm) the driver compares with its own (where they differ the worker
+    asks the driver)."""
 
     def __init__(self, modules: list[str], specs: list[tuple[Any, ...]], probe: tuple[Any, ...],
                  settings: RunSettings, inherited: Sequence[Connection] = ()) -> None:
@@ -230,23 +232,14 @@ class OwnDraws:
             self.process.start()
         child.close()
 
-    def ask(self, k: int, index: int, j: int) -> None:
-        """Ask for chunk ``j`` of block ``index`` of row ``k`` (its answer:
-        :meth:`answer`, in the order asked)."""
+    def get(self, k: int, index: int, j: int) -> list[Case]:
+        """The raw cases of chunk ``j`` of block ``index`` of row ``k``."""
         self.conn.send((k, index, j))
-
-    def answer(self) -> list[Case]:
-        """The raw cases of the chunk asked first and not yet answered."""
         while not self.conn.poll(1.0):
             if not self.process.is_alive():
                 raise RuntimeError("the worker's draw process ended")
         got: list[Case] = self.conn.recv()
         return got
-
-    def get(self, k: int, index: int, j: int) -> list[Case]:
-        """The raw cases of chunk ``j`` of block ``index`` of row ``k``."""
-        self.ask(k, index, j)
-        return self.answer()
 
     def close(self) -> None:
         self.conn.close()
@@ -308,15 +301,16 @@ def _worker(conn: Connection, specs: list[tuple[int, tuple[Any, ...]]],
     drawer: OwnDraws | None = None
     try:
         index = [k for k, _ in specs]
-        if own is not None:
+        if own is not None:  # it draws ahead while this worker warms up
             modules, probe_spec, probe_block = own
             drawer = OwnDraws(modules, [s for _, s in specs], probe_spec, settings,
                               inherited=(conn,))
-            drawer.ask(-1, probe_block, 0)  # drawn first, while this worker warms up
         rows = [_rebuild(s) for _, s in specs]
         warm = warm_up(rows, settings)
-        conn.send(("warm", warm, None if drawer is None
-                   else [case_digest(c) for c in drawer.answer()]))
+        probe = None
+        if drawer is not None:  # (the chunk it was drawing ends before the clock starts)
+            probe = [case_digest(c) for c in drawer.get(-1, probe_block, 0)]
+        conn.send(("warm", warm, probe))
         message = conn.recv()
         if message[0] != "go":
             return
