@@ -35,7 +35,7 @@ start=$(date +%s)
 if [[ " $PARTS " == *" official "* ]]; then
   if [ -d .kernelbench/current/level1 ]; then
     timeout $(( D + 10 )) python3 -m benchmarks.kernelbench.official run .kernelbench/current \
-      --out "$OUT/kbench200" --device cuda --limit 120 --deadline "$D" --slots "${KB_SLOTS:-6}" \
+      --out "$OUT/kbench200" --device cuda --limit 120 --deadline "$D" --slots "${KB_SLOTS:-8}" \
       > "$OUT/kbench200/official.log" 2>&1 &
   else
     echo "no .kernelbench/current/level1 (carry .kernelbench): official part skipped" \

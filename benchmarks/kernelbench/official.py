@@ -198,7 +198,7 @@ def _write(out: Path, head: dict[str, Any], rows: list[dict[str, Any]]) -> None:
                                        int(r["problem"].split("/")[1].split("_")[0])))
     counts = Counter(r["how"] for r in rows)
     verdicts = Counter(r["status"] for r in rows)
-    over = [r for r in rows if r["seconds"] > head["limit"]]
+    killed = [r for r in rows if r["how"] == "not finished" and "limit" in r.get("reason", "")]
     (out / "official.json").write_text(json.dumps({"meta": head, "rows": rows}, indent=1)
                                        + "\n")
     n = len(rows)
@@ -216,7 +216,8 @@ def _write(out: Path, head: dict[str, Any], rows: list[dict[str, Any]]) -> None:
     lines += [f"| {h} | {counts.get(h, 0)} | {100 * counts.get(h, 0) / max(n, 1):.0f}% |"
               for h in HOW]
     fits = sum(1 for r in rows if r.get("fits_whole"))
-    lines += ["", f"Verdicts: {dict(verdicts)}; over {head['limit']:g} s: {len(over)}; "
+    lines += ["", f"Verdicts: {dict(verdicts)}; killed at the limit of {head['limit']:g} s: "
+              f"{len(killed)}; "
               f"problems in the table: {n}; whose float64 floor fits whole (judged or not): "
               f"{fits} ({100 * fits / max(n, 1):.0f}%).", "",
               "`peak GiB`: the judge's process (oracle and torch's reference), "
@@ -384,8 +385,47 @@ def _loop(args: argparse.Namespace, t0: float, devices: list[_Device], pending: 
         time.sleep(0.2)
 
 
+def _floor_text(q: dict[str, Any]) -> str:
+    if q.get("plan_error"):
+        return f"- ({q['plan_error']})"
+    if q["floor"] >= 1 << 62:
+        return "- (the model does not run on the meta device at these sizes)"
+    return f"{q['floor'] / GIB:.3g}"
+
+
+def plan(args: argparse.Namespace) -> int:
+    """``plan.md``: every problem's float64 floor and whether it fits whole on a device of
+    ``--memory-gib`` (90% of it) at each of ``--per-byte`` bytes per floor byte."""
+    from benchmarks.kernelbench.candidates import problem_files, problem_name  # noqa: PLC0415
+    from benchmarks.record import meta  # noqa: PLC0415
+
+    files = problem_files(args.problems)
+    with ProcessPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1))) as pool:
+        plans = list(pool.map(plan_problem, [str(p) for p in files]))
+    usable = 0.9 * args.memory_gib * GIB
+    factors = [int(f) for f in args.per_byte.split(",")]
+    head = meta(args.argv)
+    lines = ["# KernelBench official instances: float64 floors against a device's memory", "",
+             f"Command: `python -m benchmarks.kernelbench.official {' '.join(args.argv)}`  ",
+             f"Commit {head['commit']}, {head['date']}; {len(files)} problems; a device of "
+             f"{args.memory_gib:g} GiB, 90% of it usable; the floor is the float64 bytes of "
+             "the inputs, parameters and every intermediate result (found on the meta "
+             "device: nothing allocated).", "", "| bytes per floor byte | fit whole | share |",
+             "|---|---|---|"]
+    for k in factors:
+        n = sum(1 for q in plans if q["floor"] and q["floor"] * k <= usable)
+        lines.append(f"| {k} | {n} of {len(files)} | {100 * n / max(len(files), 1):.0f}% |")
+    lines += ["", "| problem | float64 floor GiB | floating input elements |", "|---|---|---|"]
+    lines += [f"| {problem_name(p)} | {_floor_text(q)} | {q['inputs']} |"
+              for p, q in zip(files, plans, strict=True)]
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "plan.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines[:12]))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``run`` (the driver) or ``one`` (a problem's own process)."""
+    """``run`` (the driver), ``one`` (a problem's own process) or ``plan``."""
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(prog="python -m benchmarks.kernelbench.official",
                                  description=__doc__.split("\n\n")[0])
@@ -410,6 +450,11 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--every", type=int, default=1)
     r.add_argument("--count", type=int, default=None)
     r.add_argument("--examples", type=int, default=0)
+    pl = sub.add_parser("plan", help="float64 floors against a device's memory (plan.md)")
+    pl.add_argument("problems", type=Path)
+    pl.add_argument("--out", type=Path, required=True)
+    pl.add_argument("--memory-gib", type=float, default=139.8)
+    pl.add_argument("--per-byte", default="4,6,8")
     o = sub.add_parser("one", help="judge one problem (the driver's child process)")
     o.add_argument("problem", type=Path)
     o.add_argument("--out", type=Path, required=True)
@@ -419,6 +464,8 @@ def main(argv: list[str] | None = None) -> int:
     o.add_argument("--limit", type=float, default=120.0)
     args = ap.parse_args(argv)
     args.argv = argv
+    if args.what == "plan":
+        return plan(args)
     if args.what == "one":
         judge_one(args.problem, args.out, device=args.device, max_bytes=args.max_bytes,
                   examples=args.examples, limit=args.limit)

@@ -147,9 +147,10 @@ def float64_bytes(problem: Problem, sizes: Mapping[str, Any]) -> int:
     on the oracle's memory, which holds radii beside each value."""
     specs = problem.input_specs(sizes)
     n = sum(s.elements() for s in specs if s.floating)
+    args = [torch.empty(s.shape, dtype=s.dtype, device="meta") if s.dtype is not None
+            else value for s, value in zip(specs, problem.meta_inputs(sizes), strict=False)]
     with torch.device("meta"):
         model = problem.model(sizes)
-        args = [torch.empty(s.shape, dtype=s.dtype) for s in specs if s.dtype is not None]
         n += sum(t.numel() for t in model.state_dict().values() if t.is_floating_point())
         count = _Count()
         try:

@@ -234,6 +234,12 @@ class Problem:
             torch.default_generator.manual_seed(seed)
             return list(self._call("get_inputs"))
 
+    def meta_inputs(self, sizes: Mapping[str, Any] | None = None) -> list[Any]:
+        """``get_inputs()`` with its tensors on the ``meta`` device (nothing allocated),
+        its other values (a Python scalar) as they are."""
+        with self.at(sizes), _MetaFactories():
+            return list(self._call("get_inputs"))
+
     def input_specs(self, sizes: Mapping[str, Any] | None = None) -> tuple[InputSpec, ...]:
         """Shapes, dtypes and factories of the inputs, without allocating them."""
         mode = _MetaFactories()

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from numoracle.kernelbench import BadFile, load_problem
+from numoracle.kernelbench.cases import float64_bytes
 from numoracle.kernelbench.census import classify, problem_ops
 
 
@@ -119,3 +120,15 @@ def test_a_shape_computed_from_a_knob_follows_it(problems: Path) -> None:
     logits, labels = p.input_specs({"num_classes": 5, "batch_size": 3})
     assert logits.shape == (3, 5) and labels.shape == (3,)
     assert p.module.input_shape == (10,)  # restored after the block
+
+
+def test_the_float64_floor_counts_a_model_with_a_scalar_argument(tmp_path: Path) -> None:
+    path = tmp_path / "scale.py"
+    path.write_text("import torch\nimport torch.nn as nn\n\n\n"
+                    "class Model(nn.Module):\n"
+                    "    def forward(self, A, s):\n        return A * s\n\n\n"
+                    "M = 4096\nN = 1024\n\n\n"
+                    "def get_inputs():\n    return [torch.rand(M, N), 3.14]\n\n\n"
+                    "def get_init_inputs():\n    return []\n")
+    problem = load_problem(path)
+    assert float64_bytes(problem, {}) == 8 * 2 * 4096 * 1024  # the input and the output
