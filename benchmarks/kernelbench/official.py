@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing as mp
 import os
 import signal
 import subprocess
@@ -261,7 +262,8 @@ def run(args: argparse.Namespace) -> int:
     if not devices:
         print("no CUDA device: nothing judged", file=sys.stderr)
         return 3
-    with ProcessPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1))) as pool:
+    with ProcessPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1)),
+                             mp_context=mp.get_context("spawn")) as pool:
         plans = list(pool.map(plan_problem, [str(p) for p in files]))
     memory = min(d.memory for d in devices)
     max_bytes = args.max_bytes if args.max_bytes is not None else \
@@ -400,7 +402,8 @@ def plan(args: argparse.Namespace) -> int:
     from benchmarks.record import meta  # noqa: PLC0415
 
     files = problem_files(args.problems)
-    with ProcessPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1))) as pool:
+    with ProcessPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1)),
+                             mp_context=mp.get_context("spawn")) as pool:
         plans = list(pool.map(plan_problem, [str(p) for p in files]))
     usable = 0.9 * args.memory_gib * GIB
     factors = [int(f) for f in args.per_byte.split(",")]
