@@ -66,7 +66,7 @@ rm -f "$D/runs.txt"
 PER=$(( CORES / (GPUS > 0 ? GPUS : 1) ))
 # the GPU-marked tests of the hand-written oracle on CuPy, on the other GPU and cores while
 # the one-GPU run goes (its GPU and cores to itself)
-TESTS=(tests/oracle/test_gpu_radii.py tests/oracle/test_fused.py tests/oracle/test_gpu_reference.py)
+TESTS=(tests/oracle/test_ops_namespaces.py tests/oracle/test_fused.py tests/oracle/test_gpu_reference.py)
 TPIN=()
 if command -v taskset > /dev/null && [ "$GPUS" -gt 1 ]; then TPIN=(taskset -c "$PER-$(( CORES - 1 ))"); fi
 CUDA_VISIBLE_DEVICES=$(( GPUS > 1 ? 1 : 0 )) timeout 170 "${TPIN[@]}" python3 -m pytest -m gpu \

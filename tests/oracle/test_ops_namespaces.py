@@ -1,22 +1,57 @@
-"""The hand-written ops that compute in their inputs' namespace (linear, matmul, conv2d)
-give in torch's namespace what they give in NumPy: drawn cases, values within the
-oracle's own error, radii within the float32 magnitude sums' margin."""
+"""The hand-written ops give in other namespaces what they give in NumPy: in torch's
+(linear, matmul, conv2d, which compute in their inputs' namespace) and on a GPU in
+CuPy's (every op: a large case's reference is computed there), on drawn cases; values
+within the oracle's own error, radii within the float32 magnitude sums' margin, and
+never a radius 0 where the host's is not (a zero radius the host does not give would
+judge a kernel against an exact value it need not meet)."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 from numoracle.cases.case import Case
-from numoracle.oracle.ops import get_op
-from numoracle.oracle.precision import get_model
+from numoracle.errors import UnsupportedCase
+from numoracle.kernels import all_targets
+from numoracle.oracle.ops import OPS, get_op
+from numoracle.oracle.precision import PrecisionModel, get_model
+from numoracle.oracle.tracked import Tracked
 from numoracle.oracle.xp import array_module, as_namespace, namespace_named, on_device
 from numoracle.strategies.cases import cases
 
-#: NumPy may sum a contraction's magnitudes in float32, torch sums them in float64: the
-#: bound up to 2^-11 of itself sharper (numoracle.oracle.tracked.SINGLE_SUMS)
+#: NumPy may sum a contraction's magnitudes in float32, torch and CuPy sum them in
+#: float64: the bound up to 2^-11 of itself sharper (numoracle.oracle.tracked.SINGLE_SUMS)
 RADIUS_SHARE = 2.0**-10
+
+
+def _same_as_host(host: Mapping[str, Tracked], other: Mapping[str, Tracked], xp: Any,
+                  where: str) -> None:
+    """``other`` (references computed in ``xp``) against the host's, output by output."""
+    assert set(host) == set(other)
+    for name, h in host.items():
+        o = other[name]
+        assert array_module(o.value) is xp, f"{where}.{name} left {xp.__name__}'s namespace"
+        o = o.to_host()
+        shape = np.shape(h.value)
+        hv, ov = (np.broadcast_to(t.value + (0.0 if t.lo is None else t.lo), shape)
+                  for t in (h, o))
+        slack = np.broadcast_to(h.ref_err + o.ref_err, shape)
+        with np.errstate(invalid="ignore"):
+            same = (hv == ov) | (np.isnan(hv) & np.isnan(ov)) | (np.abs(hv - ov) <= slack)
+            assert same.all(), f"{where}.{name}: values differ beyond the oracle's error"
+            for field in ("det", "prob"):
+                a, b = (np.broadcast_to(getattr(t, field), shape) for t in (h, o))
+                zero_here_only = (b == 0) & (a != 0)
+                assert not zero_here_only.any(), (
+                    f"{where}.{name}: {field} radius 0 at {int(zero_here_only.sum())} "
+                    f"elements where the host's is not (e.g. {a[zero_here_only].flat[0]!r})")
+                close = (a == b) | (np.isnan(a) & np.isnan(b)) | (
+                    np.abs(a - b) <= RADIUS_SHARE * np.maximum(np.abs(a), np.abs(b)))
+                assert close.all(), f"{where}.{name}: {field} differs"
 
 
 def _agree(case: Case, model: str) -> None:
@@ -28,23 +63,7 @@ def _agree(case: Case, model: str) -> None:
         given_ = {k: as_namespace(v, torch_xp) if np.asarray(v).dtype.kind == "f" else v
                   for k, v in inputs.items()}
         other = op.reference(given_, case.params, m)
-    assert set(host) == set(other)
-    for name, h in host.items():
-        o = other[name]
-        assert array_module(o.value) is torch_xp, f"{case.op}.{name} left torch's namespace"
-        o = o.to_host()
-        shape = np.shape(h.value)
-        hv, ov = (np.broadcast_to(t.value + (0.0 if t.lo is None else t.lo), shape)
-                  for t in (h, o))
-        slack = np.broadcast_to(h.ref_err + o.ref_err, shape)
-        with np.errstate(invalid="ignore"):
-            same = (hv == ov) | (np.isnan(hv) & np.isnan(ov)) | (np.abs(hv - ov) <= slack)
-            assert same.all(), f"{case.op}.{name}: values differ beyond the oracle's error"
-            for field in ("det", "prob"):
-                a, b = (np.broadcast_to(getattr(t, field), shape) for t in (h, o))
-                close = (a == b) | (np.isnan(a) & np.isnan(b)) | (
-                    np.abs(a - b) <= RADIUS_SHARE * np.maximum(np.abs(a), np.abs(b)))
-                assert close.all(), f"{case.op}.{name}: {field} differs"
+    _same_as_host(host, other, torch_xp, case.op)
 
 
 @pytest.mark.parametrize("op", ["linear", "matmul", "conv2d"])
@@ -56,3 +75,45 @@ def test_a_hand_written_op_in_torch_agrees_with_numpy(op: str) -> None:
         _agree(case, "bf16" if case.storage == "bf16" else "fp32")
 
     check()
+
+
+def _models(op: str) -> list[PrecisionModel]:
+    """The distinct precision models the op's targets claim (at most four)."""
+    seen: dict[str, PrecisionModel] = {}
+    for t in all_targets(op):
+        seen.setdefault(t.precision.name, t.precision)
+    return list(seen.values())[:4]
+
+
+def _agree_on_cupy(cupy: Any, case: Case, model: PrecisionModel) -> None:
+    op = get_op(case.op)
+    inputs = case.inputs()
+    dev_inputs = {k: cupy.asarray(v) if np.asarray(v).dtype.kind == "f" else v
+                  for k, v in inputs.items()}
+    try:
+        host = op.reference(inputs, case.params, model)
+    except UnsupportedCase:  # not judged on the host: nor on the device
+        with pytest.raises(UnsupportedCase):
+            op.reference(dev_inputs, case.params, model)
+        return
+    _same_as_host(host, op.reference(dev_inputs, case.params, model), cupy,
+                  f"{case.op} {case.describe()} under {model.name}")
+
+
+def _check_on_cupy(cupy: Any, op: str, model: PrecisionModel, examples: int) -> None:
+    """``examples`` drawn cases of ``op`` (derandomized, special values overlaid)."""
+    @settings(max_examples=examples, deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(case=cases(op=op, storage=model.storage.name, max_elements=800, max_overlays=2))
+    def check(case: Case) -> None:
+        _agree_on_cupy(cupy, case, model)
+
+    check()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_a_hand_written_op_on_cupy_gives_the_hosts_radii(op: str) -> None:
+    cupy = pytest.importorskip("cupy")
+    for model in _models(op):
+        _check_on_cupy(cupy, op, model, 6)
