@@ -112,17 +112,19 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _times(fn: Callable[[], Any], repeats: int, device: str) -> tuple[float, float]:
+def _times(fn: Callable[[], Any], repeats: int, device: str) -> tuple[float, float, float]:
     """The best and the median of ``repeats`` timed runs (the best is what a busy
-    machine's other work disturbs least)."""
-    times = []
+    machine's other work disturbs least), and the least process (CPU) time of a run:
+    on a shared CPU what the run itself computed, whatever else the cores ran."""
+    times, cpu = [], []
     for _ in range(repeats):
         _sync(device)
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         fn()
         _sync(device)
         times.append(time.perf_counter() - t)
-    return min(times), statistics.median(times)
+        cpu.append(time.process_time() - c)
+    return min(times), statistics.median(times), min(cpu)
 
 
 def _row(name: str, size: str, backward: bool, device: str, repeats: int,
@@ -161,13 +163,15 @@ def _row(name: str, size: str, backward: bool, device: str, repeats: int,
     _sync(device)
     first = time.perf_counter() - t
     eager()
-    t_oracle, med_oracle = _times(oracle, repeats, device)
-    t_eager, med_eager = _times(eager, max(repeats, 7), device)
+    t_oracle, med_oracle, cpu_oracle = _times(oracle, repeats, device)
+    t_eager, med_eager, cpu_eager = _times(eager, max(repeats, 7), device)
     return {"reference": name, "size": size, "pass": "fwd+bwd" if backward else "fwd",
             "shapes": {k: list(v) for k, v in _shapes(name, size).items()},
             "first_s": first, "oracle_s": t_oracle, "eager_s": t_eager,
             "oracle_median_s": med_oracle, "eager_median_s": med_eager,
-            "ratio": t_oracle / t_eager if t_eager > 0 else float("inf")}
+            "ratio": t_oracle / t_eager if t_eager > 0 else float("inf"),
+            "oracle_cpu_s": cpu_oracle, "eager_cpu_s": cpu_eager,
+            "cpu_ratio": cpu_oracle / cpu_eager if cpu_eager > 0 else float("inf")}
 
 
 def table(device: str, out: Path, repeats: int, budget: float,
@@ -206,16 +210,20 @@ def _write(out: Path, device: str, repeats: int, rows: list[dict[str, Any]]) -> 
              f"best of {repeats} oracle runs and of {max(repeats, 7)} eager runs (medians in "
              "table.json) after a warm-up that captures the graph (`first`); machine in "
              "table.json.", "",
-             "| reference | size | pass | oracle | torch fp64 eager | ratio | first |",
-             "|---|---|---|---|---|---|---|"]
+             "Process (CPU) time: the least of the same runs (`cpu` columns).", "",
+             "| reference | size | pass | oracle | torch fp64 eager | ratio | first "
+             "| oracle cpu | eager cpu | cpu ratio |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "oracle_s" in r:
+            cpu = (f" {r['oracle_cpu_s'] * 1e3:.2f} ms | {r['eager_cpu_s'] * 1e3:.3f} ms | "
+                   f"{r['cpu_ratio']:.1f}x |" if "oracle_cpu_s" in r else " | | |")
             lines.append(f"| {r['reference']} | {r['size']} | {r['pass']} | "
                          f"{r['oracle_s'] * 1e3:.2f} ms | {r['eager_s'] * 1e3:.3f} ms | "
-                         f"{r['ratio']:.1f}x | {r['first_s']:.2f} s |")
+                         f"{r['ratio']:.1f}x | {r['first_s']:.2f} s |" + cpu)
         else:
             lines.append(f"| {r['reference']} | {r['size']} | {r['pass']} | "
-                         f"{r.get('error') or r.get('skipped')} | | | |")
+                         f"{r.get('error') or r.get('skipped')} | | | | | | |")
     write_text(out / "table.md", "\n".join(lines) + "\n")
 
 
