@@ -252,17 +252,17 @@ def _representable(x: float, t: int, emin: int, fmax: float) -> bool:
 
 @_jit
 def add_radii(av: Any, bv: Any, ad: Any, bd: Any, ap: Any, bp: Any, ar: Any, br: Any,
-              u: float, tiny: float, u64: float, value: Any, ref: Any, det: Any, prob: Any,
-              mag: Any) -> None:
+              sign: float, u: float, tiny: float, u64: float, value: Any, ref: Any, det: Any,
+              prob: Any, mag: Any) -> None:
     """:func:`~numoracle.oracle.tracked.add` of rows (operands broadcast to the
-    output's shape): its value, radii and magnitude in one pass, the same float64
-    operations in the same order as its NumPy passes (branch-free: the loop
-    vectorises)."""
+    output's shape) of ``a`` and ``sign b`` (``sign`` 1 or -1: exact): its value,
+    radii and magnitude in one pass, the same float64 operations in the same order
+    as its NumPy passes (branch-free: the loop vectorises)."""
     rows, cols = value.shape
     grow = 1.0 + u
     for i in range(rows):
         for j in range(cols):
-            x, y = av[i, j], bv[i, j]
+            x, y = av[i, j], sign * bv[i, j]
             v = x + y
             m = abs(v)
             r = (ar[i, j] + br[i, j]) + u64 * m
@@ -277,8 +277,8 @@ def add_radii(av: Any, bv: Any, ad: Any, bd: Any, ap: Any, bp: Any, ar: Any, br:
 
 
 @_jit
-def add_exact(av: Any, bv: Any, ad: Any, bd: Any, ar: Any, br: Any, t: int, emin: int,
-              fmax: float, value: Any, ref: Any, det: Any, prob: Any) -> None:
+def add_exact(av: Any, bv: Any, ad: Any, bd: Any, ar: Any, br: Any, sign: float, t: int,
+              emin: int, fmax: float, value: Any, ref: Any, det: Any, prob: Any) -> None:
     """After :func:`add_radii`: the radii 0 where both operands are exact, the float64
     sum is exact (TwoSum's error term 0) and the format holds it."""
     rows, cols = value.shape
@@ -286,7 +286,7 @@ def add_exact(av: Any, bv: Any, ad: Any, bd: Any, ar: Any, br: Any, t: int, emin
         for j in range(cols):
             if ad[i, j] != 0.0 or bd[i, j] != 0.0 or ar[i, j] != 0.0 or br[i, j] != 0.0:
                 continue
-            x, y, v = av[i, j], bv[i, j], value[i, j]
+            x, y, v = av[i, j], sign * bv[i, j], value[i, j]
             bb = v - x
             if (x - (v - bb)) + (y - bb) == 0.0 and _representable(v, t, emin, fmax):
                 ref[i, j] = 0.0
@@ -409,3 +409,72 @@ def mul_radii(av: Any, bv: Any, ad: Any, bd: Any, ap: Any, bp: Any, ar: Any, br:
             det[i, j] = d
             prob[i, j] = p
             mag[i, j] = m
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _binary(op: int, x: float, y: float) -> float:
+    """``x + y``, ``x - y``, ``x y`` or ``x / y`` (``op`` 0 to 3), IEEE's results."""
+    if op == 0:
+        return x + y
+    if op == 1:
+        return x - y
+    if op == 2:
+        return x * y
+    return x / y
+
+
+@_jit
+def _corners(v: float, r: float) -> tuple[float, float]:
+    """The ends of ``[v - r, v + r]`` (``r`` 0 where not finite or ``v`` is NaN), a
+    zero end with the sign that keeps it inside, as ieee's ``_corners``."""
+    if not (abs(r) < np.inf) or v != v:
+        r = 0.0
+    lo = v if r == 0.0 else v - r
+    hi = v if r == 0.0 else v + r
+    return (-0.0 if lo == 0.0 else lo), (0.0 if hi == 0.0 else hi)
+
+
+@_jit
+def _special(v: float, r: float) -> bool:
+    return (r == 0.0 and (v == 0.0 or abs(v) == np.inf)) or (v != v and abs(r) < np.inf)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def carry_binary(op: int, av: Any, ar: Any, bv: Any, br: Any, b_no_pole: bool, ov: Any,
+                 od: Any, op_: Any, orf: Any, om: Any, value: Any, det: Any, prob: Any,
+                 ref: Any, mag: Any) -> int:
+    """ieee's ``carry`` of a binary operation of rows: ``out`` (``ov`` ... ``om``)
+    copied into ``value`` ... ``mag``, and where an operand is a special value known
+    exactly and every corner of the operands' intervals gives the same 0, infinity or
+    NaN (``b`` holding no pole inside with ``b_no_pole``), that value with radius 0.
+    Returns how many elements it decided."""
+    rows, cols = value.shape
+    decided = 0
+    for i in range(rows):
+        for j in range(cols):
+            v, d, p, r, m = ov[i, j], od[i, j], op_[i, j], orf[i, j], om[i, j]
+            x, rx, y, ry = av[i, j], ar[i, j], bv[i, j], br[i, j]
+            if _special(x, rx) or _special(y, ry):
+                ok = abs(rx) < np.inf and abs(ry) < np.inf
+                xl, xh = _corners(x, rx)
+                yl, yh = _corners(y, ry)
+                if b_no_pole and yl < 0.0 and yh > 0.0:
+                    ok = False
+                first = _binary(op, xl, yl)
+                for k in range(3):  # the other corners: (xl, yh), (xh, yl), (xh, yh)
+                    other = _binary(op, xl if k == 0 else xh, yl if k == 1 else yh)
+                    ok = ok and (first == other or (first != first and other != other))
+                ok = ok and (first == 0.0 or not abs(first) < np.inf)
+                if ok:
+                    v = 0.0 if first == 0.0 else first
+                    d = 0.0
+                    p = 0.0
+                    r = 0.0
+                    m = 0.0 if v != v else abs(v)
+                    decided += 1
+            value[i, j] = v
+            det[i, j] = d
+            prob[i, j] = p
+            ref[i, j] = r
+            mag[i, j] = m
+    return decided

@@ -23,8 +23,9 @@ numba is installed (:func:`fused_exact`), else the general NumPy passes.
 
 from __future__ import annotations
 
+import operator
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -47,7 +48,7 @@ __all__ = ["fused", "fused_exact", "contraction_radii", "add_rounding", "lowest_
            "device_scalars", "own_array", "rounded", "operand_facts", "OperandFacts",
            "PendingFacts", "exact_products", "exact_contraction_radii", "store_rounding",
            "magnitude_sum", "single_sum", "single_growth", "SINGLE_CHUNK", "NOT_FINITE",
-           "SUBNORMAL", "UNREPRESENTABLE", "OFF_SINGLE", "larger_counts", "any_special"]
+           "SUBNORMAL", "UNREPRESENTABLE", "OFF_SINGLE", "larger_counts", "any_special", "carried"]
 
 #: separate roundings, as NumPy's passes (no a*b+c contracted into one fma)
 _NO_FMA = ("--fmad=false",)
@@ -580,3 +581,28 @@ def any_special(value: Any, det: Any, ref_err: Any) -> bool | None:
     if array_module(value) is np and fused_cpu.available():
         return fused_cpu.any_special(value, det, ref_err)
     return None
+
+
+#: the binary operations :func:`carried` runs in one loop
+_CARRIED = {operator.add: 0, operator.sub: 1, operator.mul: 2, operator.truediv: 3}
+
+
+def carried(f: Any, operands: list[Any], out: Any, no_pole: int | None) -> Any:
+    """ieee's ``carry`` of ``out = f(a, b)`` (``f`` an addition, subtraction,
+    multiplication or division of two tracked ``operands``, low parts folded) in
+    one loop on NumPy (numba): ``out`` with every element the operands decide
+    exactly set to that value with radius 0 (``out`` itself where none is), the
+    same elements and values as ieee's vectorised passes; ``NotImplemented`` where
+    the loop does not run (another function, another namespace, no numba)."""
+    op = _CARRIED.get(f)
+    if (op is None or len(operands) != 2 or no_pole not in (None, 1)
+            or array_module(out.value) is not np or not fused_cpu.available()):
+        return NotImplemented
+    a, b = operands
+    arrays = fused_cpu.carry_binary(
+        op, (a.value, a.det + a.ref_err, b.value, b.det + b.ref_err),
+        (out.value, out.det, out.prob, out.ref_err, out.mag), no_pole == 1)
+    if arrays is None:
+        return out
+    value, det, prob, ref_err, mag = arrays
+    return replace(out, value=value, det=det, prob=prob, ref_err=ref_err, mag=mag, lo=None)

@@ -29,7 +29,7 @@ from .formats import NOT_FINITE, OFF_SINGLE, SINGLE_UP, SUBNORMAL, UNREPRESENTAB
 
 __all__ = ["available", "warm_up", "operand_facts", "grid", "exact_radii", "store_round",
            "rounding_params", "larger_counts", "add_radii", "either_radii", "any_special",
-           "mul_radii", "NOT_FINITE", "SUBNORMAL", "UNREPRESENTABLE", "OFF_SINGLE",
+           "mul_radii", "carry_binary", "NOT_FINITE", "SUBNORMAL", "UNREPRESENTABLE", "OFF_SINGLE",
            "SINGLE_UP"]
 
 
@@ -159,20 +159,20 @@ def _rows(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def add_radii(av: Any, bv: Any, radii: tuple[Any, ...], fmt: Any, u: float, u64: float,
-              test_exact: bool) -> tuple[np.ndarray, ...]:
-    """:func:`~numoracle.oracle.tracked.add`'s arithmetic in one loop: ``radii`` the
-    operands' ``det``, ``prob`` and ``ref_err`` (a's, b's), ``fmt`` the accumulation
-    format, ``u`` its unit; returns value, ref_err, det, prob and magnitude (fresh
-    arrays of the broadcast shape)."""
+              test_exact: bool, sign: float = 1.0) -> tuple[np.ndarray, ...]:
+    """:func:`~numoracle.oracle.tracked.add`'s arithmetic in one loop (of ``a`` and
+    ``sign b``, ``sign`` 1 or -1): ``radii`` the operands' ``det``, ``prob`` and
+    ``ref_err`` (a's, b's), ``fmt`` the accumulation format, ``u`` its unit; returns
+    value, ref_err, det, prob and magnitude (fresh arrays of the broadcast shape)."""
     shape = np.broadcast_shapes(np.shape(av), np.shape(bv), *(np.shape(r) for r in radii))
     outs = tuple(np.empty(shape) for _ in range(5))
     rows = tuple(o.reshape(-1, shape[-1] if shape else 1) for o in outs)
     a, b = _rows(av, shape), _rows(bv, shape)
     ad, bd, ap, bp, ar, br = (_rows(r, shape) for r in radii)
     loops = _loops()
-    loops.add_radii(a, b, ad, bd, ap, bp, ar, br, u, fmt.tiny, u64, *rows)
+    loops.add_radii(a, b, ad, bd, ap, bp, ar, br, sign, u, fmt.tiny, u64, *rows)
     if test_exact:
-        loops.add_exact(a, b, ad, bd, ar, br, fmt.t, fmt.emin, fmt.max, *rows[:4])
+        loops.add_exact(a, b, ad, bd, ar, br, sign, fmt.t, fmt.emin, fmt.max, *rows[:4])
     return outs
 
 
@@ -214,3 +214,16 @@ def mul_radii(av: Any, bv: Any, radii: tuple[Any, ...], fmt: Any, u: float, u64:
     _loops().mul_radii(_rows(av, shape), _rows(bv, shape), *(_rows(r, shape) for r in radii),
                        u, fmt.tiny, u64, fmt.t, fmt.emin, fmt.max, test_exact, *rows)
     return outs
+
+
+def carry_binary(op: int, operands: tuple[Any, ...], out: tuple[Any, ...],
+                 b_no_pole: bool) -> tuple[np.ndarray, ...] | None:
+    """ieee's ``carry`` of a binary operation in one loop (``op`` 0 to 3: add, sub,
+    mul, div): ``operands`` the values and reaches (a's, b's), ``out`` the result's
+    value, det, prob, ref_err and magnitude; its arrays with the decided elements set
+    (fresh, of the result's shape), or None where no element was decided."""
+    shape = np.shape(out[0])
+    outs, rows = _out_rows(shape, 5)
+    decided = _loops().carry_binary(op, *(_rows(a, shape) for a in operands), b_no_pole,
+                                    *(_rows(a, shape) for a in out), *rows)
+    return outs if decided else None

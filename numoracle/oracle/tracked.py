@@ -915,10 +915,7 @@ def add(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
     a, b = aligned(a, b)
     xp = _xp(a.value)
     if xp is np and fused_cpu.available():  # one loop, the same bits
-        value, ref_err, det, prob, mag = fused_cpu.add_radii(
-            a.value, b.value, (a.det, b.det, a.prob, b.prob, a.ref_err, b.ref_err),
-            model.accumulate, model.acc_unit(), U64, may_be_exact(a, b))
-        return Tracked(value=value, ref_err=ref_err, det=det, prob=prob, mag=mag, n=a.n + b.n)
+        return _add_loop(a, b, model, 1.0)
     with np.errstate(invalid="ignore", over="ignore"):
         value = xp.asarray(a.value + b.value)  # 0-d operands: an array, not a scalar
         acc = model.accumulate
@@ -945,7 +942,18 @@ def add(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
 def sub(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
     """Elementwise ``a - b`` rounded once in the accumulation format: :func:`add`
     of ``a`` and ``-b`` (negation is exact)."""
+    a, b = aligned(a, b)
+    if _xp(a.value) is np and fused_cpu.available():  # one loop, -b in it
+        return _add_loop(a, b, model, -1.0)
     return add(a, negated(b), model)
+
+
+def _add_loop(a: Tracked, b: Tracked, model: PrecisionModel, sign: float) -> Tracked:
+    """:func:`add` of ``a`` and ``sign b`` in numba's one loop (NumPy operands)."""
+    value, ref_err, det, prob, mag = fused_cpu.add_radii(
+        a.value, b.value, (a.det, b.det, a.prob, b.prob, a.ref_err, b.ref_err),
+        model.accumulate, model.acc_unit(), U64, may_be_exact(a, b), sign)
+    return Tracked(value=value, ref_err=ref_err, det=det, prob=prob, mag=mag, n=a.n + b.n)
 
 
 def folded(t: Tracked) -> Tracked:

@@ -31,6 +31,7 @@ from numoracle.oracle.fused import (
     store_rounding,
 )
 from numoracle.oracle.precision import gamma, get_model
+from numoracle.oracle.traced.library import ieee
 from numoracle.oracle.traced.library.ieee import special_points
 from numoracle.oracle.tracked import (
     Tracked,
@@ -605,3 +606,32 @@ def test_either_and_special_point_loops_match_the_numpy_passes(fast_xp: Any, sha
         for t in (a, b):
             assert fused_cpu.any_special(t.value, t.det, t.ref_err) == bool(
                 special_points(t).any())
+
+
+@pytest.mark.parametrize("shapes", [((6, 7), (6, 7)), ((4, 5), (4, 1)), ((3,), (2, 3))])
+@pytest.mark.parametrize("seed", range(3))
+def test_carried_special_values_match_the_vectorised_passes(fast_xp: Any, shapes: Any,
+                                                            seed: int) -> None:
+    """ieee's add, sub, mul and div carry the special values the operands decide
+    (exact zeros, infinities, NaN) in numba's one loop: the same elements, values
+    and radii as the vectorised passes over their masks."""
+    if fast_xp is not np:
+        pytest.skip("the loop is the CPU's")
+    rng = np.random.default_rng(seed)
+    model = get_model("fp32")
+    decided = 0
+    for _ in range(20):
+        a, b = (bounded(rng.choice([0.0, -0.0, 1.0, -2.5, np.inf, -np.inf, np.nan, 1e-300],
+                                   size=s),
+                        rng.choice([0.0, 0.0, 1e-7, np.inf, np.nan, 3.0], size=s),
+                        ref_err=rng.choice([0.0, 1e-20], size=s)) for s in shapes)
+        for f in (ieee.add, ieee.sub, ieee.mul, ieee.div):
+            loop = f(a, b, model)
+            with _numpy_passes():
+                passes = f(a, b, model)
+            for name in ("value", "det", "prob", "ref_err", "mag"):
+                assert np.array_equal(*np.broadcast_arrays(getattr(loop, name),
+                                                           getattr(passes, name)),
+                                      equal_nan=True), (f.__name__, name)
+            decided += int(np.count_nonzero(loop.det == 0))
+    assert decided > 0  # some elements were decided exactly

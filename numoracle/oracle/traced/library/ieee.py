@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ... import elementwise as ew
-from ...fused import any_special
+from ...fused import any_special, carried
 from ...precision import PrecisionModel
 from ...tracked import Tracked, folded
 from ...tracked import add as _add
@@ -84,6 +84,9 @@ def carry(out: Tracked, f: Callable[..., Any], *operands: Tracked,
     xp = array_module(out.value)
     if all(any_special(t.value, t.det, t.ref_err) is False for t in ops):
         return out  # (one pass each, no masks: the usual case)
+    fast = carried(f, ops, out, no_pole)  # (the same in one loop, where it runs)
+    if fast is not NotImplemented:
+        return fast
     shape = out.value.shape
     special = None
     for t in ops:
