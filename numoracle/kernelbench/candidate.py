@@ -344,7 +344,8 @@ def _backward(model: torch.nn.Module, args: list[Any], state: Mapping[str, torch
               collected: Mapping[str, Any]) -> dict[str, Any]:
     """The candidate's gradients, w.r.t. its floating inputs and parameters, of the
     outputs against the judge's cotangents (``backward_pieces``: input ``i`` as
-    ``"input:i"``, a parameter by the reference's name as ``"param:name"``)."""
+    ``"input:i"``, a parameter by the reference's name as ``"param:name"``); on a
+    sampled instance (``grad_rows``) those of the sampled inputs, their sampled rows."""
     device, tdtype = request["device"], DTYPES[request["dtype"]]
     names = _parameter_names(model, state)
     leaves = [a.detach().requires_grad_(True) if _type(a) is _Tensor and _isfloat(a) else a
@@ -353,6 +354,10 @@ def _backward(model: torch.nn.Module, args: list[Any], state: Mapping[str, torch
            if _type(a) is _Tensor and a.requires_grad]
     wrt += [(f"param:{names[n]}", p) for n, p in model.named_parameters()
             if n in names and p.requires_grad]
+    sampled = request.get("grad_rows")
+    if sampled:  # only what the sampled rows determine: the sampled inputs' own rows
+        wrt = [(label, t) for label, t in wrt if label.startswith("input:")
+               and int(label.partition(":")[2]) in sampled["inputs"]]
     try:
         with torch.enable_grad():
             outs = _outputs(model(*leaves))
@@ -383,7 +388,7 @@ def _backward(model: torch.nn.Module, args: list[Any], state: Mapping[str, torch
     pieces = {}
     for (label, t), g in zip(wrt, grads, strict=True):
         g = torch.zeros_like(t) if g is None else _contiguous(g.detach())
-        pieces[label] = _take(shared, -1, g, ())
+        pieces[label] = _take(shared, -1, g, sampled["rows"] if sampled else ())
     return {"backward_pieces": pieces}
 
 

@@ -109,10 +109,10 @@ DEVICE_MEMORY_PER_BYTE = 6
 PASS_OFFICIAL = "pass (official inputs only)"
 #: the verdict where the machine, not the candidate, stops the judgement (exit 3)
 NOT_JUDGED = "not judged"
-#: why the gradients of a candidate are not judged on the sampled official instance
-_SAMPLED_BACKWARD = ("gradients are not judged on the sampled official instance: a "
-                     "parameter's gradient sums over every row, which a sample of rows does "
-                     "not determine")
+#: which gradients of a candidate are judged on the sampled official instance
+_SAMPLED_BACKWARD = ("on the sampled official instance the gradients of the sampled inputs "
+                     "are judged on the sampled rows; a parameter's gradient sums over every "
+                     "row, which a sample of rows does not determine: not judged there")
 #: the note of a judgement some of whose drawn cases the device had no memory for
 _NO_MEMORY = "drawn cases the device had no memory for are not judged"
 
@@ -273,14 +273,16 @@ class _Context:
             result.fault, result.seconds = ref.fault, time.perf_counter() - t0
             result.out_of_memory, result.rejected = ref.out_of_memory, not ref.out_of_memory
             return result
-        cots = _cotangents(ref.specs, case.seed, self.dtype) \
-            if self.backward and not case.rows else None
+        cots = _cotangents(ref.specs, case.seed, self.dtype) if self.backward else None
+        # on sampled rows: the gradients of the inputs whose rows are sampled, those rows
+        grad_rows = {"rows": list(case.rows), "inputs": list(self.plan.inputs)} \
+            if cots is not None and case.rows and self.plan is not None else None
         request = {"init": init, "state": state, "first": first, "second": second,
                    "layouts": list(layouts), "device": self.device, "dtype": self.dtype_name,
                    "tf32": self.tf32, "seed": case.seed, "calls": 2, "rows": list(case.rows),
                    "outputs": ref.specs, "input_aliases": ref.input_aliases,
                    "output_aliases": ref.output_aliases, "names": list(p.input_names),
-                   "backward": cots}
+                   "backward": cots, "grad_rows": grad_rows}
         capacity = _capacity(ref.specs, case.rows)
         if cots is not None:
             capacity = 4 * capacity + 16 * (sum(a.size for a in second
@@ -330,7 +332,13 @@ class _Context:
             result.passed = all(o.passed for o in result.outputs)
             if result.passed and cots is not None:
                 with p.at(sizes):
-                    self.gradients(result, sizes, state, second, cots, answer)
+                    if case.rows and self.plan is not None:
+                        idx = np.asarray(case.rows, dtype=np.int64)
+                        self.gradients(result, self.plan.sizes(sizes, case.rows), state,
+                                       self.plan.take(second, case.rows),
+                                       [c[idx] for c in cots], answer)
+                    else:
+                        self.gradients(result, sizes, state, second, cots, answer)
         result.degenerate = all(_within_bound_of_zero(r) for r in refs)
         result.seconds = time.perf_counter() - t0
         return result
@@ -847,9 +855,9 @@ def _judge(ctx: _Context, out: Judgement, examples: int, seed: int,
     out.notes.extend(n for n in first.notes if n not in out.notes)
     if ctx.backward and first.case.rows:
         out.notes.append(_SAMPLED_BACKWARD + (
-            "; they are judged on the drawn cases, at sizes the oracle holds whole"
-            if examples > 0 and case is None else
-            "; with no drawn case, gradients are not judged at all"))
+            "; parameters' gradients are judged on the drawn cases, at sizes the oracle "
+            "holds whole" if examples > 0 and case is None else
+            "; with no drawn case, parameters' gradients are not judged at all"))
     out.worst_ratio = first.worst_ratio
     failing = None if first.passed else first
     tally = _Tally()

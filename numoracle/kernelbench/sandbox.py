@@ -172,7 +172,8 @@ def _read_all(buf: Any, request: Mapping[str, Any], result: dict[str, Any]) -> N
                              for p, spec in zip(result["pieces"], request["outputs"],
                                                 strict=True)]
     if "backward_pieces" in result:
-        result["gradients"] = {k: read_output(buf, p, request["dtype"], False)
+        stacked = bool(request.get("grad_rows"))
+        result["gradients"] = {k: read_output(buf, p, request["dtype"], stacked)
                                for k, p in result["backward_pieces"].items()}
 
 

@@ -1,6 +1,7 @@
 """Backward mutants of the KernelBench zoo: a right forward with wrong gradients is
 caught, the unchanged Model with its gradients judged passes; on a sampled official
-instance the verdict says why its gradients are judged on the drawn cases instead."""
+instance the sampled inputs' gradients are judged on its rows, parameters' on drawn
+cases."""
 
 from __future__ import annotations
 
@@ -25,12 +26,21 @@ def test_backward_mutants_are_caught_and_the_model_passes(problems: Path,
         assert bad.official is not None and bad.official.outputs[0].passed  # forward right
 
 
-def test_gradients_on_a_sampled_instance_are_judged_on_drawn_cases(problems: Path,
-                                                                   tmp_path: Path) -> None:
+def test_gradients_on_a_sampled_instance_are_judged_on_its_rows(problems: Path,
+                                                                candidates: Path,
+                                                                tmp_path: Path) -> None:
     path = problems / "gemm_gelu.py"
-    bad = write_candidate(tmp_path, path, "grad_halved")
-    j = judge(path, bad, examples=2, isolated=False, max_bytes=4000, shrink=False)
-    assert j.official is not None and j.official.case.rows  # the official one sampled
-    assert any("gradients are not judged on the sampled official instance" in n
-               for n in j.notes)
-    assert j.status == "fail" and j.failing is not j.official and "grad " in j.reason
+    sampled = {"examples": 0, "isolated": False, "max_bytes": 4000, "shrink": False}
+    good = judge(path, candidates / "gemm_gelu_custom_backward.py", **sampled)
+    assert good.status == "pass" and "(outputs and gradients)" in good.reason, good.reason
+    assert good.official is not None and good.official.case.rows  # the official one sampled
+    assert any("gradients of the sampled inputs are judged on the sampled rows" in n
+               for n in good.notes)
+    halved = judge(path, write_candidate(tmp_path, path, "grad_halved"), **sampled)
+    assert halved.status == "fail" and halved.failing is halved.official, halved.reason
+    assert halved.reason.startswith("grad x")
+    # a parameter's gradient is not determined by a sample of rows: caught on a drawn case
+    weight = judge(path, candidates / "gemm_gelu_weight_grad_zero.py",
+                   **{**sampled, "examples": 2})
+    assert weight.status == "fail" and weight.failing is not weight.official
+    assert "grad linear.weight" in weight.reason
