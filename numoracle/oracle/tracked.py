@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache, partial
 from typing import Any, NamedTuple
@@ -44,6 +44,7 @@ from .formats import FP32, FP64, Format, chunk_size, quantize, representable
 from .fused import (
     NOT_FINITE,
     OFF_SINGLE,
+    OperandFacts,
     SUBNORMAL,
     UNREPRESENTABLE,
     add_rounding,
@@ -56,6 +57,7 @@ from .fused import (
     in_single_range,
     lowest_set_bit,
     magnitude_sum,
+    operand_facts,
     rounded,
     single_growth,
     store_rounding,
@@ -74,6 +76,7 @@ __all__ = ["Tracked", "exact", "bounded", "moved", "aligned", "negated", "scaled
            "folded", "any_nonzero", "has_zero", "may_be_exact", "two_product_error",
            "unjudged", "concat", "tmap", "tcat",
            "add", "sub", "relu", "relu_mask_mul", "mul_scalar", "either", "matmul", "sum_",
+           "keep_operand_facts",
            "store", "lsb_exponent",
            "ESCALATE_SHARE", "SINGLE_SUMS"]
 
@@ -373,7 +376,8 @@ def scaled_exactly(t: Tracked, c: float) -> Tracked:
 #: the attribute of an exact input's kept operand facts: (format, float32 magnitudes,
 #: grid) -> (facts, the array they were taken of)
 _MEMO = "_operand_facts"
-#: inputs smaller than this keep nothing (a pass over them costs less than looking)
+#: inputs smaller than this keep nothing on the CPU (a pass over them costs less than
+#: looking; on a GPU the pass and the wait for its facts cost more than looking)
 _MEMO_MIN = 1 << 14
 #: on a GPU, inputs larger than this keep nothing (their magnitudes, held until the
 #: input's last contraction, would raise the reference's peak memory by as much)
@@ -381,14 +385,36 @@ _MEMO_MAX_DEVICE = 1 << 27
 
 
 def _memo(t: Tracked, v: Any) -> dict[Any, Any] | None:
-    """Where ``t``'s operand facts of its values ``v`` are kept (an exact input's,
-    large enough: on the CPU, and on a GPU up to :data:`_MEMO_MAX_DEVICE`
-    elements), else None."""
+    """Where ``t``'s operand facts of its values ``v`` are kept (an exact input's:
+    on the CPU from :data:`_MEMO_MIN` elements, on a GPU up to
+    :data:`_MEMO_MAX_DEVICE`), else None."""
     memo: dict[Any, Any] | None = getattr(t, _MEMO, None)
-    if memo is None or v is not t.value or v.size < _MEMO_MIN:
+    if memo is None or v is not t.value:
         return None
     xp = _xp(v)
-    return memo if xp is np or (fused(xp) and v.size <= _MEMO_MAX_DEVICE) else None
+    if xp is np:
+        return memo if v.size >= _MEMO_MIN else None
+    return memo if fused(xp) and v.size <= _MEMO_MAX_DEVICE else None
+
+
+def keep_operand_facts(ts: Sequence[Tracked | None], model: PrecisionModel) -> None:
+    """On a GPU, the operand facts of the exact inputs ``ts`` that contractions under
+    ``model`` will take (as they are: no known input rounding applied), one pass each,
+    one transfer and one wait for all, kept with them (:func:`_memo`): their
+    contractions then launch no pass and wait for no facts of their own."""
+    kept = [(t, m) for t in ts if t is not None and (m := _memo(t, t.value)) is not None]
+    if not kept or not fused(_xp(kept[0][0].value)):
+        return
+    if model.rounds_inputs and model.input_rounding is not None:
+        return  # the contractions take the rounded values, not the inputs
+    key = (model.compute, _single(_xp(kept[0][0].value), model), True)  # (grid on a GPU)
+    todo = [(t, m) for t, m in kept if key not in m]
+    if not todo:
+        return
+    pending = operand_facts([t.value for t, _ in todo], model.compute, _NO_GRID)
+    assert pending is not None
+    for (t, m), f in zip(todo, pending.result(), strict=True):
+        m[key] = (f, t.value)
 
 
 def _recalled(memo: dict[Any, Any] | None, v: Any, key: Any) -> Any:
@@ -1080,6 +1106,10 @@ def sum_(x: Tracked, axis: int, model: PrecisionModel) -> Tracked:
     ones = exact(xp.ones((moved.shape[-1], 1)))
     if model.rounds_inputs:
         model = model.with_(compute=model.storage, inputs_maybe_unrounded=False)
+    memo = _memo(ones, ones.value)
+    if memo is not None and fused(xp):  # its facts known on a GPU: no pass, nothing to wait for
+        memo[(model.compute, _single(xp, model), True)] = (  # |1| = 1, lowest bit 2^0, no flag
+            OperandFacts(ones.value, 0, 0), ones.value)
     r = matmul(moved, ones, model)
     return _squeeze_last(r)
 

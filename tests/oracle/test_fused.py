@@ -413,12 +413,13 @@ def test_an_exact_inputs_operand_facts_are_kept_for_its_next_contraction(
 
 
 @pytest.mark.gpu
-def test_on_the_gpu_an_exact_inputs_operand_facts_are_kept_too(
+def test_on_the_gpu_a_linear_backward_waits_once_for_its_operands_facts(
         cupy: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """On CuPy a linear backward passes over x, the weight and grad_output once each
-    (the weight's facts serve y and grad_input, x's and grad_output's serve
-    grad_weight, which then waits for no facts); the references are bitwise those
-    computed without keeping anything."""
+    """On CuPy a linear backward passes over x, the weight, grad_output and the bias
+    once each, all before its GEMMs, and waits for their facts once (the sum over the
+    batch knows its vector of ones' facts); without keeping anything it passes over
+    each input once per contraction and waits in every one. The references are bitwise
+    the same."""
     import numoracle.oracle.tracked as tracked
     from numoracle.oracle import fused
     from numoracle.oracle.ops import get_op
@@ -431,21 +432,30 @@ def test_on_the_gpu_an_exact_inputs_operand_facts_are_kept_too(
               for k, s in op.input_shapes(params).items()}
     model = get_model("fp32")
     passes: list[int] = []
-    counted = fused.operand_facts
+    waits: list[bool] = []
+    counted, result = fused.operand_facts, fused.PendingFacts.result
 
     def counting(arrays: list[Any], *args: Any, **kw: Any) -> Any:
         known = kw.get("known") or [None] * len(arrays)
         passes.extend(a.size for a, f in zip(arrays, known, strict=True) if f is None)
         return counted(arrays, *args, **kw)
 
+    def waiting(self: Any) -> Any:
+        waits.append(self._ready is not None)
+        return result(self)
+
     monkeypatch.setattr(fused, "operand_facts", counting)
+    monkeypatch.setattr(tracked, "operand_facts", counting)
+    monkeypatch.setattr(fused.PendingFacts, "result", waiting)
     kept = {k: _snapshot(t) for k, t in op.reference(inputs, params, model).items()}
-    for size in (128 * 256, 256 * 160, 128 * 160):  # x, the weight, grad_output
-        assert passes.count(size) == 1, (size, passes)
-    monkeypatch.setattr(tracked, "_MEMO_MIN", 1 << 40)
+    assert sorted(passes) == sorted([128 * 256, 256 * 160, 128 * 160, 160]), passes
+    assert sum(waits) == 1, waits
+    monkeypatch.setattr(tracked, "_memo", lambda t, v: None)
     passes.clear()
+    waits.clear()
     fresh = op.reference(inputs, params, model)
     assert passes.count(256 * 160) == 2 and passes.count(128 * 256) == 2
+    assert sum(waits) == 4  # y, grad_input, grad_weight and grad_bias's sum
     for name, t in fresh.items():
         _same(_snapshot(t), kept[name], name)
 

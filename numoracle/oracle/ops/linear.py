@@ -22,7 +22,7 @@ import numpy as np
 
 from ...errors import InvalidArgument
 from ..precision import PrecisionModel
-from ..tracked import Tracked, add, exact, matmul, store, sum_
+from ..tracked import Tracked, add, exact, keep_operand_facts, matmul, store, sum_
 from .base import Op, Product, check_positive_int, with_bias_gradient
 from .plan import Dim, Flag
 
@@ -96,9 +96,13 @@ class Linear(Op):
         self._check_inputs(inputs, params)
         want = outputs or self.outputs(params)
         x, w, g = exact(inputs["x"]), exact(inputs["weight"]), exact(inputs["grad_output"])
+        b = exact(inputs["bias"]) if params["bias"] and "y" in want else None
+        # on a GPU every operand's facts in one pass each and one wait, before the GEMMs
+        keep_operand_facts([x if {"y", "grad_weight"} & set(want) else None,
+                            w if {"y", "grad_input"} & set(want) else None, b,
+                            g if {"grad_input", "grad_weight"} & set(want) else None], model)
         res: dict[str, Tracked] = {}  # each stored (rounded to the output format)
         if "y" in want:
-            b = exact(inputs["bias"]) if params["bias"] else None
             if b is not None and model.bias_after_store:
                 res["y"] = store(add(matmul(x, w.T, model, stored=True), b, model), model)
             else:
