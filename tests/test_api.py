@@ -73,6 +73,25 @@ def test_check_kernel_catches_bias_added_twice(tmp_path: Path) -> None:
     assert Path(repro).parent == tmp_path
 
 
+def test_check_kernel_judges_the_edges_of_the_sizes_first() -> None:
+    """As a run's rows do, check_kernel starts with a case at the top of every size
+    range and one at a partial tile (``edge_cases``), before any drawn case."""
+    from numoracle.api import _make_target  # noqa: PLC0415 - the target check_kernel makes
+    from numoracle.running.draws import edge_cases  # noqa: PLC0415
+
+    shapes: list[tuple[tuple[int, ...], ...]] = []
+
+    def mm(a: np.ndarray, b: np.ndarray) -> dict[str, np.ndarray]:
+        shapes.append((a.shape, b.shape))
+        return {"out": np.matmul(a, b)}
+
+    check_kernel(mm, op="matmul", examples=8, seed=3, store=None)
+    edges = edge_cases(_make_target(mm, op="matmul", precision="fp32", backend="numpy",
+                                    outputs=(), layouts=("C",), name=None), 3)
+    want = [(c.inputs()["a"].shape, c.inputs()["b"].shape) for c in edges]
+    assert len(want) == 4 and len(set(want)) == 4 and shapes[:len(want)] == want
+
+
 def test_check_kernel_store_none_saves_nothing(tmp_path: Path, monkeypatch: Any) -> None:
     monkeypatch.chdir(tmp_path)
     with pytest.raises(KernelMismatch) as info:

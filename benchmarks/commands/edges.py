@@ -44,6 +44,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     help="cases at most per mutant and seed (default 400)")
     ap.add_argument("--correct", type=int, default=40,
                     help="cases per correct target and seed (default 40)")
+    ap.add_argument("--paths", default=",".join(PATHS),
+                    help=f"the paths measured, of {','.join(PATHS)} (default all)")
     ap.add_argument("--out", type=Path, required=True, help="folder for the results")
     ap.set_defaults(func=run)
 
@@ -70,6 +72,28 @@ def _in_the_zoo(target: Any, examples: int, seed: int) -> Any:
     return run_target(target, examples=examples, seed=seed, store=None, shrink=False, **kw)
 
 
+def _in_check_kernel(target: Any, examples: int, seed: int) -> Any:
+    """The target's kernel as ``check_kernel(fn, op=...)`` judges it (and ``validate``:
+    the same run), with its stored-repro folder off; the result its listeners see."""
+    from numoracle.api import add_listener, check_kernel, remove_listener  # noqa: PLC0415
+
+    seen: list[Any] = []
+    add_listener(seen.append)
+    try:
+        check_kernel(target.fn, op=target.op, precision=target.precision,
+                     backend=target.backend, examples=examples, seed=seed, store=None,
+                     name=target.name)
+    except AssertionError:
+        pass
+    finally:
+        remove_listener(seen.append)
+    return seen[-1]
+
+
+#: the paths a mutant is judged through: name -> judge(target, examples, seed)
+PATHS = {"run": _in_a_row, "zoo": _in_the_zoo, "check_kernel": _in_check_kernel}
+
+
 def _summary(caught: list[int | None]) -> dict[str, Any]:
     got = [c for c in caught if c is not None]
     return {"per_seed": caught, "missed": caught.count(None),
@@ -81,6 +105,10 @@ def run(a: argparse.Namespace) -> int:
     from numoracle.kernels import get_target  # noqa: PLC0415
     from numoracle.zoo import mutants  # noqa: PLC0415
 
+    paths = [p for p in a.paths.split(",") if p]
+    unknown = sorted(set(paths) - set(PATHS))
+    if unknown:
+        raise SystemExit(f"--paths names {unknown}; use some of {','.join(PATHS)}")
     zoo = {t.name: t for t in mutants(["linear", "conv2d"])}
     rows: list[dict[str, Any]] = []
     for module, name, needs in MUTANTS:
@@ -89,16 +117,17 @@ def run(a: argparse.Namespace) -> int:
             rows.append({"mutant": name, "op": module, "needs": needs, "skipped": True})
             continue
         row: dict[str, Any] = {"mutant": name, "op": t.op, "needs": needs}
-        for path, judge in (("run", _in_a_row), ("zoo", _in_the_zoo)):
+        for path in paths:
+            judge = PATHS[path]
             caught = []
             for seed in range(a.seeds):
                 res = judge(t, a.examples, seed)
                 caught.append(res.cases_to_catch if res.verdict == "FAIL" else None)
             row[path] = _summary(caught)
         rows.append(row)
-        print(name, row["run"], row["zoo"], flush=True)
+        print(name, *(row[p] for p in paths), flush=True)
     correct = []
-    for name, op in CORRECT:
+    for name, op in CORRECT if "run" in paths else ():
         t = get_target(name, op)
         if t.unavailable_reason():
             continue
@@ -109,17 +138,19 @@ def run(a: argparse.Namespace) -> int:
         correct.append({"target": name, "op": op, "cases": cases, "failures": failures})
         print(name, op, cases, failures, flush=True)
     write_json(a.out / "edges.json", {"meta": meta(a.argv), "mutants": rows, "correct": correct})
-    lines = ["| mutant | op | fails where | run: median | run: max | run: missed | "
-             "zoo: median | zoo: max | zoo: missed |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| mutant | op | fails where | " + " | ".join(
+        f"{p}: {k}" for p in paths for k in ("median", "max", "missed")) + " |",
+        "|---|---|---|" + "---|" * (3 * len(paths))]
     for r in rows:
         if r.get("skipped"):
             continue
-        lines.append(f"| {r['mutant']} | {r['op']} | {r['needs']} | {r['run']['median']} | "
-                     f"{r['run']['max']} | {r['run']['missed']} | {r['zoo']['median']} | "
-                     f"{r['zoo']['max']} | {r['zoo']['missed']} |")
-    lines += ["", "| correct target | op | cases | rows failed |", "|---|---|---|---|"]
-    lines += [f"| {c['target']} | {c['op']} | {c['cases']} | {c['failures']} |" for c in correct]
+        lines.append(f"| {r['mutant']} | {r['op']} | {r['needs']} | " + " | ".join(
+            str(r[p][k]) for p in paths for k in ("median", "max", "missed")) + " |")
+    if correct:
+        lines += ["", "| correct target | op | cases | rows failed |", "|---|---|---|---|"]
+        lines += [f"| {c['target']} | {c['op']} | {c['cases']} | {c['failures']} |"
+                  for c in correct]
     write_text(a.out / "edges.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
-    missed = any(r[p]["missed"] for r in rows if not r.get("skipped") for p in ("run", "zoo"))
+    missed = any(r[p]["missed"] for r in rows if not r.get("skipped") for p in paths)
     return 1 if missed or any(c["failures"] for c in correct) else 0
