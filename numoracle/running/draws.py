@@ -1,16 +1,18 @@
-"""The cases a run judges, as the driver draws them.
+"""The cases a run judges, and how they are drawn.
 
 Hypothesis draws a target's cases from :func:`default_strategy` under a seed
 (:func:`draw_cases`, public API only: ``@given`` with ``hypothesis.seed``).
 Which cases a seed gives may also depend on the process that draws them —
 Hypothesis mixes literals of the modules loaded there into its draws — so
-where work crosses a process boundary, the process that starts the run (the
-*driver*) draws every case and the workers only judge what they are sent:
+where work crosses a process boundary, the cases are drawn by the process
+that starts the run (the *driver*) or by a process with exactly its modules
+loaded, and the workers only judge what they are given:
 
 - a cluster block (:mod:`numoracle.running.cluster`) takes its
   :func:`draw_cases` with the block's seed along with its task;
 - a row of a scheduled run (:mod:`numoracle.running.schedule`, and its
-  worker processes in :mod:`numoracle.running.pool`) takes the cases of each
+  worker processes in :mod:`numoracle.running.pool`, each with a draw
+  process of its own started with the driver's modules) takes the cases of each
   of its blocks chunk by chunk (:class:`BlockDraws`), as its time budget
   consumes them (block 1 of a row in the small regime starts with a case at
   every edge of its sizes, :func:`edge_cases`: the first ten or so cases of

@@ -23,12 +23,13 @@ The budget of a run is shared among its rows so that every row is judged:
    and want more: block 2 (seed ``block_seed(seed, 2)``), the rest of the
    cases asked for. The blocks of a row merge into one result.
 
-The cases of every block are drawn by the process that runs the schedule
-(:class:`RunDraws`), chunk by chunk as the budget consumes them
-(:class:`~numoracle.running.draws.BlockDraws`); worker processes
-(:mod:`numoracle.running.pool`) ask that process for each chunk. The cases
-depend on the run's seed and the row alone, so per-row results do not
-depend on the number of workers when time does not cut a row short.
+The cases of every block are drawn chunk by chunk as the budget consumes
+them (:class:`RunDraws`, :class:`~numoracle.running.draws.BlockDraws`): by
+the process that runs the schedule, or for a worker process
+(:mod:`numoracle.running.pool`) by its own draw process (``RunDraws(raw=)``)
+or the driver. The cases depend on the run's seed and the row alone, so
+per-row results do not depend on the number of workers when time does not
+cut a row short.
 
 A failure is shrunk within its own cap (``shrink_seconds``, and never past
 the budget's end plus a twentieth) by the shrinker of given cases
