@@ -69,7 +69,7 @@ PER=$(( CORES / (GPUS > 0 ? GPUS : 1) ))
 TESTS=(tests/oracle/test_ops_namespaces.py tests/oracle/test_fused.py tests/oracle/test_gpu_reference.py)
 TPIN=()
 if command -v taskset > /dev/null && [ "$GPUS" -gt 1 ]; then TPIN=(taskset -c "$PER-$(( CORES - 1 ))"); fi
-CUDA_VISIBLE_DEVICES=$(( GPUS > 1 ? 1 : 0 )) timeout 170 "${TPIN[@]}" python3 -m pytest -m gpu \
+CUDA_VISIBLE_DEVICES=$(( GPUS > 1 ? 1 : 0 )) timeout 110 "${TPIN[@]}" python3 -m pytest -m gpu \
   -q -n 4 "${TESTS[@]}" > "$D/gpu_tests.txt" 2>&1 &
 TESTS_PID=$!
 one_run one 0 "0-$(( PER - 1 ))"
