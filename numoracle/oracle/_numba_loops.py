@@ -440,41 +440,92 @@ def _special(v: float, r: float) -> bool:
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def carry_binary(op: int, av: Any, ar: Any, bv: Any, br: Any, b_no_pole: bool, ov: Any,
-                 od: Any, op_: Any, orf: Any, om: Any, value: Any, det: Any, prob: Any,
-                 ref: Any, mag: Any) -> int:
-    """ieee's ``carry`` of a binary operation of rows: ``out`` (``ov`` ... ``om``)
-    copied into ``value`` ... ``mag``, and where an operand is a special value known
-    exactly and every corner of the operands' intervals gives the same 0, infinity or
-    NaN (``b`` holding no pole inside with ``b_no_pole``), that value with radius 0.
-    Returns how many elements it decided."""
-    rows, cols = value.shape
+def _decided(op: int, x: float, rx: float, y: float, ry: float,
+             b_no_pole: bool) -> tuple[bool, float]:
+    """Whether the operands decide the element exactly (one of them a special value
+    known exactly, every corner of their intervals giving the same 0, infinity or
+    NaN, ``b`` holding no pole inside with ``b_no_pole``), and that value."""
+    if not (_special(x, rx) or _special(y, ry)):
+        return False, 0.0
+    ok = abs(rx) < np.inf and abs(ry) < np.inf
+    xl, xh = _corners(x, rx)
+    yl, yh = _corners(y, ry)
+    if b_no_pole and yl < 0.0 and yh > 0.0:
+        ok = False
+    first = _binary(op, xl, yl)
+    for k in range(3):  # the other corners: (xl, yh), (xh, yl), (xh, yh)
+        other = _binary(op, xl if k == 0 else xh, yl if k == 1 else yh)
+        ok = ok and (first == other or (first != first and other != other))
+    ok = ok and (first == 0.0 or not abs(first) < np.inf)
+    return ok, (0.0 if first == 0.0 else first)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def carry_count(op: int, av: Any, ar: Any, bv: Any, br: Any, b_no_pole: bool) -> int:
+    """How many elements of rows of a binary operation the operands decide exactly
+    (:func:`_decided`)."""
+    rows, cols = av.shape
     decided = 0
     for i in range(rows):
         for j in range(cols):
-            v, d, p, r, m = ov[i, j], od[i, j], op_[i, j], orf[i, j], om[i, j]
-            x, rx, y, ry = av[i, j], ar[i, j], bv[i, j], br[i, j]
-            if _special(x, rx) or _special(y, ry):
-                ok = abs(rx) < np.inf and abs(ry) < np.inf
-                xl, xh = _corners(x, rx)
-                yl, yh = _corners(y, ry)
-                if b_no_pole and yl < 0.0 and yh > 0.0:
-                    ok = False
-                first = _binary(op, xl, yl)
-                for k in range(3):  # the other corners: (xl, yh), (xh, yl), (xh, yh)
-                    other = _binary(op, xl if k == 0 else xh, yl if k == 1 else yh)
-                    ok = ok and (first == other or (first != first and other != other))
-                ok = ok and (first == 0.0 or not abs(first) < np.inf)
-                if ok:
-                    v = 0.0 if first == 0.0 else first
-                    d = 0.0
-                    p = 0.0
-                    r = 0.0
-                    m = 0.0 if v != v else abs(v)
-                    decided += 1
-            value[i, j] = v
+            decided += _decided(op, av[i, j], ar[i, j], bv[i, j], br[i, j], b_no_pole)[0]
+    return decided
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def carry_binary(op: int, av: Any, ar: Any, bv: Any, br: Any, b_no_pole: bool, value: Any,
+                 det: Any, prob: Any, ref: Any, mag: Any) -> None:
+    """ieee's ``carry`` of a binary operation of rows, in place on copies of its
+    result (``value`` ... ``mag``): each element the operands decide exactly
+    (:func:`_decided`) set to that value with radius 0."""
+    rows, cols = value.shape
+    for i in range(rows):
+        for j in range(cols):
+            ok, v = _decided(op, av[i, j], ar[i, j], bv[i, j], br[i, j], b_no_pole)
+            if ok:
+                value[i, j] = v
+                det[i, j] = 0.0
+                prob[i, j] = 0.0
+                ref[i, j] = 0.0
+                mag[i, j] = 0.0 if v != v else abs(v)
+
+
+@_jit
+def elementary_radii(v: Any, value: Any, lip: Any, td: Any, tp: Any, tr: Any, scale: Any,
+                     zero: Any, shared: bool, has_ref: bool, has_scale: bool, has_zero: bool,
+                     ulps: float, per_x: float, of_one: float, u: float, tiny: float,
+                     ref_unit: float, acc_max: float, det: Any, prob: Any, ref: Any,
+                     mag: Any) -> None:
+    """:func:`~numoracle.oracle.elementwise.elementary`'s radii of rows from the
+    function's values and Lipschitz bounds, in one pass, its NumPy passes'
+    operations in their order: the propagated radii, the evaluation error (relative
+    to ``scale``, else ``|value|``), ``|value|`` more where ``zero`` (``has_zero``),
+    infinite where the result may overflow."""
+    rows, cols = value.shape
+    for i in range(rows):
+        for j in range(cols):
+            L, a_d, a_p, a_r = lip[i, j], td[i, j], tp[i, j], tr[i, j]
+            va = abs(value[i, j])
+            d = _rmul(L, a_d)
+            p = d if shared else _rmul(L, a_p)
+            r = ref_unit * va
+            if has_ref:
+                r = _rmul(L, a_r) + r
+            reach = a_d + a_r if has_ref else a_d
+            base = scale[i, j] if has_scale else va
+            k = ulps + per_x * (abs(v[i, j]) + reach) if per_x != 0.0 else ulps
+            e = ((2.0 * k) * u) * ((base + d) + r) + k * tiny
+            if of_one != 0.0:
+                e = e + (2.0 * u) * of_one
+            d = d + e
+            p = p + e
+            if has_zero and zero[i, j]:
+                d = d + va
+                p = p + va
+            if (va + d) >= acc_max:
+                d = np.inf
+                p = np.inf
             det[i, j] = d
             prob[i, j] = p
             ref[i, j] = r
-            mag[i, j] = m
-    return decided
+            mag[i, j] = va

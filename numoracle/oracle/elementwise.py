@@ -303,6 +303,14 @@ def elementary(t: Tracked, model: PrecisionModel, *, f: Callable[[Any], Any],
         has_ref = any_nonzero(t.ref_err)  # (else its passes are left out: adding 0)
         reach = t.det + t.ref_err if has_ref else t.det
         L = lipschitz(v - reach, v + reach)
+        if xp is np and fused_cpu.available():  # the rest in one loop, the same bits
+            z = None if maybe_zero is None else maybe_zero(v - reach) | maybe_zero(v + reach)
+            det, prob, ref_err, mag = fused_cpu.elementary_radii(
+                v, value, L, (t.det, t.det if t.prob is t.det else t.prob,
+                              t.ref_err if has_ref else None),
+                None if scale is None else scale(v), z, spec, u, tiny, _REF_ULPS * U64,
+                model.accumulate.max)
+            return bounded(value, det, prob, ref_err=ref_err, mag=mag, n=t.n)
         det = _rmul(L, t.det)
         prob = det if t.prob is t.det else _rmul(L, t.prob)
         value_abs = xp.abs(value)

@@ -29,7 +29,7 @@ from .formats import NOT_FINITE, OFF_SINGLE, SINGLE_UP, SUBNORMAL, UNREPRESENTAB
 
 __all__ = ["available", "warm_up", "operand_facts", "grid", "exact_radii", "store_round",
            "rounding_params", "larger_counts", "add_radii", "either_radii", "any_special",
-           "mul_radii", "carry_binary", "NOT_FINITE", "SUBNORMAL", "UNREPRESENTABLE", "OFF_SINGLE",
+           "mul_radii", "carry_binary", "elementary_radii", "NOT_FINITE", "SUBNORMAL", "UNREPRESENTABLE", "OFF_SINGLE",
            "SINGLE_UP"]
 
 
@@ -218,12 +218,40 @@ def mul_radii(av: Any, bv: Any, radii: tuple[Any, ...], fmt: Any, u: float, u64:
 
 def carry_binary(op: int, operands: tuple[Any, ...], out: tuple[Any, ...],
                  b_no_pole: bool) -> tuple[np.ndarray, ...] | None:
-    """ieee's ``carry`` of a binary operation in one loop (``op`` 0 to 3: add, sub,
-    mul, div): ``operands`` the values and reaches (a's, b's), ``out`` the result's
-    value, det, prob, ref_err and magnitude; its arrays with the decided elements set
-    (fresh, of the result's shape), or None where no element was decided."""
+    """ieee's ``carry`` of a binary operation in numba's loops (``op`` 0 to 3: add,
+    sub, mul, div): ``operands`` the values and reaches (a's, b's), ``out`` the
+    result's value, det, prob, ref_err and magnitude; its arrays with the decided
+    elements set (copies, of the result's shape), or None where no element is
+    decided (then one pass over the operands, nothing written)."""
     shape = np.shape(out[0])
-    outs, rows = _out_rows(shape, 5)
-    decided = _loops().carry_binary(op, *(_rows(a, shape) for a in operands), b_no_pole,
-                                    *(_rows(a, shape) for a in out), *rows)
-    return outs if decided else None
+    ins = tuple(_rows(a, shape) for a in operands)
+    loops = _loops()
+    if not loops.carry_count(op, *ins, b_no_pole):
+        return None
+    outs = tuple(np.array(np.broadcast_to(a, shape), dtype=np.float64) for a in out)
+    loops.carry_binary(op, *ins, b_no_pole, *(o.reshape(-1, shape[-1] if shape else 1)
+                                              for o in outs))
+    return outs
+
+
+def elementary_radii(v: Any, value: Any, lip: Any, radii: tuple[Any, Any, Any], scale: Any,
+                     zero: Any, spec: Any, u: float, tiny: float, ref_unit: float,
+                     acc_max: float) -> tuple[np.ndarray, ...]:
+    """:func:`~numoracle.oracle.elementwise.elementary`'s radii in one loop: ``radii``
+    the argument's det, prob and ref_err (prob the same array as det where shared,
+    ref_err None where 0 everywhere), ``scale`` None for ``|value|``, ``zero`` None or
+    where the formula may return 0, ``spec`` the claimed :class:`Ulps`; returns det,
+    prob, ref_err and ``|value|`` (fresh arrays of the value's shape)."""
+    td, tp, tr = radii
+    shape = np.shape(value)
+    outs, rows = _out_rows(shape, 4)
+    none = np.zeros((1, 1))
+    _loops().elementary_radii(
+        _rows(v, shape), _rows(value, shape), _rows(lip, shape), _rows(td, shape),
+        _rows(tp, shape), none if tr is None else _rows(tr, shape),
+        none if scale is None else _rows(scale, shape),
+        np.zeros((1, 1), dtype=bool) if zero is None else np.broadcast_to(
+            zero, shape).reshape(-1, shape[-1] if shape else 1),
+        tp is td, tr is not None, scale is not None, zero is not None, float(spec.ulps),
+        float(spec.per_x), float(spec.of_one), u, tiny, ref_unit, acc_max, *rows)
+    return outs

@@ -14,6 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from numoracle.oracle import fused_cpu
+from numoracle.oracle import elementwise as ew
+from numoracle.oracle.accuracy import Ulps
 from numoracle.oracle.elementwise import mul as ew_mul
 from numoracle.oracle.formats import FP16, FP32, TF32
 from numoracle.oracle.fused import (
@@ -645,3 +647,28 @@ def test_carried_special_values_match_the_vectorised_passes(fast_xp: Any, shapes
                                       equal_nan=True), (f.__name__, name)
             decided += int(np.count_nonzero(loop.det == 0))
     assert decided > 0  # some elements were decided exactly
+
+
+@pytest.mark.parametrize("kind", ["exact", "one", "two", "wild"])
+@pytest.mark.parametrize("shape", [(5, 7), (3,), ()])
+def test_elementary_loop_matches_the_numpy_passes_bitwise(fast_xp: Any, kind: str,
+                                                          shape: tuple[int, ...]) -> None:
+    """Elementary functions' radii in numba's one loop (exp, log, sqrt, the sigmoid
+    with its overflowing edge, an error growing with ``|x|``): the NumPy passes' bits."""
+    if fast_xp is not np:
+        pytest.skip("the loop is the CPU's")
+    rng = np.random.default_rng(len(kind) * 7 + len(shape))
+    t = _operand(shape, kind, rng)
+    model = get_model("fp32")
+    calls = [lambda x: ew.exp(x, model), lambda x: ew.log(x, model),
+             lambda x: ew.sqrt(x, model), lambda x: ew.sigmoid(x, model),
+             lambda x: ew.elementary(x, model, f=np.exp, lipschitz=lambda lo, hi: np.exp(hi),
+                                     ulps=Ulps(2.0, per_x=1.5, of_one=1.0))]
+    for call in calls:
+        loop = call(t)
+        with _numpy_passes():
+            passes = call(t)
+        for name in ("value", "ref_err", "det", "prob", "mag"):
+            assert np.array_equal(*np.broadcast_arrays(getattr(loop, name),
+                                                       getattr(passes, name)),
+                                  equal_nan=True), name
