@@ -20,10 +20,11 @@ from __future__ import annotations
 
 from .api import check_kernel, validate
 from .cases.case import Case
-from .targets.target import Target
 from .checking.verdict import Verdict
 from .errors import InvalidArgument, KernelMismatch, NumoracleError
 from .oracle.precision import PrecisionModel, get_model
+from .settings import RunSettings
+from .targets.target import Target
 
 __version__ = "0.1.0"
 
@@ -32,6 +33,7 @@ __all__ = [
     "validate",
     "Case",
     "Target",
+    "RunSettings",
     "get_model",
     "PrecisionModel",
     "Verdict",

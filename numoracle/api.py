@@ -26,19 +26,19 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .callables import default_name
 from .cases.layouts import AXIS_ORDERS
-from .targets.target import BACKENDS, GPU_BACKENDS, Target
-from .checking.check import DEFAULT_TIMEOUT
 from .checking.check import isolation as isolation_scope
 from .errors import InvalidArgument, KernelMismatch, NumoracleError
 from .oracle.ops import get_op
 from .oracle.ops.plan import Choice, Derived, Flag, Widths
 from .oracle.precision import PrecisionModel, get_model
-from .store.repro import DEFAULT_STORE
+from .settings import RunSettings
+from .targets.target import BACKENDS, GPU_BACKENDS, Target
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -47,27 +47,53 @@ if TYPE_CHECKING:
     from .running.runner import TargetResult
 
 __all__ = ["check_kernel", "validate", "op_outputs", "add_listener", "remove_listener",
-           "GPU_BACKENDS"]
+           "run_settings", "RunSettings", "FROM_SETTINGS", "GPU_BACKENDS"]
 
 
 Listener = Callable[["TargetResult"], None]
 
-#: what check_kernel and validate use when their isolate= / timeout= are None (the
-#: pytest plugin's --numoracle-isolate and --numoracle-timeout set them for a session)
-SESSION_DEFAULTS: dict[str, Any] = {"isolate": False, "timeout": DEFAULT_TIMEOUT}
+class _FromSettings:
+    """The default of a check's ``seed=`` and ``store=``: the value of its
+    ``settings=`` (or ``profile=``, or the loaded profile)."""
+
+    def __repr__(self) -> str:
+        return "<from the settings>"
 
 
-def _isolation(isolate: bool | None, timeout: float | None) -> tuple[bool, float]:
-    """``isolate`` and ``timeout`` with the session defaults filled in, checked."""
-    isolate = SESSION_DEFAULTS["isolate"] if isolate is None else isolate
-    timeout = SESSION_DEFAULTS["timeout"] if timeout is None else timeout
-    if not isinstance(isolate, bool):
-        raise InvalidArgument(f"{isolate=} must be True (run the kernel in a worker process), "
-                              "False or None (the session default)")
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-        raise InvalidArgument(f"{timeout=} must be a positive number of seconds a kernel may "
-                              "take on one case, e.g. timeout=10, or None (the default)")
-    return isolate, float(timeout)
+#: a keyword left to the check's settings
+FROM_SETTINGS: Any = _FromSettings()
+
+
+def run_settings(*, settings: RunSettings | None = None, profile: str | None = None,
+                 examples: int | None = None, seed: Any = FROM_SETTINGS,
+                 store: Any = FROM_SETTINGS, isolate: bool | None = None,
+                 timeout: float | None = None) -> RunSettings:
+    """The :class:`~numoracle.settings.RunSettings` a check runs with: ``settings``,
+    else the registered ``profile``, else the loaded profile
+    (:meth:`RunSettings.default`), with the keywords given changed (``examples``,
+    ``isolate`` and ``timeout`` None, ``seed`` and ``store`` left out: the
+    settings' own).
+
+    Examples
+    --------
+    >>> run_settings(examples=5, seed=3, store=None) == RunSettings.default().replace(
+    ...     examples=5, seed=3, store=None)
+    True
+    """
+    if settings is not None and profile is not None:
+        raise InvalidArgument(f"give settings= or profile={profile!r}, not both")
+    if settings is not None and not isinstance(settings, RunSettings):
+        raise InvalidArgument(f"settings={settings!r} must be a numoracle.RunSettings, e.g. "
+                              "settings=RunSettings(examples=200)")
+    base = settings if settings is not None else (
+        RunSettings.get_profile(profile) if profile is not None else RunSettings.default())
+    given = {"examples": examples, "seed": seed, "store": store, "isolate": isolate,
+             "timeout": timeout}
+    unset = {"examples": None, "isolate": None, "timeout": None}
+    return base.replace(**{k: v for k, v in given.items()
+                           if v is not FROM_SETTINGS and not (k in unset and v is None)})
+
+
 _listeners: list[Listener] = []
 
 
@@ -132,21 +158,6 @@ def _check_outputs(op: str, outputs: Sequence[str]) -> tuple[str, ...]:
         raise InvalidArgument(f"outputs={names!r} names {unknown}, which {op} does not "
                               f"compute; its outputs are {known}")
     return names
-
-
-def _check_examples(examples: int | None) -> int:
-    if examples is None:
-        from hypothesis import settings  # noqa: PLC0415 - hypothesis only when checking
-
-        return int(settings().max_examples)
-    if isinstance(examples, bool) or not isinstance(examples, int) or examples < 1:
-        raise InvalidArgument(f"{examples=} must be a positive int (cases to draw), e.g. 100")
-    return examples
-
-
-def _check_seed(seed: int | None) -> None:
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise InvalidArgument(f"{seed=} must be an int, or None for a random run")
 
 
 def _check_names(what: str, value: Sequence[str]) -> tuple[str, ...]:
@@ -313,9 +324,7 @@ def _edges(target: Target, seed: int | None, overrides: Mapping[str, Any]) -> li
     return edge_cases(target, seed or 0, **overrides)
 
 
-def _run(target: Target, strategy: SearchStrategy[Case], examples: int | None,
-         seed: int | None, store: Path | str | None,
-         isolation: tuple[bool, float] = (False, DEFAULT_TIMEOUT),
+def _run(target: Target, strategy: SearchStrategy[Case], run: RunSettings,
          overrides: Mapping[str, Any] | None = None) -> TargetResult:
     """Replay the target's stored repros, run new cases (with ``overrides``, the
     strategy's: those at the edges of the sizes first), tell the listeners, raise
@@ -323,14 +332,14 @@ def _run(target: Target, strategy: SearchStrategy[Case], examples: int | None,
     __tracebackhide__ = True  # pytest shows the failure, not numoracle's own source
     from .running.runner import run_target  # noqa: PLC0415 - hypothesis only when checking
 
-    with isolation_scope(*isolation):  # the stored repros replay isolated too
-        result = _replay_stored(target, store)
+    run = run.replace(isolate=bool(run.isolate))  # a check's kernel runs here unless told
+    with isolation_scope(run.isolate, run.timeout):  # the stored repros replay isolated too
+        result = _replay_stored(target, run.store)
     if result.verdict != "FAIL":
         replayed, fixed = result.replayed, result.fixed
-        result = run_target(target, examples=_check_examples(examples), seed=seed,
-                            strategy=strategy, store=store, isolate=isolation[0],
-                            timeout=isolation[1],
-                            edges=[] if overrides is None else _edges(target, seed, overrides))
+        result = run_target(target, run, strategy=strategy,
+                            edges=[] if overrides is None else _edges(target, run.seed,
+                                                                      overrides))
         result.replayed, result.fixed = replayed, fixed
     for listener in tuple(_listeners):
         listener(result)
@@ -348,9 +357,8 @@ def _run(target: Target, strategy: SearchStrategy[Case], examples: int | None,
     return result
 
 
-def _run_test(target: Target, strategy: SearchStrategy[Case], examples: int | None,
-              seed: int | None, store: Path | str | None,
-              isolation: tuple[bool, float], overrides: Mapping[str, Any] | None) -> None:
+def _run_test(target: Target, strategy: SearchStrategy[Case], run: RunSettings,
+              overrides: Mapping[str, Any] | None) -> None:
     """The body of a :func:`validate` test: skip where the backend cannot run,
     else :func:`_run` (hidden from pytest's traceback, as ``_run`` is)."""
     __tracebackhide__ = True
@@ -359,7 +367,7 @@ def _run_test(target: Target, strategy: SearchStrategy[Case], examples: int | No
         import pytest  # noqa: PLC0415 - only a test run skips
 
         pytest.skip(f"{target.name} on {target.backend}: {reason}")
-    _run(target, strategy, examples, seed, store, isolation, overrides)
+    _run(target, strategy, run, overrides)
 
 
 def _replay_stored(target: Target, store: Path | str | None) -> TargetResult:
@@ -402,12 +410,14 @@ def check_kernel(
     backend: str = "numpy",
     outputs: Sequence[str] = (),
     layouts: Sequence[str] | Mapping[str, Sequence[str] | str] = ("C",),
-    examples: int | None = None,
-    seed: int | None = 0,
     name: str | None = None,
-    store: Path | str | None = DEFAULT_STORE,
+    examples: int | None = None,
+    seed: int | None = FROM_SETTINGS,
+    store: Path | str | None = FROM_SETTINGS,
     isolate: bool | None = None,
     timeout: float | None = None,
+    settings: RunSettings | None = None,
+    profile: str | None = None,
     **strategy_overrides: Any,
 ) -> TargetResult:
     """Check a kernel against the oracle on Hypothesis-drawn cases.
@@ -469,29 +479,34 @@ def check_kernel(
         gives them per input (``{"x": ("NHWC",), "weight": ("HWIO",)}``; inputs
         left out take ``"C"``) and names the axis order of outputs with named
         axes that ``fn`` returns (``{"y": "NHWC", "grad_weight": "HWIO"}``).
-    examples : int or None
-        Cases to draw; None takes the active Hypothesis profile's
-        ``max_examples`` (100 by default; the pytest plugin's profiles set it).
-    seed : int or None
-        Hypothesis seed (0: the same cases every run); None draws at random.
     name : str or None
         Name in reports and repros; defaults to ``fn.__qualname__``
         (``lambda_<content hash>`` for a lambda). A repro records where ``fn``
         lives (module or file, and name) so that ``numoracle replay`` runs it
         again; a given ``name`` is the kernel's identity in the store, else
         the function's (:func:`numoracle.callables.identity`).
-    store : path or None
-        Folder for the repro of a failure; None saves none.
-    isolate : bool or None
-        Run the kernel in a worker process (:mod:`numoracle.checking.isolate`):
-        a segfault, abort, ``os._exit``, a kill or a CUDA error fails the case
-        (naming the signal, exit code or error) instead of ending the run. The
-        kernel must then be defined at module level. None: the session default
-        (False; the pytest option ``--numoracle-isolate`` turns it on).
-    timeout : float or None
-        Seconds the kernel may take on one case before it counts as hung (the
-        verdict says so); None: the session default (120 s, or the pytest
-        option ``--numoracle-timeout``). Isolated, a hung worker is killed.
+    examples, seed, store, isolate, timeout : optional
+        How the check runs, as :class:`numoracle.RunSettings` names them
+        (given here, they change ``settings``): ``examples``, cases to draw
+        (None: the active Hypothesis profile's ``max_examples``, 100 by
+        default; the pytest plugin's profiles set it); ``seed``, the Hypothesis
+        seed (0 by default: the same cases every run; None draws at random);
+        ``store``, the folder for the repro of a failure (None saves none);
+        ``isolate``, run the kernel in a worker process
+        (:mod:`numoracle.checking.isolate`): a segfault, abort, ``os._exit``, a
+        kill or a CUDA error fails the case (naming the signal, exit code or
+        error) instead of ending the run; the kernel must then be defined at
+        module level (default False; the pytest option ``--numoracle-isolate``
+        turns it on); ``timeout``, seconds the kernel may take on one case
+        before it counts as hung (the verdict says so; 120 s by default, or
+        the pytest option ``--numoracle-timeout``); isolated, a hung worker is
+        killed.
+    settings : RunSettings, optional
+        The settings to start from (default: the loaded profile's,
+        :meth:`RunSettings.default`).
+    profile : str, optional
+        The name of a profile registered with
+        :meth:`RunSettings.register_profile` to start from instead.
     **strategy_overrides
         Passed to :func:`numoracle.strategies.cases` (``families=``,
         ``max_elements=``, ``max_reduction=``, ...).
@@ -521,42 +536,69 @@ def check_kernel(
     'pass'
     """
     __tracebackhide__ = True  # pytest shows the failure, not numoracle's own source
-    op = _traced_name(op, reference, {"inputs": inputs, "dims": dims, "grads": tuple(grads),
-                                      "reference_params": reference_params, "claims": claims,
-                                      "integers": integers, "booleans": tuple(booleans),
-                                      "axes": _traced_axes(reference, layouts)})
-    target = _make_target(fn, op=op, precision=precision, backend=backend, outputs=outputs,
-                         layouts=layouts, name=name)
-    _check_examples(examples)
-    _check_seed(seed)
-    isolation = _isolation(isolate, timeout)
-    return _run(target, _strategy(target, strategy_overrides), examples, seed, store,
-                isolation, None if reference is not None else strategy_overrides)
+    check = _Check.make(op=op, reference=reference, inputs=inputs, dims=dims, grads=grads,
+                        reference_params=reference_params, claims=claims, integers=integers,
+                        booleans=booleans, precision=precision, backend=backend,
+                        outputs=outputs, layouts=layouts, name=name, examples=examples,
+                        seed=seed, store=store, isolate=isolate, timeout=timeout,
+                        settings=settings, profile=profile, **strategy_overrides)
+    target = check.target(fn)
+    return _run(target, _strategy(target, check.overrides), check.settings(),
+                check.edge_overrides)
 
 
-def validate(
-    *,
-    op: str | None = None,
-    reference: Any = None,
-    inputs: Any = None,
-    dims: Mapping[str, Any] | None = None,
-    grads: Sequence[str] = (),
-    reference_params: Mapping[str, Any] | None = None,
-    claims: Any = None,
-    integers: Mapping[str, Any] | None = None,
-    booleans: Sequence[str] = (),
-    precision: str | PrecisionModel = "fp32",
-    backend: str = "numpy",
-    outputs: Sequence[str] = (),
-    layouts: Sequence[str] | Mapping[str, Sequence[str] | str] = ("C",),
-    examples: int | None = None,
-    seed: int | None = 0,
-    name: str | None = None,
-    store: Path | str | None = DEFAULT_STORE,
-    isolate: bool | None = None,
-    timeout: float | None = None,
-    **strategy_overrides: Any,
-) -> Callable[[Callable[..., Any]], Callable[[], None]]:
+@dataclass(frozen=True)
+class _Check:
+    """A check's arguments, read once for :func:`check_kernel` and :func:`validate`:
+    the op (a traced reference's, registered), what makes the target, the case
+    strategy's overrides and the keywords that make the run settings."""
+
+    op: str
+    target_args: Mapping[str, Any]
+    overrides: Mapping[str, Any]
+    run_args: Mapping[str, Any]
+    traced: bool = False
+
+    @property
+    def edge_overrides(self) -> Mapping[str, Any] | None:
+        """The strategy's overrides for the cases at the edges of the sizes; None
+        for a traced reference's check (:func:`_edges`)."""
+        return None if self.traced else self.overrides
+
+    @classmethod
+    def make(cls, *, op: str | None = None, reference: Any = None, inputs: Any = None,
+             dims: Mapping[str, Any] | None = None, grads: Sequence[str] = (),
+             reference_params: Mapping[str, Any] | None = None, claims: Any = None,
+             integers: Mapping[str, Any] | None = None, booleans: Sequence[str] = (),
+             precision: str | PrecisionModel = "fp32", backend: str = "numpy",
+             outputs: Sequence[str] = (),
+             layouts: Sequence[str] | Mapping[str, Sequence[str] | str] = ("C",),
+             name: str | None = None, examples: int | None = None,
+             seed: int | None = FROM_SETTINGS, store: Path | str | None = FROM_SETTINGS,
+             isolate: bool | None = None, timeout: float | None = None,
+             settings: RunSettings | None = None, profile: str | None = None,
+             **strategy_overrides: Any) -> _Check:
+        run_args = {"settings": settings, "profile": profile, "examples": examples,
+                    "seed": seed, "store": store, "isolate": isolate, "timeout": timeout}
+        run_settings(**run_args)  # a bad value fails now (at collection, for validate)
+        name_ = _traced_name(op, reference, {
+            "inputs": inputs, "dims": dims, "grads": tuple(grads),
+            "reference_params": reference_params, "claims": claims, "integers": integers,
+            "booleans": tuple(booleans), "axes": _traced_axes(reference, layouts)})
+        return cls(name_, {"precision": precision, "backend": backend, "outputs": outputs,
+                           "layouts": layouts, "name": name},
+                   dict(strategy_overrides), run_args, reference is not None)
+
+    def target(self, fn: Callable[..., Any]) -> Target:
+        """The target ``fn`` is checked as."""
+        return _make_target(fn, op=self.op, **self.target_args)
+
+    def settings(self) -> RunSettings:
+        """The run settings, over the profile loaded now."""
+        return run_settings(**self.run_args)
+
+
+def validate(**arguments: Any) -> Callable[[Callable[..., Any]], Callable[[], None]]:
     """Turn a kernel into a zero-argument pytest test that runs :func:`check_kernel`.
 
     The arguments are :func:`check_kernel`'s and are checked at once, so a bad
@@ -570,32 +612,26 @@ def validate(
         test_my_linear = numoracle.validate(op="linear", precision="fp32")(my_linear)
 
     The returned test is named ``test_<kernel name>`` and keeps the kernel as
-    its ``kernel`` attribute and the target as ``target``.
+    its ``kernel`` attribute, the target as ``target`` and the run settings
+    (as the profile loaded at collection makes them) as ``settings``.
     """
-    _check_examples(examples)
-    _check_seed(seed)
-    _isolation(isolate, timeout)  # a bad value fails at collection
-    op = _traced_name(op, reference, {"inputs": inputs, "dims": dims, "grads": tuple(grads),
-                                      "reference_params": reference_params, "claims": claims,
-                                      "integers": integers, "booleans": tuple(booleans),
-                                      "axes": _traced_axes(reference, layouts)})
+    check = _Check.make(**arguments)  # a bad argument fails at collection
 
     def decorate(fn: Callable[..., Any]) -> Callable[[], None]:
-        target = _make_target(fn, op=op, precision=precision, backend=backend,
-                             outputs=outputs, layouts=layouts, name=name)
-        strategy = _strategy(target, strategy_overrides)
+        target = check.target(fn)
+        strategy = _strategy(target, check.overrides)
 
         def test() -> None:
-            _run_test(target, strategy, examples, seed, store, _isolation(isolate, timeout),
-                      None if reference is not None else strategy_overrides)
+            _run_test(target, strategy, check.settings(), check.edge_overrides)
 
         fname = getattr(fn, "__name__", target.name)
         test.__name__ = fname if fname.startswith("test") else f"test_{fname}"
         test.__qualname__ = test.__name__
         test.__module__ = getattr(fn, "__module__", __name__)
-        test.__doc__ = f"{target.name} computes {op} within {target.precision.name}."
+        test.__doc__ = f"{target.name} computes {check.op} within {target.precision.name}."
         test.kernel = fn  # type: ignore[attr-defined]
         test.target = target  # type: ignore[attr-defined]
+        test.settings = check.settings()  # type: ignore[attr-defined]
         if target.on_gpu:
             import pytest  # noqa: PLC0415 - the marker only matters under pytest
 

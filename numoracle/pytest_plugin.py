@@ -41,9 +41,10 @@ import pytest
 from hypothesis import settings
 from hypothesis.errors import InvalidArgument
 
-from .api import GPU_BACKENDS, SESSION_DEFAULTS, add_listener, check_kernel, remove_listener
+from .api import GPU_BACKENDS, add_listener, check_kernel, remove_listener
 from .checking.message import fmt_ratio
 from .running.devices import nvidia_gpu_count
+from .settings import RunSettings
 
 if TYPE_CHECKING:
     from .running.runner import TargetResult
@@ -187,7 +188,9 @@ class RunSummary:
 
 _SUMMARY = pytest.StashKey[RunSummary]()
 _PREVIOUS_PROFILE = pytest.StashKey[str]()
-_PREVIOUS_DEFAULTS = pytest.StashKey[dict[str, Any]]()
+_PREVIOUS_SETTINGS = pytest.StashKey[str]()
+#: the run-settings profile ``--numoracle-isolate`` / ``--numoracle-timeout`` load
+SESSION_PROFILE = "pytest-session"
 
 
 # -- hooks --------------------------------------------------------------------------------
@@ -200,7 +203,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "segfault, abort or exit fails the check instead of ending pytest")
     group.addoption("--numoracle-timeout", type=float, default=None, metavar="SECONDS",
                     help="seconds a kernel may take on one case before it counts as hung "
-                         f"(default {SESSION_DEFAULTS['timeout']:g})")
+                         f"(default {RunSettings.default().timeout:g})")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -209,15 +212,19 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: takes more than a few seconds")
     pin_worker_gpu(os.environ)
     _load_profile(config)
-    config.stash[_PREVIOUS_DEFAULTS] = dict(SESSION_DEFAULTS)
+    changes: dict[str, Any] = {}
     if config.getoption("--numoracle-isolate", default=False):
-        SESSION_DEFAULTS["isolate"] = True
+        changes["isolate"] = True
     timeout = config.getoption("--numoracle-timeout", default=None)
     if timeout is not None:
         if not timeout > 0:
             raise pytest.UsageError(f"--numoracle-timeout {timeout:g} must be a positive "
                                     "number of seconds, e.g. --numoracle-timeout 30")
-        SESSION_DEFAULTS["timeout"] = timeout
+        changes["timeout"] = timeout
+    if changes:  # a profile of the session's own, the one before put back at the end
+        config.stash[_PREVIOUS_SETTINGS] = RunSettings.loaded_profile()
+        RunSettings.register_profile(SESSION_PROFILE, RunSettings.default(), **changes)
+        RunSettings.load_profile(SESSION_PROFILE)
     summary = RunSummary()
     config.stash[_SUMMARY] = summary
     add_listener(summary.add)
@@ -230,8 +237,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     previous = config.stash.get(_PREVIOUS_PROFILE, None)
     if previous is not None:
         settings.load_profile(previous)
-    before: dict[str, Any] = config.stash.get(_PREVIOUS_DEFAULTS, {})
-    SESSION_DEFAULTS.update(before)
+    before = config.stash.get(_PREVIOUS_SETTINGS, None)
+    if before is not None:
+        RunSettings.load_profile(before)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

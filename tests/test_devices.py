@@ -94,7 +94,8 @@ def test_a_case_running_past_the_budget_and_its_grace_is_cut(tmp_path: Path) -> 
     # warm-up included, fit well within it) plus the grace,
     # far sooner than it would end (the margin is wide for a loaded machine)
     rows = [Row(_slow_from(6, 600.0), asked=200)]
-    settings = RunSettings(min_cases=3, store=tmp_path, shrink_grace=0.2)
+    settings = RunSettings(min_cases=3, store=tmp_path, budget=4.0)  # a grace of 0.2 s
+    assert settings.shrink_grace == pytest.approx(0.2)
     t0 = time.monotonic()
     [res] = judge_rows(rows, 15.0, settings)
     took = time.monotonic() - t0

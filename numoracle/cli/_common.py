@@ -23,6 +23,7 @@ from rich.progress import (
 
 from ..checking.check import DEFAULT_TIMEOUT
 from ..oracle.ops import OP_GROUPS, OPS, get_op
+from ..settings import RunSettings
 from ..store.repro import DEFAULT_STORE
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from ..running.runner import TargetResult
 
 __all__ = ["positive_int", "positive_float", "folder_arg", "int_arg", "names", "ops_option",
-           "run_options", "console_for", "check_ops", "print_text", "run_all", "skipped_line",
+           "run_options", "run_settings", "console_for", "check_ops", "print_text", "run_all", "skipped_line",
            "built_in"]
 
 
@@ -111,6 +112,18 @@ def run_options(p: argparse.ArgumentParser, examples: int, per: str) -> None:
 
 
 
+def run_settings(args: argparse.Namespace) -> RunSettings:
+    """The :class:`~numoracle.settings.RunSettings` a command's flags say:
+    ``--examples``, ``--seed``, ``--store``, ``--isolate``, ``--timeout``,
+    ``--diagnose``, ``--budget``, ``--min-cases`` and ``--shrink-time``,
+    over the loaded profile's for the flags a command does not have."""
+    names = {"examples": "examples", "seed": "seed", "store": "store", "isolate": "isolate",
+             "timeout": "timeout", "diagnose": "diagnose", "budget": "budget",
+             "min_cases": "min_cases", "shrink_time": "shrink_seconds"}
+    given = {field: getattr(args, flag) for flag, field in names.items() if hasattr(args, flag)}
+    return RunSettings.default().replace(**given)
+
+
 def console_for() -> Console:
     """Standard output; 140 columns wide when it is not a terminal (logs, CI)
     and COLUMNS does not say otherwise, so that tables keep one line a row."""
@@ -175,8 +188,8 @@ def run_all(targets: Sequence[Target], args: argparse.Namespace,
     results: list[TargetResult] = []
     runnable = [t for t in targets if t.unavailable_reason() is None]
     report = getattr(args, "report", None)
-    budget = getattr(args, "budget", None)
-    end = None if budget is None else time.perf_counter() + budget
+    settings = run_settings(args)
+    end = settings.deadline(time.perf_counter())
     with _progress(console) as progress:
         for t in targets:
             if t not in runnable:
@@ -186,23 +199,20 @@ def run_all(targets: Sequence[Target], args: argparse.Namespace,
             if end is not None:  # what is left, shared among the targets still to run
                 share = max(end - time.perf_counter(), 0.0) / (len(runnable) - runnable.index(t))
             label = f"{t.name} {t.op}"
-            task = progress.add_task(label, total=args.examples)
+            task = progress.add_task(label, total=settings.examples)
             if report is not None:  # what a run that dies here leaves behind
                 _write_progress(report, results, targets[len(results):])
-            isolate = getattr(args, "isolate", None)
+            isolate = not built_in(t) if settings.isolate is None else settings.isolate
             for regime, part in regime_shares(t, getattr(args, "regime", "small")):
                 strategy = default_strategy(t, regime=regime)
-                edges = edge_cases(t, args.seed or 0) if regime == "small" else []
-                res = run_target(t, examples=args.examples, seed=args.seed, strategy=strategy,
-                                 edges=edges,
-                                 store=args.store, on_case=_ticker(progress, task, label),
+                edges = edge_cases(t, settings.seed or 0) if regime == "small" else []
+                res = run_target(t, settings, strategy=strategy, edges=edges,
+                                 on_case=_ticker(progress, task, label),
                                  seconds=None if share is None else share * part,
-                                 diagnose=getattr(args, "diagnose", False),
-                                 timeout=getattr(args, "timeout", DEFAULT_TIMEOUT),
-                                 isolate=not built_in(t) if isolate is None else isolate)
+                                 isolate=isolate)
                 res.regime = regime
                 results.append(res)
-            progress.update(task, completed=args.examples)
+            progress.update(task, completed=settings.examples)
     return results
 
 

@@ -16,11 +16,10 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from ..targets.target import Target
-from ..checking.check import DEFAULT_TIMEOUT
 from ..checking.report import results_table, write_json
 from ..errors import InvalidArgument
 from ..reports import observing, write_html
+from ..targets.target import Target
 from ._common import (
     _progress,
     built_in,
@@ -33,6 +32,7 @@ from ._common import (
     regime_shares,
     resolve_regime,
     run_options,
+    run_settings,
     sharp_option,
     sharpened,
     skipped_line,
@@ -242,7 +242,9 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
         if args.cluster is not None:  # Ray tasks, merged into the same results
             from ..running.cluster import cluster_results  # noqa: PLC0415 - Ray is optional
 
-            results = cluster_results(targets, args, console)
+            results = cluster_results(targets, run_settings(args), console,
+                                      address=args.cluster, block_size=args.block_size,
+                                      task_timeout=args.task_timeout)
         else:
             plan = _scheduled(targets, args, console)
             results = plan.results
@@ -302,16 +304,14 @@ def _scheduled(targets: Sequence[Target], args: argparse.Namespace,
     from ..running.pool import default_jobs, run_pool  # noqa: PLC0415 - only when running
     from ..running.runner import run_target  # noqa: PLC0415 - hypothesis only when running
     from ..running.schedule import (  # noqa: PLC0415 - hypothesis only when running
-        REPORT_RESERVE,
-        SHRINK_SHARE,
         Row,
         RunPlan,
-        RunSettings,
         judge_rows,
         warm_up,
     )
 
-    isolate = getattr(args, "isolate", None)
+    settings = run_settings(args)
+    isolate = settings.isolate
     rows: list[Row] = []
     slots: list[TargetResult | int] = []
     for t in targets:
@@ -320,23 +320,14 @@ def _scheduled(targets: Sequence[Target], args: argparse.Namespace,
             continue
         for regime, part in regime_shares(t, getattr(args, "regime", "small")):
             slots.append(len(rows))
-            rows.append(Row(t, regime=regime, weight=part, asked=args.examples,
+            rows.append(Row(t, regime=regime, weight=part, asked=settings.examples,
                             isolate=not built_in(t) if isolate is None else isolate))
-    budget = getattr(args, "budget", None)
     jobs = args.jobs or default_jobs(len(rows))
     jobs = max(1, min(jobs, len(rows)))
-    shrink = args.shrink_time
-    if shrink is None and budget is not None:
-        shrink = max(SHRINK_SHARE * budget, 1.0)
-    settings = RunSettings(seed=args.seed, min_cases=args.min_cases, store=args.store,
-                           timeout=getattr(args, "timeout", DEFAULT_TIMEOUT),
-                           diagnose=getattr(args, "diagnose", False), shrink_seconds=shrink,
-                           shrink_grace=0.0 if budget is None else REPORT_RESERVE * budget)
-    seconds = None
-    if budget is not None:  # the report's time comes out of the budget: a picture per op
-        pictures = len({r.target.op for r in rows}) if args.report is not None else 0
-        seconds = budget - min(REPORT_RESERVE * budget + 0.4 * pictures, 0.2 * budget)
-    plan = RunPlan([], budget=budget, jobs=jobs)
+    # the report's time comes out of the budget: a picture per op
+    pictures = len({r.target.op for r in rows}) if args.report is not None else 0
+    seconds = settings.judging_seconds(pictures)
+    plan = RunPlan([], budget=settings.budget, jobs=jobs)
     if args.report is not None:  # matplotlib's import is a one-time cost: before the clock
         t0 = time.monotonic()
         from ..reports import plots  # noqa: PLC0415 - with the report only

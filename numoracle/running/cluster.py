@@ -29,7 +29,6 @@ imports it only when a run starts.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import socket
@@ -43,9 +42,8 @@ from typing import Any
 
 from ..cases.case import Case
 from ..targets.target import Target
-from ..checking.check import DEFAULT_TIMEOUT
 from ..errors import InvalidArgument
-from ..store.repro import DEFAULT_STORE
+from ..settings import RunSettings
 from .blocks import block_seed, merge_results
 from .draws import case_digest, draw_cases
 from .runner import TargetResult
@@ -56,6 +54,8 @@ __all__ = ["run_cluster", "ClusterRun", "Block", "BlockOutcome", "UnjudgedResult
 
 #: cases per block (one Ray task) unless told otherwise
 DEFAULT_BLOCK = 200
+#: cases per target where the settings leave ``examples`` to the caller
+CLUSTER_EXAMPLES = 2000
 #: seconds a block may run (from its submission) before it is cancelled as hung
 DEFAULT_TASK_TIMEOUT = 900.0
 
@@ -148,8 +148,8 @@ class ClusterRun:
 # --------------------------------------------------------------------------- worker side
 
 
-def _run_block(target: Target, cases: list[Case], timeout: float, shrink: bool,
-               diagnose: bool, seconds: float | None, record_cases: bool) -> dict[str, Any]:
+def _run_block(target: Target, cases: list[Case], settings: RunSettings,
+               seconds: float | None, record_cases: bool) -> dict[str, Any]:
     """The body of a block's Ray task: run_target on the block's cases (drawn
     by the driver) into a scratch store; the repro, if any, comes back as its
     files' bytes."""
@@ -162,8 +162,7 @@ def _run_block(target: Target, cases: list[Case], timeout: float, shrink: bool,
 
     scratch = tempfile.mkdtemp(prefix="numoracle-block-")
     try:
-        res = run_target(target, cases=cases, store=scratch, shrink=shrink, timeout=timeout,
-                         diagnose=diagnose, seconds=seconds,
+        res = run_target(target, settings, cases=cases, store=scratch, seconds=seconds,
                          on_case=on_case if record_cases else None)
         repro = None
         if res.repro:
@@ -260,22 +259,17 @@ def _connect(ray: Any, address: str | None, num_cpus: int | None) -> bool:
 
 def run_cluster(
     targets: Sequence[Target],
+    settings: RunSettings | None = None,
     *,
     address: str | None = "local",
-    examples: int = 2000,
-    seed: int = 0,
     block_size: int = DEFAULT_BLOCK,
-    store: Path | str | None = DEFAULT_STORE,
-    timeout: float = DEFAULT_TIMEOUT,
     task_timeout: float = DEFAULT_TASK_TIMEOUT,
     max_retries: int = 3,
-    budget: float | None = None,
-    shrink: bool = True,
-    diagnose: bool = False,
     num_cpus: int | None = None,
     gpus_per_task: float = 1.0,
     record_cases: bool = False,
     on_block: Callable[[BlockOutcome], None] | None = None,
+    **changes: Any,
 ) -> ClusterRun:
     """Run ``targets`` on a Ray cluster, block by block; merge what comes back.
 
@@ -288,27 +282,27 @@ def run_cluster(
         ``"local"`` (or None) starts Ray on this machine; otherwise a Ray
         address (``"auto"``, ``"ray://host:10001"``). Where Ray is already
         initialised in this process, that instance is used.
-    examples : int
-        Cases per target, cut into blocks of ``block_size``.
-    seed : int
-        The run's seed; block ``i``'s cases are drawn here with
-        :func:`block_seed` ``(seed, i)`` and sent with its task.
+    settings : RunSettings, optional
+        How the run is run (default: the loaded profile's,
+        :meth:`~numoracle.settings.RunSettings.default`): ``examples`` per
+        target (None: :data:`CLUSTER_EXAMPLES`), cut into blocks of
+        ``block_size``; the run's ``seed`` (block ``i``'s cases are drawn here
+        with :func:`block_seed` ``(seed, i)`` and sent with its task); the
+        local ``store`` where the repros of failures are saved; the
+        ``timeout`` of a kernel on one case (judged as hung: a failing
+        verdict); ``shrink`` and ``diagnose`` as for
+        :func:`~numoracle.running.runner.run_target`; the ``budget``, seconds
+        for the whole run: no block starts after it, and a block stops
+        drawing cases once the budget left at its start is spent.
+    **changes
+        Fields of ``settings`` changed for this run.
     block_size : int
         Cases per block: one Ray task, retried or reported unjudged as a whole.
-    store : path or None
-        Local folder where the repros of failures are saved; None saves none.
-    timeout : float
-        Seconds a kernel may take on one case (judged as hung: a failing verdict).
     task_timeout : float
         Seconds a block may take from its submission before it is cancelled
         (``ray.cancel(force=True)``) and reported unjudged.
     max_retries : int
         Times Ray runs a block again after its worker died or its node left.
-    budget : float or None
-        Seconds for the whole run: no block starts after it, and a block
-        stops drawing cases once the budget left at its start is spent.
-    shrink, diagnose : bool
-        As for :func:`~numoracle.running.runner.run_target`.
     num_cpus : int or None
         CPUs of a ``"local"`` instance (default: all of this machine's).
     gpus_per_task : float
@@ -323,8 +317,7 @@ def run_cluster(
     ClusterRun
         The merged results in target order, and every block's outcome.
     """
-    if examples < 1:
-        raise InvalidArgument(f"examples={examples!r} must be a positive int; give e.g. 200")
+    run = (settings if settings is not None else RunSettings.default()).replace(**changes)
     if task_timeout <= 0:
         raise InvalidArgument(f"task_timeout={task_timeout!r} must be positive; give e.g. 900")
     if gpus_per_task <= 0 or (gpus_per_task > 1 and gpus_per_task != int(gpus_per_task)):
@@ -332,12 +325,11 @@ def run_cluster(
                               "or a whole number; give e.g. 1 or 0.5")
     ray = _ray()
     t0 = time.perf_counter()
-    end = None if budget is None else t0 + budget
+    end = run.deadline(t0)
     started = _connect(ray, address, num_cpus)
     try:
-        outcomes = _schedule(ray, targets, examples=examples, seed=seed, block_size=block_size,
-                             store=store, timeout=timeout, task_timeout=task_timeout,
-                             max_retries=max_retries, end=end, shrink=shrink, diagnose=diagnose,
+        outcomes = _schedule(ray, targets, run, block_size=block_size,
+                             task_timeout=task_timeout, max_retries=max_retries, end=end,
                              gpus_per_task=gpus_per_task, record_cases=record_cases,
                              on_block=on_block, address=address)
     finally:
@@ -350,14 +342,15 @@ def run_cluster(
     return ClusterRun(results, outcomes, time.perf_counter() - t0)
 
 
-def _schedule(ray: Any, targets: Sequence[Target], *, examples: int, seed: int,
-              block_size: int, store: Path | str | None, timeout: float, task_timeout: float,
-              max_retries: int, end: float | None, shrink: bool, diagnose: bool,
+def _schedule(ray: Any, targets: Sequence[Target], run: RunSettings, *,
+              block_size: int, task_timeout: float, max_retries: int, end: float | None,
               gpus_per_task: float, record_cases: bool,
               on_block: Callable[[BlockOutcome], None] | None,
               address: str | None) -> list[BlockOutcome]:
     """Submit blocks while the cluster has room, collect them as they finish,
     cancel those past their timeout."""
+    examples = run.examples if run.examples is not None else CLUSTER_EXAMPLES
+    seed, store = run.seed or 0, run.store
     resources = ray.cluster_resources()
     cpu_slots = max(int(resources.get("CPU", 1)), 1)
     gpu_slots = int(resources.get("GPU", 0) / gpus_per_task)
@@ -411,8 +404,8 @@ def _schedule(ray: Any, targets: Sequence[Target], *, examples: int, seed: int,
                     opts["num_gpus"] = gpus_per_task
                 cases = draw_cases(by_key[(b.target, b.op)], b.examples, b.seed)
                 left = None if end is None else max(end - time.perf_counter(), 0.0)
-                ref = remote.options(**opts).remote(refs[(b.target, b.op)], cases, timeout,
-                                                    shrink, diagnose, left, record_cases)
+                ref = remote.options(**opts).remote(refs[(b.target, b.op)], cases, run, left,
+                                                    record_cases)
                 pending[ref] = (b, time.perf_counter())
                 in_flight[gpu] += 1
         if not pending:
@@ -462,8 +455,9 @@ def _fault(exc: Exception, max_retries: int) -> str:
 # --------------------------------------------------------------------------- command line
 
 
-def cluster_results(targets: Sequence[Target], args: argparse.Namespace,
-                    console: Any) -> list[TargetResult]:
+def cluster_results(targets: Sequence[Target], settings: RunSettings, console: Any, *,
+                    address: str, block_size: int | None = None,
+                    task_timeout: float | None = None) -> list[TargetResult]:
     """``numoracle run --cluster``: :func:`run_cluster` with a progress bar per
     target and op; the results as :func:`numoracle.cli._common.run_all` returns them."""
     from rich.progress import (  # noqa: PLC0415 - only the command line shows progress
@@ -477,7 +471,7 @@ def cluster_results(targets: Sequence[Target], args: argparse.Namespace,
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console, transient=True,
                   disable=not console.is_terminal) as progress:
-        bars = {(t.name, t.op): progress.add_task(f"{t.name} {t.op}", total=args.examples)
+        bars = {(t.name, t.op): progress.add_task(f"{t.name} {t.op}", total=settings.examples)
                 for t in targets}
 
         def on_block(o: BlockOutcome) -> None:
@@ -489,11 +483,9 @@ def cluster_results(targets: Sequence[Target], args: argparse.Namespace,
                 progress.update(bars[key], description=f"{key[0]} {key[1]}: FAIL")
             progress.advance(bars[key], o.result.cases if o.result else 0)
 
-        run = run_cluster(targets, address=args.cluster, examples=args.examples, seed=args.seed,
-                          block_size=args.block_size or DEFAULT_BLOCK, store=args.store,
-                          task_timeout=args.task_timeout or DEFAULT_TASK_TIMEOUT,
-                          budget=getattr(args, "budget", None),
-                          diagnose=getattr(args, "diagnose", False), on_block=on_block)
+        run = run_cluster(targets, settings, address=address,
+                          block_size=block_size or DEFAULT_BLOCK,
+                          task_timeout=task_timeout or DEFAULT_TASK_TIMEOUT, on_block=on_block)
     hosts = run.hosts()
     console.print(f"cluster: {run.cases()} cases in {len(run.outcomes)} blocks on "
                   f"{len(hosts)} host(s) in {run.seconds:.1f} s", markup=False, highlight=False)

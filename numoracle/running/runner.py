@@ -16,10 +16,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sized
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any, cast
 
 from hypothesis import HealthCheck, Phase, Verbosity, event, given, settings
+from hypothesis import settings as settings_of_hypothesis
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.errors import FlakyFailure, HypothesisException
@@ -27,7 +29,7 @@ from hypothesis.errors import FlakyFailure, HypothesisException
 from ..cases.case import Case
 from ..targets.target import Target
 from ..checking.check import DEFAULT_TIMEOUT, check_case
-from ..checking.diagnosis import Diagnosis
+from ..checking.diagnosis import Diagnosis, DiagnosisKind
 from ..checking.discriminate import discriminate
 from ..checking.message import fmt_ratio
 from ..checking.verdict import Verdict, ladder_for
@@ -37,10 +39,42 @@ from ..oracle.ops import get_op
 from ..oracle.precision import PRESETS, PrecisionModel
 from ..reports.observe import case_features
 from ..reports.observe import enabled as observing
-from ..store.repro import DEFAULT_STORE, save_repro
+from ..settings import RunSettings
+from ..store.repro import save_repro
 from .draws import default_strategy, draw_cases
 
-__all__ = ["TargetResult", "run_target", "default_strategy", "draw_cases"]
+__all__ = ["TargetResult", "Outcome", "run_target", "default_strategy", "draw_cases"]
+
+
+class Outcome(str, Enum):
+    """How a row (a target on an op) came out: :meth:`TargetResult.status`.
+    A member equals its string (``"pass"``), which is what ``report.json``
+    saves; :meth:`read` reads a saved one back, and the ``verdict`` spelling
+    of a run (``"FAIL"``, ``"error"``) as well."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    SKIPPED = "skipped"
+    UNJUDGED = "unjudged"
+
+    def __str__(self) -> str:
+        return self.value
+
+    __format__ = str.__format__
+
+    @classmethod
+    def read(cls, text: str) -> Outcome:
+        """The outcome a saved string names (a status, or a run's verdict).
+
+        Examples
+        --------
+        >>> Outcome.read("FAIL"), Outcome.read("pass"), Outcome.read("error")
+        (<Outcome.FAIL: 'fail'>, <Outcome.PASS: 'pass'>, <Outcome.UNJUDGED: 'unjudged'>)
+        """
+        try:
+            return cls(str(text).lower())
+        except ValueError:
+            return cls.UNJUDGED  # a run that did not complete ("error", "interrupted")
 
 
 class _BudgetSpent(BaseException):
@@ -107,9 +141,9 @@ class TargetResult:
         """One line: the verdict, the kernel, the cases and the worst ratio (a
         failure's full message is :attr:`message`)."""
         status, reason = self.status()
-        if status == "pass":
+        if status is Outcome.PASS:
             return self.message or _pass_message(self)
-        return (f"{status.upper()}: {self.target} on {self.op}, claiming {self.precision}: "
+        return (f"{status.value.upper()}: {self.target} on {self.op}, claiming {self.precision}: "
                 f"{reason}" + (f" (repro: {self.repro})" if self.repro else ""))
 
     def effective(self) -> dict[str, str]:
@@ -123,36 +157,37 @@ class TargetResult:
         out = {}
         for name, ratios in self.per_model.items():
             kind = self.diagnoses[name].kind if name in self.diagnoses else None
-            if kind == "nondeterministic":
+            if kind is DiagnosisKind.NONDETERMINISTIC:
                 out[name] = "nondeterministic"
-            elif kind == "logic":
+            elif kind is DiagnosisKind.LOGIC:
                 out[name] = "none"
             else:
                 out[name] = next((m for m in ladder if ratios.get(m, float("inf")) < 1.0),
                                  "none")
         return out
 
-    def status(self) -> tuple[str, str]:
-        """``pass``, ``fail``, ``skipped`` (cannot run here) or ``unjudged`` (ran,
-        but no case was judged, or the run did not complete), with the reason."""
-        if self.verdict == "FAIL":
-            return "fail", self.diagnosis
-        if self.verdict == "skipped":
-            return "skipped", self.diagnosis
-        if self.verdict != "pass":
-            return "unjudged", f"the run did not complete: {self.diagnosis}"
+    def status(self) -> tuple[Outcome, str]:
+        """:class:`Outcome`: ``pass``, ``fail``, ``skipped`` (cannot run here) or
+        ``unjudged`` (ran, but no case was judged, or the run did not complete),
+        with the reason."""
+        outcome = Outcome.read(self.verdict)
+        if outcome in (Outcome.FAIL, Outcome.SKIPPED):
+            return outcome, self.diagnosis
+        if outcome is not Outcome.PASS:
+            return Outcome.UNJUDGED, f"the run did not complete: {self.diagnosis}"
         if self.cases == 0:
             if not self.unjudged:
-                return "unjudged", "no case ran within the time budget"
-            return "unjudged", (f"no case was judged: {self.unjudged} drawn cases were not "
-                                f"judged, the last because {self.unjudged_reason or 'unknown'}")
-        return "pass", ""
+                return Outcome.UNJUDGED, "no case ran within the time budget"
+            return Outcome.UNJUDGED, (
+                f"no case was judged: {self.unjudged} drawn cases were not judged, the last "
+                f"because {self.unjudged_reason or 'unknown'}")
+        return Outcome.PASS, ""
 
     def row(self) -> dict[str, Any]:
         """The fields of the report (``report.json``)."""
         status, reason = self.status()
         return {"target": self.target, "op": self.op, "precision": self.precision,
-                "status": status, "reason": reason,
+                "status": status.value, "reason": reason,
                 "cases": self.cases, "failures": self.failures,
                 "worst_ratio": self.worst_ratio, "verdict": self.verdict,
                 "repro": self.repro, "time_s": round(self.seconds, 3),
@@ -164,23 +199,17 @@ class TargetResult:
 
 def run_target(
     target: Target,
+    settings: RunSettings | None = None,
     *,
-    examples: int = 100,
-    seed: int | None = 0,
     strategy: st.SearchStrategy[Case] | None = None,
-    store: Path | str | None = DEFAULT_STORE,
     on_case: Callable[[Verdict], None] | None = None,
-    shrink: bool = True,
     seconds: float | None = None,
-    timeout: float | None = DEFAULT_TIMEOUT,
-    diagnose: bool = False,
-    isolate: bool = False,
-    shrink_seconds: float | None = None,
     first_case: bool = False,
     expected_case: float = 0.0,
     cases: Iterable[Case] | None = None,
     cut_after: float | None = None,
     edges: Iterable[Case] = (),
+    **changes: Any,
 ) -> TargetResult:
     """Check ``examples`` cases of ``target``; shrink and save the first failure.
 
@@ -188,42 +217,35 @@ def run_target(
     ----------
     target : Target
         The kernel under test.
-    examples : int
-        Cases to generate (shrinking adds more runs after a failure).
-    seed : int or None
-        Hypothesis seed; None for a random run.
+    settings : RunSettings, optional
+        How it is run (:class:`numoracle.settings.RunSettings`: ``examples``,
+        ``seed``, ``store``, ``timeout``, ``diagnose``, ``isolate``,
+        ``shrink``, ``shrink_seconds``); default :meth:`RunSettings.default`,
+        the loaded profile's. ``examples`` None: Hypothesis's
+        ``max_examples``. A ``timeout`` is the seconds a kernel may take on
+        one case before it counts as hung: a hang costs one timeout per case;
+        it is shrunk with :data:`HANG_SHRINK_FACTOR` of the timeout and at
+        most :data:`HANG_SHRINK_TRIES` hung attempts, then the smallest
+        hanging case so far is saved. ``diagnose`` judges every case under
+        every candidate model too: :meth:`TargetResult.effective` then names
+        the precision each output really delivered. ``isolate`` runs the
+        kernel in a worker process (:mod:`numoracle.checking.isolate`): a
+        crash, an exit or a CUDA error fails the case, and the run (and the
+        shrinking, in fresh workers, at most :data:`CRASH_SHRINK_TRIES`
+        crashed attempts) goes on; the kernel must be importable by the
+        worker. ``shrink_seconds`` caps shrinking a failure; once spent, the
+        smallest failing case so far is saved and its diagnosis says so.
+    **changes
+        Fields of ``settings`` changed for this run
+        (``run_target(t, examples=20, store=None)``).
     strategy : SearchStrategy of Case, optional
         Defaults to :func:`default_strategy`.
-    store : path or None
-        Folder for repros; None saves none.
     on_case : callable, optional
         Called with each verdict (progress bars).
-    shrink : bool
-        Shrink a failure to a minimal case.
     seconds : float or None
-        Time budget: no case is started that would end past it, judging by
-        the cases judged so far (halfway between their mean and longest time;
-        a failure found by then is still shrunk and saved).
-    timeout : float or None
-        Seconds a kernel may take on one case before it counts as hung (None:
-        no limit). A hang costs one timeout per case; it is shrunk with
-        :data:`HANG_SHRINK_FACTOR` of the timeout and at most
-        :data:`HANG_SHRINK_TRIES` hung attempts, then the smallest hanging
-        case so far is saved.
-    diagnose : bool
-        Judge every case under every candidate model too (several times the
-        oracle's work): :meth:`TargetResult.effective` then names the precision
-        each output really delivered.
-    isolate : bool
-        Run the kernel in a worker process (:mod:`numoracle.checking.isolate`):
-        a crash, an exit or a CUDA error fails the case, and the run (and the
-        shrinking, in fresh workers, at most :data:`CRASH_SHRINK_TRIES` crashed
-        attempts) goes on. The kernel must be importable by the worker
-        (InvalidArgument at once if not).
-    shrink_seconds : float or None
-        Cap on the time shrinking a failure may take (None: no cap); once
-        spent, the smallest failing case so far is saved and its diagnosis
-        says that shrinking stopped at the cap.
+        Time budget of this target: no case is started that would end past it,
+        judging by the cases judged so far (halfway between their mean and
+        longest time; a failure found by then is still shrunk and saved).
     first_case : bool
         Start the first case whatever ``seconds`` says: a row judged by no
         case has no result.
@@ -252,6 +274,12 @@ def run_target(
         with ``SIGALRM`` (Unix) whose handler is the default; elsewhere it is
         not armed.
     """
+    run = (settings if settings is not None else RunSettings.default()).replace(**changes)
+    examples = run.examples
+    if examples is None:
+        examples = int(settings_of_hypothesis().max_examples)
+    store, shrink, shrink_seconds = run.store, run.shrink, run.shrink_cap
+    timeout, diagnose, isolate = run.timeout, run.diagnose, bool(run.isolate)
     asked = examples
     if cases is not None and isinstance(cases, Sized):
         asked = len(cases)
@@ -284,7 +312,7 @@ def run_target(
             left = examples - judge.state["tried"]
             if res.verdict == "pass" and not judge.cut and not spent and left > 0:
                 _judge_drawn(judge, strategy if strategy is not None
-                             else default_strategy(target), examples=left, seed=seed,
+                             else default_strategy(target), examples=left, seed=run.seed,
                              store=store, shrink=shrink, shrink_seconds=shrink_seconds)
     res.seconds = time.perf_counter() - t0
     if res.verdict == "pass" and not res.message:

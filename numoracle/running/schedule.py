@@ -46,11 +46,9 @@ import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from ..checking.check import DEFAULT_TIMEOUT
-from ..errors import InvalidArgument
+from ..settings import MIN_CASES, REPORT_RESERVE, SHRINK_SHARE, RunSettings
 from .blocks import block_seed, merge_results
 from .draws import CHUNK, BlockCases, BlockDraws, default_strategy
 from .runner import TargetResult, run_target
@@ -68,16 +66,10 @@ __all__ = ["Row", "RunPlan", "RunSettings", "RunDraws", "judge_rows", "warm_up",
 #: chunk ``j`` of block ``index`` of row ``k``: ``fetch(k, index, j)``
 Fetch = Callable[[int, int, int], "list[Case]"]
 
-#: cases every row gets before any row gets more
-MIN_CASES = 20
 #: chunks of a block a driver draws before they are asked for (:meth:`RunDraws.ahead`) ...
 AHEAD_CHUNKS = 2
 #: ... and while its workers warm up, before the clock
 WARM_AHEAD_CHUNKS = 8
-#: share of the budget kept for the table and the report (plus time per picture)
-REPORT_RESERVE = 0.05
-#: a failure's shrinking may take this share of the budget (at least 1 s)
-SHRINK_SHARE = 0.1
 
 
 @dataclass
@@ -95,25 +87,6 @@ class Row:
     def label(self) -> str:
         extra = "" if self.regime == "small" else f" ({self.regime})"
         return f"{self.target.name} {self.target.op}{extra}"
-
-
-@dataclass
-class RunSettings:
-    """What every row of a run is judged with (the same in every worker)."""
-
-    seed: int = 0
-    min_cases: int = MIN_CASES
-    store: Path | str | None = None
-    timeout: float | None = DEFAULT_TIMEOUT
-    diagnose: bool = False
-    shrink_seconds: float | None = None
-    #: seconds past the end of judging that shrinking may still use
-    shrink_grace: float = 0.0
-
-    def __post_init__(self) -> None:
-        if self.min_cases < 1:
-            raise InvalidArgument(f"min_cases={self.min_cases!r} must be a positive int; "
-                                  f"give e.g. {MIN_CASES}")
 
 
 @dataclass
@@ -173,9 +146,8 @@ def warm_up(rows: Sequence[Row], settings: RunSettings) -> dict[str, float]:
         if key in took or t.unavailable_reason() is not None:
             continue
         t0 = time.perf_counter()
-        run_target(t, examples=1, seed=settings.seed, store=None, shrink=False,
-                   timeout=settings.timeout, isolate=row.isolate,
-                   strategy=default_strategy(t, regime="small"))
+        run_target(t, settings, examples=1, store=None, shrink=False, isolate=row.isolate,
+                   diagnose=False, strategy=default_strategy(t, regime="small"))
         took[key] = time.perf_counter() - t0
     return took
 
@@ -356,7 +328,7 @@ def _block(row: Row, k: int, cases: BlockCases, share: float | None,
            on_case: Callable[[int, Verdict], None] | None, *, first_case: bool = False,
            expected_case: float = 0.0) -> TargetResult:
     """A block of row ``k``: its ``cases`` within ``share`` seconds."""
-    shrink = settings.shrink_seconds
+    shrink = settings.shrink_cap
     if end is not None:  # shrinking ends by the budget's end plus its grace at the latest
         left = max(end + settings.shrink_grace - time.monotonic(), 0.0)
         shrink = left if shrink is None else min(shrink, left)
@@ -364,12 +336,11 @@ def _block(row: Row, k: int, cases: BlockCases, share: float | None,
     if on_case is not None:
         def callback(v: Verdict, _k: int = k) -> None:
             on_case(_k, v)
-    res = run_target(row.target, cases=cases, store=settings.store, on_case=callback,
-                     seconds=share,
+    res = run_target(row.target, settings, cases=cases, on_case=callback, seconds=share,
                      cut_after=None if end is None else max(
                          end + settings.shrink_grace - time.monotonic(), 0.0),
-                     timeout=settings.timeout, diagnose=settings.diagnose, isolate=row.isolate,
-                     shrink_seconds=shrink, first_case=first_case, expected_case=expected_case)
+                     isolate=row.isolate, shrink_seconds=shrink, first_case=first_case,
+                     expected_case=expected_case)
     res.regime = row.regime
     return res
 
