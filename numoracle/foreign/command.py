@@ -300,8 +300,7 @@ def command_target(
                               "stdin; leave {dir} out")
     if not (isinstance(timeout, (int, float)) and timeout > 0):
         raise InvalidArgument(f"timeout={timeout!r} must be a positive number of seconds")
-    model = PrecisionModel.from_dict(precision) if isinstance(precision, Mapping) \
-        else get_model(precision)
+    model = get_model(precision)
     ins, outs = array_names(op)
     if outputs is not None and (isinstance(outputs, str) or not outputs):
         raise InvalidArgument(f"outputs={outputs!r} must be a non-empty list of output names, "

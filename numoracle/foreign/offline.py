@@ -148,7 +148,7 @@ def judge_folder(folder: Path | str, *, store: Path | str | None = None) -> Judg
         raise InvalidArgument(f"{str(folder)!r} holds no manifest.json; give a folder written "
                               "by `numoracle cases`")
     top = json.loads(top_file.read_text())
-    model = PrecisionModel.from_dict(top["precision"])
+    model = get_model(top["precision"])
     spec = ArgSpec(top["spec"]["op"], (), top["spec"]["dtype"], top["spec"]["layouts"])
     result = JudgeResult()
     for entry in top["cases"]:

@@ -394,8 +394,7 @@ def shared_library_target(
                               "use this process's device pointers; isolate CPU kernels only "
                               "(numoracle.foreign.run isolates a GPU target whole)")
     isolate = device == "cpu" if isolate is None else isolate
-    model = PrecisionModel.from_dict(precision) if isinstance(precision, Mapping) \
-        else get_model(precision)
+    model = get_model(precision)
     spec = ArgSpec.build(op, args, precision=model, layouts=layouts, dtypes=dtypes)
     fixed = fixed_params(op, params)
     if (spec.stepped or spec.inouts) and be != "numpy":

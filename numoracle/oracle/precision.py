@@ -383,11 +383,19 @@ _ALGORITHM_NAMES: dict[str, tuple[str, ...]] = {
 }
 
 
-def get_model(spec: str | PrecisionModel, **overrides: object) -> PrecisionModel:
-    """A preset by name, optionally with fields changed.
+def get_model(spec: str | PrecisionModel | Mapping[str, object],
+              **overrides: object) -> PrecisionModel:
+    """The one reading of a claimed precision: a preset by name (``"bf16+triton"``:
+    a preset under an accuracy profile), a model, or a model's dict as
+    :meth:`PrecisionModel.to_dict` writes it (a spec file's, a repro's),
+    optionally with fields changed (claims: ``order=``, ``accuracy=``,
+    ``algorithm=``, ...). Every place that takes a user's ``precision=``
+    reads it here.
 
     Examples
     --------
+    >>> get_model(get_model("tf32").to_dict()) == get_model("tf32")
+    True
     >>> get_model("fp32", order="pairwise").order.kind
     'pairwise'
     >>> get_model("fp32", algorithm="direct").algorithms
@@ -397,6 +405,8 @@ def get_model(spec: str | PrecisionModel, **overrides: object) -> PrecisionModel
     """
     if isinstance(spec, PrecisionModel):
         model = spec
+    elif isinstance(spec, Mapping):
+        model = PrecisionModel.from_dict(spec)
     elif isinstance(spec, str) and "+" in spec:  # "bf16+triton": a preset under a profile
         base, _, accuracy = spec.partition("+")
         return get_model(base, **{"accuracy": accuracy, **overrides})

@@ -117,8 +117,7 @@ def load_repro(path: Path | str) -> Repro:
     try:
         case = Case.from_dict(meta["case"])
         t = meta["target"]
-        model = PrecisionModel.from_dict(t["model"]) if "model" in t \
-            else get_model(t["precision"])
+        model = get_model(t["model"] if "model" in t else t["precision"])
         name, op = t["name"], t["op"]
     except (KeyError, TypeError, ValueError, AttributeError, InvalidArgument) as exc:
         raise _damaged(folder, f"repro.json lacks or garbles its case or target "

@@ -370,8 +370,7 @@ def wgsl_target(
         does not declare the bindings the spec names: before any case.
     """
     text, path = read_shader(shader)
-    model = PrecisionModel.from_dict(precision) if isinstance(precision, Mapping) \
-        else get_model(precision)
+    model = get_model(precision)
     if model.storage.name != "fp32":
         raise InvalidArgument(f"precision {model.name!r} stores {model.storage}; WGSL targets "
                               "exchange f32 arrays: claim an fp32-stored model ('wgsl')")
