@@ -17,22 +17,68 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from enum import Enum
 from typing import Any
 
 from ..oracle.precision import PrecisionModel
 
-__all__ = ["Diagnosis", "Fault", "KINDS", "FAULT_KINDS", "FATAL_KINDS", "most_specific",
+__all__ = ["Diagnosis", "Fault", "DiagnosisKind", "FaultKind", "KINDS", "FAULT_KINDS", "FATAL_KINDS", "most_specific",
            "failure_class"]
 
-#: the kinds of a diagnosis, from the least specific to the most: a failure is
-#: classed by its most specific failing output (a logic bug in any output makes it
-#: a logic bug)
-KINDS = ("none", "pass", "exceeds", "precision", "algorithm", "nondeterministic", "nonfinite",
-         "logic")
+class DiagnosisKind(str, Enum):
+    """The rungs of a diagnosis, from the least specific to the most: a failure
+    is classed by its most specific failing output (a logic bug in any output
+    makes it a logic bug). A member equals its name as a string (``"logic"``),
+    which is what reports and repros save and what loading reads back."""
+
+    NONE = "none"
+    PASS = "pass"
+    EXCEEDS = "exceeds"
+    PRECISION = "precision"
+    ALGORITHM = "algorithm"
+    NONDETERMINISTIC = "nondeterministic"
+    NONFINITE = "nonfinite"
+    LOGIC = "logic"
+
+    def __str__(self) -> str:
+        return self.value
+
+    __format__ = str.__format__
+
+
+class FaultKind(str, Enum):
+    """Why a kernel call gave no outputs (:class:`Fault`); saved as its string."""
+
+    RAISE = "raise"
+    HANG = "hang"
+    CRASH = "crash"
+    CUDA = "cuda"
+    INPUT = "input"
+    OUTPUT = "output"
+    OOM = "oom"
+    UNSUPPORTED = "unsupported"
+
+    def __str__(self) -> str:
+        return self.value
+
+    __format__ = str.__format__
+
+
+#: the kinds of a diagnosis, least specific first
+KINDS: tuple[DiagnosisKind, ...] = tuple(DiagnosisKind)
 #: the kinds of a fault (:class:`Fault`)
-FAULT_KINDS = ("raise", "hang", "crash", "cuda", "input", "output", "oom", "unsupported")
+FAULT_KINDS: tuple[FaultKind, ...] = tuple(FaultKind)
 #: fault kinds after which the process that ran the kernel cannot be trusted
-FATAL_KINDS = ("hang", "crash", "cuda")
+FATAL_KINDS = (FaultKind.HANG, FaultKind.CRASH, FaultKind.CUDA)
+
+
+def _member(kind_type: type[Enum], value: Any, what: str) -> Any:
+    """``value`` as a member of ``kind_type`` (its string read back)."""
+    try:
+        return kind_type(value)
+    except ValueError:
+        raise ValueError(f"{what} kind={value!r} must be one of "
+                         f"{[k.value for k in kind_type]}") from None
 
 
 @dataclass(frozen=True)
@@ -41,8 +87,8 @@ class Diagnosis:
 
     Attributes
     ----------
-    kind : str
-        One of :data:`KINDS`: ``none`` (not diagnosed), ``pass``, ``exceeds``
+    kind : DiagnosisKind
+        One of :data:`KINDS` (a string is read as one): ``none`` (not diagnosed), ``pass``, ``exceeds``
         (beyond the claim, no other model tried), ``precision``, ``algorithm``,
         ``nondeterministic``, ``nonfinite``, ``logic``.
     text : str
@@ -57,15 +103,14 @@ class Diagnosis:
         What to do (claim another model, compile otherwise), or empty.
     """
 
-    kind: str = "none"
+    kind: DiagnosisKind = DiagnosisKind.NONE
     text: str = ""
     model: PrecisionModel | None = None
     alternatives: tuple[PrecisionModel, ...] = ()
     advice: str = ""
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"Diagnosis kind={self.kind!r} must be one of {KINDS}")
+        object.__setattr__(self, "kind", _member(DiagnosisKind, self.kind, "Diagnosis"))
 
     def __str__(self) -> str:
         return f"{self.text}. {self.advice}" if self.advice else self.text
@@ -79,7 +124,7 @@ class Diagnosis:
     @property
     def ambiguous(self) -> bool:
         """Several models explain the result and none was ruled out."""
-        return self.kind == "precision" and bool(self.alternatives)
+        return self.kind is DiagnosisKind.PRECISION and bool(self.alternatives)
 
     @property
     def specificity(self) -> int:
@@ -91,10 +136,11 @@ class Diagnosis:
         """The class a failure signature keeps: ``logic``, ``nonfinite``,
         ``nondeterministic``, ``precision:<model>``, ``algorithm:<model>``,
         ``pass`` or ``other``."""
-        if self.kind in ("precision", "algorithm"):
-            return f"{self.kind}:{self.model.name if self.model is not None else '?'}"
-        if self.kind in ("logic", "nonfinite", "nondeterministic", "pass"):
-            return self.kind
+        if self.kind in (DiagnosisKind.PRECISION, DiagnosisKind.ALGORITHM):
+            return f"{self.kind.value}:{self.model.name if self.model is not None else '?'}"
+        if self.kind in (DiagnosisKind.LOGIC, DiagnosisKind.NONFINITE,
+                         DiagnosisKind.NONDETERMINISTIC, DiagnosisKind.PASS):
+            return self.kind.value
         return "other"
 
     def with_advice(self, advice: str) -> Diagnosis:
@@ -103,7 +149,7 @@ class Diagnosis:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for reports (models by name)."""
-        return {"kind": self.kind, "text": self.text,
+        return {"kind": self.kind.value, "text": self.text,
                 "model": None if self.model is None else self.model.name,
                 "alternatives": [m.name for m in self.alternatives], "advice": self.advice}
 
@@ -116,8 +162,8 @@ class Fault:
     ----------
     text : str
         The sentence a person reads.
-    kind : str
-        One of :data:`FAULT_KINDS`: ``hang`` (past the timeout), ``crash`` (the
+    kind : FaultKind
+        One of :data:`FAULT_KINDS` (a string is read as one): ``hang`` (past the timeout), ``crash`` (the
         kernel's process died), ``cuda`` (a CUDA error raised or left sticky),
         ``input`` (the kernel wrote to an input), ``raise`` (an exception),
         ``output`` (a missing or malformed output), ``oom`` (the GPU ran out of
@@ -131,13 +177,12 @@ class Fault:
     """
 
     text: str
-    kind: str = "raise"
+    kind: FaultKind = FaultKind.RAISE
     advice: str = ""
     exception: str | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in FAULT_KINDS:
-            raise ValueError(f"Fault kind={self.kind!r} must be one of {FAULT_KINDS}")
+        object.__setattr__(self, "kind", _member(FaultKind, self.kind, "Fault"))
 
     def __str__(self) -> str:
         return f"{self.text}. {self.advice}" if self.advice else self.text
@@ -149,9 +194,9 @@ class Fault:
     def cls(self) -> str:
         """The class a failure signature keeps: ``error:<kind>``, with the
         exception's name for ``raise`` (``error:raised ValueError``)."""
-        if self.kind == "raise" and self.exception:
+        if self.kind is FaultKind.RAISE and self.exception:
             return f"error:raised {self.exception}"
-        return f"error:{self.kind}"
+        return f"error:{self.kind.value}"
 
 
 def most_specific(diagnoses: Iterable[tuple[str, Diagnosis]]) -> tuple[str, Diagnosis] | None:
