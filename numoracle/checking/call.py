@@ -26,11 +26,11 @@ import numpy as np
 
 from ..cases.case import Case
 from ..cases.layouts import accepts, from_order, layouts_for, parse, shape_in, to_order
-from ..targets.target import Target
 from ..errors import UnsupportedCase
-from ..targets.backends import get_backend
 from ..oracle.ops import get_op
 from ..oracle.xp import release_cached_memory
+from ..targets.backends import get_backend
+from ..targets.target import Target
 from .diagnosis import Fault
 
 __all__ = ["DEFAULT_TIMEOUT", "call_kernel", "call_in_thread", "call_here", "cuda_error",

@@ -18,12 +18,12 @@ from typing import Any
 import numpy as np
 
 from ..cases.case import Case
-from ..targets.target import Target
 from ..errors import InvalidArgument, UnsupportedCase
-from ..targets.backends import get_backend
 from ..oracle.ops import get_op
 from ..oracle.precision import PrecisionModel
 from ..oracle.tracked import Tracked
+from ..targets.backends import get_backend
+from ..targets.target import Target
 from .call import (
     DEFAULT_TIMEOUT,
     call_in_thread,

@@ -28,12 +28,12 @@ from typing import Any
 import numpy as np
 
 from ..cases.case import Case
-from ..targets.target import Target
 from ..errors import InvalidArgument, UnsupportedCase
 from ..oracle.formats import quantize
 from ..oracle.ops import get_op
 from ..oracle.precision import PrecisionModel
 from ..oracle.tracked import Tracked
+from ..targets.target import Target
 from .check import check_case, run_kernel
 from .verdict import compare
 

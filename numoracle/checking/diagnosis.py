@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from enum import Enum
+from enum import Enum, StrEnum
 from typing import Any
 
 from ..oracle.precision import PrecisionModel
@@ -25,7 +25,7 @@ from ..oracle.precision import PrecisionModel
 __all__ = ["Diagnosis", "Fault", "DiagnosisKind", "FaultKind", "KINDS", "FAULT_KINDS", "FATAL_KINDS", "most_specific",
            "failure_class"]
 
-class DiagnosisKind(str, Enum):
+class DiagnosisKind(StrEnum):
     """The rungs of a diagnosis, from the least specific to the most: a failure
     is classed by its most specific failing output (a logic bug in any output
     makes it a logic bug). A member equals its name as a string (``"logic"``),
@@ -40,13 +40,8 @@ class DiagnosisKind(str, Enum):
     NONFINITE = "nonfinite"
     LOGIC = "logic"
 
-    def __str__(self) -> str:
-        return self.value
 
-    __format__ = str.__format__
-
-
-class FaultKind(str, Enum):
+class FaultKind(StrEnum):
     """Why a kernel call gave no outputs (:class:`Fault`); saved as its string."""
 
     RAISE = "raise"
@@ -57,11 +52,6 @@ class FaultKind(str, Enum):
     OUTPUT = "output"
     OOM = "oom"
     UNSUPPORTED = "unsupported"
-
-    def __str__(self) -> str:
-        return self.value
-
-    __format__ = str.__format__
 
 
 #: the kinds of a diagnosis, least specific first

@@ -33,11 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from ..targets.target import Target
 from ..errors import InvalidArgument, UnsupportedCase
 from ..oracle.formats import get_format, quantize
 from ..oracle.ops import get_op
 from ..oracle.precision import PrecisionModel
+from ..targets.target import Target
 from .check import DEFAULT_TIMEOUT, judge, run_kernel
 from .diagnosis import Diagnosis
 from .verdict import OutputVerdict, Verdict

@@ -39,10 +39,10 @@ from typing import Any
 import numpy as np
 
 from ..cases.case import Case
-from ..targets.target import Target
 from ..oracle.ops import get_op
 from ..oracle.precision import PrecisionModel
 from ..oracle.tracked import Tracked
+from ..targets.target import Target
 from .check import DEFAULT_TIMEOUT, run_kernel
 
 __all__ = ["EquivalenceVerdict", "check_equivalence", "compare", "claims_sequential"]

@@ -76,9 +76,9 @@ from typing import Any
 import numpy as np
 
 from ..cases.case import Case
+from ..errors import InvalidArgument
 from ..targets.sources import find_in_source
 from ..targets.target import Target
-from ..errors import InvalidArgument
 from .call import DEFAULT_TIMEOUT, call_here, call_kernel
 from .diagnosis import Fault
 

@@ -41,13 +41,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..callables import load_location
-from ..targets.target import Target
 from ..errors import InvalidArgument
-from ..targets.backends import get_backend
-from ..targets.sources import Resolve, find_in_source
 from ..store.repro import Repro, load_repro
 from ..store.store import Entry, entries, kernel_record, record_status
 from ..store.store import prune as prune_store
+from ..targets.backends import get_backend
+from ..targets.sources import Resolve, find_in_source
+from ..targets.target import Target
 from .check import check_case, judge
 from .verdict import Verdict
 

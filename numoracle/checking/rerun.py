@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..cases.case import Case
-from ..targets.target import Target
 from ..oracle.ops import get_op
 from ..oracle.precision import gamma
+from ..targets.target import Target
 from .check import DEFAULT_TIMEOUT, run_kernel
 
 __all__ = ["RerunVerdict", "check_reruns"]

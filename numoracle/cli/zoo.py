@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from ..targets.target import Target
 from ..checking.report import results_table, write_json
 from ..errors import InvalidArgument
 from ..reports import observing, write_html
+from ..targets.target import Target
 from ._common import (
     check_ops,
     ops_option,

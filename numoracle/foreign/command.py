@@ -36,11 +36,11 @@ from typing import Any
 import numpy as np
 
 from ..cases.layouts import shape_in
-from ..targets.target import Target
 from ..errors import InvalidArgument
-from ..targets.backends import get_backend
 from ..oracle.ops import get_op
 from ..oracle.precision import PrecisionModel, get_model
+from ..targets.backends import get_backend
+from ..targets.target import Target
 from .declare import foreign_target
 from .rebuild import write_source
 from .sharedlib import ForeignError

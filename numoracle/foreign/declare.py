@@ -30,10 +30,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..targets.target import Target
 from ..errors import InvalidArgument
 from ..oracle.ops import get_op
 from ..oracle.precision import PrecisionModel
+from ..targets.target import Target
 from .spec import ArgSpec, _params_of
 
 __all__ = ["declared_op", "fixed_params", "foreign_target", "spec_params"]

@@ -35,12 +35,12 @@ from typing import Any
 import numpy as np
 
 from ..cases.layouts import shape_in
-from ..targets.target import Target
 from ..errors import InvalidArgument
-from ..targets.backends import get_backend
 from ..oracle.formats import format_of
 from ..oracle.ops import get_op
 from ..oracle.precision import PrecisionModel, get_model
+from ..targets.backends import get_backend
+from ..targets.target import Target
 from .declare import declared_op, fixed_params, foreign_target
 from .rebuild import write_source
 from .spec import CTYPES, FLOAT_CTYPES, ArgSpec, ParamReader, host_dtype

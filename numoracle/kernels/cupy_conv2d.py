@@ -59,10 +59,10 @@ from typing import Any
 
 import numpy as np
 
-from ..targets.target import Target
 from ..errors import InvalidArgument, KernelMismatch
 from ..oracle.precision import get_model
 from ..targets.backends import get_backend
+from ..targets.target import Target
 from .conv_geometry import CONV_LAYOUTS, SIZE_PARAMS, ConvGeometry, resolve_geometry
 
 __all__ = [

@@ -36,10 +36,10 @@ from typing import Any
 
 import numpy as np
 
-from ..targets.target import Target
 from ..errors import InvalidArgument, KernelMismatch
 from ..oracle.precision import get_model
 from ..targets.backends import get_backend
+from ..targets.target import Target
 
 __all__ = ["TILE", "GEMM_SOURCE", "linear", "matmul", "gemm", "column_sum", "TARGETS"]
 

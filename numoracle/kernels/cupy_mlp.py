@@ -35,11 +35,11 @@ from typing import Any
 
 import numpy as np
 
-from ..targets.target import Target
 from ..oracle.mlp import PARAMS
 from ..oracle.optim_math import OptimConfig
 from ..oracle.precision import get_model
 from ..targets.backends import get_backend
+from ..targets.target import Target
 from .mlp_numpy import BUGS, UPDATE_BUGS
 
 __all__ = ["ACCUMULATE_SOURCE", "UPDATE_SOURCE", "RACE_SPIN_CYCLES", "cupy_mlp_step",

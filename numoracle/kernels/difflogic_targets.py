@@ -32,9 +32,9 @@ import warnings
 from functools import partial
 from typing import Any
 
-from ..targets.target import Target
 from ..oracle.precision import get_model
 from ..targets.backends import get_backend
+from ..targets.target import Target
 
 __all__ = ["difflogic_layer", "TARGETS"]
 

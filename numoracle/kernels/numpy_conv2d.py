@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from ..targets.target import Target
 from ..oracle.precision import get_model
 from ..targets.backends import get_backend
+from ..targets.target import Target
 
 __all__ = ["conv2d", "im2col_nhwc", "TARGETS"]
 

@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from ..targets.target import Target
 from ..oracle.precision import get_model
+from ..targets.target import Target
 
 __all__ = ["gates", "layer_forward", "layer_backward", "ca_numpy", "TARGETS", "MERGES"]
 

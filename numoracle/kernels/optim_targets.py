@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from ..targets.target import Target
 from ..oracle.mlp import PARAMS
 from ..oracle.ops.mlp_train import SIZE_NAMES
 from ..oracle.optim_math import OptimConfig
 from ..oracle.precision import get_model
 from ..targets.backends import get_backend
+from ..targets.target import Target
 from .mlp_numpy import Trainer
 
 __all__ = ["IMPLS", "torch_optimizer", "torch_optimizer_step", "torch_mlp_step",

@@ -19,8 +19,8 @@ import warnings
 from functools import partial
 from typing import Any
 
-from ..targets.target import Target
 from ..oracle.precision import get_model
+from ..targets.target import Target
 from .torch_targets import (
     _NO_CONTEXT_WARNING,
     TorchMode,

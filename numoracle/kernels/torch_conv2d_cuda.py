@@ -47,11 +47,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from ..targets.target import Target
 from ..errors import InvalidArgument
 from ..oracle.precision import PrecisionModel, get_model
 from ..oracle.transforms import ALGORITHMS
 from ..targets.backends import get_backend
+from ..targets.target import Target
 from .conv_geometry import resolve_geometry
 from .torch_targets import _has, _pinned
 

@@ -26,9 +26,9 @@ import warnings
 from functools import partial
 from typing import Any
 
-from ..targets.target import Target
 from ..oracle.precision import get_model
 from ..targets.backends import get_backend
+from ..targets.target import Target
 from .torch_targets import _NO_CONTEXT_WARNING, TorchMode, precision_flags
 
 __all__ = ["bin_op", "bin_op_s", "logic_layer_forward", "logic_layer_forward_backward",

@@ -33,11 +33,11 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from ..targets.target import Target
 from ..errors import InvalidArgument
 from ..oracle.formats import get_format
 from ..oracle.precision import PrecisionModel, get_model
 from ..targets.backends import get_backend
+from ..targets.target import Target
 
 __all__ = ["TorchMode", "precision_flags", "linear", "matmul", "TARGETS"]
 

@@ -27,11 +27,11 @@ from contextlib import ExitStack, contextmanager
 from functools import partial
 from typing import Any
 
-from ..targets.target import Target
 from ..errors import InvalidArgument
 from ..oracle.formats import get_format
 from ..oracle.ops import get_op
 from ..oracle.precision import get_model
+from ..targets.target import Target
 from .torch_targets import _NO_CONTEXT_WARNING, TorchMode, _available, _pinned, precision_flags
 
 __all__ = ["MODES", "reference_targets", "run_reference"]

@@ -41,9 +41,9 @@ from pathlib import Path
 from typing import Any
 
 from ..cases.case import Case
-from ..targets.target import Target
 from ..errors import InvalidArgument
 from ..settings import RunSettings
+from ..targets.target import Target
 from .blocks import block_seed, merge_results
 from .draws import case_digest, draw_cases
 from .runner import TargetResult

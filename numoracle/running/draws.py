@@ -35,8 +35,8 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from ..cases.case import Case
-from ..targets.target import Target
 from ..errors import InvalidArgument
+from ..targets.target import Target
 
 __all__ = ["default_strategy", "draw_cases", "edge_cases", "raw_chunk", "case_digest", "chunk_seed", "BlockDraws",
            "BlockCases", "CHUNK"]

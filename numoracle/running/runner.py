@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sized
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, cast
 
@@ -27,7 +27,6 @@ from hypothesis import strategies as st
 from hypothesis.errors import FlakyFailure, HypothesisException
 
 from ..cases.case import Case
-from ..targets.target import Target
 from ..checking.check import DEFAULT_TIMEOUT, check_case
 from ..checking.diagnosis import Diagnosis, DiagnosisKind
 from ..checking.discriminate import discriminate
@@ -41,12 +40,13 @@ from ..reports.observe import case_features
 from ..reports.observe import enabled as observing
 from ..settings import RunSettings
 from ..store.repro import save_repro
+from ..targets.target import Target
 from .draws import default_strategy, draw_cases
 
 __all__ = ["TargetResult", "Outcome", "run_target", "default_strategy", "draw_cases"]
 
 
-class Outcome(str, Enum):
+class Outcome(StrEnum):
     """How a row (a target on an op) came out: :meth:`TargetResult.status`.
     A member equals its string (``"pass"``), which is what ``report.json``
     saves; :meth:`read` reads a saved one back, and the ``verdict`` spelling
@@ -56,11 +56,6 @@ class Outcome(str, Enum):
     FAIL = "fail"
     SKIPPED = "skipped"
     UNJUDGED = "unjudged"
-
-    def __str__(self) -> str:
-        return self.value
-
-    __format__ = str.__format__
 
     @classmethod
     def read(cls, text: str) -> Outcome:

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
 from ..cases.layouts import ALL_LAYOUTS, layouts_for
-from ..targets.target import LAYOUTS
 from ..errors import InvalidArgument
+from ..targets.target import LAYOUTS
 from ._validate import check_choices, check_shapes, is_strategy
 
 __all__ = ["layouts", "input_layouts"]

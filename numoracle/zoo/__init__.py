@@ -28,9 +28,9 @@ import importlib
 import pkgutil
 from collections.abc import Sequence
 
-from ..targets.target import Target
 from ..errors import InvalidArgument
 from ..oracle.ops import get_op
+from ..targets.target import Target
 
 __all__ = ["zoo_modules", "modules_for", "mutants", "OPTIONAL"]
 

@@ -46,12 +46,12 @@ from typing import Any
 import numpy as np
 
 from ...cases.layouts import shape_in
-from ...targets.target import Target
 from ...errors import InvalidArgument
 from ...oracle.ops import get_op
 from ...oracle.precision import PrecisionModel, get_model
-from ..rebuild import write_source
+from ...targets.target import Target
 from ..declare import declared_op, fixed_params, foreign_target, spec_params
+from ..rebuild import write_source
 from ..sharedlib import ForeignError
 from ..spec import FLOAT_CTYPES, Arg, ArgSpec, ParamReader, array_names
 from .dispatch import DispatchRule
