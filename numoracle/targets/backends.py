@@ -157,13 +157,7 @@ class Backend(ABC):
         """
         fmt = _storage(storage)
         self.dtype(fmt)  # refuse formats this library has no dtype for, before any work
-        dense, axes, strided = _layout_plan(_host_cast(host, fmt), layout)
-        arr = self._upload(dense)
-        if axes is not None:
-            arr = self._permute(arr, axes)
-        if strided:
-            arr = arr[..., ::2]
-        return arr
+        return self._laid_out(*_layout_plan(_host_cast(host, fmt), layout))
 
     def to_device_integers(self, host: np.ndarray, dtype: str = "int64",
                            layout: str = "C") -> Any:
@@ -187,7 +181,11 @@ class Backend(ABC):
             raise InvalidArgument(f"host values of dtype {host.dtype} are not all {dtype}; "
                                   "give integer inputs as integers")
         fill = True if dtype == "bool" else np.iinfo(np.int64).min
-        dense, axes, strided = _layout_plan(cast, layout, fill)
+        return self._laid_out(*_layout_plan(cast, layout, fill))
+
+    def _laid_out(self, dense: np.ndarray, axes: Sequence[int] | None, strided: bool) -> Any:
+        """The dense host buffer uploaded, then viewed in its layout on the device
+        (axes permuted, every other element of a strided one)."""
         arr = self._upload(dense)
         if axes is not None:
             arr = self._permute(arr, axes)
