@@ -8,13 +8,23 @@ import pickle
 import numpy as np
 import pytest
 
+import json
+
 from numoracle.cases.case import Case
-from numoracle.targets.target import Target
 from numoracle.checking.check import check_case
-from numoracle.checking.diagnosis import Diagnosis, Fault, failure_class, most_specific
+from numoracle.checking.diagnosis import (
+    Diagnosis,
+    DiagnosisKind,
+    Fault,
+    FaultKind,
+    failure_class,
+    most_specific,
+)
 from numoracle.checking.verdict import candidates
 from numoracle.oracle.precision import get_model
+from numoracle.running.runner import Outcome, TargetResult
 from numoracle.store.store import signature
+from numoracle.targets.target import Target
 
 TF32 = get_model("tf32")
 LINEAR = Case("linear", {"batch": 3, "in_features": 5, "out_features": 4, "bias": False},
@@ -98,3 +108,28 @@ def test_a_verdict_carries_the_claimed_model_itself() -> None:
                fn=lambda a, b: {"out": a @ b})
     v = check_case(Case("matmul", {"batch_shape": (), "m": 2, "k": 3, "n": 2}), t)
     assert v.passed and v.model is custom and v.precision == "my-pairwise"
+
+
+def test_kinds_are_enums_in_the_process_and_strings_when_saved() -> None:
+    d = Diagnosis("logic", "wrong index")  # a saved string is read back as its member
+    f = Fault("the kernel hung", "hang")
+    assert d.kind is DiagnosisKind.LOGIC and f.kind is FaultKind.HANG
+    assert type(d.to_dict()["kind"]) is str  # saved as the plain string
+    saved = json.loads(json.dumps({"diagnosis": d.to_dict(), "fault": f.kind}))
+    assert saved["diagnosis"]["kind"] == "logic" and saved["fault"] == "hang"
+    assert Diagnosis(saved["diagnosis"]["kind"], d.text) == d
+    with pytest.raises(ValueError, match="kind='bogus' must be one of"):
+        Diagnosis("bogus")
+
+
+@pytest.mark.parametrize(("verdict", "cases", "outcome"), [
+    ("pass", 3, Outcome.PASS), ("FAIL", 1, Outcome.FAIL), ("skipped", 0, Outcome.SKIPPED),
+    ("error", 2, Outcome.UNJUDGED), ("pass", 0, Outcome.UNJUDGED),
+])
+def test_a_rows_outcome_is_one_enum_saved_as_its_string(verdict: str, cases: int,
+                                                         outcome: Outcome) -> None:
+    r = TargetResult("k", "matmul", "fp32", cases=cases, verdict=verdict)
+    assert r.status()[0] is outcome
+    row = json.loads(json.dumps(r.row()))
+    assert row["status"] == outcome.value and Outcome.read(row["status"]) is outcome
+    assert Outcome.read(row["verdict"]) is Outcome.read(verdict)  # a run's verdict read back
