@@ -19,8 +19,8 @@ from numoracle.zoo.linear import bias_added_twice
 def test_a_time_budget_stops_drawing_cases(tmp_path: Path) -> None:
     t0 = time.perf_counter()
     res = run_target(get_target("numpy-fp32", "matmul"), examples=100_000, seed=0,
-                     store=tmp_path, seconds=1.0)
-    assert time.perf_counter() - t0 < 60  # not the hours of 100,000 cases, on a busy machine
+                     store=tmp_path, seconds=5.0)
+    assert time.perf_counter() - t0 < 300  # not the hours of 100,000 cases, on a busy machine
     assert res.verdict == "pass" and 0 < res.cases < 100_000
 
 
