@@ -175,13 +175,14 @@ def _row(name: str, size: str, backward: bool, device: str, repeats: int,
 
 
 def table(device: str, out: Path, repeats: int, budget: float,
-          names: tuple[str, ...] = tuple(REFERENCES)) -> int:
+          names: tuple[str, ...] = tuple(REFERENCES),
+          sizes: tuple[str, ...] = ("realistic", "small")) -> int:
     """Measure every row, writing ``table.json`` and ``table.md`` to ``out`` after each."""
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
     rows: list[dict[str, Any]] = []
     start = time.perf_counter()
-    for size in ("realistic", "small"):  # the sizes kernels run first
+    for size in sizes:  # the sizes kernels run first, by default
         for name in names:
             for backward in (False, True):
                 left = budget - (time.perf_counter() - start)
@@ -234,9 +235,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--budget", type=float, default=220.0, help="seconds for every row")
     p.add_argument("--only", default="", help="comma-separated reference names")
+    p.add_argument("--sizes", default="realistic,small", help="comma-separated, in order")
     a = p.parse_args(argv)
     names = tuple(n for n in a.only.split(",") if n) or tuple(REFERENCES)
-    return table(a.device, Path(a.out), a.repeats, a.budget, names)
+    sizes = tuple(s for s in a.sizes.split(",") if s)
+    return table(a.device, Path(a.out), a.repeats, a.budget, names, sizes)
 
 
 if __name__ == "__main__":
