@@ -365,14 +365,12 @@ def _two_product_error(x: float, y: float, p: float) -> float:
 
 @_jit
 def mul_radii(av: Any, bv: Any, ad: Any, bd: Any, ap: Any, bp: Any, ar: Any, br: Any,
-              u: float, tiny: float, u64: float, t: int, emin: int, fmax: float,
-              test_exact: bool, value: Any, ref: Any, det: Any, prob: Any, mag: Any) -> None:
+              u: float, tiny: float, u64: float, fmax: float, value: Any, ref: Any, det: Any,
+              prob: Any, mag: Any) -> None:
     """:func:`~numoracle.oracle.elementwise.mul` of rows (operands broadcast to the
     output's shape) in one pass, its NumPy passes' operations in their order: the
-    propagated radii, one rounding, with ``test_exact`` 0 where the product is exact
-    (exact operands, TwoProduct's error 0, no underflow, held by the format), NaN
-    where an operand held as anything meets an exact 0, infinite where it may
-    overflow."""
+    propagated radii and one rounding, NaN where an operand held as anything meets an
+    exact 0, infinite where it may overflow (selections only: the loop vectorises)."""
     rows, cols = value.shape
     grow = 1.0 + u
     for i in range(rows):
@@ -390,25 +388,37 @@ def mul_radii(av: Any, bv: Any, ad: Any, bd: Any, ap: Any, bp: Any, ar: Any, br:
             d = d * grow + s
             p = p * grow + s
             over = (m + d) >= fmax
-            if (not abs(xd) < np.inf and y == 0.0 and yd == 0.0) or (
-                    not abs(yd) < np.inf and x == 0.0 and xd == 0.0):
-                d = np.nan
-                p = np.nan
-            if (test_exact and xd == 0.0 and yd == 0.0 and xr == 0.0 and yr == 0.0
-                    and abs(v) < np.inf and (v != 0.0 or x == 0.0 or y == 0.0)
-                    and _two_product_error(x, y, v) == 0.0
-                    and _representable(v, t, emin, fmax)):
-                d = 0.0
-                p = 0.0
-                r = 0.0
-            if over:
-                d = np.inf
-                p = np.inf
+            wild = (not abs(xd) < np.inf and y == 0.0 and yd == 0.0) or (
+                not abs(yd) < np.inf and x == 0.0 and xd == 0.0)
+            d = np.nan if wild else d
+            p = np.nan if wild else p
+            d = np.inf if over else d
+            p = np.inf if over else p
             value[i, j] = v
             ref[i, j] = r
             det[i, j] = d
             prob[i, j] = p
             mag[i, j] = m
+
+
+@_jit
+def mul_exact(av: Any, bv: Any, ad: Any, bd: Any, ar: Any, br: Any, t: int, emin: int,
+              fmax: float, value: Any, ref: Any, det: Any, prob: Any) -> None:
+    """After :func:`mul_radii`: the radii 0 where both operands are exact and the
+    product is (TwoProduct's error 0, no underflow, held by the format), unless it
+    may overflow (an infinite radius there: exact operands have no other)."""
+    rows, cols = value.shape
+    for i in range(rows):
+        for j in range(cols):
+            if ad[i, j] != 0.0 or bd[i, j] != 0.0 or ar[i, j] != 0.0 or br[i, j] != 0.0:
+                continue
+            x, y, v = av[i, j], bv[i, j], value[i, j]
+            if (abs(v) < np.inf and (v != 0.0 or x == 0.0 or y == 0.0)
+                    and det[i, j] != np.inf and _two_product_error(x, y, v) == 0.0
+                    and _representable(v, t, emin, fmax)):
+                ref[i, j] = 0.0
+                det[i, j] = 0.0
+                prob[i, j] = 0.0
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")

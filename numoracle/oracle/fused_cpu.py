@@ -211,8 +211,12 @@ def mul_radii(av: Any, bv: Any, radii: tuple[Any, ...], fmt: Any, u: float, u64:
     and the returns as :func:`add_radii`'s)."""
     shape = _shape_of(av, bv, *radii)
     outs, rows = _out_rows(shape, 5)
-    _loops().mul_radii(_rows(av, shape), _rows(bv, shape), *(_rows(r, shape) for r in radii),
-                       u, fmt.tiny, u64, fmt.t, fmt.emin, fmt.max, test_exact, *rows)
+    a, b = _rows(av, shape), _rows(bv, shape)
+    ad, bd, ap, bp, ar, br = (_rows(r, shape) for r in radii)
+    loops = _loops()
+    loops.mul_radii(a, b, ad, bd, ap, bp, ar, br, u, fmt.tiny, u64, fmt.max, *rows)
+    if test_exact:
+        loops.mul_exact(a, b, ad, bd, ar, br, fmt.t, fmt.emin, fmt.max, *rows[:4])
     return outs
 
 
