@@ -85,7 +85,8 @@ def _still_works(**kw: Any) -> None:
     (aborts, True, "the kernel's process died of SIGABRT"),
     (exits, True, "the kernel's process exited with code 3"),
     (killed, True, "the kernel's process died of SIGKILL"),
-    (busy, True, f"did not return within the timeout of {TIMEOUT * 0.25:g} s"),
+    # found at an edge case (the timeout) or while Hypothesis shrinks (a quarter of it)
+    (busy, True, "did not return within the timeout of"),
 ])
 def test_fault_gets_a_verdict_and_the_run_goes_on(fn: Any, isolated: bool, expected: str,
                                                   tmp_path: Path) -> None:
