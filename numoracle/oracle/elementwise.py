@@ -69,10 +69,10 @@ from .tracked import (
     U64,
     Tracked,
     aligned,
-    any_nonzero,
     bounded,
     folded,
     may_be_exact,
+    surely_zero,
     two_product_error,
 )
 from .xp import array_module as _xp
@@ -154,7 +154,7 @@ def mul(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
 
         def prop(ra: Any, rb: Any) -> Any:
             # (a radius 0 everywhere adds nothing: its products are left out)
-            nz_a, nz_b = any_nonzero(ra), any_nonzero(rb)
+            nz_a, nz_b = not surely_zero(ra), not surely_zero(rb)
             out: Any = _rmul(aa, rb) if nz_b else 0.0
             if nz_a:
                 out = out + _rmul(ra, ab)
@@ -300,7 +300,7 @@ def elementary(t: Tracked, model: PrecisionModel, *, f: Callable[[Any], Any],
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         v = t.value
         value = f(v)
-        has_ref = any_nonzero(t.ref_err)  # (else its passes are left out: adding 0)
+        has_ref = not surely_zero(t.ref_err)  # (else its passes are left out: adding 0)
         reach = t.det + t.ref_err if has_ref else t.det
         L = lipschitz(v - reach, v + reach)
         if xp is np and fused_cpu.available():  # the rest in one loop, the same bits

@@ -29,8 +29,8 @@ from .formats import NOT_FINITE, OFF_SINGLE, SINGLE_UP, SUBNORMAL, UNREPRESENTAB
 
 __all__ = ["available", "warm_up", "operand_facts", "grid", "exact_radii", "store_round",
            "rounding_params", "larger_counts", "add_radii", "either_radii", "any_special",
-           "mul_radii", "carry_binary", "elementary_radii", "NOT_FINITE", "SUBNORMAL", "UNREPRESENTABLE", "OFF_SINGLE",
-           "SINGLE_UP"]
+           "mul_radii", "carry_binary", "elementary_radii", "NOT_FINITE", "SUBNORMAL",
+           "UNREPRESENTABLE", "OFF_SINGLE", "SINGLE_UP"]
 
 
 

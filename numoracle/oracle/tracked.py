@@ -73,8 +73,8 @@ from .xp import (
 )
 
 __all__ = ["Tracked", "exact", "bounded", "moved", "aligned", "negated", "scaled_exactly",
-           "folded", "any_nonzero", "has_zero", "may_be_exact", "two_product_error",
-           "unjudged", "concat", "tmap", "tcat",
+           "folded", "any_nonzero", "surely_zero", "has_zero", "may_be_exact",
+           "two_product_error", "unjudged", "concat", "tmap", "tcat",
            "add", "sub", "relu", "relu_mask_mul", "mul_scalar", "either", "matmul", "sum_",
            "keep_operand_facts",
            "store", "lsb_exponent",
@@ -163,6 +163,16 @@ def any_nonzero(r: Any) -> bool:
             return False
         return bool(r[(0,) * r.ndim])
     return bool(xp.any(r))
+
+
+def surely_zero(r: Any) -> bool:
+    """Whether radius ``r`` is 0 everywhere, known without reading a device: a
+    broadcast of :func:`exact`'s zero (or empty); on NumPy also by one pass. A
+    caller leaves out the arithmetic of such a radius (it would add 0)."""
+    xp = _xp(r)
+    if xp is np:
+        return not any_nonzero(r)
+    return r.size == 0 or (not any(r.strides) and same_memory(r, _zero(xp, r)))
 
 
 _ZEROS: dict[tuple[str, Any], Any] = {}
