@@ -143,7 +143,7 @@ def mul(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
     a, b = (folded(t) for t in aligned(a, b))
     xp = _xp(a.value)
     u, tiny = model.acc_unit(), model.accumulate.tiny
-    if xp is np and fused_cpu.available():  # one loop, the same bits
+    if xp is np and fused_cpu.elementwise(a.value, b.value):  # one loop, the same bits
         value, ref_err, det, prob, mag = fused_cpu.mul_radii(
             a.value, b.value, (a.det, b.det, a.prob, b.prob, a.ref_err, b.ref_err),
             model.accumulate, u, U64, may_be_exact(a, b))
@@ -303,7 +303,7 @@ def elementary(t: Tracked, model: PrecisionModel, *, f: Callable[[Any], Any],
         has_ref = not surely_zero(t.ref_err)  # (else its passes are left out: adding 0)
         reach = t.det + t.ref_err if has_ref else t.det
         L = lipschitz(v - reach, v + reach)
-        if xp is np and fused_cpu.available():  # the rest in one loop, the same bits
+        if xp is np and fused_cpu.elementwise(v):  # the rest in one loop, the same bits
             z = None if maybe_zero is None else maybe_zero(v - reach) | maybe_zero(v + reach)
             det, prob, ref_err, mag = fused_cpu.elementary_radii(
                 v, value, L, (t.det, t.det if t.prob is t.det else t.prob,

@@ -578,7 +578,7 @@ def any_special(value: Any, det: Any, ref_err: Any) -> bool | None:
     ref_err``) 0 and the value 0 or infinite, or a NaN value with a finite reach
     (:func:`~numoracle.oracle.traced.library.ieee.special_points`), in one pass
     without masks on NumPy (numba); ``None`` where that does not run."""
-    if array_module(value) is np and fused_cpu.available():
+    if array_module(value) is np and fused_cpu.elementwise(value, det, ref_err):
         return fused_cpu.any_special(value, det, ref_err)
     return None
 
@@ -596,7 +596,7 @@ def carried(f: Any, operands: list[Any], out: Any, no_pole: int | None) -> Any:
     the loop does not run (another function, another namespace, no numba)."""
     op = _CARRIED.get(f)
     if (op is None or len(operands) != 2 or no_pole not in (None, 1)
-            or array_module(out.value) is not np or not fused_cpu.available()):
+            or array_module(out.value) is not np or not fused_cpu.elementwise(out.value)):
         return NotImplemented
     a, b = operands
     arrays = fused_cpu.carry_binary(

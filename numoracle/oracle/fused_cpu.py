@@ -29,7 +29,7 @@ from .formats import NOT_FINITE, OFF_SINGLE, SINGLE_UP, SUBNORMAL, UNREPRESENTAB
 
 __all__ = ["available", "warm_up", "operand_facts", "grid", "exact_radii", "store_round",
            "rounding_params", "larger_counts", "add_radii", "either_radii", "any_special",
-           "mul_radii", "carry_binary", "elementary_radii", "NOT_FINITE", "SUBNORMAL",
+           "mul_radii", "carry_binary", "elementary_radii", "elementwise", "LOOP_MIN", "NOT_FINITE", "SUBNORMAL",
            "UNREPRESENTABLE", "OFF_SINGLE", "SINGLE_UP"]
 
 
@@ -49,6 +49,18 @@ def _loops() -> Any:
 def available() -> bool:
     """Whether the CPU's one-pass forms run here."""
     return _loops() is not None
+
+
+#: elements from which an elementwise rule runs as a loop: below, calling the compiled
+#: loop (its arguments checked, its operands broadcast) costs more than NumPy's passes
+LOOP_MIN = 1 << 14
+
+
+def elementwise(*arrays: Any) -> bool:
+    """Whether an elementwise rule over ``arrays`` (NumPy's) runs as a loop: numba
+    there, and the largest of them at least :data:`LOOP_MIN` elements (the same bits
+    either way)."""
+    return available() and max(np.size(a) for a in arrays) >= LOOP_MIN
 
 
 def warm_up() -> None:

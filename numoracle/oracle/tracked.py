@@ -539,7 +539,7 @@ def either(t1: Tracked, t2: Tracked) -> Tracked:
     t1, t2 = aligned(t1, t2)
     xp = _xp(t1.value)
     v1, v2 = t1.value, t2.value
-    if xp is np and fused_cpu.available():  # one loop, the same bits
+    if xp is np and fused_cpu.elementwise(v1, v2):  # one loop, the same bits
         det, prob, mag = fused_cpu.either_radii(v1, v2, t1.det, t2.det, t1.prob, t2.prob,
                                                 t2.ref_err, t1.mag, t2.mag, 1.0 + 2 * U64)
         return replace(t1, det=det, prob=prob, mag=mag)
@@ -950,7 +950,7 @@ def add(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
     is representable."""
     a, b = aligned(a, b)
     xp = _xp(a.value)
-    if xp is np and fused_cpu.available():  # one loop, the same bits
+    if xp is np and fused_cpu.elementwise(a.value, b.value):  # one loop, the same bits
         return _add_loop(a, b, model, 1.0)
     with np.errstate(invalid="ignore", over="ignore"):
         value = xp.asarray(a.value + b.value)  # 0-d operands: an array, not a scalar
@@ -979,7 +979,7 @@ def sub(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
     """Elementwise ``a - b`` rounded once in the accumulation format: :func:`add`
     of ``a`` and ``-b`` (negation is exact)."""
     a, b = aligned(a, b)
-    if _xp(a.value) is np and fused_cpu.available():  # one loop, -b in it
+    if _xp(a.value) is np and fused_cpu.elementwise(a.value, b.value):  # one loop, -b in it
         return _add_loop(a, b, model, -1.0)
     return add(a, negated(b), model)
 

@@ -59,6 +59,13 @@ def _numpy_passes() -> Iterator[None]:
         fused_cpu._loops = saved  # type: ignore[assignment]
 
 
+@pytest.fixture(autouse=True)
+def _loops_at_any_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The elementwise loops run on this module's small cases too (they compare them
+    with the passes, which run below :data:`fused_cpu.LOOP_MIN` elements)."""
+    monkeypatch.setattr(fused_cpu, "LOOP_MIN", 0)
+
+
 @pytest.fixture(params=["numba", pytest.param("cupy", marks=pytest.mark.gpu)])
 def fast_xp(request: pytest.FixtureRequest) -> Any:
     """The array module of a one-pass backend: NumPy with numba's loops (skipped
