@@ -87,7 +87,9 @@ def profile_row(spec: str, device: str, top: int) -> str:
     once()
     prof.disable()
     buf = io.StringIO()
-    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(top)
+    stats = pstats.Stats(prof, stream=buf)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
     head = (f"## {spec} on {device}: wall {wall * 1e3:.1f} ms, process time {cpu * 1e3:.1f} ms"
             f"{'' if syncs is None else f', {syncs} host-device synchronisations'}")
     return head + "\n\n```\n" + buf.getvalue().strip() + "\n```\n"
