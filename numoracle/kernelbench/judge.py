@@ -98,6 +98,22 @@ PRECISIONS: dict[str, PrecisionModel] = {
     "bf16": get_model("bf16", bias_after_store=True),
     "triton": get_model("triton"), "cuda-fast": get_model("cuda-fast"),
 }
+#: what a judgement on the CPU says of the claim it makes
+CPU_ACCURACY_NOTE = ("a CPU candidate: claims torch's CPU elementwise accuracy (torch-cpu: "
+                     "GELU's erf by a polynomial with an absolute error of 8 ulp(1), as "
+                     "ATen's vectorised kernels evaluate it)")
+
+
+def cpu_claim(model: PrecisionModel, device: str) -> PrecisionModel:
+    """The claim a candidate running on ``device`` is judged under: on the CPU, a
+    model of correctly rounded maths (``ieee``) under torch's CPU elementwise accuracy
+    (``torch-cpu``, :mod:`numoracle.oracle.accuracy`), what torch's kernels there
+    compute; elsewhere ``model`` as it is."""
+    if device != "cpu" or model.accuracy != "ieee":
+        return model
+    return get_model(model, accuracy="torch-cpu")
+
+
 #: the float64 floor (inputs, parameters, intermediates) above which a size is not
 #: evaluated whole on the host
 DEFAULT_MAX_BYTES = 256 << 20
@@ -239,7 +255,7 @@ class _Context:
             raise InvalidArgument(f"precision={precision!r} is unknown; use one of "
                                   f"{tuple(PRECISIONS)}")
         self.problem, self.candidate, self.precision = problem, candidate, precision
-        self.model = PRECISIONS[precision]
+        self.model = cpu_claim(PRECISIONS[precision], device)
         self.dtype = self.model.storage.torch_dtype()
         self.dtype_name, self.tf32 = self.model.storage.torch, self.model.compute.name == "tf32"
         self.device, self.timeout, self.max_bytes = device, timeout, max_bytes
@@ -709,6 +725,8 @@ def judge(problem: str | Path, candidate: str | Path, *, precision: str = "fp32"
         out.status = NOT_JUDGED
         out.reason = f"--device {device}, but this machine has no CUDA device torch can use"
         return out
+    if ctx.model is not PRECISIONS[precision]:
+        out.notes.append(CPU_ACCURACY_NOTE)
     for k in ctx.base:
         out.notes.append(f"{k}=0: dropout switched off (train mode's masks are random)")
     try:
@@ -877,13 +895,13 @@ def _judge(ctx: _Context, out: Judgement, examples: int, seed: int,
             return out
     if failing is None and tally.refused:
         out.status = PASS_OFFICIAL
-        out.reason = (f"{out.cases} cases within the {ctx.precision} bound; "
+        out.reason = (f"{out.cases} cases within the {ctx.model.name} bound; "
                       f"{tally.refused} drawn case{'s' if tally.refused > 1 else ''} refused "
                       f"with an error (the first: {tally.refused_first})")
         return out
     if failing is None:
         out.status = "pass"
-        out.reason = f"{out.cases} cases within the {ctx.precision} bound" + (
+        out.reason = f"{out.cases} cases within the {ctx.model.name} bound" + (
             " (outputs and gradients)" if ctx.backward and out.official is not None
             and out.official.backward else "")
         return out

@@ -2,7 +2,8 @@
 
 A traced op (:class:`~numoracle.oracle.traced.op.TracedOp`) *is* its PyTorch
 reference, so torch evaluating that reference eagerly in the claimed storage
-dtype is a correct kernel of it: on the CPU in float32 and bfloat16, and on
+dtype is a correct kernel of it: on the CPU in float32 and bfloat16 (under torch's
+CPU elementwise accuracy, :data:`numoracle.oracle.accuracy.TORCH_CPU`), and on
 CUDA in float32 with TF32 off, with TF32 on (cuBLAS and cuDNN), and in
 bfloat16. Each target runs the reference (a module as a copy of it in the
 storage dtype, its parameters the case's) and, for an op with gradients,
@@ -39,9 +40,14 @@ __all__ = ["MODES", "reference_targets", "run_reference"]
 
 #: the modes a reference runs in: (mode, what it is)
 MODES: tuple[tuple[TorchMode, str], ...] = (
-    (TorchMode("cpu", "fp32"), "torch CPU float32, eager"),
-    (TorchMode("cpu", "bf16", claims=(("flush_subnormal_inputs", True),)),
-     "torch CPU bfloat16, eager (each op rounded to bfloat16), subnormal inputs flushed"),
+    # torch's CPU kernels: GELU's erf by a polynomial with an absolute error (accuracy
+    # profile torch-cpu)
+    (TorchMode("cpu", "fp32", claims=(("accuracy", "torch-cpu"),)),
+     "torch CPU float32, eager, torch's CPU elementwise accuracy"),
+    (TorchMode("cpu", "bf16", claims=(("flush_subnormal_inputs", True),
+                                      ("accuracy", "torch-cpu"))),
+     "torch CPU bfloat16, eager (each op rounded to bfloat16), subnormal inputs flushed, "
+     "torch's CPU elementwise accuracy"),
     (TorchMode("cuda", "fp32"), "torch CUDA float32, eager, TF32 off in cuBLAS and cuDNN"),
     (TorchMode("cuda", "fp32", tf32=True,
                claims=(("input_rounding", "rne"), ("inputs_maybe_unrounded", True),
