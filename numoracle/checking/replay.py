@@ -27,7 +27,7 @@ judged again only when asked: ``rerun=False``, ``numoracle replay
 ``shrink --fn`` or ``run --kernel`` by its module or file and name, a target
 of a ``TARGETS`` list by its source, a built-in one by name; a traced op's
 reference by its module or file and name, and a note when its content hash
-changed. The outcome is :class:`Outcome`: fixed, still fails, or could not
+changed. The outcome is :class:`ReplayOutcome`: fixed, still fails, or could not
 re-run, with the reason (a lambda, a kernel that cannot run here, a module
 that no longer imports).
 """
@@ -51,7 +51,7 @@ from ..targets.target import Target
 from .check import check_case, judge
 from .verdict import Verdict
 
-__all__ = ["replay", "replay_repro", "Replayed", "Outcome", "find_target", "replay_entry",
+__all__ = ["replay", "replay_repro", "Replayed", "ReplayOutcome", "find_target", "replay_entry",
            "replay_all",
            "replay_for_target", "prune", "MAX_RUNS", "REPEAT_SECONDS"]
 
@@ -61,7 +61,7 @@ MAX_RUNS = 64
 REPEAT_SECONDS = 20.0
 
 
-class Outcome(enum.Enum):
+class ReplayOutcome(enum.Enum):
     """What a replay found: the kernel re-run passes (``FIXED``), fails
     (``FAILS``), or could not be re-run (``UNRUN``: the kernel or reference
     cannot be found or run here; the reason says which)."""
@@ -80,28 +80,29 @@ class Replayed:
     verdict: Verdict | None
     runs: int
     note: str = ""
-    outcome: Outcome = Outcome.FAILS
+    outcome: ReplayOutcome = ReplayOutcome.FAILS
     #: the recorded outputs were judged, not a new run of the kernel
     recorded: bool = False
 
     @property
     def passed(self) -> bool:
         """Whether the replay judged the kernel passing now."""
-        return self.outcome is Outcome.FIXED
+        return self.outcome is ReplayOutcome.FIXED
 
     def line(self) -> str:
         """``fixed``, ``still fails`` or ``could not re-run: why``, one line."""
-        if self.outcome is Outcome.UNRUN:
+        if self.outcome is ReplayOutcome.UNRUN:
             return f"could not re-run: {self.note}"
         return self.outcome.value + (" (recorded outputs judged again)" if self.recorded else "")
 
 
 def _unrun(why: str) -> Replayed:
-    return Replayed(None, 0, why, Outcome.UNRUN)
+    return Replayed(None, 0, why, ReplayOutcome.UNRUN)
 
 
 def _judged(v: Verdict, runs: int, note: str = "", recorded: bool = False) -> Replayed:
-    return Replayed(v, runs, note, Outcome.FIXED if v.passed else Outcome.FAILS, recorded)
+    outcome = ReplayOutcome.FIXED if v.passed else ReplayOutcome.FAILS
+    return Replayed(v, runs, note, outcome, recorded)
 
 
 def _runs_wanted(r: Repro) -> int:
@@ -196,7 +197,8 @@ def replay_repro(r: Repro | Path | str, *, rerun: bool = True,
     """Replay a repro: the kernel again (``target``, else the one the repro
     names, found by :func:`find_target` with ``resolve``), judged on the
     stored case. Where it cannot be found or run here the outcome is
-    :attr:`Outcome.UNRUN` with the reason. ``rerun`` False: judge the outputs the repro recorded instead.
+    :attr:`ReplayOutcome.UNRUN` with the reason. ``rerun`` False: judge the outputs the
+    repro recorded instead.
     ``repeat``: run a passing case again as often as the repro's run had
     called the kernel before it failed (see the module docstring); False: once.
 
@@ -246,12 +248,12 @@ def replay_entry(entry: Entry, target: Target | None = None, *,
     """Replay one stored repro (on ``target`` when given: a kernel in hand) and
     record the outcome when the kernel ran (``repeat``: as
     :func:`replay_repro`); a repro that cannot be loaded or re-run comes back
-    :attr:`Outcome.UNRUN`, its status untouched."""
+    :attr:`ReplayOutcome.UNRUN`, its status untouched."""
     try:
         done = replay_repro(entry.path, target=target, repeat=repeat, resolve=resolve)
     except InvalidArgument as exc:
         return _unrun(str(exc))
-    if done.outcome is not Outcome.UNRUN:
+    if done.outcome is not ReplayOutcome.UNRUN:
         record_status(entry.path, done.passed)
     return done
 
@@ -259,7 +261,7 @@ def replay_entry(entry: Entry, target: Target | None = None, *,
 def replay_all(store: Path | str, resolve: Resolve = find_in_source
                ) -> list[tuple[Entry, Replayed]]:
     """Replay every repro of the store (its kernels found by ``resolve``), each
-    recorded as fixed or failing, or coming back :attr:`Outcome.UNRUN` with
+    recorded as fixed or failing, or coming back :attr:`ReplayOutcome.UNRUN` with
     the reason."""
     return [(e, replay_entry(e, resolve=resolve)) for e in entries(store)]
 
@@ -307,7 +309,7 @@ def prune(store: Path | str, *, fixed: bool = False, targets: Sequence[str] = ()
         done = replay_entry(e, resolve=resolve)
         if on_replay is not None:
             on_replay(e, done)
-        if done.outcome is Outcome.UNRUN:
+        if done.outcome is ReplayOutcome.UNRUN:
             return e.status == "fixed"  # its last replay, e.g. by the check that fixed it
         return done.passed
 

@@ -57,7 +57,7 @@ def _cmd_replay(args: argparse.Namespace, console: Console) -> int:
                                   "--recorded runs nothing: give one of them")
         return _replay_sanitized(args, console)
     from ..checking.check import isolation  # noqa: PLC0415 - replay needs the checking machinery
-    from ..checking.replay import Outcome, replay_repro  # noqa: PLC0415 - checking machinery
+    from ..checking.replay import ReplayOutcome, replay_repro  # noqa: PLC0415 - checking machinery
     from ..kernels import resolve_target  # noqa: PLC0415 - the registry loads on first use
     from ..store.repro import load_repro  # noqa: PLC0415 - replay needs the checking machinery
 
@@ -67,19 +67,19 @@ def _cmd_replay(args: argparse.Namespace, console: Console) -> int:
         done = replay_repro(repro, rerun=not args.recorded, resolve=resolve_target)
     if done.verdict is not None:
         print_text(console, done.verdict.message())
-    if done.note and done.outcome is not Outcome.UNRUN:
+    if done.note and done.outcome is not ReplayOutcome.UNRUN:
         print_text(console, done.note, style="yellow")
     line = done.line() + (f" ({done.runs} runs)" if done.passed and done.runs > 1 else "")
-    style = {Outcome.FIXED: "green", Outcome.FAILS: "red"}.get(done.outcome, "yellow")
+    style = {ReplayOutcome.FIXED: "green", ReplayOutcome.FAILS: "red"}.get(done.outcome, "yellow")
     print_text(console, line, style=style)
-    if done.outcome is Outcome.UNRUN:
+    if done.outcome is ReplayOutcome.UNRUN:
         print_text(console, f"(numoracle replay --recorded {args.path} judges the outputs it "
                             "recorded)")
-    return {Outcome.FIXED: 0, Outcome.FAILS: 1}.get(done.outcome, 2)
+    return {ReplayOutcome.FIXED: 0, ReplayOutcome.FAILS: 1}.get(done.outcome, 2)
 
 
 def _replay_all(args: argparse.Namespace, console: Console) -> int:
-    from ..checking.replay import Outcome, replay_all  # noqa: PLC0415 - checking machinery
+    from ..checking.replay import ReplayOutcome, replay_all  # noqa: PLC0415 - checking machinery
     from ..kernels import resolve_target  # noqa: PLC0415 - the registry loads on first use
     from ..store.store import check_store  # noqa: PLC0415 - replay needs the checking machinery
 
@@ -87,17 +87,18 @@ def _replay_all(args: argparse.Namespace, console: Console) -> int:
         raise InvalidArgument("--recorded judges one repro's recorded outputs: give its PATH "
                               "instead of --all")
     check_store(args.store, must_exist=args.store != DEFAULT_STORE)
-    counts = dict.fromkeys(Outcome, 0)
+    counts = dict.fromkeys(ReplayOutcome, 0)
     for entry, done in replay_all(args.store, resolve_target):
         counts[done.outcome] += 1
-        if done.outcome is Outcome.FIXED:
+        if done.outcome is ReplayOutcome.FIXED:
             print_text(console, f"fixed             {entry.path}", style="green")
-        elif done.outcome is Outcome.FAILS:
+        elif done.outcome is ReplayOutcome.FAILS:
             diagnosis = done.verdict.diagnosis if done.verdict is not None else ""
             print_text(console, f"still fails       {entry.path}: {diagnosis}", style="red")
         else:
             print_text(console, f"could not re-run  {entry.path}: {done.note}", style="yellow")
-    fails, fixed, unrun = (counts[o] for o in (Outcome.FAILS, Outcome.FIXED, Outcome.UNRUN))
+    fails, fixed, unrun = (counts[o] for o in (ReplayOutcome.FAILS, ReplayOutcome.FIXED,
+                                               ReplayOutcome.UNRUN))
     print_text(console, f"{fails + fixed + unrun} repro(s) in {args.store}: {fails} still "
                f"fail, {fixed} fixed (numoracle store prune --fixed removes those)"
                + (f", {unrun} could not be re-run" if unrun else ""))

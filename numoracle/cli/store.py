@@ -63,7 +63,11 @@ def _cmd_list(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_prune(args: argparse.Namespace, console: Console) -> int:
-    from ..checking.replay import Outcome, Replayed, prune  # noqa: PLC0415 - checking machinery
+    from ..checking.replay import (  # noqa: PLC0415 - checking machinery
+        ReplayOutcome,
+        Replayed,
+        prune,
+    )
     from ..errors import InvalidArgument  # noqa: PLC0415
     from ..kernels import resolve_target  # noqa: PLC0415 - the registry loads on first use
     from ..store.store import Entry, check_store  # noqa: PLC0415 - loads ops
@@ -77,7 +81,7 @@ def _cmd_prune(args: argparse.Namespace, console: Console) -> int:
     check_store(args.store, must_exist=args.store != DEFAULT_STORE)
 
     def heard(e: Entry, done: Replayed) -> None:
-        if done.outcome is Outcome.UNRUN:
+        if done.outcome is ReplayOutcome.UNRUN:
             last = {"fixed": f"; its last replay ({e.checked}) passed: removed",
                     "fails": "; its last replay failed: kept"}.get(e.status, ": kept")
             print_text(console, f"could not re-run  {e.path}: {done.note}{last}",
