@@ -37,6 +37,7 @@ from .errors import InvalidArgument, KernelMismatch, NumoracleError
 from .oracle.ops import get_op
 from .oracle.ops.plan import Choice, Derived, Flag, Widths
 from .oracle.precision import PrecisionModel, get_model
+from .outcome import RunVerdict
 from .settings import RunSettings
 from .targets.target import BACKENDS, GPU_BACKENDS, Target
 
@@ -335,7 +336,7 @@ def _run(target: Target, strategy: SearchStrategy[Case], run: RunSettings,
     run = run.replace(isolate=bool(run.isolate))  # a check's kernel runs here unless told
     with isolation_scope(run.isolate, run.timeout):  # the stored repros replay isolated too
         result = _replay_stored(target, run.store)
-    if result.verdict != "FAIL":
+    if result.verdict is not RunVerdict.FAIL:
         replayed, fixed = result.replayed, result.fixed
         result = run_target(target, run, strategy=strategy,
                             edges=[] if overrides is None else _edges(target, run.seed,
@@ -343,11 +344,11 @@ def _run(target: Target, strategy: SearchStrategy[Case], run: RunSettings,
         result.replayed, result.fixed = replayed, fixed
     for listener in tuple(_listeners):
         listener(result)
-    if result.verdict == "FAIL":
+    if result.verdict is RunVerdict.FAIL:
         raise KernelMismatch(result.message or result.diagnosis, result.failure)
-    if result.verdict == "skipped":
+    if result.verdict is RunVerdict.SKIPPED:
         raise NumoracleError(f"kernel {target.name!r} cannot run here: {result.diagnosis}")
-    if result.verdict != "pass":
+    if result.verdict is not RunVerdict.PASS:
         raise NumoracleError(f"checking {target.name!r} did not complete: {result.diagnosis}")
     if result.cases == 0:
         raise NumoracleError(
@@ -386,7 +387,7 @@ def _replay_stored(target: Target, store: Path | str | None) -> TargetResult:
     if failing:
         v = failing[0]
         result.cases = result.failures = result.cases_to_catch = 1
-        result.verdict, result.worst_ratio, result.repro = "FAIL", v.worst_ratio, v.repro
+        result.verdict, result.worst_ratio, result.repro = RunVerdict.FAIL, v.worst_ratio, v.repro
         result.diagnosis = v.diagnosis
         result.failure = v
         result.repro_shape = ", ".join(f"{k}{tuple(s)}" for k, s in v.case.shapes().items())

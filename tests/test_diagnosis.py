@@ -22,7 +22,8 @@ from numoracle.checking.diagnosis import (
 )
 from numoracle.checking.verdict import candidates
 from numoracle.oracle.precision import get_model
-from numoracle.running.runner import Outcome, TargetResult
+from numoracle.outcome import Outcome
+from numoracle.running.runner import TargetResult
 from numoracle.store.store import signature
 from numoracle.targets.target import Target
 

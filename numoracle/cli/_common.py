@@ -23,6 +23,7 @@ from rich.progress import (
 
 from ..checking.check import DEFAULT_TIMEOUT
 from ..oracle.ops import OP_GROUPS, OPS, get_op
+from ..outcome import RunVerdict
 from ..settings import RunSettings
 from ..store.repro import DEFAULT_STORE
 
@@ -277,7 +278,7 @@ def _write_progress(folder: Path, done: Sequence[TargetResult],
 
     rows = [r.row() for r in done]
     for t in todo:
-        row = TargetResult(t.name, t.op, t.precision.name, verdict="unjudged").row()
+        row = TargetResult(t.name, t.op, t.precision.name, verdict=RunVerdict.UNJUDGED).row()
         rows.append({**row, "status": "unjudged", "reason": "not run (yet)"})
     write_json(folder / "progress.json", rows)
 
@@ -286,7 +287,7 @@ def skipped_line(results: Sequence[TargetResult]) -> str | None:
     """One line naming the skipped targets, grouped by reason."""
     by_reason: dict[str, list[str]] = {}
     for r in results:
-        if r.verdict == "skipped":
+        if r.verdict is RunVerdict.SKIPPED:
             names = by_reason.setdefault(r.diagnosis, [])
             if r.target not in names:
                 names.append(r.target)

@@ -18,6 +18,7 @@ from rich.console import Console
 
 from ..checking.report import results_table, write_json
 from ..errors import InvalidArgument
+from ..outcome import Outcome, RunVerdict
 from ..reports import observing, write_html
 from ..targets.target import Target
 from ._common import (
@@ -248,7 +249,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
         else:
             plan = _scheduled(targets, args, console)
             results = plan.results
-    ran = [r for r in results if r.verdict != "skipped"]
+    ran = [r for r in results if r.verdict is not RunVerdict.SKIPPED]
     t_report = time.perf_counter()
     if args.report is not None:
         path = write_json(args.report / "report.json", [r.row() for r in results])
@@ -276,11 +277,11 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
         if row.get("asked"):  # cases got of cases asked
             row["cases"] = f"{row['cases']}/{row['asked']}"
     console.print(results_table(rows, "numoracle run", columns))
-    unjudged = [r for r in ran if r.status()[0] == "unjudged"]
+    unjudged = [r for r in ran if r.status()[0] is Outcome.UNJUDGED]
     for r in ran:
-        if r.verdict == "FAIL":
+        if r.verdict is RunVerdict.FAIL:
             print_text(console, r.message or r.diagnosis)
-        elif r.status()[0] != "pass":
+        elif r.status()[0] is not Outcome.PASS:
             print_text(console, f"{r.target} on {r.op}: {r.status()[0]}: {r.status()[1]}",
                        style="red")
     from ..running.schedule import totals_line  # noqa: PLC0415 - loaded by the run already
@@ -293,7 +294,7 @@ def _cmd_run(args: argparse.Namespace, console: Console) -> int:
         print_text(console, f"{len(unjudged)} runnable row(s) were left unjudged: the run is "
                             "not a pass; give a larger --budget, fewer --targets or --ops, or "
                             "more --jobs", style="red")
-    return ALL_PASSED if all(r.status()[0] == "pass" for r in ran) else 1
+    return ALL_PASSED if all(r.status()[0] is Outcome.PASS for r in ran) else 1
 
 
 def _scheduled(targets: Sequence[Target], args: argparse.Namespace,

@@ -14,6 +14,7 @@ from rich.console import Console
 
 from ..checking.report import results_table, write_json
 from ..errors import InvalidArgument
+from ..outcome import RunVerdict
 from ..reports import observing, write_html
 from ..targets.target import Target
 from ._common import (
@@ -90,11 +91,11 @@ def _load_zoo(folder: Path | None, ops: Sequence[str],
 
 def _zoo_status(r: TargetResult) -> tuple[str, str]:
     """``caught``, ``missed`` or ``skipped`` (cannot run here: not a miss), and why."""
-    if r.verdict == "FAIL":
+    if r.verdict is RunVerdict.FAIL:
         return "caught", r.diagnosis
-    if r.verdict == "skipped":
+    if r.verdict is RunVerdict.SKIPPED:
         return "skipped", r.diagnosis
-    if r.verdict == "pass" and r.cases:
+    if r.verdict is RunVerdict.PASS and r.cases:
         return "missed", f"{r.cases} cases passed"
     return "missed", r.status()[1]
 
@@ -102,7 +103,7 @@ def _zoo_status(r: TargetResult) -> tuple[str, str]:
 def _zoo_row(r: TargetResult) -> dict[str, Any]:
     status, reason = _zoo_status(r)
     return {"mutant": r.target, "op": r.op, "status": status, "reason": reason,
-            "caught": r.verdict == "FAIL",
+            "caught": r.verdict is RunVerdict.FAIL,
             "cases_to_catch": r.cases_to_catch, "repro_shape": r.repro_shape,
             "diagnosis": r.diagnosis, "repro": r.repro}
 
@@ -116,7 +117,7 @@ def _cmd_zoo(args: argparse.Namespace, console: Console) -> int:
         mutants = [sharpened(t) for t in mutants]
     with observing(args.observability) as observed:
         results = run_all(mutants, args, console)
-    ran = [r for r in results if r.verdict != "skipped"]
+    ran = [r for r in results if r.verdict is not RunVerdict.SKIPPED]
     rows = [_zoo_row(r) for r in results]
     if args.report is not None:
         path = write_json(args.report / "zoo.json", rows)

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidArgument
+from ..outcome import RunVerdict
 from .command import command_target
 from .offline import judge_folder, write_cases
 from .probe import declared_layouts, layout_diagnosis
@@ -88,7 +89,7 @@ def run(target: Target, **kwargs: Any) -> TargetResult:
 
     res = run_target(target, on_case=on_case, **kwargs)
     last = seen.get("last")
-    if res.verdict == "FAIL" and last is not None and last.got:
+    if res.verdict is RunVerdict.FAIL and last is not None and last.got:
         note = layout_diagnosis(last.case, target.precision, last.case.inputs(), last.got,
                                 declared_layouts(target.fn))
         if note:

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..outcome import Outcome, RunVerdict
 from . import plots
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ def _status(r: TargetResult, zoo: bool) -> str:
     """As ``report.json`` and ``zoo.json`` say it: pass, fail, skipped or
     unjudged; for a mutant caught, missed or skipped."""
     if zoo:
-        return {"FAIL": "caught", "skipped": "skipped"}.get(r.verdict, "missed")
+        return {RunVerdict.FAIL: "caught", RunVerdict.SKIPPED: "skipped"}.get(r.verdict, "missed")
     return r.status()[0]
 
 
@@ -169,7 +170,7 @@ def render_html(results: Sequence[TargetResult], *, title: str = "numoracle run"
     from .. import __version__  # noqa: PLC0415 - the package imports this module's peers
 
     missing = plots.available()
-    ran = [r for r in results if r.verdict != "skipped"]
+    ran = [r for r in results if r.verdict is not RunVerdict.SKIPPED]
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     body = [f"<h1>{_e(title)}</h1>",
             f"<p class='meta'>numoracle {_e(__version__)} · {_e(when)} · "
@@ -188,7 +189,7 @@ def render_html(results: Sequence[TargetResult], *, title: str = "numoracle run"
     body += ["<h2 id='summary'>Summary</h2>", _summary(results if zoo else ran, zoo)]
     skipped: dict[str, list[str]] = {}
     for r in results:
-        if r.verdict == "skipped" and not zoo:
+        if r.verdict is RunVerdict.SKIPPED and not zoo:
             names = skipped.setdefault(r.diagnosis, [])
             if r.target not in names:
                 names.append(r.target)
@@ -201,11 +202,12 @@ def render_html(results: Sequence[TargetResult], *, title: str = "numoracle run"
                  _img(plots.zoo_catch([(f"{r.target} ({r.op})", _status(r, True),
                                         r.cases_to_catch) for r in results], examples),
                       "cases to catch each mutant")]
-    failed = [r for r in results if r.verdict == "FAIL"]
+    failed = [r for r in results if r.verdict is RunVerdict.FAIL]
     if failed:
         body.append("<h2 id='failures'>Failures: worst elements</h2>")
         body += [_failure(r, zoo) for r in failed]
-    unjudged = [r for r in results if r.verdict != "skipped" and r.status()[0] == "unjudged"]
+    unjudged = [r for r in results
+                if r.verdict is not RunVerdict.SKIPPED and r.status()[0] is Outcome.UNJUDGED]
     if unjudged:
         body.append("<h2 id='unjudged'>Unjudged</h2>")
         body += [f"<p><b>{_e(r.target)}</b> on {_e(r.op)}: {_e(r.status()[1])}</p>"

@@ -18,6 +18,7 @@ import dataclasses
 import hashlib
 from collections.abc import Sequence
 
+from ..outcome import RunVerdict
 from .runner import TargetResult
 
 __all__ = ["block_seed", "merge_results"]
@@ -56,13 +57,15 @@ def merge_results(blocks: Sequence[TargetResult]) -> TargetResult:
     merged = TargetResult(first.target, first.op, first.precision, regime=first.regime,
                           asked=sum(b.asked for b in blocks), model=first.model)
     for r in blocks:
-        first_failure = r.verdict == "FAIL" and merged.verdict != "FAIL"
+        first_failure = r.verdict is RunVerdict.FAIL and merged.verdict is not RunVerdict.FAIL
         if first_failure:
-            merged.verdict, merged.diagnosis, merged.message = "FAIL", r.diagnosis, r.message
+            merged.verdict, merged.diagnosis = RunVerdict.FAIL, r.diagnosis
+            merged.message = r.message
             merged.repro, merged.repro_shape = r.repro, r.repro_shape
             if r.cases_to_catch is not None:
                 merged.cases_to_catch = merged.cases + r.cases_to_catch
-        elif r.verdict not in ("pass", "FAIL") and merged.verdict == "pass":
+        elif (r.verdict not in (RunVerdict.PASS, RunVerdict.FAIL)
+              and merged.verdict is RunVerdict.PASS):
             merged.verdict, merged.diagnosis = r.verdict, r.diagnosis
         merged.worst_ratio = max(merged.worst_ratio, r.worst_ratio)
         merged.seconds += r.seconds

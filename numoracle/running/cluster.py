@@ -42,6 +42,7 @@ from typing import Any
 
 from ..cases.case import Case
 from ..errors import InvalidArgument
+from ..outcome import RunVerdict
 from ..settings import RunSettings
 from ..targets.target import Target
 from .blocks import block_seed, merge_results
@@ -196,11 +197,12 @@ def merge_blocks(target: Target, outcomes: Sequence[BlockOutcome]) -> list[Targe
     one :class:`UnjudgedResult` per unjudged block."""
     merged = TargetResult(target.name, target.op, target.precision.name)
     judged = sorted((o for o in outcomes if o.result is not None), key=lambda o: o.block.index)
-    skipped = [o.result for o in judged if o.result is not None and o.result.verdict == "skipped"]
-    ran = [o.result for o in judged if o.result is not None and o.result.verdict != "skipped"]
+    results = [o.result for o in judged if o.result is not None]
+    skipped = [r for r in results if r.verdict is RunVerdict.SKIPPED]
+    ran = [r for r in results if r.verdict is not RunVerdict.SKIPPED]
     out: list[TargetResult] = []
     if skipped and not ran:
-        merged.verdict, merged.diagnosis = "skipped", skipped[0].diagnosis
+        merged.verdict, merged.diagnosis = RunVerdict.SKIPPED, skipped[0].diagnosis
         out.append(merged)
     elif ran:
         merged = merge_results(ran)
@@ -208,7 +210,7 @@ def merge_blocks(target: Target, outcomes: Sequence[BlockOutcome]) -> list[Targe
     for o in sorted((o for o in outcomes if o.result is None), key=lambda o: o.block.index):
         b = o.block
         out.append(UnjudgedResult(target.name, target.op, target.precision.name,
-                                  verdict="unjudged",
+                                  verdict=RunVerdict.UNJUDGED,
                                   diagnosis=f"{o.reason}; not judged: {b.describe()}",
                                   block_index=b.index, block_seed=b.seed,
                                   block_examples=b.examples))
@@ -371,7 +373,7 @@ def _schedule(ray: Any, targets: Sequence[Target], run: RunSettings, *,
         elif not needs_gpu(t):
             reason = t.unavailable_reason()  # CPU targets: the nodes are set up as this one
         if reason is not None:
-            skip = TargetResult(t.name, t.op, t.precision.name, verdict="skipped",
+            skip = TargetResult(t.name, t.op, t.precision.name, verdict=RunVerdict.SKIPPED,
                                 diagnosis=reason)
             finish(BlockOutcome(Block(t.name, t.op, 0, seed, 0), skip))
         else:
@@ -428,7 +430,7 @@ def _schedule(ray: Any, targets: Sequence[Target], run: RunSettings, *,
                 local = str(_save_returned_repro(name, files, store))
                 res.repro = local
                 res.message = res.message.replace(remote_path, local)
-            if res.verdict in ("FAIL", "skipped"):
+            if res.verdict in (RunVerdict.FAIL, RunVerdict.SKIPPED):
                 stopped.add((b.target, b.op))
             finish(BlockOutcome(b, res, host=got["host"], cases=got["cases"]))
         now = time.perf_counter()
@@ -479,7 +481,7 @@ def cluster_results(targets: Sequence[Target], settings: RunSettings, console: A
             if o.result is None:
                 console.print(f"unjudged: {o.block.describe()}: {o.reason}", markup=False,
                               highlight=False, style="red")
-            elif o.result.verdict == "FAIL":
+            elif o.result.verdict is RunVerdict.FAIL:
                 progress.update(bars[key], description=f"{key[0]} {key[1]}: FAIL")
             progress.advance(bars[key], o.result.cases if o.result else 0)
 

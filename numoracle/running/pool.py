@@ -50,6 +50,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 from .devices import VISIBLE, gpu_devices, pinned, worker_devices
+from ..outcome import RunVerdict
 from .draws import CHUNK, case_digest
 from .runner import TargetResult
 from .schedule import (
@@ -450,7 +451,7 @@ def run_pool(rows: Sequence[Row], seconds: float | None, settings: RunSettings, 
     for k, res in enumerate(results):
         if res is None:
             t = rows[k].target
-            res = TargetResult(t.name, t.op, t.precision.name, verdict="unjudged",
+            res = TargetResult(t.name, t.op, t.precision.name, verdict=RunVerdict.UNJUDGED,
                                diagnosis=reasons.get(k, "its worker ended without a result"),
                                regime=rows[k].regime, asked=rows[k].asked)
         out.append(res)

@@ -16,7 +16,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sized
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import Any, cast
 
@@ -42,34 +41,20 @@ from ..settings import RunSettings
 from ..store.repro import save_repro
 from ..targets.target import Target
 from .draws import default_strategy, draw_cases
+from ..outcome import Outcome, RunVerdict
 
-__all__ = ["TargetResult", "Outcome", "run_target", "default_strategy", "draw_cases"]
+__all__ = ["TargetResult", "run_target", "default_strategy", "draw_cases"]
 
 
-class Outcome(StrEnum):
-    """How a row (a target on an op) came out: :meth:`TargetResult.status`.
-    A member equals its string (``"pass"``), which is what ``report.json``
-    saves; :meth:`read` reads a saved one back, and the ``verdict`` spelling
-    of a run (``"FAIL"``, ``"error"``) as well."""
-
-    PASS = "pass"
-    FAIL = "fail"
-    SKIPPED = "skipped"
-    UNJUDGED = "unjudged"
-
-    @classmethod
-    def read(cls, text: str) -> Outcome:
-        """The outcome a saved string names (a status, or a run's verdict).
-
-        Examples
-        --------
-        >>> Outcome.read("FAIL"), Outcome.read("pass"), Outcome.read("error")
-        (<Outcome.FAIL: 'fail'>, <Outcome.PASS: 'pass'>, <Outcome.UNJUDGED: 'unjudged'>)
-        """
-        try:
-            return cls(str(text).lower())
-        except ValueError:
-            return cls.UNJUDGED  # a run that did not complete ("error", "interrupted")
+def _read_verdict(text: Any) -> RunVerdict:
+    """The :class:`RunVerdict` a saved string names."""
+    try:
+        return RunVerdict(text)
+    except ValueError:
+        raise InvalidArgument(
+            f"TargetResult verdict={text!r}: a verdict is one of "
+            f"{[v.value for v in RunVerdict]}; give a numoracle.outcome.RunVerdict "
+            "member or its string") from None
 
 
 class _BudgetSpent(BaseException):
@@ -98,7 +83,9 @@ class TargetResult:
     cases: int = 0
     failures: int = 0
     worst_ratio: float = 0.0
-    verdict: str = "pass"
+    #: how the run ended (:class:`~numoracle.outcome.RunVerdict`; its saved string
+    #: is read back as the member)
+    verdict: RunVerdict = RunVerdict.PASS
     repro: str | None = None
     seconds: float = 0.0
     diagnosis: str = ""
@@ -131,6 +118,11 @@ class TargetResult:
     asked: int = 0
     #: seconds each judged case took (drawing, kernel, oracle), in order
     case_seconds: list[float] = field(default_factory=list, repr=False)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "verdict" and not isinstance(value, RunVerdict):
+            value = _read_verdict(value)  # a saved verdict's string, read back as its member
+        super().__setattr__(name, value)
 
     def __str__(self) -> str:
         """One line: the verdict, the kernel, the cases and the worst ratio (a
@@ -165,10 +157,11 @@ class TargetResult:
         """:class:`Outcome`: ``pass``, ``fail``, ``skipped`` (cannot run here) or
         ``unjudged`` (ran, but no case was judged, or the run did not complete),
         with the reason."""
-        outcome = Outcome.read(self.verdict)
-        if outcome in (Outcome.FAIL, Outcome.SKIPPED):
-            return outcome, self.diagnosis
-        if outcome is not Outcome.PASS:
+        if self.verdict is RunVerdict.FAIL:
+            return Outcome.FAIL, self.diagnosis
+        if self.verdict is RunVerdict.SKIPPED:
+            return Outcome.SKIPPED, self.diagnosis
+        if self.verdict is not RunVerdict.PASS:
             return Outcome.UNJUDGED, f"the run did not complete: {self.diagnosis}"
         if self.cases == 0:
             if not self.unjudged:
@@ -184,7 +177,7 @@ class TargetResult:
         return {"target": self.target, "op": self.op, "precision": self.precision,
                 "status": status.value, "reason": reason,
                 "cases": self.cases, "failures": self.failures,
-                "worst_ratio": self.worst_ratio, "verdict": self.verdict,
+                "worst_ratio": self.worst_ratio, "verdict": self.verdict.value,
                 "repro": self.repro, "time_s": round(self.seconds, 3),
                 "diagnosis": self.diagnosis, "cases_to_catch": self.cases_to_catch,
                 "repro_shape": self.repro_shape, "unjudged": self.unjudged,
@@ -282,7 +275,7 @@ def run_target(
                        asked=asked)
     reason = target.unavailable_reason()
     if reason:
-        res.verdict, res.diagnosis = "skipped", reason
+        res.verdict, res.diagnosis = RunVerdict.SKIPPED, reason
         return res
     reuse_for_checking()  # the oracle's output-sized arrays: no fresh pages every case
     if isolate:
@@ -305,12 +298,12 @@ def run_target(
                              shrink_seconds=shrink_seconds)
             spent = judge.deadline is not None and time.perf_counter() >= judge.deadline
             left = examples - judge.state["tried"]
-            if res.verdict == "pass" and not judge.cut and not spent and left > 0:
+            if res.verdict is RunVerdict.PASS and not judge.cut and not spent and left > 0:
                 _judge_drawn(judge, strategy if strategy is not None
                              else default_strategy(target), examples=left, seed=run.seed,
                              store=store, shrink=shrink, shrink_seconds=shrink_seconds)
     res.seconds = time.perf_counter() - t0
-    if res.verdict == "pass" and not res.message:
+    if res.verdict is RunVerdict.PASS and not res.message:
         res.message = _pass_message(res)
     for note in get_op(target.op).notes():
         res.message += f"\n  note: {note}"
@@ -511,7 +504,7 @@ def _judge_drawn(judge: _Judging, strat: st.SearchStrategy[Case], *, examples: i
                     "nondeterministic or racy?")
             _record_failure(res, last, target, store, note, isolate=isolate, timeout=timeout)
         else:
-            res.verdict, res.diagnosis = "error", f"{type(exc).__name__}: {exc}"
+            res.verdict, res.diagnosis = RunVerdict.ERROR, f"{type(exc).__name__}: {exc}"
 
 
 def _judge_given(judge: _Judging, cases: Iterable[Case], *, store: Path | str | None,
@@ -592,7 +585,7 @@ def _record_failure(res: TargetResult, verdict: Verdict, target: Target,
     its repro saved in ``store`` (with ``inputs``, the arrays of a case whose
     values its seed does not make)."""
     res.failures = max(res.failures, 1)
-    res.verdict = "FAIL"
+    res.verdict = RunVerdict.FAIL
     res.fault = getattr(verdict.error, "kind", None)
     res.worst_ratio = max(res.worst_ratio, verdict.worst_ratio)
     if verdict.error is None and verdict.got is not None:

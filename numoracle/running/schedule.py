@@ -48,6 +48,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
+from ..outcome import Outcome, RunVerdict
 from ..settings import MIN_CASES, REPORT_RESERVE, SHRINK_SHARE, RunSettings
 from .blocks import block_seed, merge_results
 from .draws import CHUNK, BlockCases, BlockDraws, default_strategy
@@ -110,10 +111,11 @@ class RunPlan:
         reporting and in all, the budget and the processes (with workers,
         ``pool``: each one's GPU, the driver's seconds drawing cases and the
         workers' seconds waiting for them)."""
-        counts = {"pass": 0, "fail": 0, "skipped": 0, "unjudged": 0}
+        counts = {o.value: 0 for o in Outcome}  # saved by its strings
         for r in self.results:
-            counts[r.status()[0]] += 1
-        judged = sorted(r.cases for r in self.results if r.status()[0] in ("pass", "fail"))
+            counts[r.status()[0].value] += 1
+        judged = sorted(r.cases for r in self.results
+                        if r.status()[0] in (Outcome.PASS, Outcome.FAIL))
         cases = sum(r.cases for r in self.results)
         return {"budget_s": self.budget, "jobs": self.jobs, "rows": counts,
                 "cases": cases,
@@ -288,7 +290,7 @@ def judge_rows(rows: Sequence[Row], seconds: float | None, settings: RunSettings
     sizes = [block_sizes(r, settings) for r in rows]
     for index in range(3):
         todo = [k for k, r in enumerate(results) if sizes[k][index] > 0
-                and (r.verdict == "pass" if r is not None else index == 0)]
+                and (r.verdict is RunVerdict.PASS if r is not None else index == 0)]
         if index > 0:  # the cheapest rows first: a slow case cannot eat a cheap row's share
             todo.sort(key=lambda k: expected_seconds(results[k]))
         todo_weights = [weights[k] for k in todo]
@@ -349,7 +351,7 @@ def starved(results: Sequence[TargetResult], min_cases: int = MIN_CASES) -> list
     """The passing rows that got fewer than ``min_cases`` cases (or than they
     asked for, when fewer): the time ran out before the floor every row is
     promised, so their pass rests on a handful of cases."""
-    return [r for r in results if r.status()[0] == "pass" and r.asked
+    return [r for r in results if r.status()[0] is Outcome.PASS and r.asked
             and r.cases < min(min_cases, r.asked)]
 
 
@@ -358,16 +360,16 @@ def totals_line(results: Sequence[TargetResult], plan: RunPlan | None = None,
     """``rows: P passed (S starved: fewer than m cases), F failed, S skipped,
     U unjudged; N cases (min m, median d per judged row); judged in T s of a
     B s budget``."""
-    counts = {"pass": 0, "fail": 0, "skipped": 0, "unjudged": 0}
+    counts = dict.fromkeys(Outcome, 0)
     for r in results:
         counts[r.status()[0]] += 1
-    judged = sorted(r.cases for r in results if r.status()[0] in ("pass", "fail"))
+    judged = sorted(r.cases for r in results if r.status()[0] in (Outcome.PASS, Outcome.FAIL))
     cases = sum(r.cases for r in results)
     thin = starved(results, min_cases)
     flag = (f" ({len(thin)} STARVED: fewer than {min_cases} cases each, not a real pass; give "
             "a larger --budget, fewer rows, or run on a quieter machine)") if thin else ""
-    parts = [f"rows: {counts['pass']} passed{flag}, {counts['fail']} failed, "
-             f"{counts['skipped']} skipped, {counts['unjudged']} unjudged",
+    parts = [f"rows: {counts[Outcome.PASS]} passed{flag}, {counts[Outcome.FAIL]} failed, "
+             f"{counts[Outcome.SKIPPED]} skipped, {counts[Outcome.UNJUDGED]} unjudged",
              f"{cases:,} cases" + (f" (per judged row min {judged[0]}, median "
                                    f"{judged[len(judged) // 2]})" if judged else "")]
     if plan is not None:
