@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from benchmarks.record import meta, write_text
-from benchmarks.traced.table import REFERENCES, _inputs
+from benchmarks.traced.table import REFERENCES, _inputs, _namespace
 
 __all__ = ["profile_row", "main"]
 
@@ -50,7 +50,10 @@ def _case(name: str, size: str, backward: bool, device: str) -> tuple[Any, dict[
 
 
 def _syncs(fn: Any, device: str) -> int | None:
-    """How many times ``fn`` synchronises the host with the device (CUDA only)."""
+    """How many times ``fn`` synchronises the host with the device (CUDA only; torch's
+    synchronisations: in CuPy's namespace only those of the tensors the capture and
+    the hand-back touch, so run with ``NUMORACLE_GPU_NAMESPACE=torch`` to count the
+    rules')."""
     if not device.startswith("cuda"):
         return None
     torch.cuda.set_sync_debug_mode("warn")
@@ -90,7 +93,8 @@ def profile_row(spec: str, device: str, top: int) -> str:
     stats = pstats.Stats(prof, stream=buf)
     stats.sort_stats("tottime").print_stats(top)
     stats.sort_stats("cumulative").print_stats(top)
-    head = (f"## {spec} on {device}: wall {wall * 1e3:.1f} ms, process time {cpu * 1e3:.1f} ms"
+    where = device if not device.startswith("cuda") else f"{device} ({_namespace()})"
+    head = (f"## {spec} on {where}: wall {wall * 1e3:.1f} ms, process time {cpu * 1e3:.1f} ms"
             f"{'' if syncs is None else f', {syncs} host-device synchronisations'}")
     return head + "\n\n```\n" + buf.getvalue().strip() + "\n```\n"
 

@@ -5,7 +5,8 @@ with batch norm and ReLU, an MLP block, cross-entropy), each at a small and a
 realistic size, forward and forward + backward (the gradients of every floating
 input). Per row: the oracle's time per case (:meth:`TracedOp.reference` on a kept
 graph: the reference and its bound, evaluated where the inputs live: NumPy on the
-host for ``--device cpu``, torch's namespace on the GPU for ``--device cuda``) and
+host for ``--device cpu``; on the GPU for ``--device cuda``, in the namespace
+:func:`numoracle.oracle.xp.gpu_namespace` names: CuPy where it works, else torch's) and
 torch float64 eager of the same function on the same device (the backward by
 ``torch.autograd.grad``), the best of ``--repeats`` runs (their medians recorded too)
 after one warm-up (which captures the graph; its time is reported apart). A row that would overrun
@@ -205,8 +206,10 @@ def table(device: str, out: Path, repeats: int, budget: float,
 def _write(out: Path, device: str, repeats: int, rows: list[dict[str, Any]]) -> None:
     info = meta(sys.argv)
     write_json(out / "table.json", {"meta": info, "device": device, "repeats": repeats,
-                                    "rows": rows})
-    lines = [f"# Traced oracle per case vs torch float64 eager ({device})", "",
+                                    "namespace": _namespace() if device.startswith("cuda")
+                                    else "numpy", "rows": rows})
+    where = device if not device.startswith("cuda") else f"{device}, {_namespace()}"
+    lines = [f"# Traced oracle per case vs torch float64 eager ({where})", "",
              f"Command: `{info['command']}`; commit {info['commit']}, {info['date']}; "
              f"best of {repeats} oracle runs and of {max(repeats, 7)} eager runs (medians in "
              "table.json) after a warm-up that captures the graph (`first`); machine in "
@@ -226,6 +229,14 @@ def _write(out: Path, device: str, repeats: int, rows: list[dict[str, Any]]) -> 
             lines.append(f"| {r['reference']} | {r['size']} | {r['pass']} | "
                          f"{r.get('error') or r.get('skipped')} | | | | | | |")
     write_text(out / "table.md", "\n".join(lines) + "\n")
+
+
+def _namespace() -> str:
+    """The name of the namespace the oracle evaluates in on a GPU."""
+    from numoracle.oracle.xp import gpu_namespace, is_torch  # noqa: PLC0415 - after torch
+
+    xp = gpu_namespace()
+    return "torch" if is_torch(xp) else str(xp.__name__)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,8 +25,9 @@ What a judgement says
 ``refused``   the problem cannot be judged: its files do not load, or no size
               of it fits the oracle
 
-On a GPU the oracle evaluates where the candidate runs, in torch's namespace on
-that device (:mod:`~numoracle.oracle.xp`): inputs, parameters, intermediate
+On a GPU the oracle evaluates where the candidate runs, in CuPy on that device
+where CuPy works, else in torch's namespace (:func:`~numoracle.oracle.xp.on_gpu`;
+the tensors shared through DLPack): inputs, parameters, intermediate
 values and their radii in float64 in the device's memory, nothing large moved
 through the host. An official instance whose float64 floor is above
 ``max_bytes`` (on the host 256 MiB; on a GPU its free memory over
@@ -63,7 +64,7 @@ from ..oracle.traced.capture import Reference, capture, decomposition_table, out
 from ..oracle.traced.interpret import evaluate
 from ..oracle.traced.rules import RULES, NoRule, RuleContext
 from ..oracle.tracked import Tracked, moved
-from ..oracle.xp import is_torch, namespace_named
+from ..oracle.xp import is_torch, namespace_named, on_gpu, release_cached_memory
 from .cases import (
     FAMILIES,
     PARAMS,
@@ -268,7 +269,7 @@ class _Context:
         self._worker: Sandbox | InProcess | None = None
         #: whether gradients are judged too (the candidate's against the traced vjp)
         self.backward = backward
-        #: the device the oracle evaluates on in torch's namespace; None: NumPy, the host
+        #: the GPU the oracle evaluates on (:func:`~numoracle.oracle.xp.on_gpu`); None: the host
         self.gpu = oracle_device(device)
 
     def run(self, case: KBCase) -> CaseResult:
@@ -332,7 +333,8 @@ class _Context:
                                       self.plan.take(second, case.rows))
             else:
                 refs = self.reference(sizes, state, second)
-        except torch.OutOfMemoryError as exc:  # the oracle's, not the candidate's: not judged
+        except (torch.OutOfMemoryError, MemoryError) as exc:  # the oracle's (CuPy's is a
+            # MemoryError), not the candidate's: not judged
             text = str(exc).splitlines()[0] if str(exc) else ""
             result.fault = f"the oracle ran out of device memory in float64 ({text[:160]})"
             result.out_of_memory = result.oracle_out_of_memory = True
@@ -376,6 +378,7 @@ class _Context:
         """Give the oracle's cached device memory back (after a case that ran out)."""
         if self.gpu is not None:
             torch.cuda.empty_cache()
+            release_cached_memory(0)
 
     def _placed(self, a: Any) -> Any:
         """A host array (or tensor) as the oracle's capture takes it: on the host, or
@@ -413,8 +416,12 @@ class _Context:
         if self.gpu is None:
             tensors = {k: v.numpy() if isinstance(v, torch.Tensor) else v
                        for k, v in tensors.items()}
-        rules = RuleContext(self.model) if self.gpu is None else \
-            RuleContext(self.model, xp=namespace_named("torch"), device=self.gpu)
+        if self.gpu is None:
+            rules = RuleContext(self.model)
+        else:  # CuPy on that GPU where it works (the tensors shared through DLPack), else torch
+            xp, where = on_gpu(self.gpu.index) if self.gpu.type == "cuda" else \
+                (namespace_named("torch"), self.gpu)
+            rules = RuleContext(self.model, xp=xp, device=where)
         if cotangents is None:
             graph = capture(ref, tensors)
             out = evaluate(graph, tensors, rules)
@@ -744,7 +751,7 @@ def judge(problem: str | Path, candidate: str | Path, *, precision: str = "fp32"
 
 def oracle_device(device: str) -> torch.device | None:
     """Where the oracle evaluates a judgement whose candidate runs on ``device``:
-    that GPU (torch's namespace there), or None for the host (NumPy)."""
+    that GPU (CuPy's or torch's namespace there), or None for the host (NumPy)."""
     if not device.startswith("cuda") or not torch.cuda.is_available():
         return None
     gpu = torch.device(device)

@@ -49,6 +49,7 @@ from .tracked import (
     sub,
     sum_,
 )
+from .xp import like
 
 __all__ = ["MLP", "PARAMS", "reshape"]
 
@@ -125,14 +126,14 @@ class MLP:
         se = sum_(e, axis=1, model=m)
         col = reshape(se, lambda v: v.reshape(-1, 1))
         logp = sub(s, reshape(log(se, m), lambda v: v.reshape(-1, 1)), m)
-        rows = np.arange(batch)
+        rows = like(np.arange(batch), labels)  # (host constants where the labels are)
         picked = reshape(logp, lambda v: v[rows, labels].reshape(1, batch))
-        total = matmul(picked, exact(np.ones((batch, 1))), m)
+        total = matmul(picked, exact(like(np.ones((batch, 1)), x.value)), m)
         inv_err = scalar_err(1.0 / batch, m)
         loss = mul_scalar(_negated(reshape(total, lambda v: v.reshape(()))), batch, m,
                           divide=True, c_rel_err=inv_err)
         soft = either(div(e, col, m), exp(logp, m))
-        onehot = exact(np.eye(z.shape[1])[labels])
+        onehot = exact(like(np.eye(z.shape[1]), z.value)[labels])
 
         def scaled(t: Tracked) -> Tracked:
             return mul_scalar(t, batch, m, divide=True, c_rel_err=inv_err)

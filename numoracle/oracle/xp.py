@@ -17,10 +17,18 @@ its operands' namespace, never with NumPy's. :func:`as_namespace` moves host
 arrays into a namespace (once, for the inputs) and :func:`to_numpy` brings
 results back. The fast paths (numba loops on the host, CuPy kernels on a GPU)
 are chosen per namespace in one place (:mod:`~numoracle.oracle.fused`).
+
+On a GPU the oracle evaluates in CuPy where CuPy imports and runs there (its
+operations are CUDA kernels called with little host work, and the fused kernels
+of :mod:`~numoracle.oracle.fused` serve it), else in torch's namespace on that
+device: :func:`gpu_namespace` is the one switch (:data:`GPU_NAMESPACE_VARIABLE`
+forces either). Tensors and CuPy arrays cross between the two through DLPack,
+without a copy.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from contextlib import AbstractContextManager, nullcontext
 from types import SimpleNamespace
@@ -32,13 +40,16 @@ from ..errors import InvalidArgument
 
 __all__ = ["array_module", "as_namespace", "to_numpy", "like", "device_of", "keeps_subnormals",
            "special", "namespace_named", "on_device", "same_memory", "add_at", "is_torch",
-           "TorchNumPy", "NAMESPACES",
+           "TorchNumPy", "NAMESPACES", "gpu_namespace", "on_gpu", "GPU_NAMESPACE_VARIABLE",
            "release_cached_memory", "CACHED_MEMORY_KEPT"]
 
 #: bytes of freed device memory the oracle's CuPy pool may keep between cases
 CACHED_MEMORY_KEPT = 2**28
 #: the namespaces by name (``torch``'s on the device torch computes on by default)
 NAMESPACES = ("numpy", "cupy", "torch")
+#: the environment variable that forces the namespace of a GPU evaluation (``cupy`` or
+#: ``torch``); unset, :func:`gpu_namespace` takes CuPy where it works
+GPU_NAMESPACE_VARIABLE = "NUMORACLE_GPU_NAMESPACE"
 
 
 class TorchNumPy:
@@ -279,16 +290,71 @@ def as_namespace(a: Any, xp: Any, device: Any = None) -> Any:
         return xp.from_tensor(t)
     if type(a).__module__.startswith("torch"):  # torch's array to CuPy: DLPack, no copy
         t = a if isinstance(a, _torch_namespace()._torch.Tensor) else _torch_namespace().tensor(a)
-        return xp.from_dlpack(t.detach().contiguous())
+        t = t.detach()
+        if t.device.type != "cuda":  # a host tensor (a graph's constant): copied over
+            return xp.asarray(t.numpy())
+        return xp.from_dlpack(t.contiguous())
     return xp.asarray(a)
 
 
 def keeps_subnormals(xp: Any) -> bool:
     """Whether elementwise float64 arithmetic of ``xp`` keeps subnormal results
-    (NumPy, torch) rather than flushing them to zero (CuPy's kernels are compiled
-    with ``-ftz``): where it does, the error-free transformations that find exact
-    elements (TwoProduct) hold."""
-    return xp is np or is_torch(xp)
+    rather than flushing them to zero: NumPy and torch do; CuPy compiles its
+    kernels with ``-ftz=true``, which flushes single-precision subnormals only,
+    so its float64 keeps them where a probe on its device finds so (a subnormal
+    product and quotient, computed by its ufuncs, exact). Where they are kept,
+    the error-free transformations that find exact elements (TwoProduct) hold."""
+    if xp is np or is_torch(xp):
+        return True
+    return xp.__name__ == "cupy" and _cupy_state()[1]
+
+
+_CUPY: tuple[Any, bool] | None = None
+
+
+def _cupy_state() -> tuple[Any, bool]:
+    """CuPy where it imports and computes on its current device (else None), and
+    whether its float64 ufuncs keep subnormal results: one probe per process."""
+    global _CUPY
+    if _CUPY is None:
+        try:
+            import cupy  # noqa: PLC0415 - optional, only where a GPU evaluates
+
+            a = cupy.asarray([2.0**-1000, 3.0], dtype=cupy.float64)
+            b = cupy.asarray([2.0**-60, 2.0**-1073], dtype=cupy.float64)
+            got = cupy.stack([a * b, b / 2.0]).get()  # one transfer
+            keeps = bool(got[0, 0] == 2.0**-1060 and got[0, 1] == 3.0 * 2.0**-1073
+                         and got[1, 1] == 2.0**-1074)
+            _CUPY = (cupy, keeps)
+        except Exception:  # noqa: BLE001 - not installed, no device, no driver: not used
+            _CUPY = (None, False)
+    return _CUPY
+
+
+def gpu_namespace() -> Any:
+    """The namespace a reference on a GPU is evaluated in: CuPy where it imports
+    and computes there, else torch's; :data:`GPU_NAMESPACE_VARIABLE` set to
+    ``torch`` or ``cupy`` forces one (``cupy`` where it does not work raises)."""
+    forced = os.environ.get(GPU_NAMESPACE_VARIABLE, "").strip().lower()
+    if forced not in ("", "cupy", "torch"):
+        raise InvalidArgument(f"{GPU_NAMESPACE_VARIABLE}={forced!r} is unknown; use cupy or "
+                              "torch, or leave it unset (CuPy where it works)")
+    if forced == "torch":
+        return _torch_namespace()
+    cupy = _cupy_state()[0]
+    if cupy is None and forced == "cupy":
+        raise InvalidArgument(f"{GPU_NAMESPACE_VARIABLE}=cupy, but CuPy does not import or "
+                              "compute on this machine; unset it to use torch's namespace")
+    return cupy if cupy is not None else _torch_namespace()
+
+
+def on_gpu(index: int) -> tuple[Any, Any]:
+    """The namespace (:func:`gpu_namespace`) and its device for an evaluation on GPU
+    ``index``: CuPy's device number, or torch's ``cuda:index``."""
+    xp = gpu_namespace()
+    if is_torch(xp):
+        return xp, xp._torch.device("cuda", index)
+    return xp, index
 
 
 def device_of(a: Any) -> Any:

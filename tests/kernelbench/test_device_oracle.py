@@ -91,3 +91,33 @@ def test_the_oracle_on_the_gpu_judges_whole_instances(problems: Path,
     assert good.kernels and any("CUDA kernels" in n for n in good.notes)
     bad = run(problems, candidates, "gemm_gelu", "gemm_gelu_weight_grad_zero", device="cuda")
     assert bad.status == "fail" and "grad linear.weight" in bad.reason, bad.reason
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("namespace", ["cupy", "torch"])
+def test_the_oracle_on_the_gpu_evaluates_in_the_namespace_the_switch_names(
+        problems: Path, candidates: Path, namespace: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """CuPy where it works (the default), torch's namespace where forced: either judges
+    a right candidate right and a wrong one wrong, evaluating where the switch says."""
+    if namespace == "cupy":
+        pytest.importorskip("cupy")
+    from numoracle.oracle.xp import GPU_NAMESPACE_VARIABLE, gpu_namespace
+
+    monkeypatch.setenv(GPU_NAMESPACE_VARIABLE, namespace)
+    assert ("torch" if is_torch(gpu_namespace()) else gpu_namespace().__name__) == namespace
+    seen: list[str] = []
+    evaluate = judge_module.evaluate
+
+    def spy(graph: Any, inputs: Any, ctx: Any, *args: Any) -> Any:
+        seen.append("torch" if is_torch(ctx.xp) else ctx.xp.__name__)
+        return evaluate(graph, inputs, ctx, *args)
+
+    monkeypatch.setattr(judge_module, "evaluate", spy)
+    good = run(problems, candidates, "gemm_gelu", "gemm_gelu_custom_backward", examples=1,
+               device="cuda")
+    assert good.status == "pass" and good.backward, good.reason
+    bad = run(problems, candidates, "gemm_gelu", "gemm_gelu_weight_grad_zero", device="cuda")
+    assert bad.status == "fail" and "grad linear.weight" in bad.reason, bad.reason
+    assert seen and set(seen) == {namespace}

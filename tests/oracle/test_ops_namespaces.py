@@ -12,11 +12,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 
 from numoracle.cases.case import Case
 from numoracle.errors import UnsupportedCase
 from numoracle.kernels import all_targets
+from numoracle.oracle import tracked
 from numoracle.oracle.ops import OPS, get_op
 from numoracle.oracle.precision import PrecisionModel, get_model
 from numoracle.oracle.tracked import Tracked
@@ -85,10 +86,12 @@ def _models(op: str) -> list[PrecisionModel]:
     return list(seen.values())[:4]
 
 
-def _agree_on_cupy(cupy: Any, case: Case, model: PrecisionModel) -> None:
+def _agree_in(xp: Any, case: Case, model: PrecisionModel) -> None:
+    """A drawn case's references with its float inputs in ``xp`` (CuPy's on the
+    current GPU, torch's on its default device) against the host's."""
     op = get_op(case.op)
     inputs = case.inputs()
-    dev_inputs = {k: cupy.asarray(v) if np.asarray(v).dtype.kind == "f" else v
+    dev_inputs = {k: as_namespace(v, xp) if np.asarray(v).dtype.kind == "f" else v
                   for k, v in inputs.items()}
     try:
         host = op.reference(inputs, case.params, model)
@@ -96,19 +99,52 @@ def _agree_on_cupy(cupy: Any, case: Case, model: PrecisionModel) -> None:
         with pytest.raises(UnsupportedCase):
             op.reference(dev_inputs, case.params, model)
         return
-    _same_as_host(host, op.reference(dev_inputs, case.params, model), cupy,
+    _same_as_host(host, op.reference(dev_inputs, case.params, model), xp,
                   f"{case.op} {case.describe()} under {model.name}")
 
 
-def _check_on_cupy(cupy: Any, op: str, model: PrecisionModel, examples: int) -> None:
+def _check_in(xp: Any, op: str, model: PrecisionModel, examples: int,
+              shrink: bool = True) -> None:
     """``examples`` drawn cases of ``op`` (derandomized, special values overlaid)."""
     @settings(max_examples=examples, deadline=None, database=None, derandomize=True,
-              suppress_health_check=list(HealthCheck))
+              suppress_health_check=list(HealthCheck),
+              phases=[p for p in Phase if shrink or p not in (Phase.shrink, Phase.explain)])
     @given(case=cases(op=op, storage=model.storage.name, max_elements=800, max_overlays=2))
     def check(case: Case) -> None:
-        _agree_on_cupy(cupy, case, model)
+        _agree_in(xp, case, model)
 
     check()
+
+
+@pytest.fixture
+def no_implicit_host_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch's NumPy arrays refuse ``np.asarray`` as CuPy's do (NumPy would otherwise
+    copy them to the host element by element): a reference that converts a device
+    input to the host fails here as on a GPU."""
+    tnp = pytest.importorskip("torch._numpy")
+
+    def refuse(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("Implicit conversion to a NumPy array is not allowed (as CuPy's)")
+
+    monkeypatch.setattr(tnp.ndarray, "__array__", refuse, raising=False)
+    monkeypatch.setattr(tracked, "SINGLE_SUMS", False)  # torch sums in float64 too
+
+
+#: ops whose references still compute on the host (their results leave the namespace)
+_ON_THE_HOST = {"kan", "kan_chain", "logic_ca", "logic_layer"}
+
+
+@pytest.mark.parametrize("op", [pytest.param(
+    op, marks=pytest.mark.xfail(strict=True, reason="computes on the host")
+    if op in _ON_THE_HOST else ()) for op in sorted(OPS)])
+def test_a_hand_written_op_in_torch_on_the_cpu_gives_the_hosts_radii(
+        op: str, no_implicit_host_copy: None) -> None:
+    """CuPy's check below, in torch's namespace on the CPU: every op computes in its
+    operands' namespace, which no GPU is needed to see (one drawn case of its
+    targets' first model)."""
+    torch_xp = namespace_named("torch")
+    with on_device(torch_xp, "cpu"):
+        _check_in(torch_xp, op, _models(op)[0], 1, shrink=False)
 
 
 @pytest.mark.gpu
@@ -116,4 +152,4 @@ def _check_on_cupy(cupy: Any, op: str, model: PrecisionModel, examples: int) -> 
 def test_a_hand_written_op_on_cupy_gives_the_hosts_radii(op: str) -> None:
     cupy = pytest.importorskip("cupy")
     for model in _models(op):
-        _check_on_cupy(cupy, op, model, 6)
+        _check_in(cupy, op, model, 6)

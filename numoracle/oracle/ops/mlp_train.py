@@ -32,6 +32,7 @@ from ..mlp import MLP, PARAMS
 from ..optim_math import OptimConfig
 from ..precision import PrecisionModel
 from ..tracked import Tracked, exact
+from ..xp import array_module
 from .base import Op, Product, check_positive_int
 from .optim import OPTIMIZER_PARAMS, OPTIMIZER_PLAN, optimizer_params, stack_rows
 from .plan import Dim
@@ -101,13 +102,15 @@ class MlpTrain(Op):
         outputs: tuple[str, ...] = (),
     ) -> dict[str, Tracked]:
         self._check_inputs(inputs, params)
-        if not all(bool(np.all(np.isfinite(np.asarray(v)))) for v in inputs.values()):
+        xp = array_module(inputs["x"])  # computed in the inputs' namespace
+        finite = [xp.all(xp.isfinite(v)) for v in inputs.values()]
+        if not bool(xp.all(xp.stack(finite))):  # one synchronisation for all inputs
             raise UnsupportedCase("mlp_train: inputs with NaN or Inf are not judged (the "
                                   "loss of a non-finite sample is not defined)")
         want = outputs or self.outputs(params)
         net = self.network(params, model)
-        x = np.asarray(inputs["x"], dtype=np.float64)
-        labels = np.argmax(np.asarray(inputs["labels"]), axis=-1)
+        x = xp.asarray(inputs["x"], dtype=xp.float64)
+        labels = xp.argmax(inputs["labels"], axis=-1)
         cur: dict[str, Tracked] = {p: exact(inputs[p]) for p in PARAMS}
         rows: dict[str, list[Tracked]] = {k: [] for k in self.outputs(params)}
         with np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore"):

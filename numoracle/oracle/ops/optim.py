@@ -32,6 +32,7 @@ import numpy as np
 from ..optim_math import OptimConfig, optimizer_step
 from ..precision import PrecisionModel
 from ..tracked import Tracked, exact, store, tcat, tmap
+from ..xp import array_module
 from .base import Op, Product, check_positive_int
 from .plan import Choice, Dim, Spec
 
@@ -127,7 +128,8 @@ class Optim(Op):
         self._check_inputs(inputs, params)
         cfg = OptimConfig.from_params(params)
         want = outputs or self.outputs(params)
-        grads = np.asarray(inputs["grads"], dtype=np.float64)
+        xp = array_module(inputs["param0"])
+        grads = xp.asarray(inputs["grads"], dtype=xp.float64)  # in the inputs' namespace
         p = exact(inputs["param0"])
         state: dict[str, Tracked] = {}
         rows: dict[str, list[Tracked]] = {k: [] for k in self.outputs(params)}

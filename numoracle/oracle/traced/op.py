@@ -52,7 +52,7 @@ from ..ops.base import IntegerInput, Op, Product
 from ..ops.plan import Dim
 from ..precision import PrecisionModel
 from ..tracked import Tracked, moved
-from ..xp import array_module, device_of, is_torch, namespace_named, to_numpy
+from ..xp import array_module, device_of, is_torch, namespace_named, on_gpu, to_numpy
 from .capture import Reference
 from .capture import capture as capture_graph
 from .facts import ShapeFacts, shape_facts
@@ -535,20 +535,28 @@ class TracedOp(Op):
                   model: PrecisionModel, outputs: tuple[str, ...] = ()) -> dict[str, Tracked]:
         """The tracked outputs, evaluated where ``inputs`` live: on the host for
         host arrays; on their GPU for device arrays (CuPy's, or torch's CUDA
-        tensors), in torch's namespace there (:mod:`~numoracle.oracle.xp`), the
-        results handed back in the inputs' namespace (CuPy's through DLPack, no
-        copy): no intermediate value or radius crosses to the host."""
+        tensors), in the GPU's namespace there (:func:`~numoracle.oracle.xp.on_gpu`:
+        CuPy where it works, else torch's), the results handed back in the inputs'
+        namespace (through DLPack, no copy): no floating-point input, intermediate
+        value or radius crosses to the host (integer inputs do: the rules index
+        with host arrays)."""
         self._check_inputs(inputs, params)
-        host = {k: np.asarray(to_numpy(v)) for k, v in inputs.items()}
-        integers = self.integer_inputs(params)
-        for k, spec in integers.items():
-            host[k] = _as_integers(k, host[k], spec)
-        values = {n: host[n] for n in self.ref.names}
-        cotangents = {f"grad_{o}": host[f"grad_{o}"] for o in self._graded(params)}
-        graph = capture_graph(self.ref, values, cotangents)
         ctx, back = _placement(self.context(model), inputs)
-        given = host if ctx.xp is np else {k: host[k] if k in integers else v
-                                           for k, v in inputs.items()}
+        integers = self.integer_inputs(params)
+        if ctx.xp is np:
+            given = {k: np.asarray(to_numpy(v)) for k, v in inputs.items()}
+            for k, spec in integers.items():
+                given[k] = _as_integers(k, given[k], spec)
+            seen: dict[str, Any] = given
+        else:  # the capture sees the device's tensors (shapes and dtypes; no copy)
+            given = {k: _as_integers(k, np.asarray(to_numpy(v)), integers[k])
+                     if k in integers else v for k, v in inputs.items()}
+            device = torch.device("cuda", ctx.device) if isinstance(ctx.device, int) \
+                else ctx.device  # CuPy's device number, or torch's device
+            seen = {k: _tensor(v, device) for k, v in given.items()}
+        values = {n: seen[n] for n in self.ref.names}
+        cotangents = {f"grad_{o}": seen[f"grad_{o}"] for o in self._graded(params)}
+        graph = capture_graph(self.ref, values, cotangents)
         got = evaluate(graph, given, ctx, outputs)
         return {k: back(_arrays(as_judged(v))) for k, v in got.items()}
 
@@ -556,25 +564,50 @@ class TracedOp(Op):
         return f"<traced op {self.name}: {self.ref.describe()}>"
 
 
+def _gpu_index(v: Any) -> int | None:
+    """The GPU that holds array or tensor ``v`` (None on the host)."""
+    xp = array_module(v)
+    if xp is np:
+        return None
+    if is_torch(xp):
+        device = device_of(v)
+        return device.index if device.type == "cuda" else None
+    return int(v.device.id)
+
+
 def _placement(ctx: RuleContext, inputs: Mapping[str, Any]
                ) -> tuple[RuleContext, Callable[[Tracked], Tracked]]:
-    """Where a case's reference is evaluated: ``ctx`` in torch's namespace on the
-    GPU that holds a device input (CuPy's or torch's), else on the host; and what
-    hands a result back in the namespace of those inputs."""
+    """Where a case's reference is evaluated: ``ctx`` in the GPU's namespace
+    (:func:`~numoracle.oracle.xp.on_gpu`) on the GPU that holds a device input
+    (CuPy's or torch's), else on the host (torch on the CPU too: the host's NumPy
+    does the same, faster); and what hands a result back in the namespace of
+    those inputs."""
     for v in inputs.values():
-        xp = array_module(v)
-        if xp is np:
+        index = _gpu_index(v)
+        if index is None:
             continue
-        device = device_of(v) if is_torch(xp) else f"cuda:{v.device.id}"
-        if is_torch(xp) and device.type != "cuda":
-            continue  # torch on the CPU: the host's NumPy does the same, faster
-        return replace(ctx, xp=namespace_named("torch"), device=device), partial(_handed, xp)
+        xp, device = on_gpu(index)
+        return replace(ctx, xp=xp, device=device), partial(_handed, array_module(v), index)
     return ctx, lambda t: t
 
 
-def _handed(xp: Any, t: Tracked) -> Tracked:
-    """``t`` in the namespace ``xp`` a case's inputs came in (CuPy's through DLPack)."""
-    return t if is_torch(xp) else moved(t, xp)
+def _handed(xp: Any, index: int, t: Tracked) -> Tracked:
+    """``t`` in the namespace ``xp`` a case's inputs came in, on GPU ``index``
+    (through DLPack where it was computed in the other)."""
+    return moved(t, xp, torch.device("cuda", index) if is_torch(xp) else None)
+
+
+def _tensor(a: Any, device: torch.device | None) -> Any:
+    """A CuPy array or torch's array as a tensor on its device (no copy); a host
+    array copied to ``device`` (an integer input, or a host input beside device ones)."""
+    mod = type(a).__module__
+    if mod.startswith("cupy"):
+        return torch.from_dlpack(a)
+    if isinstance(a, torch.Tensor):
+        return a
+    if mod.startswith("torch"):
+        return namespace_named("torch").tensor(a)
+    return torch.as_tensor(np.asarray(a), device=device)
 
 
 def _arrays(t: Tracked) -> Tracked:

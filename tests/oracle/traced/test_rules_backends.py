@@ -1,9 +1,10 @@
 """Every rule of the traced library computes the same in NumPy and in torch's namespace:
 each checked case of the ``test_rules_*`` modules is run on NumPy and on torch (float64
-tensors on the CPU here; on CUDA in the ``gpu``-marked tests) and the values and radii
-compared (equal, or within the oracle's own error). A case given device inputs (CuPy's,
-as the judge hands a large one) is evaluated on its GPU in torch's namespace and handed
-back in CuPy's."""
+tensors on the CPU here; on CUDA, and in CuPy, in the ``gpu``-marked tests) and the values
+and radii compared (equal, or within the oracle's own error). A case given device inputs
+(CuPy's, as the judge hands a large one, or torch's CUDA tensors) is evaluated on its GPU
+in the namespace :func:`~numoracle.oracle.xp.gpu_namespace` names and handed back in the
+inputs' namespace."""
 
 from __future__ import annotations
 
@@ -119,6 +120,17 @@ def test_rule_on_torch_cuda_agrees_with_numpy(case: RuleCase) -> None:
     _compare(case, namespace_named("torch"), "cuda")
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_rule_on_cupy_agrees_with_numpy(case: RuleCase, cupy: Any) -> None:
+    """CuPy is where a GPU's references are evaluated when it works: every rule there
+    as on the host (its float64 keeps subnormals, so it finds the same exact elements)."""
+    from numoracle.oracle.xp import keeps_subnormals
+
+    assert keeps_subnormals(cupy)
+    _compare(case, cupy)
+
+
 
 # -- whole references: the interpreter in a namespace, and a GPU case's placement ------
 
@@ -168,6 +180,53 @@ def test_a_reference_with_gradients_evaluated_on_torch_agrees_with_numpy() -> No
     for name in host:
         assert array_module(other[name].value) is torch_xp, name
         _same_tracked(host[name], other[name], name)
+
+
+def test_the_gpu_namespace_switch_refuses_an_unknown_name(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from numoracle.errors import InvalidArgument
+    from numoracle.oracle.xp import GPU_NAMESPACE_VARIABLE, gpu_namespace, is_torch
+
+    monkeypatch.setenv(GPU_NAMESPACE_VARIABLE, "torch")
+    assert is_torch(gpu_namespace())
+    monkeypatch.setenv(GPU_NAMESPACE_VARIABLE, "jax")
+    with pytest.raises(InvalidArgument, match="NUMORACLE_GPU_NAMESPACE='jax' is unknown"):
+        gpu_namespace()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("namespace", ["cupy", "torch"])
+def test_a_reference_given_cuda_tensors_is_evaluated_where_the_switch_says(
+        namespace: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch's CUDA tensors in, evaluated in CuPy (shared through DLPack) or in torch's
+    namespace as the switch says, handed back in torch's namespace on that GPU."""
+    if namespace == "cupy":
+        pytest.importorskip("cupy")
+    from numoracle.oracle.traced import interpret
+    from numoracle.oracle.xp import GPU_NAMESPACE_VARIABLE, is_torch
+
+    monkeypatch.setenv(GPU_NAMESPACE_VARIABLE, namespace)
+    seen: list[str] = []
+    evaluate = interpret._evaluate
+
+    def spy(graph: Any, inputs: Any, ctx: Any, outputs: Any) -> Any:
+        seen.append("torch" if is_torch(ctx.xp) else ctx.xp.__name__)
+        return evaluate(graph, inputs, ctx, outputs)
+
+    monkeypatch.setattr(interpret, "_evaluate", spy)
+    op = _block_op()
+    params = {"batch": 4, "n": 64}
+    inputs = _block_inputs(op, params)
+    model = get_model("fp32")
+    host = op.reference(inputs, params, model)
+    dev = op.reference({k: torch.from_numpy(v).cuda() for k, v in inputs.items()}, params,
+                       model)
+    assert seen[-1] == namespace
+    for name in host:
+        assert is_torch(dev[name].xp), name  # handed back where given
+        assert dev[name].xp.tensor(dev[name].value).device.type == "cuda", name
+        _same_tracked(host[name], dev[name], name)
 
 
 @pytest.mark.gpu
