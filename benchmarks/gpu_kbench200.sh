@@ -1,23 +1,30 @@
 #!/usr/bin/env bash
 # The KernelBench judge on the GPU, two parts run side by side, each stopped at KB_DEADLINE
-# seconds (default 38: about 45 s on one H200 in all; the 200 problems need ten minutes or more):
+# seconds (default 520: one call of about 9 minutes on one H200 with 16 CPU cores):
 #  official    every level-1 and level-2 problem (200) judged with its own Model as ModelNew
 #              under the fp32 claim, whole where the float64 floor fits the device's memory;
-#              every GPU visible, several problems at once, 120 s per problem
+#              KB_SLOTS judging workers per GPU (torch imported once each; each problem's
+#              candidate in a fresh sandboxed process forked from a template), the most
+#              work first, 120 s per problem
 #  candidates  public leaderboard kernels KernelBench accepted, re-judged with numoracle's
-#              verdict classes (compiled here: CUDA load_inline), backward where they define one
+#              verdict classes, backward where they define one: KB_BUILD_JOBS compiled at
+#              once (CUDA load_inline, a minute or more each) ahead of KB_JOBS judgements;
+#              a candidates.json already in $OUT/kbench200 (or given as KB_RESUME_FROM) keeps
+#              its verdicts and only the rest is judged; KB_PART=K/N takes every N-th
 #
-#   OUT=DIR [KB_PARTS="official candidates"] [KB_DEADLINE=38] bash benchmarks/gpu_kbench200.sh
+#   OUT=DIR [KB_PARTS="official candidates"] [KB_DEADLINE=520] bash benchmarks/gpu_kbench200.sh
 #
-# By default the official part alone (the candidates compile CUDA for a minute or more
-# each: give them KB_PARTS="official candidates" KB_DEADLINE=240 or more).
+# Slots by default: official 8 and candidates 5 builds + 3 judgements when both run; either
+# part alone gets the whole machine (official 14; candidates 10 builds + 5 judgements).
 #
 # From the root of a checkout with PYTHONPATH=$PWD. Needs the ignored folder .kernelbench
 # (carry it): current/level1, current/level2 (KernelBench's problems) and candidates/ (made
 # by `python -m benchmarks.kernelbench.leaderboard gather`). Writes under $OUT/kbench200/:
 #   official.md / official.json   per problem: how judged (whole / sampled rows / reduced
-#                                 sizes / not finished / refused), seconds, verdict
-#   candidates.md / .json         per candidate: verdict class, backward, KernelBench's rule
+#                                 sizes / not finished / refused), seconds, seconds per
+#                                 phase (timings), verdict
+#   candidates.md / .json         per candidate: verdict class, backward, KernelBench's rule,
+#                                 compile seconds, seconds per phase
 #   log.txt                       progress of both parts
 # Without a CUDA device, or without the folders, it says so and exits 0.
 set -uo pipefail
@@ -28,15 +35,17 @@ if ! python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else
   echo "no CUDA device: the official instances are not judged" | tee "$OUT/kbench200/log.txt"
   exit 0
 fi
-PARTS=${KB_PARTS:-official}
-D=${KB_DEADLINE:-38}
+PARTS=${KB_PARTS:-official candidates}
+D=${KB_DEADLINE:-520}
+both=0
+[[ " $PARTS " == *" official "* && " $PARTS " == *" candidates "* ]] && both=1
 nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv > "$OUT/kbench200/log.txt" 2>&1
 start=$(date +%s)
 if [[ " $PARTS " == *" official "* ]]; then
   if [ -d .kernelbench/current/level1 ]; then
-    timeout $(( D + 10 )) python3 -m benchmarks.kernelbench.official run .kernelbench/current \
-      --out "$OUT/kbench200" --device cuda --limit 120 --deadline "$D" --slots "${KB_SLOTS:-12}" \
-      > "$OUT/kbench200/official.log" 2>&1 &
+    timeout $(( D + 20 )) python3 -m benchmarks.kernelbench.official run .kernelbench/current \
+      --out "$OUT/kbench200" --device cuda --limit "${KB_LIMIT:-120}" --deadline "$D" \
+      --slots "${KB_SLOTS:-$(( both ? 8 : 14 ))}" > "$OUT/kbench200/official.log" 2>&1 &
   else
     echo "no .kernelbench/current/level1 (carry .kernelbench): official part skipped" \
       >> "$OUT/kbench200/log.txt"
@@ -44,9 +53,15 @@ if [[ " $PARTS " == *" official "* ]]; then
 fi
 if [[ " $PARTS " == *" candidates "* ]]; then
   if [ -f .kernelbench/candidates/manifest.json ]; then
-    timeout $(( D + 10 )) python3 -m benchmarks.kernelbench.leaderboard judge \
-      .kernelbench/candidates --out "$OUT/kbench200" --device cuda --jobs "${KB_JOBS:-6}" \
-      --limit "${KB_CAND_LIMIT:-240}" --examples "${KB_EXAMPLES:-3}" --deadline "$D" > "$OUT/kbench200/candidates.log" 2>&1 &
+    if [ -n "${KB_RESUME_FROM:-}" ] && [ -f "$KB_RESUME_FROM" ]; then
+      cp "$KB_RESUME_FROM" "$OUT/kbench200/candidates.json"
+    fi
+    timeout $(( D + 20 )) python3 -m benchmarks.kernelbench.leaderboard judge \
+      .kernelbench/candidates --out "$OUT/kbench200" --device cuda \
+      --jobs "${KB_JOBS:-$(( both ? 3 : 5 ))}" --build-jobs "${KB_BUILD_JOBS:-$(( both ? 5 : 10 ))}" \
+      --limit "${KB_CAND_LIMIT:-180}" --build-limit "${KB_BUILD_LIMIT:-300}" \
+      --examples "${KB_EXAMPLES:-3}" --deadline "$D" --part "${KB_PART:-1/1}" \
+      > "$OUT/kbench200/candidates.log" 2>&1 &
   else
     echo "no .kernelbench/candidates/manifest.json: candidates part skipped" \
       >> "$OUT/kbench200/log.txt"

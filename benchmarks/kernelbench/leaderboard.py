@@ -14,12 +14,20 @@ problems.
 GPU used, ``--jobs`` at once, ``--limit`` seconds each) and writes
 ``candidates.md`` and ``candidates.json``: the verdict class of each (``pass``,
 ``pass (official inputs only)``, ``FAIL``, ``abstain``, ``not judged``,
-``refused``; past the limit ``not judged``, said), whether its gradients were
-judged (a candidate that defines a ``backward`` of its own) and KernelBench's own
-rule on the official case.
+``refused``; past the limit ``not judged``, said; a process that ended without a
+report, the last lines of its output), whether its gradients were judged (a
+candidate that defines a ``backward`` of its own) and KernelBench's own rule on
+the official case. With ``--build-jobs N`` the candidates are first compiled, N
+at once, each by starting its hardened process once (``build``: the inline
+extension lands in the candidate's own ``TORCH_EXTENSIONS_DIR``, where its
+judgement finds it), while those compiled are judged. The verdicts of an
+earlier run in ``--out`` are kept and only the others judged (``--no-resume``:
+all again); ``--part K/N`` takes every N-th candidate from the K-th, so that
+runs can share the manifest.
 
     python -m benchmarks.kernelbench.leaderboard gather CLONE --out .kernelbench/candidates
     python -m benchmarks.kernelbench.leaderboard judge .kernelbench/candidates --out DIR
+        [--jobs 4] [--build-jobs 0] [--part 1/1] [--no-resume]
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -90,41 +99,120 @@ def _gpus() -> list[str]:
         return []
 
 
+def build(problem: Path, candidate: Path, device: str, limit: float, report: Path) -> int:
+    """Start the candidate's hardened process once without judging (its inline
+    extension compiled into ``TORCH_EXTENSIONS_DIR``, where its judgement finds it);
+    ``report``: the seconds and why it did not start, if so."""
+    from numoracle.kernelbench.sandbox import Sandbox  # noqa: PLC0415 - torch-heavy
+
+    t0 = time.perf_counter()
+    box = Sandbox(candidate, device, limit, readable=[problem], template=False)
+    try:
+        failed = box.prepare()
+    finally:
+        box.close()
+    report.write_text(json.dumps({"seconds": round(time.perf_counter() - t0, 1),
+                                  "failed": failed}) + "\n")
+    return 0
+
+
+def _tail(log: Path, lines: int = 6) -> str:
+    """The last lines of a child's log, on one line."""
+    try:
+        text = log.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " / ".join(t.strip() for t in text[-lines:] if t.strip())[-600:]
+
+
+def _done_before(out: Path) -> list[dict[str, Any]]:
+    """The rows of an earlier run's ``candidates.json`` in ``out`` that have a verdict
+    (those not judged are judged again)."""
+    try:
+        rows = json.loads((out / "candidates.json").read_text())["rows"]
+    except (OSError, ValueError, KeyError):
+        return []
+    return [r for r in rows if r.get("verdict") != "not judged"]
+
+
+@dataclass
+class _Running:
+    entry: dict[str, Any]
+    proc: subprocess.Popen[bytes]
+    started: float
+    report: Path
+    log: Path
+
+
 def judge_all(folder: Path, out: Path, *, device: str, jobs: int, limit: float,
-              examples: int, deadline: float, argv: list[str]) -> int:
+              examples: int, deadline: float, argv: list[str], build_jobs: int = 0,
+              build_limit: float = 300.0, part: str = "1/1", resume: bool = True) -> int:
     """Judge every candidate of ``folder``'s manifest (see the module's docstring)."""
     from benchmarks.record import meta  # noqa: PLC0415
 
     t0 = time.perf_counter()
     manifest = json.loads((folder / "manifest.json").read_text())
+    k, n = (int(x) for x in part.split("/"))
+    manifest = manifest[k - 1::n]
     gpus = _gpus() if device == "cuda" else []
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="kbench-leaderboard-"))  # reports, logs, builds
-    rows: list[dict[str, Any]] = []
-    running: list[tuple[dict[str, Any], subprocess.Popen[bytes], float, Path]] = []
-    pending = list(manifest)
+    rows: list[dict[str, Any]] = _done_before(out) if resume else []
+    done = {r["tag"] for r in rows}
     head = {**meta(argv), "command": "python -m benchmarks.kernelbench.leaderboard "
             + " ".join(argv), "device": device, "gpus": len(gpus), "jobs": jobs,
-            "limit": limit, "examples": examples}
+            "limit": limit, "examples": examples, "build_jobs": build_jobs,
+            "kept": len(rows)}
+    to_build = [e for e in manifest if e["tag"] not in done]
+    building: list[_Running] = []
+    built: list[tuple[dict[str, Any], str]] = [] if build_jobs else [(e, "") for e in to_build]
+    if not build_jobs:
+        to_build = []
+    judging: list[_Running] = []
+    count = [0]
 
-    def finish(entry: dict[str, Any], proc: subprocess.Popen[bytes] | None, spent: float,
-               report: Path | None, why: str = "") -> None:
+    def env_of(tag: str) -> dict[str, str]:
+        env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(work / f"ext_{tag}")}
+        if gpus:
+            env["CUDA_VISIBLE_DEVICES"] = gpus[count[0] % len(gpus)]
+        count[0] += 1
+        return env
+
+    def launch(entry: dict[str, Any], cmd: list[str], kind: str) -> _Running:
+        tag = entry["tag"]
+        report, log = work / f"{tag}.{kind}.json", work / f"{tag}.{kind}.log"
+        with open(log, "wb") as f:
+            proc = subprocess.Popen([*cmd, "--report", str(report)], env=env_of(tag),
+                                    stdout=f, stderr=f, start_new_session=True)
+        return _Running(entry, proc, time.perf_counter(), report, log)
+
+    def stop(item: _Running) -> None:
+        if item.proc.poll() is None:
+            os.killpg(item.proc.pid, 9)
+            item.proc.wait()
+
+    def finish(item: _Running | None, entry: dict[str, Any], spent: float, why: str = "",
+               compiled: str = "") -> None:
         row = {**entry, "seconds": round(spent, 1)}
+        if compiled:
+            row["compiled"] = compiled
         try:
-            judged = json.loads(report.read_text())[0] if report is not None and not why \
+            judged = json.loads(item.report.read_text())[0] if item is not None and not why \
                 else None
         except (OSError, ValueError, IndexError):
             judged = None
         if judged is None:
-            code = None if proc is None else proc.returncode
+            if not why and item is not None:
+                tail = _tail(item.log)
+                why = (f"numoracle kernelbench ended with code {item.proc.returncode} and "
+                       f"no report" + (f": {tail}" if tail else ""))
             row.update(verdict="not judged", status="not judged", backward=False,
-                       reason=why or f"numoracle kernelbench ended with code {code} and "
-                                     "no report", kernelbench={})
+                       reason=why, kernelbench={})
         else:
             row.update({k: judged.get(k) for k in ("status", "reason", "cases", "backward",
                                                    "kernelbench", "wrapper", "dropped",
                                                    "refusals", "notes", "failing_official",
-                                                   "ops")})
+                                                   "ops", "timings")})
             row["verdict"] = verdict_class(judged)
         rows.append(row)
         print(f"{time.perf_counter() - t0:6.0f}s {entry['tag']} {entry['problem']}: "
@@ -132,41 +220,60 @@ def judge_all(folder: Path, out: Path, *, device: str, jobs: int, limit: float,
               flush=True)
         _write(out, {**head, "seconds": round(time.perf_counter() - t0, 1)}, rows)
 
-    while pending or running:
+    compiled: dict[str, str] = {}
+    while to_build or building or built or judging:
         now = time.perf_counter() - t0
-        for item in list(running):
-            entry, proc, started, report = item
-            spent = time.perf_counter() - started
-            if proc.poll() is None and spent <= limit and now <= deadline:
+        for item in list(building):
+            spent = time.perf_counter() - item.started
+            if item.proc.poll() is None and spent <= build_limit and now <= deadline:
                 continue
-            if proc.poll() is None:
-                os.killpg(proc.pid, 9)
-                proc.wait()
-                why = (f"not finished within {limit:g} s (compiling and judging)"
+            building.remove(item)
+            if item.proc.poll() is None:
+                stop(item)
+                finish(None, item.entry, spent, f"its build did not finish within "
+                       f"{min(build_limit, spent):.0f} s" if spent > build_limit else
+                       f"stopped at the run's end while building, after {spent:.0f} s")
+                continue
+            try:
+                failed = json.loads(item.report.read_text()).get("failed")
+            except (OSError, ValueError):
+                failed = f"the build ended with code {item.proc.returncode}: {_tail(item.log)}"
+            compiled[item.entry["tag"]] = f"{spent:.0f} s" + (f" ({failed})" if failed else "")
+            built.append((item.entry, compiled[item.entry["tag"]]))
+        for item in list(judging):
+            spent = time.perf_counter() - item.started
+            if item.proc.poll() is None and spent <= limit and now <= deadline:
+                continue
+            judging.remove(item)
+            tag = item.entry["tag"]
+            if item.proc.poll() is None:
+                stop(item)
+                why = (f"not finished within {limit:g} s (judging"
+                       f"{'' if build_jobs else ', compiling included'})"
                        if spent > limit else f"stopped at the run's end after {spent:.0f} s")
-                finish(entry, proc, spent, None, why)
+                finish(item, item.entry, spent, why, compiled.get(tag, ""))
             else:
-                finish(entry, proc, spent, report)
-            running.remove(item)
+                finish(item, item.entry, spent, "", compiled.get(tag, ""))
         if now > deadline:
-            for entry in pending:
-                finish(entry, None, 0.0, None, "not started within the run's time")
-            pending = []
-        while pending and len(running) < jobs:
-            entry = pending.pop(0)
+            for entry in [*to_build, *(e for e, _ in built)]:
+                finish(None, entry, 0.0, "not started within the run's time",
+                       compiled.get(entry["tag"], ""))
+            to_build, built = [], []
+        while to_build and len(building) < build_jobs:
+            entry = to_build.pop(0)
+            building.append(launch(entry, [
+                sys.executable, "-m", "benchmarks.kernelbench.leaderboard", "build",
+                str(folder / entry["tag"] / "problem.py"),
+                str(folder / entry["tag"] / "candidate.py"), "--device", device,
+                "--limit", str(build_limit)], "build"))
+        while built and len(judging) < jobs:
+            entry, _ = built.pop(0)
             tag = entry["tag"]
-            report = work / f"{tag}.json"
-            env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(work / f"ext_{tag}")}
-            if gpus:
-                env["CUDA_VISIBLE_DEVICES"] = gpus[(len(rows) + len(running)) % len(gpus)]
-            cmd = [sys.executable, "-m", "numoracle", "kernelbench",
-                   str(folder / tag / "problem.py"), str(folder / tag / "candidate.py"),
-                   "--device", device, "--examples", str(examples), "--timeout", str(limit),
-                   "--report", str(report)]
-            log = open(work / f"{tag}.log", "wb")  # noqa: SIM115 - the child's own log
-            proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=log,
-                                    start_new_session=True)
-            running.append((entry, proc, time.perf_counter(), report))
+            judging.append(launch(entry, [
+                sys.executable, "-m", "numoracle", "kernelbench",
+                str(folder / tag / "problem.py"), str(folder / tag / "candidate.py"),
+                "--device", device, "--examples", str(examples), "--timeout", str(limit)],
+                "judge"))
         time.sleep(0.2)
     head["seconds"] = round(time.perf_counter() - t0, 1)
     _write(out, head, rows)
@@ -184,7 +291,10 @@ def _write(out: Path, head: dict[str, Any], rows: list[dict[str, Any]]) -> None:
              f"Commit {head['commit']}, {head['date']}; device {head['device']} "
              f"({head['gpus']} GPU(s)), {head['jobs']} candidates at once, {head['examples']} "
              f"drawn cases after the official one, {head['limit']:g} s per candidate "
-             f"(compiling included); {head.get('seconds', 0):.0f} s in all.", "",
+             + (f"(compiled beforehand, {head['build_jobs']} at once)"
+                if head.get("build_jobs") else "(compiling included)")
+             + (f"; {head['kept']} verdicts kept from an earlier run" if head.get("kept")
+                else "") + f"; {head.get('seconds', 0):.0f} s in all.", "",
              "Every candidate was accepted by KernelBench's own check (on its leaderboard); "
              "each is judged against the leaderboard's problem file, claim fp32.", "",
              "| verdict | candidates |", "|---|---|"]
@@ -227,14 +337,31 @@ def main(argv: list[str] | None = None) -> int:
     j.add_argument("--limit", type=float, default=240.0)
     j.add_argument("--examples", type=int, default=6)
     j.add_argument("--deadline", type=float, default=450.0)
+    j.add_argument("--build-jobs", type=int, default=0,
+                   help="candidates compiled at once ahead of their judgements (0: each "
+                        "compiled within its judgement)")
+    j.add_argument("--build-limit", type=float, default=300.0, help="seconds per build")
+    j.add_argument("--part", default="1/1",
+                   help="K/N: the K-th of N interleaved parts of the manifest")
+    j.add_argument("--no-resume", dest="resume", action="store_false",
+                   help="judge again the candidates OUT/candidates.json has a verdict for")
+    b = sub.add_parser("build", help="compile one candidate (the driver's child process)")
+    b.add_argument("problem", type=Path)
+    b.add_argument("candidate", type=Path)
+    b.add_argument("--device", default="cuda")
+    b.add_argument("--limit", type=float, default=300.0)
+    b.add_argument("--report", type=Path, required=True)
     args = ap.parse_args(argv)
     if args.what == "gather":
         found = gather(args.clone, args.out, args.count)
         print(f"{len(found)} candidates in {args.out}")
         return 0
+    if args.what == "build":
+        return build(args.problem, args.candidate, args.device, args.limit, args.report)
     return judge_all(args.folder, args.out, device=args.device, jobs=args.jobs,
                      limit=args.limit, examples=args.examples, deadline=args.deadline,
-                     argv=argv)
+                     argv=argv, build_jobs=args.build_jobs, build_limit=args.build_limit,
+                     part=args.part, resume=args.resume)
 
 
 if __name__ == "__main__":

@@ -1,17 +1,23 @@
 """KernelBench's official instances judged whole where they fit: every problem's own
-``Model`` as the candidate, one process per problem, a time limit per problem.
+``Model`` as the candidate, a time limit per problem.
 
-Each problem is judged by :func:`numoracle.kernelbench.judge.judge` in a process of
-its own (``one``), with a ``ModelNew`` that is the problem's own ``Model`` under
-the ``fp32`` claim, its official case (and ``--examples`` drawn ones). The driver
-(``run``) first reads every problem's float64 floor (inputs, parameters and
-intermediate values, :func:`~numoracle.kernelbench.cases.float64_bytes`), then
-judges the problems smallest first, several at once on every GPU it sees: a
-problem is started on a GPU whose memory left (and the host's) holds what it
-reserves, and killed past ``--limit`` seconds. A problem is judged *whole*
-where its floor times ``--per-byte`` (the oracle's radii and temporaries, the
+Each problem is judged by :func:`numoracle.kernelbench.judge.judge` with a
+``ModelNew`` that is the problem's own ``Model`` under the ``fp32`` claim, its
+official case (and ``--examples`` drawn ones), in one of ``--slots`` judging
+workers per device (``serve``: torch imported once, problems judged one after
+the other; each problem's candidate still runs in a sandboxed process of its
+own). The driver (``run``) first reads every problem's float64 floor (inputs,
+parameters and intermediate values,
+:func:`~numoracle.kernelbench.cases.float64_bytes`) and an estimate of the
+oracle's work (the forward's multiply-adds on the meta device, a transposed
+convolution's weighted), then hands the problems out the most work first, on
+every GPU it sees: a problem is started on a GPU whose memory left (and the
+host's) holds what it reserves, and its worker is killed past ``--limit``
+seconds (a fresh one takes its place). A problem is judged *whole* where its
+floor times ``--per-byte`` (the oracle's radii and temporaries, the
 candidate's and torch's own copies) fits the device's memory; above it the
-judge takes sampled rows or reduced sizes, and says so.
+judge takes sampled rows or reduced sizes, and says so. Each row carries the
+judgement's seconds per phase (``timings``).
 
 How each official instance was judged, one of:
 
@@ -24,6 +30,7 @@ How each official instance was judged, one of:
 
     python -m benchmarks.kernelbench.official run PROBLEMS --out DIR [--device cuda]
         [--limit 120] [--deadline 500] [--levels level1,level2] [--examples 0]
+        [--slots N]
 
 writes ``DIR/official.md`` (the table) and ``DIR/official.json`` (rows and run
 record), rewritten after every problem so that a run stopped early keeps its rows.
@@ -61,9 +68,52 @@ def classify(row: dict[str, Any]) -> str:
     return {"sampled": "sampled rows", "reduced": "reduced sizes"}.get(official, "whole")
 
 
+#: how many times a multiply-add of a transposed convolution costs the oracle one of a
+#: direct one, per unit of its stride's product (zeros inserted between the input's
+#: elements, windows over them): the order the driver starts problems in
+TRANSPOSED_WEIGHT = 8
+#: the oracle's cost of one float64 floor element against one multiply-add
+ELEMENT_WEIGHT = 50
+
+
+def _work(problem: Any, base: dict[str, Any]) -> float:
+    """The oracle's work on the official instance, in multiply-adds: the forward's
+    FLOPs (a transposed convolution's weighted by :data:`TRANSPOSED_WEIGHT` times its
+    stride's product), found on the meta device."""
+    import math  # noqa: PLC0415
+
+    import torch  # noqa: PLC0415 - torch-heavy, in the planning pool's processes
+    from torch.utils._python_dispatch import TorchDispatchMode  # noqa: PLC0415
+    from torch.utils.flop_counter import FlopCounterMode  # noqa: PLC0415
+
+    transposed: list[float] = []
+
+    class Strides(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                               kwargs: Any = None) -> Any:
+            if func.overloadpacket is torch.ops.aten.convolution and len(args) > 6 \
+                    and args[6]:
+                transposed.append(float(math.prod(args[3])))
+            return func(*args, **(kwargs or {}))
+
+    specs = problem.input_specs(base)
+    args = [torch.empty(s.shape, dtype=s.dtype, device="meta") if s.dtype is not None
+            else v for s, v in zip(specs, problem.meta_inputs(base), strict=False)]
+    with torch.device("meta"):
+        model = problem.model(base)
+        counter = FlopCounterMode(display=False)
+        with counter, Strides():
+            model(*args)
+    flops = float(counter.get_total_flops())
+    if transposed:
+        flops *= TRANSPOSED_WEIGHT * max(transposed)
+    return flops / 2
+
+
 def plan_problem(path: str) -> dict[str, Any]:
-    """The float64 floor of ``path``'s official instance and its floating inputs'
-    elements (what the driver schedules by)."""
+    """The float64 floor of ``path``'s official instance, its floating inputs'
+    elements, and an estimate of the oracle's work on it (what the driver schedules
+    by: the most work first)."""
     from numoracle.kernelbench.cases import float64_bytes  # noqa: PLC0415 - torch-heavy
     from numoracle.kernelbench.problem import load_problem  # noqa: PLC0415
 
@@ -74,9 +124,14 @@ def plan_problem(path: str) -> dict[str, Any]:
         inputs = sum(s.elements() for s in problem.input_specs(base) if s.floating)
         outputs = max(floor // 8 - inputs, 0)
     except Exception as exc:  # noqa: BLE001 - a problem that does not load is refused by the judge
-        return {"path": path, "floor": 0, "inputs": 0, "outputs": 0,
+        return {"path": path, "floor": 0, "inputs": 0, "outputs": 0, "work": 0.0,
                 "plan_error": f"{type(exc).__name__}: {str(exc)[:120]}"}
-    return {"path": path, "floor": floor, "inputs": inputs, "outputs": outputs}
+    try:
+        work = _work(problem, base)
+    except Exception:  # noqa: BLE001 - not counted: scheduled by its floor alone
+        work = 0.0
+    work += ELEMENT_WEIGHT * min(floor, 1 << 40) / 8
+    return {"path": path, "floor": floor, "inputs": inputs, "outputs": outputs, "work": work}
 
 
 def judge_one(problem: Path, out: Path, *, device: str, max_bytes: int | None,
@@ -118,8 +173,51 @@ def judge_one(problem: Path, out: Path, *, device: str, max_bytes: int | None,
     row["max_bytes"] = budget
     if device.startswith("cuda") and torch.cuda.is_available():
         row["peak_gib"] = round(torch.cuda.max_memory_reserved() / GIB, 2)
-    out.write_text(json.dumps(row) + "\n")
+    _put(out, row)
     return row
+
+
+def _put(out: Path, row: dict[str, Any]) -> None:
+    """Write ``row`` to ``out`` whole or not at all (the driver reads it when it appears)."""
+    part = out.with_name(out.name + ".part")
+    part.write_text(json.dumps(row) + "\n")
+    os.replace(part, out)
+
+
+def serve(device: str) -> int:
+    """A judging worker: judges the problems the driver writes on stdin (one JSON line
+    each: ``problem``, ``out``, ``examples``, ``limit``, ``max_bytes``) one after the
+    other, torch imported once; each problem's candidate still runs in a process of
+    its own (the judge's sandbox). Ends at the end of stdin, or after a problem whose
+    judgement raised (its row says so; the driver starts a fresh worker)."""
+    import gc  # noqa: PLC0415
+
+    import torch  # noqa: PLC0415 - torch-heavy, in the worker's own process
+
+    from numoracle.kernelbench import judge as _  # noqa: F401, PLC0415 - imported once
+
+    module = sys.modules["numoracle.kernelbench.judge"]
+    oracle_device = module.oracle_device  # type: ignore[attr-defined]
+    cuda = device.startswith("cuda") and torch.cuda.is_available()
+    for line in sys.stdin:
+        job = json.loads(line)
+        out = Path(job["out"])
+        if cuda:
+            torch.cuda.empty_cache()
+            torch.cuda.reset_peak_memory_stats()
+        try:
+            judge_one(Path(job["problem"]), out, device=device, max_bytes=job["max_bytes"],
+                      examples=job["examples"], limit=job["limit"])
+        except Exception as exc:  # noqa: BLE001 - said in the row; the worker ends
+            row = {"status": "not judged", "how": "refused", "seconds": 0.0, "notes": [],
+                   "reason": f"the judge raised {type(exc).__name__}: "
+                             f"{str(exc).splitlines()[0][:200] if str(exc) else ''}"}
+            _put(out, row)
+            return 1
+        finally:
+            module.oracle_device = oracle_device  # type: ignore[attr-defined]
+            gc.collect()
+    return 0
 
 
 @dataclass
@@ -132,6 +230,25 @@ class _Device:
     slots: int
     used: int = 0
     running: list[Any] = field(default_factory=list)
+    #: the judging workers started for this device (busy and idle)
+    workers: list[_Worker] = field(default_factory=list)
+
+
+@dataclass
+class _Worker:
+    """A judging process (:func:`serve`) and its log."""
+
+    proc: subprocess.Popen[bytes]
+    log: Path
+    busy: bool = False
+
+    def tail(self, lines: int = 6) -> str:
+        """The last lines of its log, on one line."""
+        try:
+            text = self.log.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        return " / ".join(t.strip() for t in text[-lines:])[-600:]
 
 
 @dataclass
@@ -142,7 +259,7 @@ class _Job:
     reserve: int
     host: int
     device: _Device | None = None
-    proc: subprocess.Popen[bytes] | None = None
+    worker: _Worker | None = None
     started: float = 0.0
     out: Path | None = None
 
@@ -235,13 +352,27 @@ def _unfinished(job: _Job, seconds: float, why: str) -> dict[str, Any]:
             "floor_gib": round(job.plan["floor"] / GIB, 3), "fits_whole": job.whole}
 
 
-def _kill(job: _Job) -> None:
-    if job.proc is not None and job.proc.poll() is None:
+def _kill(worker: _Worker) -> None:
+    """End a worker and everything it started (its candidate's process too)."""
+    if worker.proc.poll() is None:
         try:
-            os.killpg(job.proc.pid, signal.SIGKILL)
+            os.killpg(worker.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        job.proc.wait()
+        worker.proc.wait()
+
+
+def _start_worker(d: _Device, tmp: Path, env: dict[str, str]) -> _Worker:
+    """A fresh judging worker for device ``d`` (a session of its own: killed whole)."""
+    log = tmp / f"worker_{d.name.replace(':', '')}_{len(os.listdir(tmp))}.log"
+    with open(log, "wb") as f:
+        proc = subprocess.Popen([sys.executable, "-m", "benchmarks.kernelbench.official",
+                                 "serve", "--device", "cpu" if d.name == "cpu" else "cuda"],
+                                env={**env, **d.env}, stdin=subprocess.PIPE, stdout=f,
+                                stderr=f, start_new_session=True)
+    worker = _Worker(proc, log)
+    d.workers.append(worker)
+    return worker
 
 
 def run(args: argparse.Namespace) -> int:
@@ -255,13 +386,19 @@ def run(args: argparse.Namespace) -> int:
     levels = set(args.levels.split(","))
     files = [p for p in problem_files(args.problems) if p.parent.name in levels]
     files = files[::args.every][: args.count]
-    if args.slots is None:  # a problem busies two processes (judge and candidate)
+    if args.slots is None:  # a problem busies its judging worker (its candidate's
+        # process waits most of the time): all CPUs but two, over the devices
         gpus = 1 if args.device == "cpu" else max(_gpu_count(), 1)
-        args.slots = max(1, min(8, (os.cpu_count() or 2) // (2 * gpus)))
+        args.slots = max(1, min(16, (os.cpu_count() or 2) - 2) // gpus)
     devices = _devices("cpu" if args.device == "cpu" else "cuda", args.slots)
     if not devices:
         print("no CUDA device: nothing judged", file=sys.stderr)
         return 3
+    tmp = Path(tempfile.mkdtemp(prefix="kbench-official-"))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    for d in devices:  # their imports overlap the planning
+        for _ in range(min(d.slots, len(files))):
+            _start_worker(d, tmp, env)
     with ProcessPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1)),
                              mp_context=mp.get_context("spawn")) as pool:
         plans = list(pool.map(plan_problem, [str(p) for p in files]))
@@ -280,7 +417,7 @@ def run(args: argparse.Namespace) -> int:
         host = 8 * 4 * plan["inputs"] + 3 * 4 * plan["outputs"]
         jobs.append(_Job(plan, problem_name(p), whole, min(reserve, memory),
                          min(host, host_total)))
-    jobs.sort(key=lambda j: (j.reserve, j.host))
+    jobs.sort(key=lambda j: -j.plan.get("work", 0.0))  # the longest first
     head = {**meta(args.argv), "torch": torch.__version__, "devices": len(devices),
             "command": "python -m benchmarks.kernelbench.official " + " ".join(args.argv),
             "device_name": (torch.cuda.get_device_name(0) if args.device != "cpu"
@@ -293,15 +430,13 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     pending = list(jobs)
-    tmp = Path(tempfile.mkdtemp(prefix="kbench-official-"))
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     signal.signal(signal.SIGTERM, _stop)  # `timeout` stops the driver: its children too
     try:
         _loop(args, t0, devices, pending, rows, head, tmp, env, max_bytes, host_total)
     finally:
         for d in devices:
-            for job in d.running:
-                _kill(job)
+            for worker in d.workers:
+                _kill(worker)
     head["seconds"] = round(time.perf_counter() - t0, 1)
     _write(out, head, rows)
     counts = Counter(r["how"] for r in rows)
@@ -313,40 +448,51 @@ def _stop(signum: int, frame: object) -> None:
     raise SystemExit(f"stopped by signal {signum}")
 
 
+def _finished(job: _Job, spent: float) -> dict[str, Any] | None:
+    """The row of a job whose worker wrote it, or whose worker died; None while it runs."""
+    assert job.worker is not None and job.out is not None
+    if job.out.exists():
+        row: dict[str, Any] = json.loads(job.out.read_text())
+        return row
+    code = job.worker.proc.poll()
+    if code is None:
+        return None
+    tail = job.worker.tail()
+    return {"how": "refused", "status": "not judged", "seconds": round(spent, 2),
+            "notes": [], "reason": f"the judge's process ended with code {code} and no row"
+                                   + (f": {tail}" if tail else "")}
+
+
 def _loop(args: argparse.Namespace, t0: float, devices: list[_Device], pending: list[_Job],
           rows: list[dict[str, Any]], head: dict[str, Any], tmp: Path, env: dict[str, str],
           max_bytes: int | None, host_total: int) -> None:
-    """Start, watch and stop the problems' processes until none is left."""
+    """Hand the problems to the judging workers, watch and stop them until none is left."""
     out = args.out
     host_used = 0
     while pending or any(d.running for d in devices):
         now = time.perf_counter() - t0
         for d in devices:
             for job in list(d.running):
-                assert job.proc is not None and job.out is not None
+                assert job.worker is not None
                 spent = time.perf_counter() - job.started
-                done = job.proc.poll() is not None
-                if not done and spent > args.limit:
-                    _kill(job)
+                row = _finished(job, spent)
+                if row is None and spent > args.limit:
+                    _kill(job.worker)
                     row = _unfinished(job, spent, f"killed past the limit of {args.limit:g} s")
-                elif not done and now > args.deadline:
-                    _kill(job)
+                elif row is None and now > args.deadline:
+                    _kill(job.worker)
                     row = _unfinished(job, spent, f"stopped at the run's end ({args.deadline:g} "
                                                   f"s) after {spent:.0f} s")
-                elif done:
-                    try:
-                        row = json.loads(job.out.read_text())
-                        row["problem"] = job.name
-                    except (OSError, ValueError):
-                        row = {"problem": job.name, "how": "refused", "status": "not judged",
-                               "seconds": round(spent, 2), "notes": [],
-                               "reason": f"the judge's process ended with code "
-                                         f"{job.proc.returncode} and no row"}
+                elif row is None:
+                    continue
+                else:
                     row["floor_gib"] = round(job.plan["floor"] / GIB, 3)
                     row["fits_whole"] = job.whole
                     row["device"] = d.name
-                else:
-                    continue
+                row["problem"] = job.name
+                job.worker.busy = False
+                if job.worker.proc.poll() is not None:
+                    d.workers.remove(job.worker)
                 d.running.remove(job)
                 d.used -= job.reserve
                 host_used -= job.host
@@ -369,22 +515,28 @@ def _loop(args: argparse.Namespace, t0: float, devices: list[_Device], pending: 
                     break  # a large one waits for room; smaller ones behind it too
                 continue
             d = min(fits, key=lambda x: (x.used, len(x.running)))
-            job.device, job.out = d, tmp / f"{len(rows)}_{job.name.replace('/', '_')}.json"
-            cmd = [sys.executable, "-m", "benchmarks.kernelbench.official", "one",
-                   job.plan["path"], "--out", str(job.out), "--device",
-                   "cpu" if d.name == "cpu" else "cuda", "--examples", str(args.examples),
-                   "--limit", str(args.limit)]
-            if max_bytes is not None:
-                cmd += ["--max-bytes", str(max_bytes)]
-            log = open(tmp / f"{job.name.replace('/', '_')}.log", "wb")  # noqa: SIM115
-            job.proc = subprocess.Popen(cmd, env={**env, **d.env}, stdout=log, stderr=log,
-                                        start_new_session=True)
+            idle = [w for w in d.workers if not w.busy and w.proc.poll() is None]
+            worker = idle[0] if idle else _start_worker(d, tmp, env)
+            job.device, job.worker = d, worker
+            job.out = tmp / f"{job.name.replace('/', '_')}.json"
+            line = {"problem": job.plan["path"], "out": str(job.out),
+                    "examples": args.examples, "limit": args.limit, "max_bytes": max_bytes}
+            try:
+                assert worker.proc.stdin is not None
+                worker.proc.stdin.write((json.dumps(line) + "\n").encode())
+                worker.proc.stdin.flush()
+            except OSError:  # it died idle: the job waits for the next round
+                d.workers.remove(worker)
+                continue
+            worker.busy = True
             job.started = time.perf_counter()
             d.running.append(job)
             d.used += job.reserve
             host_used += job.host
             pending.remove(job)
-        time.sleep(0.2)
+        for d in devices:  # workers that died idle are replaced when needed
+            d.workers = [w for w in d.workers if w.busy or w.proc.poll() is None]
+        time.sleep(0.1)
 
 
 def _floor_text(q: dict[str, Any]) -> str:
@@ -441,8 +593,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--deadline", type=float, default=500.0,
                    help="seconds after which nothing starts and what runs is stopped")
     r.add_argument("--slots", type=int, default=None,
-                   help="problems at once per device (default: CPU cores over twice the "
-                        "devices, at most 8)")
+                   help="judging workers per device (default: the CPU cores but two over "
+                        "the devices, at most 16)")
     r.add_argument("--per-byte", type=int, default=None,
                    help="device bytes reserved per float64 floor byte of a whole instance "
                         "(default: the judge's DEVICE_MEMORY_PER_BYTE)")
@@ -458,7 +610,9 @@ def main(argv: list[str] | None = None) -> int:
     pl.add_argument("--out", type=Path, required=True)
     pl.add_argument("--memory-gib", type=float, default=139.8)
     pl.add_argument("--per-byte", default="4,6,8")
-    o = sub.add_parser("one", help="judge one problem (the driver's child process)")
+    w = sub.add_parser("serve", help="a judging worker: problems as JSON lines on stdin")
+    w.add_argument("--device", default="cuda")
+    o = sub.add_parser("one", help="judge one problem in this process")
     o.add_argument("problem", type=Path)
     o.add_argument("--out", type=Path, required=True)
     o.add_argument("--device", default="cuda")
@@ -469,6 +623,8 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = argv
     if args.what == "plan":
         return plan(args)
+    if args.what == "serve":
+        return serve(args.device)
     if args.what == "one":
         judge_one(args.problem, args.out, device=args.device, max_bytes=args.max_bytes,
                   examples=args.examples, limit=args.limit)

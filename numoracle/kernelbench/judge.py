@@ -81,7 +81,7 @@ from .census import problem_ops
 from .problem import BadFile, Problem, load_problem
 from .reference import DTYPES, compute_ops, kernelbench_rule, torch_reference
 from .sampling import RowPlan, row_plan, sample_rows
-from .sandbox import InProcess, Sandbox
+from .sandbox import InProcess, Sandbox, warm
 
 __all__ = ["judge", "Judgement", "CaseResult", "PRECISIONS", "DEFAULT_MAX_BYTES",
            "defines_backward", "DEVICE_MEMORY_PER_BYTE", "whole_bytes",
@@ -214,6 +214,11 @@ class Judgement:
     wrapper: bool = False
     #: whether its gradients were judged too
     backward: bool = False
+    #: seconds per phase, summed over its cases: loading the problem, planning (sizes,
+    #: rules), torch reference, candidate start, candidate runs, capture, oracle,
+    #: comparison, gradients, closing; ``candidate start: ...`` the candidate's process's
+    #: own start by phase (imports, device set-up, loading the candidate, ...)
+    timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -236,7 +241,8 @@ class Judgement:
              "worst_ratio": self.worst_ratio, "dropped": self.dropped,
              "refusals": self.refusals, "ops": self.ops, "kernels": self.kernels,
              "wrapper": self.wrapper,
-             "backward": self.backward}
+             "backward": self.backward,
+             "timings": {k: round(v, 3) for k, v in self.timings.items()}}
         if self.failing is not None:
             d["failing_case"] = self.failing.case.describe()
             d["failing_official"] = self.failing is self.official
@@ -271,6 +277,16 @@ class _Context:
         self.backward = backward
         #: the GPU the oracle evaluates on (:func:`~numoracle.oracle.xp.on_gpu`); None: the host
         self.gpu = oracle_device(device)
+        #: seconds per phase (:attr:`Judgement.timings`), summed over the cases
+        self.timings: dict[str, float] = {}
+        if isolated:
+            warm()  # the candidates' template imports while the judge plans
+
+    def lap(self, phase: str, since: float) -> float:
+        """Add the seconds since ``since`` to ``phase``; the time now."""
+        now = time.perf_counter()
+        self.timings[phase] = self.timings.get(phase, 0.0) + now - since
+        return now
 
     def run(self, case: KBCase) -> CaseResult:
         t0 = time.perf_counter()
@@ -285,6 +301,7 @@ class _Context:
             ref = torch_reference(p, init=init, state=state, args=second, layouts=layouts,
                                   device=self.device, dtype=self.dtype_name, tf32=self.tf32,
                                   seed=case.seed, rows=case.rows)
+        mark = self.lap("torch reference", t0)
         result.reference_ops = ref.ops
         if ref.fault is not None:  # not judged: torch itself cannot run this case
             result.fault, result.seconds = ref.fault, time.perf_counter() - t0
@@ -305,7 +322,12 @@ class _Context:
             capacity = 4 * capacity + 16 * (sum(a.size for a in second
                                                 if isinstance(a, np.ndarray))
                                             + sum(np.size(v) for v in state.values()))
-        answer = self.worker().run(request, capacity)
+        worker = self.worker()
+        starting = getattr(worker, "started_in", 0.0)
+        answer = worker.run(request, capacity)
+        started = getattr(worker, "started_in", 0.0) - starting
+        self.timings["candidate start"] = self.timings.get("candidate start", 0.0) + started
+        mark = self.lap("candidate runs", mark + started)
         result.notes = list(answer.get("notes", []))
         result.ops = list(answer.get("ops", []))
         result.kernels = dict(answer.get("kernels", {}))
@@ -343,11 +365,13 @@ class _Context:
             result.seconds = time.perf_counter() - t0
             return result
         refs = [_judged_where(r) for r in refs]
+        mark = time.perf_counter()
         if result.fault is None:
             got = answer["outputs"]
             result.outputs = [self._compare(i, g, r) for i, (g, r) in
                               enumerate(zip(got, refs, strict=True))]
             result.passed = all(o.passed for o in result.outputs)
+            mark = self.lap("comparison", mark)
             if result.passed and cots is not None:
                 with p.at(sizes):
                     if case.rows and self.plan is not None:
@@ -357,6 +381,7 @@ class _Context:
                                        [c[idx] for c in cots], answer)
                     else:
                         self.gradients(result, sizes, state, second, cots, answer)
+                mark = self.lap("gradients", mark)
         result.degenerate = all(_within_bound_of_zero(r) for r in refs)
         result.seconds = time.perf_counter() - t0
         return result
@@ -369,10 +394,13 @@ class _Context:
                 if self.isolated else InProcess(self.candidate, self.device)
         return self._worker
 
-    def close(self) -> None:
+    def close(self) -> float:
+        """End the candidate's process; when this began (``time.perf_counter()``)."""
+        began = time.perf_counter()
         if self._worker is not None:
             self._worker.close()
             self._worker = None
+        return began
 
     def release(self) -> None:
         """Give the oracle's cached device memory back (after a case that ran out)."""
@@ -423,8 +451,11 @@ class _Context:
                 (namespace_named("torch"), self.gpu)
             rules = RuleContext(self.model, xp=xp, device=where)
         if cotangents is None:
+            mark = time.perf_counter()
             graph = capture(ref, tensors)
+            mark = self.lap("capture", mark)
             out = evaluate(graph, tensors, rules)
+            self.lap("oracle", mark)
             return [out[n] for n in graph.outputs]
         outs = output_names(ref.call({k: torch.as_tensor(v).double()
                                       if isinstance(v, (np.ndarray, torch.Tensor))
@@ -432,8 +463,11 @@ class _Context:
                                       else torch.as_tensor(v) for k, v in tensors.items()}))
         cots = {f"grad_{n}": self._placed(np.asarray(c, dtype=np.float64))
                 for n, c in zip(outs, cotangents, strict=True)}
+        mark = time.perf_counter()
         graph = capture(ref, tensors, cots)
+        mark = self.lap("capture", mark)
         out = evaluate(graph, {**tensors, **cots}, rules)
+        self.lap("oracle", mark)
         return ([out[n] for n in outs],
                 {label: out[f"grad_{name}"] for name, label in labels.items()})
 
@@ -725,6 +759,7 @@ def judge(problem: str | Path, candidate: str | Path, *, precision: str = "fp32"
         ctx = _Context(prob, Path(candidate), precision, device, timeout, max_bytes,
                        isolated, defines_backward(candidate) if backward is None else backward)
         out.backward = ctx.backward
+        ctx.lap("loading the problem", t0)
     except BadFile as exc:
         out.status, out.reason = "refused", str(exc)
         return out
@@ -745,7 +780,9 @@ def judge(problem: str | Path, candidate: str | Path, *, precision: str = "fp32"
         out.status, out.reason = "refused", str(exc)
         return out
     finally:
-        ctx.close()
+        laps = dict(getattr(ctx._worker, "laps", {}))
+        ctx.lap("closing", ctx.close())
+        out.timings = {**ctx.timings, **{f"candidate start: {k}": v for k, v in laps.items()}}
         out.seconds = time.perf_counter() - t0
 
 
@@ -815,6 +852,7 @@ def _wrapper_note(first: CaseResult) -> str | None:
 def _judge(ctx: _Context, out: Judgement, examples: int, seed: int,
            case: KBCase | None, shrink: bool, progress: Any = None) -> Judgement:
     prob = ctx.problem
+    mark = time.perf_counter()
     small = reduced_sizes(prob, ctx.base, most=max(1 << 16, ctx.max_bytes // 512)) \
         if varied_knobs(prob) else {}
     if small is None:
@@ -825,6 +863,7 @@ def _judge(ctx: _Context, out: Judgement, examples: int, seed: int,
         ctx.plan = row_plan(prob, ctx.base, small, ctx.max_bytes)
     probe = {} if fits else small
     out.missing = missing_rules(prob, {**ctx.base, **probe})
+    ctx.lap("planning", mark)
     if out.missing:
         out.status = "abstain"
         out.reason = "no rule for " + ", ".join(out.missing)

@@ -1,9 +1,13 @@
 """The candidate's process: started per candidate, hardened, answering one case at a time.
 
-:class:`Sandbox` starts a Python process of its own for one candidate file
-(``subprocess``, not ``fork``: CUDA and threads do not survive a fork). On
-the CPU its first lines, before torch is imported and while the process
-still has a single thread, move it into a network namespace of its own where
+:class:`Sandbox` starts a process of its own for one candidate file: forked
+from the judge's template (:mod:`.template`, a process that imported torch and
+nothing of the judge's, never a device: CUDA does not survive a fork, and the
+judge's own process, whose memory holds the reference's outputs, is never
+forked), or with ``template=False`` a fresh interpreter (``subprocess``). On
+the CPU its first lines, while the process still has a single thread (a fork
+has one; a fresh interpreter before it imports torch), move it into a network
+namespace of its own where
 the kernel allows an unprivileged one (a user and a network namespace: no
 interface but a loopback that is down; not on a GPU, whose driver may talk to
 its own services); then :func:`serve` hardens it further
@@ -17,12 +21,15 @@ messages (the case's host arrays in, notes and where the outputs lie out) and a
 file in shared memory the judge allocates per case, into which the process
 copies the outputs' bytes through raw memory (:mod:`.candidate`) and from
 which the judge reads them itself. A crash, an exit, a hang past the timeout
-or a CUDA error ends the process; the next case gets a fresh one.
+or a CUDA error ends the process; the next case gets a fresh one. The process
+tells the judge its start's seconds by phase (``Sandbox.laps``); told to stop,
+it ends without the interpreter's teardown.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import mmap
 import os
@@ -31,6 +38,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -41,8 +49,10 @@ import numpy as np
 from ..checking.call import cuda_error
 from ..checking.isolate import describe_exit, requests
 from . import landlock
+from .template import Child, template
 
-__all__ = ["Sandbox", "InProcess", "serve", "STARTUP_TIMEOUT", "read_output"]
+__all__ = ["Sandbox", "InProcess", "serve", "STARTUP_TIMEOUT", "read_output", "warm",
+           "forked"]
 
 #: seconds a fresh process may take to start and import the candidate (imports,
 #: device set-up, compiling an inline extension)
@@ -51,6 +61,8 @@ _CLONE_NEWUSER, _CLONE_NEWNET = 0x10000000, 0x40000000
 
 #: the process's first lines: a network namespace while it has one thread, then serve
 _BOOT = r"""
+import time
+began = time.perf_counter()
 import ctypes, json, sys
 fd, candidate, device, path = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 (shared, readable), judge_dir = json.loads(sys.argv[5]), sys.argv[6]
@@ -62,16 +74,20 @@ if device == "cpu":
     except (OSError, AttributeError):
         pass
 from numoracle.kernelbench.sandbox import serve
-serve(fd, candidate, device, netns, shared, judge_dir, readable)
+serve(fd, candidate, device, netns, shared, judge_dir, readable, began)
+sys.stdout.flush(); sys.stderr.flush()
+import os
+os._exit(0)  # told to stop: no interpreter teardown (torch's takes seconds)
 """ % (_CLONE_NEWUSER, _CLONE_NEWNET)
 
 
 def serve(fd: int, candidate: str, device: str, netns: bool, shared: Sequence[str] = (),
-          judge_dir: str = "", readable: Sequence[str] = ()) -> None:
+          judge_dir: str = "", readable: Sequence[str] = (), began: float | None = None
+          ) -> None:
     """The candidate's process: harden, pin, confine, import the candidate, answer
     cases (``shared``: the folders the judge hands outputs over in; ``judge_dir``:
     the judge's working directory; ``readable``: files it may read beside the
-    candidate's)."""
+    candidate's; ``began``: when its first line ran, ``time.perf_counter()``)."""
     import faulthandler  # noqa: PLC0415 - the worker's imports, before the candidate's
 
     import torch  # noqa: PLC0415
@@ -79,19 +95,26 @@ def serve(fd: int, candidate: str, device: str, netns: bool, shared: Sequence[st
     from . import candidate as run  # noqa: PLC0415
     from . import guard  # noqa: PLC0415
 
+    clock = _Clock(time.perf_counter() if began is None else began)
+    clock.lap("imports")
+
     conn = Connection(fd)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     faulthandler.enable()
     done = guard.harden()
     if netns:
         done.append("a network namespace of its own")
+    clock.lap("hardening")
     if device.startswith("cuda"):
         torch.cuda.init()
+    clock.lap("device set-up")
     with run.OpRecorder(), run.KernelRecorder(device):  # what their first use imports
         torch.ones(1, device=device).add(1)  # (and wraps) is there before the pins
+    clock.lap("recorders")
     done.append(_confine([candidate, *readable], shared, judge_dir))
     pins = guard.Pins([sys.modules[__name__], run, guard])
     memory = guard.RawMemory(device)
+    clock.lap("confining and pinning")
     cls: Any = None
     status: tuple[str, str] = ("ok", "")
     try:
@@ -100,8 +123,9 @@ def serve(fd: int, candidate: str, device: str, netns: bool, shared: Sequence[st
         status = ("missing", str(exc))
     except Exception as exc:  # noqa: BLE001 - told to the judge as one sentence
         status = ("bad", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    clock.lap("loading the candidate")
     changed = pins.changed()
-    conn.send(("ready", done, status, changed))
+    conn.send(("ready", done, status, changed, clock.laps))
     mapped: tuple[str, int, Any] | None = None
     for request, path, size in requests(conn):
         if mapped is None or mapped[:2] != (path, size):
@@ -122,6 +146,48 @@ def serve(fd: int, candidate: str, device: str, netns: bool, shared: Sequence[st
         conn.send(("answer", answer))
         if answer.get("fault_kind") == "cuda":
             return
+
+
+def warm() -> None:
+    """Start this process's template (:mod:`.template`) now, so that its imports
+    overlap the judge's own work."""
+    template()
+
+
+def forked(fd: int, candidate: str, device: str, shared: Sequence[str], judge_dir: str,
+           readable: Sequence[str], env: Mapping[str, str]) -> None:
+    """A candidate's process forked from the template (:mod:`.template`): the network
+    namespace while it has one thread (a fork has one), the judge's environment, then
+    :func:`serve`; it ends without the interpreter's teardown."""
+    began = time.perf_counter()
+    netns = False
+    if device == "cpu":
+        try:
+            netns = ctypes.CDLL(None, use_errno=True).unshare(
+                _CLONE_NEWUSER | _CLONE_NEWNET) == 0
+        except (OSError, AttributeError):
+            pass
+    os.environ.clear()
+    os.environ.update(env)
+    serve(fd, candidate, device, netns, shared, judge_dir, readable, began)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+class _Clock:
+    """Seconds per phase of the process's start, told to the judge with ``ready``."""
+
+    def __init__(self, began: float) -> None:
+        self.now, self.last = time.perf_counter, began
+        self.laps: dict[str, float] = {}
+        #: seconds spent starting the process, in all (its starts included in ``run``)
+        self.started_in = 0.0
+
+    def lap(self, name: str) -> None:
+        now = self.now()
+        self.laps[name] = round(now - self.last, 3)
+        self.last = now
 
 
 def _confine(readable: Sequence[str], shared: Sequence[str], judge_dir: str) -> str:
@@ -223,17 +289,26 @@ class Sandbox:
         Seconds one case may take.
     readable : sequence of path
         Files the process may read beside the candidate's own (the problem's file).
+    template : bool
+        Fork the process from this judge's template (:mod:`.template`: torch imported
+        once, a fresh process without the imports' seconds) rather than start a new
+        interpreter.
     """
 
     def __init__(self, candidate: str | Path, device: str, timeout: float,
-                 readable: Sequence[str | Path] = ()) -> None:
+                 readable: Sequence[str | Path] = (), template: bool = True) -> None:
+        self.template = template
         self.candidate, self.device, self.timeout = str(Path(candidate).resolve()), device, \
             timeout
         #: further files the process may read (the problem's file: the candidate's task)
         self.readable = [str(Path(p).resolve()) for p in readable]
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: subprocess.Popen[bytes] | Child | None = None
         self.conn: Connection | None = None
         self.hardening: list[str] = []
+        #: seconds per phase of the last start of the process (:func:`serve`'s clock)
+        self.laps: dict[str, float] = {}
+        #: seconds spent starting the process, in all (its starts included in ``run``)
+        self.started_in = 0.0
         # the folders the outputs are handed over in: shared memory, or where it has no
         # room the temporary folder (the process may read and write these alone)
         self.folders = [tempfile.mkdtemp(prefix="numoracle-outputs-", dir=d)
@@ -247,12 +322,16 @@ class Sandbox:
         """Start the process; None when it is ready, else (kind, sentence)."""
         ours, theirs = socket.socketpair()
         env = dict(os.environ)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", _BOOT, str(theirs.fileno()), self.candidate, self.device,
-             json.dumps(sys.path), json.dumps([self.folders, self.readable]), os.getcwd()],
-            pass_fds=(theirs.fileno(),), env=env,
-            stdin=subprocess.DEVNULL)
-        theirs.close()
+        if self.template:
+            self.proc = template().fork(theirs.detach(), {
+                "candidate": self.candidate, "device": self.device, "shared": self.folders,
+                "judge_dir": os.getcwd(), "readable": self.readable, "env": env})
+        else:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", _BOOT, str(theirs.fileno()), self.candidate,
+                 self.device, json.dumps(sys.path), json.dumps([self.folders, self.readable]),
+                 os.getcwd()], pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL)
+            theirs.close()
         self.conn = Connection(ours.detach())
         try:
             answer = self._receive(STARTUP_TIMEOUT)
@@ -261,7 +340,7 @@ class Sandbox:
         if answer is None or answer[0] != "ready":
             code = self._stop()
             return ("crash", f"the candidate's process did not start: {describe_exit(code)}")
-        _, self.hardening, (status, text), changed = answer
+        _, self.hardening, (status, text), changed, self.laps = answer
         if status == "missing":
             return ("missing", text)
         if status == "bad":
@@ -270,6 +349,20 @@ class Sandbox:
             return ("tamper", "the candidate replaced what the judge's worker relies on ("
                     + ", ".join(changed[:6]) + (", ..." if len(changed) > 6 else "")
                     + ") when its file was imported")
+        return None
+
+    def prepare(self) -> str | None:
+        """Start the process without running a case (importing the candidate: an
+        inline extension is compiled, into ``TORCH_EXTENSIONS_DIR`` where that is
+        set); None when it is ready, else why it is not (a sentence)."""
+        if self.proc is not None and self.proc.poll() is None:
+            return None
+        began = time.perf_counter()
+        failed = self._start()
+        self.started_in += time.perf_counter() - began
+        if failed is not None:
+            self._stop()
+            return failed[1]
         return None
 
     def _receive(self, timeout: float) -> Any:
@@ -321,7 +414,9 @@ class Sandbox:
         """One case: the process's answer with ``outputs`` (host arrays) read from the
         shared buffer, or with ``fault`` and ``fault_kind``."""
         if self.proc is None or self.proc.poll() is not None:
+            began = time.perf_counter()
             failed = self._start()
+            self.started_in += time.perf_counter() - began
             if failed is not None:
                 self._stop()
                 return {"fault": failed[1], "fault_kind": failed[0], "notes": []}
