@@ -289,15 +289,18 @@ class Sandbox:
         Seconds one case may take.
     readable : sequence of path
         Files the process may read beside the candidate's own (the problem's file).
-    template : bool
+    template : bool or None
         Fork the process from this judge's template (:mod:`.template`: torch imported
         once, a fresh process without the imports' seconds) rather than start a new
-        interpreter.
+        interpreter; None: unless the environment variable
+        ``NUMORACLE_KERNELBENCH_TEMPLATE`` is ``0``. Where the template cannot fork,
+        a new interpreter is started.
     """
 
     def __init__(self, candidate: str | Path, device: str, timeout: float,
-                 readable: Sequence[str | Path] = (), template: bool = True) -> None:
-        self.template = template
+                 readable: Sequence[str | Path] = (), template: bool | None = None) -> None:
+        self.template = template if template is not None else \
+            os.environ.get("NUMORACLE_KERNELBENCH_TEMPLATE", "1") != "0"
         self.candidate, self.device, self.timeout = str(Path(candidate).resolve()), device, \
             timeout
         #: further files the process may read (the problem's file: the candidate's task)
@@ -322,11 +325,17 @@ class Sandbox:
         """Start the process; None when it is ready, else (kind, sentence)."""
         ours, theirs = socket.socketpair()
         env = dict(os.environ)
+        self.proc = None
         if self.template:
-            self.proc = template().fork(theirs.detach(), {
-                "candidate": self.candidate, "device": self.device, "shared": self.folders,
-                "judge_dir": os.getcwd(), "readable": self.readable, "env": env})
-        else:
+            try:
+                self.proc = template().fork(os.dup(theirs.fileno()), {
+                    "candidate": self.candidate, "device": self.device,
+                    "shared": self.folders, "judge_dir": os.getcwd(),
+                    "readable": self.readable, "env": env})
+                theirs.close()
+            except OSError:  # no template: a new interpreter instead
+                self.template = False
+        if self.proc is None:
             self.proc = subprocess.Popen(
                 [sys.executable, "-c", _BOOT, str(theirs.fileno()), self.candidate,
                  self.device, json.dumps(sys.path), json.dumps([self.folders, self.readable]),
