@@ -1,0 +1,56 @@
+"""The survey drivers' bookkeeping: the official run's order of work, the leaderboard
+run's resumption."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from benchmarks.kernelbench.leaderboard import _done_before
+from benchmarks.kernelbench.official import plan_problem
+
+_CONV = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv = nn.{kind}(c, c, 3, stride={stride})
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+batch_size = 4
+channels = 8
+size = {size}
+
+
+def get_inputs():
+    return [torch.rand(batch_size, channels, size, size)]
+
+
+def get_init_inputs():
+    return [channels]
+'''
+
+
+def test_a_transposed_convolution_is_planned_as_more_work(tmp_path: Path) -> None:
+    direct = tmp_path / "1_conv.py"
+    direct.write_text(_CONV.format(kind="Conv2d", stride=1, size=34))
+    transposed = tmp_path / "2_conv_transposed.py"
+    transposed.write_text(_CONV.format(kind="ConvTranspose2d", stride=2, size=16))
+    a, b = plan_problem(str(direct)), plan_problem(str(transposed))
+    assert a["work"] > 0 and b["work"] > 0
+    # the transposed one has a quarter of the direct one's multiply-adds (its input is
+    # 16x16), but the oracle's work on it is weighted by its stride: it is started first
+    assert b["work"] > 2 * a["work"]
+
+
+def test_a_resumed_run_keeps_verdicts_and_judges_the_rest_again(tmp_path: Path) -> None:
+    rows = [{"tag": "l1_p1", "verdict": "pass"}, {"tag": "l1_p2", "verdict": "FAIL"},
+            {"tag": "l1_p3", "verdict": "not judged"}]
+    (tmp_path / "candidates.json").write_text(json.dumps({"meta": {}, "rows": rows}))
+    assert [r["tag"] for r in _done_before(tmp_path)] == ["l1_p1", "l1_p2"]
+    assert _done_before(tmp_path / "absent") == []
