@@ -262,6 +262,8 @@ class _Job:
     worker: _Worker | None = None
     started: float = 0.0
     out: Path | None = None
+    #: judged again after running out of device memory beside other problems
+    retried: bool = False
 
 
 def _devices(kind: str, slots: int) -> list[_Device]:
@@ -463,6 +465,18 @@ def _finished(job: _Job, spent: float) -> dict[str, Any] | None:
                                    + (f": {tail}" if tail else "")}
 
 
+def _again(job: _Job, row: dict[str, Any], d: _Device) -> bool:
+    """Whether ``job`` goes back to the queue: it was not judged for want of device
+    memory while other problems ran beside it (once; it then reserves a third of the
+    device, so that few run beside it)."""
+    if job.retried or row.get("status") != "not judged" or \
+            "out of memory" not in str(row.get("reason", "")).lower():
+        return False
+    job.retried = True
+    job.reserve = max(job.reserve, d.memory // 3)
+    return True
+
+
 def _loop(args: argparse.Namespace, t0: float, devices: list[_Device], pending: list[_Job],
           rows: list[dict[str, Any]], head: dict[str, Any], tmp: Path, env: dict[str, str],
           max_bytes: int | None, host_total: int) -> None:
@@ -496,6 +510,15 @@ def _loop(args: argparse.Namespace, t0: float, devices: list[_Device], pending: 
                 d.running.remove(job)
                 d.used -= job.reserve
                 host_used -= job.host
+                if _again(job, row, d):
+                    pending.append(job)  # at the end: with few problems beside it
+                    print(f"{now:6.0f}s {job.name}: out of device memory beside others, "
+                          f"queued again", file=sys.stderr, flush=True)
+                    continue
+                if job.retried:
+                    row.setdefault("notes", []).insert(
+                        0, "judged again after running out of device memory beside other "
+                           "problems")
                 rows.append(row)
                 print(f"{now:6.0f}s {row['problem']}: {row['how']} {row['status']} "
                       f"{row['seconds']:.1f}s {str(row.get('reason', ''))[:100]}",
