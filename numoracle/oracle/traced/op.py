@@ -536,7 +536,7 @@ class TracedOp(Op):
         """The tracked outputs, evaluated where ``inputs`` live: on the host for
         host arrays; on their GPU for device arrays (CuPy's, or torch's CUDA
         tensors), in the GPU's namespace there (:func:`~numoracle.oracle.xp.on_gpu`:
-        CuPy where it works, else torch's), the results handed back in the inputs'
+        torch's, or CuPy where chosen), the results handed back in the inputs'
         namespace (through DLPack, no copy): no floating-point input, intermediate
         value or radius crosses to the host (integer inputs do: the rules index
         with host arrays)."""
