@@ -31,7 +31,7 @@ from ..oracle.ops import get_op
 from ..oracle.xp import release_cached_memory
 from ..targets.backends import get_backend
 from ..targets.target import Target
-from .diagnosis import Fault
+from .diagnosis import Fault, FaultKind
 
 __all__ = ["DEFAULT_TIMEOUT", "call_kernel", "call_in_thread", "call_here", "cuda_error",
            "device_out_of_memory"]
@@ -178,22 +178,23 @@ def _raised(exc: BaseException, backend: Any, during: str) -> Fault:
     after it) stands for."""
     if device_out_of_memory(exc):
         return Fault(f"the GPU ran out of memory during the kernel: {type(exc).__name__}: "
-                     f"{str(exc).splitlines()[0] if str(exc) else ''}", "oom")
+                     f"{str(exc).splitlines()[0] if str(exc) else ''}", FaultKind.OOM)
     name = cuda_error(exc)
     if name is not None:
         return Fault(f"the kernel {'raised' if during == 'call' else 'left'} a CUDA error: "
-                     f"{name}", "cuda")
+                     f"{name}", FaultKind.CUDA)
     kind = getattr(exc, "fault_kind", None)  # a foreign call's own crash or hang
-    if kind in ("crash", "hang"):
+    if kind in (FaultKind.CRASH, FaultKind.HANG):
         return Fault(f"the kernel raised {type(exc).__name__}: {exc}", kind,
                      exception=type(exc).__name__)
     if isinstance(exc, SystemExit):
-        return Fault(f"the kernel called sys.exit({exc.code!r})", "raise", exception="SystemExit")
+        return Fault(f"the kernel called sys.exit({exc.code!r})", FaultKind.RAISE,
+                     exception="SystemExit")
     if isinstance(exc, ValueError) and "read-only" in str(exc):
         where = _kernel_line(exc)
         return Fault("the kernel wrote to one of its inputs, which are read-only: "
-                     f"ValueError: {exc}{where}", "input")
-    return Fault(f"the kernel raised {type(exc).__name__}: {exc}", "raise",
+                     f"ValueError: {exc}{where}", FaultKind.INPUT)
+    return Fault(f"the kernel raised {type(exc).__name__}: {exc}", FaultKind.RAISE,
                  exception=type(exc).__name__)
 
 
@@ -236,9 +237,9 @@ def call_kernel(case: Case, target: Target, inputs: Mapping[str, np.ndarray],
     try:
         out = call(target.fn, args, timeout)
     except _Hung as exc:
-        return None, Fault(str(exc), "hang")
+        return None, Fault(str(exc), FaultKind.HANG)
     except UnsupportedCase as exc:  # the target declines the case (e.g. parameters it fixes)
-        return None, Fault(f"the target does not take this case: {exc}", "unsupported")
+        return None, Fault(f"the target does not take this case: {exc}", FaultKind.UNSUPPORTED)
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - a raising kernel is a failing verdict
         return None, _raised(exc, backend, "call")
     try:
@@ -247,16 +248,16 @@ def call_kernel(case: Case, target: Target, inputs: Mapping[str, np.ndarray],
         return None, _raised(exc, backend, "sync")
     written = _written_inputs(backend, args, handed)
     if written:
-        return None, Fault(written, "input")
+        return None, Fault(written, FaultKind.INPUT)
     if not isinstance(out, Mapping):
         return None, Fault(f"the kernel returned {type(out).__name__}; it must return a dict "
-                           "of outputs by name", "output")
+                           "of outputs by name", FaultKind.OUTPUT)
     defined = op.outputs(case.params)  # e.g. no grad_bias for a case without a bias
     wanted = [k for k in (target.outputs or defined) if k in defined]
     missing = [k for k in wanted if k not in out]
     if missing:
         return None, Fault(f"the kernel did not return {missing} (returned {sorted(out)})",
-                           "output")
+                           FaultKind.OUTPUT)
     expected = op.output_shapes(case.params)
     host: dict[str, np.ndarray] = {}
     for name in wanted:
@@ -267,7 +268,7 @@ def call_kernel(case: Case, target: Target, inputs: Mapping[str, np.ndarray],
                                        shape=shape_in(expected[name], axes, order))
         if problem:
             where = f" (in the target's axis order {order})" if order not in (None, axes) else ""
-            return None, Fault(f"output {name!r}{where}: {problem}", "output")
+            return None, Fault(f"output {name!r}{where}: {problem}", FaultKind.OUTPUT)
         host[name] = np.ascontiguousarray(from_order(backend.to_host(arr), axes, order))
     return host, None
 

@@ -31,7 +31,7 @@ from .call import (
     cuda_error,
     device_out_of_memory,
 )
-from .diagnosis import FATAL_KINDS, Fault
+from .diagnosis import FATAL_KINDS, Fault, FaultKind
 from .isolate import run_isolated
 from .verdict import (
     Verdict,
@@ -255,10 +255,10 @@ def check_case(case: Case, target: Target, *, timeout: float | None = DEFAULT_TI
             error = None
     if error is None:
         got, error = run_kernel(case, target, inputs, timeout, isolate=isolate)
-    if isinstance(error, Fault) and error.kind == "oom":
+    if isinstance(error, Fault) and error.kind is FaultKind.OOM:
         raise UnsupportedCase(f"{error}; the case is not judged (a GPU shared by fewer "
                               "processes, or smaller cases, leave it the memory it needs)")
-    if isinstance(error, Fault) and error.kind == "unsupported":
+    if isinstance(error, Fault) and error.kind is FaultKind.UNSUPPORTED:
         raise UnsupportedCase(f"{error}; the case is not judged")
     verdict = Verdict(case=case, target=target.name, op=target.op,
                       precision=target.precision.name, passed=False, error=error, got=got,

@@ -39,7 +39,7 @@ from ..oracle.ops import get_op
 from ..oracle.precision import PrecisionModel
 from ..targets.target import Target
 from .check import DEFAULT_TIMEOUT, judge, run_kernel
-from .diagnosis import Diagnosis
+from .diagnosis import Diagnosis, DiagnosisKind
 from .verdict import OutputVerdict, Verdict
 
 __all__ = ["discriminate", "Discrimination", "PROBES", "probe_inputs", "RERUNS"]
@@ -207,7 +207,7 @@ def discriminate(verdict: Verdict, target: Target, *,
     claimed = target.precision
     if reruns > 0:
         for name, text in _varies(verdict, target, ins, timeout, isolate, reruns).items():
-            verdict.outputs[name].diagnosis = Diagnosis("nondeterministic", text)
+            verdict.outputs[name].diagnosis = Diagnosis(DiagnosisKind.NONDETERMINISTIC, text)
             found.nondeterministic.append(name)
     if found.nondeterministic:
         return found  # other cases judge a kernel that changes its results no better
@@ -252,7 +252,8 @@ def _resolved(claimed: PrecisionModel, models: list[PrecisionModel],
     listed = ", ".join(m.name for m in models)
     if not alive:
         why = "; ".join(f"{m} on {w}" for m, w in failed.items())
-        return Diagnosis("logic", f"exceeds {claimed.name}; {listed} explained the first case, "
+        return Diagnosis(DiagnosisKind.LOGIC,
+                         f"exceeds {claimed.name}; {listed} explained the first case, "
                          f"but each exceeds its bound on a case that tells them apart ({why}): "
                          "no precision model explains the kernel, a logic bug")
     cause, looser = alive[0], alive[1:]
@@ -264,4 +265,4 @@ def _resolved(claimed: PrecisionModel, models: list[PrecisionModel],
     if looser:
         text += (f"; {', '.join(m.name for m in looser)} fit them too but allow more error "
                  f"than {cause.name}")
-    return Diagnosis("precision", text, model=cause)
+    return Diagnosis(DiagnosisKind.PRECISION, text, model=cause)

@@ -80,7 +80,7 @@ from ..errors import InvalidArgument
 from ..targets.sources import find_in_source
 from ..targets.target import Target
 from .call import DEFAULT_TIMEOUT, call_here, call_kernel
-from .diagnosis import Fault
+from .diagnosis import Fault, FaultKind
 
 __all__ = ["run_isolated", "call_isolated", "prepare", "start", "shutdown", "describe_exit",
            "in_worker", "requests", "STARTUP_TIMEOUT", "UNGUARDED_EXIT"]
@@ -189,8 +189,8 @@ def _worker_main(conn: Any, dump: str | None = None) -> None:
             conn.send(("ok", *result))
         except Exception as exc:  # noqa: BLE001 - an unpicklable result is the function's
             conn.send(("ok", None, Fault(f"its result could not be sent back: "
-                                         f"{type(exc).__name__}: {exc}", "output")))
-        if isinstance(result[1], Fault) and result[1].kind == "cuda":
+                                         f"{type(exc).__name__}: {exc}", FaultKind.OUTPUT)))
+        if isinstance(result[1], Fault) and result[1].kind is FaultKind.CUDA:
             return  # the CUDA context is unusable: the next case gets a fresh process
 
 
@@ -397,14 +397,15 @@ class _Pool:
                 answer = self._exchange((what, spec, payload), timeout)
             except _Died:
                 code = self._kill()
-                return None, Fault(describe_exit(code) + last_frame(self.last_dump), "crash")
+                return None, Fault(describe_exit(code) + last_frame(self.last_dump),
+                                   FaultKind.CRASH)
             if answer is None:
                 self._kill()
                 return None, Fault(f"the kernel did not return within the timeout of "
                                    f"{timeout:g} s (hung? set timeout= or --timeout); its "
-                                   "worker process was killed", "hang")
+                                   "worker process was killed", FaultKind.HANG)
             _, result, fault = answer
-            if isinstance(fault, Fault) and fault.kind == "cuda":
+            if isinstance(fault, Fault) and fault.kind is FaultKind.CUDA:
                 self._kill()  # the worker exits by itself; wait for it, start the next
             return result, fault
 

@@ -26,7 +26,7 @@ from ..oracle.precision import (
 from ..oracle.tracked import Tracked
 from ..oracle.transforms import ALGORITHMS, TRANSFORMS
 from ..oracle.xp import array_module
-from .diagnosis import Diagnosis, Fault, failure_class, most_specific
+from .diagnosis import Diagnosis, DiagnosisKind, Fault, failure_class, most_specific
 from .message import format_verdict
 
 __all__ = ["ElementReport", "OutputVerdict", "Verdict", "candidates", "compare", "diagnose",
@@ -449,7 +449,7 @@ def diagnose(
     "exceeds the bound: a logic bug", never "consistent with" a coarser format.
     """
     if out.nonfinite:
-        out.diagnosis = Diagnosis("nonfinite", out.nonfinite)
+        out.diagnosis = Diagnosis(DiagnosisKind.NONFINITE, out.nonfinite)
         return
     models = candidates(claimed, ladder=ladder)
     for name, model in models:
@@ -471,7 +471,7 @@ def diagnose(
                 out.per_model[f"{claimed.name} summation only"] = summed
                 text += (f"; beyond its summation bound (ratio {summed:.3g}): consistent "
                          f"with {_name_algorithms(named)}")
-        out.diagnosis = Diagnosis("pass", text, model=claimed)
+        out.diagnosis = Diagnosis(DiagnosisKind.PASS, text, model=claimed)
         return
     fits = [m for name, m in models if out.per_model[name] < 1.0 and name != claimed.name]
     note = ""
@@ -581,10 +581,10 @@ def explain(claimed: PrecisionModel, fits: list[PrecisionModel], *, exact: bool 
                     "this is a logic bug (wrong index or layout, a dropped or extra term)")
         else:
             text = "exceeds every precision model: a logic bug"
-        return Diagnosis("logic", text + tail)
+        return Diagnosis(DiagnosisKind.LOGIC, text + tail)
     first, rest = fits[0], fits[1:]
     if first.name.endswith(TRANSFORM_SUFFIX):
-        return Diagnosis("algorithm", f"exceeds {claimed.name}; consistent with "
+        return Diagnosis(DiagnosisKind.ALGORITHM, f"exceeds {claimed.name}; consistent with "
                          f"{_name_algorithms(algorithms)} at {claimed.name}'s formats; no "
                          f"summation order in the standard formats explains it{tail}",
                          model=first)
@@ -592,13 +592,15 @@ def explain(claimed: PrecisionModel, fits: list[PrecisionModel], *, exact: bool 
     summations = [m for m in rest if not m.name.endswith(TRANSFORM_SUFFIX)]
     if first.name.startswith(f"{claimed.name}+") or not summations:
         also = f"; also consistent with {', '.join(words)}" if words else ""
-        return Diagnosis("precision", f"exceeds {claimed.name}; consistent with {first.name} "
+        return Diagnosis(DiagnosisKind.PRECISION,
+                         f"exceeds {claimed.name}; consistent with {first.name} "
                          f"({first.describe()}){also}{tail}", model=first,
                          alternatives=tuple(summations))
     names = [first.name] + [m.name for m in summations]
     listed = ", ".join(names[:-1]) + f" or {names[-1]}"
     extra = f"; also with {_TRANSFORM_WORDS}" if len(words) > len(summations) else ""
-    return Diagnosis("precision", f"exceeds {claimed.name}; consistent with {listed}: this case "
+    return Diagnosis(DiagnosisKind.PRECISION,
+                     f"exceeds {claimed.name}; consistent with {listed}: this case "
                      f"cannot tell them apart ({first.name}, the first, is the most precise)"
                      f"{extra}{tail}", model=first, alternatives=tuple(summations))
 
@@ -635,6 +637,6 @@ def advise(verdict: Verdict, backend: str) -> None:
         return
     for o in verdict.outputs.values():
         d = o.diagnosis
-        if not o.passed and d.kind == "precision" and d.model is not None \
+        if not o.passed and d.kind is DiagnosisKind.PRECISION and d.model is not None \
                 and d.model.name == f"{verdict.precision}{FLUSHED_SUFFIX}":
             o.diagnosis = d.with_advice(advice.format(model=verdict.precision))

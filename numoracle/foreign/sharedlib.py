@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..cases.layouts import shape_in
+from ..checking.diagnosis import FaultKind
 from ..errors import InvalidArgument
 from ..oracle.formats import format_of
 from ..oracle.ops import get_op
@@ -237,7 +238,7 @@ class _Call:
                 timeout=self.timeout)
             if fault is not None:
                 kind = getattr(fault, "kind", "raise")
-                hint = _CRASH_HINT if kind in ("crash", "hang") else ""
+                hint = _CRASH_HINT if kind in (FaultKind.CRASH, FaultKind.HANG) else ""
                 raise ForeignError(f"{self.symbol}: {fault}{hint}", kind)
             status, outs = result
         else:

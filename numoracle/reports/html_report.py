@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..checking.diagnosis import DiagnosisKind
 from ..outcome import Outcome, RunVerdict
 from . import plots
 
@@ -122,7 +123,7 @@ def _failure(r: TargetResult, zoo: bool) -> str:
     parts = [f"<h3>{_e(r.target)} on {_e(r.op)}, claiming {_e(r.precision)}"
              f"{' (mutant, caught)' if zoo else ''}</h3>",
              f"<p>diagnosis: {_e(r.diagnosis)}</p>"]
-    causes = [(name, d) for name, d in r.diagnoses.items() if d.kind != "none"]
+    causes = [(name, d) for name, d in r.diagnoses.items() if d.kind is not DiagnosisKind.NONE]
     if causes:  # the structured diagnosis of each failing output: kind and model found
         parts.append(_table(["output", "kind", "consistent with", "also consistent with"],
                             [[_e(name), _e(d.kind), _e(d.model.name if d.model else ""),

@@ -27,7 +27,7 @@ from hypothesis.errors import FlakyFailure, HypothesisException
 
 from ..cases.case import Case
 from ..checking.check import DEFAULT_TIMEOUT, check_case
-from ..checking.diagnosis import Diagnosis, DiagnosisKind
+from ..checking.diagnosis import FATAL_KINDS, Diagnosis, DiagnosisKind, FaultKind
 from ..checking.discriminate import discriminate
 from ..checking.message import fmt_ratio
 from ..checking.verdict import Verdict, ladder_for
@@ -433,13 +433,13 @@ class _Judging:
                 state["first"] = v
                 if self.shrink_seconds is not None:
                     state["shrink_end"] = time.perf_counter() + self.shrink_seconds
-                if kind == "hang" and state["timeout"] is not None:
+                if kind is FaultKind.HANG and state["timeout"] is not None:
                     state["timeout"] = state["timeout"] * HANG_SHRINK_FACTOR
             state["last"] = v  # Hypothesis shrinks monotonically: the smallest so far
-            if kind in ("hang", "crash", "cuda") and v is not state["first"]:
-                key = "hangs" if kind == "hang" else "crashes"
+            if kind in FATAL_KINDS and v is not state["first"]:
+                key = "hangs" if kind is FaultKind.HANG else "crashes"
                 state[key] += 1
-                limit = HANG_SHRINK_TRIES if kind == "hang" else CRASH_SHRINK_TRIES
+                limit = HANG_SHRINK_TRIES if kind is FaultKind.HANG else CRASH_SHRINK_TRIES
                 if state[key] >= limit:
                     raise _ShrinkSpent
             raise KernelMismatch(v.diagnosis, v)
@@ -525,7 +525,7 @@ def _judge_given(judge: _Judging, cases: Iterable[Case], *, store: Path | str | 
     kind = getattr(found.error, "kind", None)
     if not shrink:
         pass
-    elif kind in ("hang", "crash", "cuda"):
+    elif kind in FATAL_KINDS:
         note = f"not shrunk: a case given that ends in a {kind} is kept as it was found"
     else:
         found, inputs, note = _shrink_given(found, judge, shrink_seconds)
@@ -572,7 +572,7 @@ def _weaker(v: Verdict, first: Verdict | None) -> bool:
     that a logic bug shrinks to a case that still shows it, not to one where
     only rounding fails)."""
     def logic(x: Verdict) -> bool:
-        return x.error is None and any(not o.passed and o.diagnosis.kind == "logic"
+        return x.error is None and any(not o.passed and o.diagnosis.kind is DiagnosisKind.LOGIC
                                        for o in x.outputs.values())
     return first is not None and logic(first) and not logic(v)
 

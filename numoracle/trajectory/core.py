@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..checking.diagnosis import Diagnosis
+from ..checking.diagnosis import Diagnosis, DiagnosisKind
 from ..checking.verdict import OutputVerdict, diagnose
 from ..oracle.precision import PrecisionModel
 from ..oracle.tracked import Tracked
@@ -155,8 +155,8 @@ def first_failure(rec: StepVerdict, names: Sequence[str], arrays: Mapping[str, n
                     return reference(m)[name]
             diagnose(out, arrays[name], claimed, reference_for, ladder=ladder)
         else:
-            out.diagnosis = Diagnosis("nonfinite", out.nonfinite) if out.nonfinite \
-                else Diagnosis("exceeds", f"exceeds {claimed.name}")
+            out.diagnosis = Diagnosis(DiagnosisKind.NONFINITE, out.nonfinite) if out.nonfinite \
+                else Diagnosis(DiagnosisKind.EXCEEDS, f"exceeds {claimed.name}")
         w = out.worst[0] if out.worst else None
         if w is None:
             return StepFailure(rec.step, name, out.worst_ratio, str(out.diagnosis))
