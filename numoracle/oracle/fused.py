@@ -44,7 +44,7 @@ from .fused_cpu import (
 from .precision import gamma
 from .xp import array_module, is_torch
 
-__all__ = ["fused", "fused_exact", "contraction_radii", "add_rounding", "lowest_set_bit",
+__all__ = ["fused", "fused_exact", "whole_rules", "contraction_radii", "add_rounding", "lowest_set_bit",
            "device_scalars", "own_array", "rounded", "operand_facts", "OperandFacts",
            "PendingFacts", "exact_products", "exact_contraction_radii", "store_rounding",
            "magnitude_sum", "single_sum", "single_growth", "SINGLE_CHUNK", "NOT_FINITE",
@@ -193,6 +193,13 @@ def fused_exact(xp: Any) -> bool:
     run as one pass each on the arrays of ``xp``: CuPy's kernels, or on NumPy the
     loops of :mod:`~numoracle.oracle.fused_cpu` where numba is installed."""
     return fused(xp) or (xp is np and fused_cpu.available())
+
+
+def whole_rules(xp: Any, size: int) -> bool:
+    """Whether a rule of the softmax family over ``size`` elements of ``xp`` runs as
+    whole-rule loops (:mod:`~numoracle.oracle.fused_cpu`'s, on NumPy where numba is
+    installed, from LOOP_MIN elements): the same bits as its primitives' passes."""
+    return xp is np and size >= fused_cpu.LOOP_MIN and fused_cpu.rows_available()
 
 
 def contraction_radii(S: Any, grow: Any, tiny_mag: Any, tiny_sum: Any, det_coef: Any,

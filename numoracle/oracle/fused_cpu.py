@@ -29,7 +29,9 @@ from .formats import NOT_FINITE, OFF_SINGLE, SINGLE_UP, SUBNORMAL, UNREPRESENTAB
 
 __all__ = ["available", "warm_up", "operand_facts", "grid", "exact_radii", "store_round",
            "rounding_params", "larger_counts", "add_radii", "either_radii", "any_special",
-           "mul_radii", "carry_binary", "elementary_radii", "elementwise", "LOOP_MIN", "NOT_FINITE", "SUBNORMAL",
+           "mul_radii", "carry_binary", "elementary_radii", "elementwise", "LOOP_MIN",
+           "rows_available", "as_rows", "row_max", "shifted_exp_rows", "softmax_rows",
+           "log_softmax_rows", "NOT_FINITE", "SUBNORMAL",
            "UNREPRESENTABLE", "OFF_SINGLE", "SINGLE_UP"]
 
 
@@ -49,6 +51,33 @@ def _loops() -> Any:
 def available() -> bool:
     """Whether the CPU's one-pass forms run here."""
     return _loops() is not None
+
+
+@cache
+def _row_loops() -> Any:
+    """The whole-rule loops of the softmax family, or None where numba is missing or
+    switched off, or where the loops' ``exp`` and ``expm1`` do not give NumPy's bits
+    on a probe of arguments over their whole range (NumPy's own SIMD forms on some
+    processors): the rules' values are NumPy's functions' bits."""
+    if _loops() is None:
+        return None
+    from . import _numba_rows  # noqa: PLC0415 - numba is optional
+
+    rng = np.random.default_rng(0)
+    probe = np.concatenate([np.linspace(-760.0, 720.0, 1 << 15), rng.standard_normal(1 << 14),
+                            rng.standard_normal(1 << 14) * 1e-8, -np.abs(rng.standard_normal(
+                                1 << 14)) * 40.0, [0.0, -0.0, 1e-300, -1e-300, 709.78]])
+    got, got_m1 = np.empty_like(probe), np.empty_like(probe)
+    _numba_rows.exp_values(probe, got, got_m1)
+    with np.errstate(over="ignore"):
+        same = (np.array_equal(got, np.exp(probe))
+                and np.array_equal(got_m1, np.expm1(probe)))
+    return _numba_rows if same else None
+
+
+def rows_available() -> bool:
+    """Whether the whole-rule loops of the softmax family run here (:func:`_row_loops`)."""
+    return _row_loops() is not None
 
 
 #: elements from which an elementwise rule runs as a loop: below, calling the compiled
@@ -270,4 +299,56 @@ def elementary_radii(v: Any, value: Any, lip: Any, radii: tuple[Any, Any, Any], 
             zero, shape).reshape(-1, shape[-1] if shape else 1),
         tp is td, tr is not None, scale is not None, zero is not None, float(spec.ulps),
         float(spec.per_x), float(spec.of_one), u, tiny, ref_unit, acc_max, *rows)
+    return outs
+
+
+def as_rows(a: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """``a`` (float64) broadcast to ``shape`` as rows of its last axis (a view where
+    the layout allows: a broadcast radius stays unwritten)."""
+    return _rows(a, shape)
+
+
+def row_max(x: np.ndarray, xd: np.ndarray, xp_: np.ndarray, xr: np.ndarray
+            ) -> np.ndarray | None:
+    """Per row of ``x`` (2-D) with its radii: the largest value, det, prob, ref_err
+    and ``x + det + ref_err`` (columns 0 to 4); None where some value or radius is
+    not finite."""
+    out = np.empty((x.shape[0], 5))
+    return out if _row_loops().row_max(x, xd, xp_, xr, out) else None
+
+
+def shifted_exp_rows(x: np.ndarray, radii: tuple[np.ndarray, ...], mx: np.ndarray,
+                     test_exact: bool, unshifted: bool, params: tuple[float, ...],
+                     ints: tuple[int, int]) -> tuple[np.ndarray, ...]:
+    """The first whole-rule loop (``_numba_rows.shifted_exp_rows``): ``e``'s value,
+    det, prob, ref_err, the online bound's terms, with ``unshifted`` ``exp(x)``'s four
+    arrays (else empty), and the per-row flags."""
+    shape = x.shape
+    outs = [np.empty(shape) for _ in range(5)]
+    xs = [np.empty(shape if unshifted else (1, 1)) for _ in range(4)]
+    flags = np.zeros((shape[0], 7), dtype=np.bool_)
+    _row_loops().shifted_exp_rows(x, *radii, mx, test_exact, unshifted,
+                                  np.asarray(params, dtype=np.float64),
+                                  np.asarray(ints, dtype=np.int64), *outs, *xs, flags)
+    return (*outs, *xs, flags)
+
+
+def softmax_rows(e: tuple[np.ndarray, ...], tot: np.ndarray, rec: np.ndarray,
+                 params: tuple[float, ...]) -> tuple[np.ndarray, ...]:
+    """The second whole-rule loop of softmax: value, det, prob, ref_err, magnitude."""
+    outs = tuple(np.empty(e[0].shape) for _ in range(5))
+    _row_loops().softmax_rows(*e, tot, rec, np.asarray(params, dtype=np.float64), *outs)
+    return outs
+
+
+def log_softmax_rows(x: np.ndarray, radii: tuple[np.ndarray, ...], mx: np.ndarray,
+                     per_row: tuple[np.ndarray, ...], ok: np.ndarray, exact: tuple[bool, ...],
+                     params: tuple[float, ...], ints: tuple[int, int]
+                     ) -> tuple[np.ndarray, ...]:
+    """The second whole-rule loop of log-softmax: value, det, prob, ref_err, magnitude."""
+    outs = tuple(np.empty(x.shape) for _ in range(5))
+    _row_loops().log_softmax_rows(x, *radii, mx, *per_row, ok,
+                                  np.asarray(exact, dtype=np.bool_),
+                                  np.asarray(params, dtype=np.float64),
+                                  np.asarray(ints, dtype=np.int64), *outs)
     return outs

@@ -1,0 +1,399 @@
+"""The whole-rule loops of the softmax family, compiled by numba (imported only
+where numba is installed, through :mod:`~numoracle.oracle.fused_cpu`).
+
+A softmax or log-softmax rule composes a dozen primitives (a maximum, a
+subtraction, two exponentials, sums, divisions, the online bound); each makes
+several passes over the whole input on NumPy. Here the elementwise part of a
+whole rule is two loops over the rows (lanes of the last axis), run in parallel
+over the rows: one before the rule's sums (the shifted exponential and its
+radii, the exponential of the unshifted input, the online bound's terms) and
+one after (the quotients or differences and their radii, both formulations and
+the choice between them). Each performs the primitives' float64 operations in
+their order (:mod:`~numoracle.oracle._numba_loops`: the same bits); the sums
+themselves stay NumPy's (their summation order sets their bits).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numba
+import numpy as np
+
+from ._numba_loops import _maximum, _representable, _rmul
+
+_par = numba.njit(cache=True, nogil=True, parallel=True)
+_jit = numba.njit(cache=True, nogil=True)
+
+
+@_jit
+def exp_values(x: Any, out: Any, m1: Any) -> None:
+    """``exp`` and ``expm1`` of a vector as these loops evaluate them (compared with
+    NumPy's before the loops are used)."""
+    for i in range(x.size):
+        out[i] = math.exp(x[i])
+        m1[i] = math.expm1(x[i])
+
+
+@_par
+def row_max(x: Any, xd: Any, xp_: Any, xr: Any, out: Any) -> bool:
+    """Per row: the largest value, det, prob and ref_err (``out[:, :4]``: the
+    maximum's radii are the largest along the row) and the largest ``x + det +
+    ref_err`` (``out[:, 4]``); whether every value and radius is finite."""
+    rows, cols = x.shape
+    bad = 0
+    for i in numba.prange(rows):
+        mv, md, mp, mr, mh = -np.inf, -np.inf, -np.inf, -np.inf, -np.inf
+        fin = True
+        for j in range(cols):
+            v, d, p, r = x[i, j], xd[i, j], xp_[i, j], xr[i, j]
+            fin = fin and abs(v) < np.inf and abs(d) < np.inf and abs(p) < np.inf \
+                and abs(r) < np.inf
+            mv = max(mv, v)
+            md = max(md, d)
+            mp = max(mp, p)
+            mr = max(mr, r)
+            mh = max(mh, v + (d + r))
+        out[i, 0] = mv
+        out[i, 1] = md
+        out[i, 2] = mp
+        out[i, 3] = mr
+        out[i, 4] = mh
+        if not fin:
+            bad += 1
+    return bad == 0
+
+
+@_jit
+def _shifted(xv: float, ad: float, ap: float, ar: float, m: float, md: float, mp: float,
+             mr: float, u: float, tiny: float, u64: float, test_exact: bool, t: int, emin: int,
+             fmax: float) -> tuple[float, float, float, float]:
+    """``x - m`` as tracked ``sub`` computes it (its loops ``add_radii`` and
+    ``add_exact``): value, det, prob, ref_err."""
+    y = -1.0 * m
+    v = xv + y
+    mm = abs(v)
+    r = (ar + mr) + u64 * mm
+    s = mm + r
+    s = s * u
+    s = s + tiny
+    grow = 1.0 + u
+    d = (ad + md) * grow + s
+    p = (ap + mp) * grow + s
+    if test_exact and ad == 0.0 and md == 0.0 and ar == 0.0 and mr == 0.0:
+        bb = v - xv
+        if (xv - (v - bb)) + (y - bb) == 0.0 and _representable(v, t, emin, fmax):
+            r = 0.0
+            d = 0.0
+            p = 0.0
+    return v, d, p, r
+
+
+@_jit
+def _exp(v: float, td: float, tp: float, tr: float, ulps: float, per_x: float, of_one: float,
+         u: float, tiny: float, ref_unit: float, acc_max: float
+         ) -> tuple[float, float, float, float]:
+    """``exp`` of a tracked element as ``elementary`` computes it (its loop
+    ``elementary_radii``, a Lipschitz bound ``exp(v + reach)``): value, det, prob,
+    ref_err. (A zero ``ref_err`` gives the same bits as the rule's form without it.)"""
+    reach = td + tr
+    lip = math.exp(v + reach)
+    value = math.exp(v)
+    va = abs(value)
+    d = _rmul(lip, td)
+    p = _rmul(lip, tp)
+    r = ref_unit * va
+    r = _rmul(lip, tr) + r
+    k = ulps + per_x * (abs(v) + reach) if per_x != 0.0 else ulps
+    e = ((2.0 * k) * u) * ((va + d) + r) + k * tiny
+    if of_one != 0.0:
+        e = e + (2.0 * u) * of_one
+    d = d + e
+    p = p + e
+    if (va + d) >= acc_max:
+        d = np.inf
+        p = np.inf
+    return value, d, p, r
+
+
+@_jit
+def _special(v: float, d: float, r: float) -> bool:
+    """ieee's special point: an exact 0 or infinity, or NaN with a finite reach."""
+    reach = d + r
+    return (reach == 0.0 and (v == 0.0 or abs(v) == np.inf)) or (v != v and abs(reach) < np.inf)
+
+
+@_jit
+def _bucket(v: float, low: float, scale: float, top: int) -> int:
+    """The bucket of ``v`` among ``top + 1`` (non-decreasing in ``v``: each step is)."""
+    if scale == 0.0:
+        return 0
+    f = (v - low) * scale
+    if not f > 0.0:
+        return 0
+    if f >= top:
+        return top
+    return int(f)
+
+
+@_jit
+def larger_counts_row(lo: Any, hi: Any, out: Any) -> None:
+    """Per entry of ``lo``: how many entries of ``hi`` exceed it (a tie does not; no
+    NaN), exactly, by a bucket sort of ``hi``: buckets non-decreasing in the value,
+    so the entries of higher buckets all exceed ``lo[i]``, those of lower ones none,
+    and its own bucket's (sorted) are searched."""
+    n = hi.size
+    low, high = hi.min(), hi.max()
+    top = n - 1
+    width = high - low
+    scale = top / width if width > 0.0 and width < np.inf else 0.0
+    start = np.zeros(n + 1, dtype=np.int64)
+    for j in range(n):
+        start[_bucket(hi[j], low, scale, top) + 1] += 1
+    for b in range(n):
+        start[b + 1] += start[b]
+    pos = start[:n].copy()
+    buf = np.empty(n)
+    for j in range(n):
+        b = _bucket(hi[j], low, scale, top)
+        buf[pos[b]] = hi[j]
+        pos[b] += 1
+    for b in range(n):
+        s, e = start[b], start[b + 1]
+        if e - s > 32:
+            buf[s:e].sort()
+        else:  # (insertion sort: a bucket holds an entry or two)
+            for q in range(s + 1, e):
+                v = buf[q]
+                w = q - 1
+                while w >= s and buf[w] > v:
+                    buf[w + 1] = buf[w]
+                    w -= 1
+                buf[w + 1] = v
+    for i in range(lo.size):
+        v = lo[i]
+        b = _bucket(v, low, scale, top)
+        a, e = start[b], start[b + 1]
+        while a < e:  # the first entry of the bucket above v (binary search)
+            mid = (a + e) >> 1
+            if buf[mid] <= v:
+                a = mid + 1
+            else:
+                e = mid
+        out[i] = n - a
+
+
+@_par
+def shifted_exp_rows(x: Any, xd: Any, xp_: Any, xr: Any, mx: Any, test_exact: bool,
+                     unshifted: bool, params: Any, ints: Any, ev: Any, ed: Any, ep: Any,
+                     er: Any, terms: Any, xe: Any, xed: Any, xep: Any, xer: Any,
+                     flags: Any) -> None:
+    """Per row: ``e = exp(x - max x)`` (value and radii), the online bound's terms
+    (``softmax.online_radius``: ``(|e| + det) expm1(u gap (1 + 2^-20) + k (2 ulps + 1)
+    u)`` with ``k`` the entries that may be larger, 0 where ``e`` is 0), and with
+    ``unshifted`` ``exp(x)``. ``mx``: :func:`row_max`'s; ``hs``: each row's
+    ``x + det + ref_err`` sorted; ``params``: u, tiny, u64, fmax, exp's ulps, per_x,
+    of_one, the reference's unit, the accumulation's largest number, the online
+    bound's u; ``ints``: t, emin. ``flags`` per row: a special point in ``e`` or
+    ``exp(x)`` (0), a zero det of ``x - m`` (1), of its ref_err (2), of ``e``'s det
+    (3), ref_err (4), of ``exp(x)``'s det (5), ref_err (6)."""
+    rows, cols = x.shape
+    u, tiny, u64, fmax = params[0], params[1], params[2], params[3]
+    ulps, per_x, of_one, ref_unit, acc_max = params[4], params[5], params[6], params[7], \
+        params[8]
+    uo = params[9]
+    t, emin = ints[0], ints[1]
+    for i in numba.prange(rows):
+        m, md, mp, mr, top = mx[i, 0], mx[i, 1], mx[i, 2], mx[i, 3], mx[i, 4]
+        lo_row, hi_row, larger = np.empty(cols), np.empty(cols), np.empty(cols, dtype=np.int64)
+        for j in range(cols):
+            r = xd[i, j] + xr[i, j]
+            lo_row[j] = x[i, j] - r
+            hi_row[j] = x[i, j] + r
+        larger_counts_row(lo_row, hi_row, larger)
+        f0, f1, f2, f3, f4, f5, f6 = False, False, False, False, False, False, False
+        for j in range(cols):
+            xv, ad, ap, ar = x[i, j], xd[i, j], xp_[i, j], xr[i, j]
+            v, d, p, r = _shifted(xv, ad, ap, ar, m, md, mp, mr, u, tiny, u64, test_exact, t,
+                                  emin, fmax)
+            f1 |= d == 0.0
+            f2 |= r == 0.0
+            val, dd, pp, rr = _exp(v, d, p, r, ulps, per_x, of_one, u, tiny, ref_unit,
+                                   acc_max)
+            f0 |= _special(val, dd, rr)
+            f3 |= dd == 0.0
+            f4 |= rr == 0.0
+            ev[i, j] = val
+            ed[i, j] = dd
+            ep[i, j] = pp
+            er[i, j] = rr
+            # the online bound's term
+            if val == 0.0:
+                terms[i, j] = 0.0
+            else:
+                gap = top - lo_row[j]
+                k = float(larger[j])
+                c = 2.0 * (ulps + per_x * gap if per_x != 0.0 else ulps) + 1.0
+                rel = math.expm1(uo * gap * (1.0 + 2.0**-20) + k * c * uo)
+                terms[i, j] = (abs(val) + dd) * rel
+            if unshifted:
+                val, dd, pp, rr = _exp(xv, ad, ap, ar, ulps, per_x, of_one, u, tiny, ref_unit,
+                                       acc_max)
+                f0 |= _special(val, dd, rr)
+                f5 |= dd == 0.0
+                f6 |= rr == 0.0
+                xe[i, j] = val
+                xed[i, j] = dd
+                xep[i, j] = pp
+                xer[i, j] = rr
+        flags[i, 0] = f0
+        flags[i, 1] = f1
+        flags[i, 2] = f2
+        flags[i, 3] = f3
+        flags[i, 4] = f4
+        flags[i, 5] = f5
+        flags[i, 6] = f6
+
+
+@_jit
+def _div(a: float, ad: float, ap: float, ar: float, b: float, bd: float, bp: float, br: float,
+         rel_u: float, rel_tiny: float, grow: float, u64: float, acc_max: float
+         ) -> tuple[float, float, float, float]:
+    """``a / b`` as ``elementwise.div`` computes it: value, det, prob, ref_err."""
+    value = a / b
+    q = abs(value)
+    ab = abs(b)
+    room = ab - bd
+    d = (ad + _rmul(q, bd)) / room if room > 0.0 else np.inf
+    room = ab - bp
+    p = (ap + _rmul(q, bp)) / room if room > 0.0 else np.inf
+    room = ab - br
+    r = (ar + _rmul(q, br)) / room if room > 0.0 else np.inf
+    r = r + u64 * q
+    s = ((q + d) + r) * rel_u + rel_tiny
+    d = d * grow + s
+    p = p * grow + s
+    if (q + d) >= acc_max:
+        d = np.inf
+        p = np.inf
+    return value, d, p, r
+
+
+@_jit
+def _mul(x: float, xd: float, xp_: float, xr: float, y: float, yd: float, yp: float, yr: float,
+         u: float, tiny: float, u64: float, fmax: float) -> tuple[float, float, float, float]:
+    """``x y`` as the loop ``mul_radii`` computes it: value, det, prob, ref_err."""
+    v = x * y
+    m = abs(v)
+    ax, ay = abs(x), abs(y)
+    d = (_rmul(ax, yd) + _rmul(xd, ay)) + _rmul(xd, yd)
+    p = (_rmul(ax, yp) + _rmul(xp_, ay)) + _rmul(xp_, yp)
+    r = ((_rmul(ax, yr) + _rmul(xr, ay)) + _rmul(xr, yr)) + u64 * m
+    s = ((m + d) + r) * u + tiny
+    grow = 1.0 + u
+    d = d * grow + s
+    p = p * grow + s
+    over = (m + d) >= fmax
+    wild = (not abs(xd) < np.inf and y == 0.0 and yd == 0.0) or (
+        not abs(yd) < np.inf and x == 0.0 and xd == 0.0)
+    d = np.nan if wild else d
+    p = np.nan if wild else p
+    d = np.inf if over else d
+    p = np.inf if over else p
+    return v, d, p, r
+
+
+@_jit
+def _either(a: float, d1: float, p1: float, m1: float, b: float, d2: float, p2: float,
+            r2: float, m2: float, grow: float) -> tuple[float, float, float]:
+    """tracked ``either`` of two elements (its loop ``either_radii``): det, prob, mag."""
+    gap = 0.0 if a == b else abs(b - a)
+    gap = gap * grow
+    gap = gap + r2
+    d = _maximum(d1, gap + d2)
+    p = _maximum(p1, gap + p2)
+    split = ((a != a) != (b != b)) or ((abs(a) == np.inf or abs(b) == np.inf) and a != b)
+    if split:
+        d = np.nan
+        p = np.nan
+    return d, p, _maximum(m1, m2)
+
+
+@_par
+def softmax_rows(ev: Any, ed: Any, ep: Any, er: Any, tot: Any, rec: Any, params: Any,
+                 value: Any, det: Any, prob: Any, ref: Any, mag: Any) -> None:
+    """Per element: ``e / s`` or ``e (1 / s)`` (``softmax``'s two formulations, by
+    ``elementwise.div``, ``mul`` and ``either``), ``tot`` and ``rec`` per row the sum
+    ``s`` and ``1 / s`` (value, det, prob, ref_err). ``params``: u, tiny, u64,
+    the accumulation's largest number, the division's ``rel u``, ``rel tiny``,
+    ``1 + rel u``, either's growth."""
+    rows, cols = ev.shape
+    u, tiny, u64, acc_max = params[0], params[1], params[2], params[3]
+    rel_u, rel_tiny, grow_div, grow_either = params[4], params[5], params[6], params[7]
+    for i in numba.prange(rows):
+        s, sd, sp, sr = tot[i, 0], tot[i, 1], tot[i, 2], tot[i, 3]
+        c, cd, cp, cr = rec[i, 0], rec[i, 1], rec[i, 2], rec[i, 3]
+        for j in range(cols):
+            a, ad, ap, ar = ev[i, j], ed[i, j], ep[i, j], er[i, j]
+            v1, d1, p1, r1 = _div(a, ad, ap, ar, s, sd, sp, sr, rel_u, rel_tiny, grow_div,
+                                  u64, acc_max)
+            v2, d2, p2, r2 = _mul(a, ad, ap, ar, c, cd, cp, cr, u, tiny, u64, acc_max)
+            d, p, m = _either(v1, d1, p1, abs(v1), v2, d2, p2, r2, abs(v2), grow_either)
+            value[i, j] = v1
+            det[i, j] = d
+            prob[i, j] = p
+            ref[i, j] = r1
+            mag[i, j] = m
+
+
+@_jit
+def _sub(x: float, xd: float, xp_: float, xr: float, y: float, yd: float, yp: float, yr: float,
+         u: float, tiny: float, u64: float, test_exact: bool, t: int, emin: int, fmax: float
+         ) -> tuple[float, float, float, float, float]:
+    """``x - y`` as tracked ``sub`` computes it: value, det, prob, ref_err, mag."""
+    v, d, p, r = _shifted(x, xd, xp_, xr, y, yd, yp, yr, u, tiny, u64, test_exact, t, emin,
+                          fmax)
+    return v, d, p, r, abs(x) + abs(-1.0 * y)
+
+
+@_par
+def log_softmax_rows(x: Any, xd: Any, xp_: Any, xr: Any, mx: Any, logs: Any, top: Any,
+                     plain: Any, ok: Any, exact: Any, params: Any, ints: Any, value: Any,
+                     det: Any, prob: Any, ref: Any, mag: Any) -> None:
+    """Per element: ``(x - m) - l`` or ``x - (m + l)`` (``l`` the log of the
+    shifted sum; ``top``: ``m + l``), and where the row's ``ok`` says so also
+    ``x - log(sum(exp(x)))`` (``plain``), each by tracked ``sub`` and covered by
+    ``either`` (``log_softmax``'s formulations). Per row ``mx`` as
+    :func:`row_max`'s, ``logs``, ``top``, ``plain``: value, det, prob, ref_err;
+    ``exact``: whether each subtraction tests for an exact result (``x - m``,
+    ``d - l``, ``x - top``, ``x - plain``). ``params``: u, tiny, u64, fmax, either's
+    growth; ``ints``: t, emin."""
+    rows, cols = x.shape
+    u, tiny, u64, fmax, grow = params[0], params[1], params[2], params[3], params[4]
+    t, emin = ints[0], ints[1]
+    for i in numba.prange(rows):
+        m, md, mp, mr = mx[i, 0], mx[i, 1], mx[i, 2], mx[i, 3]
+        lv, ld, lp, lr = logs[i, 0], logs[i, 1], logs[i, 2], logs[i, 3]
+        tv, td, tp, tr = top[i, 0], top[i, 1], top[i, 2], top[i, 3]
+        pv, pd, pp, pr = plain[i, 0], plain[i, 1], plain[i, 2], plain[i, 3]
+        row_ok = ok[i]
+        for j in range(cols):
+            xv, ad, ap, ar = x[i, j], xd[i, j], xp_[i, j], xr[i, j]
+            dv, dd, dp, dr = _shifted(xv, ad, ap, ar, m, md, mp, mr, u, tiny, u64, exact[0],
+                                      t, emin, fmax)
+            v1, d1, p1, r1, m1 = _sub(dv, dd, dp, dr, lv, ld, lp, lr, u, tiny, u64, exact[1],
+                                      t, emin, fmax)
+            v2, d2, p2, r2, m2 = _sub(xv, ad, ap, ar, tv, td, tp, tr, u, tiny, u64, exact[2],
+                                      t, emin, fmax)
+            d, p, m_ = _either(v1, d1, p1, m1, v2, d2, p2, r2, m2, grow)
+            if row_ok:
+                v3, d3, p3, r3, m3 = _sub(xv, ad, ap, ar, pv, pd, pp, pr, u, tiny, u64,
+                                          exact[3], t, emin, fmax)
+                if abs(d3) < np.inf and abs(v3) < np.inf:
+                    d, p, m_ = _either(v1, d, p, m_, v3, d3, p3, r3, m3, grow)
+            value[i, j] = v1
+            det[i, j] = d
+            prob[i, j] = p
+            ref[i, j] = r1
+            mag[i, j] = m_

@@ -1,0 +1,170 @@
+"""The softmax family's whole-rule loops against the primitives' passes: the same
+bits (values, radii, magnitudes, lengths) on drawn shapes and values, special
+rows (masked, NaN, +inf: the passes run there), empty and one-entry rows, huge and
+tiny values, radii and exact inputs, several claims."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from numoracle.oracle import fused_cpu
+from numoracle.oracle.precision import get_model
+from numoracle.oracle.traced.library import softmax as sm
+from numoracle.oracle.traced.rules import RuleContext
+from numoracle.oracle.tracked import Tracked, bounded, exact
+
+pytestmark = pytest.mark.skipif(not fused_cpu.rows_available(),
+                                reason="the whole-rule loops need numba")
+
+FIELDS = ("value", "det", "prob", "ref_err", "mag")
+MODELS = ["fp32", "bf16", "fp16+triton", "tf32"]
+
+
+def _passes(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` by the primitives' passes (the whole-rule loops switched off)."""
+    orig = sm.whole_rules
+    sm.whole_rules = lambda xp, size: False
+    try:
+        return fn(*args)
+    finally:
+        sm.whole_rules = orig
+
+
+def _bits(a: Any, shape: tuple[int, ...]) -> np.ndarray:
+    return np.ascontiguousarray(np.broadcast_to(a, shape), dtype=np.float64).view(np.int64)
+
+
+def assert_same_bits(got: Tracked, want: Tracked) -> None:
+    assert got.shape == want.shape
+    for f in FIELDS:
+        g, w = _bits(getattr(got, f), got.shape), _bits(getattr(want, f), want.shape)
+        bad = np.flatnonzero(g != w)
+        assert bad.size == 0, (f, bad[:5], np.broadcast_to(getattr(got, f), got.shape).flat[
+            bad[0]], np.broadcast_to(getattr(want, f), want.shape).flat[bad[0]])
+    assert np.array_equal(np.asarray(got.n), np.asarray(want.n))
+    assert (got.lo is None) == (want.lo is None)
+
+
+@pytest.fixture
+def small_loops(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loops from one element, so that small drawn shapes take them."""
+    monkeypatch.setattr(fused_cpu, "LOOP_MIN", 1)
+
+
+def _values(rng: np.random.Generator, shape: tuple[int, ...], kind: str) -> np.ndarray:
+    x = (rng.standard_normal(shape) * 3.0).astype(np.float32).astype(np.float64)
+    if kind == "huge":
+        x = x * 1e300
+    elif kind == "tiny":
+        x = x * 1e-310
+    elif kind == "wide":
+        x = x * 300.0  # exponentials underflow to 0 in part of each row
+    elif kind == "ints":
+        x = np.round(x)  # exact differences: the exact tests of the subtractions
+    elif kind == "zero_max":
+        x = -np.abs(x)
+        x[..., 0] = 0.0
+    return x
+
+
+def _special_rows(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Some rows masked with -inf (a few, or all), one holding NaN, one +inf."""
+    x = x.reshape(-1, x.shape[-1]).copy()
+    rows = x.shape[0]
+    for r in rng.choice(rows, size=min(rows, 4), replace=False):
+        kind = rng.integers(4)
+        if kind == 0:
+            x[r, rng.integers(x.shape[1])] = -np.inf
+        elif kind == 1:
+            x[r] = -np.inf
+        elif kind == 2:
+            x[r, rng.integers(x.shape[1])] = np.nan
+        else:
+            x[r, rng.integers(x.shape[1])] = np.inf
+    return x
+
+
+def _tracked(x: np.ndarray, rng: np.random.Generator, radii: str) -> Tracked:
+    if radii == "exact":
+        return exact(x)
+    with np.errstate(invalid="ignore", over="ignore"):
+        r = np.abs(x) * 2.0**-20 + rng.random(x.shape) * 1e-7
+        r = np.where(np.isfinite(r), r, 0.0)
+    if radii == "some":  # exact entries beside inexact ones
+        r = np.where(rng.random(x.shape) < 0.5, 0.0, r)
+    return bounded(x, r, r * 0.75, ref_err=r * 2.0**-30)
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # (the same patch each time)
+@given(rows=st.integers(1, 6), cols=st.integers(1, 70), lead=st.booleans(),
+       kind=st.sampled_from(["normal", "huge", "tiny", "wide", "ints", "zero_max"]),
+       radii=st.sampled_from(["exact", "all", "some"]), special=st.booleans(),
+       model=st.sampled_from(MODELS), per_op=st.booleans(), seed=st.integers(0, 2**32 - 1),
+       rule=st.sampled_from(["softmax", "log_softmax", "safe_softmax"]))
+def test_whole_rule_loops_give_the_passes_bits(small_loops: None, rows: int, cols: int,
+                                               lead: bool, kind: str, radii: str,
+                                               special: bool, model: str, per_op: bool,
+                                               seed: int, rule: str) -> None:
+    rng = np.random.default_rng(seed)
+    shape = (2, rows, cols) if lead else (rows, cols)
+    x = _values(rng, shape, kind)
+    if special:
+        x = _special_rows(x, rng).reshape(shape)
+    ctx = RuleContext(get_model(model, rounding="per-op") if per_op else get_model(model))
+    t = _tracked(x, rng, radii)
+    fn = {"softmax": lambda c, v: sm.softmax(c, v, -1),
+          "safe_softmax": lambda c, v: sm.softmax(c, v, -1, masked_rows="zero"),
+          "log_softmax": lambda c, v: sm.log_softmax(c, v, -1)}[rule]
+    with np.errstate(all="ignore"):
+        assert_same_bits(fn(ctx, t), _passes(fn, ctx, t))
+
+
+@pytest.mark.parametrize("rule", [sm.softmax, sm.log_softmax])
+@pytest.mark.parametrize("shape", [(200, 100), (3, 9000), (20000, 1)])
+def test_the_loops_run_at_realistic_sizes(rule: Any, shape: tuple[int, int],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above LOOP_MIN the loops run (not a fallback) and give the passes' bits."""
+    ran = []
+    for name in ("softmax_rows", "log_softmax_rows"):
+        real = getattr(fused_cpu, name)
+        monkeypatch.setattr(fused_cpu, name, lambda *a, _r=real: ran.append(1) or _r(*a))
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(shape).astype(np.float32).astype(np.float64)
+    ctx = RuleContext(get_model("fp32"))
+    for t in (exact(x), _tracked(x, rng, "all")):
+        assert_same_bits(rule(ctx, t, -1), _passes(rule, ctx, t, -1))
+    assert len(ran) == 2
+
+
+@pytest.mark.parametrize("shape", [(4, 0), (0, 5), (3,)])
+def test_empty_and_one_dimensional(small_loops: None, shape: tuple[int, ...]) -> None:
+    x = np.linspace(-1.0, 2.0, int(np.prod(shape))).reshape(shape)
+    ctx = RuleContext(get_model("fp32"))
+    for rule in (sm.softmax, sm.log_softmax):
+        try:
+            want = _passes(rule, ctx, exact(x), -1)
+        except ValueError:  # an empty lane has no maximum: both refuse it alike
+            with pytest.raises(ValueError):
+                rule(ctx, exact(x), -1)
+            continue
+        assert_same_bits(rule(ctx, exact(x), -1), want)
+
+
+def test_other_axis_and_escalated_inputs_take_the_passes(small_loops: None) -> None:
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((6, 40))
+    ctx = RuleContext(get_model("fp32"))
+    t = exact(x)
+    assert sm._row_pass(ctx, t, 0, False) is None
+    assert sm._row_pass(ctx, t, 1, False) is not None
+    assert_same_bits(sm.softmax(ctx, t, 0), _passes(sm.softmax, ctx, t, 0))
+    low = Tracked(value=x, ref_err=np.zeros_like(x), det=np.zeros_like(x),
+                  prob=np.zeros_like(x), mag=np.abs(x), lo=x * 2.0**-60)
+    assert sm._row_pass(ctx, low, 1, False) is None
+    assert_same_bits(sm.softmax(ctx, low, 1), _passes(sm.softmax, ctx, low, 1))
