@@ -110,6 +110,15 @@ def fp16_accumulation(x):
     return {"out": _f32(e / _seq_sum(e, np.float16)[..., None])}
 
 
+def bf16_summed_softmax(x):
+    """Softmax whose denominator is summed in bf16, its outputs fp32 (not bf16 values)."""
+    e = torch.exp(x - x.amax(-1, keepdim=True))
+    acc = torch.zeros(x.shape[:-1], dtype=torch.bfloat16)
+    for j in range(x.shape[-1]):
+        acc = acc + e[..., j].to(torch.bfloat16)
+    return {"out": e / acc.float()[..., None]}
+
+
 def bf16_accumulation(x):
     """Row sum accumulated in bf16."""
     xn = x.numpy()
@@ -162,6 +171,8 @@ KERNELS: list[tuple[str, Callable[..., Any], Callable[..., Any], dict[str, Any]]
      {"x": ("rows", "n"), "w": ("n",), "b": ("n",)}),
     ("fp16 accumulation", fp16_accumulation, softmax, ROWS),
     ("bf16 accumulation", bf16_accumulation, row_sum, ROWS),
+    ("bf16 accumulation (a softmax's denominator, fp32 outputs)", bf16_summed_softmax, softmax,
+     ROWS),
     ("an extra bf16 rounding per op", bf16_rounding_per_op, softmax, ROWS),
     ("tf32 inputs", tf32_inputs, linear, {"x": ("rows", "n"), "w": ("o", "n")}),
     ("nondeterminism", nondeterministic, row_sum, ROWS),

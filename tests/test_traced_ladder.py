@@ -14,6 +14,7 @@ from benchmarks.claims_ladder import (
     approx_swiglu,
     bf16_accumulation,
     bf16_rounding_per_op,
+    bf16_summed_softmax,
     divide,
     dropped_term,
     fp16_accumulation,
@@ -48,10 +49,12 @@ def _diagnosis(kernel, reference, inputs, dims, op):
     (approx_swiglu, swiglu, {"a": ("rows", "n"), "b": ("rows", "n")}, SMALL,
      "approximate-elementwise"),
     (bf16_accumulation, row_sum, ROWS, SMALL, "bf16-accumulation"),
+    (bf16_summed_softmax, softmax, ROWS, SMALL, "bf16-accumulation"),
     (bf16_rounding_per_op, softmax, ROWS, SMALL, "bf16-rounding-per-op"),
     (tf32_inputs, linear, {"x": ("rows", "n"), "w": ("o", "n")}, {**SMALL, "o": (1, 4)},
      "tf32-inputs"),
-], ids=["approximate-division", "approximate-swiglu", "bf16-accumulation", "bf16-per-op", "tf32"])
+], ids=["approximate-division", "approximate-swiglu", "bf16-accumulation",
+        "bf16-summed-softmax", "bf16-per-op", "tf32"])
 def test_each_rung_names_the_kernel_that_does_it(kernel, reference, inputs, dims, rung):
     d = _diagnosis(kernel, reference, inputs, dims, f"ladder_t_{kernel.__name__}")
     assert d.kind == "precision" and d.model is not None
@@ -59,14 +62,39 @@ def test_each_rung_names_the_kernel_that_does_it(kernel, reference, inputs, dims
     assert f"fp32+{rung}" in str(d)
 
 
-def test_fp16_accumulation_is_named_as_fp16_arithmetic():
-    """At the short rows a failure shrinks to, fp16 partial sums round no more than
-    one fp16 rounding per op: the headline names one of the two, the other fits too."""
+def test_fp16_accumulation_is_named_as_fp16_accumulation():
     d = _diagnosis(fp16_accumulation, softmax, ROWS, SMALL, "ladder_t_fp16_acc")
     assert d.kind == "precision" and d.model is not None
-    named = {d.model.name} | {m.name for m in d.alternatives}
-    assert d.model.name in ("fp32+fp16-accumulation", "fp32+fp16-rounding-per-op"), str(d)
-    assert "fp32+fp16-accumulation" in named or "fp16-accumulation" in str(d)
+    assert d.model.name == "fp32+fp16-accumulation", str(d)
+
+
+def test_outputs_off_the_bf16_grid_rule_out_bf16_storage():
+    """A softmax summing its denominator in bf16 returns fp32 values: rounding every
+    op to bf16 (bf16 storage) fits its error but not its values, and is ruled out by
+    name; one rounding every op to bf16 returns bf16 values, which rank that model
+    first."""
+    d = _diagnosis(bf16_summed_softmax, softmax, ROWS, SMALL, "ladder_t_bf16_sum_grid")
+    assert d.model.name == "fp32+bf16-accumulation", str(d)
+    assert "fp32+bf16-rounding-per-op ruled out: it stores every result in bf16" in str(d)
+    per_op = _diagnosis(bf16_rounding_per_op, softmax, ROWS, SMALL, "ladder_t_per_op_grid")
+    assert per_op.model.name == "fp32+bf16-rounding-per-op", str(per_op)
+    assert "ruled out: it stores" not in str(per_op)
+
+
+def test_the_storage_grid_reads_values_not_errors():
+    from numoracle.checking.storage_grid import off_grid, on_grid  # noqa: PLC0415
+
+    fp32, per_op = get_model("fp32"), get_model("fp32", storage="bf16")
+    summed = get_model("fp32", summation="bf16")
+    on = np.array([0.5, 0.75, 1.0 + 2.0**-7, np.nan])  # bf16 values (NaN not counted)
+    off = np.array([0.5, 1.0 + 2.0**-12, np.inf])
+    assert off_grid(on, per_op, fp32) == (0, 3) and off_grid(off, per_op, fp32) == (1, 2)
+    assert off_grid(off, summed, fp32) == (0, 2)  # fp32 storage: any fp32 value
+    exact_off = np.array([0.5 + 2.0**-12, 0.75 + 2.0**-12, 1.0, 0.0])
+    assert on_grid(on, exact_off, per_op, fp32)
+    assert not on_grid(on, np.array([0.5, 0.75, 1.0, 0.0]), per_op, fp32)  # says nothing
+    assert not on_grid(on, np.array([0.5 + 2.0**-12, 0.75, 1.0, 0.0]), per_op, fp32)  # chance
+    assert not on_grid(on, exact_off, summed, fp32)
 
 
 def test_nondeterminism_is_found_by_reruns():
@@ -82,13 +110,16 @@ def test_a_logic_bug_is_one_only_when_no_model_fits():
 def test_the_ladder_offers_only_coarser_claims():
     fp32 = [name for name, _ in traced_ladder(get_model("fp32"))]
     assert fp32 == ["fp32+approximate-elementwise", "fp32+one-pass-variance",
-                    "fp32+tf32-inputs", "fp32+fp16-inputs",
-                    "fp32+fp16-rounding-per-op", "fp32+fp16-accumulation",
-                    "fp32+bf16-rounding-per-op", "fp32+bf16-accumulation"]
+                    "fp32+tf32-inputs", "fp32+fp16-inputs", "fp32+fp16-accumulation",
+                    "fp32+fp16-rounding-per-op", "fp32+fp16-arithmetic",
+                    "fp32+bf16-accumulation", "fp32+bf16-rounding-per-op",
+                    "fp32+bf16-arithmetic"]
     bf16 = [name for name, _ in traced_ladder(get_model("bf16"))]
     assert bf16 == ["bf16+approximate-elementwise", "bf16+one-pass-variance",
-                    "bf16+fp16-accumulation",
-                    "bf16+bf16-accumulation"]
+                    "bf16+fp16-accumulation", "bf16+fp16-arithmetic",
+                    "bf16+bf16-accumulation", "bf16+bf16-arithmetic"]
+    summed = dict(traced_ladder(get_model("fp32")))["fp32+bf16-accumulation"]
+    assert summed.summing().accumulate.name == "bf16" and summed.accumulate.name == "fp32"
     fused = [name for name, _ in traced_ladder(get_model("bf16", rounding="fused"))]
     assert "bf16+bf16-rounding-per-op" in fused
     one_pass = [name for name, _ in traced_ladder(get_model("fp32", variance="one-pass"))]

@@ -40,7 +40,8 @@ from ..oracle.precision import PrecisionModel
 from ..targets.target import Target
 from .check import DEFAULT_TIMEOUT, judge, run_kernel
 from .diagnosis import Diagnosis, DiagnosisKind
-from .verdict import OutputVerdict, Verdict
+from .storage_grid import rule_out
+from .verdict import OutputVerdict, Verdict, traced_ladder
 
 __all__ = ["discriminate", "Discrimination", "PROBES", "probe_inputs", "RERUNS"]
 
@@ -240,14 +241,20 @@ def discriminate(verdict: Verdict, target: Target, *,
         return found
     tried = ", ".join(w for p, w, _ in PROBES if p in found.probes)
     for name, models in ambiguous.items():
-        verdict.outputs[name].diagnosis = _resolved(claimed, models, failed[name], tried,
-                                                    verdict.outputs[name])
+        o = verdict.outputs[name]
+        # what the first case's values ruled out (a narrower storage's grid), said again
+        _, grid = rule_out(verdict.got[name], claimed,
+                           [m for n, m in traced_ladder(claimed)
+                            if o.per_model.get(n, np.inf) < 1.0])
+        o.diagnosis = _resolved(claimed, models, failed[name], tried, o, grid)
     return found
 
 
 def _resolved(claimed: PrecisionModel, models: list[PrecisionModel],
-              failed: Mapping[str, str], tried: str, out: OutputVerdict) -> Diagnosis:
-    """The diagnosis of an output that several models explained, after the probes."""
+              failed: Mapping[str, str], tried: str, out: OutputVerdict,
+              grid: str = "") -> Diagnosis:
+    """The diagnosis of an output that several models explained, after the probes
+    (``grid``: the models the result's values ruled out, said at the end)."""
     alive = [m for m in models if m.name not in failed]
     listed = ", ".join(m.name for m in models)
     if not alive:
@@ -263,6 +270,7 @@ def _resolved(claimed: PrecisionModel, models: list[PrecisionModel],
     if ruled:
         text += f": they rule out {ruled}"
     if looser:
-        text += (f"; {', '.join(m.name for m in looser)} fit them too but allow more error "
-                 f"than {cause.name}")
+        text += f"; {', '.join(m.name for m in looser)} fit them too, ranked after {cause.name}"
+    if grid:
+        text += f"; {grid}"
     return Diagnosis(DiagnosisKind.PRECISION, text, model=cause)

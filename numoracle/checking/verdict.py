@@ -28,6 +28,7 @@ from ..oracle.transforms import ALGORITHMS, TRANSFORMS
 from ..oracle.xp import array_module
 from .diagnosis import Diagnosis, DiagnosisKind, Fault, failure_class, most_specific
 from .message import format_verdict
+from .storage_grid import on_grid, rule_out
 
 __all__ = ["ElementReport", "OutputVerdict", "Verdict", "candidates", "compare", "diagnose",
            "explain", "explaining_algorithms", "ladder_for", "advise", "FLUSH_ADVICE",
@@ -357,10 +358,12 @@ TRACED_RUNGS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("one-pass-variance", {"variance": "one-pass"}),
     ("tf32-inputs", {"compute": FORMATS["tf32"], "input_rounding": None}),
     ("fp16-inputs", {"compute": FORMATS["fp16"], "input_rounding": None}),
+    ("fp16-accumulation", {"summation": FORMATS["fp16"]}),
     ("fp16-rounding-per-op", {"storage": FORMATS["fp16"], "rounding": "per-op"}),
-    ("fp16-accumulation", {"accumulate": FORMATS["fp16"]}),
+    ("fp16-arithmetic", {"accumulate": FORMATS["fp16"]}),
+    ("bf16-accumulation", {"summation": FORMATS["bf16"]}),
     ("bf16-rounding-per-op", {"storage": FORMATS["bf16"], "rounding": "per-op"}),
-    ("bf16-accumulation", {"accumulate": FORMATS["bf16"]}),
+    ("bf16-arithmetic", {"accumulate": FORMATS["bf16"]}),
 )
 
 
@@ -369,8 +372,9 @@ def traced_ladder(claimed: PrecisionModel) -> list[tuple[str, PrecisionModel]]:
     most precise: approximate elementwise ops (Triton's and fast maths'
     division, ``exp``, ``log``), a one-pass variance (``E[x²] - E[x]²``, the
     claim ``variance="one-pass"``), inputs rounded to tf32 or fp16 by the
-    multiplier, one extra fp16 rounding per op, fp16 accumulation, one extra
-    bf16 rounding per op, bf16 accumulation. A rung that does not make the claim
+    multiplier, fp16 accumulation (the running sums of reductions in fp16, every
+    other op as claimed), one extra fp16 rounding per op (fp16 storage), fp16
+    arithmetic (every op in fp16), and the same three in bf16. A rung that does not make the claim
     coarser (bf16 rounding of a kernel already rounding per op to bf16) is left
     out. Each model is named ``<claimed>+<rung>``."""
     out = []
@@ -382,6 +386,8 @@ def traced_ladder(claimed: PrecisionModel) -> list[tuple[str, PrecisionModel]]:
         if "compute" in change and change["compute"].t >= claimed.compute.t:
             continue
         if "accumulate" in change and change["accumulate"].t >= claimed.accumulate.t:
+            continue
+        if "summation" in change and change["summation"].t >= claimed.summing().accumulate.t:
             continue
         if "storage" in change and not (
                 change["storage"].t < claimed.storage.t
@@ -476,20 +482,38 @@ def diagnose(
     fits = [m for name, m in models if out.per_model[name] < 1.0 and name != claimed.name]
     note = ""
     if ladder == "traced":
+        # a model storing every result in a narrower format returns values of it
+        # (storage_grid): an output off that grid rules it out
+        fits, grid = rule_out(got, claimed, fits)
         vacuous = [m for m in fits if not _informative(got, claimed, m, reference_for)]
         fits = [m for m in fits if m not in vacuous]
+        notes = [grid]
         if vacuous and not fits:
-            note = _vacuous_note(vacuous)
+            notes.append(_vacuous_note(vacuous))
+        note = "; ".join(n for n in notes if n)
         # the traced rungs are not ordered by precision for every reference (an extra
         # rounding per op and a narrower accumulation trade places with the length of
-        # the sums): the most precise model that fits is the one whose bound the result
-        # comes nearest to, the largest worst ratio below 1
-        fits.sort(key=lambda m: -out.per_model[m.name])
+        # the sums): first a narrower storage whose grid holds every output (where the
+        # exact values are off it), then the models that coarsen one kind of op (the
+        # sums, the elementwise functions, the multiplier's inputs) before those that
+        # coarsen every op (a narrower storage or arithmetic: their bounds hold what
+        # the others do, at short sums as tightly), then the model whose bound the
+        # result comes nearest to, the largest worst ratio below 1
+        ref = reference_for(claimed).to_host()
+        exact_value = ref.value if ref.lo is None else ref.value + ref.lo
+        fits.sort(key=lambda m: (not on_grid(got, exact_value, m, claimed),
+                                 _every_op(m, claimed), -out.per_model[m.name]))
     algos: dict[str, float] | None = None
     if fits and fits[0].name.endswith(TRANSFORM_SUFFIX):
         algos = explaining_algorithms(claimed, ratio, TRANSFORMS)[1]
     out.diagnosis = explain(claimed, fits, exact=out.exact, ladder=ladder, algorithms=algos,
                             note=note)
+
+
+def _every_op(model: PrecisionModel, claimed: PrecisionModel) -> bool:
+    """Whether ``model`` departs from ``claimed`` at every op (a narrower storage or
+    arithmetic format), not at one kind of op."""
+    return model.storage != claimed.storage or model.accumulate != claimed.accumulate
 
 
 def _vacuous_note(models: list[PrecisionModel]) -> str:
@@ -569,8 +593,8 @@ def explain(claimed: PrecisionModel, fits: list[PrecisionModel], *, exact: bool 
         if ladder == "traced":
             text = (f"exceeds the {claimed.name} bound and every coarser model tried "
                     "(approximate elementwise ops, a one-pass variance, tf32 or fp16 inputs, "
-                    "an extra fp16 or bf16 rounding per op, fp16 or bf16 accumulation, "
-                    "flushed subnormals): "
+                    "fp16 or bf16 accumulation, an extra fp16 or bf16 rounding per op, fp16 "
+                    "or bf16 arithmetic, flushed subnormals): "
                     "a logic bug")
         elif not ladder:
             text = (f"exceeds the {claimed.name} bound: a logic bug (the bound composes "

@@ -170,6 +170,12 @@ class PrecisionModel:
         ``"per-op"``: every intermediate rounded to the storage format, as
         eager torch does in bf16/fp16; ``"fused"``: intermediates kept in the
         accumulation format, rounded once at each output.
+    summation : Format or None
+        The format the running sums of reductions (``sum``, ``mean``, a
+        softmax's denominator) are kept in where a kernel sums in a narrower
+        format than its other arithmetic (a bf16 accumulator beside fp32
+        ``exp`` and division); None (default): ``accumulate``, as every other
+        operation.
     masked_rows : str or None
         What the kernel's softmax gives on a row whose every entry is ``-inf``
         (a fully masked attention row): ``"nan"`` (``0 / 0``, as
@@ -198,6 +204,7 @@ class PrecisionModel:
     variance: str = "two-pass"
     rounding: str = "per-op"
     masked_rows: str | None = None
+    summation: Format | None = None
 
     def __post_init__(self) -> None:
         get_profile(self.accuracy)
@@ -246,6 +253,13 @@ class PrecisionModel:
             return 0.0
         return self.compute.unit_roundoff(self.input_rounding or "rz")
 
+    def summing(self) -> PrecisionModel:
+        """The model a reduction's running sum is bounded under: its
+        :attr:`summation` format as the accumulation format, where claimed."""
+        if self.summation is None:
+            return self
+        return replace(self, accumulate=self.summation, summation=None)
+
     def acc_unit(self) -> float:
         """Unit roundoff of one accumulation step."""
         return self.accumulate.unit_roundoff(self.accumulate_rounding)
@@ -285,6 +299,7 @@ class PrecisionModel:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         for key in ("storage", "compute", "accumulate", "order"):
             d[key] = str(d[key])
+        d["summation"] = None if self.summation is None else str(self.summation)
         d["ulps"] = dict(self.ulps)
         return d
 
@@ -295,6 +310,8 @@ class PrecisionModel:
         for key in ("storage", "compute", "accumulate"):
             kw[key] = get_format(kw[key])  # type: ignore[arg-type]
         kw["order"] = Order.parse(kw["order"])  # type: ignore[arg-type]
+        if kw.get("summation") is not None:
+            kw["summation"] = get_format(kw["summation"])  # type: ignore[arg-type]
         kw["algorithms"] = tuple(kw.get("algorithms", ("summation",)))  # type: ignore[arg-type]
         return cls(**kw)  # type: ignore[arg-type]
 
@@ -310,6 +327,8 @@ class PrecisionModel:
         s += f", {self.accumulate} accumulate"
         if self.accumulate_rounding != "rne":
             s += f" ({self.accumulate_rounding})"
+        if self.summation is not None:
+            s += f" ({self.summation} sums)"
         s += f", order {self.order}"
         if self.flush_subnormal_inputs:
             s += ", subnormal inputs may be flushed"
@@ -419,8 +438,8 @@ def get_model(spec: str | PrecisionModel | Mapping[str, object],
             ) from None
     if "order" in overrides:
         overrides["order"] = Order.parse(overrides["order"])  # type: ignore[arg-type]
-    for key in ("storage", "compute", "accumulate"):
-        if key in overrides:
+    for key in ("storage", "compute", "accumulate", "summation"):
+        if overrides.get(key) is not None:
             overrides[key] = get_format(overrides[key])  # type: ignore[arg-type]
     accuracy = overrides.get("accuracy")
     if accuracy is not None and accuracy != model.accuracy:

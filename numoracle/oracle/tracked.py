@@ -1106,10 +1106,12 @@ def mul_scalar(t: Tracked, c: float, model: PrecisionModel, *, divide: bool = Fa
 
 
 def sum_(x: Tracked, axis: int, model: PrecisionModel) -> Tracked:
-    """Sum over ``axis``: a contraction with a vector of ones (exact factors). A sum
-    multiplies nothing, so its terms are not rounded to a narrower compute format
+    """Sum over ``axis``: a contraction with a vector of ones (exact factors), its
+    running sums in ``model``'s summation format where claimed
+    (:meth:`numoracle.oracle.precision.PrecisionModel.summing`). A sum multiplies nothing, so its terms are not rounded to a narrower compute format
     (tf32 and fp16 multipliers round only the factors of products)."""
     xp = _xp(x.value)
+    model = model.summing()  # a running sum kept in a narrower format, where claimed
     # (..., n) with the summed axis last: a matrix's first axis by its transpose, which
     # keeps an exact input's operand facts (:func:`_memo`)
     moved = x.T if np.ndim(x.value) == 2 and axis in (0, -2) else _moveaxis(x, axis)
