@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from numoracle.checking.diagnosis import FaultKind
 from numoracle.errors import InvalidArgument
 from numoracle.outcome import Outcome, RunVerdict
 from numoracle.running.runner import TargetResult
@@ -19,11 +20,15 @@ def _saved(r: TargetResult) -> dict[str, object]:
 
 @pytest.mark.parametrize("verdict", list(RunVerdict))
 def test_a_saved_result_round_trips(verdict: RunVerdict) -> None:
-    r = TargetResult("k", "matmul", "fp32", cases=3, verdict=verdict, diagnosis="why")
+    fault = FaultKind.CRASH if verdict is RunVerdict.FAIL else None
+    r = TargetResult("k", "matmul", "fp32", cases=3, verdict=verdict, diagnosis="why",
+                     fault=fault)
     row = _saved(r)
     assert type(row["verdict"]) is str and type(row["status"]) is str  # strings when saved
-    back = TargetResult("k", "matmul", "fp32", cases=3, verdict=row["verdict"], diagnosis="why")
-    assert back.verdict is verdict
+    assert row["fault"] == (None if fault is None else "crash")
+    back = TargetResult("k", "matmul", "fp32", cases=3, verdict=row["verdict"], diagnosis="why",
+                        fault=row["fault"])
+    assert back.verdict is verdict and back.fault is fault
     assert back.status() == r.status() and Outcome.read(row["status"]) is r.status()[0]
     assert _saved(back) == row
 

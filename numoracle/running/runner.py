@@ -103,8 +103,8 @@ class TargetResult:
     unjudged: int = 0
     #: why the last unjudged case was not judged (the oracle's UnsupportedCase)
     unjudged_reason: str = ""
-    #: the kind of the failure when the kernel gave no outputs ("hang", "crash", "cuda", ...)
-    fault: str | None = None
+    #: the kind of the failure when the kernel gave no outputs (hang, crash, cuda, ...)
+    fault: FaultKind | None = None
     #: the size regime of the cases (``small`` or ``realistic``: see
     #: :data:`numoracle.oracle.ops.plan.REGIMES`)
     regime: str = "small"
@@ -122,6 +122,8 @@ class TargetResult:
     def __setattr__(self, name: str, value: Any) -> None:
         if name == "verdict" and not isinstance(value, RunVerdict):
             value = _read_verdict(value)  # a saved verdict's string, read back as its member
+        elif name == "fault" and value is not None and not isinstance(value, FaultKind):
+            value = FaultKind(value)  # a saved fault kind's string, likewise
         super().__setattr__(name, value)
 
     def __str__(self) -> str:
@@ -181,7 +183,8 @@ class TargetResult:
                 "repro": self.repro, "time_s": round(self.seconds, 3),
                 "diagnosis": self.diagnosis, "cases_to_catch": self.cases_to_catch,
                 "repro_shape": self.repro_shape, "unjudged": self.unjudged,
-                "fault": self.fault, "regime": self.regime, "asked": self.asked,
+                "fault": None if self.fault is None else self.fault.value,
+                "regime": self.regime, "asked": self.asked,
                 "effective": ", ".join(f"{k}: {v}" for k, v in self.effective().items())}
 
 
