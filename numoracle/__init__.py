@@ -12,8 +12,8 @@ Examples
 >>> import numoracle
 >>> def mm(a, b):
 ...     return {"out": np.matmul(a, b)}
->>> numoracle.check_kernel(mm, op="matmul", precision="fp32", examples=5, store=None).verdict
-'pass'
+>>> print(numoracle.check_kernel(mm, op="matmul", precision="fp32", examples=5, store=None).verdict)
+pass
 """
 
 from __future__ import annotations
