@@ -10,11 +10,13 @@ never committed: per candidate its problem file and its solution, and
 level-2 problem that has one, ``--count`` of them spread evenly over the
 problems.
 
-``judge`` runs ``numoracle kernelbench`` on each (a process per candidate, every
-GPU used, ``--jobs`` at once, ``--limit`` seconds each) and writes
+``judge`` judges each as ``numoracle kernelbench --report`` does, in ``--jobs``
+judging workers (``serve``: torch imported once, one candidate after the other,
+each candidate in a hardened process of its own; every GPU used; a worker past
+``--limit`` seconds on a candidate is killed and a fresh one started) and writes
 ``candidates.md`` and ``candidates.json``: the verdict class of each (``pass``,
 ``pass (official inputs only)``, ``FAIL``, ``abstain``, ``not judged``,
-``refused``; past the limit ``not judged``, said; a process that ended without a
+``refused``; past the limit ``not judged``, said; a worker that ended without a
 report, the last lines of its output), whether its gradients were judged (a
 candidate that defines a ``backward`` of its own) and KernelBench's own rule on
 the official case. With ``--build-jobs N`` the candidates are first compiled, N
@@ -33,6 +35,8 @@ runs can share the manifest.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
 import json
 import os
 import re
@@ -135,6 +139,35 @@ def _done_before(out: Path) -> list[dict[str, Any]]:
     return [r for r in rows if r.get("verdict") != "not judged"]
 
 
+def serve(device: str) -> int:
+    """A judging worker: judges the candidates the driver writes on stdin (one JSON line
+    each: ``problem``, ``candidate``, ``report``, ``examples``, ``limit``,
+    ``extensions``: its ``TORCH_EXTENSIONS_DIR``) one after the other, as ``numoracle
+    kernelbench --report`` does, torch imported once; each candidate still runs in a
+    hardened process of its own. Ends at the end of stdin, or after a judgement that
+    raised (the driver then reads no report and says why from the worker's log)."""
+    import gc  # noqa: PLC0415
+
+    import torch  # noqa: PLC0415 - torch-heavy, in the worker's own process
+
+    module = importlib.import_module("numoracle.kernelbench.judge")
+    cuda = device.startswith("cuda") and torch.cuda.is_available()
+    for line in sys.stdin:
+        job = json.loads(line)
+        os.environ["TORCH_EXTENSIONS_DIR"] = job["extensions"]
+        j = module.judge(job["problem"], job["candidate"], precision="fp32",
+                         examples=job["examples"], device=device, timeout=job["limit"])
+        report = Path(job["report"])
+        part = report.with_name(report.name + ".part")
+        part.write_text(json.dumps([j.as_dict()], indent=1) + "\n")
+        os.replace(part, report)
+        del j
+        gc.collect()
+        if cuda:
+            torch.cuda.empty_cache()
+    return 0
+
+
 @dataclass
 class _Running:
     entry: dict[str, Any]
@@ -142,6 +175,8 @@ class _Running:
     started: float
     report: Path
     log: Path
+    #: a judging worker's (:func:`serve`): it goes on to the next candidate
+    worker: bool = False
 
 
 def judge_all(folder: Path, out: Path, *, device: str, jobs: int, limit: float,
@@ -186,6 +221,35 @@ def judge_all(folder: Path, out: Path, *, device: str, jobs: int, limit: float,
                                     stdout=f, stderr=f, start_new_session=True)
         return _Running(entry, proc, time.perf_counter(), report, log)
 
+    idle: list[subprocess.Popen[bytes]] = []
+    logs: dict[int, Path] = {}
+
+    def assign(entry: dict[str, Any]) -> _Running:
+        """``entry`` handed to an idle judging worker, or to a fresh one."""
+        tag = entry["tag"]
+        while idle and idle[0].poll() is not None:
+            idle.pop(0)
+        if idle:
+            proc = idle.pop(0)
+        else:
+            log = work / f"worker_{len(logs)}.log"
+            with open(log, "wb") as f:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "benchmarks.kernelbench.leaderboard", "serve",
+                     "--device", device], env=env_of(tag), stdin=subprocess.PIPE,
+                    stdout=f, stderr=f, start_new_session=True)
+            logs[proc.pid] = log
+        report = work / f"{tag}.judge.json"
+        line = {"problem": str(folder / tag / "problem.py"),
+                "candidate": str(folder / tag / "candidate.py"), "report": str(report),
+                "examples": examples, "limit": limit,
+                "extensions": str(work / f"ext_{tag}")}
+        assert proc.stdin is not None
+        with contextlib.suppress(OSError):  # a dead worker: no report, its log says why
+            proc.stdin.write((json.dumps(line) + "\n").encode())
+            proc.stdin.flush()
+        return _Running(entry, proc, time.perf_counter(), report, logs[proc.pid], True)
+
     def stop(item: _Running) -> None:
         if item.proc.poll() is None:
             os.killpg(item.proc.pid, 9)
@@ -204,8 +268,9 @@ def judge_all(folder: Path, out: Path, *, device: str, jobs: int, limit: float,
         if judged is None:
             if not why and item is not None:
                 tail = _tail(item.log)
-                why = (f"numoracle kernelbench ended with code {item.proc.returncode} and "
-                       f"no report" + (f": {tail}" if tail else ""))
+                who = "its judging worker" if item.worker else "numoracle kernelbench"
+                why = (f"{who} ended with code {item.proc.poll()} and no report"
+                       + (f": {tail}" if tail else ""))
             row.update(verdict="not judged", status="not judged", backward=False,
                        reason=why, kernelbench={})
         else:
@@ -242,17 +307,20 @@ def judge_all(folder: Path, out: Path, *, device: str, jobs: int, limit: float,
             built.append((item.entry, compiled[item.entry["tag"]]))
         for item in list(judging):
             spent = time.perf_counter() - item.started
-            if item.proc.poll() is None and spent <= limit and now <= deadline:
+            running = item.proc.poll() is None and not item.report.exists()
+            if running and spent <= limit and now <= deadline:
                 continue
             judging.remove(item)
             tag = item.entry["tag"]
-            if item.proc.poll() is None:
+            if running:
                 stop(item)
                 why = (f"not finished within {limit:g} s (judging"
                        f"{'' if build_jobs else ', compiling included'})"
                        if spent > limit else f"stopped at the run's end after {spent:.0f} s")
                 finish(item, item.entry, spent, why, compiled.get(tag, ""))
             else:
+                if item.proc.poll() is None:
+                    idle.append(item.proc)  # the worker takes the next candidate
                 finish(item, item.entry, spent, "", compiled.get(tag, ""))
         if now > deadline:
             for entry in [*to_build, *(e for e, _ in built)]:
@@ -268,13 +336,14 @@ def judge_all(folder: Path, out: Path, *, device: str, jobs: int, limit: float,
                 "--limit", str(build_limit)], "build"))
         while built and len(judging) < jobs:
             entry, _ = built.pop(0)
-            tag = entry["tag"]
-            judging.append(launch(entry, [
-                sys.executable, "-m", "numoracle", "kernelbench",
-                str(folder / tag / "problem.py"), str(folder / tag / "candidate.py"),
-                "--device", device, "--examples", str(examples), "--timeout", str(limit)],
-                "judge"))
+            judging.append(assign(entry))
         time.sleep(0.2)
+    for proc in idle:
+        if proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(10)
     head["seconds"] = round(time.perf_counter() - t0, 1)
     _write(out, head, rows)
     return 0
@@ -345,6 +414,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="K/N: the K-th of N interleaved parts of the manifest")
     j.add_argument("--no-resume", dest="resume", action="store_false",
                    help="judge again the candidates OUT/candidates.json has a verdict for")
+    w = sub.add_parser("serve", help="a judging worker: candidates as JSON lines on stdin")
+    w.add_argument("--device", default="cuda")
     b = sub.add_parser("build", help="compile one candidate (the driver's child process)")
     b.add_argument("problem", type=Path)
     b.add_argument("candidate", type=Path)
@@ -356,6 +427,8 @@ def main(argv: list[str] | None = None) -> int:
         found = gather(args.clone, args.out, args.count)
         print(f"{len(found)} candidates in {args.out}")
         return 0
+    if args.what == "serve":
+        return serve(args.device)
     if args.what == "build":
         return build(args.problem, args.candidate, args.device, args.limit, args.report)
     return judge_all(args.folder, args.out, device=args.device, jobs=args.jobs,
