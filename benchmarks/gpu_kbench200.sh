@@ -16,6 +16,10 @@
 #
 # Slots by default: official 8 and candidates 5 builds + 3 judgements when both run; either
 # part alone gets the whole machine (official 14; candidates 10 builds + 5 judgements).
+# Each part writes its table after every row: a part stopped at KB_DEADLINE keeps its rows
+# (the rest "not started"/"stopped at the run's end"). Candidates over two calls: the
+# second with KB_RESUME_FROM=<the first's candidates.json> (e.g. copied into the carried
+# .kernelbench/) judges only those without a verdict.
 #
 # From the root of a checkout with PYTHONPATH=$PWD. Needs the ignored folder .kernelbench
 # (carry it): current/level1, current/level2 (KernelBench's problems) and candidates/ (made
