@@ -76,7 +76,7 @@ from .tracked import (
     two_product_error,
 )
 from .xp import array_module as _xp
-from .xp import keeps_subnormals, like
+from .xp import fill_where, keeps_subnormals, like, reads_are_free
 
 __all__ = ["mul", "div", "sqrt", "exp", "log", "sigmoid", "silu", "silu_grad", "maximum",
            "amax", "where", "widen", "elementary", "ULPS"]
@@ -101,8 +101,8 @@ def _rmul(x: Any, y: Any) -> Any:
     xp = _xp(x)
     with np.errstate(invalid="ignore", over="ignore"):
         p = x * y
-    if not bool(xp.isnan(xp.sum(p))):  # (x, y >= 0: no NaN, so no 0 * inf)
-        return p
+    if reads_are_free(xp) and not bool(xp.isnan(xp.sum(p))):  # (x, y >= 0: no NaN, so
+        return p                                                 # no 0 * inf)
     return xp.where((x == 0) | (y == 0), 0.0, p)
 
 
@@ -117,9 +117,11 @@ def _finish(value: Any, det: Any, prob: Any, ref_err: Any, n: Any = 1,
     ref_err = own_array(ref_err, shape, xp) if ref_err is not det and ref_err is not prob \
         else xp.array(ref_err, copy=True)
     if exact_here is not None:
-        det[exact_here] = prob[exact_here] = ref_err[exact_here] = 0.0
-    if over is not None and bool(over.any()):
-        det[over] = prob[over] = xp.inf
+        for a in (det, prob, ref_err):
+            fill_where(a, exact_here, 0.0)
+    if over is not None and (not reads_are_free(xp) or bool(over.any())):
+        fill_where(det, over, xp.inf)
+        fill_where(prob, over, xp.inf)
     return bounded(value, det, prob, ref_err=ref_err, n=n)
 
 
@@ -178,7 +180,7 @@ def mul(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
         # exact zero: the kernel's product may be NaN (inf * 0), so it is not judged
         wild = ((~xp.isfinite(a.det) & (b.value == 0) & (b.det == 0))
                 | (~xp.isfinite(b.det) & (a.value == 0) & (a.det == 0)))
-        if bool(wild.any()):
+        if not reads_are_free(xp) or bool(wild.any()):
             det = xp.where(wild, xp.nan, det)
             prob = xp.where(wild, xp.nan, prob)
     return _finish(value, det, prob, ref_err, _max_n(a, b), exact_here, over)

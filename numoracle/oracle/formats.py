@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidArgument
-from .xp import array_module
+from .xp import array_module, reads_are_free
 
 __all__ = [
     "Format",
@@ -282,7 +282,7 @@ def _quantize_general(x: Any, fmt: Format, rounding: str, xp: Any) -> Any:
         r = xp.rint(scaled) if rounding == "rne" else xp.trunc(scaled)
         y = r * quantum
         big = xp.abs(y) > fmt.max
-        if bool(xp.any(big)):
+        if not reads_are_free(xp) or bool(xp.any(big)):  # (a device: no read, one pass)
             y = xp.where(big, xp.copysign(np.inf if rounding == "rne" else fmt.max, x), y)
         y = xp.where(xp.isfinite(x), y, x)
     return y

@@ -66,14 +66,16 @@ from .precision import PrecisionModel, gamma, gamma_prob
 from .xp import array_module as _xp
 from .xp import (
     as_namespace,
+    fill_where,
     is_torch,
     keeps_subnormals,
+    reads_are_free,
     same_memory,
     to_numpy,
 )
 
 __all__ = ["Tracked", "exact", "bounded", "moved", "aligned", "negated", "scaled_exactly",
-           "folded", "any_nonzero", "surely_zero", "has_zero", "may_be_exact",
+           "folded", "any_nonzero", "any_nonzeros", "surely_zero", "has_zero", "may_be_exact",
            "two_product_error", "unjudged", "concat", "tmap", "tcat",
            "add", "sub", "relu", "relu_mask_mul", "mul_scalar", "either", "matmul", "sum_",
            "keep_operand_facts",
@@ -165,6 +167,28 @@ def any_nonzero(r: Any) -> bool:
     return bool(xp.any(r))
 
 
+def any_nonzeros(*rs: Any) -> list[bool]:
+    """:func:`any_nonzero` of each radius (False for None), those that need a device
+    read read together: one synchronisation for all."""
+    out: list[Any] = [False if r is None or surely_zero(r) else None for r in rs]
+    todo = [i for i, v in enumerate(out) if v is None]
+    if not todo:
+        return out
+    xp = _xp(rs[todo[0]])
+    if reads_are_free(xp) or len(todo) == 1:
+        for i in todo:
+            out[i] = any_nonzero(rs[i])
+        return out
+    for i, v in zip(todo, _read_together(xp, [xp.any(rs[i]) for i in todo]), strict=True):
+        out[i] = v
+    return out
+
+
+def _read_together(xp: Any, flags: list[Any]) -> list[bool]:
+    """0-d device booleans brought to the host in one transfer (one synchronisation)."""
+    return [bool(v) for v in to_numpy(xp.stack(flags)).tolist()]
+
+
 def surely_zero(r: Any) -> bool:
     """Whether radius ``r`` is 0 everywhere, known without reading a device: a
     broadcast of :func:`exact`'s zero (or empty); on NumPy also by one pass. A
@@ -183,6 +207,8 @@ def has_zero(r: Any) -> bool:
     element of a broadcast scalar."""
     xp = _xp(r)
     if r.size and not any(r.strides):
+        if xp is not np and same_memory(r, _zero(xp, r)):
+            return True  # exact's zero: known without reading the device
         return bool(r[(0,) * r.ndim] == 0)
     return r.size > 0 and not bool(xp.all(r))
 
@@ -192,7 +218,18 @@ def may_be_exact(*ts: Tracked) -> bool:
     reference error 0 somewhere in each): where not, no elementwise combination of
     them is exact anywhere, and the tests for it (error-free transformations,
     representability: a dozen passes) are skipped."""
-    return all(has_zero(t.det) and has_zero(t.ref_err) for t in ts)
+    rs = [r for t in ts for r in (t.det, t.ref_err)]
+    xp = _xp(rs[0])
+    if reads_are_free(xp):
+        return all(has_zero(r) for r in rs)
+    # on a device: broadcast radii decided without a read (exact's zero) or from their
+    # one element, the others read together
+    full = [r for r in rs if not (r.size and not any(r.strides))]
+    if not all(has_zero(r) for r in rs if r.size and not any(r.strides)):
+        return False
+    if any(r.size == 0 for r in full):
+        return False
+    return not full or not any(_read_together(xp, [xp.all(r) for r in full]))
 
 
 def _zero(xp: Any, like: Any) -> Any:
@@ -550,8 +587,9 @@ def either(t1: Tracked, t2: Tracked) -> Tracked:
     det = xp.maximum(t1.det, gap + t2.det)
     prob = xp.maximum(t1.prob, gap + t2.prob)
     split = (xp.isnan(v1) != xp.isnan(v2)) | ((xp.isinf(v1) | xp.isinf(v2)) & (v1 != v2))
-    if bool(split.any()):
-        det[split] = prob[split] = xp.nan
+    if not reads_are_free(xp) or bool(split.any()):
+        fill_where(det, split, xp.nan)
+        fill_where(prob, split, xp.nan)
     return replace(t1, det=det, prob=prob, mag=xp.maximum(t1.mag, t2.mag))
 
 
@@ -619,9 +657,11 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
     if bias is not None:
         value = value + bias.value
         S = S + xp.abs(bias.value)
-    rad_a, rad_b = any_nonzero(a.det), any_nonzero(b.det)
-    has_rad = rad_a or rad_b or (bias is not None and any_nonzero(bias.det))
-    has_ref = any(any_nonzero(t.ref_err) for t in (a, b) + ((bias,) if bias else ()))
+    rad_a, rad_b, rad_bias, ref_a, ref_b, ref_bias = any_nonzeros(
+        a.det, b.det, None if bias is None else bias.det, a.ref_err, b.ref_err,
+        None if bias is None else bias.ref_err)
+    has_rad = rad_a or rad_b or rad_bias
+    has_ref = ref_a or ref_b or ref_bias
     prop: Any = 0.0
     prop_p: Any = 0.0
     ref_prop: Any = 0.0
@@ -633,8 +673,7 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
         if bias is not None:
             prop, prop_p, S = prop + bias.det, prop_p + bias.prob, S + bias.det
     if has_ref:
-        ref_prop = _propagated(abs_a, a.ref_err, any_nonzero(a.ref_err), abs_b, b.ref_err,
-                               any_nonzero(b.ref_err))
+        ref_prop = _propagated(abs_a, a.ref_err, ref_a, abs_b, b.ref_err, ref_b)
         if bias is not None:
             ref_prop = ref_prop + bias.ref_err
     del abs_a, abs_b  # input-sized: not held through the exact context
@@ -937,10 +976,10 @@ def _finite_magnitude(S: Any, a: Tracked, b: Tracked, bias: Tracked | None) -> A
 
 def _overflow_to_inf(mask: Any, *arrays: Any) -> tuple[Any, ...]:
     """Bounds become infinite (unjudgeable) where the result may overflow."""
-    if not bool(mask.any()):
+    if reads_are_free(_xp(mask)) and not bool(mask.any()):
         return arrays
     for a in arrays:
-        a[mask] = float("inf")
+        fill_where(a, mask, math.inf)
     return arrays
 
 

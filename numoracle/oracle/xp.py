@@ -40,7 +40,7 @@ from ..errors import InvalidArgument
 
 __all__ = ["array_module", "as_namespace", "to_numpy", "like", "device_of", "keeps_subnormals",
            "special", "namespace_named", "on_device", "same_memory", "add_at", "is_torch",
-           "TorchNumPy", "NAMESPACES", "gpu_namespace", "on_gpu", "GPU_NAMESPACE_VARIABLE",
+           "TorchNumPy", "NAMESPACES", "reads_are_free", "fill_where", "gpu_namespace", "on_gpu", "GPU_NAMESPACE_VARIABLE",
            "release_cached_memory", "CACHED_MEMORY_KEPT"]
 
 #: bytes of freed device memory the oracle's CuPy pool may keep between cases
@@ -147,10 +147,9 @@ class TorchNumPy:
         infinities and NaN), as NumPy's."""
         t = self._tnp.asarray(x).tensor
         m, e = self._torch.frexp(t)
-        odd = ~self._torch.isfinite(t)
-        if bool(odd.any()):
-            m = self._torch.where(odd, t, m)
-            e = self._torch.where(odd, self._torch.zeros_like(e), e)
+        odd = ~self._torch.isfinite(t)  # (unconditionally: a test would read the device)
+        m = self._torch.where(odd, t, m)
+        e = self._torch.where(odd, self._torch.zeros_like(e), e)
         return self._tnp.asarray(m), self._tnp.asarray(e)
 
     def ldexp(self, x: Any, e: Any, out: Any = None) -> Any:
@@ -357,6 +356,30 @@ def on_gpu(index: int) -> tuple[Any, Any]:
     if is_torch(xp):
         return xp, xp._torch.device("cuda", index)
     return xp, index
+
+
+def reads_are_free(xp: Any) -> bool:
+    """Whether code may read values of ``xp``'s arrays (``bool(xp.any(m))``) for
+    nothing: on the host (NumPy). Elsewhere a read waits for the device (a
+    synchronisation), so where it would only skip a few passes, the passes are
+    made unconditionally there."""
+    return xp is np
+
+
+def fill_where(a: Any, mask: Any, value: float) -> Any:
+    """``a[mask] = value`` in place (``a`` returned), in ``a``'s namespace, without a
+    synchronisation: NumPy's masked assignment on the host; CuPy's ``copyto`` with
+    ``where=`` and torch's ``masked_fill_`` on a device (their boolean indexing
+    counts the mask's elements on the host first)."""
+    xp = array_module(a)
+    if xp is np:
+        a[mask] = value
+    elif is_torch(xp):
+        t = xp.tensor(a)
+        t.masked_fill_(xp.tensor(as_namespace(mask, xp, t.device)), value)
+    else:
+        xp.copyto(a, value, where=xp.asarray(mask))
+    return a
 
 
 def device_of(a: Any) -> Any:

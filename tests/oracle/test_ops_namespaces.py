@@ -1,9 +1,12 @@
 """The hand-written ops give in other namespaces what they give in NumPy: in torch's
-(linear, matmul, conv2d, which compute in their inputs' namespace) and on a GPU in
-CuPy's (every op: a large case's reference is computed there), on drawn cases; values
-within the oracle's own error, radii within the float32 magnitude sums' margin, and
-never a radius 0 where the host's is not (a zero radius the host does not give would
-judge a kernel against an exact value it need not meet)."""
+(on the CPU here; a device array's implicit conversion to NumPy refused, as CuPy
+refuses it) and on a GPU in CuPy's (a large case's reference is computed there), on
+drawn cases; results in the inputs' namespace (linear, matmul, conv2d, optim and
+mlp_train compute there; kan, kan_chain, logic_ca and logic_layer compute on the host
+and hand their results back), values within the oracle's own error, radii within the
+float32 magnitude sums' margin, and never a radius 0 where the host's is not (a zero
+radius the host does not give would judge a kernel against an exact value it need not
+meet)."""
 
 from __future__ import annotations
 
@@ -130,13 +133,7 @@ def no_implicit_host_copy(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tracked, "SINGLE_SUMS", False)  # torch sums in float64 too
 
 
-#: ops whose references still compute on the host (their results leave the namespace)
-_ON_THE_HOST = {"kan", "kan_chain", "logic_ca", "logic_layer"}
-
-
-@pytest.mark.parametrize("op", [pytest.param(
-    op, marks=pytest.mark.xfail(strict=True, reason="computes on the host")
-    if op in _ON_THE_HOST else ()) for op in sorted(OPS)])
+@pytest.mark.parametrize("op", sorted(OPS))
 def test_a_hand_written_op_in_torch_on_the_cpu_gives_the_hosts_radii(
         op: str, no_implicit_host_copy: None) -> None:
     """CuPy's check below, in torch's namespace on the CPU: every op computes in its

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, ClassVar
@@ -13,11 +13,12 @@ import numpy as np
 from ...errors import InvalidArgument
 from ..formats import Format
 from ..precision import PrecisionModel
-from ..tracked import Tracked
+from ..tracked import Tracked, moved
+from ..xp import array_module, device_of, to_numpy
 from .plan import REGIMES, Dim, Spec
 
 __all__ = ["Op", "Product", "IntegerInput", "INTEGER_DTYPES", "check_positive_int",
-           "with_bias_gradient"]
+           "with_bias_gradient", "on_the_host"]
 
 #: the dtypes an integer input may have: indices and class labels, masks
 INTEGER_DTYPES = ("int64", "bool")
@@ -49,6 +50,21 @@ def with_bias_gradient(params: Mapping[str, Any]) -> tuple[str, ...]:
     """``y``, ``grad_input``, ``grad_weight`` and, with a bias, ``grad_bias``: the
     outputs of a layer with weights (linear, conv2d)."""
     return ("y", "grad_input", "grad_weight") + (("grad_bias",) if params["bias"] else ())
+
+
+def on_the_host(inputs: Mapping[str, Any]) -> tuple[dict[str, np.ndarray],
+                                                   Callable[[Tracked], Tracked]]:
+    """The inputs as float64 host arrays, for a reference whose arithmetic is NumPy's
+    (device arrays copied explicitly: CuPy's ``get``, a tensor's ``cpu``), and what
+    hands a result back in the namespace and on the device of the first device
+    input (a result unchanged where every input is on the host)."""
+    host = {k: np.asarray(to_numpy(v), dtype=np.float64) for k, v in inputs.items()}
+    for v in inputs.values():
+        xp = array_module(v)
+        if xp is not np:
+            device = device_of(v)
+            return host, lambda t: moved(t, xp, device)
+    return host, lambda t: t
 
 
 def check_positive_int(name: str, value: Any, *, upper: int | None = None) -> int:

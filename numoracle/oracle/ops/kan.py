@@ -76,7 +76,7 @@ from ..tracked import (
     tmap,
     unjudged,
 )
-from .base import Op, Product, check_positive_int
+from .base import Op, Product, check_positive_int, on_the_host
 from .plan import Choice, Dim
 
 __all__ = ["Kan", "kan_layer", "place_near_knots", "KAN_OUTPUTS", "MAX_ORDER", "MAX_GRID"]
@@ -172,13 +172,12 @@ class Kan(Op):
                   model: PrecisionModel, outputs: tuple[str, ...] = ()) -> dict[str, Tracked]:
         self._check_inputs(inputs, params)
         want = outputs or KAN_OUTPUTS
-        host = {k: np.asarray(v.get() if hasattr(v, "get") else v, dtype=np.float64)
-                for k, v in inputs.items()}
+        host, back = on_the_host(inputs)  # (its arithmetic is NumPy's)
         ins = {k: as_input(v, model) for k, v in host.items() if k != "grid"}
         res = kan_layer(ins["x"], host["grid"], ins["coef"], ins["base_weight"],
                         ins["spline_weight"], params["spline_order"], model,
                         g=ins["grad_output"], outputs=want)
-        return {k: store(v, model) for k, v in res.items()}
+        return {k: back(store(v, model)) for k, v in res.items()}
 
 
 def as_input(a: np.ndarray, model: PrecisionModel) -> Tracked:

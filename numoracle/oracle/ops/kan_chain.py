@@ -35,7 +35,7 @@ from ..bspline import uniform_grid
 from ..formats import Format, quantize
 from ..precision import PrecisionModel
 from ..tracked import Tracked, store
-from .base import Op, Product, check_positive_int
+from .base import Op, Product, check_positive_int, on_the_host
 from .kan import KAN_OUTPUTS, MAX_GRID, as_input, check_order, kan_layer, place_near_knots
 from .plan import Choice, Dim, Widths
 
@@ -148,14 +148,13 @@ class KanChain(Op):
     def reference(self, inputs: Mapping[str, np.ndarray], params: Mapping[str, Any],
                   model: PrecisionModel, outputs: tuple[str, ...] = ()) -> dict[str, Tracked]:
         self._check_inputs(inputs, params)
-        host = {k: np.asarray(v.get() if hasattr(v, "get") else v, dtype=np.float64)
-                for k, v in inputs.items()}
+        host, back = on_the_host(inputs)  # (its arithmetic is NumPy's)
         # an intermediate that overflows makes infinite or NaN radii downstream:
         # those elements are not judged, and the floating-point warnings are expected
         with np.errstate(over="ignore", invalid="ignore"):
             res = chain_reference(host, params["layers"], params["spline_order"], model)
         want = outputs or chain_outputs(params["layers"])
-        return {k: res[k] for k in want}
+        return {k: back(res[k]) for k in want}
 
 
 def chain_reference(host: Mapping[str, np.ndarray], layers: int, order: int,

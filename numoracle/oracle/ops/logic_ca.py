@@ -52,7 +52,7 @@ from ..logic_gates import (
 )
 from ..precision import PrecisionModel
 from ..tracked import Tracked, exact, matmul, mul_scalar, store, sub, sum_, tcat, tmap
-from .base import Op, Product, check_positive_int
+from .base import Op, Product, check_positive_int, on_the_host
 from .logic_layer import as_index, connection_map
 from .plan import Dim, Flag
 
@@ -144,14 +144,13 @@ class LogicCA(Op):
                   model: PrecisionModel, outputs: tuple[str, ...] = ()) -> dict[str, Tracked]:
         self._check_inputs(inputs, params)
         want = outputs or LOGIC_CA_OUTPUTS
-        host = {k: np.asarray(v.get() if hasattr(v, "get") else v, dtype=np.float64)
-                for k, v in inputs.items()}
+        host, back = on_the_host(inputs)  # (its arithmetic is NumPy's)
         for name in ("grid", "target", "perception", "update"):
             if not np.all(np.isfinite(host[name])):
                 raise InvalidArgument(f"logic_ca: input {name!r} holds non-finite values; the "
                                       "automaton's inputs are finite (see prepare_inputs)")
         res = logic_ca(host, params, model)
-        return {k: store(v, model) for k, v in res.items() if k in want}
+        return {k: back(store(v, model)) for k, v in res.items() if k in want}
 
 
 def _indices(host: Mapping[str, np.ndarray], params: Mapping[str, Any]) -> tuple[Any, Any]:

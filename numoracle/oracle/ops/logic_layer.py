@@ -36,7 +36,7 @@ from ..logic_gates import (
 )
 from ..precision import PrecisionModel
 from ..tracked import Tracked, exact, store, unjudged
-from .base import Op, Product, check_positive_int
+from .base import Op, Product, check_positive_int, on_the_host
 from .plan import Dim
 
 __all__ = ["LogicLayer", "LOGIC_LAYER_OUTPUTS", "MAX_IN", "connection_map"]
@@ -115,13 +115,12 @@ class LogicLayer(Op):
                   model: PrecisionModel, outputs: tuple[str, ...] = ()) -> dict[str, Tracked]:
         self._check_inputs(inputs, params)
         want = outputs or LOGIC_LAYER_OUTPUTS
-        host = {k: np.asarray(v.get() if hasattr(v, "get") else v, dtype=np.float64)
-                for k, v in inputs.items()}
+        host, back = on_the_host(inputs)  # (its arithmetic is NumPy's)
         n_in = params["in_features"]
         ia = as_index(host["idx_a"], n_in, "idx_a")
         ib = as_index(host["idx_b"], n_in, "idx_b")
         res = logic_layer(host["x"], ia, ib, host["weights"], host["grad_output"], model, want)
-        return {k: store(v, model) for k, v in res.items()}
+        return {k: back(store(v, model)) for k, v in res.items()}
 
 
 def logic_layer(x: np.ndarray, ia: np.ndarray, ib: np.ndarray, w: np.ndarray,

@@ -48,7 +48,7 @@ from ...tracked import (
     sum_,
     unjudged,
 )
-from ...xp import array_module
+from ...xp import array_module, reads_are_free
 from ..rules import RuleContext, rule
 from . import ieee
 from ._common import dims_of, scalar, tmap_all
@@ -118,7 +118,7 @@ def shifted_exp(ctx: RuleContext, x: Tracked, axis: int, eager: bool = False
     x = folded(x)
     m = _keep(ew.amax(x, axis=axis), axis)
     finite = np.isfinite(m.value)
-    if not finite.all():
+    if not reads_are_free(array_module(finite)) or not finite.all():
         zero = np.zeros_like(m.value)
         m = replace(m, value=np.where(finite, m.value, zero),
                     det=np.where(finite, m.det, zero), prob=np.where(finite, m.prob, zero),
@@ -148,7 +148,7 @@ def _either(t1: Tracked, t2: Tracked) -> Tracked:
     radius of the two (a NaN is the same answer either way)."""
     out = either(t1, t2)
     nan = np.isnan(t1.value) & np.isnan(t2.value)
-    if not nan.any():
+    if reads_are_free(array_module(nan)) and not nan.any():
         return out
     return replace(out, det=np.where(nan, np.maximum(t1.det, t2.det), out.det),
                    prob=np.where(nan, np.maximum(t1.prob, t2.prob), out.prob))
