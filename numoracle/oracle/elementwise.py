@@ -368,7 +368,7 @@ def sigmoid(t: Tracked, model: PrecisionModel, *, ulps: float | None = None) -> 
     xp = _xp(t.value)
 
     def lip(lo: Any, hi: Any) -> Any:
-        s = _sigmoid_f(xp.clip(0.0, lo, hi))
+        s = _sigmoid_f(xp.minimum(xp.maximum(lo, 0.0), hi))  # the point nearest 0
         return s * (1.0 - s)
 
     return elementary(t, model, f=_sigmoid_f, lipschitz=lip, ulps=_check_ulps("sigmoid", ulps, model),

@@ -242,7 +242,7 @@ def _zero(xp: Any, like: Any) -> Any:
             _ZEROS[key] = xp.from_tensor(xp._torch.zeros((), dtype=xp._torch.float64,
                                                          device=device))
         return _ZEROS[key]
-    key = (xp.__name__, xp.cuda.runtime.getDevice() if xp is not np else 0)
+    key = (xp.__name__, xp.cuda.runtime.getDevice() if xp.__name__ == "cupy" else 0)
     if key not in _ZEROS:
         _ZEROS[key] = xp.zeros((), dtype=xp.float64)
     return _ZEROS[key]

@@ -18,11 +18,10 @@ arrays into a namespace (once, for the inputs) and :func:`to_numpy` brings
 results back. The fast paths (numba loops on the host, CuPy kernels on a GPU)
 are chosen per namespace in one place (:mod:`~numoracle.oracle.fused`).
 
-On a GPU the oracle evaluates in CuPy where CuPy imports and runs there (its
-operations are CUDA kernels called with little host work, and the fused kernels
-of :mod:`~numoracle.oracle.fused` serve it), else in torch's namespace on that
-device: :func:`gpu_namespace` is the one switch (:data:`GPU_NAMESPACE_VARIABLE`
-forces either). Tensors and CuPy arrays cross between the two through DLPack,
+On a GPU the oracle evaluates in torch's namespace on that device, or in CuPy
+where chosen (its operations are CUDA kernels called with little host work, and the
+fused kernels of :mod:`~numoracle.oracle.fused` serve it): :func:`gpu_namespace`
+is the one switch (:data:`GPU_NAMESPACE_VARIABLE` chooses). Tensors and CuPy arrays cross between the two through DLPack,
 without a copy.
 """
 
@@ -40,7 +39,8 @@ from ..errors import InvalidArgument
 
 __all__ = ["array_module", "as_namespace", "to_numpy", "like", "device_of", "keeps_subnormals",
            "special", "namespace_named", "on_device", "same_memory", "add_at", "is_torch",
-           "TorchNumPy", "NAMESPACES", "reads_are_free", "fill_where", "gpu_namespace", "on_gpu", "GPU_NAMESPACE_VARIABLE",
+           "TorchNumPy", "NAMESPACES", "reads_are_free", "fill_where", "gpu_namespace",
+           "on_gpu", "GPU_NAMESPACE_VARIABLE",
            "release_cached_memory", "CACHED_MEMORY_KEPT"]
 
 #: bytes of freed device memory the oracle's CuPy pool may keep between cases
@@ -244,7 +244,8 @@ def is_torch(xp: Any) -> bool:
 
 def array_module(a: Any) -> Any:
     """The namespace of ``a``: NumPy, CuPy for a CuPy array (CuPy imported only
-    then), torch's for a ``torch._numpy`` array or a tensor."""
+    then), torch's for a ``torch._numpy`` array or a tensor; another array's own
+    (its ``__array_namespace__()``, the array API's protocol)."""
     mod = type(a).__module__
     if mod.startswith("cupy"):
         import cupy  # noqa: PLC0415 - optional, only for device arrays
@@ -252,7 +253,9 @@ def array_module(a: Any) -> Any:
         return cupy
     if mod.startswith("torch"):
         return _torch_namespace()
-    return np
+    if isinstance(a, (np.ndarray, np.generic)) or not hasattr(type(a), "__array_namespace__"):
+        return np  # (NumPy's own subclasses too)
+    return a.__array_namespace__()
 
 
 def namespace_named(name: str) -> Any:
@@ -405,6 +408,8 @@ def to_numpy(a: Any) -> Any:
         return a.get()
     if mod.startswith("torch"):
         return _torch_namespace().asnumpy(a)
+    if not isinstance(a, (np.ndarray, np.generic)) and hasattr(type(a), "__array_namespace__"):
+        return a.__array_namespace__().asnumpy(a)  # another namespace's (as CuPy's asnumpy)
     return a
 
 
@@ -455,6 +460,8 @@ def special(x: Any, name: str) -> Any:
         return getattr(torch.special, name)(t).numpy()
     if is_torch(xp):
         return xp.from_tensor(getattr(xp._torch.special, name)(xp.tensor(x)))
+    if xp.__name__ != "cupy":  # another namespace: the host's, the result moved back
+        return xp.asarray(special(np.asarray(to_numpy(x), dtype=np.float64), name))
     import cupyx.scipy.special  # noqa: PLC0415 - optional, only for CuPy arrays
 
     return getattr(cupyx.scipy.special, name)(x)

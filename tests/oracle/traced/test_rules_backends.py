@@ -109,6 +109,27 @@ def test_rule_on_torch_cpu_agrees_with_numpy(case: RuleCase) -> None:
     _compare(case, namespace_named("torch"), "cpu")
 
 
+@pytest.fixture
+def strict(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The strict namespace, whose float64 keeps subnormals (as CuPy's, on the device's
+    probe), so that it finds the host's exact elements."""
+    from strict_xp import STRICT
+
+    from numoracle.oracle import elementwise, tracked
+
+    for module in (elementwise, tracked):
+        monkeypatch.setattr(module, "keeps_subnormals", lambda xp: True)
+    return STRICT
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_rule_in_a_strict_namespace_agrees_with_numpy(case: RuleCase, strict: Any) -> None:
+    """CuPy's manners on the CPU (strict_xp: no host array beside its arrays, no number
+    where an array is wanted, no implicit conversion): every rule runs there as on
+    the host."""
+    _compare(case, strict)
+
+
 def _cuda() -> bool:
     return torch.cuda.is_available()
 
@@ -180,6 +201,39 @@ def test_a_reference_with_gradients_evaluated_on_torch_agrees_with_numpy() -> No
     for name in host:
         assert array_module(other[name].value) is torch_xp, name
         _same_tracked(host[name], other[name], name)
+
+
+@pytest.mark.parametrize("backward", [False, True], ids=["fwd", "fwd+bwd"])
+@pytest.mark.parametrize("name", ["softmax", "layer_norm", "attention", "conv_bn_relu", "mlp",
+                                  "cross_entropy"])
+def test_a_whole_reference_in_a_strict_namespace_agrees_with_numpy(
+        name: str, backward: bool, strict: Any) -> None:
+    """The cost table's references (small sizes) evaluated in CuPy's manners on the CPU:
+    every rule they reach, and the interpreter between them, keep to the namespace."""
+    from benchmarks.traced.table import REFERENCES, _inputs
+
+    from numoracle.oracle.traced.capture import capture
+    from numoracle.oracle.traced.interpret import evaluate
+    from numoracle.oracle.traced.op import TracedOp
+
+    fn, grads = REFERENCES[name]
+    rng = np.random.default_rng(0)
+    inputs = _inputs(name, "small", rng)
+    op = TracedOp(fn, inputs={k: torch.from_numpy(v) for k, v in inputs.items()},
+                  grads=grads if backward else (), name=f"strict_{name}_{int(backward)}")
+    for k, shape in op.input_shapes({}).items():
+        inputs.setdefault(k, rng.standard_normal(shape).astype(np.float32).astype(np.float64))
+    graph = capture(op.ref, {k: inputs[k] for k in op.ref.names},
+                    {k: v for k, v in inputs.items() if k.startswith("grad_")})
+    ctx = op.context(get_model("fp32"))
+    host = evaluate(graph, inputs, ctx)
+    other = evaluate(graph, {k: strict.asarray(v) if v.dtype.kind == "f" else v
+                             for k, v in inputs.items()},
+                     RuleContext(ctx.model, ctx.claims, xp=strict))
+    assert set(host) == set(other)
+    for out in host:
+        assert array_module(other[out].value) is strict, out
+        _same_tracked(host[out], other[out], f"{name} {out}")
 
 
 def test_the_gpu_namespace_switch_refuses_an_unknown_name(

@@ -63,7 +63,7 @@ def _bias_as_term(ctx: RuleContext, y: Tracked, bias: Tracked, n: int) -> Tracke
     shape = (1, -1) + (1,) * (y.value.ndim - 2)
     b = tmap_all(folded(bias), lambda a: np.reshape(a, shape))
     out = add(y, b, ctx.model)
-    extra = gamma(np.asarray(n + 1), ctx.model.acc_unit()) * (np.abs(b.value) + b.det)
+    extra = float(gamma(np.asarray(n + 1), ctx.model.acc_unit())) * (np.abs(b.value) + b.det)
     return replace(out, det=out.det + extra, prob=out.prob + extra)
 
 

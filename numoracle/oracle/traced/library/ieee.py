@@ -36,7 +36,7 @@ import numpy as np
 from ... import elementwise as ew
 from ...fused import any_special, carried
 from ...precision import PrecisionModel
-from ...tracked import Tracked, folded
+from ...tracked import Tracked, aligned, folded
 from ...tracked import add as _add
 from ...tracked import sub as _sub
 from ...xp import array_module
@@ -81,6 +81,7 @@ def carry(out: Tracked, f: Callable[..., Any], *operands: Tracked,
     with radius 0. ``no_pole``: the operand whose interval must not hold 0 inside
     (a divisor)."""
     ops = [folded(t) for t in operands]
+    ops = list(aligned(out, *ops))[1:]  # a host operand (a constant) where the result is
     xp = array_module(out.value)
     if all(any_special(t.value, t.det, t.ref_err) is False for t in ops):
         return out  # (one pass each, no masks: the usual case)

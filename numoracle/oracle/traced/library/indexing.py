@@ -99,7 +99,7 @@ def _exact_where_it_fits(ctx: RuleContext, out: Tracked, terms: Tracked,
 def embedding_rule(ctx: RuleContext, weight: Any, indices: np.ndarray, padding_idx: int = -1,
                    scale_grad_by_freq: bool = False, sparse: bool = False) -> Any:
     idx = np.asarray(indices, dtype=np.int64)
-    return move(weight, lambda a: np.take(a, idx, axis=0))
+    return move(weight, lambda a: np.take(a, like(idx, a), axis=0))
 
 
 def _positions(shape: tuple[int, ...], indices: Sequence[Any]) -> np.ndarray:

@@ -26,7 +26,7 @@ import numpy as np
 
 from ... import elementwise as ew
 from ...tracked import Tracked, exact, folded, negated, sum_
-from ...xp import array_module
+from ...xp import array_module, like
 from ..rules import NoRule, RuleContext, rule
 from ._common import as_tracked, tmap_all
 
@@ -43,16 +43,19 @@ def _picked(ctx: RuleContext, x: Tracked, target: np.ndarray, weight: Any,
     kept = t != ignore_index
     safe = np.where(kept, t, 0)
     x = folded(x)
+    # (the host's indices and mask where the values are: a device refuses host arrays)
+    kept_x, safe_x = like(kept, x.value), like(safe, x.value)
     if x.value.ndim == 1:
-        pick = tmap_all(x, lambda a: a[safe])
+        pick = tmap_all(x, lambda a: a[safe_x])
     else:
-        pick = tmap_all(x, lambda a: np.take_along_axis(a, np.expand_dims(safe, 1), axis=1)[:, 0])
+        pick = tmap_all(x, lambda a: np.take_along_axis(a, safe_x[:, None], axis=1)[:, 0])
     # an ignored sample counts 0, whatever its row holds (inf * 0 would be NaN)
-    neg = negated(replace(tmap_all(pick, lambda a: np.where(kept, a, 0.0)), n=pick.n))
+    neg = negated(replace(tmap_all(pick, lambda a: np.where(kept_x, a, 0.0)), n=pick.n))
     if weight is None:
         return neg, exact(ctx.array(kept.astype(np.float64))), kept
     w = as_tracked(weight, ctx.model)
-    wt = tmap_all(w, lambda a: a[safe] * kept)
+    kept_w, safe_w = like(kept, w.value), like(safe, w.value)
+    wt = tmap_all(w, lambda a: a[safe_w] * kept_w)
     return ew.mul(neg, wt, ctx.model), wt, kept
 
 
@@ -86,13 +89,18 @@ def nll_loss_backward_rule(ctx: RuleContext, grad: Tracked, x: Tracked, target: 
     t = np.asarray(target, dtype=np.int64)
     kept = t != ignore_index
     safe = np.where(kept, t, 0)
-    w = exact(kept.astype(np.float64)) if weight is None else tmap_all(
-        as_tracked(weight, m), lambda a: a[safe] * kept)
     g = as_tracked(grad, m)
+    if weight is None:
+        w = exact(ctx.array(kept.astype(np.float64)))
+    else:
+        w = as_tracked(weight, m)
+        kept_w, safe_w = like(kept, w.value), like(safe, w.value)
+        w = tmap_all(w, lambda a: a[safe_w] * kept_w)
     share = ew.mul(tmap_all(g, lambda a: np.broadcast_to(a, t.shape)), w, m)
     if REDUCTIONS[reduction] == "mean":
         share = ew.div(share, as_tracked(total_weight, m), m)
-    share = tmap_all(share, lambda a: a * kept)
+    kept_s = like(kept, share.value)
+    share = tmap_all(share, lambda a: a * kept_s)
     share = negated(share)
     shape = x.shape
     axis = 1 if len(shape) > 1 else 0
@@ -100,9 +108,9 @@ def nll_loss_backward_rule(ctx: RuleContext, grad: Tracked, x: Tracked, target: 
     def place(a: Any) -> Any:
         out = array_module(a).zeros(shape)
         if len(shape) == 1:
-            out[safe] = a
+            out[like(safe, a)] = a
             return out
-        idx = np.expand_dims(safe, axis)
+        idx = like(np.expand_dims(safe, axis), a)
         np.put_along_axis(out, idx, np.expand_dims(a, axis), axis=axis)
         return out
     return tmap_all(share, place)

@@ -286,7 +286,7 @@ def _adaptive_avg(ctx: RuleContext, x: Tracked, out: Sequence[int]) -> Tracked:
 
     def gather(a: np.ndarray) -> np.ndarray:
         flat = np.broadcast_to(a, x.shape).reshape(lead + (-1,))
-        flat = np.concatenate([flat, np.zeros(lead + (1,))], axis=-1)  # -1 reads the 0
+        flat = np.concatenate([flat, np.zeros_like(flat[..., :1])], axis=-1)  # -1 reads the 0
         return flat[..., pos]
     win = tmap_all(x, gather)  # (..., *out, K)
     flat = tmap_all(win, lambda a: a[..., None, :])

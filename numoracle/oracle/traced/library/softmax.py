@@ -188,12 +188,11 @@ def _settled(t: Tracked, x: Tracked, axis: int, masked_rows: str) -> Tracked:
     if masked.any():
         fill = 0.0 if masked_rows == "zero" else np.nan
         rows = np.broadcast_to(masked, t.shape)
-        zero = np.zeros(t.shape)
         t = replace(t, value=np.where(rows, fill, t.value),
                     det=np.where(rows, 0.0, np.broadcast_to(t.det, t.shape)),
                     prob=np.where(rows, 0.0, np.broadcast_to(t.prob, t.shape)),
                     ref_err=np.where(rows, 0.0, np.broadcast_to(t.ref_err, t.shape)),
-                    mag=np.where(rows, zero, np.broadcast_to(t.mag, t.shape)), lo=None)
+                    mag=np.where(rows, 0.0, np.broadcast_to(t.mag, t.shape)), lo=None)
     if pos_inf.any():
         t = unjudged(t, np.broadcast_to(pos_inf, t.shape) & ~np.isnan(t.value))
     return t

@@ -21,7 +21,7 @@ import torch
 
 from ...formats import format_of
 from ...tracked import bounded, exact, moved, store, tcat
-from ...xp import to_numpy
+from ...xp import like, to_numpy
 from ..rules import NoRule, RuleContext, rule
 from ._common import (
     Decision,
@@ -143,7 +143,8 @@ def _triangle(upper: bool) -> Callable[..., Any]:
         rows, cols = a.shape[-2], a.shape[-1]
         keep = np.triu(np.ones((rows, cols), bool), diagonal) if upper else np.tril(
             np.ones((rows, cols), bool), diagonal)
-        return move(x, lambda v: np.where(keep, v, 0.0 if is_tracked(x) else np.zeros((), v.dtype)))
+        return move(x, lambda v: np.where(like(keep, v), v,
+                                          0.0 if is_tracked(x) else np.zeros((), v.dtype)))
     return tri
 
 
@@ -186,7 +187,7 @@ def pad_rule(ctx: RuleContext, x: Any, pad: Sequence[int], value: Any = 0) -> An
     c = as_tracked(value, ctx.model)
     if c.det.any():  # a constant the kernel rounds: its radius where it was put
         inner = np.pad(np.zeros(x.shape, bool), widths, constant_values=True)
-        r = np.where(inner, float(c.det), t.det)
+        r = np.where(like(inner, t.det), float(c.det), t.det)
         return bounded(v, r, ref_err=t.ref_err, n=t.n)
     return bounded(v, t.det, t.prob, ref_err=t.ref_err, n=t.n)
 
@@ -194,7 +195,7 @@ def pad_rule(ctx: RuleContext, x: Any, pad: Sequence[int], value: Any = 0) -> An
 @rule("aten.index_select.default")
 def index_select_rule(ctx: RuleContext, x: Any, dim: int, index: np.ndarray) -> Any:
     idx = np.asarray(index, dtype=np.int64)
-    return move(x, lambda a: np.take(a, idx, axis=dim))
+    return move(x, lambda a: np.take(a, like(idx, a), axis=dim))
 
 
 @rule("aten.gather.default")
@@ -205,7 +206,7 @@ def gather_rule(ctx: RuleContext, x: Any, dim: int, index: np.ndarray,
     def pick(a: np.ndarray) -> np.ndarray:
         sl = tuple(slice(0, s) for s in idx.shape)
         sub = a[tuple(slice(None) if i == dim % a.ndim else sl[i] for i in range(a.ndim))]
-        return np.take_along_axis(sub, idx, axis=dim)
+        return np.take_along_axis(sub, like(idx, sub), axis=dim)
     return move(x, pick)
 
 
