@@ -258,12 +258,11 @@ def unjudged(t: Tracked, bad: Any) -> Tracked:
     infinity, a result past the format's range), the comparison skips them."""
     xp = _xp(t.value)
     bad = xp.broadcast_to(xp.asarray(bad), t.value.shape)
-    if not bool(bad.any()):
+    if reads_are_free(xp) and not bool(bad.any()):
         return t
     det = xp.array(xp.broadcast_to(t.det, t.value.shape), dtype=xp.float64)
     prob = xp.array(xp.broadcast_to(t.prob, t.value.shape), dtype=xp.float64)
-    det[bad] = prob[bad] = xp.nan
-    return replace(t, det=det, prob=prob)
+    return replace(t, det=fill_where(det, bad, xp.nan), prob=fill_where(prob, bad, xp.nan))
 
 
 def concat(ts: list[Tracked], axis: int) -> Tracked:
@@ -693,10 +692,10 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
                              max(acc.p, FP64.p))
     if e is not None and e < (1 << 19):
         fits_acc = (S <= _pow2(acc.p + e)) & (e >= acc.emin)
-        det_acc[fits_acc] = 0.0
-        prob_acc[fits_acc] = 0.0
+        fill_where(det_acc, fits_acc, 0.0)
+        fill_where(prob_acc, fits_acc, 0.0)
         if not has_ref and e >= FP64.emin - 52:
-            ref_err[S <= _pow2(FP64.p + e)] = 0.0
+            fill_where(ref_err, S <= _pow2(FP64.p + e), 0.0)
         else:
             det_alone = True
     if has_rad:
@@ -1008,7 +1007,8 @@ def add(a: Tracked, b: Tracked, model: PrecisionModel) -> Tracked:
             hi_err = (a.value - (value - bb)) + (b.value - bb)
             exact_here = ((a.det == 0) & (b.det == 0) & (a.ref_err == 0) & (b.ref_err == 0)
                           & (hi_err == 0) & representable(value, acc))
-            det[exact_here] = prob[exact_here] = ref_err[exact_here] = 0.0
+            for r in (det, prob, ref_err):
+                fill_where(r, exact_here, 0.0)
         n = a.n + b.n
         mag = xp.abs(a.value) + xp.abs(b.value)
     return Tracked(value=value, ref_err=ref_err, det=det, prob=prob, mag=mag, n=n)
@@ -1139,7 +1139,8 @@ def mul_scalar(t: Tracked, c: float, model: PrecisionModel, *, divide: bool = Fa
             no_underflow = xp.where(value == 0, t.value == 0, xp.abs(value) >= 2.0**-969)
             exact_here = ((t.det == 0) & (t.ref_err == 0) & (err == 0) & xp.isfinite(value)
                           & no_underflow & representable(value, acc))
-            det[exact_here] = prob[exact_here] = ref_err[exact_here] = 0.0
+            for r in (det, prob, ref_err):
+                fill_where(r, exact_here, 0.0)
     return Tracked(value=value, ref_err=ref_err, det=det, prob=prob, mag=xp.abs(value),
                    n=t.n)
 
@@ -1213,8 +1214,8 @@ def _store(t: Tracked, fmt: Format, xp: Any) -> Tracked:
     det, prob = add_rounding(t.value, t.ref_err, t.det, t.prob, fmt.u, fmt.tiny, mag)
     del mag
     if exact_here is not None:
-        det[exact_here] = 0.0
-        prob[exact_here] = 0.0
+        fill_where(det, exact_here, 0.0)
+        fill_where(prob, exact_here, 0.0)
     if over is not None:
         det, prob = _overflow_to_inf(over, det, prob)
     return replace(t, det=det, prob=prob)
