@@ -151,6 +151,7 @@ def serve(device: str) -> int:
     import torch  # noqa: PLC0415 - torch-heavy, in the worker's own process
 
     module = importlib.import_module("numoracle.kernelbench.judge")
+    from numoracle.oracle.xp import release_cached_memory  # noqa: PLC0415 - torch-heavy
     cuda = device.startswith("cuda") and torch.cuda.is_available()
     for line in sys.stdin:
         job = json.loads(line)
@@ -163,7 +164,8 @@ def serve(device: str) -> int:
         os.replace(part, report)
         del j
         gc.collect()
-        if cuda:
+        if cuda:  # what the judgement cached (torch's pool and CuPy's) goes back
+            release_cached_memory(0)
             torch.cuda.empty_cache()
     return 0
 

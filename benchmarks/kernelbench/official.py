@@ -195,6 +195,7 @@ def serve(device: str) -> int:
     import torch  # noqa: PLC0415 - torch-heavy, in the worker's own process
 
     from numoracle.kernelbench import judge as _  # noqa: F401, PLC0415 - imported once
+    from numoracle.oracle.xp import release_cached_memory  # noqa: PLC0415
 
     module = sys.modules["numoracle.kernelbench.judge"]
     oracle_device = module.oracle_device  # type: ignore[attr-defined]
@@ -203,7 +204,6 @@ def serve(device: str) -> int:
         job = json.loads(line)
         out = Path(job["out"])
         if cuda:
-            torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
         try:
             judge_one(Path(job["problem"]), out, device=device, max_bytes=job["max_bytes"],
@@ -217,6 +217,9 @@ def serve(device: str) -> int:
         finally:
             module.oracle_device = oracle_device  # type: ignore[attr-defined]
             gc.collect()
+            if cuda:  # what the problem cached (torch's pool and CuPy's) goes back
+                release_cached_memory(0)
+                torch.cuda.empty_cache()
     return 0
 
 
