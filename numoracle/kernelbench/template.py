@@ -53,7 +53,8 @@ from numoracle.kernelbench.sandbox import forked
 from numoracle.kernelbench.template import main
 main(fd, forked)
 """
-_MESSAGE = 1 << 16
+#: the largest message either side reads (a request carries the judge's environment)
+_MESSAGE = 1 << 20
 
 
 def main(fd: int, forked: Callable[..., None]) -> None:
