@@ -397,3 +397,79 @@ def log_softmax_rows(x: Any, xd: Any, xp_: Any, xr: Any, mx: Any, logs: Any, top
             prob[i, j] = p
             ref[i, j] = r1
             mag[i, j] = m_
+
+
+@_par
+def hot_rows(g: Any, gd: Any, count: Any, first: Any) -> None:
+    """Per row: how many entries of the gradient may be nonzero (value or det not 0),
+    and the first of them (0 where none)."""
+    rows, cols = g.shape
+    for i in numba.prange(rows):
+        c, f = 0, -1
+        for j in range(cols):
+            if g[i, j] != 0.0 or gd[i, j] != 0.0:
+                c += 1
+                if f < 0:
+                    f = j
+        count[i] = c
+        first[i] = max(f, 0)
+
+
+@_jit
+def _either_nan(a: float, d1: float, p1: float, m1: float, b: float, d2: float, p2: float,
+                r2: float, m2: float, grow: float) -> tuple[float, float, float]:
+    """softmax's ``_either``: :func:`_either`, where both are NaN the larger radii."""
+    d, p, m = _either(a, d1, p1, m1, b, d2, p2, r2, m2, grow)
+    if a != a and b != b:
+        d = _maximum(d1, d2)
+        p = _maximum(p1, p2)
+    return d, p, m
+
+
+@_par
+def log_softmax_backward_rows(y: Any, yd: Any, yp: Any, yr: Any, g: Any, gd: Any, gp: Any,
+                              gr: Any, s: Any, c: Any, single: Any, scalars: Any, params: Any,
+                              value: Any, det: Any, prob: Any, ref: Any, mag: Any) -> None:
+    """Per element: ``g - p s`` (``s`` the row's sum of ``g``, ``p`` the softmax a
+    kernel holds: ``exp(y)``, or it divided by 1 or times ``1 / 1``), and in rows
+    where ``g`` has one nonzero entry ``-c`` (``single``) also ``(p - onehot) c``,
+    each by the primitives (``log_softmax_backward_rule``'s formulations). Per
+    row ``s``, ``c``: value, det, prob, ref_err; ``scalars``: 1 and ``1 / 1`` as
+    the claim evaluates them (rows of value, det, prob, ref_err); ``params``: u,
+    tiny, u64, the accumulation's largest number, exp's ulps, per_x, of_one, the
+    reference's unit, the division's ``rel u``, ``rel tiny``, ``1 + rel u``,
+    either's growth."""
+    rows, cols = y.shape
+    u, tiny, u64, fmax = params[0], params[1], params[2], params[3]
+    ulps, per_x, of_one, ref_unit = params[4], params[5], params[6], params[7]
+    rel_u, rel_tiny, grow_div, grow = params[8], params[9], params[10], params[11]
+    ov, od, op, orr = scalars[0, 0], scalars[0, 1], scalars[0, 2], scalars[0, 3]
+    qv, qd, qp, qr = scalars[1, 0], scalars[1, 1], scalars[1, 2], scalars[1, 3]
+    for i in numba.prange(rows):
+        sv, sd, sp, sr = s[i, 0], s[i, 1], s[i, 2], s[i, 3]
+        cv, cd, cp, cr = c[i, 0], c[i, 1], c[i, 2], c[i, 3]
+        one_hot = single[i]
+        for j in range(cols):
+            pv, pd, pp, pr = _exp(y[i, j], yd[i, j], yp[i, j], yr[i, j], ulps, per_x, of_one,
+                                  u, tiny, ref_unit, fmax)
+            a1v, a1d, a1p, a1r = _div(pv, pd, pp, pr, ov, od, op, orr, rel_u, rel_tiny,
+                                      grow_div, u64, fmax)
+            a2v, a2d, a2p, a2r = _mul(pv, pd, pp, pr, qv, qd, qp, qr, u, tiny, u64, fmax)
+            idd, ipp, imm = _either_nan(a1v, a1d, a1p, abs(a1v), a2v, a2d, a2p, a2r, abs(a2v),
+                                        grow)
+            kd, kp, km = _either_nan(pv, pd, pp, abs(pv), a1v, idd, ipp, a1r, imm, grow)
+            wv, wd, wp, wr = _mul(pv, kd, kp, pr, sv, sd, sp, sr, u, tiny, u64, fmax)
+            gv, gdd, gpp, grr = g[i, j], gd[i, j], gp[i, j], gr[i, j]
+            rv, rd, rp, rr, rm = _sub(gv, gdd, gpp, grr, wv, wd, wp, wr, u, tiny, u64, False,
+                                      0, 0, fmax)
+            if one_hot:
+                oh = 1.0 if (gv != 0.0 or gdd != 0.0) else 0.0
+                fv, fd, fp, fr, fm = _sub(pv, kd, kp, pr, oh, 0.0, 0.0, 0.0, u, tiny, u64,
+                                          False, 0, 0, fmax)
+                hv, hd, hp, hr = _mul(fv, fd, fp, fr, cv, cd, cp, cr, u, tiny, u64, fmax)
+                rd, rp, rm = _either_nan(rv, rd, rp, rm, hv, hd, hp, hr, abs(hv), grow)
+            value[i, j] = rv
+            det[i, j] = rd
+            prob[i, j] = rp
+            ref[i, j] = rr
+            mag[i, j] = rm

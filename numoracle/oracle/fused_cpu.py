@@ -31,7 +31,7 @@ __all__ = ["available", "warm_up", "operand_facts", "grid", "exact_radii", "stor
            "rounding_params", "larger_counts", "add_radii", "either_radii", "any_special",
            "mul_radii", "carry_binary", "elementary_radii", "elementwise", "LOOP_MIN",
            "rows_available", "as_rows", "row_max", "shifted_exp_rows", "softmax_rows",
-           "log_softmax_rows", "NOT_FINITE", "SUBNORMAL",
+           "log_softmax_rows", "hot_rows", "log_softmax_backward_rows", "NOT_FINITE", "SUBNORMAL",
            "UNREPRESENTABLE", "OFF_SINGLE", "SINGLE_UP"]
 
 
@@ -351,4 +351,23 @@ def log_softmax_rows(x: np.ndarray, radii: tuple[np.ndarray, ...], mx: np.ndarra
                                   np.asarray(exact, dtype=np.bool_),
                                   np.asarray(params, dtype=np.float64),
                                   np.asarray(ints, dtype=np.int64), *outs)
+    return outs
+
+
+def hot_rows(g: np.ndarray, gd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of a gradient: how many entries may be nonzero, and the first of them."""
+    count, first = (np.empty(g.shape[0], dtype=np.int64) for _ in range(2))
+    _row_loops().hot_rows(g, gd, count, first)
+    return count, first
+
+
+def log_softmax_backward_rows(y: tuple[np.ndarray, ...], g: tuple[np.ndarray, ...],
+                              s: np.ndarray, c: np.ndarray, single: np.ndarray,
+                              scalars: np.ndarray, params: tuple[float, ...]
+                              ) -> tuple[np.ndarray, ...]:
+    """The whole-rule loop of log-softmax's backward: value, det, prob, ref_err,
+    magnitude."""
+    outs = tuple(np.empty(y[0].shape) for _ in range(5))
+    _row_loops().log_softmax_backward_rows(*y, *g, s, c, single, scalars,
+                                           np.asarray(params, dtype=np.float64), *outs)
     return outs

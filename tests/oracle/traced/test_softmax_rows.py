@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from numoracle.oracle import fused_cpu
 from numoracle.oracle.precision import get_model
+from numoracle.oracle.traced.library import _softmax_rows as rows
 from numoracle.oracle.traced.library import softmax as sm
 from numoracle.oracle.traced.rules import RuleContext
 from numoracle.oracle.tracked import Tracked, bounded, exact
@@ -27,12 +28,12 @@ MODELS = ["fp32", "bf16", "fp16+triton", "tf32"]
 
 def _passes(fn: Any, *args: Any) -> Any:
     """``fn(*args)`` by the primitives' passes (the whole-rule loops switched off)."""
-    orig = sm.whole_rules
-    sm.whole_rules = lambda xp, size: False
+    orig = rows.whole_rules
+    rows.whole_rules = lambda xp, size: False
     try:
         return fn(*args)
     finally:
-        sm.whole_rules = orig
+        rows.whole_rules = orig
 
 
 def _bits(a: Any, shape: tuple[int, ...]) -> np.ndarray:
@@ -161,10 +162,57 @@ def test_other_axis_and_escalated_inputs_take_the_passes(small_loops: None) -> N
     x = rng.standard_normal((6, 40))
     ctx = RuleContext(get_model("fp32"))
     t = exact(x)
-    assert sm._row_pass(ctx, t, 0, False) is None
-    assert sm._row_pass(ctx, t, 1, False) is not None
+    assert rows._row_pass(ctx, t, 0, False) is None
+    assert rows._row_pass(ctx, t, 1, False) is not None
     assert_same_bits(sm.softmax(ctx, t, 0), _passes(sm.softmax, ctx, t, 0))
     low = Tracked(value=x, ref_err=np.zeros_like(x), det=np.zeros_like(x),
                   prob=np.zeros_like(x), mag=np.abs(x), lo=x * 2.0**-60)
-    assert sm._row_pass(ctx, low, 1, False) is None
+    assert rows._row_pass(ctx, low, 1, False) is None
     assert_same_bits(sm.softmax(ctx, low, 1), _passes(sm.softmax, ctx, low, 1))
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # (the same patch each time)
+@given(rows=st.integers(1, 6), cols=st.integers(1, 70),
+       grad=st.sampled_from(["one_hot", "dense", "mixed", "zero_row", "special"]),
+       kind=st.sampled_from(["normal", "wide", "ints"]), model=st.sampled_from(MODELS),
+       seed=st.integers(0, 2**32 - 1))
+def test_log_softmax_backward_loop_gives_the_passes_bits(small_loops: None, rows: int,
+                                                         cols: int, grad: str, kind: str,
+                                                         model: str, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    ctx = RuleContext(get_model(model))
+    x = _values(rng, (rows, cols), kind)
+    with np.errstate(all="ignore"):
+        y = _passes(sm.log_softmax, ctx, _tracked(x, rng, "all"), -1)
+    labels = rng.integers(0, cols, rows)
+    g = np.zeros((rows, cols))
+    g[np.arange(rows), labels] = -1.0 / 3.0
+    if grad in ("dense", "mixed", "special"):
+        dense = rng.standard_normal((rows, cols))
+        g = dense if grad == "dense" else np.where(rng.random((rows, 1)) < 0.5, dense, g)
+    if grad == "zero_row":
+        g[0] = 0.0
+    if grad == "special":
+        g[0, 0] = np.nan
+    gt = exact(g) if grad in ("one_hot", "zero_row") else _tracked(g, rng, "some")
+    with np.errstate(all="ignore"):
+        assert_same_bits(sm.log_softmax_backward_rule(ctx, gt, y, -1),
+                         _passes(sm.log_softmax_backward_rule, ctx, gt, y, -1))
+
+
+def test_log_softmax_backward_loop_runs_at_realistic_sizes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    ran = []
+    real = fused_cpu.log_softmax_backward_rows
+    monkeypatch.setattr(fused_cpu, "log_softmax_backward_rows",
+                        lambda *a: ran.append(1) or real(*a))
+    rng = np.random.default_rng(11)
+    ctx = RuleContext(get_model("fp32"))
+    x = rng.standard_normal((64, 500)).astype(np.float32).astype(np.float64)
+    y = sm.log_softmax(ctx, exact(x), -1)
+    g = np.zeros(x.shape)
+    g[np.arange(64), rng.integers(0, 500, 64)] = -1.0 / 64
+    assert_same_bits(sm.log_softmax_backward_rule(ctx, exact(g), y, -1),
+                     _passes(sm.log_softmax_backward_rule, ctx, exact(g), y, -1))
+    assert ran == [1]

@@ -32,47 +32,25 @@ from typing import Any
 import numpy as np
 
 from ... import elementwise as ew
-from ... import fused_cpu
 from ...accuracy import ulps_at
-from ...fused import larger_counts, whole_rules
-from ...tracked import (
-    U64,
-    Tracked,
-    bounded,
-    either,
-    exact,
-    folded,
-    has_zero,
-    may_be_exact,
-    negated,
-    sum_,
-    unjudged,
-)
+from ...fused import larger_counts
+from ...tracked import Tracked, either, exact, folded, negated, unjudged
 from ...xp import array_module, reads_are_free
 from ..rules import RuleContext, rule
 from . import ieee
 from ._common import dims_of, scalar, tmap_all
 from .elementwise import ulps
 from .reductions import last_axis
+from ._softmax_rows import (
+    _keep,
+    _sum_keep,
+    _widen,
+    fused_log_softmax,
+    fused_log_softmax_backward,
+    fused_softmax,
+)
 
 __all__ = ["shifted_exp", "softmax", "log_softmax", "online_radius"]
-
-
-def _keep(t: Tracked, axis: int) -> Tracked:
-    return tmap_all(t, lambda a: np.expand_dims(a, axis))
-
-
-def _sum_keep(ctx: RuleContext, t: Tracked, axis: int, special: bool = True) -> Tracked:
-    """The sum along ``axis`` (kept); ``special=False``: ``t`` holds no special
-    point, so :func:`~.ieee.summed` would change nothing."""
-    moved = tmap_all(t, lambda a: np.moveaxis(a, axis, -1))
-    with np.errstate(invalid="ignore", over="ignore"):
-        total = sum_(moved, axis=-1, model=ctx.model)
-    return _keep(ieee.summed(total, moved, ctx.model) if special else total, axis)
-
-
-def _widen(t: Tracked, extra: Any) -> Tracked:
-    return replace(t, det=t.det + extra, prob=t.prob + extra)
 
 
 def online_radius(ctx: RuleContext, x: Tracked, e: Tracked, axis: int) -> Any:
@@ -198,134 +176,6 @@ def _settled(t: Tracked, x: Tracked, axis: int, masked_rows: str) -> Tracked:
     return t
 
 
-class _RowPass:
-    """What the first whole-rule loop gives (:func:`_row_pass`): the maximum ``m``
-    (kept), ``e = exp(x - m)``, the sum of ``e`` widened by the online bound, with
-    ``unshifted`` ``exp(x)``, the inputs as rows and the loops' parameters."""
-
-    def __init__(self, **kw: Any) -> None:
-        self.__dict__.update(kw)
-
-
-def _per_row(t: Tracked, rows: int) -> np.ndarray:
-    """A kept-axis tracked value as a ``(rows, 4)`` array: value, det, prob, ref_err."""
-    shape = t.value.shape
-    return np.ascontiguousarray(np.stack(
-        [np.broadcast_to(a, shape).reshape(rows) for a in (t.value, t.det, t.prob, t.ref_err)],
-        axis=1))
-
-
-def _special_any(*ts: Tracked) -> bool:
-    return any(bool(ieee.special_points(t).any()) for t in ts)
-
-
-def _row_pass(ctx: RuleContext, x: Tracked, axis: int, unshifted: bool) -> _RowPass | None:
-    """:func:`shifted_exp`, :func:`_total` (and with ``unshifted``
-    :func:`_unshifted_total`) by the first whole-rule loop
-    (:func:`~numoracle.oracle.fused.whole_rules`): the same bits, the sums by the same
-    NumPy calls. None where the loops do not run or the rule's special values need
-    its general path: an axis other than the last, an escalated input, a value or
-    radius that is not finite, a maximum that is an exact 0, a special point in an
-    exponential (then the primitives' passes)."""
-    shape = x.shape
-    if (x.lo is not None or x.value.ndim == 0 or axis != x.value.ndim - 1 or shape[-1] == 0
-            or not whole_rules(np, x.value.size) or not isinstance(x.value, np.ndarray)):
-        return None
-    model = ctx.model
-    acc = model.accumulate
-    n = shape[-1]
-    v = np.ascontiguousarray(x.value, dtype=np.float64).reshape(-1, n)
-    radii = tuple(fused_cpu.as_rows(a, shape) for a in (x.det, x.prob, x.ref_err))
-    mx = fused_cpu.row_max(v, *radii)
-    if mx is None or bool(np.any((mx[:, 0] == 0) & (mx[:, 1] + mx[:, 3] == 0))):
-        return None
-    kshape = shape[:-1] + (1,)
-    m = bounded(*(np.ascontiguousarray(mx[:, k]).reshape(kshape) for k in range(3)),
-                ref_err=np.ascontiguousarray(mx[:, 3]).reshape(kshape), n=x.max_n)
-    u = model.acc_unit()
-    spec = ew._check_ulps("exp", ulps(ctx, "exp"), model)
-    params = (u, acc.tiny, U64, acc.max, float(spec.ulps), float(spec.per_x),
-              float(spec.of_one), ew._REF_ULPS * U64, acc.max, u)
-    ints = (int(acc.t), int(acc.emin))
-    test_d = may_be_exact(x, m)
-    ev, ed, ep, er, terms, xe, xed, xep, xer, flags = fused_cpu.shifted_exp_rows(
-        v, radii, mx, test_d, unshifted, params, ints)
-    if bool(flags[:, 0].any()):
-        return None
-    n_d = x.n + m.n
-    e = bounded(*(a.reshape(shape) for a in (ev, ed, ep)), ref_err=er.reshape(shape),
-                mag=ev.reshape(shape), n=n_d)
-    total = _sum_keep(ctx, e, axis, special=False)
-    extra = np.expand_dims(terms.reshape(shape).sum(-1), axis)
-    with np.errstate(invalid="ignore"):
-        total = _widen(total, np.where(np.isfinite(total.value), extra, 0.0))
-    plain = None
-    if unshifted:
-        ex = bounded(*(a.reshape(shape) for a in (xe, xed, xep)), ref_err=xer.reshape(shape),
-                     mag=xe.reshape(shape), n=x.n)
-        plain = _sum_keep(ctx, ex, axis, special=False)
-    d_zero = (bool(flags[:, 1].any()), bool(flags[:, 2].any()))
-    e_zero = bool(flags[:, 3].any()) and bool(flags[:, 4].any())
-    return _RowPass(x=x, v=v, radii=radii, mx=mx, m=m, e=e, total=total, plain=plain,
-                    n_d=n_d, test_d=test_d, d_zero=d_zero, e_zero=e_zero, ints=ints,
-                    rows=v.shape[0], kshape=kshape)
-
-
-def _fused_softmax(ctx: RuleContext, x: Tracked, axis: int) -> Tracked | None:
-    """:func:`softmax` by the whole-rule loops (the same bits); None where they do
-    not run (:func:`_row_pass`; a sum or its reciprocal that is a special point or
-    may be exact)."""
-    rp = _row_pass(ctx, x, axis, unshifted=False)
-    if rp is None:
-        return None
-    m, e, total = ctx.model, rp.e, rp.total
-    rec = ieee.div(scalar(1.0, m), total, m)
-    if (_special_any(total, rec) or (rp.e_zero and (may_be_exact(total) or may_be_exact(rec)))):
-        return None
-    u, acc, rel = m.acc_unit(), m.accumulate, m.div_rel()
-    params = (u, acc.tiny, U64, acc.max, rel * u, rel * acc.tiny, 1 + rel * u, 1.0 + 2 * U64)
-    rows = rp.rows
-    flat = tuple(a.reshape(rows, -1) for a in (e.value, e.det, e.prob, e.ref_err))
-    value, det, prob, ref, mag = fused_cpu.softmax_rows(flat, _per_row(total, rows),
-                                                        _per_row(rec, rows), params)
-    shape = x.shape
-    return bounded(value.reshape(shape), det.reshape(shape), prob.reshape(shape),
-                   ref_err=ref.reshape(shape), mag=mag.reshape(shape),
-                   n=ew._max_n(e, total))
-
-
-def _fused_log_softmax(ctx: RuleContext, x: Tracked, axis: int) -> Tracked | None:
-    """:func:`log_softmax` by the whole-rule loops (the same bits); None where they
-    do not run (:func:`_row_pass`; a logarithm or a shift that is a special point)."""
-    rp = _row_pass(ctx, x, axis, unshifted=True)
-    if rp is None:
-        return None
-    m_ = ctx.model
-    x = rp.x
-    logs = ctx.kept(ieee.log(ctx.kept(rp.total), m_, ulps=ulps(ctx, "log")))
-    top = ctx.kept(ieee.add(rp.m, logs, m_))
-    plain = ctx.kept(ieee.log(ctx.kept(rp.plain), m_, ulps=ulps(ctx, "log")))
-    if _special_any(logs, top, plain):
-        return None
-    fmt, n = m_.accumulate, x.shape[axis]
-    with np.errstate(invalid="ignore"):
-        hi = rp.mx[:, 0]
-        ok = ((hi >= np.log(fmt.tiny / m_.acc_unit()))
-              & (hi + np.log(max(n, 1)) < np.log(fmt.max) - 1.0))
-    exact_d = rp.d_zero[0] and rp.d_zero[1]
-    flags = (rp.test_d, exact_d and may_be_exact(logs), may_be_exact(x, top),
-             may_be_exact(x, plain))
-    u = m_.acc_unit()
-    rows = rp.rows
-    params = (u, fmt.tiny, U64, fmt.max, 1.0 + 2 * U64)
-    value, det, prob, ref, mag = fused_cpu.log_softmax_rows(
-        rp.v, rp.radii, rp.mx, tuple(_per_row(t, rows) for t in (logs, top, plain)),
-        np.ascontiguousarray(ok), flags, params, rp.ints)
-    shape = x.shape
-    return bounded(value.reshape(shape), det.reshape(shape), prob.reshape(shape),
-                   ref_err=ref.reshape(shape), mag=mag.reshape(shape), n=rp.n_d + logs.n)
-
-
 def softmax(ctx: RuleContext, x: Tracked, axis: int, masked_rows: str = "nan") -> Tracked:
     """``exp(x - max) / sum(exp(x - max))`` along ``axis``, or the sum's
     reciprocal times the exponentials; ``masked_rows`` (the claim first): what a
@@ -333,7 +183,7 @@ def softmax(ctx: RuleContext, x: Tracked, axis: int, masked_rows: str = "nan") -
     axis %= max(x.value.ndim, 1)
     if x.value.ndim == 0:
         return ieee.div(x, x, ctx.model)
-    fast = _fused_softmax(ctx, x, axis)
+    fast = fused_softmax(ctx, x, axis)
     if fast is not None:
         return fast
     _, e, _ = shifted_exp(ctx, x, axis)
@@ -349,7 +199,7 @@ def log_softmax(ctx: RuleContext, x: Tracked, axis: int) -> Tracked:
     overflow; under the per-op claim the sum and its logarithm are kept in the
     storage format, as torch's CPU kernel keeps them in bf16."""
     axis %= max(x.value.ndim, 1)
-    fast = _fused_log_softmax(ctx, x, axis)
+    fast = fused_log_softmax(ctx, x, axis)
     if fast is not None:
         return fast
     m_ = ctx.model
@@ -461,6 +311,9 @@ def log_softmax_backward_rule(ctx: RuleContext, grad: Tracked, out: Tracked, dim
     one-hot (a cross-entropy), or ``(p - onehot) c`` (:func:`_one_hot_form`)."""
     m = ctx.model
     axis = dim % max(out.value.ndim, 1)
+    fast = fused_log_softmax_backward(ctx, grad, out, axis)
+    if fast is not None:
+        return fast
     p = _kernel_softmax(ctx, out)
     res = ieee.sub(grad, ieee.mul(p, _sum_keep(ctx, grad, axis), m), m)
     return _one_hot_form(ctx, grad, p, axis, res)

@@ -1,0 +1,233 @@
+"""The softmax family's rules as whole-rule loops on the CPU.
+
+A softmax or log-softmax rule (:mod:`.softmax`) composes a dozen primitives,
+each several passes over the whole input on NumPy. Where the loops of
+:mod:`~numoracle.oracle.fused_cpu` run (:func:`~numoracle.oracle.fused.whole_rules`)
+the elementwise part of a rule is two loops over the rows instead, one before its
+sums and one after, performing the primitives' float64 operations in their order;
+the sums stay the primitives' own NumPy calls (their summation order sets their
+bits). So each form here gives the same bits as the rule's primitives, which stay
+the reference implementation (the tests compare both), and returns None where it
+does not apply (the primitives then run): an axis other than the last, an
+escalated input, a value or radius that is not finite (a masked row, a NaN), and
+the special points (exact zeros, infinities) the primitives' ``ieee`` rules would
+act on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from ... import elementwise as ew
+from ... import fused_cpu
+from ...fused import whole_rules
+from ...tracked import U64, Tracked, bounded, may_be_exact, negated, sum_
+from ..rules import RuleContext
+from . import ieee
+from ._common import scalar, tmap_all
+from .elementwise import ulps
+
+__all__ = ["fused_softmax", "fused_log_softmax", "fused_log_softmax_backward"]
+
+
+def _keep(t: Tracked, axis: int) -> Tracked:
+    return tmap_all(t, lambda a: np.expand_dims(a, axis))
+
+
+def _sum_keep(ctx: RuleContext, t: Tracked, axis: int, special: bool = True) -> Tracked:
+    """The sum along ``axis`` (kept); ``special=False``: ``t`` holds no special
+    point, so :func:`~.ieee.summed` would change nothing."""
+    moved = tmap_all(t, lambda a: np.moveaxis(a, axis, -1))
+    with np.errstate(invalid="ignore", over="ignore"):
+        total = sum_(moved, axis=-1, model=ctx.model)
+    return _keep(ieee.summed(total, moved, ctx.model) if special else total, axis)
+
+
+def _widen(t: Tracked, extra: Any) -> Tracked:
+    return replace(t, det=t.det + extra, prob=t.prob + extra)
+
+
+class _RowPass:
+    """What the first whole-rule loop gives (:func:`_row_pass`): the maximum ``m``
+    (kept), ``e = exp(x - m)``, the sum of ``e`` widened by the online bound, with
+    ``unshifted`` ``exp(x)``, the inputs as rows and the loops' parameters."""
+
+    def __init__(self, **kw: Any) -> None:
+        self.__dict__.update(kw)
+
+
+def _per_row(t: Tracked, rows: int) -> np.ndarray:
+    """A kept-axis tracked value as a ``(rows, 4)`` array: value, det, prob, ref_err."""
+    shape = t.value.shape
+    return np.ascontiguousarray(np.stack(
+        [np.broadcast_to(a, shape).reshape(rows) for a in (t.value, t.det, t.prob, t.ref_err)],
+        axis=1))
+
+
+def _special_any(*ts: Tracked) -> bool:
+    return any(bool(ieee.special_points(t).any()) for t in ts)
+
+
+def _row_pass(ctx: RuleContext, x: Tracked, axis: int, unshifted: bool) -> _RowPass | None:
+    """softmax's ``shifted_exp``, ``_total`` (and with ``unshifted``
+    ``_unshifted_total``) by the first whole-rule loop
+    (:func:`~numoracle.oracle.fused.whole_rules`): the same bits, the sums by the same
+    NumPy calls. None where the loops do not run or the rule's special values need
+    its general path: an axis other than the last, an escalated input, a value or
+    radius that is not finite, a maximum that is an exact 0, a special point in an
+    exponential (then the primitives' passes)."""
+    shape = x.shape
+    if (x.lo is not None or x.value.ndim == 0 or axis != x.value.ndim - 1 or shape[-1] == 0
+            or not whole_rules(np, x.value.size) or not isinstance(x.value, np.ndarray)):
+        return None
+    model = ctx.model
+    acc = model.accumulate
+    n = shape[-1]
+    v = np.ascontiguousarray(x.value, dtype=np.float64).reshape(-1, n)
+    radii = tuple(fused_cpu.as_rows(a, shape) for a in (x.det, x.prob, x.ref_err))
+    mx = fused_cpu.row_max(v, *radii)
+    if mx is None or bool(np.any((mx[:, 0] == 0) & (mx[:, 1] + mx[:, 3] == 0))):
+        return None
+    kshape = shape[:-1] + (1,)
+    m = bounded(*(np.ascontiguousarray(mx[:, k]).reshape(kshape) for k in range(3)),
+                ref_err=np.ascontiguousarray(mx[:, 3]).reshape(kshape), n=x.max_n)
+    u = model.acc_unit()
+    spec = ew._check_ulps("exp", ulps(ctx, "exp"), model)
+    params = (u, acc.tiny, U64, acc.max, float(spec.ulps), float(spec.per_x),
+              float(spec.of_one), ew._REF_ULPS * U64, acc.max, u)
+    ints = (int(acc.t), int(acc.emin))
+    test_d = may_be_exact(x, m)
+    ev, ed, ep, er, terms, xe, xed, xep, xer, flags = fused_cpu.shifted_exp_rows(
+        v, radii, mx, test_d, unshifted, params, ints)
+    if bool(flags[:, 0].any()):
+        return None
+    n_d = x.n + m.n
+    e = bounded(*(a.reshape(shape) for a in (ev, ed, ep)), ref_err=er.reshape(shape),
+                mag=ev.reshape(shape), n=n_d)
+    total = _sum_keep(ctx, e, axis, special=False)
+    extra = np.expand_dims(terms.reshape(shape).sum(-1), axis)
+    with np.errstate(invalid="ignore"):
+        total = _widen(total, np.where(np.isfinite(total.value), extra, 0.0))
+    plain = None
+    if unshifted:
+        ex = bounded(*(a.reshape(shape) for a in (xe, xed, xep)), ref_err=xer.reshape(shape),
+                     mag=xe.reshape(shape), n=x.n)
+        plain = _sum_keep(ctx, ex, axis, special=False)
+    d_zero = (bool(flags[:, 1].any()), bool(flags[:, 2].any()))
+    e_zero = bool(flags[:, 3].any()) and bool(flags[:, 4].any())
+    return _RowPass(x=x, v=v, radii=radii, mx=mx, m=m, e=e, total=total, plain=plain,
+                    n_d=n_d, test_d=test_d, d_zero=d_zero, e_zero=e_zero, ints=ints,
+                    rows=v.shape[0], kshape=kshape)
+
+
+def fused_softmax(ctx: RuleContext, x: Tracked, axis: int) -> Tracked | None:
+    """softmax's ``softmax`` by the whole-rule loops (the same bits); None where they do
+    not run (:func:`_row_pass`; a sum or its reciprocal that is a special point or
+    may be exact)."""
+    rp = _row_pass(ctx, x, axis, unshifted=False)
+    if rp is None:
+        return None
+    m, e, total = ctx.model, rp.e, rp.total
+    rec = ieee.div(scalar(1.0, m), total, m)
+    if (_special_any(total, rec) or (rp.e_zero and (may_be_exact(total) or may_be_exact(rec)))):
+        return None
+    u, acc, rel = m.acc_unit(), m.accumulate, m.div_rel()
+    params = (u, acc.tiny, U64, acc.max, rel * u, rel * acc.tiny, 1 + rel * u, 1.0 + 2 * U64)
+    rows = rp.rows
+    flat = tuple(a.reshape(rows, -1) for a in (e.value, e.det, e.prob, e.ref_err))
+    value, det, prob, ref, mag = fused_cpu.softmax_rows(flat, _per_row(total, rows),
+                                                        _per_row(rec, rows), params)
+    shape = x.shape
+    return bounded(value.reshape(shape), det.reshape(shape), prob.reshape(shape),
+                   ref_err=ref.reshape(shape), mag=mag.reshape(shape),
+                   n=ew._max_n(e, total))
+
+
+def fused_log_softmax(ctx: RuleContext, x: Tracked, axis: int) -> Tracked | None:
+    """softmax's ``log_softmax`` by the whole-rule loops (the same bits); None where they
+    do not run (:func:`_row_pass`; a logarithm or a shift that is a special point)."""
+    rp = _row_pass(ctx, x, axis, unshifted=True)
+    if rp is None:
+        return None
+    m_ = ctx.model
+    x = rp.x
+    logs = ctx.kept(ieee.log(ctx.kept(rp.total), m_, ulps=ulps(ctx, "log")))
+    top = ctx.kept(ieee.add(rp.m, logs, m_))
+    plain = ctx.kept(ieee.log(ctx.kept(rp.plain), m_, ulps=ulps(ctx, "log")))
+    if _special_any(logs, top, plain):
+        return None
+    fmt, n = m_.accumulate, x.shape[axis]
+    with np.errstate(invalid="ignore"):
+        hi = rp.mx[:, 0]
+        ok = ((hi >= np.log(fmt.tiny / m_.acc_unit()))
+              & (hi + np.log(max(n, 1)) < np.log(fmt.max) - 1.0))
+    exact_d = rp.d_zero[0] and rp.d_zero[1]
+    flags = (rp.test_d, exact_d and may_be_exact(logs), may_be_exact(x, top),
+             may_be_exact(x, plain))
+    u = m_.acc_unit()
+    rows = rp.rows
+    params = (u, fmt.tiny, U64, fmt.max, 1.0 + 2 * U64)
+    value, det, prob, ref, mag = fused_cpu.log_softmax_rows(
+        rp.v, rp.radii, rp.mx, tuple(_per_row(t, rows) for t in (logs, top, plain)),
+        np.ascontiguousarray(ok), flags, params, rp.ints)
+    shape = x.shape
+    return bounded(value.reshape(shape), det.reshape(shape), prob.reshape(shape),
+                   ref_err=ref.reshape(shape), mag=mag.reshape(shape), n=rp.n_d + logs.n)
+
+
+def _finite_rows(t: Tracked, shape: tuple[int, ...]) -> tuple[np.ndarray, tuple[Any, ...],
+                                                              np.ndarray] | None:
+    """``t`` as rows (its value contiguous, its radii views) and :func:`fused_cpu.row_max`'s
+    maxima; None where some value or radius is not finite."""
+    v = np.ascontiguousarray(t.value, dtype=np.float64).reshape(-1, shape[-1])
+    radii = tuple(fused_cpu.as_rows(a, shape) for a in (t.det, t.prob, t.ref_err))
+    mx = fused_cpu.row_max(v, *radii)
+    return None if mx is None else (v, radii, mx)
+
+
+def fused_log_softmax_backward(ctx: RuleContext, grad: Tracked, out: Tracked,
+                               axis: int) -> Tracked | None:
+    """softmax's ``log_softmax_backward_rule`` by one whole-rule loop after the sum of
+    ``grad`` (the same bits); None where it does not run: besides
+    :func:`_row_pass`'s cases, an output whose exponential may overflow, an ``exp``
+    claimed exact (0 ulps: then a radius may be 0 and the exact tests decide), a sum
+    that is a special point."""
+    m = ctx.model
+    shape = out.shape
+    spec = ew._check_ulps("exp", ulps(ctx, "exp"), m)
+    if (grad.lo is not None or out.lo is not None or out.value.ndim == 0 or grad.shape != shape
+            or axis != out.value.ndim - 1 or shape[-1] == 0 or not spec.ulps > 0
+            or not whole_rules(np, out.value.size) or not isinstance(out.value, np.ndarray)):
+        return None
+    ys, gs = _finite_rows(out, shape), _finite_rows(grad, shape)
+    if ys is None or gs is None or not float(ys[2][:, 0].max()) <= 700.0:
+        return None
+    s = _sum_keep(ctx, grad, axis)
+    one = scalar(1.0, m)
+    rec = ieee.div(one, one, m)
+    if _special_any(s, one, rec):
+        return None
+    rows = ys[0].shape[0]
+    kshape = shape[:-1] + (1,)
+    count, first = fused_cpu.hot_rows(gs[0], gs[1][0])
+    single = count == 1
+    c = np.zeros((rows, 4))
+    if single.any():
+        idx = first.reshape(kshape)
+        c = _per_row(negated(tmap_all(grad, lambda a: np.take_along_axis(a, idx, axis=axis))),
+                     rows)
+    acc, u, rel = m.accumulate, m.acc_unit(), m.div_rel()
+    params = (u, acc.tiny, U64, acc.max, float(spec.ulps), float(spec.per_x),
+              float(spec.of_one), ew._REF_ULPS * U64, rel * u, rel * acc.tiny, 1 + rel * u,
+              1.0 + 2 * U64)
+    scalars = np.array([[float(np.asarray(a)) for a in (t.value, t.det, t.prob, t.ref_err)]
+                        for t in (one, rec)])
+    value, det, prob, ref, mag = fused_cpu.log_softmax_backward_rows(
+        (ys[0], *ys[1]), (gs[0], *gs[1]), _per_row(s, rows), np.ascontiguousarray(c), single,
+        scalars, params)
+    return bounded(value.reshape(shape), det.reshape(shape), prob.reshape(shape),
+                   ref_err=ref.reshape(shape), mag=mag.reshape(shape),
+                   n=grad.n + ew._max_n(out, s))
