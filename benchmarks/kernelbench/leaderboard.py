@@ -49,6 +49,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.kernelbench.official import free_device_memory, log_tail, write_whole
+
 __all__ = ["gather", "judge_all", "verdict_class", "main"]
 
 _KEY = re.compile(r"Level ([12]): (\d+)_(.*)")
@@ -120,15 +122,6 @@ def build(problem: Path, candidate: Path, device: str, limit: float, report: Pat
     return 0
 
 
-def _tail(log: Path, lines: int = 6) -> str:
-    """The last lines of a child's log, on one line."""
-    try:
-        text = log.read_text(errors="replace").strip().splitlines()
-    except OSError:
-        return ""
-    return " / ".join(t.strip() for t in text[-lines:] if t.strip())[-600:]
-
-
 def _done_before(out: Path) -> list[dict[str, Any]]:
     """The rows of an earlier run's ``candidates.json`` in ``out`` that have a verdict
     (those not judged are judged again)."""
@@ -146,27 +139,18 @@ def serve(device: str) -> int:
     kernelbench --report`` does, torch imported once; each candidate still runs in a
     hardened process of its own. Ends at the end of stdin, or after a judgement that
     raised (the driver then reads no report and says why from the worker's log)."""
-    import gc  # noqa: PLC0415
-
     import torch  # noqa: PLC0415 - torch-heavy, in the worker's own process
 
     module = importlib.import_module("numoracle.kernelbench.judge")
-    from numoracle.oracle.xp import release_cached_memory  # noqa: PLC0415 - torch-heavy
     cuda = device.startswith("cuda") and torch.cuda.is_available()
     for line in sys.stdin:
         job = json.loads(line)
         os.environ["TORCH_EXTENSIONS_DIR"] = job["extensions"]
         j = module.judge(job["problem"], job["candidate"], precision="fp32",
                          examples=job["examples"], device=device, timeout=job["limit"])
-        report = Path(job["report"])
-        part = report.with_name(report.name + ".part")
-        part.write_text(json.dumps([j.as_dict()], indent=1) + "\n")
-        os.replace(part, report)
+        write_whole(Path(job["report"]), json.dumps([j.as_dict()], indent=1) + "\n")
         del j
-        gc.collect()
-        if cuda:  # what the judgement cached (torch's pool and CuPy's) goes back
-            release_cached_memory(0)
-            torch.cuda.empty_cache()
+        free_device_memory(cuda)
     return 0
 
 
@@ -269,7 +253,7 @@ def judge_all(folder: Path, out: Path, *, device: str, jobs: int, limit: float,
             judged = None
         if judged is None:
             if not why and item is not None:
-                tail = _tail(item.log)
+                tail = log_tail(item.log)
                 who = "its judging worker" if item.worker else "numoracle kernelbench"
                 why = (f"{who} ended with code {item.proc.poll()} and no report"
                        + (f": {tail}" if tail else ""))
@@ -304,7 +288,8 @@ def judge_all(folder: Path, out: Path, *, device: str, jobs: int, limit: float,
             try:
                 failed = json.loads(item.report.read_text()).get("failed")
             except (OSError, ValueError):
-                failed = f"the build ended with code {item.proc.returncode}: {_tail(item.log)}"
+                failed = (f"the build ended with code {item.proc.returncode}: "
+                          f"{log_tail(item.log)}")
             compiled[item.entry["tag"]] = f"{spent:.0f} s" + (f" ({failed})" if failed else "")
             built.append((item.entry, compiled[item.entry["tag"]]))
         for item in list(judging):

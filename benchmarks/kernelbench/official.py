@@ -53,7 +53,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["HOW", "classify", "judge_one", "main", "plan_problem"]
+__all__ = ["HOW", "classify", "judge_one", "main", "plan_problem", "write_whole", "log_tail",
+           "free_device_memory"]
 
 #: how an official instance may be judged, in table order
 HOW = ("whole", "sampled rows", "reduced sizes", "not finished", "refused")
@@ -178,10 +179,38 @@ def judge_one(problem: Path, out: Path, *, device: str, max_bytes: int | None,
 
 
 def _put(out: Path, row: dict[str, Any]) -> None:
-    """Write ``row`` to ``out`` whole or not at all (the driver reads it when it appears)."""
-    part = out.with_name(out.name + ".part")
-    part.write_text(json.dumps(row) + "\n")
-    os.replace(part, out)
+    write_whole(out, json.dumps(row) + "\n")
+
+
+def write_whole(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (a driver reads it when it appears)."""
+    part = path.with_name(path.name + ".part")
+    part.write_text(text)
+    os.replace(part, path)
+
+
+def log_tail(log: Path, lines: int = 6) -> str:
+    """The last lines of a child's log, on one line."""
+    try:
+        text = log.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " / ".join(t.strip() for t in text[-lines:] if t.strip())[-600:]
+
+
+def free_device_memory(cuda: bool) -> None:
+    """After a judgement in a worker: its garbage collected and, on a GPU, the memory
+    torch's and CuPy's pools cached handed back (other problems run beside it)."""
+    import gc  # noqa: PLC0415
+
+    gc.collect()
+    if cuda:
+        import torch  # noqa: PLC0415 - torch-heavy, in a worker's process
+
+        from numoracle.oracle.xp import release_cached_memory  # noqa: PLC0415
+
+        release_cached_memory(0)
+        torch.cuda.empty_cache()
 
 
 def serve(device: str) -> int:
@@ -190,12 +219,9 @@ def serve(device: str) -> int:
     other, torch imported once; each problem's candidate still runs in a process of
     its own (the judge's sandbox). Ends at the end of stdin, or after a problem whose
     judgement raised (its row says so; the driver starts a fresh worker)."""
-    import gc  # noqa: PLC0415
-
     import torch  # noqa: PLC0415 - torch-heavy, in the worker's own process
 
     from numoracle.kernelbench import judge as _  # noqa: F401, PLC0415 - imported once
-    from numoracle.oracle.xp import release_cached_memory  # noqa: PLC0415
 
     module = sys.modules["numoracle.kernelbench.judge"]
     oracle_device = module.oracle_device  # type: ignore[attr-defined]
@@ -216,10 +242,7 @@ def serve(device: str) -> int:
             return 1
         finally:
             module.oracle_device = oracle_device  # type: ignore[attr-defined]
-            gc.collect()
-            if cuda:  # what the problem cached (torch's pool and CuPy's) goes back
-                release_cached_memory(0)
-                torch.cuda.empty_cache()
+            free_device_memory(cuda)
     return 0
 
 
@@ -245,13 +268,9 @@ class _Worker:
     log: Path
     busy: bool = False
 
-    def tail(self, lines: int = 6) -> str:
+    def tail(self) -> str:
         """The last lines of its log, on one line."""
-        try:
-            text = self.log.read_text(errors="replace").strip().splitlines()
-        except OSError:
-            return ""
-        return " / ".join(t.strip() for t in text[-lines:])[-600:]
+        return log_tail(self.log)
 
 
 @dataclass
