@@ -357,7 +357,7 @@ def conv2d_tracked(
 
         def gather(v: Any) -> Any:
             nb = v.shape[0]
-            dil = xp.zeros((nb, o, lh + span_h + rh, lw + span_w + rw))
+            dil = _xp(v).zeros((nb, o, lh + span_h + rh, lw + span_w + rw))  # (v's namespace)
             dil[:, :, lh:lh + span_h:sh, lw:lw + span_w:sw] = v  # inserted zeros: exact 0
             # tap (i, j) reads dil[hi + ph + lh - i dh]: from the last tap up, then reversed
             win = xp.flip(_windows(dil, (ph + lh - (kh - 1) * dh, pw + lw - (kw - 1) * dw),

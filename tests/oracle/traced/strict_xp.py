@@ -132,6 +132,8 @@ class StrictArray:
         return self.a.copy()
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # (no __array_interface__: NumPy would take the memory)
+            raise AttributeError(name)
         method = getattr(self.a, name)
         if not callable(method):
             return _wrap(method)

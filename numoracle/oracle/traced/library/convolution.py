@@ -146,7 +146,7 @@ def _conv_transposed_windows(ctx: RuleContext, x: Tracked, w: Tracked, bias: Tra
     hi = [dl[i] * (k[i] - 1) - p[i] + op[i] for i in range(d)]
 
     def spread(a: np.ndarray) -> np.ndarray:
-        out = np.zeros(a.shape[:2] + up)
+        out = array_module(a).zeros(a.shape[:2] + up)  # (where a is)
         out[(slice(None), slice(None), *(slice(None, None, s[i]) for i in range(d)))] = a
         crop = tuple(slice(max(-lo[i], 0), up[i] - max(-hi[i], 0)) for i in range(d))
         out = out[(slice(None), slice(None), *crop)]
