@@ -416,11 +416,14 @@ def to_numpy(a: Any) -> Any:
 def on_device(xp: Any, device: Any) -> AbstractContextManager[Any]:
     """Where arrays that ``xp`` creates from nothing (zeros, ones, arange) land:
     torch's default device set to ``device`` for torch's namespace; CuPy's
-    current device for CuPy; nothing to do on NumPy."""
+    current device for CuPy; nothing to do on NumPy (nor in another namespace
+    without devices)."""
     if device is None or xp is np:
         return nullcontext()
     if is_torch(xp):
         return xp._torch.device(device)  # type: ignore[no-any-return]
+    if xp.__name__ != "cupy":
+        return nullcontext()
     return xp.cuda.Device(device)  # type: ignore[no-any-return]
 
 

@@ -47,6 +47,45 @@ def test_the_oracle_on_the_device_passes_right_and_fails_wrong_gradients(
     assert torch_namespace and set(torch_namespace) == {"torch"}
 
 
+def test_the_oracle_in_a_strict_namespace_judges_as_on_the_host(
+        problems: Path, candidates: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The judge's oracle with CuPy's refusals on the CPU (tests/oracle/traced/strict_xp:
+    no host array beside its arrays, no implicit conversion): right candidates pass and
+    wrong ones fail, forward and backward, every evaluation in that namespace."""
+    import importlib.util
+
+    if "strict_xp" not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            "strict_xp", Path(__file__).parents[1] / "oracle" / "traced" / "strict_xp.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["strict_xp"] = module
+        spec.loader.exec_module(module)
+    strict = sys.modules["strict_xp"].STRICT
+    from numoracle.oracle import elementwise, tracked
+
+    for m in (elementwise, tracked):
+        monkeypatch.setattr(m, "keeps_subnormals", lambda xp: True)
+    seen: list[Any] = []
+    evaluate = judge_module.evaluate
+
+    def spy(graph: Any, inputs: Any, ctx: Any, *args: Any) -> Any:
+        seen.append(ctx.xp)
+        return evaluate(graph, inputs, ctx, *args)
+
+    monkeypatch.setattr(judge_module, "oracle_device", lambda device: torch.device("cpu"))
+    monkeypatch.setattr(judge_module, "namespace_named", lambda name: strict)
+    monkeypatch.setattr(judge_module, "evaluate", spy)
+    good = run(problems, candidates, "gemm_gelu", "gemm_gelu_custom_backward", examples=1)
+    assert good.status == "pass" and good.backward, good.reason
+    bad = run(problems, candidates, "gemm_gelu", "gemm_gelu_weight_grad_zero")
+    assert bad.status == "fail" and "grad linear.weight" in bad.reason, bad.reason
+    for problem in ("softmax", "batchnorm", "cross_entropy"):
+        right = run(problems, candidates, problem, f"{problem}_correct", examples=1)
+        assert right.status == "pass", (problem, right.reason)
+    assert seen and all(xp is strict for xp in seen)
+
+
 def test_a_whole_instance_the_device_cannot_hold_is_judged_on_sampled_rows(
         problems: Path, candidates: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     reference = judge_module._Context.reference
