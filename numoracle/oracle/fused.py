@@ -48,7 +48,8 @@ __all__ = ["fused", "fused_exact", "whole_rules", "contraction_radii", "add_roun
            "device_scalars", "own_array", "rounded", "operand_facts", "OperandFacts",
            "PendingFacts", "exact_products", "exact_contraction_radii", "store_rounding",
            "magnitude_sum", "single_sum", "single_growth", "SINGLE_CHUNK", "NOT_FINITE",
-           "SUBNORMAL", "UNREPRESENTABLE", "OFF_SINGLE", "larger_counts", "any_special", "carried"]
+           "SUBNORMAL", "UNREPRESENTABLE", "OFF_SINGLE", "larger_counts", "any_special", "carried",
+           "radius_product", "special_mask"]
 
 #: separate roundings, as NumPy's passes (no a*b+c contracted into one fma)
 _NO_FMA = ("--fmad=false",)
@@ -171,6 +172,16 @@ def _kernel(name: str) -> Any:
             _KERNELS[name] = cupy.ElementwiseKernel(
                 "float64 value, float64 ref, " + _STORE_PARAMS, "float64 det, float64 prob",
                 _STORE_CALL, "numoracle_store_rounding", preamble=_STORE, options=_NO_FMA)
+        elif name == "radius_product":
+            _KERNELS[name] = cupy.ElementwiseKernel(
+                "float64 x, float64 y", "float64 p", "p = (x == 0.0 || y == 0.0) ? 0.0 : x * y;",
+                "numoracle_radius_product", options=_NO_FMA)
+        elif name == "special_points":
+            _KERNELS[name] = cupy.ElementwiseKernel(
+                "float64 v, float64 det, float64 ref", "bool s",
+                "double r = det + ref;"
+                "s = (r == 0.0 && (v == 0.0 || isinf(v))) || (isnan(v) && isfinite(r));",
+                "numoracle_special_points", options=_NO_FMA)
         elif name == "facts":
             _KERNELS[name] = cupy.RawKernel(_REPRESENTABLE + _FACTS, "numoracle_operand_facts",
                                             options=_NO_FMA)
@@ -186,6 +197,21 @@ def _kernel(name: str) -> Any:
 def fused(xp: Any) -> bool:
     """Whether the arrays of ``xp`` get the one-kernel forms (CuPy's do)."""
     return bool(xp.__name__ == "cupy")
+
+
+def radius_product(x: Any, y: Any) -> Any:
+    """``x * y`` of magnitudes or radii with ``0 * inf = 0`` (a zero wins, a NaN
+    stays), one kernel on CuPy; None elsewhere (the caller's passes)."""
+    xp = array_module(x if hasattr(x, "shape") else y)
+    return _kernel("radius_product")(x, y) if fused(xp) else None
+
+
+def special_mask(value: Any, det: Any, ref_err: Any) -> Any:
+    """Where an element is a special value known exactly (reach ``det + ref_err`` 0
+    and the value 0 or infinite, or a NaN value with a finite reach), one kernel on
+    CuPy; None elsewhere (ieee's passes)."""
+    return _kernel("special_points")(value, det, ref_err) if fused(array_module(value)) \
+        else None
 
 
 def fused_exact(xp: Any) -> bool:

@@ -679,3 +679,30 @@ def test_elementary_loop_matches_the_numpy_passes_bitwise(fast_xp: Any, kind: st
             assert np.array_equal(*np.broadcast_arrays(getattr(loop, name),
                                                        getattr(passes, name)),
                                   equal_nan=True), name
+
+
+@pytest.mark.gpu
+def test_gpu_radius_product_and_special_mask_match_the_numpy_passes(cupy: Any) -> None:
+    """The two one-kernel forms give the bits of the passes they replace: ``0 * inf = 0``
+    of radius products (a NaN kept), and the special values ieee decides exactly."""
+    from numoracle.oracle.elementwise import _rmul
+    from numoracle.oracle.fused import radius_product, special_mask
+    from numoracle.oracle.traced.library.ieee import special_points
+    from numoracle.oracle.tracked import bounded
+
+    edge = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 2.0**-1074, 1.5, -3.0, 2.0**1000])
+    a, b = (x.ravel() for x in np.meshgrid(edge, np.abs(edge)))
+    host = _rmul(np.abs(a), b)
+    np.testing.assert_array_equal(cupy.asnumpy(radius_product(cupy.asarray(np.abs(a)),
+                                                              cupy.asarray(b))), host)
+    col = cupy.asarray(np.abs(edge)[:, None])  # broadcast, and a number beside an array
+    np.testing.assert_array_equal(cupy.asnumpy(radius_product(col, 0.0)),
+                                  _rmul(np.abs(edge)[:, None], 0.0))
+    assert radius_product(np.abs(a), b) is None  # the host keeps its passes
+    for det in (np.zeros_like(a), np.abs(b), np.where(np.isnan(b), np.nan, 0.0)):
+        t = bounded(a, det, ref_err=np.where(a == 1.5, 2.0**-60, 0.0))
+        dev = bounded(cupy.asarray(a), cupy.asarray(det),
+                      ref_err=cupy.asarray(np.where(a == 1.5, 2.0**-60, 0.0)))
+        got = special_mask(dev.value, dev.det, dev.ref_err)
+        assert got.dtype == cupy.bool_
+        np.testing.assert_array_equal(cupy.asnumpy(got), special_points(t))
