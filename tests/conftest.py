@@ -4,12 +4,15 @@ references as the device's); the CPU loops warmed."""
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from numoracle.targets import get_backend
-from numoracle.oracle import fused_cpu, tracked
+from numoracle.oracle import elementwise, fused_cpu, tracked
 
 # torch loaded before any test starts a thread: importing it later, while a kernel
 # thread of an earlier test lived, crashed the interpreter (SIGSEGV in torch's
@@ -47,3 +50,21 @@ def _host_sums_as_the_device(request: pytest.FixtureRequest,
     float32: ``tracked._single``)."""
     if request.node.get_closest_marker("gpu") is not None:
         monkeypatch.setattr(tracked, "SINGLE_SUMS", False)
+
+
+@pytest.fixture
+def strict(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The strict namespace of ``oracle/traced/strict_xp.py`` (CuPy's refusals on the
+    CPU), its float64 keeping subnormals and summing magnitudes in float64, as CuPy's
+    (on its device's probe), so that it finds the host's exact elements."""
+    if "strict_xp" not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            "strict_xp", Path(__file__).parent / "oracle" / "traced" / "strict_xp.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["strict_xp"] = module
+        spec.loader.exec_module(module)
+    for m in (elementwise, tracked):
+        monkeypatch.setattr(m, "keeps_subnormals", lambda xp: True)
+    monkeypatch.setattr(tracked, "SINGLE_SUMS", False)
+    return sys.modules["strict_xp"].STRICT

@@ -48,24 +48,11 @@ def test_the_oracle_on_the_device_passes_right_and_fails_wrong_gradients(
 
 
 def test_the_oracle_in_a_strict_namespace_judges_as_on_the_host(
-        problems: Path, candidates: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        problems: Path, candidates: Path, strict: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The judge's oracle with CuPy's refusals on the CPU (tests/oracle/traced/strict_xp:
     no host array beside its arrays, no implicit conversion): right candidates pass and
     wrong ones fail, forward and backward, every evaluation in that namespace."""
-    import importlib.util
-
-    if "strict_xp" not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            "strict_xp", Path(__file__).parents[1] / "oracle" / "traced" / "strict_xp.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["strict_xp"] = module
-        spec.loader.exec_module(module)
-    strict = sys.modules["strict_xp"].STRICT
-    from numoracle.oracle import elementwise, tracked
-
-    for m in (elementwise, tracked):
-        monkeypatch.setattr(m, "keeps_subnormals", lambda xp: True)
     seen: list[Any] = []
     evaluate = judge_module.evaluate
 

@@ -10,10 +10,7 @@ meet)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -145,25 +142,6 @@ def test_a_hand_written_op_in_torch_on_the_cpu_gives_the_hosts_radii(
     torch_xp = namespace_named("torch")
     with on_device(torch_xp, "cpu"):
         _check_in(torch_xp, op, _models(op)[0], 1, shrink=False)
-
-
-@pytest.fixture
-def strict(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The strict namespace of ``traced/strict_xp.py`` (CuPy's refusals on the CPU), its
-    float64 keeping subnormals and summing magnitudes in float64 (as CuPy's)."""
-    if "strict_xp" not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            "strict_xp", Path(__file__).parent / "traced" / "strict_xp.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["strict_xp"] = module
-        spec.loader.exec_module(module)
-    from numoracle.oracle import elementwise
-
-    for m in (elementwise, tracked):
-        monkeypatch.setattr(m, "keeps_subnormals", lambda xp: True)
-    monkeypatch.setattr(tracked, "SINGLE_SUMS", False)
-    return sys.modules["strict_xp"].STRICT
 
 
 @pytest.mark.parametrize("op", sorted(OPS))

@@ -109,19 +109,6 @@ def test_rule_on_torch_cpu_agrees_with_numpy(case: RuleCase) -> None:
     _compare(case, namespace_named("torch"), "cpu")
 
 
-@pytest.fixture
-def strict(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """The strict namespace, whose float64 keeps subnormals (as CuPy's, on the device's
-    probe), so that it finds the host's exact elements."""
-    from strict_xp import STRICT
-
-    from numoracle.oracle import elementwise, tracked
-
-    for module in (elementwise, tracked):
-        monkeypatch.setattr(module, "keeps_subnormals", lambda xp: True)
-    return STRICT
-
-
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_rule_in_a_strict_namespace_agrees_with_numpy(case: RuleCase, strict: Any) -> None:
     """CuPy's manners on the CPU (strict_xp: no host array beside its arrays, no number
