@@ -161,7 +161,12 @@ def as_tracked(x: Any, model: PrecisionModel) -> Tracked:
 
 
 def copied(a: Any) -> Any:
-    """A copy of an array, in its namespace (``np.array`` for any namespace)."""
+    """A copy of an array, in its namespace (``np.array`` for any namespace); a NumPy
+    broadcast that nothing may write (read-only, a zero stride: the radii of an exact
+    input) as it is, as a copy would hold the same values in memory of its own and
+    every later pass over them would read it."""
+    if isinstance(a, np.ndarray) and not a.flags.writeable and 0 in a.strides:
+        return a
     return array_module(a).array(a, copy=True)
 
 

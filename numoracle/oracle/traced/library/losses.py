@@ -110,6 +110,9 @@ def nll_loss_backward_rule(ctx: RuleContext, grad: Tracked, x: Tracked, target: 
         if len(shape) == 1:
             out[like(safe, a)] = a
             return out
+        if len(shape) == 2 and isinstance(out, np.ndarray):  # (put_along_axis indexes
+            out[np.arange(shape[0]), safe] = a  # every element of the output on NumPy)
+            return out
         idx = like(np.expand_dims(safe, axis), a)
         np.put_along_axis(out, idx, np.expand_dims(a, axis), axis=axis)
         return out
