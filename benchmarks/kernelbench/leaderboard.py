@@ -142,6 +142,7 @@ def serve(device: str) -> int:
     import torch  # noqa: PLC0415 - torch-heavy, in the worker's own process
 
     module = importlib.import_module("numoracle.kernelbench.judge")
+    importlib.import_module("numoracle.kernelbench.sandbox").warm()  # the template imports
     cuda = device.startswith("cuda") and torch.cuda.is_available()
     for line in sys.stdin:
         job = json.loads(line)

@@ -222,7 +222,9 @@ def serve(device: str) -> int:
     import torch  # noqa: PLC0415 - torch-heavy, in the worker's own process
 
     from numoracle.kernelbench import judge as _  # noqa: F401, PLC0415 - imported once
+    from numoracle.kernelbench.sandbox import warm  # noqa: PLC0415
 
+    warm()  # the candidates' template imports while this worker waits for a problem
     module = sys.modules["numoracle.kernelbench.judge"]
     oracle_device = module.oracle_device  # type: ignore[attr-defined]
     cuda = device.startswith("cuda") and torch.cuda.is_available()
