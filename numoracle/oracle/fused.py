@@ -202,7 +202,9 @@ def fused(xp: Any) -> bool:
 def radius_product(x: Any, y: Any) -> Any:
     """``x * y`` of magnitudes or radii with ``0 * inf = 0`` (a zero wins, a NaN
     stays), one kernel on CuPy; None elsewhere (the caller's passes)."""
-    xp = array_module(x if hasattr(x, "shape") else y)
+    xp = array_module(x)
+    if xp is np:  # (a number or NumPy scalar beside a device array)
+        xp = array_module(y)
     return _kernel("radius_product")(x, y) if fused(xp) else None
 
 
