@@ -85,6 +85,9 @@ def profile_row(spec: str, device: str, top: int) -> str:
     once()
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     syncs = _syncs(once, device)
+    counted = "" if syncs is None else (
+        f", {syncs} host-device synchronisations" if _namespace() != "cupy" else
+        f", {syncs} of torch's synchronisations (CuPy's own reads not counted)")
     prof = cProfile.Profile()
     prof.enable()
     once()
@@ -95,7 +98,7 @@ def profile_row(spec: str, device: str, top: int) -> str:
     stats.sort_stats("cumulative").print_stats(top)
     where = device if not device.startswith("cuda") else f"{device} ({_namespace()})"
     head = (f"## {spec} on {where}: wall {wall * 1e3:.1f} ms, process time {cpu * 1e3:.1f} ms"
-            f"{'' if syncs is None else f', {syncs} host-device synchronisations'}")
+            f"{counted}")
     return head + "\n\n```\n" + buf.getvalue().strip() + "\n```\n"
 
 
