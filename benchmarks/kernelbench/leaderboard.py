@@ -49,7 +49,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.kernelbench.official import free_device_memory, log_tail, write_whole
+from benchmarks.kernelbench.official import (
+    device_usable,
+    free_device_memory,
+    log_tail,
+    write_whole,
+)
 
 __all__ = ["gather", "judge_all", "verdict_class", "main"]
 
@@ -149,10 +154,23 @@ def serve(device: str) -> int:
         os.environ["TORCH_EXTENSIONS_DIR"] = job["extensions"]
         j = module.judge(job["problem"], job["candidate"], precision="fp32",
                          examples=job["examples"], device=device, timeout=job["limit"])
-        write_whole(Path(job["report"]), json.dumps([j.as_dict()], indent=1) + "\n")
+        row = j.as_dict()
         del j
         free_device_memory(cuda)
+        # a CUDA error left in this process: the driver gives the next to a fresh worker
+        row["worker_ends"] = cuda and not device_usable()
+        write_whole(Path(job["report"]), json.dumps([row], indent=1) + "\n")
+        if row["worker_ends"]:
+            return 1
     return 0
+
+
+def _ends(report: Path) -> bool:
+    """Whether the judging worker that wrote ``report`` ends after it (a CUDA error)."""
+    try:
+        return bool(json.loads(report.read_text())[0].get("worker_ends"))
+    except (OSError, ValueError, IndexError, AttributeError):
+        return True
 
 
 @dataclass
@@ -307,8 +325,10 @@ def judge_all(folder: Path, out: Path, *, device: str, jobs: int, limit: float,
                        if spent > limit else f"stopped at the run's end after {spent:.0f} s")
                 finish(item, item.entry, spent, why, compiled.get(tag, ""))
             else:
-                if item.proc.poll() is None:
+                if item.proc.poll() is None and not _ends(item.report):
                     idle.append(item.proc)  # the worker takes the next candidate
+                elif item.proc.poll() is None:
+                    stop(item)
                 finish(item, item.entry, spent, "", compiled.get(tag, ""))
         if now > deadline:
             for entry in [*to_build, *(e for e, _ in built)]:

@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["HOW", "classify", "judge_one", "main", "plan_problem", "write_whole", "log_tail",
-           "free_device_memory"]
+           "free_device_memory", "device_usable"]
 
 #: how an official instance may be judged, in table order
 HOW = ("whole", "sampled rows", "reduced sizes", "not finished", "refused")
@@ -233,19 +233,37 @@ def serve(device: str) -> int:
         out = Path(job["out"])
         if cuda:
             torch.cuda.reset_peak_memory_stats()
+        ends = False
         try:
-            judge_one(Path(job["problem"]), out, device=device, max_bytes=job["max_bytes"],
-                      examples=job["examples"], limit=job["limit"])
+            row = judge_one(Path(job["problem"]), out.with_name(out.name + ".row"),
+                            device=device, max_bytes=job["max_bytes"],
+                            examples=job["examples"], limit=job["limit"])
         except Exception as exc:  # noqa: BLE001 - said in the row; the worker ends
             row = {"status": "not judged", "how": "refused", "seconds": 0.0, "notes": [],
                    "reason": f"the judge raised {type(exc).__name__}: "
                              f"{str(exc).splitlines()[0][:200] if str(exc) else ''}"}
-            _put(out, row)
-            return 1
+            ends = True
         finally:
             module.oracle_device = oracle_device  # type: ignore[attr-defined]
             free_device_memory(cuda)
+        # a CUDA error left in this process: the driver gives the next to a fresh worker
+        row["worker_ends"] = ends or (cuda and not device_usable())
+        _put(out, row)
+        if row["worker_ends"]:
+            return 1
     return 0
+
+
+def device_usable() -> bool:
+    """Whether this process's CUDA context still works (a sticky CUDA error ends it)."""
+    import torch  # noqa: PLC0415 - torch-heavy, in a worker's process
+
+    try:
+        torch.ones(1, device="cuda").add_(1)
+        torch.cuda.synchronize()
+    except Exception:  # noqa: BLE001 - any error here: the context is lost
+        return False
+    return True
 
 
 @dataclass
@@ -529,6 +547,8 @@ def _loop(args: argparse.Namespace, t0: float, devices: list[_Device], pending: 
                     row["device"] = d.name
                 row["problem"] = job.name
                 job.worker.busy = False
+                if row.pop("worker_ends", False):
+                    _kill(job.worker)
                 if job.worker.proc.poll() is not None:
                     d.workers.remove(job.worker)
                 d.running.remove(job)
