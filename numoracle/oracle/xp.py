@@ -27,10 +27,12 @@ without a copy.
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 from contextlib import AbstractContextManager, nullcontext
-from types import SimpleNamespace
+from functools import lru_cache
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -70,6 +72,7 @@ class TorchNumPy:
         self.errstate = np.errstate  # torch raises no floating-point warnings
         self.lib = SimpleNamespace(stride_tricks=SimpleNamespace(as_strided=self._as_strided))
         self._speak_numpy()
+        _signatures_kept()
 
     def _speak_numpy(self) -> None:
         """Let NumPy's functions and ufuncs take this namespace's arrays, as CuPy's
@@ -204,6 +207,26 @@ class TorchNumPy:
     def tensor(self, x: Any) -> Any:
         """The tensor an array of this namespace holds."""
         return self._tnp.asarray(x).tensor
+
+
+class _KeptSignatures(ModuleType):
+    """:mod:`inspect` with ``signature`` kept per function: what torch's NumPy API
+    asks of every function on every call (its argument normaliser), a third of the
+    host time of an evaluation in its namespace. A signature is immutable."""
+
+    signature = staticmethod(lru_cache(maxsize=None)(inspect.signature))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(inspect, name)
+
+
+def _signatures_kept() -> None:
+    """Let torch's NumPy API find each function's signature once (where its
+    normaliser reads them through its module's ``inspect``)."""
+    from torch._numpy import _normalizations  # noqa: PLC0415 - only with torch's namespace
+
+    if getattr(_normalizations, "inspect", None) is inspect:
+        _normalizations.inspect = _KeptSignatures("inspect")
 
 
 #: the operators of torch's NumPy arrays that meet NumPy scalars (which they refuse)
