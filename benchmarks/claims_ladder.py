@@ -137,6 +137,12 @@ def bf16_rounding_per_op(x):
     return {"out": _f32(_bf16(e / s))}
 
 
+def bf16_stored_softmax(x):
+    """Softmax computed in fp32 and stored in bf16 (as eager torch's bf16 softmax
+    rounds its one op), handed back as fp32 arrays."""
+    return {"out": torch.softmax(x, dim=-1).to(torch.bfloat16).float()}
+
+
 def tf32_inputs(x, w):
     """A product whose inputs are rounded to tf32 (10 explicit bits) first."""
     def tf32(a: np.ndarray) -> np.ndarray:
@@ -174,6 +180,7 @@ KERNELS: list[tuple[str, Callable[..., Any], Callable[..., Any], dict[str, Any]]
     ("bf16 accumulation (a softmax's denominator, fp32 outputs)", bf16_summed_softmax, softmax,
      ROWS),
     ("an extra bf16 rounding per op", bf16_rounding_per_op, softmax, ROWS),
+    ("bf16 storage (a softmax rounded once)", bf16_stored_softmax, softmax, ROWS),
     ("tf32 inputs", tf32_inputs, linear, {"x": ("rows", "n"), "w": ("o", "n")}),
     ("nondeterminism", nondeterministic, row_sum, ROWS),
     ("a logic bug (a dropped term)", dropped_term, softmax, ROWS),

@@ -313,11 +313,9 @@ def _strategy(target: Target, overrides: dict[str, Any]) -> SearchStrategy[Case]
 
 
 def _edges(target: Target, seed: int | None, overrides: Mapping[str, Any]) -> list[Case]:
-    """The cases a check of a built-in op judges first, as a run's rows do: one at
-    every edge of the target's sizes (the top of each range, a partial tile), in the
-    small regime. (A traced reference's check draws them as Hypothesis does: at its
-    top sizes the traced ladder's nearest rung may name another cause than the one
-    its smaller cases name.)"""
+    """The cases a check judges first, as a run's rows do: one at every edge of the
+    target's sizes (the top of each range, a partial tile), in the small regime; a
+    traced reference's as a built-in op's."""
     from .running.draws import edge_cases  # noqa: PLC0415 - hypothesis only when checking
 
     if overrides.get("regime", "small") != "small":
@@ -558,13 +556,12 @@ class _Check:
     target_args: Mapping[str, Any]
     overrides: Mapping[str, Any]
     run_args: Mapping[str, Any]
-    traced: bool = False
 
     @property
-    def edge_overrides(self) -> Mapping[str, Any] | None:
-        """The strategy's overrides for the cases at the edges of the sizes; None
-        for a traced reference's check (:func:`_edges`)."""
-        return None if self.traced else self.overrides
+    def edge_overrides(self) -> Mapping[str, Any]:
+        """The strategy's overrides for the cases at the edges of the sizes
+        (:func:`_edges`)."""
+        return self.overrides
 
     @classmethod
     def make(cls, *, op: str | None = None, reference: Any = None, inputs: Any = None,
@@ -588,7 +585,7 @@ class _Check:
             "booleans": tuple(booleans), "axes": _traced_axes(reference, layouts)})
         return cls(name_, {"precision": precision, "backend": backend, "outputs": outputs,
                            "layouts": layouts, "name": name},
-                   dict(strategy_overrides), run_args, reference is not None)
+                   dict(strategy_overrides), run_args)
 
     def target(self, fn: Callable[..., Any]) -> Target:
         """The target ``fn`` is checked as."""

@@ -13,7 +13,7 @@ from benchmarks.claims_ladder import (
     approx_division,
     approx_swiglu,
     bf16_accumulation,
-    bf16_rounding_per_op,
+    bf16_stored_softmax,
     bf16_summed_softmax,
     divide,
     dropped_term,
@@ -50,11 +50,11 @@ def _diagnosis(kernel, reference, inputs, dims, op):
      "approximate-elementwise"),
     (bf16_accumulation, row_sum, ROWS, SMALL, "bf16-accumulation"),
     (bf16_summed_softmax, softmax, ROWS, SMALL, "bf16-accumulation"),
-    (bf16_rounding_per_op, softmax, ROWS, SMALL, "bf16-rounding-per-op"),
+    (bf16_stored_softmax, softmax, ROWS, SMALL, "bf16-rounding-per-op"),
     (tf32_inputs, linear, {"x": ("rows", "n"), "w": ("o", "n")}, {**SMALL, "o": (1, 4)},
      "tf32-inputs"),
 ], ids=["approximate-division", "approximate-swiglu", "bf16-accumulation",
-        "bf16-summed-softmax", "bf16-per-op", "tf32"])
+        "bf16-summed-softmax", "bf16-storage", "tf32"])
 def test_each_rung_names_the_kernel_that_does_it(kernel, reference, inputs, dims, rung):
     d = _diagnosis(kernel, reference, inputs, dims, f"ladder_t_{kernel.__name__}")
     assert d.kind == "precision" and d.model is not None
@@ -76,9 +76,10 @@ def test_outputs_off_the_bf16_grid_rule_out_bf16_storage():
     d = _diagnosis(bf16_summed_softmax, softmax, ROWS, SMALL, "ladder_t_bf16_sum_grid")
     assert d.model.name == "fp32+bf16-accumulation", str(d)
     assert "fp32+bf16-rounding-per-op ruled out: it stores every result in bf16" in str(d)
-    per_op = _diagnosis(bf16_rounding_per_op, softmax, ROWS, SMALL, "ladder_t_per_op_grid")
+    per_op = _diagnosis(bf16_stored_softmax, softmax, ROWS, SMALL, "ladder_t_per_op_grid")
     assert per_op.model.name == "fp32+bf16-rounding-per-op", str(per_op)
     assert "ruled out: it stores" not in str(per_op)
+
 
 
 def test_the_storage_grid_reads_values_not_errors():

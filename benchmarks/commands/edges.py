@@ -46,6 +46,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     help="cases per correct target and seed (default 40)")
     ap.add_argument("--paths", default=",".join(PATHS),
                     help=f"the paths measured, of {','.join(PATHS)} (default all)")
+    ap.add_argument("--traced", action="store_true",
+                    help="only the traced references' size-dependent mutants "
+                         "(benchmarks/traced/size_mutants.py), through check_kernel")
     ap.add_argument("--out", type=Path, required=True, help="folder for the results")
     ap.set_defaults(func=run)
 
@@ -90,6 +93,32 @@ def _in_check_kernel(target: Any, examples: int, seed: int) -> Any:
     return seen[-1]
 
 
+def _traced_check(name: str, examples: int, seed: int) -> Any:
+    """Traced mutant ``name`` as ``check_kernel(fn, reference=...)`` judges it (with
+    its stored-repro folder off): the result its listeners see, or None where the
+    check could not run (a reference refusing the drawn sizes)."""
+    from numoracle.api import add_listener, check_kernel, remove_listener  # noqa: PLC0415
+    from numoracle.errors import InvalidArgument  # noqa: PLC0415
+
+    from benchmarks.traced import size_mutants  # noqa: PLC0415 - torch-heavy
+
+    reference, inputs, dims = size_mutants.SPECS[name]
+    seen: list[Any] = []
+    add_listener(seen.append)
+    try:
+        check_kernel(getattr(size_mutants, name), reference=reference, inputs=inputs, dims=dims,
+                     op=f"traced_{name}",
+                     backend="torch-cpu", examples=examples, seed=seed, store=None)
+    except AssertionError:
+        pass
+    except InvalidArgument as exc:
+        print(f"{name} seed {seed}: {str(exc)[:160]}", flush=True)
+        return None
+    finally:
+        remove_listener(seen.append)
+    return seen[-1] if seen else None
+
+
 #: the paths a mutant is judged through: name -> judge(target, examples, seed)
 PATHS = {"run": _in_a_row, "zoo": _in_the_zoo, "check_kernel": _in_check_kernel}
 
@@ -105,6 +134,8 @@ def run(a: argparse.Namespace) -> int:
     from numoracle.kernels import get_target  # noqa: PLC0415
     from numoracle.zoo import mutants  # noqa: PLC0415
 
+    if a.traced:
+        return _run_traced(a)
     paths = [p for p in a.paths.split(",") if p]
     unknown = sorted(set(paths) - set(PATHS))
     if unknown:
@@ -154,3 +185,27 @@ def run(a: argparse.Namespace) -> int:
     print("\n".join(lines))
     missed = any(r[p]["missed"] for r in rows if not r.get("skipped") for p in paths)
     return 1 if missed or any(c["failures"] for c in correct) else 0
+
+
+def _run_traced(a: argparse.Namespace) -> int:
+    """The traced mutants through ``check_kernel``, over the seeds: ``traced.json``,
+    ``traced.md`` under ``a.out``."""
+    from benchmarks.traced.size_mutants import MUTANTS as TRACED  # noqa: PLC0415
+
+    rows = []
+    for name, needs in TRACED:
+        caught = []
+        for seed in range(a.seeds):
+            res = _traced_check(name, a.examples, seed)
+            caught.append(res.cases_to_catch if res is not None and res.verdict == "FAIL"
+                          else None)
+        rows.append({"mutant": name, "needs": needs, "check_kernel": _summary(caught)})
+        print(name, rows[-1]["check_kernel"], flush=True)
+    write_json(a.out / "traced.json", {"meta": meta(a.argv), "mutants": rows})
+    lines = ["| mutant | fails where | median | max | missed | per seed |", "|---|---|---|---|---|---|"]
+    lines += [f"| {r['mutant']} | {r['needs']} | {r['check_kernel']['median']} | "
+              f"{r['check_kernel']['max']} | {r['check_kernel']['missed']} | "
+              f"{r['check_kernel']['per_seed']} |" for r in rows]
+    write_text(a.out / "traced.md", "\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 1 if any(r["check_kernel"]["missed"] for r in rows) else 0

@@ -565,6 +565,8 @@ def shrink(target: Target, op: str, params: Mapping[str, Any], inputs: Mapping[s
                 break
     except _Budget:
         steps.append("budget spent")
+    # labels and indices leave as the int64 the op takes them in (repros keep them so)
+    ins = {k: v.astype(np.int64) if k in o.integer_inputs(p) else v for k, v in ins.items()}
     final = check_case(Case(op, p, storage=storage,
                             layouts={k: v for k, v in lay.items() if k in ins}),
                        target, inputs=ins, with_diagnosis=True, timeout=timeout, isolate=isolate)

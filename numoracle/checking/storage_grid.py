@@ -11,7 +11,9 @@ models that fit by their ratios:
 * an output off the grid rules the narrower-storage model out (:func:`off_grid`);
 * outputs all on the grid, at least two of them where the exact values are not,
   are evidence for it: it is ranked before the models that store in the claimed
-  format (:func:`on_grid`).
+  format (:func:`on_grid`). A narrower arithmetic neither rules a model out nor
+  ranks it (a kernel may divide in fp32 after summing in bf16; a sum's result is
+  a value of the format it is accumulated in).
 
 Only finite outputs count; a result whose exact values are themselves on the grid
 (small integers, 1/2, a softmax of one element) says nothing either way.

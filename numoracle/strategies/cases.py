@@ -77,9 +77,10 @@ class _Limits:
 
     max_elements: int
     max_reduction: int | None
-    #: parameters that follow others (a square map's width): recomputed before
-    #: each check, so a trial value is judged with what it implies
-    derived: tuple[Derived, ...] = ()
+    #: parameters that follow others (a square map's width; a multiple drawn from
+    #: factors, which follows its base until it is drawn): recomputed before each
+    #: check, so a trial value is judged with what it implies
+    derived: tuple[Derived | Multiple, ...] = ()
     #: the dimension drawn long in a case with a long reduction (None: no such case)
     long: str | None = None
 
@@ -87,7 +88,9 @@ class _Limits:
         if self.derived:
             params = dict(params)
             for spec in self.derived:
-                params[spec.name] = spec.least(params)
+                if not isinstance(spec, Multiple) or int(params[spec.name]) % int(
+                        params[spec.of]):
+                    params[spec.name] = spec.least(params)
         for shapes in (op.input_shapes(params), op.output_shapes(params)):
             if sum(math.prod(s) for s in shapes.values()) > self.max_elements:
                 return False
@@ -114,8 +117,13 @@ def _limits(op: Op, max_elements: int, max_reduction: int | None, regime: str,
             long: str | None = None) -> _Limits:
     """The limits of a case of ``op``, made once per op, limits, regime and long
     dimension."""
-    return _Limits(max_elements, max_reduction,
-                   tuple(s for s in op.draw_plan(regime) if isinstance(s, Derived)), long)
+    return _Limits(max_elements, max_reduction, _followers(op, regime), long)
+
+
+def _followers(op: Op, regime: str) -> tuple[Derived | Multiple, ...]:
+    """The parameters of ``op``'s plan that follow others (:attr:`_Limits.derived`)."""
+    return tuple(s for s in op.draw_plan(regime)
+                 if isinstance(s, Derived) or (isinstance(s, Multiple) and s.factors))
 
 
 @lru_cache(maxsize=4096)
@@ -215,6 +223,8 @@ def _largest(fits: Callable[[int], bool], hi: int, lo: int = 1) -> int:
 
 #: ``st.integers(lo, hi)``, built once per range
 _integers = lru_cache(maxsize=4096)(st.integers)
+#: ``st.sampled_from(options)``, built once per tuple of options
+_sampled = lru_cache(maxsize=256)(st.sampled_from)
 _BOOLEANS = st.booleans()
 
 
@@ -342,6 +352,11 @@ def _draw_multiple(spec: Multiple, draw: st.DrawFn, op: Op, params: Params,
     k = _memo(_budget_key("multiple", op, params, limits, spec.name, spec.max_value), budget)
     if k < 1:
         reject()  # fixed parameters that leave no multiple: try another draw
+    if spec.factors:
+        allowed = tuple(f for f in spec.factors if f <= k)
+        if not allowed:
+            reject()
+        return base * draw(_sampled(allowed))
     return base * draw(_integers(1, k))
 
 
@@ -675,5 +690,5 @@ def _check_request(op: Op, params: Mapping[str, Any], batch: Any, max_elements: 
     if is_strategy(max_elements) or is_strategy(max_reduction):
         return
     plain = {k: v for k, v in fixed.items() if not is_strategy(v)}
-    derived = tuple(s for s in op.draw_plan(regime) if isinstance(s, Derived))
-    _check_fixed(op, plain, _Limits(max_elements, max_reduction, derived), regime)
+    _check_fixed(op, plain, _Limits(max_elements, max_reduction, _followers(op, regime)),
+                 regime)

@@ -71,12 +71,21 @@ class Shape:
 class Multiple:
     """A positive multiple of the parameter ``of`` (drawn first), at most
     ``max_value``: ``of * k`` with ``k`` shrinking towards 1 (a convolution's
-    channels, a multiple of its groups)."""
+    channels, a multiple of its groups); with ``factors``, ``k`` is one of
+    them (those that fit), shrinking towards the first (an attention's query
+    heads, 1, 2, 4 or 8 times its key/value heads)."""
 
     name: str
     of: str
     max_value: int
     smallest: Any = 1
+    factors: tuple[int, ...] = ()
+
+    def least(self, params: Mapping[str, Any]) -> Any:
+        """With ``factors``: ``of`` times the first (the value follows its base,
+        as a reference that needs the multiple takes no other); else
+        :attr:`smallest`."""
+        return int(params[self.of]) * self.factors[0] if self.factors else self.smallest
 
 
 @dataclass(frozen=True)
@@ -151,6 +160,6 @@ def smallest(plan: tuple[Spec, ...], fixed: Mapping[str, Any] | None = None) -> 
         if spec.name in fixed:
             params[spec.name] = fixed[spec.name]
         else:
-            params[spec.name] = spec.least(params) if isinstance(spec, (Widths, Derived)) \
-                else spec.smallest
+            params[spec.name] = spec.least(params) if isinstance(spec, (Widths, Derived)) or (
+                isinstance(spec, Multiple) and spec.factors) else spec.smallest
     return {**params, **fixed}

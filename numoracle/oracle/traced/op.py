@@ -49,7 +49,7 @@ from ...callables import digest, identity, load_ref, locate, location_text
 from ...errors import InvalidArgument
 from ..ops import OPS, register_op
 from ..ops.base import IntegerInput, Op, Product
-from ..ops.plan import Dim
+from ..ops.plan import Dim, Multiple
 from ..precision import PrecisionModel
 from ..tracked import Tracked, moved
 from ..xp import array_module, device_of, is_torch, namespace_named, on_gpu, to_numpy
@@ -61,7 +61,7 @@ from .library._common import as_judged
 from .rules import Claims, RuleContext
 
 __all__ = ["TracedOp", "traced_op", "restore_op", "DEFAULT_DIM", "DEFAULT_BATCH",
-           "resolve_reference", "NORMALISING"]
+           "resolve_reference", "NORMALISING", "GQA_RATIOS", "gqa_heads"]
 
 #: the range a dimension is drawn in unless ``dims`` says otherwise
 DEFAULT_DIM = (1, 64)
@@ -69,6 +69,30 @@ DEFAULT_DIM = (1, 64)
 DEFAULT_BATCH = (1, 16)
 #: shape facts kept per op (one per parameter set the strategies try)
 _FACTS_KEPT = 4096
+#: the query/key/value head ratios an attention reference is drawn (grouped-query
+#: attention: 1 is multi-head, a ratio of all the query heads multi-query)
+GQA_RATIOS = (1, 2, 4, 8)
+#: the names an attention reference's query and key inputs go by
+_QUERY, _KEY, _VALUE = ("q", "query"), ("k", "key"), ("v", "value")
+
+
+def gqa_heads(declared: Mapping[str, Sequence[Any]]) -> tuple[str, str] | None:
+    """``(query heads, key/value heads)``: the names of the third-from-last
+    dimensions of an input named ``q``/``query`` and one named ``k``/``key``
+    (and ``v``/``value``, where there is one, with the key's), where they differ:
+    a reference that takes separate query and key/value head counts. None
+    elsewhere."""
+    def third(names: tuple[str, ...]) -> Any:
+        found = [declared[n] for n in names if n in declared]
+        return found[0][-3] if found and len(found[0]) >= 3 else None
+    hq, hkv, hv = third(_QUERY), third(_KEY), third(_VALUE)
+    if not (isinstance(hq, str) and isinstance(hkv, str)) or hq == hkv:
+        return None
+    if any(n in declared for n in _VALUE) and hv != hkv:
+        return None
+    return hq, hkv
+
+
 #: ATen ops that normalise their input (shift-invariant, or invariant to the
 #: scale of a row): a reference that calls one is drawn the workload families
 #: (``rows``: shifted logits, attention sinks; ``large``: near overflow)
@@ -252,6 +276,25 @@ def _range(name: str, spec: Any) -> tuple[int, int]:
     return int(spec[0]), int(spec[1])
 
 
+def _plan(ranges: Mapping[str, tuple[int, int]], gqa: tuple[str, str] | None
+          ) -> tuple[Dim | Multiple, ...]:
+    """Every dimension drawn in its range; an attention's query heads (``gqa``:
+    see :func:`gqa_heads`), where their least is 1, drawn right after the
+    key/value heads as a multiple of them by one of :data:`GQA_RATIOS`."""
+    dims = {d: Dim(d, max_value=hi, is_batch=(d == "batch"), smallest=lo)
+            for d, (lo, hi) in ranges.items()}
+    if gqa is None or ranges[gqa[0]][0] != 1:
+        return tuple(dims.values())
+    hq, hkv = gqa
+    out: list[Dim | Multiple] = []
+    for d, spec in dims.items():
+        if d != hq:
+            out.append(spec)
+        if d == hkv:
+            out.append(Multiple(hq, hkv, ranges[hq][1], factors=GQA_RATIOS))
+    return tuple(out)
+
+
 class TracedOp(Op):
     """An op made from a PyTorch reference (see the module docstring).
 
@@ -361,8 +404,7 @@ class TracedOp(Op):
         integers, booleans = _from_examples(given, integers, booleans)
         self.integers = _integer_specs(integers, booleans, self.declared, grads, self.ranges)
         # a traced op's plan and trained parameters are its own, not its class's
-        self.plan = tuple(Dim(d, max_value=hi, is_batch=(d == "batch"),  # type: ignore[misc]
-                              smallest=lo) for d, (lo, hi) in self.ranges.items())
+        self.plan = _plan(self.ranges, gqa_heads(self.declared))  # type: ignore[misc]
         self.input_axes = MappingProxyType(_check_axes(axes, self.declared))  # type: ignore[misc]
         if claims is not None and not isinstance(claims, Mapping):
             raise InvalidArgument(f"claims={claims!r} must be numoracle.oracle.traced.Claims"
