@@ -105,16 +105,19 @@ def _row_pass(ctx: RuleContext, x: Tracked, axis: int, unshifted: bool) -> _RowP
     if bool(flags[:, 0].any()):
         return None
     n_d = x.n + m.n
-    e = bounded(*(a.reshape(shape) for a in (ev, ed, ep)), ref_err=er.reshape(shape),
-                mag=ev.reshape(shape), n=n_d)
+    # where the input's radii are one array, so are the exponentials' (the same
+    # arithmetic on the same values): then the sums add them once
+    shared = x.prob is x.det
+    e = bounded(*(a.reshape(shape) for a in (ev, ed, ed if shared else ep)),
+                ref_err=er.reshape(shape), mag=ev.reshape(shape), n=n_d)
     total = _sum_keep(ctx, e, axis, special=False)
     extra = np.expand_dims(terms.reshape(shape).sum(-1), axis)
     with np.errstate(invalid="ignore"):
         total = _widen(total, np.where(np.isfinite(total.value), extra, 0.0))
     plain = None
     if unshifted:
-        ex = bounded(*(a.reshape(shape) for a in (xe, xed, xep)), ref_err=xer.reshape(shape),
-                     mag=xe.reshape(shape), n=x.n)
+        ex = bounded(*(a.reshape(shape) for a in (xe, xed, xed if shared else xep)),
+                     ref_err=xer.reshape(shape), mag=xe.reshape(shape), n=x.n)
         plain = _sum_keep(ctx, ex, axis, special=False)
     d_zero = (bool(flags[:, 1].any()), bool(flags[:, 2].any()))
     e_zero = bool(flags[:, 3].any()) and bool(flags[:, 4].any())
