@@ -21,7 +21,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from ._numba_loops import _maximum, _representable, _rmul
+from ._numba_loops import _decided, _maximum, _representable, _rmul
 
 _par = numba.njit(cache=True, nogil=True, parallel=True)
 _jit = numba.njit(cache=True, nogil=True)
@@ -39,16 +39,20 @@ def exp_values(x: Any, out: Any, m1: Any) -> None:
 @_par
 def row_max(x: Any, xd: Any, xp_: Any, xr: Any, out: Any) -> bool:
     """Per row: the largest value, det, prob and ref_err (``out[:, :4]``: the
-    maximum's radii are the largest along the row) and the largest ``x + det +
-    ref_err`` (``out[:, 4]``); whether every value and radius is finite."""
+    maximum's radii are the largest along the row), the largest ``x + det + ref_err``
+    (``out[:, 4]``) and how many entries are masked (``out[:, 5]``: an exact
+    ``-inf``); whether every other value and every radius is finite."""
     rows, cols = x.shape
     bad = 0
     for i in numba.prange(rows):
         mv, md, mp, mr, mh = -np.inf, -np.inf, -np.inf, -np.inf, -np.inf
         fin = True
+        masked = 0
         for j in range(cols):
             v, d, p, r = x[i, j], xd[i, j], xp_[i, j], xr[i, j]
-            fin = fin and abs(v) < np.inf and abs(d) < np.inf and abs(p) < np.inf \
+            hole = v == -np.inf and d == 0.0 and r == 0.0
+            masked += hole
+            fin = fin and (abs(v) < np.inf or hole) and abs(d) < np.inf and abs(p) < np.inf \
                 and abs(r) < np.inf
             mv = max(mv, v)
             md = max(md, d)
@@ -60,6 +64,7 @@ def row_max(x: Any, xd: Any, xp_: Any, xr: Any, out: Any) -> bool:
         out[i, 2] = mp
         out[i, 3] = mr
         out[i, 4] = mh
+        out[i, 5] = masked
         if not fin:
             bad += 1
     return bad == 0
@@ -144,7 +149,11 @@ def larger_counts_row(lo: Any, hi: Any, out: Any) -> None:
     so the entries of higher buckets all exceed ``lo[i]``, those of lower ones none,
     and its own bucket's (sorted) are searched."""
     n = hi.size
-    low, high = hi.min(), hi.max()
+    low, high = np.inf, -np.inf  # (over the finite entries: -inf takes bucket 0)
+    for j in range(n):
+        if abs(hi[j]) < np.inf:
+            low = min(low, hi[j])
+            high = max(high, hi[j])
     top = n - 1
     width = high - low
     scale = top / width if width > 0.0 and width < np.inf else 0.0
@@ -215,6 +224,24 @@ def shifted_exp_rows(x: Any, xd: Any, xp_: Any, xr: Any, mx: Any, test_exact: bo
         f0, f1, f2, f3, f4, f5, f6 = False, False, False, False, False, False, False
         for j in range(cols):
             xv, ad, ap, ar = x[i, j], xd[i, j], xp_[i, j], xr[i, j]
+            if xv == -np.inf:  # masked (row_max's): ieee decides x - m = -inf, exp of it 0
+                f1 = True
+                f2 = True
+                f3 = True
+                f4 = True
+                ev[i, j] = 0.0
+                ed[i, j] = 0.0
+                ep[i, j] = 0.0
+                er[i, j] = 0.0
+                terms[i, j] = 0.0
+                if unshifted:
+                    f5 = True
+                    f6 = True
+                    xe[i, j] = 0.0
+                    xed[i, j] = 0.0
+                    xep[i, j] = 0.0
+                    xer[i, j] = 0.0
+                continue
             v, d, p, r = _shifted(xv, ad, ap, ar, m, md, mp, mr, u, tiny, u64, test_exact, t,
                                   emin, fmax)
             f1 |= d == 0.0
@@ -321,8 +348,8 @@ def _either(a: float, d1: float, p1: float, m1: float, b: float, d2: float, p2: 
 
 
 @_par
-def softmax_rows(ev: Any, ed: Any, ep: Any, er: Any, tot: Any, rec: Any, params: Any,
-                 value: Any, det: Any, prob: Any, ref: Any, mag: Any) -> None:
+def softmax_rows(ev: Any, ed: Any, ep: Any, er: Any, tot: Any, rec: Any, carry: bool,
+                 params: Any, value: Any, det: Any, prob: Any, ref: Any, mag: Any) -> None:
     """Per element: ``e / s`` or ``e (1 / s)`` (``softmax``'s two formulations, by
     ``elementwise.div``, ``mul`` and ``either``), ``tot`` and ``rec`` per row the sum
     ``s`` and ``1 / s`` (value, det, prob, ref_err). ``params``: u, tiny, u64,
@@ -339,7 +366,15 @@ def softmax_rows(ev: Any, ed: Any, ep: Any, er: Any, tot: Any, rec: Any, params:
             v1, d1, p1, r1 = _div(a, ad, ap, ar, s, sd, sp, sr, rel_u, rel_tiny, grow_div,
                                   u64, acc_max)
             v2, d2, p2, r2 = _mul(a, ad, ap, ar, c, cd, cp, cr, u, tiny, u64, acc_max)
-            d, p, m = _either(v1, d1, p1, abs(v1), v2, d2, p2, r2, abs(v2), grow_either)
+            m1, m2 = abs(v1), abs(v2)
+            if carry:  # the special values (a masked entry's exact 0) ieee decides
+                ok, w = _decided(3, a, ad + ar, s, sd + sr, True)
+                if ok:
+                    v1, d1, p1, r1, m1 = w, 0.0, 0.0, 0.0, (0.0 if w != w else abs(w))
+                ok, w = _decided(2, a, ad + ar, c, cd + cr, False)
+                if ok:
+                    v2, d2, p2, r2, m2 = w, 0.0, 0.0, 0.0, (0.0 if w != w else abs(w))
+            d, p, m = _either(v1, d1, p1, m1, v2, d2, p2, r2, m2, grow_either)
             value[i, j] = v1
             det[i, j] = d
             prob[i, j] = p

@@ -310,10 +310,10 @@ def as_rows(a: Any, shape: tuple[int, ...]) -> np.ndarray:
 
 def row_max(x: np.ndarray, xd: np.ndarray, xp_: np.ndarray, xr: np.ndarray
             ) -> np.ndarray | None:
-    """Per row of ``x`` (2-D) with its radii: the largest value, det, prob, ref_err
-    and ``x + det + ref_err`` (columns 0 to 4); None where some value or radius is
-    not finite."""
-    out = np.empty((x.shape[0], 5))
+    """Per row of ``x`` (2-D) with its radii: the largest value, det, prob, ref_err,
+    ``x + det + ref_err`` and the count of masked entries (exact ``-inf``) (columns 0
+    to 5); None where some other value or some radius is not finite."""
+    out = np.empty((x.shape[0], 6))
     return out if _row_loops().row_max(x, xd, xp_, xr, out) else None
 
 
@@ -333,11 +333,13 @@ def shifted_exp_rows(x: np.ndarray, radii: tuple[np.ndarray, ...], mx: np.ndarra
     return (*outs, *xs, flags)
 
 
-def softmax_rows(e: tuple[np.ndarray, ...], tot: np.ndarray, rec: np.ndarray,
+def softmax_rows(e: tuple[np.ndarray, ...], tot: np.ndarray, rec: np.ndarray, carry: bool,
                  params: tuple[float, ...]) -> tuple[np.ndarray, ...]:
-    """The second whole-rule loop of softmax: value, det, prob, ref_err, magnitude."""
+    """The second whole-rule loop of softmax (with ``carry`` the special values ieee
+    decides): value, det, prob, ref_err, magnitude."""
     outs = tuple(np.empty(e[0].shape) for _ in range(5))
-    _row_loops().softmax_rows(*e, tot, rec, np.asarray(params, dtype=np.float64), *outs)
+    _row_loops().softmax_rows(*e, tot, rec, carry, np.asarray(params, dtype=np.float64),
+                              *outs)
     return outs
 
 

@@ -216,3 +216,21 @@ def test_log_softmax_backward_loop_runs_at_realistic_sizes(
     assert_same_bits(sm.log_softmax_backward_rule(ctx, exact(g), y, -1),
                      _passes(sm.log_softmax_backward_rule, ctx, exact(g), y, -1))
     assert ran == [1]
+
+
+@pytest.mark.parametrize("masked_rows", ["nan", "zero"])
+def test_causal_masks_take_the_softmax_loops(masked_rows: str,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Masked entries (exact -inf, as a causal mask makes them): ieee's exact zeros in
+    the loops, the same bits as the passes."""
+    ran = []
+    real = fused_cpu.softmax_rows
+    monkeypatch.setattr(fused_cpu, "softmax_rows", lambda *a: ran.append(1) or real(*a))
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((4, 128, 128)).astype(np.float32).astype(np.float64)
+    x[..., np.triu(np.ones((128, 128), dtype=bool), 1)] = -np.inf
+    ctx = RuleContext(get_model("bf16"))
+    for t in (exact(x), _tracked(x, rng, "all")):
+        assert_same_bits(sm.softmax(ctx, t, -1, masked_rows),
+                         _passes(sm.softmax, ctx, t, -1, masked_rows))
+    assert len(ran) == 2

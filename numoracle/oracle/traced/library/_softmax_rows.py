@@ -9,9 +9,9 @@ the sums stay the primitives' own NumPy calls (their summation order sets their
 bits). So each form here gives the same bits as the rule's primitives, which stay
 the reference implementation (the tests compare both), and returns None where it
 does not apply (the primitives then run): an axis other than the last, an
-escalated input, a value or radius that is not finite (a masked row, a NaN), and
-the special points (exact zeros, infinities) the primitives' ``ieee`` rules would
-act on.
+escalated input, a value or radius that is not finite (a NaN, a row of ``-inf``;
+softmax alone takes masked entries, exact ``-inf``, deciding them as ieee does), and
+the other special points the primitives' ``ieee`` rules would act on.
 """
 
 from __future__ import annotations
@@ -91,6 +91,9 @@ def _row_pass(ctx: RuleContext, x: Tracked, axis: int, unshifted: bool) -> _RowP
     mx = fused_cpu.row_max(v, *radii)
     if mx is None or bool(np.any((mx[:, 0] == 0) & (mx[:, 1] + mx[:, 3] == 0))):
         return None
+    masked = bool(mx[:, 5].any())  # (entries an exact -inf: softmax's alone takes them)
+    if masked and (unshifted or not bool(np.all(np.isfinite(mx[:, 0])))):
+        return None
     kshape = shape[:-1] + (1,)
     m = bounded(*(np.ascontiguousarray(mx[:, k]).reshape(kshape) for k in range(3)),
                 ref_err=np.ascontiguousarray(mx[:, 3]).reshape(kshape), n=x.max_n)
@@ -110,7 +113,7 @@ def _row_pass(ctx: RuleContext, x: Tracked, axis: int, unshifted: bool) -> _RowP
     shared = x.prob is x.det
     e = bounded(*(a.reshape(shape) for a in (ev, ed, ed if shared else ep)),
                 ref_err=er.reshape(shape), mag=ev.reshape(shape), n=n_d)
-    total = _sum_keep(ctx, e, axis, special=False)
+    total = _sum_keep(ctx, e, axis, special=masked)
     extra = np.expand_dims(terms.reshape(shape).sum(-1), axis)
     with np.errstate(invalid="ignore"):
         total = _widen(total, np.where(np.isfinite(total.value), extra, 0.0))
@@ -122,7 +125,8 @@ def _row_pass(ctx: RuleContext, x: Tracked, axis: int, unshifted: bool) -> _RowP
     d_zero = (bool(flags[:, 1].any()), bool(flags[:, 2].any()))
     e_zero = bool(flags[:, 3].any()) and bool(flags[:, 4].any())
     return _RowPass(x=x, v=v, radii=radii, mx=mx, m=m, e=e, total=total, plain=plain,
-                    n_d=n_d, test_d=test_d, d_zero=d_zero, e_zero=e_zero, ints=ints,
+                    n_d=n_d, test_d=test_d, masked=masked, d_zero=d_zero, e_zero=e_zero,
+                    ints=ints,
                     rows=v.shape[0], kshape=kshape)
 
 
@@ -142,7 +146,7 @@ def fused_softmax(ctx: RuleContext, x: Tracked, axis: int) -> Tracked | None:
     rows = rp.rows
     flat = tuple(a.reshape(rows, -1) for a in (e.value, e.det, e.prob, e.ref_err))
     value, det, prob, ref, mag = fused_cpu.softmax_rows(flat, _per_row(total, rows),
-                                                        _per_row(rec, rows), params)
+                                                        _per_row(rec, rows), rp.masked, params)
     shape = x.shape
     return bounded(value.reshape(shape), det.reshape(shape), prob.reshape(shape),
                    ref_err=ref.reshape(shape), mag=mag.reshape(shape),
@@ -188,7 +192,7 @@ def _finite_rows(t: Tracked, shape: tuple[int, ...]) -> tuple[np.ndarray, tuple[
     v = np.ascontiguousarray(t.value, dtype=np.float64).reshape(-1, shape[-1])
     radii = tuple(fused_cpu.as_rows(a, shape) for a in (t.det, t.prob, t.ref_err))
     mx = fused_cpu.row_max(v, *radii)
-    return None if mx is None else (v, radii, mx)
+    return None if mx is None or bool(mx[:, 5].any()) else (v, radii, mx)
 
 
 def fused_log_softmax_backward(ctx: RuleContext, grad: Tracked, out: Tracked,
