@@ -193,6 +193,15 @@ def larger_counts_row(lo: Any, hi: Any, out: Any) -> None:
         out[i] = n - a
 
 
+@_jit
+def _exact_zero(v: Any, d: Any, p: Any, r: Any, i: int, j: int) -> None:
+    """An exact 0 (value and radii) at ``[i, j]``."""
+    v[i, j] = 0.0
+    d[i, j] = 0.0
+    p[i, j] = 0.0
+    r[i, j] = 0.0
+
+
 @_par
 def shifted_exp_rows(x: Any, xd: Any, xp_: Any, xr: Any, mx: Any, test_exact: bool,
                      unshifted: bool, params: Any, ints: Any, ev: Any, ed: Any, ep: Any,
@@ -225,22 +234,12 @@ def shifted_exp_rows(x: Any, xd: Any, xp_: Any, xr: Any, mx: Any, test_exact: bo
         for j in range(cols):
             xv, ad, ap, ar = x[i, j], xd[i, j], xp_[i, j], xr[i, j]
             if xv == -np.inf:  # masked (row_max's): ieee decides x - m = -inf, exp of it 0
-                f1 = True
-                f2 = True
-                f3 = True
-                f4 = True
-                ev[i, j] = 0.0
-                ed[i, j] = 0.0
-                ep[i, j] = 0.0
-                er[i, j] = 0.0
+                f1 = f2 = f3 = f4 = True
+                _exact_zero(ev, ed, ep, er, i, j)
                 terms[i, j] = 0.0
                 if unshifted:
-                    f5 = True
-                    f6 = True
-                    xe[i, j] = 0.0
-                    xed[i, j] = 0.0
-                    xep[i, j] = 0.0
-                    xer[i, j] = 0.0
+                    f5 = f6 = True
+                    _exact_zero(xe, xed, xep, xer, i, j)
                 continue
             v, d, p, r = _shifted(xv, ad, ap, ar, m, md, mp, mr, u, tiny, u64, test_exact, t,
                                   emin, fmax)
