@@ -70,6 +70,12 @@ def _agree(case: Case, model: str) -> None:
     _same_as_host(host, other, torch_xp, case.op)
 
 
+#: the hand-written ops (the registry also holds traced ops other test modules register
+#: as they are imported, which would make the parameters depend on the import order)
+HAND_WRITTEN = sorted(n for n, o in OPS.items()
+                      if type(o).__module__.startswith("numoracle.oracle.ops."))
+
+
 @pytest.mark.parametrize("op", ["linear", "matmul", "conv2d"])
 def test_a_hand_written_op_in_torch_agrees_with_numpy(op: str) -> None:
     @settings(max_examples=2, deadline=None, database=None, derandomize=True,
@@ -133,7 +139,7 @@ def no_implicit_host_copy(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tracked, "SINGLE_SUMS", False)  # torch sums in float64 too
 
 
-@pytest.mark.parametrize("op", sorted(OPS))
+@pytest.mark.parametrize("op", HAND_WRITTEN)
 def test_a_hand_written_op_in_torch_on_the_cpu_gives_the_hosts_radii(
         op: str, no_implicit_host_copy: None) -> None:
     """CuPy's check below, in torch's namespace on the CPU: every op computes in its
@@ -144,7 +150,7 @@ def test_a_hand_written_op_in_torch_on_the_cpu_gives_the_hosts_radii(
         _check_in(torch_xp, op, _models(op)[0], 1, shrink=False)
 
 
-@pytest.mark.parametrize("op", sorted(OPS))
+@pytest.mark.parametrize("op", HAND_WRITTEN)
 def test_a_hand_written_op_in_a_strict_namespace_gives_the_hosts_radii(
         op: str, strict: Any) -> None:
     """CuPy's check below with CuPy's refusals on the CPU (no host array beside the
@@ -153,7 +159,7 @@ def test_a_hand_written_op_in_a_strict_namespace_gives_the_hosts_radii(
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("op", sorted(OPS))
+@pytest.mark.parametrize("op", HAND_WRITTEN)
 def test_a_hand_written_op_on_cupy_gives_the_hosts_radii(op: str) -> None:
     cupy = pytest.importorskip("cupy")
     for model in _models(op):
