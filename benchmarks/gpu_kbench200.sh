@@ -14,6 +14,7 @@
 #
 #   OUT=DIR [KB_PARTS="official candidates"] [KB_DEADLINE=520] bash benchmarks/gpu_kbench200.sh
 #
+# KB_ORDER=least-work-first starts the smallest problems first (a short window).
 # Slots by default: official 8 and candidates 5 builds + 3 judgements when both run; either
 # part alone gets the whole machine (official 14; candidates 10 builds + 5 judgements).
 # Each part writes its table after every row: a part stopped at KB_DEADLINE keeps its rows
@@ -49,7 +50,7 @@ if [[ " $PARTS " == *" official "* ]]; then
   if [ -d .kernelbench/current/level1 ]; then
     timeout $(( D + 20 )) python3 -m benchmarks.kernelbench.official run .kernelbench/current \
       --out "$OUT/kbench200" --device cuda --limit "${KB_LIMIT:-120}" --deadline "$D" \
-      --slots "${KB_SLOTS:-$(( both ? 8 : 14 ))}" > "$OUT/kbench200/official.log" 2>&1 &
+      --slots "${KB_SLOTS:-$(( both ? 8 : 14 ))}" --order "${KB_ORDER:-most-work-first}" > "$OUT/kbench200/official.log" 2>&1 &
   else
     echo "no .kernelbench/current/level1 (carry .kernelbench): official part skipped" \
       >> "$OUT/kbench200/log.txt"
