@@ -375,6 +375,8 @@ def mul_radii(av: Any, bv: Any, ad: Any, bd: Any, ap: Any, bp: Any, ar: Any, br:
     grow = 1.0 + u
     for i in range(rows):
         for j in range(cols):
+            # written out rather than calling the scalar form (_numba_rows._mul): the call
+            # keeps this loop from vectorising (three times slower at 2048 x 2048)
             x, y = av[i, j], bv[i, j]
             xd, yd, xr, yr = ad[i, j], bd[i, j], ar[i, j], br[i, j]
             v = x * y
