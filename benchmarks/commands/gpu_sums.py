@@ -1,6 +1,7 @@
-"""``gpu_sums``: what a contraction's magnitude sum ``S = |a| @ |b|`` would cost on a
-GPU's tensor cores, and how tight it would be (evidence for a design, not a path of
-the package: the package sums ``S`` in float64 on a GPU).
+"""``gpu_sums``: what a contraction's magnitude sum ``S = |a| @ |b|`` costs on a
+GPU's tensor cores, and how tight it is: the design's evidence (one TF32 GEMM grown by
+``1 + 2 (k + 1) 2^-23``) and the package's path (:mod:`numoracle.oracle.tensor_sums`:
+GEMMs of at most 2048 terms, summed in float64, grown by ``1 + gamma_{2c+2}(2^-23)``).
 
     python -m benchmarks gpu_sums [--shape 4096,8192,8192 ...] [--repeats 5]
         [--profile 128,1024,1024] [--out FILE.json]
@@ -12,7 +13,8 @@ median time of ``|a| @ |b|`` in float64 (CuPy, what the package does), in float3
 ``1 + 2 (k + 1) 2^-23`` (every addition of non-negative terms may lose an ulp of the
 float32 sum so far, however the tensor cores align and round), the smallest and largest
 ratio to the float64 sum: below 1 the grown TF32 sum would not be an upper bound there;
-above 1 its excess is how much looser the bound would be. With ``--profile``: the
+above 1 its excess is how much looser the bound would be; the same for the package's
+path (``package_*``). With ``--profile``: the
 hand-written linear backward's reference on CuPy at that shape under cProfile (the
 functions with the most own time), for its fixed cost per call.
 """
@@ -83,6 +85,18 @@ def sums(shape: tuple[int, int, int], repeats: int) -> dict[str, Any]:
     row.update(grow=grow, min_ratio=float(ratio.min()), max_ratio=float(ratio.max()),
                median_ratio=float(cupy.median(ratio)),
                tf32_over_float64=row["tf32_s"] / row["float64_s"])
+    # the package's path: the magnitudes rounded up to TF32 by tensor_sums.tf32_up, its
+    # cuBLAS TF32 GEMMs of at most TENSOR_CHUNK terms summed in float64, its growth
+    from numoracle.oracle.tensor_sums import tensor_sum, tf32_growth, tf32_up  # noqa: PLC0415
+
+    ua, ub = tf32_up(ma), tf32_up(mb)
+    row["package_s"] = _timed(lambda: tensor_sum(ua, ub), sync, repeats)
+    p_grow, p_tiny = tf32_growth(k)
+    p_ratio = (tensor_sum(ua, ub).astype(cupy.float64) * p_grow + p_tiny) / s64
+    row.update(package_grow=p_grow, package_min_ratio=float(p_ratio.min()),
+               package_max_ratio=float(p_ratio.max()),
+               package_median_ratio=float(cupy.median(p_ratio)),
+               package_over_float64=row["package_s"] / row["float64_s"])
     print(json.dumps(row), flush=True)
     return row
 
@@ -100,6 +114,12 @@ def profile(shape: tuple[int, int, int], calls: int = 20) -> dict[str, Any]:
     for _ in range(3):  # kernels compiled, pools filled
         LINEAR.reference(inputs, params, model)
     sync()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        LINEAR.reference(inputs, params, model)
+    host = (time.perf_counter() - t0) / calls  # the host's time (it waits where it syncs)
+    sync()
+    per_call = (time.perf_counter() - t0) / calls
     prof = cProfile.Profile()
     t0 = time.perf_counter()
     prof.enable()
@@ -107,11 +127,13 @@ def profile(shape: tuple[int, int, int], calls: int = 20) -> dict[str, Any]:
         LINEAR.reference(inputs, params, model)
     sync()
     prof.disable()
-    per_call = (time.perf_counter() - t0) / calls
+    profiled = (time.perf_counter() - t0) / calls
     out = io.StringIO()
     pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(25)
     print(out.getvalue(), flush=True)
-    return {"shape": list(shape), "calls": calls, "per_call_s_under_profile": per_call,
+    print(json.dumps({"per_call_s": per_call, "host_s": host}), flush=True)
+    return {"shape": list(shape), "calls": calls, "per_call_s": per_call, "host_s": host,
+            "per_call_s_under_profile": profiled,
             "top_own_time": out.getvalue()}
 
 

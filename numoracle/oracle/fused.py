@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from . import fused_cpu
-from .formats import FP32, FP64
+from .formats import FP32, FP64, TF32
 from .fused_cpu import (
     NOT_FINITE,
     OFF_SINGLE,
@@ -42,6 +42,7 @@ from .fused_cpu import (
     rounding_params,
 )
 from .precision import gamma
+from .tensor_sums import in_tf32_range, tensor_sum, tf32_growth, tf32_up
 from .xp import array_module, is_torch
 
 __all__ = ["fused", "fused_exact", "whole_rules", "contraction_radii", "add_rounding", "lowest_set_bit",
@@ -73,18 +74,19 @@ __device__ bool numoracle_representable(double x, int t, int emin, double fmax) 
 #: ``none`` minus the lowest set bit of its nonzero finite elements (0 where there are
 #: none) and the flags of :data:`NOT_FINITE`, :data:`SUBNORMAL`, :data:`UNREPRESENTABLE`
 _FACTS = """
-extern "C" __global__ void numoracle_operand_facts(
-    const double* x, double* ax, long long n, int t, int emin, double fmax, double tiny,
+extern "C" __global__ void NAME(
+    const double* x, MAG* ax, long long n, int t, int emin, double fmax, double tiny,
     int none, int* out) {
   int far = 0, flags = 0;
   long long step = (long long)gridDim.x * blockDim.x;
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
     double v = x[i];
-    ax[i] = fabs(v);
+    ax[i] = MAGNITUDE;
     long long b = __double_as_longlong(v);
     int E = (int)((b >> 52) & 0x7ff);
     if (E == 0x7ff) { flags |= NOT_FINITE; continue; }
     if (v == 0.0) continue;
+    RANGE
     far = max(far, none - LSB);
     if (fabs(v) < tiny) flags |= SUBNORMAL;
     if (!numoracle_representable(v, t, emin, fmax)) flags |= UNREPRESENTABLE;
@@ -112,6 +114,19 @@ extern "C" __global__ void numoracle_operand_facts(
 }
 """.replace("LSB", _LSB).replace("NOT_FINITE", str(NOT_FINITE)).replace(
     "SUBNORMAL", str(SUBNORMAL)).replace("UNREPRESENTABLE", str(UNREPRESENTABLE))
+#: the pass writing float64 magnitudes
+_FACTS_64 = _FACTS.replace("NAME", "numoracle_operand_facts").replace(
+    "MAGNITUDE", "fabs(v)").replace("MAG", "double").replace("RANGE", "")
+#: the pass writing magnitudes rounded up to TF32 (as float32, tensor_sums.tf32_up: the
+#: float64's low 42 bits cleared, rounding up), OFF_SINGLE where a nonzero one lies outside
+#: float32's normal range or above TF32's largest
+_FACTS_TF32 = _FACTS.replace("NAME", "numoracle_operand_facts_tf32").replace(
+    "MAGNITUDE", "(float)__longlong_as_double((long long)(((unsigned long long)"
+                 "__double_as_longlong(fabs(v)) + LOW) & ~LOW))").replace(
+    "MAG", "float").replace(
+    "LOW", f"{(1 << 42) - 1}ULL").replace(
+    "RANGE", f"if (!(fabs(v) >= {FP32.tiny!r} && fabs(v) <= {TF32.max!r})) "
+             f"flags |= {OFF_SINGLE};")
 _RADII_PARAMS = ("float64 grow, float64 tiny_mag, float64 tiny_sum, float64 det_coef, "
                  "float64 prob_coef, float64 eta, float64 g64")
 #: contraction_radii's arithmetic: S made an upper bound, the radii d, p, r affine in it
@@ -154,20 +169,22 @@ def _kernel(name: str) -> Any:
             _KERNELS[name] = cupy.ElementwiseKernel(
                 _RADII_PARAMS, _RADII_OUT, _RADII + "det = d; prob = p; ref = r;",
                 "numoracle_contraction_radii", options=_NO_FMA)
-        elif name in ("exact", "exact_stored"):  # (stored: then rounded to a format)
-            stored = name == "exact_stored"
-            _KERNELS[name] = cupy.ElementwiseKernel(
-                "float64 value, " + _EXACT_PARAMS + ", " + _STORE_PARAMS if stored
-                else _EXACT_PARAMS, _RADII_OUT, _EXACT_BODY + (_STORE_CALL if stored else ""),
-                f"numoracle_{name}_contraction", preamble=_STORE, options=_NO_FMA)
-        elif name in ("exact_bias", "exact_bias_stored"):
-            stored = name == "exact_bias_stored"
-            _KERNELS[name] = cupy.ElementwiseKernel(
-                "float64 bias, " + _EXACT_PARAMS + (", " + _STORE_PARAMS if stored else ""),
-                "float64 value, " + _RADII_OUT,
-                "value = value + bias; S = S + fabs(bias);" + _EXACT_BODY
-                + (_STORE_CALL if stored else ""),
-                f"numoracle_{name}_contraction", preamble=_STORE, options=_NO_FMA)
+        elif name.startswith("exact"):  # (stored: then rounded to a format; single: S
+            stored = "stored" in name      # comes in float32, and goes out grown in float64)
+            single = ("float32 S32, ", "S = S32;") if name.endswith("single") else ("", "")
+            if "bias" in name:
+                _KERNELS[name] = cupy.ElementwiseKernel(
+                    single[0] + "float64 bias, " + _EXACT_PARAMS
+                    + (", " + _STORE_PARAMS if stored else ""), "float64 value, " + _RADII_OUT,
+                    single[1] + "value = value + bias; S = S + fabs(bias);" + _EXACT_BODY
+                    + (_STORE_CALL if stored else ""),
+                    f"numoracle_{name}_contraction", preamble=_STORE, options=_NO_FMA)
+            else:
+                _KERNELS[name] = cupy.ElementwiseKernel(
+                    single[0] + ("float64 value, " + _EXACT_PARAMS + ", " + _STORE_PARAMS
+                                 if stored else _EXACT_PARAMS), _RADII_OUT,
+                    single[1] + _EXACT_BODY + (_STORE_CALL if stored else ""),
+                    f"numoracle_{name}_contraction", preamble=_STORE, options=_NO_FMA)
         elif name == "store":
             _KERNELS[name] = cupy.ElementwiseKernel(
                 "float64 value, float64 ref, " + _STORE_PARAMS, "float64 det, float64 prob",
@@ -183,8 +200,11 @@ def _kernel(name: str) -> Any:
                 "s = (r == 0.0 && (v == 0.0 || isinf(v))) || (isnan(v) && isfinite(r));",
                 "numoracle_special_points", options=_NO_FMA)
         elif name == "facts":
-            _KERNELS[name] = cupy.RawKernel(_REPRESENTABLE + _FACTS, "numoracle_operand_facts",
-                                            options=_NO_FMA)
+            _KERNELS[name] = cupy.RawKernel(_REPRESENTABLE + _FACTS_64,
+                                            "numoracle_operand_facts", options=_NO_FMA)
+        elif name == "facts_tf32":
+            _KERNELS[name] = cupy.RawKernel(_REPRESENTABLE + _FACTS_TF32,
+                                            "numoracle_operand_facts_tf32", options=_NO_FMA)
         else:  # "lsb": the exponent of each element's lowest set bit, from its bits
             _KERNELS[name] = cupy.ElementwiseKernel(
                 "float64 x, int32 none", "int32 e",
@@ -356,9 +376,10 @@ def operand_facts(arrays: list[Any], fmt: Any, none: int, *, grid: bool = True,
                   keep: list[bool] | None = None) -> PendingFacts | None:
     """Each array's :class:`OperandFacts` (subnormal and representable as to
     ``fmt``), one pass each, none where ``known`` has an operand's facts already:
-    on CuPy (magnitudes in arrays of their own) all copied to the host in one
-    asynchronous transfer, and nothing to wait for where every operand is known;
-    on NumPy by :mod:`~numoracle.oracle.fused_cpu`, the magnitudes in this
+    on CuPy (magnitudes in arrays of their own; with ``single`` float32, rounded up
+    to TF32, and the flag OFF_SINGLE: :mod:`~numoracle.oracle.tensor_sums`) all
+    copied to the host in one asynchronous transfer, and nothing to wait for where
+    every operand is known; on NumPy by :mod:`~numoracle.oracle.fused_cpu`, the magnitudes in this
     thread's scratch arrays (valid until its next call; arrays of their own
     where ``keep`` says so; with ``single`` float32, rounded up, and the flag
     OFF_SINGLE), the lowest set bit (and representability) only with ``grid``
@@ -392,13 +413,14 @@ def operand_facts(arrays: list[Any], fmt: Any, none: int, *, grid: bool = True,
         x = arrays[i]
         if not (x.flags.c_contiguous or x.flags.f_contiguous):
             x = xp.ascontiguousarray(x)
-        ax = xp.empty_like(x)  # the same layout: both walked in memory order
-        if ax.strides != x.strides:
+        mag_type = xp.float32 if single else xp.float64
+        ax = xp.empty_like(x, dtype=mag_type)  # the same layout: both walked in memory order
+        if ax.strides != tuple(s // 8 * ax.itemsize for s in x.strides):
             x = xp.ascontiguousarray(x)
-            ax = xp.empty_like(x)
+            ax = xp.empty_like(x, dtype=mag_type)
         if x.size:
             blocks = min(-(-x.size // 256), 1024)
-            _kernel("facts")((blocks,), (256,), (
+            _kernel("facts_tf32" if single else "facts")((blocks,), (256,), (
                 x, ax, np.int64(x.size), np.int32(fmt.t), np.int32(fmt.emin),
                 np.float64(fmt.max), np.float64(fmt.tiny), np.int32(none), found[row]))
         mags[i] = ax
@@ -418,9 +440,10 @@ def exact_products(av: Any, bv: Any, operands: list[Any], fmt: Any, none: int, *
     a bias) and ``S = |av| @ |bv|``, in that order: on CuPy the device works on
     the value's GEMM while the host queues the rest, and ``S``'s GEMM runs while
     the host waits for the facts (``known``, ``keep``: see :func:`operand_facts`).
-    With ``single`` (NumPy) ``S`` is :func:`single_sum` of the magnitudes rounded up
-    to float32: float32 in a scratch array, float64 where the contraction is longer
-    than SINGLE_CHUNK (see :func:`magnitude_sum`)."""
+    With ``single`` ``S`` is :func:`single_sum` of the magnitudes rounded up to
+    float32 (NumPy; float32 in a scratch array) or the TF32 sum of them rounded up
+    to TF32 (CuPy, :func:`~numoracle.oracle.tensor_sums.tensor_sum`): float64 where
+    the contraction is longer than one GEMM's chunk (see :func:`magnitude_sum`)."""
     value = av @ bv
     pending = operand_facts(operands, fmt, none, grid=grid, single=single, known=known,
                             keep=keep)
@@ -428,6 +451,8 @@ def exact_products(av: Any, bv: Any, operands: list[Any], fmt: Any, none: int, *
     ma, mb = pending.magnitudes[:2]
     if not single:
         return value, ma @ mb, pending
+    if fused(array_module(ma)):
+        return value, tensor_sum(ma, mb), pending
     out = _scratch(len(operands), value, np.float32) if ma.shape[-1] <= SINGLE_CHUNK else None
     return value, single_sum(ma, mb, out), pending
 
@@ -458,13 +483,14 @@ def single_sum(ma: np.ndarray, mb: np.ndarray, out: np.ndarray | None = None) ->
     return total
 
 
-def single_growth(k: int) -> tuple[float, float]:
+def single_growth(k: int, tensor: bool = False) -> tuple[float, float]:
     """What makes :func:`single_sum` of ``k`` terms (and a bias's one, added in
     float64) an upper bound of the exact sum: ``S grow + tiny_mag`` with ``grow =
     1 + 2 gamma_{c+1}(2^-24)`` (``c`` terms a float32 GEMM; the chunks' float64
     additions lie within the margin) and ``tiny_mag = (k + 1) 2^-125`` (each
-    product possibly flushed to zero)."""
-    return _single_growth(k, SINGLE_CHUNK)
+    product possibly flushed to zero); with ``tensor``, of the GPU's TF32 sum
+    (:func:`~numoracle.oracle.tensor_sums.tf32_growth`)."""
+    return tf32_growth(k) if tensor else _single_growth(k, SINGLE_CHUNK)
 
 
 @lru_cache(maxsize=1024)
@@ -475,13 +501,21 @@ def _single_growth(k: int, chunk: int) -> tuple[float, float]:
 
 def magnitude_sum(abs_a: Any, abs_b: Any, single: bool) -> Any:
     """``|a| @ |b|`` (float64) from the magnitudes: their float64 GEMM, or with
-    ``single`` (NumPy; every nonzero magnitude within float32's normal range)
+    ``single`` (every nonzero magnitude within :func:`in_single_range`) on NumPy
     the float32 GEMMs of the magnitudes rounded up to float32 (:func:`single_sum`),
     which err below the exact sum by at most ``gamma_c(2^-24)`` of it (``c`` terms a
-    GEMM at most) plus ``k 2^-126`` (products flushed to zero): the caller grows it
-    into an upper bound."""
+    GEMM at most) plus ``k 2^-126`` (products flushed to zero), on a GPU the TF32
+    GEMMs of the magnitudes rounded up to TF32
+    (:func:`~numoracle.oracle.tensor_sums.tensor_sum`, 2-D operands): the caller
+    grows it into an upper bound (:func:`single_growth`)."""
     if not single:
         return abs_a @ abs_b
+    xp = array_module(abs_a)
+    if xp is not np:
+        if is_torch(xp):
+            S = tensor_sum(tf32_up(xp.tensor(abs_a)), tf32_up(xp.tensor(abs_b)))
+            return xp.from_tensor(S.to(xp._torch.float64))
+        return tensor_sum(tf32_up(abs_a), tf32_up(abs_b)).astype(xp.float64, copy=False)
     return single_sum(single_magnitude(abs_a), single_magnitude(abs_b)).astype(np.float64,
                                                                                copy=False)
 
@@ -495,9 +529,12 @@ def single_magnitude(m: np.ndarray) -> np.ndarray:
     return np.where(m32.astype(np.float64) >= m, m32, m32 * SINGLE_UP)
 
 
-def in_single_range(m: np.ndarray) -> bool:
-    """Whether every nonzero magnitude of ``m`` lies in float32's normal range
-    (where :func:`magnitude_sum` may sum in float32)."""
+def in_single_range(m: Any) -> bool:
+    """Whether every nonzero magnitude of ``m`` lies in float32's normal range (on a
+    GPU at most TF32's largest, :func:`~numoracle.oracle.tensor_sums.in_tf32_range`):
+    where :func:`magnitude_sum` may sum in float32 (TF32)."""
+    if array_module(m) is not np:
+        return in_tf32_range(m)
     return bool(np.all((m == 0.0) | ((m >= FP32.tiny) & (m <= FP32.max))))
 
 
@@ -541,7 +578,8 @@ def exact_contraction_radii(value: Any, S: Any, bias: Any, grow: Any, tiny_mag: 
     where there is none), both kernel radii infinite where ``S > acc_max`` (the
     accumulator may overflow); with ``fmt``, the rounding to it after
     (:func:`store_rounding`). Returns the grown ``S`` (float64) and the three
-    radii; ``value`` changes in place, and ``S`` too where it is float64. On NumPy
+    radii; ``value`` changes in place, and ``S`` too where it is float64 (a float32
+    ``S``, the GPU's TF32 sum, is grown into a float64 array of its own). On NumPy
     (:func:`fused_exact`) one loop of :mod:`~numoracle.oracle.fused_cpu` (the
     rounding in it), the coefficients floats, ``S`` float64 or float32
     (:func:`magnitude_sum`)."""
@@ -550,14 +588,19 @@ def exact_contraction_radii(value: Any, S: Any, bias: Any, grow: Any, tiny_mag: 
                acc_max)
     if xp is np:
         return fused_cpu.exact_radii(value, S, bias, scalars, fmt)
+    single = S.dtype == xp.float32  # (TF32's sum: grown into a float64 array of its own)
+    S32 = (S,) if single else ()
+    if single:
+        S = xp.empty(S.shape, dtype=xp.float64)
     det, prob, ref = (xp.empty_like(S) for _ in range(3))
     stored = () if fmt is None else rounding_params(fmt)
+    tail = "_single" if single else ""
     if bias is None:
-        _kernel("exact_stored" if stored else "exact")(
-            *((value,) if stored else ()), *scalars, *stored, S, det, prob, ref)
+        _kernel(("exact_stored" if stored else "exact") + tail)(
+            *S32, *((value,) if stored else ()), *scalars, *stored, S, det, prob, ref)
     else:
-        _kernel("exact_bias_stored" if stored else "exact_bias")(
-            bias, *scalars, *stored, value, S, det, prob, ref)
+        _kernel(("exact_bias_stored" if stored else "exact_bias") + tail)(
+            *S32, bias, *scalars, *stored, value, S, det, prob, ref)
     return S, det, prob, ref
 
 

@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .exact_dot import exact_matmul
-from . import fused_cpu
+from . import fused_cpu, tensor_sums
 from .formats import FP32, FP64, Format, chunk_size, quantize, representable
 from .fused import (
     NOT_FINITE,
@@ -86,8 +86,9 @@ U64 = FP64.u
 #: escalate to the exact context when the float64 reference error is not below
 #: this share of the kernel's bound
 ESCALATE_SHARE = 0.01
-#: whether the CPU may sum a contraction's magnitudes ``S`` in float32 (:func:`_single`;
-#: ``NUMORACLE_SINGLE_SUMS=0`` in the environment keeps them float64, the bounds 2^-11 sharper)
+#: whether a contraction's magnitudes ``S`` may be summed in float32 (:func:`_single`: on
+#: the CPU, and on a GPU's tensor cores in TF32; ``NUMORACLE_SINGLE_SUMS=0`` in the
+#: environment keeps them float64, the bounds 2^-11 sharper on the CPU, 2^-8 on a GPU)
 SINGLE_SUMS = os.environ.get("NUMORACLE_SINGLE_SUMS", "1") != "0"
 
 
@@ -453,11 +454,12 @@ def keep_operand_facts(ts: Sequence[Tracked | None], model: PrecisionModel) -> N
         return
     if model.rounds_inputs and model.input_rounding is not None:
         return  # the contractions take the rounded values, not the inputs
-    key = (model.compute, _single(_xp(kept[0][0].value), model), True)  # (grid on a GPU)
+    key = (model.compute, _single(model, kept[0][0].value), True)  # (grid on a GPU)
     todo = [(t, m) for t, m in kept if key not in m]
     if not todo:
         return
-    pending = operand_facts([t.value for t, _ in todo], model.compute, _NO_GRID)
+    pending = operand_facts([t.value for t, _ in todo], model.compute, _NO_GRID,
+                            single=key[1])
     assert pending is not None
     for (t, m), f in zip(todo, pending.result(), strict=True):
         m[key] = (f, t.value)
@@ -651,7 +653,7 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
 
     abs_a, abs_b = xp.abs(av), xp.abs(bv)
     value = av @ bv
-    single = _single(xp, model) and in_single_range(abs_a) and in_single_range(abs_b)
+    single = _single(model, av, bv) and in_single_range(abs_a) and in_single_range(abs_b)
     S = magnitude_sum(abs_a, abs_b, single)
     if bias is not None:
         value = value + bias.value
@@ -681,7 +683,7 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
     acc = model.accumulate
     tiny_sum = terms * 2.0**-1074
     det_acc, prob_acc, ref_err = contraction_radii(
-        S, *_growth(av.shape[-1], single, g64, tiny_sum), tiny_sum, det_coef, prob_coef, eta,
+        S, *_growth(av, single, g64, tiny_sum), tiny_sum, det_coef, prob_coef, eta,
         g64)
     if has_ref:
         ref_err += ref_prop
@@ -763,9 +765,9 @@ def _exact_fused_matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tra
     synchronisation waits for the operands' facts while the GEMMs run. ``None``
     where the general path is needed (its GEMMs run again there; rare): operands
     with radii, non-finite elements, subnormals the model may flush, a grid below
-    float64's (its reference radius is not zeroed with the kernel's); on NumPy also
-    lengths that vary per element, and operands outside float32's normal range
-    where ``S`` would be summed in float32."""
+    float64's (its reference radius is not zeroed with the kernel's), operands
+    outside float32's normal range (TF32's on a GPU) where ``S`` would be summed in
+    float32 (TF32); on NumPy also lengths that vary per element."""
     operands = (a, b) + ((bias,) if bias is not None else ())
     if any(any_nonzero(t.det) or any_nonzero(t.ref_err) for t in operands):
         return None
@@ -779,7 +781,7 @@ def _exact_fused_matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tra
     unknown_rounding = model.rounds_inputs and model.input_rounding is None
     xp = _xp(av)
     on_device = fused(xp)
-    single = _single(xp, model)
+    single = _single(model, av, bv)
     operand_values = [av, bv] + ([bias.value] if bias is not None else [])
     # the grid on the host only where some element may be exact (see below)
     grid = on_device or unknown_rounding
@@ -821,7 +823,7 @@ def _exact_fused_matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tra
     precise = _precise(lengths, coefs, certain=True)  # (else the rounding after escalating)
     S, det, prob, ref_err = exact_contraction_radii(
         value, S, None if bias is None else bias.value,
-        *_growth(av.shape[-1], single, g64, tiny_sum), tiny_sum, det_coef, prob_coef, eta,
+        *_growth(av, single, g64, tiny_sum), tiny_sum, det_coef, prob_coef, eta,
         g64, fits_acc, fits_64, acc.max, fmt if precise else None)
     out = Tracked(value=value, ref_err=ref_err, det=det, prob=prob, mag=S,
                   n=_n_of(lengths.n_host, value))
@@ -831,25 +833,35 @@ def _exact_fused_matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tra
     return out if fmt is None else _store(out, fmt, xp)
 
 
-def _single(xp: Any, model: PrecisionModel) -> bool:
-    """Whether a contraction sums its magnitudes ``S`` in float32 (where its
-    operands' nonzero magnitudes lie in float32's normal range): on NumPy (the
-    CPU's float32 GEMM takes half the time of float64's), for an accumulator
-    within float32's range (its underflow slack ``eta`` dwarfs float32's), in
-    float32 GEMMs of at most SINGLE_CHUNK terms (:func:`~numoracle.oracle.fused.single_sum`).
-    ``S`` is then grown by ``2 gamma_{c+1}(2^-24)`` (``c`` terms a GEMM) instead
-    of ``2 gamma_n(2^-53)``: the bound grows by less than ``2^-11`` of itself. On a
-    GPU ``S`` is summed in float64."""
+def _single(model: PrecisionModel, *operands: Any) -> bool:
+    """Whether a contraction of ``operands`` sums its magnitudes ``S`` in float32
+    (where its operands' nonzero magnitudes lie in float32's normal range), for an
+    accumulator within float32's range (its underflow slack ``eta`` dwarfs
+    float32's): on NumPy (the CPU's float32 GEMM takes half the time of float64's)
+    in float32 GEMMs of at most SINGLE_CHUNK terms
+    (:func:`~numoracle.oracle.fused.single_sum`), ``S`` grown by ``2
+    gamma_{c+1}(2^-24)`` (``c`` terms a GEMM) instead of ``2 gamma_n(2^-53)``: the
+    bound grows by less than ``2^-11`` of itself. On a GPU (CuPy's arrays, torch's
+    with CuPy installed; matrices) on the tensor cores, the magnitudes rounded up to
+    TF32 (:mod:`~numoracle.oracle.tensor_sums`): the bound grows by less than
+    ``2^-8`` of itself. ``SINGLE_SUMS`` switches both off."""
     acc = model.accumulate
-    return SINGLE_SUMS and xp is np and acc.tiny >= FP32.tiny and acc.max <= FP32.max
+    if not (SINGLE_SUMS and acc.tiny >= FP32.tiny and acc.max <= FP32.max):
+        return False
+    x = operands[0]
+    if _xp(x) is np:
+        return True
+    return all(np.ndim(v) == 2 for v in operands) and tensor_sums.available(x)
 
 
-def _growth(k: int, single: bool, g64: Any, tiny_sum: Any) -> tuple[Any, Any]:
-    """What makes ``S`` (of a contraction of length ``k``) an upper bound of the sum
-    of its magnitudes: ``S grow + tiny_mag``. Summed in float64 ``1 + 2 gamma_n(u64)``
-    and ``n 2^-1074`` (``g64``, ``tiny_sum``); in float32 (:func:`_single`)
-    :func:`~numoracle.oracle.fused.single_growth`."""
-    return single_growth(k) if single else (1.0 + 2.0 * g64, tiny_sum)
+def _growth(av: Any, single: bool, g64: Any, tiny_sum: Any) -> tuple[Any, Any]:
+    """What makes ``S`` (of a contraction of ``av``'s length) an upper bound of the
+    sum of its magnitudes: ``S grow + tiny_mag``. Summed in float64 ``1 + 2
+    gamma_n(u64)`` and ``n 2^-1074`` (``g64``, ``tiny_sum``); in float32 or TF32
+    (:func:`_single`) :func:`~numoracle.oracle.fused.single_growth`."""
+    if not single:
+        return 1.0 + 2.0 * g64, tiny_sum
+    return single_growth(av.shape[-1], tensor=_xp(av) is not np)
 
 
 def _gammas(n_host: np.ndarray, h_host: np.ndarray, model: PrecisionModel,
@@ -1160,8 +1172,10 @@ def sum_(x: Tracked, axis: int, model: PrecisionModel) -> Tracked:
         model = model.with_(compute=model.storage, inputs_maybe_unrounded=False)
     memo = _memo(ones, ones.value)
     if memo is not None and fused(xp):  # its facts known on a GPU: no pass, nothing to wait for
-        memo[(model.compute, _single(xp, model), True)] = (  # |1| = 1, lowest bit 2^0, no flag
-            OperandFacts(ones.value, 0, 0), ones.value)
+        single = _single(model, ones.value)  # (then the magnitudes are float32)
+        memo[(model.compute, single, True)] = (  # |1| = 1, lowest bit 2^0, no flag
+            OperandFacts(ones.value.astype(xp.float32) if single else ones.value, 0, 0),
+            ones.value)
     r = matmul(moved, ones, model)
     return _squeeze_last(r)
 
