@@ -134,15 +134,16 @@ def _probe(kind: str, device: int) -> bool:
     a = rng.integers(0, 8, (3, k)).astype(np.float32)
     b = rng.integers(0, 8, (k, 4)).astype(np.float32)
     try:
-        for kk in (5, k):
-            want = a[:, :kk].astype(np.float64) @ b[:kk].astype(np.float64)
-            for x in (a, np.asfortranarray(a)):
-                for y in (b, np.asfortranarray(b)):
-                    got = tensor_sum(*(_onto(v, kind, device) for v in (x[:, :kk], y[:kk])))
-                    host = got.cpu().numpy() if kind == "torch" else got.get()
-                    if not np.array_equal(host, want):
-                        raise ArithmeticError(f"{kind} TF32 sums of {kk} terms differ from "
-                                              "the exact ones")
+        with _cupy().cuda.Device(device):
+            for kk in (5, k):
+                want = a[:, :kk].astype(np.float64) @ b[:kk].astype(np.float64)
+                for x in (a, np.asfortranarray(a)):
+                    for y in (b, np.asfortranarray(b)):
+                        got = tensor_sum(*(_onto(v, kind, device) for v in (x[:, :kk], y[:kk])))
+                        host = got.cpu().numpy() if kind == "torch" else got.get()
+                        if not np.array_equal(host, want):
+                            raise ArithmeticError(f"{kind} TF32 sums of {kk} terms differ "
+                                                  "from the exact ones")
     except Exception as exc:  # noqa: BLE001 - any failure leaves the float64 sums
         warnings.warn(f"magnitude sums stay float64 on {kind} device {device}: the TF32 "
                       f"path failed its probe ({exc!r}); NUMORACLE_SINGLE_SUMS=0 silences "
@@ -155,9 +156,7 @@ def _onto(x: np.ndarray, kind: str, device: int) -> Any:
     """Host ``x`` on ``device``, its layout kept."""
     if kind == "torch":
         return _torch().as_tensor(x).to(f"cuda:{device}")
-    cupy = _cupy()
-    with cupy.cuda.Device(device):
-        return cupy.asarray(x, order="K")
+    return _cupy().asarray(x, order="K")
 
 
 class GemmPlan(NamedTuple):
