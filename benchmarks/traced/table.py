@@ -6,7 +6,8 @@ realistic size, forward and forward + backward (the gradients of every floating
 input). Per row: the oracle's time per case (:meth:`TracedOp.reference` on a kept
 graph: the reference and its bound, evaluated where the inputs live: NumPy on the
 host for ``--device cpu``; on the GPU for ``--device cuda``, in the namespace
-:func:`numoracle.oracle.xp.gpu_namespace` names: torch's unless NUMORACLE_GPU_NAMESPACE=cupy) and
+:func:`numoracle.oracle.xp.gpu_namespace` names: CuPy where it works unless
+NUMORACLE_GPU_NAMESPACE=torch) and
 torch float64 eager of the same function on the same device (the backward by
 ``torch.autograd.grad``), the best of ``--repeats`` runs (their medians recorded too)
 after one warm-up (which captures the graph; its time is reported apart). A row that would overrun

@@ -235,6 +235,22 @@ def test_the_gpu_namespace_switch_refuses_an_unknown_name(
         gpu_namespace()
 
 
+def test_the_gpu_namespace_is_cupy_where_it_works_else_torchs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from numoracle.errors import InvalidArgument
+    from numoracle.oracle import xp as xp_module
+
+    monkeypatch.delenv(xp_module.GPU_NAMESPACE_VARIABLE, raising=False)
+    cupy, _ = xp_module._cupy_state()
+    if cupy is None:  # (no CuPy here, or no device it computes on)
+        assert xp_module.is_torch(xp_module.gpu_namespace())
+        monkeypatch.setenv(xp_module.GPU_NAMESPACE_VARIABLE, "cupy")
+        with pytest.raises(InvalidArgument, match="CuPy does not import or compute"):
+            xp_module.gpu_namespace()
+    else:
+        assert xp_module.gpu_namespace() is cupy
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not _cuda(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("namespace", ["cupy", "torch"])
