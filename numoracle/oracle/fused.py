@@ -529,13 +529,14 @@ def single_magnitude(m: np.ndarray) -> np.ndarray:
     return np.where(m32.astype(np.float64) >= m, m32, m32 * SINGLE_UP)
 
 
-def in_single_range(m: Any) -> bool:
-    """Whether every nonzero magnitude of ``m`` lies in float32's normal range (on a
-    GPU at most TF32's largest, :func:`~numoracle.oracle.tensor_sums.in_tf32_range`):
-    where :func:`magnitude_sum` may sum in float32 (TF32)."""
-    if array_module(m) is not np:
-        return in_tf32_range(m)
-    return bool(np.all((m == 0.0) | ((m >= FP32.tiny) & (m <= FP32.max))))
+def in_single_range(*ms: Any) -> bool:
+    """Whether every nonzero magnitude of the arrays ``ms`` lies in float32's normal
+    range (on a GPU at most TF32's largest, in one synchronisation,
+    :func:`~numoracle.oracle.tensor_sums.in_tf32_range`): where :func:`magnitude_sum`
+    may sum in float32 (TF32)."""
+    if array_module(ms[0]) is not np:
+        return in_tf32_range(*ms)
+    return all(bool(np.all((m == 0.0) | ((m >= FP32.tiny) & (m <= FP32.max)))) for m in ms)
 
 
 _SCRATCH = threading.local()

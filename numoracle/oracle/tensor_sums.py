@@ -103,11 +103,15 @@ def tf32_up(m: Any) -> Any:
     return ((bits + _LOW) & ~_LOW).view(np.float64).astype(np.float32)
 
 
-def in_tf32_range(m: Any) -> bool:
-    """Whether every nonzero magnitude of ``m`` lies in float32's normal range and at
-    most TF32's largest (where :func:`tf32_up` holds it)."""
-    xp = array_module(m)
-    return bool(xp.all((m == 0.0) | ((m >= FP32.tiny) & (m <= TF32.max))))
+def in_tf32_range(*ms: Any) -> bool:
+    """Whether every nonzero magnitude of the arrays ``ms`` (of one namespace) lies in
+    float32's normal range and at most TF32's largest (where :func:`tf32_up` holds
+    it): one value brought from the device for all."""
+    xp = array_module(ms[0])
+    ok = [xp.all((m == 0.0) | ((m >= FP32.tiny) & (m <= TF32.max))) for m in ms]
+    for more in ok[1:]:
+        ok[0] = ok[0] & more
+    return bool(ok[0])
 
 
 def available(x: Any) -> bool:

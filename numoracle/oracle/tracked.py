@@ -653,7 +653,7 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
 
     abs_a, abs_b = xp.abs(av), xp.abs(bv)
     value = av @ bv
-    single = _single(model, av, bv) and in_single_range(abs_a) and in_single_range(abs_b)
+    single = _single(model, av, bv) and in_single_range(abs_a, abs_b)
     S = magnitude_sum(abs_a, abs_b, single)
     if bias is not None:
         value = value + bias.value

@@ -309,3 +309,9 @@ def test_device_tf32_sums_keep_the_zoo_caught_and_the_kernel_passing(
         assert r.verdict == "FAIL", f"{t.name}: {r.verdict} after {r.cases} cases"
     good = run_target(get_target("numpy-fp32", "linear"), examples=100, seed=0, store=tmp_path)
     assert good.verdict == "pass" and good.cases >= 50, (good.verdict, good.cases)
+
+
+def test_the_range_of_several_arrays_is_every_arrays() -> None:
+    inside, below = np.array([[0.0, FP32.tiny, 1.0]]), np.array([FP32.tiny / 4])
+    assert in_tf32_range(inside, inside.T)
+    assert not in_tf32_range(inside, below) and not in_tf32_range(below, inside)
