@@ -2,10 +2,12 @@
 # The KernelBench judge on the GPU, two parts run side by side, each stopped at KB_DEADLINE
 # seconds (default 520: one call of about 9 minutes on one H200 with 16 CPU cores):
 #  official    every level-1 and level-2 problem (200) judged with its own Model as ModelNew
-#              under the fp32 claim, whole where the float64 floor fits the device's memory;
-#              KB_SLOTS judging workers per GPU (torch imported once each; each problem's
-#              candidate in a fresh sandboxed process forked from a template), the most
-#              work first, 120 s per problem
+#              under the fp32 claim, whole wherever its planned device memory (the memory
+#              model, KB_MEMORY_MODEL: default benchmarks/results/h200/kbench_memory/
+#              model.json) fits the device; a problem starts where its plan fits the memory
+#              not yet reserved, at most KB_SLOTS per GPU (torch imported once each; each
+#              problem's candidate in a fresh sandboxed process forked from a template),
+#              the big ones first (KB_ORDER), 120 s per problem
 #  candidates  public leaderboard kernels KernelBench accepted, re-judged with numoracle's
 #              verdict classes, backward where they define one: KB_BUILD_JOBS compiled at
 #              once (CUDA load_inline, a minute or more each) ahead of KB_JOBS judgements;
@@ -14,7 +16,8 @@
 #
 #   OUT=DIR [KB_PARTS="official candidates"] [KB_DEADLINE=520] bash benchmarks/gpu_kbench200.sh
 #
-# KB_ORDER=least-work-first starts the smallest problems first (a short window).
+# KB_ORDER=least-work-first starts the smallest problems first (a short window);
+# most-work-first the most estimated work first; big-first (default) the most memory.
 # Slots by default: official 8 and candidates 5 builds + 3 judgements when both run; either
 # part alone gets the whole machine (official 14; candidates 10 builds + 5 judgements).
 # Each part writes its table after every row: a part stopped at KB_DEADLINE keeps its rows
@@ -50,7 +53,8 @@ if [[ " $PARTS " == *" official "* ]]; then
   if [ -d .kernelbench/current/level1 ]; then
     timeout $(( D + 20 )) python3 -m benchmarks.kernelbench.official run .kernelbench/current \
       --out "$OUT/kbench200" --device cuda --limit "${KB_LIMIT:-120}" --deadline "$D" \
-      --slots "${KB_SLOTS:-$(( both ? 8 : 14 ))}" --order "${KB_ORDER:-most-work-first}" > "$OUT/kbench200/official.log" 2>&1 &
+      --slots "${KB_SLOTS:-$(( both ? 8 : 14 ))}" --order "${KB_ORDER:-big-first}" \
+      ${KB_MEMORY_MODEL:+--memory-model "$KB_MEMORY_MODEL"} > "$OUT/kbench200/official.log" 2>&1 &
   else
     echo "no .kernelbench/current/level1 (carry .kernelbench): official part skipped" \
       >> "$OUT/kbench200/log.txt"

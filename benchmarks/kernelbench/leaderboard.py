@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.kernelbench.official import (
+from benchmarks.kernelbench.worker import (
     device_usable,
     free_device_memory,
     log_tail,

@@ -276,6 +276,8 @@ class _Context:
         self._worker: Sandbox | InProcess | None = None
         #: whether gradients are judged too (the candidate's against the traced vjp)
         self.backward = backward
+        #: an official instance the oracle runs out of memory on is judged smaller
+        self.fall_back = True
         #: the GPU the oracle evaluates on (:func:`~numoracle.oracle.xp.on_gpu`); None: the host
         self.gpu = oracle_device(device)
         #: seconds per phase (:attr:`Judgement.timings`), summed over the cases
@@ -705,7 +707,7 @@ def judge(problem: str | Path, candidate: str | Path, *, precision: str = "fp32"
           max_bytes: int | None = None, case: KBCase | None = None,
           isolated: bool = True, shrink: bool = True,
           progress: Callable[[int], None] | None = None,
-          backward: bool | None = None) -> Judgement:
+          backward: bool | None = None, fall_back: bool = True) -> Judgement:
     """Judge the candidate file against the problem file.
 
     Parameters
@@ -745,6 +747,11 @@ def judge(problem: str | Path, candidate: str | Path, *, precision: str = "fp32"
         cases (cotangents drawn per case); None: when the candidate's file
         defines a ``backward`` (its own autograd Function). A candidate whose
         outputs carry no autograd graph is said so, not failed.
+    fall_back : bool
+        Where the oracle runs out of device memory on a whole official instance
+        that ``max_bytes`` admits: judge it on sampled rows or at reduced sizes
+        (True), or stop, ``not judged`` (False: a driver that judges it again
+        whole with the device to itself).
 
     Returns
     -------
@@ -760,6 +767,7 @@ def judge(problem: str | Path, candidate: str | Path, *, precision: str = "fp32"
         ctx = _Context(prob, Path(candidate), precision, device, timeout, max_bytes,
                        isolated, defines_backward(candidate) if backward is None else backward)
         out.backward = ctx.backward
+        ctx.fall_back = fall_back
         ctx.lap("loading the problem", t0)
     except BadFile as exc:
         out.status, out.reason = "refused", str(exc)
@@ -893,6 +901,9 @@ def _judge(ctx: _Context, out: Judgement, examples: int, seed: int,
         first = ctx.run(official)
         if progress is not None:
             progress(1)
+        if first.oracle_out_of_memory and fits and not ctx.fall_back:
+            out.status, out.reason = NOT_JUDGED, f"not judged: {first.fault}"
+            return out
         if first.oracle_out_of_memory and fits:
             official = _smaller(ctx, out, first, seed)
             first = ctx.run(official)

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import numoracle.kernelbench.judge  # noqa: F401 - the module, below
+from benchmarks.kernelbench.admission import out_of_memory
 from benchmarks.kernelbench.official import classify
 from numoracle.oracle.xp import is_torch
 
@@ -98,6 +99,12 @@ def test_a_whole_instance_the_device_cannot_hold_is_judged_on_sampled_rows(
     assert any("its distribution judged at" in n for n in shared.notes)
     row = {**shared.as_dict(), "official_how": "reduced"}
     assert classify(row) == "reduced sizes"
+    # a driver that judges it again alone asks the judge not to fall back: not judged,
+    # for want of memory (out_of_memory reads it so), nothing judged smaller
+    calls.clear()
+    stopped = run(problems, candidates, "gemm_gelu", "gemm_gelu_correct", fall_back=False)
+    assert stopped.status == "not judged" and out_of_memory(stopped.as_dict()), stopped.reason
+    assert stopped.official is None and len(calls) == 1
 
 
 def test_how_an_official_instance_was_judged() -> None:
