@@ -24,6 +24,7 @@ numba is installed (:func:`fused_exact`), else the general NumPy passes.
 from __future__ import annotations
 
 import operator
+import os
 import threading
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -45,7 +46,7 @@ from .precision import gamma
 from .tensor_sums import in_tf32_range, tensor_sum, tf32_growth, tf32_up
 from .xp import array_module, is_torch
 
-__all__ = ["fused", "fused_exact", "whole_rules", "contraction_radii", "add_rounding", "lowest_set_bit",
+__all__ = ["fused", "fused_exact", "whole_rules", "DEVICE_ROWS_VARIABLE", "contraction_radii", "add_rounding", "lowest_set_bit",
            "device_scalars", "own_array", "rounded", "operand_facts", "OperandFacts",
            "PendingFacts", "exact_products", "exact_contraction_radii", "store_rounding",
            "magnitude_sum", "single_sum", "single_growth", "SINGLE_CHUNK", "NOT_FINITE",
@@ -243,11 +244,21 @@ def fused_exact(xp: Any) -> bool:
     return fused(xp) or (xp is np and fused_cpu.available())
 
 
+#: the environment variable that switches the softmax family's whole-rule kernels on
+#: CuPy on (``1``) or off (``0``, the default: each primitive's kernels)
+DEVICE_ROWS_VARIABLE = "NUMORACLE_DEVICE_ROWS"
+
+
 def whole_rules(xp: Any, size: int) -> bool:
     """Whether a rule of the softmax family over ``size`` elements of ``xp`` runs as
-    whole-rule loops (:mod:`~numoracle.oracle.fused_cpu`'s, on NumPy where numba is
-    installed, from LOOP_MIN elements): the same bits as its primitives' passes."""
-    return xp is np and size >= fused_cpu.LOOP_MIN and fused_cpu.rows_available()
+    whole-rule loops: on NumPy :mod:`~numoracle.oracle.fused_cpu`'s where numba is
+    installed, from LOOP_MIN elements (the same bits as its primitives' passes); on
+    CuPy :mod:`~numoracle.oracle.fused_cuda`'s kernels where
+    :data:`DEVICE_ROWS_VARIABLE` is ``1`` (the same bits but for the device's
+    exponentials, within the reference's own error of the host's)."""
+    if xp is np:
+        return size >= fused_cpu.LOOP_MIN and fused_cpu.rows_available()
+    return size > 0 and fused(xp) and os.environ.get(DEVICE_ROWS_VARIABLE, "0") == "1"
 
 
 def contraction_radii(S: Any, grow: Any, tiny_mag: Any, tiny_sum: Any, det_coef: Any,

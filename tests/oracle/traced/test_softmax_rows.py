@@ -171,6 +171,21 @@ def test_other_axis_and_escalated_inputs_take_the_passes(small_loops: None) -> N
     assert_same_bits(sm.softmax(ctx, low, 1), _passes(sm.softmax, ctx, low, 1))
 
 
+def gradient(rng: np.random.Generator, rows: int, cols: int, grad: str) -> Tracked:
+    """A drawn gradient of log-softmax: one-hot (a cross-entropy's), dense, a mix of
+    the two by rows, with a zero row, or holding a NaN."""
+    g = np.zeros((rows, cols))
+    g[np.arange(rows), rng.integers(0, cols, rows)] = -1.0 / 3.0
+    if grad in ("dense", "mixed", "special"):
+        dense = rng.standard_normal((rows, cols))
+        g = dense if grad == "dense" else np.where(rng.random((rows, 1)) < 0.5, dense, g)
+    if grad == "zero_row":
+        g[0] = 0.0
+    if grad == "special":
+        g[0, 0] = np.nan
+    return exact(g) if grad in ("one_hot", "zero_row") else _tracked(g, rng, "some")
+
+
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])  # (the same patch each time)
 @given(rows=st.integers(1, 6), cols=st.integers(1, 70),
@@ -185,17 +200,7 @@ def test_log_softmax_backward_loop_gives_the_passes_bits(small_loops: None, rows
     x = _values(rng, (rows, cols), kind)
     with np.errstate(all="ignore"):
         y = _passes(sm.log_softmax, ctx, _tracked(x, rng, "all"), -1)
-    labels = rng.integers(0, cols, rows)
-    g = np.zeros((rows, cols))
-    g[np.arange(rows), labels] = -1.0 / 3.0
-    if grad in ("dense", "mixed", "special"):
-        dense = rng.standard_normal((rows, cols))
-        g = dense if grad == "dense" else np.where(rng.random((rows, 1)) < 0.5, dense, g)
-    if grad == "zero_row":
-        g[0] = 0.0
-    if grad == "special":
-        g[0, 0] = np.nan
-    gt = exact(g) if grad in ("one_hot", "zero_row") else _tracked(g, rng, "some")
+    gt = gradient(rng, rows, cols, grad)
     with np.errstate(all="ignore"):
         assert_same_bits(sm.log_softmax_backward_rule(ctx, gt, y, -1),
                          _passes(sm.log_softmax_backward_rule, ctx, gt, y, -1))

@@ -22,15 +22,22 @@ from typing import Any
 import numpy as np
 
 from ... import elementwise as ew
-from ... import fused_cpu
+from ... import fused_cpu, fused_cuda
 from ...fused import whole_rules
 from ...tracked import U64, Tracked, bounded, may_be_exact, negated, sum_
+from ...xp import array_module
 from ..rules import RuleContext
 from . import ieee
 from ._common import scalar, tmap_all
 from .elementwise import ulps
 
 __all__ = ["fused_softmax", "fused_log_softmax", "fused_log_softmax_backward"]
+
+
+def _loops(xp: Any) -> Any:
+    """The row functions of ``xp``: numba's loops on NumPy, CuPy's kernels else
+    (where :func:`~numoracle.oracle.fused.whole_rules` lets either run)."""
+    return fused_cpu if xp is np else fused_cuda
 
 
 def _keep(t: Tracked, axis: int) -> Tracked:
@@ -59,12 +66,13 @@ class _RowPass:
         self.__dict__.update(kw)
 
 
-def _per_row(t: Tracked, rows: int) -> np.ndarray:
+def _per_row(t: Tracked, rows: int) -> Any:
     """A kept-axis tracked value as a ``(rows, 4)`` array: value, det, prob, ref_err."""
     shape = t.value.shape
-    return np.ascontiguousarray(np.stack(
-        [np.broadcast_to(a, shape).reshape(rows) for a in (t.value, t.det, t.prob, t.ref_err)],
-        axis=1))
+    xp = array_module(t.value)
+    return xp.ascontiguousarray(xp.stack(
+        [xp.broadcast_to(xp.asarray(a), shape).reshape(rows)
+         for a in (t.value, t.det, t.prob, t.ref_err)], axis=1))
 
 
 def _special_any(*ts: Tracked) -> bool:
@@ -80,30 +88,32 @@ def _row_pass(ctx: RuleContext, x: Tracked, axis: int, unshifted: bool) -> _RowP
     radius that is not finite, a maximum that is an exact 0, a special point in an
     exponential (then the primitives' passes)."""
     shape = x.shape
+    xp = array_module(x.value)
     if (x.lo is not None or x.value.ndim == 0 or axis != x.value.ndim - 1 or shape[-1] == 0
-            or not whole_rules(np, x.value.size) or not isinstance(x.value, np.ndarray)):
+            or not whole_rules(xp, x.value.size)):
         return None
+    loops = _loops(xp)
     model = ctx.model
     acc = model.accumulate
     n = shape[-1]
-    v = np.ascontiguousarray(x.value, dtype=np.float64).reshape(-1, n)
-    radii = tuple(fused_cpu.as_rows(a, shape) for a in (x.det, x.prob, x.ref_err))
-    mx = fused_cpu.row_max(v, *radii)
+    v = xp.ascontiguousarray(x.value, dtype=np.float64).reshape(-1, n)
+    radii = tuple(loops.as_rows(xp.asarray(a), shape) for a in (x.det, x.prob, x.ref_err))
+    mx = loops.row_max(v, *radii)
     if mx is None or bool(np.any((mx[:, 0] == 0) & (mx[:, 1] + mx[:, 3] == 0))):
         return None
     masked = bool(mx[:, 5].any())  # (entries an exact -inf: softmax's alone takes them)
     if masked and (unshifted or not bool(np.all(np.isfinite(mx[:, 0])))):
         return None
     kshape = shape[:-1] + (1,)
-    m = bounded(*(np.ascontiguousarray(mx[:, k]).reshape(kshape) for k in range(3)),
-                ref_err=np.ascontiguousarray(mx[:, 3]).reshape(kshape), n=x.max_n)
+    m = bounded(*(xp.asarray(np.ascontiguousarray(mx[:, k]).reshape(kshape)) for k in range(3)),
+                ref_err=xp.asarray(np.ascontiguousarray(mx[:, 3]).reshape(kshape)), n=x.max_n)
     u = model.acc_unit()
     spec = ew._check_ulps("exp", ulps(ctx, "exp"), model)
     params = (u, acc.tiny, U64, acc.max, float(spec.ulps), float(spec.per_x),
               float(spec.of_one), ew._REF_ULPS * U64, acc.max, u)
     ints = (int(acc.t), int(acc.emin))
     test_d = may_be_exact(x, m)
-    ev, ed, ep, er, terms, xe, xed, xep, xer, flags = fused_cpu.shifted_exp_rows(
+    ev, ed, ep, er, terms, xe, xed, xep, xer, flags = loops.shifted_exp_rows(
         v, radii, mx, test_d, unshifted, params, ints)
     if bool(flags[:, 0].any()):
         return None
@@ -126,8 +136,7 @@ def _row_pass(ctx: RuleContext, x: Tracked, axis: int, unshifted: bool) -> _RowP
     e_zero = bool(flags[:, 3].any()) and bool(flags[:, 4].any())
     return _RowPass(x=x, v=v, radii=radii, mx=mx, m=m, e=e, total=total, plain=plain,
                     n_d=n_d, test_d=test_d, masked=masked, d_zero=d_zero, e_zero=e_zero,
-                    ints=ints,
-                    rows=v.shape[0], kshape=kshape)
+                    ints=ints, loops=loops, rows=v.shape[0], kshape=kshape)
 
 
 def fused_softmax(ctx: RuleContext, x: Tracked, axis: int) -> Tracked | None:
@@ -145,8 +154,8 @@ def fused_softmax(ctx: RuleContext, x: Tracked, axis: int) -> Tracked | None:
     params = (u, acc.tiny, U64, acc.max, rel * u, rel * acc.tiny, 1 + rel * u, 1.0 + 2 * U64)
     rows = rp.rows
     flat = tuple(a.reshape(rows, -1) for a in (e.value, e.det, e.prob, e.ref_err))
-    value, det, prob, ref, mag = fused_cpu.softmax_rows(flat, _per_row(total, rows),
-                                                        _per_row(rec, rows), rp.masked, params)
+    value, det, prob, ref, mag = rp.loops.softmax_rows(flat, _per_row(total, rows),
+                                                       _per_row(rec, rows), rp.masked, params)
     shape = x.shape
     return bounded(value.reshape(shape), det.reshape(shape), prob.reshape(shape),
                    ref_err=ref.reshape(shape), mag=mag.reshape(shape),
@@ -177,7 +186,7 @@ def fused_log_softmax(ctx: RuleContext, x: Tracked, axis: int) -> Tracked | None
     u = m_.acc_unit()
     rows = rp.rows
     params = (u, fmt.tiny, U64, fmt.max, 1.0 + 2 * U64)
-    value, det, prob, ref, mag = fused_cpu.log_softmax_rows(
+    value, det, prob, ref, mag = rp.loops.log_softmax_rows(
         rp.v, rp.radii, rp.mx, tuple(_per_row(t, rows) for t in (logs, top, plain)),
         np.ascontiguousarray(ok), flags, params, rp.ints)
     shape = x.shape
@@ -185,13 +194,14 @@ def fused_log_softmax(ctx: RuleContext, x: Tracked, axis: int) -> Tracked | None
                    ref_err=ref.reshape(shape), mag=mag.reshape(shape), n=rp.n_d + logs.n)
 
 
-def _finite_rows(t: Tracked, shape: tuple[int, ...]) -> tuple[np.ndarray, tuple[Any, ...],
-                                                              np.ndarray] | None:
+def _finite_rows(loops: Any, t: Tracked, shape: tuple[int, ...]
+                 ) -> tuple[Any, tuple[Any, ...], np.ndarray] | None:
     """``t`` as rows (its value contiguous, its radii views) and :func:`fused_cpu.row_max`'s
-    maxima; None where some value or radius is not finite."""
-    v = np.ascontiguousarray(t.value, dtype=np.float64).reshape(-1, shape[-1])
-    radii = tuple(fused_cpu.as_rows(a, shape) for a in (t.det, t.prob, t.ref_err))
-    mx = fused_cpu.row_max(v, *radii)
+    maxima (on the host); None where some value or radius is not finite."""
+    xp = array_module(t.value)
+    v = xp.ascontiguousarray(t.value, dtype=np.float64).reshape(-1, shape[-1])
+    radii = tuple(loops.as_rows(xp.asarray(a), shape) for a in (t.det, t.prob, t.ref_err))
+    mx = loops.row_max(v, *radii)
     return None if mx is None or bool(mx[:, 5].any()) else (v, radii, mx)
 
 
@@ -205,11 +215,13 @@ def fused_log_softmax_backward(ctx: RuleContext, grad: Tracked, out: Tracked,
     m = ctx.model
     shape = out.shape
     spec = ew._check_ulps("exp", ulps(ctx, "exp"), m)
+    xp = array_module(out.value)
     if (grad.lo is not None or out.lo is not None or out.value.ndim == 0 or grad.shape != shape
             or axis != out.value.ndim - 1 or shape[-1] == 0 or not spec.ulps > 0
-            or not whole_rules(np, out.value.size) or not isinstance(out.value, np.ndarray)):
+            or not whole_rules(xp, out.value.size) or array_module(grad.value) is not xp):
         return None
-    ys, gs = _finite_rows(out, shape), _finite_rows(grad, shape)
+    loops = _loops(xp)
+    ys, gs = _finite_rows(loops, out, shape), _finite_rows(loops, grad, shape)
     if ys is None or gs is None or not float(ys[2][:, 0].max()) <= 700.0:
         return None
     s = _sum_keep(ctx, grad, axis)
@@ -219,9 +231,9 @@ def fused_log_softmax_backward(ctx: RuleContext, grad: Tracked, out: Tracked,
         return None
     rows = ys[0].shape[0]
     kshape = shape[:-1] + (1,)
-    count, first = fused_cpu.hot_rows(gs[0], gs[1][0])
+    count, first = loops.hot_rows(gs[0], gs[1][0])
     single = count == 1
-    c = np.zeros((rows, 4))
+    c = xp.zeros((rows, 4))
     if single.any():
         idx = first.reshape(kshape)
         c = _per_row(negated(tmap_all(grad, lambda a: np.take_along_axis(a, idx, axis=axis))),
@@ -232,8 +244,8 @@ def fused_log_softmax_backward(ctx: RuleContext, grad: Tracked, out: Tracked,
               1.0 + 2 * U64)
     scalars = np.array([[float(np.asarray(a)) for a in (t.value, t.det, t.prob, t.ref_err)]
                         for t in (one, rec)])
-    value, det, prob, ref, mag = fused_cpu.log_softmax_backward_rows(
-        (ys[0], *ys[1]), (gs[0], *gs[1]), _per_row(s, rows), np.ascontiguousarray(c), single,
+    value, det, prob, ref, mag = loops.log_softmax_backward_rows(
+        (ys[0], *ys[1]), (gs[0], *gs[1]), _per_row(s, rows), xp.ascontiguousarray(c), single,
         scalars, params)
     return bounded(value.reshape(shape), det.reshape(shape), prob.reshape(shape),
                    ref_err=ref.reshape(shape), mag=mag.reshape(shape),

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The softmax family's whole-rule kernels on CuPy (numoracle/oracle/fused_cuda.py; switched
+# on by NUMORACLE_DEVICE_ROWS=1): their GPU-marked tests (each kernel against the host's
+# build of the same C text, bit for bit where it computes no exponential; each rule within
+# the oracle's own error of the NumPy path and of CuPy's primitives), then the traced
+# oracle's cost per case against torch float64 eager for softmax, attention and
+# cross-entropy (benchmarks/traced/table.py) in CuPy with the kernels on and off.
+#
+#   bash benchmarks/gpu_rows.sh OUT
+#
+# From the root of a checkout, on a machine with a CUDA GPU, torch, cupy and g++. Writes
+# OUT/rows/env.txt, tests.log, table.log, on/table.md, on/table.json, off/table.md,
+# off/table.json. About 3 minutes: the tests under TEST_LIMIT (90 s), each table under
+# TABLE_BUDGET (30 s of rows; a row that would start later is skipped and says so).
+set -uo pipefail
+OUT=${1:?usage: bash benchmarks/gpu_rows.sh OUT}
+cd "$(dirname "$0")/.."
+R="$OUT/rows"
+mkdir -p "$R/on" "$R/off"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+TEST_LIMIT=${TEST_LIMIT:-90}
+TABLE_BUDGET=${TABLE_BUDGET:-30}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$R/env.txt" 2>&1
+python3 -c "import torch, numpy, cupy; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'numpy', numpy.__version__, 'cupy', cupy.__version__)" >> "$R/env.txt" 2>&1
+python3 -c "import numba; print('numba', numba.__version__)" >> "$R/env.txt" 2>&1 || echo "no numba: the NumPy path is the primitives' passes" >> "$R/env.txt"
+(g++ --version | head -1) >> "$R/env.txt" 2>&1 || echo "no g++: the kernels are not compared with their host build" >> "$R/env.txt"
+git rev-parse HEAD >> "$R/env.txt" 2>&1
+start=$SECONDS
+timeout "$TEST_LIMIT" python3 -m pytest tests/oracle/traced/test_softmax_rows_device.py \
+    -m gpu -q -rA -n 4 -p no:cacheprovider -o addopts="" > "$R/tests.log" 2>&1
+echo "tests exit $? after $(( SECONDS - start )) s" >> "$R/env.txt"
+for sw in 1 0; do
+    dir="$R/on"; [ "$sw" = 0 ] && dir="$R/off"
+    start=$SECONDS
+    NUMORACLE_GPU_NAMESPACE=cupy NUMORACLE_DEVICE_ROWS=$sw timeout $(( TABLE_BUDGET + 25 )) \
+        python3 -m benchmarks.traced.table --device cuda --out "$dir" \
+        --only softmax,attention,cross_entropy --budget "$TABLE_BUDGET" --repeats 3 \
+        >> "$R/table.log" 2>&1
+    echo "table (NUMORACLE_DEVICE_ROWS=$sw) exit $? after $(( SECONDS - start )) s" >> "$R/env.txt"
+done
+cat "$R/env.txt"
+grep -E "passed|failed|error" "$R/tests.log" | tail -3
+cat "$R/on/table.md" "$R/off/table.md"

@@ -1,0 +1,176 @@
+"""The whole-rule forms of the softmax family on CuPy: a few kernels per rule.
+
+On CuPy each primitive of a softmax or log-softmax rule is several kernels and a
+host dispatch each (hundreds per rule). Here the rule's elementwise part is one
+``ElementwiseKernel`` before its sums and one after (:mod:`~numoracle.oracle._rows_cuda`,
+the operations of :mod:`~numoracle.oracle._numba_rows` in their order), the rows'
+maxima one kernel of a block per row, the online bound's counts one sort per row
+and a binary search in the first kernel; the sums stay CuPy's. The functions have
+the signatures of :mod:`~numoracle.oracle.fused_cpu`'s row functions, so that the
+rules (:mod:`~numoracle.oracle.traced.library._softmax_rows`) call either; the
+rows' maxima come back to the host (a few numbers a row: the rules decide on them
+there) and every other result stays on the device.
+
+Where the kernels run is :func:`~numoracle.oracle.fused.whole_rules`' decision (on
+CuPy, with ``NUMORACLE_DEVICE_ROWS=1`` in the environment). The kernels are built
+by :func:`build` (CuPy's, compiled on first use and cached by CuPy); the tests
+swap in the same sources compiled on the host.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._rows_cuda import (
+    BLOCK,
+    FLAG_BITS,
+    HOT_ROWS,
+    LOG_SOFTMAX,
+    LOG_SOFTMAX_BACKWARD,
+    PREAMBLE,
+    ROW_HI,
+    ROW_MAX,
+    ROW_MAX_COLUMNS,
+    SHIFTED_EXP,
+    SHIFTED_EXP_BOTH,
+    SOFTMAX,
+    Elementwise,
+    PerRow,
+)
+from .fused import _NO_FMA
+from .xp import array_module
+
+__all__ = ["build", "as_rows", "row_max", "shifted_exp_rows", "softmax_rows",
+           "log_softmax_rows", "hot_rows", "log_softmax_backward_rows"]
+
+_BUILT: dict[str, Any] = {}
+
+
+def _cupy_kernel(spec: Elementwise | PerRow) -> Any:
+    """CuPy's kernel of ``spec``, compiled without fused multiply-add."""
+    import cupy  # noqa: PLC0415 - only for device arrays
+
+    if isinstance(spec, Elementwise):
+        return cupy.ElementwiseKernel(spec.in_params(), spec.out_params(), spec.body,
+                                      spec.name, preamble=PREAMBLE, options=_NO_FMA)
+    return cupy.RawKernel(PREAMBLE + spec.source(), spec.name, options=_NO_FMA)
+
+
+#: what makes a kernel of a spec (CuPy's; the tests' host compilation in its place)
+build = _cupy_kernel
+
+
+def _kernel(spec: Elementwise | PerRow) -> Any:
+    key = f"{spec.name}:{id(build)}"
+    if key not in _BUILT:
+        _BUILT[key] = build(spec)
+    return _BUILT[key]
+
+
+def as_rows(a: Any, shape: tuple[int, ...]) -> Any:
+    """``a`` (float64) broadcast to ``shape`` as rows of its last axis (a view where
+    the layout allows: a broadcast radius stays unwritten)."""
+    xp = array_module(a)
+    a = xp.broadcast_to(xp.asarray(a, dtype=xp.float64), shape)
+    return a.reshape(-1, shape[-1] if shape else 1)
+
+
+def _strides(a: Any) -> tuple[np.int64, np.int64]:
+    """The element strides of a 2-D float64 array (0 along a broadcast axis)."""
+    return np.int64(a.strides[0] // 8), np.int64(a.strides[1] // 8)
+
+
+def _device(xp: Any, a: Any, dtype: Any = np.float64) -> Any:
+    """A host array (or a device one) as a flat contiguous device array."""
+    return xp.ascontiguousarray(xp.asarray(a, dtype=dtype)).reshape(-1)
+
+
+def row_max(x: Any, xd: Any, xp_: Any, xr: Any) -> np.ndarray | None:
+    """Per row of ``x`` (2-D, C-contiguous) with its radii: the largest value, det,
+    prob, ref_err, ``x + det + ref_err`` and the count of masked entries (exact
+    ``-inf``) (columns 0 to 5), brought to the host; None where some other value or
+    some radius is not finite (column 6 counts them)."""
+    xp = array_module(x)
+    rows, cols = x.shape
+    out = xp.empty((rows, ROW_MAX_COLUMNS))
+    args = [x]
+    for r in (xd, xp_, xr):
+        args += [r, *_strides(r)]
+    _kernel(ROW_MAX)((rows,), (BLOCK,), (*args, np.int64(cols), out))
+    host = out.get() if hasattr(out, "get") else out
+    return None if bool(host[:, 6].any()) else host
+
+
+def shifted_exp_rows(x: Any, radii: tuple[Any, ...], mx: np.ndarray, test_exact: bool,
+                     unshifted: bool, params: tuple[float, ...],
+                     ints: tuple[int, int]) -> tuple[Any, ...]:
+    """The first whole-rule kernel: ``e``'s value, det, prob, ref_err, the online
+    bound's terms, with ``unshifted`` ``exp(x)``'s four arrays (else None), and the
+    flags (``fused_cpu.shifted_exp_rows``'s columns, or'ed over the rows: one row, on
+    the host)."""
+    xp = array_module(x)
+    xd, xp_, xr = radii
+    shape = x.shape
+    hs = xp.sort(_kernel(ROW_HI)(x, xd, xr, xp.empty(shape)), axis=-1)
+    outs = [xp.empty(shape) for _ in range(9 if unshifted else 5)]
+    flags = xp.zeros(1, dtype=xp.int32)
+    scalars = (*(np.float64(p) for p in params), np.int32(ints[0]), np.int32(ints[1]),
+               np.bool_(test_exact), np.int64(shape[1]))
+    _kernel(SHIFTED_EXP_BOTH if unshifted else SHIFTED_EXP)(
+        x, xd, xp_, xr, _device(xp, mx), hs.reshape(-1), *scalars, *outs, flags)
+    bits = int(flags.get()[0] if hasattr(flags, "get") else flags[0])
+    host = np.array([[bool(bits >> k & 1) for k in range(FLAG_BITS)]])
+    rest = outs[5:] if unshifted else [None] * 4
+    return (*outs[:5], *rest, host)
+
+
+def softmax_rows(e: tuple[Any, ...], tot: Any, rec: Any, carry: bool,
+                 params: tuple[float, ...]) -> tuple[Any, ...]:
+    """The second whole-rule kernel of softmax (with ``carry`` the special values ieee
+    decides): value, det, prob, ref_err, magnitude."""
+    xp = array_module(e[0])
+    shape = e[0].shape
+    outs = tuple(xp.empty(shape) for _ in range(5))
+    _kernel(SOFTMAX)(*e, _device(xp, tot), _device(xp, rec), *(np.float64(p) for p in params),
+                     np.bool_(carry), np.int64(shape[1]), *outs)
+    return outs
+
+
+def log_softmax_rows(x: Any, radii: tuple[Any, ...], mx: np.ndarray,
+                     per_row: tuple[Any, ...], ok: Any, exact: tuple[bool, ...],
+                     params: tuple[float, ...], ints: tuple[int, int]) -> tuple[Any, ...]:
+    """The second whole-rule kernel of log-softmax: value, det, prob, ref_err,
+    magnitude."""
+    xp = array_module(x)
+    outs = tuple(xp.empty(x.shape) for _ in range(5))
+    _kernel(LOG_SOFTMAX)(x, *radii, _device(xp, mx), *(_device(xp, t) for t in per_row),
+                         _device(xp, ok, np.bool_), *(np.float64(p) for p in params),
+                         np.int32(ints[0]), np.int32(ints[1]), *(np.bool_(f) for f in exact),
+                         np.int64(x.shape[1]), *outs)
+    return outs
+
+
+def hot_rows(g: Any, gd: Any) -> tuple[Any, Any]:
+    """Per row of a gradient: how many entries may be nonzero, and the first of them
+    (device arrays)."""
+    xp = array_module(g)
+    rows, cols = g.shape
+    count, first = (xp.empty(rows, dtype=xp.int64) for _ in range(2))
+    _kernel(HOT_ROWS)((rows,), (BLOCK,), (g, gd, *_strides(gd), np.int64(cols), count, first))
+    return count, first
+
+
+def log_softmax_backward_rows(y: tuple[Any, ...], g: tuple[Any, ...], s: Any, c: Any,
+                              single: Any, scalars: np.ndarray, params: tuple[float, ...]
+                              ) -> tuple[Any, ...]:
+    """The whole-rule kernel of log-softmax's backward: value, det, prob, ref_err,
+    magnitude."""
+    xp = array_module(y[0])
+    shape = y[0].shape
+    outs = tuple(xp.empty(shape) for _ in range(5))
+    _kernel(LOG_SOFTMAX_BACKWARD)(*y, *g, _device(xp, s), _device(xp, c),
+                                  _device(xp, single, np.bool_), _device(xp, scalars),
+                                  *(np.float64(p) for p in params), np.int64(shape[1]), *outs)
+    return outs

@@ -1,0 +1,211 @@
+"""The device kernels of the softmax family's rows (``numoracle/oracle/_rows_cuda.py``)
+compiled on the host: the same C text, through a shim of CUDA's few names, by g++
+without contraction (``-ffp-contract=off``, as the device's ``--fmad=false``) into
+a shared library loaded by ctypes. An elementwise kernel is a loop over the elements
+(``i`` its index); a kernel of a block per row a loop over the blocks, each of one
+thread (so its shared-memory reduction has one entry, and the thread's loop visits
+the row in order: the numba loops' order). :func:`build` returns callables with
+CuPy's calling conventions on NumPy arrays, for ``fused_cuda.build``; None where
+g++ is missing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from numoracle.oracle import _rows_cuda as src
+
+SHIM = r"""
+#include <math.h>
+#include <string.h>
+#include <algorithm>
+using std::max;
+using std::min;
+#define __device__ static inline
+#define __forceinline__
+#define __global__
+#define __shared__ static
+static inline double __longlong_as_double(long long b) { double d; memcpy(&d, &b, 8); return d; }
+static inline long long __double_as_longlong(double d) { long long b; memcpy(&b, &d, 8); return b; }
+static inline int __ffsll(long long b) { return __builtin_ffsll(b); }
+static inline int atomicOr(int* p, int v) { int o = *p; *p |= v; return o; }
+struct nr_dim3 { unsigned x; };
+static nr_dim3 threadIdx, blockIdx, blockDim, gridDim;
+static inline void __syncthreads() {}
+"""
+
+_C = {"float64": "double", "int32": "int", "int64": "long long", "bool": "bool"}
+_CTYPES = {"double": ctypes.c_double, "int": ctypes.c_int, "long long": ctypes.c_longlong,
+           "bool": ctypes.c_bool}
+_NP = {"double": np.float64, "int": np.int32, "long long": np.int64, "bool": np.bool_}
+
+
+def _params(text: str) -> list[tuple[str, str]]:
+    """CuPy's ``type name`` list as (C type, name), ``raw`` dropped."""
+    out = []
+    for p in filter(None, (q.strip() for q in text.split(","))):
+        words = p.split()
+        out.append((_C[words[-2]], words[-1]))
+    return out
+
+
+def _elementwise_source(k: src.Elementwise) -> str:
+    sig, bind = ["long long n"], []
+    for t, name in _params(k.arrays):
+        sig.append(f"const {t}* {name}__p")
+        bind.append(f"const {t} {name} = {name}__p[i];")
+    sig += [f"{t}* {name}" for t, name in _params(k.raws)]
+    sig += [f"{t} {name}" for t, name in _params(k.scalars)]
+    for t, name in _params(k.outs):
+        sig.append(f"{t}* {name}__p")
+        bind.append(f"{t}& {name} = {name}__p[i];")
+    sig += [f"{t}* {name}" for t, name in _params(k.raw_outs)]
+    return (f'extern "C" void {k.name}({", ".join(sig)}) {{\n'
+            f"  for (long long i = 0; i < n; ++i) {{\n    {' '.join(bind)}\n"
+            f"    {{\n{k.body}\n    }}\n  }}\n}}\n")
+
+
+def _c_params(text: str) -> list[tuple[str, str]]:
+    out = []
+    for p in (q.strip() for q in text.split(",")):
+        t, name = p.rsplit(None, 1)
+        out.append((t, name))
+    return out
+
+
+def _per_row_source(k: src.PerRow) -> str:
+    names = ", ".join(n for _, n in _c_params(k.params))
+    return k.source() + (
+        f'extern "C" void {k.name}__grid(long long grid, {k.params}) {{\n'
+        "  blockDim.x = 1; gridDim.x = (unsigned)grid; threadIdx.x = 0;\n"
+        f"  for (long long b = 0; b < grid; ++b) {{ blockIdx.x = (unsigned)b; {k.name}({names}); }}\n"
+        "}\n")
+
+
+def _host(a: Any) -> Any:
+    """The NumPy array under an array of the tests' strict namespace (written in place)."""
+    return getattr(a, "a", a) if type(a).__name__ == "StrictArray" else a
+
+
+def _ctype(t: str) -> Any:
+    return ctypes.c_void_p if t.endswith("*") else _CTYPES[t]
+
+
+class _ElementwiseCall:
+    """An elementwise kernel called as CuPy's: inputs, then outputs (all given)."""
+
+    def __init__(self, lib: Any, k: src.Elementwise) -> None:
+        self.fn = getattr(lib, k.name)
+        self.groups = [_params(g) for g in (k.arrays, k.raws, k.scalars, k.outs, k.raw_outs)]
+        types = [ctypes.c_longlong]
+        for g, (_, scalar) in zip(self.groups, ((0, False), (1, False), (2, True), (3, False),
+                                                 (4, False)), strict=True):
+            types += [_CTYPES[t] if scalar else ctypes.c_void_p for t, _ in g]
+        self.fn.argtypes = types
+        self.fn.restype = None
+
+    def __call__(self, *wrapped: Any) -> Any:
+        args = [_host(a) for a in wrapped]
+        counts = [len(g) for g in self.groups]
+        assert len(args) == sum(counts), (len(args), counts)
+        parts, at = [], 0
+        for c in counts:
+            parts.append(args[at:at + c])
+            at += c
+        arrays, raws, scalars, outs, raw_outs = parts
+        shape = outs[0].shape
+        keep: list[Any] = []
+        call: list[Any] = [int(np.prod(shape))]
+        for (t, _), a in zip(self.groups[0], arrays, strict=True):
+            keep.append(np.ascontiguousarray(np.broadcast_to(a, shape), dtype=_NP[t]))
+            call.append(keep[-1].ctypes.data)
+        for (t, _), a in zip(self.groups[1], raws, strict=True):
+            keep.append(np.ascontiguousarray(a, dtype=_NP[t]))
+            call.append(keep[-1].ctypes.data)
+        for (t, _), s in zip(self.groups[2], scalars, strict=True):
+            assert np.ndim(s) == 0, "a scalar parameter given an array"
+            call.append(_NP[t](s).item())
+        for (t, _), a in zip(self.groups[3] + self.groups[4], outs + raw_outs, strict=True):
+            assert a.flags.c_contiguous and a.dtype == _NP[t], (a.dtype, a.strides)
+            call.append(a.ctypes.data)
+        assert all(a.shape == shape for a in outs), [a.shape for a in outs]
+        self.fn(*call)
+        given = wrapped[len(args) - len(outs) - len(raw_outs):]
+        return given[0] if len(outs) == 1 else given[:len(outs)]
+
+
+class _PerRowCall:
+    """A kernel of a block per row called as CuPy's RawKernel: grid, block, arguments."""
+
+    def __init__(self, lib: Any, k: src.PerRow) -> None:
+        self.fn = getattr(lib, k.name + "__grid")
+        self.params = _c_params(k.params)
+        self.fn.argtypes = [ctypes.c_longlong] + [_ctype(t) for t, _ in self.params]
+        self.fn.restype = None
+
+    def __call__(self, grid: tuple[int], block: tuple[int], args: tuple[Any, ...]) -> None:
+        call: list[Any] = [grid[0]]
+        for (t, _), a in zip(self.params, map(_host, args), strict=True):
+            if t.endswith("*"):
+                assert isinstance(a, np.ndarray)
+                call.append(a.ctypes.data)  # (a view's first element: its strides passed)
+            else:
+                call.append(_NP[t](a).item())
+        self.fn(*call)
+
+
+_SPECS = (src.ROW_MAX, src.HOT_ROWS, src.ROW_HI, src.SHIFTED_EXP, src.SHIFTED_EXP_BOTH,
+          src.SOFTMAX, src.LOG_SOFTMAX, src.LOG_SOFTMAX_BACKWARD)
+_LIB: dict[str, Any] = {}
+
+
+def source() -> str:
+    """The host translation unit: the shim, the preamble and every kernel."""
+    parts = [SHIM, src.PREAMBLE]
+    for k in _SPECS:
+        parts.append(_elementwise_source(k) if isinstance(k, src.Elementwise)
+                     else _per_row_source(k))
+    return "\n".join(parts)
+
+
+def library() -> Any:
+    """The kernels compiled into a shared library (once per process); None without g++."""
+    if "lib" in _LIB:
+        return _LIB["lib"]
+    gxx = shutil.which("g++")
+    if gxx is None:
+        _LIB["lib"] = None
+        return None
+    text = source()
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    folder = Path(tempfile.gettempdir()) / "numoracle_rows_harness"
+    folder.mkdir(exist_ok=True)
+    so = folder / f"rows_{digest}.so"
+    if not so.exists():
+        cpp = folder / f"rows_{digest}.{os.getpid()}.cpp"  # (parallel workers apart)
+        cpp.write_text(text)
+        tmp = folder / f"rows_{digest}.{os.getpid()}.so"
+        subprocess.run([gxx, "-O2", "-ffp-contract=off", "-fno-fast-math", "-shared", "-fPIC",
+                        "-std=c++17", "-o", str(tmp), str(cpp)], check=True,
+                       capture_output=True, text=True)
+        tmp.replace(so)
+    _LIB["lib"] = ctypes.CDLL(str(so))
+    return _LIB["lib"]
+
+
+def build(spec: src.Elementwise | src.PerRow) -> Any:
+    """The host's kernel of ``spec`` (``fused_cuda.build``'s stand-in)."""
+    lib = library()
+    assert lib is not None, "g++ is needed"
+    if isinstance(spec, src.Elementwise):
+        return _ElementwiseCall(lib, spec)
+    return _PerRowCall(lib, spec)
