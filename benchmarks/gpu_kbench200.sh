@@ -7,7 +7,9 @@
 #              model.json) fits the device; a problem starts where its plan fits the memory
 #              not yet reserved, at most KB_SLOTS per GPU (torch imported once each; each
 #              problem's candidate in a fresh sandboxed process forked from a template),
-#              the big ones first (KB_ORDER), 120 s per problem
+#              the big ones first (KB_ORDER), 120 s per problem; an official.json
+#              already in $OUT/kbench200 (or given as KB_OFFICIAL_FROM) keeps its judged
+#              rows and only the rest is judged (the 200 over several calls)
 #  candidates  public leaderboard kernels KernelBench accepted, re-judged with numoracle's
 #              verdict classes, backward where they define one: KB_BUILD_JOBS compiled at
 #              once (CUDA load_inline, a minute or more each) ahead of KB_JOBS judgements;
@@ -51,10 +53,18 @@ nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv > "$OUT/kbench
 start=$(date +%s)
 if [[ " $PARTS " == *" official "* ]]; then
   if [ -d .kernelbench/current/level1 ]; then
+    resume=()
+    if [ -n "${KB_OFFICIAL_FROM:-}" ] && [ -f "$KB_OFFICIAL_FROM" ]; then
+      cp "$KB_OFFICIAL_FROM" "$OUT/kbench200/official_before.json"
+    elif [ -f "$OUT/kbench200/official.json" ]; then
+      cp "$OUT/kbench200/official.json" "$OUT/kbench200/official_before.json"
+    fi
+    [ -f "$OUT/kbench200/official_before.json" ] && resume=(--resume "$OUT/kbench200/official_before.json")
     timeout $(( D + 20 )) python3 -m benchmarks.kernelbench.official run .kernelbench/current \
       --out "$OUT/kbench200" --device cuda --limit "${KB_LIMIT:-120}" --deadline "$D" \
       --slots "${KB_SLOTS:-$(( both ? 8 : 14 ))}" --order "${KB_ORDER:-big-first}" \
-      ${KB_MEMORY_MODEL:+--memory-model "$KB_MEMORY_MODEL"} > "$OUT/kbench200/official.log" 2>&1 &
+      ${KB_MEMORY_MODEL:+--memory-model "$KB_MEMORY_MODEL"} ${resume[@]+"${resume[@]}"} \
+      > "$OUT/kbench200/official.log" 2>&1 &
   else
     echo "no .kernelbench/current/level1 (carry .kernelbench): official part skipped" \
       >> "$OUT/kbench200/log.txt"

@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["KINDS", "GIB", "MemoryModel", "Planned", "Ticket", "Room", "Admission",
-           "kind_of", "fit", "constant_model", "out_of_memory", "simulate", "Simulated"]
+           "kind_of", "row_kind", "fit", "constant_model", "out_of_memory", "simulate",
+           "Simulated"]
 
 GIB = 2 ** 30
 #: kinds of problem whose judgements take memory alike per floor byte (first match)
@@ -43,7 +44,7 @@ _MATMUL = ("mm", "bmm", "addmm", "matmul", "baddbmm", "linear",
            "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
            "scaled_dot_product_attention", "einsum")
 #: the least float64 floor whose peak the fit reads (below it the fixed part dominates)
-FIT_LEAST_FLOOR = GIB // 4
+FIT_LEAST_FLOOR = GIB
 
 
 def kind_of(ops: Iterable[str], *, transposed: bool = False) -> str:
@@ -130,20 +131,22 @@ def fit(rows: Sequence[dict[str, Any]], *, quantile: float = 0.9, least: int = 3
         source: str = "", base: MemoryModel | None = None) -> MemoryModel:
     """A memory model fitted to the measured ``rows`` of an official run (its
     ``official.json`` rows): per kind, the ``quantile`` of the judge's peak over
-    the float64 floor among rows judged whole with a floor of at least
+    the float64 floor among rows judged whole that passed (the problem's own
+    ``Model``: any other verdict stopped somewhere) with a floor of at least
     :data:`FIT_LEAST_FLOOR`; a kind with fewer than ``least`` such rows takes
-    the quantile over all of them. Every row judged whole with a measured peak
-    is kept as that problem's own peak; every row's seconds are kept (those
-    not finished at what they had taken)."""
+    the quantile over all of them. The peak read is ``live_gib`` (the most bytes
+    in use) where the row has it, else ``peak_gib`` (reserved: cached blocks
+    too). Every such row's peak is kept as that problem's own; every row's
+    seconds are kept (those not finished at what they had taken)."""
     base = base or MemoryModel({"all": 6.0})
     ratios: dict[str, list[float]] = {}
     peaks: dict[str, int] = {}
     seconds: dict[str, float] = {}
     for r in rows:
         seconds[r["problem"]] = float(r.get("seconds", 0.0))
-        peak, floor = r.get("peak_gib"), r.get("floor_gib", 0.0)
-        if r.get("how") != "whole" or peak is None or r.get("retried"):
-            continue
+        peak, floor = r.get("live_gib", r.get("peak_gib")), r.get("floor_gib", 0.0)
+        if r.get("how") != "whole" or r.get("status") != "pass" or peak is None:
+            continue  # a failing or stopped judgement's peak may be partial
         peaks[r["problem"]] = int(peak * GIB)
         if floor * GIB >= FIT_LEAST_FLOOR:
             ratios.setdefault(row_kind(r), []).append(peak / floor)

@@ -78,7 +78,7 @@ from benchmarks.kernelbench.worker import (
     serve,
 )
 
-__all__ = ["HOW", "classify", "main", "plan_problem", "memory_model", "DEFAULT_MODEL"]
+__all__ = ["HOW", "classify", "main", "plan_problem", "memory_model", "resumed", "DEFAULT_MODEL"]
 
 #: how many times a multiply-add of a transposed convolution costs the oracle one of a
 #: direct one, per unit of its stride's product (zeros inserted between the input's
@@ -86,6 +86,10 @@ __all__ = ["HOW", "classify", "main", "plan_problem", "memory_model", "DEFAULT_M
 TRANSPOSED_WEIGHT = 8
 #: the oracle's cost of one float64 floor element against one multiply-add
 ELEMENT_WEIGHT = 50
+#: host bytes a judgement takes per floating input element (its two draws in fp32, the
+#: shared inputs file, the candidate's copy of its inputs before the call) and per
+#: output element (the shared outputs, the judge's copy, torch's reference)
+HOST_PER_INPUT, HOST_PER_OUTPUT = 20, 12
 
 
 def _work(problem: Any, base: dict[str, Any]) -> tuple[float, str]:
@@ -276,6 +280,8 @@ def run(args: argparse.Namespace) -> int:
     levels = set(args.levels.split(","))
     files = [p for p in problem_files(args.problems) if p.parent.name in levels]
     files = files[::args.every][: args.count]
+    before = resumed(args.resume)
+    files = [p for p in files if problem_name(p) not in before]
     if args.slots is None:  # a problem busies its judging worker (its candidate's
         # process waits most of the time): all CPUs but two, over the devices
         gpus = 1 if args.device == "cpu" else max(_gpu_count(), 1)
@@ -285,7 +291,10 @@ def run(args: argparse.Namespace) -> int:
         print("no CUDA device: nothing judged", file=sys.stderr)
         return 3
     tmp = Path(tempfile.mkdtemp(prefix="kbench-official-"))
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # expandable segments: a process's freed blocks fragment less, so fewer of them
+    # are held from the problems beside it
+    env = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", **os.environ,
+           "PYTHONUNBUFFERED": "1"}
     for d in devices:  # their imports overlap the planning
         for _ in range(min(d.slots, len(files))):
             _start_worker(d, tmp, env)
@@ -298,7 +307,7 @@ def run(args: argparse.Namespace) -> int:
     host_total = int(_host_memory() * 0.8)
     jobs = []
     for p, plan in zip(files, plans, strict=True):
-        host = 8 * 4 * plan["inputs"] + 3 * 4 * plan["outputs"]
+        host = HOST_PER_INPUT * plan["inputs"] + HOST_PER_OUTPUT * plan["outputs"]
         planned = Planned(problem_name(p), plan["floor"], plan.get("kind", "other"),
                           plan.get("work", 0.0), min(host, host_total))
         t = admission.ticket(planned)
@@ -320,7 +329,9 @@ def run(args: argparse.Namespace) -> int:
             "planned_s": round(time.perf_counter() - t0, 1)}
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = list(before.values())
+    if before:
+        head["resumed"] = f"{len(before)} rows kept from {args.resume}"
     pending: list[_Job] = admission.order(jobs, args.order)  # type: ignore[assignment]
     signal.signal(signal.SIGTERM, _stop)  # `timeout` stops the driver: its children too
     try:
@@ -334,6 +345,18 @@ def run(args: argparse.Namespace) -> int:
     counts = Counter(r["how"] for r in rows)
     print(json.dumps({"seconds": head["seconds"], "problems": len(rows), "how": counts}))
     return 0
+
+
+def resumed(path: Path | None) -> dict[str, dict[str, Any]]:
+    """The rows of an earlier run's ``official.json`` at ``path`` that were judged
+    (any but ``not finished``), by problem, each marked with that run's commit; none
+    where ``path`` is None or absent."""
+    if path is None or not path.is_file():
+        return {}
+    data = json.loads(path.read_text())
+    commit = data.get("meta", {}).get("commit", "?")
+    return {r["problem"]: {**r, "resumed_from": commit} for r in data["rows"]
+            if r.get("how") != "not finished"}
 
 
 def _stop(signum: int, frame: object) -> None:
@@ -503,7 +526,7 @@ def fit_model(args: argparse.Namespace) -> int:
     for path in args.runs:
         for r in json.loads(path.read_text())["rows"]:
             rows[r["problem"]] = r
-    model = fit(list(rows.values()), quantile=args.quantile,
+    model = fit(list(rows.values()), quantile=args.quantile, least=args.least,
                 source=", ".join(str(p) for p in args.runs))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(model.to_json())
@@ -539,6 +562,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--patience", type=float, default=20.0,
                    help="seconds the queue's first problem waits for memory while smaller "
                         "ones start beside the running ones; then they wait for it")
+    r.add_argument("--resume", type=Path, default=None,
+                   help="an earlier run's official.json: its judged rows are kept, the rest "
+                        "judged (a survey over several calls)")
     r.add_argument("--levels", default="level1,level2")
     r.add_argument("--every", type=int, default=1)
     r.add_argument("--count", type=int, default=None)
@@ -552,7 +578,11 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("runs", type=Path, nargs="+", help="official.json files (later ones' "
                    "peaks and seconds override earlier ones')")
     f.add_argument("--out", type=Path, required=True, help="the model's JSON")
-    f.add_argument("--quantile", type=float, default=0.9)
+    f.add_argument("--quantile", type=float, default=0.5,
+                   help="of peak over floor per kind (0.5: an underestimate costs a "
+                        "judgement again alone, an overestimate sampled rows)")
+    f.add_argument("--least", type=int, default=5,
+                   help="rows a kind needs for a rate of its own")
     pl = sub.add_parser("plan", help="float64 floors against a device's memory (plan.md)")
     pl.add_argument("problems", type=Path)
     pl.add_argument("--out", type=Path, required=True)

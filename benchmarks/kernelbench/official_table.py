@@ -74,7 +74,9 @@ def write_table(out: Path, head: dict[str, Any], rows: list[dict[str, Any]]) -> 
              f"fp32, {head['examples']} drawn cases after the official one; whole wherever "
              f"the plan fits the device; limit {limit:g} s per problem; "
              f"{head.get('seconds', 0):.0f} s in all.  ",
-             f"Memory model: {head.get('memory_model', '-')}.", "",
+             f"Memory model: {head.get('memory_model', '-')}.  ",
+             f"Earlier calls: {head.get('resumed', 'none')} (their rows name the commit, "
+             "`resumed_from`).", "",
              f"**Judged whole: {whole} of {n} ({100 * whole / max(n, 1):.0f}%).** "
              f"Over {limit:g} s: {len(slow)}. Seconds per judged problem: median "
              f"{statistics.median(judged) if judged else 0:.1f}, most "

@@ -92,35 +92,38 @@ def _oom_row(out: Path, failed: str, seconds: float, budget: int) -> dict[str, A
 
 
 def _peaks(peaks: Any) -> dict[str, float]:
-    """The judge's process's peak device memory: torch's allocator's and CuPy's pool's
-    (reserved: cached blocks too), and their sum (an upper bound of the peak of both)."""
+    """The judge's process's peak device memory: reserved (``peak_gib``: torch's
+    allocator's and CuPy's pool's, cached blocks too; what other processes cannot
+    use) and in use (``live_gib``: what the judgement needed), each the sum of the
+    two peaks (an upper bound of the peak of both)."""
     import torch  # noqa: PLC0415 - torch-heavy, in the problem's own process
 
-    t = torch.cuda.max_memory_reserved() / GIB
+    t, tl = torch.cuda.max_memory_reserved() / GIB, torch.cuda.max_memory_allocated() / GIB
     c = 0.0 if peaks is None else peaks.peak / GIB
-    return {"peak_gib": round(t + c, 2), "peak_torch_gib": round(t, 2),
-            "peak_cupy_gib": round(c, 2)}
+    cl = 0.0 if peaks is None else peaks.live / GIB
+    return {"peak_gib": round(t + c, 2), "live_gib": round(tl + cl, 2),
+            "peak_torch_gib": round(t, 2), "peak_cupy_gib": round(c, 2)}
 
 
 class PeakPool:
     """CuPy's default memory pool behind an allocator that keeps the most bytes the
-    pool held (:attr:`peak`; :meth:`reset` starts again): CuPy's pool has no peak
-    of its own, and torch's counts only torch's allocations."""
+    pool held (:attr:`peak`) and had in use (:attr:`live`); :meth:`reset` starts
+    again. CuPy's pool has no peak of its own, and torch's counts only torch's
+    allocations."""
 
     def __init__(self, cupy: Any) -> None:
         self.pool = cupy.get_default_memory_pool()
-        self.peak = 0
+        self.peak = self.live = 0
         cupy.cuda.set_allocator(self.malloc)
 
     def malloc(self, size: int) -> Any:
         mem = self.pool.malloc(size)
-        held = self.pool.total_bytes()
-        if held > self.peak:
-            self.peak = held
+        self.peak = max(self.peak, self.pool.total_bytes())
+        self.live = max(self.live, self.pool.used_bytes())
         return mem
 
     def reset(self) -> None:
-        self.peak = self.pool.total_bytes()
+        self.peak, self.live = self.pool.total_bytes(), self.pool.used_bytes()
 
 
 def _put(out: Path, row: dict[str, Any]) -> None:

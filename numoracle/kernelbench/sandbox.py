@@ -16,11 +16,14 @@ its own services); then :func:`serve` hardens it further
 kernel has Landlock (:mod:`.landlock`: the judge's files out of its reach),
 imports the candidate's file, and answers cases.
 
-The judge and the process share two channels: a Unix socket pair for small
-messages (the case's host arrays in, notes and where the outputs lie out) and a
-file in shared memory the judge allocates per case, into which the process
-copies the outputs' bytes through raw memory (:mod:`.candidate`) and from
-which the judge reads them itself. A crash, an exit, a hang past the timeout
+The judge and the process share three channels: a Unix socket pair for small
+messages (the case's small host arrays in, notes and where the outputs lie
+out), a file in shared memory into which the judge writes the case's large
+host arrays (inputs and parameters of at least :data:`SHARED_INPUT_BYTES`; the
+process maps it and reads them in place: no pickled copies through the socket),
+and a file in shared memory the judge allocates per case, into which the
+process copies the outputs' bytes through raw memory (:mod:`.candidate`) and
+from which the judge reads them itself. A crash, an exit, a hang past the timeout
 or a CUDA error ends the process; the next case gets a fresh one. The process
 tells the judge its start's seconds by phase (``Sandbox.laps``); told to stop,
 it ends without the interpreter's teardown.
@@ -52,12 +55,72 @@ from . import landlock
 from .template import Child, template
 
 __all__ = ["Sandbox", "InProcess", "serve", "STARTUP_TIMEOUT", "read_output", "warm",
-           "forked"]
+           "forked", "SHARED_INPUT_BYTES", "SharedInput"]
 
 #: seconds a fresh process may take to start and import the candidate (imports,
 #: device set-up, compiling an inline extension)
 STARTUP_TIMEOUT = 600.0
 _CLONE_NEWUSER, _CLONE_NEWNET = 0x10000000, 0x40000000
+#: a request's host array of at least this many bytes is handed over in the shared
+#: inputs file rather than pickled through the socket
+SHARED_INPUT_BYTES = 1 << 20
+#: the request's arrays that may be handed over in the shared inputs file
+_SHARED_KEYS = ("first", "second", "state")
+
+
+class SharedInput:
+    """Where a request's host array lies in the shared inputs file: byte offset,
+    shape and NumPy dtype (its ``str``)."""
+
+    __slots__ = ("offset", "shape", "dtype")
+
+    def __init__(self, offset: int, shape: tuple[int, ...], dtype: str) -> None:
+        self.offset, self.shape, self.dtype = offset, shape, dtype
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (SharedInput, (self.offset, self.shape, self.dtype))
+
+    def view(self, buf: Any) -> np.ndarray:
+        """The array, a view of ``buf`` (the mapped file)."""
+        dtype = np.dtype(self.dtype)
+        count = int(np.prod(self.shape, dtype=np.int64))
+        return np.frombuffer(buf, dtype=dtype, count=count, offset=self.offset
+                             ).reshape(self.shape)
+
+
+def _shared_arrays(request: Mapping[str, Any]) -> list[tuple[str, Any, np.ndarray]]:
+    """The request's arrays handed over in the shared inputs file: (key, index or
+    name, array), in order."""
+    found = []
+    for key in _SHARED_KEYS:
+        values = request.get(key)
+        items = values.items() if isinstance(values, Mapping) else \
+            enumerate(values or ()) if isinstance(values, (list, tuple)) else ()
+        for i, v in items:
+            if isinstance(v, np.ndarray) and v.nbytes >= max(SHARED_INPUT_BYTES, 1) and \
+                    v.dtype.kind in "biuf" and not v.dtype.hasobject:
+                found.append((key, i, v))
+    return found
+
+
+def _opened(request: dict[str, Any]) -> tuple[dict[str, Any], mmap.mmap | None]:
+    """The request with its shared arrays read from the inputs file it names (views of
+    a private mapping: a write stays in this process), and the mapping."""
+    where = request.pop("shared_inputs", None)
+    if where is None:
+        return request, None
+    path, size = where
+    with open(path, "rb") as f:
+        mapped = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY)
+    for key in _SHARED_KEYS:
+        values = request.get(key)
+        if isinstance(values, dict):
+            request[key] = {k: v.view(mapped) if isinstance(v, SharedInput) else v
+                            for k, v in values.items()}
+        elif isinstance(values, (list, tuple)):
+            request[key] = [v.view(mapped) if isinstance(v, SharedInput) else v
+                            for v in values]
+    return request, mapped
 
 #: the process's first lines: a network namespace while it has one thread, then serve
 _BOOT = r"""
@@ -127,12 +190,14 @@ def serve(fd: int, candidate: str, device: str, netns: bool, shared: Sequence[st
     changed = pins.changed()
     conn.send(("ready", done, status, changed, clock.laps))
     mapped: tuple[str, int, Any] | None = None
-    for request, path, size in requests(conn):
+    for message, path, size in requests(conn):
         if mapped is None or mapped[:2] != (path, size):
             if mapped is not None:
                 mapped[2].close()
             with open(path, "r+b") as f:
                 mapped = (path, size, mmap.mmap(f.fileno(), size))
+        request, inputs = _opened(message)
+        del message
         try:
             answer = run.run_case(cls, request, memory=memory, buf=mapped[2], pins=pins)
         except guard.RawMemoryError as exc:  # the judge's own failure: not judged
@@ -143,6 +208,10 @@ def serve(fd: int, candidate: str, device: str, netns: bool, shared: Sequence[st
                 "cuda" if cuda_error(exc) is not None else "raise"
             answer = {"fault": f"the candidate raised {type(exc).__name__}: {exc}",
                       "fault_kind": kind, "notes": []}
+        del request
+        if inputs is not None:
+            with contextlib.suppress(BufferError):  # a view kept alive: closed when freed
+                inputs.close()
         conn.send(("answer", answer))
         if answer.get("fault_kind") == "cuda":
             return
@@ -320,6 +389,8 @@ class Sandbox:
         os.close(fd)
         self.size = 0
         self.buf: mmap.mmap | None = None
+        #: the shared inputs file (made on the first case with a large array)
+        self.inputs: str | None = None
 
     def _start(self) -> tuple[str, str] | None:
         """Start the process; None when it is ready, else (kind, sentence)."""
@@ -433,7 +504,7 @@ class Sandbox:
         self._buffer(capacity)
         assert self.buf is not None
         try:
-            self.conn.send((dict(request), self.path, self.size))
+            self.conn.send((self._shared(request), self.path, self.size))
         except (OSError, ValueError):
             return self._died()
         try:
@@ -452,6 +523,44 @@ class Sandbox:
             self._stop()
         return result
 
+    def _shared(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """The request to send: its large arrays written to the shared inputs file (in
+        memory where ``/dev/shm`` has room, else in the temporary folder) and named
+        there (:class:`SharedInput`)."""
+        out = dict(request)
+        arrays = _shared_arrays(request)
+        if not arrays:
+            return out
+        places, end = [], 0
+        for _, _, a in arrays:
+            places.append(end)
+            end += -(-a.nbytes // 64) * 64
+        folder = self.folders[0]
+        stat = os.statvfs(folder)
+        if stat.f_bavail * stat.f_frsize < end + (1 << 28):
+            folder = self.folders[-1]  # /dev/shm too small: a file on disk instead
+        if self.inputs is None or os.path.dirname(self.inputs) != folder:
+            if self.inputs is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(self.inputs)
+            fd, self.inputs = tempfile.mkstemp(prefix="inputs-", dir=folder)
+            os.close(fd)
+        with open(self.inputs, "r+b") as f:
+            f.truncate(0)
+            f.truncate(end)
+            for (_, _, a), at in zip(arrays, places, strict=True):
+                f.seek(at)
+                f.write(memoryview(np.ascontiguousarray(a)).cast("B"))
+        for key in _SHARED_KEYS:
+            if isinstance(out.get(key), Mapping):
+                out[key] = dict(out[key])
+            elif isinstance(out.get(key), (list, tuple)):
+                out[key] = list(out[key])
+        for (key, i, a), at in zip(arrays, places, strict=True):
+            out[key][i] = SharedInput(at, tuple(a.shape), a.dtype.str)
+        out["shared_inputs"] = (self.inputs, end)
+        return out
+
     def _died(self) -> dict[str, Any]:
         code = self._stop()
         return {"fault": describe_exit(code), "fault_kind": "crash", "notes": []}
@@ -464,6 +573,10 @@ class Sandbox:
             self.buf = None
         with contextlib.suppress(OSError):
             os.unlink(self.path)
+        if self.inputs is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.inputs)
+            self.inputs = None
         for folder in self.folders:
             with contextlib.suppress(OSError):
                 os.rmdir(folder)

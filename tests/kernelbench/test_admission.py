@@ -27,9 +27,10 @@ def _model(per_byte: float = 3.0) -> MemoryModel:
     return MemoryModel({"all": per_byte}, fixed=GIB, candidate=0.5)
 
 
-def _row(name: str, kind: str, floor: float, peak: float, how: str = "whole") -> dict:
+def _row(name: str, kind: str, floor: float, peak: float, how: str = "whole",
+         status: str = "pass") -> dict:
     return {"problem": name, "kind": kind, "floor_gib": floor, "peak_gib": peak, "how": how,
-            "seconds": 5.0}
+            "seconds": 5.0, "status": status}
 
 
 def test_kinds_from_the_ops_a_forward_dispatches() -> None:
@@ -44,11 +45,15 @@ def test_the_fit_takes_a_quantile_per_kind_and_keeps_measured_peaks() -> None:
     rows = [_row(f"level1/{i}_conv", "convolution", 1.0, 2.0 + i) for i in range(10)]
     rows += [_row("level1/20_mm", "matmul", 2.0, 4.0),  # too few matmuls: all rows' quantile
              _row("level1/21_relu", "other", 0.1, 9.0),  # below the least floor: no ratio
-             _row("level1/22_pool", "pooling", 1.0, 30.0, how="sampled rows")]
+             _row("level1/22_pool", "pooling", 1.0, 30.0, how="sampled rows"),
+             _row("level1/23_gemm", "matmul", 1.0, 90.0, status="fail"),  # stopped: no peak
+             {**_row("level1/24_mm", "matmul", 1.0, 50.0), "live_gib": 1.5}]
     m = fit(rows, quantile=0.9, least=3)
     assert m.per_byte["convolution"] == 11.0  # the 0.9 quantile of 2..11
-    # the matmul's 2.0 beside the ten: index 9 of the eleven sorted ratios
+    # the matmuls' 2.0 and 1.5 (the peak in use, not the reserved 50) beside the ten:
+    # index 10 of the twelve sorted ratios
     assert "matmul" not in m.per_byte and m.per_byte["all"] == 10.0
+    assert "level1/23_gemm" not in m.peaks and m.peaks["level1/24_mm"] == int(1.5 * GIB)
     assert m.peaks["level1/21_relu"] == 9 * GIB and "level1/22_pool" not in m.peaks
     assert m.seconds["level1/22_pool"] == 5.0
     # a measured problem is planned at its own peak, an unmeasured one by its kind

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from benchmarks.kernelbench.leaderboard import _done_before
-from benchmarks.kernelbench.official import plan_problem
+from benchmarks.kernelbench.official import plan_problem, resumed
 
 _CONV = '''import torch
 import torch.nn as nn
@@ -54,3 +54,15 @@ def test_a_resumed_run_keeps_verdicts_and_judges_the_rest_again(tmp_path: Path) 
     (tmp_path / "candidates.json").write_text(json.dumps({"meta": {}, "rows": rows}))
     assert [r["tag"] for r in _done_before(tmp_path)] == ["l1_p1", "l1_p2"]
     assert _done_before(tmp_path / "absent") == []
+
+
+def test_an_official_run_resumed_keeps_judged_rows_and_judges_the_rest(tmp_path: Path) -> None:
+    rows = [{"problem": "level1/1_a", "how": "whole", "status": "pass"},
+            {"problem": "level1/2_b", "how": "not finished", "status": "not finished"},
+            {"problem": "level1/3_c", "how": "sampled rows", "status": "pass"}]
+    path = tmp_path / "official.json"
+    path.write_text(json.dumps({"meta": {"commit": "abc"}, "rows": rows}))
+    kept = resumed(path)
+    assert sorted(kept) == ["level1/1_a", "level1/3_c"]
+    assert kept["level1/3_c"]["resumed_from"] == "abc"
+    assert resumed(tmp_path / "absent.json") == {} and resumed(None) == {}
