@@ -290,6 +290,9 @@ def run(args: argparse.Namespace) -> int:
     if not devices:
         print("no CUDA device: nothing judged", file=sys.stderr)
         return 3
+    if args.memory_gib is not None:  # a smaller device than the machine's
+        for d in devices:
+            d.memory = int(args.memory_gib * GIB)
     tmp = Path(tempfile.mkdtemp(prefix="kbench-official-"))
     # expandable segments: a process's freed blocks fragment less, so fewer of them
     # are held from the problems beside it
@@ -312,10 +315,12 @@ def run(args: argparse.Namespace) -> int:
                           plan.get("work", 0.0), min(host, host_total))
         t = admission.ticket(planned)
         job = _Job(**{f.name: getattr(t, f.name) for f in fields(Ticket)}, plan=plan)
-        if args.device == "cpu":  # the host: the judge's own floor, nothing reserved
+        if args.device == "cpu":  # the host: the judge's own floor; nothing reserved
+            # unless a device memory is given (the admission tried on the CPU)
             from numoracle.kernelbench.judge import DEFAULT_MAX_BYTES  # noqa: PLC0415
 
-            job.whole, job.reserve = plan["floor"] <= DEFAULT_MAX_BYTES, 0
+            job.whole = plan["floor"] <= DEFAULT_MAX_BYTES
+            job.reserve = job.reserve if args.memory_gib is not None else 0
             job.max_bytes = None  # type: ignore[assignment]
         job.planned_gib = round(job.reserve / GIB, 2)
         jobs.append(job)
@@ -552,6 +557,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--slots", type=int, default=None,
                    help="judging workers per device (default: the CPU cores but two over "
                         "the devices, at most 16)")
+    r.add_argument("--memory-gib", type=float, default=None,
+                   help="each device's usable memory (default: 90%% of each GPU's; on the "
+                        "CPU none reserved): a smaller one tries the admission")
     r.add_argument("--per-byte", type=float, default=None,
                    help="device bytes planned per float64 floor byte of a whole instance, "
                         "every problem alike (default: the memory model)")
