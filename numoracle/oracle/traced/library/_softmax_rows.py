@@ -25,7 +25,7 @@ from ... import elementwise as ew
 from ... import fused_cpu, fused_cuda
 from ...fused import whole_rules
 from ...tracked import U64, Tracked, bounded, may_be_exact, negated, sum_
-from ...xp import array_module
+from ...xp import array_module, to_numpy
 from ..rules import RuleContext
 from . import ieee
 from ._common import scalar, tmap_all
@@ -51,6 +51,27 @@ def _sum_keep(ctx: RuleContext, t: Tracked, axis: int, special: bool = True) -> 
     with np.errstate(invalid="ignore", over="ignore"):
         total = sum_(moved, axis=-1, model=ctx.model)
     return _keep(ieee.summed(total, moved, ctx.model) if special else total, axis)
+
+
+def _rows_on_host(total: Tracked, plain: Tracked | None, extra: Any
+                  ) -> tuple[Tracked, Tracked | None, Any]:
+    """A rule's per-row quantities (its sums kept along the axis and the online bound's
+    widening ``extra``: a few numbers a row) on the host in one transfer, where they
+    live on a device: the rule's steps on them (logarithms, a reciprocal, the tests for
+    special values) are then NumPy's passes over a few numbers, not a device launch
+    (and a synchronisation) each. As they are on the host, with a low part, or where
+    the accumulation lengths vary by element."""
+    xp = array_module(total.value)
+    ts = [t for t in (total, plain) if t is not None]
+    if xp is np or any(t.lo is not None or not isinstance(t.n, int) for t in ts):
+        return total, plain, extra
+    shape = total.value.shape
+    parts = [xp.broadcast_to(xp.asarray(a, dtype=np.float64), shape)
+             for t in ts for a in (t.value, t.det, t.prob, t.ref_err, t.mag)]
+    host = to_numpy(xp.stack(parts + ([] if extra is None else [extra])))
+    out = [replace(t, value=host[5 * k], det=host[5 * k + 1], prob=host[5 * k + 2],
+                   ref_err=host[5 * k + 3], mag=host[5 * k + 4]) for k, t in enumerate(ts)]
+    return out[0], out[1] if plain is not None else None, None if extra is None else host[-1]
 
 
 def _widen(t: Tracked, extra: Any) -> Tracked:
@@ -105,14 +126,16 @@ def _row_pass(ctx: RuleContext, x: Tracked, axis: int, unshifted: bool) -> _RowP
     if masked and (unshifted or not bool(np.all(np.isfinite(mx[:, 0])))):
         return None
     kshape = shape[:-1] + (1,)
-    m = bounded(*(xp.asarray(np.ascontiguousarray(mx[:, k]).reshape(kshape)) for k in range(3)),
-                ref_err=xp.asarray(np.ascontiguousarray(mx[:, 3]).reshape(kshape)), n=x.max_n)
+    # (on the host, as the rows' other quantities: _rows_on_host)
+    m = bounded(*(np.ascontiguousarray(mx[:, k]).reshape(kshape) for k in range(3)),
+                ref_err=np.ascontiguousarray(mx[:, 3]).reshape(kshape), n=x.max_n)
     u = model.acc_unit()
     spec = ew._check_ulps("exp", ulps(ctx, "exp"), model)
     params = (u, acc.tiny, U64, acc.max, float(spec.ulps), float(spec.per_x),
               float(spec.of_one), ew._REF_ULPS * U64, acc.max, u)
     ints = (int(acc.t), int(acc.emin))
-    test_d = may_be_exact(x, m)
+    x_exact = may_be_exact(x)
+    test_d = x_exact and may_be_exact(m)
     ev, ed, ep, er, terms, xe, xed, xep, xer, flags = loops.shifted_exp_rows(
         v, radii, mx, test_d, unshifted, params, ints)
     if bool(flags[:, 0].any()):
@@ -124,18 +147,19 @@ def _row_pass(ctx: RuleContext, x: Tracked, axis: int, unshifted: bool) -> _RowP
     e = bounded(*(a.reshape(shape) for a in (ev, ed, ed if shared else ep)),
                 ref_err=er.reshape(shape), mag=ev.reshape(shape), n=n_d)
     total = _sum_keep(ctx, e, axis, special=masked)
-    extra = np.expand_dims(terms.reshape(shape).sum(-1), axis)
-    with np.errstate(invalid="ignore"):
-        total = _widen(total, np.where(np.isfinite(total.value), extra, 0.0))
+    extra = xp.expand_dims(terms.reshape(shape).sum(-1), axis)
     plain = None
     if unshifted:
         ex = bounded(*(a.reshape(shape) for a in (xe, xed, xed if shared else xep)),
                      ref_err=xer.reshape(shape), mag=xe.reshape(shape), n=x.n)
         plain = _sum_keep(ctx, ex, axis, special=False)
+    total, plain, extra = _rows_on_host(total, plain, extra)
+    with np.errstate(invalid="ignore"):
+        total = _widen(total, np.where(np.isfinite(total.value), extra, 0.0))
     d_zero = (bool(flags[:, 1].any()), bool(flags[:, 2].any()))
     e_zero = bool(flags[:, 3].any()) and bool(flags[:, 4].any())
     return _RowPass(x=x, v=v, radii=radii, mx=mx, m=m, e=e, total=total, plain=plain,
-                    n_d=n_d, test_d=test_d, masked=masked, d_zero=d_zero, e_zero=e_zero,
+                    n_d=n_d, test_d=test_d, x_exact=x_exact, masked=masked, d_zero=d_zero, e_zero=e_zero,
                     ints=ints, loops=loops, rows=v.shape[0], kshape=kshape)
 
 
@@ -181,8 +205,8 @@ def fused_log_softmax(ctx: RuleContext, x: Tracked, axis: int) -> Tracked | None
         ok = ((hi >= np.log(fmt.tiny / m_.acc_unit()))
               & (hi + np.log(max(n, 1)) < np.log(fmt.max) - 1.0))
     exact_d = rp.d_zero[0] and rp.d_zero[1]
-    flags = (rp.test_d, exact_d and may_be_exact(logs), may_be_exact(x, top),
-             may_be_exact(x, plain))
+    flags = (rp.test_d, exact_d and may_be_exact(logs), rp.x_exact and may_be_exact(top),
+             rp.x_exact and may_be_exact(plain))
     u = m_.acc_unit()
     rows = rp.rows
     params = (u, fmt.tiny, U64, fmt.max, 1.0 + 2 * U64)
@@ -224,7 +248,7 @@ def fused_log_softmax_backward(ctx: RuleContext, grad: Tracked, out: Tracked,
     ys, gs = _finite_rows(loops, out, shape), _finite_rows(loops, grad, shape)
     if ys is None or gs is None or not float(ys[2][:, 0].max()) <= 700.0:
         return None
-    s = _sum_keep(ctx, grad, axis)
+    s = _rows_on_host(_sum_keep(ctx, grad, axis), None, None)[0]
     one = scalar(1.0, m)
     rec = ieee.div(one, one, m)
     if _special_any(s, one, rec):
