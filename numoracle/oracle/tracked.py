@@ -611,26 +611,49 @@ class _Lengths(NamedTuple):
 
 def _lengths(k: int, with_bias: bool, n_terms: np.ndarray | None, model: PrecisionModel,
              xp: Any) -> _Lengths:
-    if n_terms is None:
-        n_host = np.asarray(k + (1 if with_bias else 0), dtype=np.int64)
-    else:
-        n_host = np.asarray(n_terms, dtype=np.int64)
-        if np.any(n_host < 0) or np.any(n_host > k + (1 if with_bias else 0)):
-            from ..errors import InvalidArgument  # noqa: PLC0415
+    if n_terms is None:  # one length for every element: the same for every contraction
+        return _one_length(k + (1 if with_bias else 0), model)
+    n_host = np.asarray(n_terms, dtype=np.int64)
+    if np.any(n_host < 0) or np.any(n_host > k + (1 if with_bias else 0)):
+        from ..errors import InvalidArgument  # noqa: PLC0415
 
-            raise InvalidArgument(
-                f"terms must lie in [0, {k + with_bias}] (the contraction length "
-                f"{k}{' + 1 for the bias' if with_bias else ''}); got "
-                f"[{int(n_host.min())}, {int(n_host.max())}]"
-            )
+        raise InvalidArgument(
+            f"terms must lie in [0, {k + with_bias}] (the contraction length "
+            f"{k}{' + 1 for the bias' if with_bias else ''}); got "
+            f"[{int(n_host.min())}, {int(n_host.max())}]"
+        )
     h_host = model.order.height(n_host) + 1  # + one rounding of the product
     return _Lengths(n_host, h_host, _coef(n_host, xp), _coef(h_host, xp))
+
+
+@lru_cache(maxsize=4096)
+def _one_length(n: int, model: PrecisionModel) -> _Lengths:
+    """:class:`_Lengths` of ``n`` terms for every element (kept, read-only: a
+    contraction's host work is a few dictionary lookups, not numpy calls)."""
+    n_host = np.asarray(n, dtype=np.int64)
+    h_host = np.asarray(model.order.height(n_host) + 1)  # + one rounding of the product
+    for a in (n_host, h_host):
+        a.setflags(write=False)
+    return _Lengths(n_host, h_host, float(n_host), float(h_host))
 
 
 def _coefficients(lengths: _Lengths, c_in: float, model: PrecisionModel,
                   xp: Any) -> tuple[Any, Any, Any, Any]:
     """``gamma_n(u64)``, the radii's coefficients of ``S`` (deterministic,
     probabilistic) and their absolute slack for underflow (flush to zero included)."""
+    if lengths.n_host.ndim == 0 and np.ndim(lengths.h_host) == 0:
+        return _one_length_coefficients(int(lengths.n_host), c_in, model)
+    return _coefficients_of(lengths, c_in, model, xp)
+
+
+@lru_cache(maxsize=4096)
+def _one_length_coefficients(n: int, c_in: float,
+                             model: PrecisionModel) -> tuple[float, float, float, float]:
+    return _coefficients_of(_one_length(n, model), c_in, model, np)
+
+
+def _coefficients_of(lengths: _Lengths, c_in: float, model: PrecisionModel,
+                     xp: Any) -> tuple[Any, Any, Any, Any]:
     g64, g_det, g_prob = _gammas(lengths.n_host, lengths.h_host, model, xp)
     eta = (lengths.h + 1) * model.accumulate.tiny
     return g64, c_in + g_det * (1 + c_in), c_in + g_prob * (1 + c_in), eta
@@ -750,10 +773,12 @@ def _settle(out: Tracked, av: Any, bv: Any, bias: Tracked | None, model: Precisi
 def _precise(lengths: _Lengths, coefs: tuple[Any, Any, Any, Any], *, certain: bool) -> bool:
     """Whether the float64 reference surely is precise enough (see :func:`_settle`)."""
     g64, det_coef, prob_coef, eta = coefs
-    return bool(certain and np.ndim(lengths.h_host) == 0
-                and float(g64) <= ESCALATE_SHARE * min(float(det_coef), float(prob_coef))
-                and float(np.max(lengths.n_host)) * 2.0**-1074
-                <= ESCALATE_SHARE * float(np.min(eta)))
+    if not (certain and np.ndim(lengths.h_host) == 0
+            and float(g64) <= ESCALATE_SHARE * min(float(det_coef), float(prob_coef))):
+        return False
+    n_max = lengths.n_host if lengths.n_host.ndim == 0 else np.max(lengths.n_host)
+    return bool(float(n_max) * 2.0**-1074
+                <= ESCALATE_SHARE * (eta if isinstance(eta, float) else float(np.min(eta))))
 
 
 def _exact_fused_matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,

@@ -268,17 +268,29 @@ def is_torch(xp: Any) -> bool:
 def array_module(a: Any) -> Any:
     """The namespace of ``a``: NumPy, CuPy for a CuPy array (CuPy imported only
     then), torch's for a ``torch._numpy`` array or a tensor; another array's own
-    (its ``__array_namespace__()``, the array API's protocol)."""
-    mod = type(a).__module__
+    (its ``__array_namespace__()``, the array API's protocol). Known by its type
+    after the first (the oracle asks it dozens of times a contraction)."""
+    kind = type(a)
+    xp = _BY_TYPE.get(kind)
+    if xp is not None:
+        return xp
+    mod = kind.__module__
     if mod.startswith("cupy"):
         import cupy  # noqa: PLC0415 - optional, only for device arrays
 
-        return cupy
-    if mod.startswith("torch"):
-        return _torch_namespace()
-    if isinstance(a, (np.ndarray, np.generic)) or not hasattr(type(a), "__array_namespace__"):
-        return np  # (NumPy's own subclasses too)
-    return a.__array_namespace__()
+        xp = cupy
+    elif mod.startswith("torch"):
+        xp = _torch_namespace()
+    elif isinstance(a, (np.ndarray, np.generic)) or not hasattr(kind, "__array_namespace__"):
+        xp = np  # (NumPy's own subclasses too)
+    else:
+        return a.__array_namespace__()  # (an instance's own: not kept by type)
+    _BY_TYPE[kind] = xp
+    return xp
+
+
+#: the namespaces of the types :func:`array_module` has met (decided by the type alone)
+_BY_TYPE: dict[type, Any] = {}
 
 
 def namespace_named(name: str) -> Any:
