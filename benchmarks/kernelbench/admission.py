@@ -136,14 +136,15 @@ def fit(rows: Sequence[dict[str, Any]], *, quantile: float = 0.9, least: int = 3
     :data:`FIT_LEAST_FLOOR`; a kind with fewer than ``least`` such rows takes
     the quantile over all of them. The peak read is ``live_gib`` (the most bytes
     in use) where the row has it, else ``peak_gib`` (reserved: cached blocks
-    too). Every such row's peak is kept as that problem's own; every row's
-    seconds are kept (those not finished at what they had taken)."""
+    too). Every such row's peak is kept as that problem's own; the seconds of
+    every row judged or killed at the limit are kept."""
     base = base or MemoryModel({"all": 6.0})
     ratios: dict[str, list[float]] = {}
     peaks: dict[str, int] = {}
     seconds: dict[str, float] = {}
     for r in rows:
-        seconds[r["problem"]] = float(r.get("seconds", 0.0))
+        if r.get("how") != "not finished" or "limit" in str(r.get("reason", "")):
+            seconds[r["problem"]] = float(r.get("seconds", 0.0))  # not: never started
         peak, floor = r.get("live_gib", r.get("peak_gib")), r.get("floor_gib", 0.0)
         if r.get("how") != "whole" or r.get("status") != "pass" or peak is None:
             continue  # a failing or stopped judgement's peak may be partial

@@ -281,7 +281,7 @@ def run(args: argparse.Namespace) -> int:
     files = [p for p in problem_files(args.problems) if p.parent.name in levels]
     files = files[::args.every][: args.count]
     before = resumed(args.resume)
-    files = [p for p in files if problem_name(p) not in before]
+    files = [p for p in files if before.get(problem_name(p), {}).get("how") not in FINAL]
     if args.slots is None:  # a problem busies its judging worker (its candidate's
         # process waits most of the time): all CPUs but two, over the devices
         gpus = 1 if args.device == "cpu" else max(_gpu_count(), 1)
@@ -323,6 +323,9 @@ def run(args: argparse.Namespace) -> int:
             job.reserve = job.reserve if args.memory_gib is not None else 0
             job.max_bytes = None  # type: ignore[assignment]
         job.planned_gib = round(job.reserve / GIB, 2)
+        if job.problem.name in before and not job.whole:
+            continue  # judged smaller before, and its plan still does not fit whole
+        before.pop(job.problem.name, None)  # judged again: whole now
         jobs.append(job)
     head = {**meta(args.argv), "torch": torch.__version__, "devices": len(devices),
             "command": "python -m benchmarks.kernelbench.official " + " ".join(args.argv),
@@ -352,10 +355,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+#: how a resumed row is kept whatever the plan: judged whole, or refused
+FINAL = ("whole", "refused")
+
+
 def resumed(path: Path | None) -> dict[str, dict[str, Any]]:
     """The rows of an earlier run's ``official.json`` at ``path`` that were judged
     (any but ``not finished``), by problem, each marked with that run's commit; none
-    where ``path`` is None or absent."""
+    where ``path`` is None or absent. The driver keeps those judged whole or refused
+    (:data:`FINAL`), and those judged on sampled rows or at reduced sizes whose plan
+    still does not fit whole; it judges the others again."""
     if path is None or not path.is_file():
         return {}
     data = json.loads(path.read_text())
@@ -530,7 +539,8 @@ def fit_model(args: argparse.Namespace) -> int:
     rows: dict[str, dict[str, Any]] = {}
     for path in args.runs:
         for r in json.loads(path.read_text())["rows"]:
-            rows[r["problem"]] = r
+            if r.get("how") != "not finished" or r["problem"] not in rows:
+                rows[r["problem"]] = r  # a later run's judged row over an earlier one
     model = fit(list(rows.values()), quantile=args.quantile, least=args.least,
                 source=", ".join(str(p) for p in args.runs))
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -571,8 +581,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="seconds the queue's first problem waits for memory while smaller "
                         "ones start beside the running ones; then they wait for it")
     r.add_argument("--resume", type=Path, default=None,
-                   help="an earlier run's official.json: its judged rows are kept, the rest "
-                        "judged (a survey over several calls)")
+                   help="an earlier run's official.json: its rows judged whole or refused "
+                        "are kept (and those judged smaller whose plan still does not fit "
+                        "whole), the rest judged (a survey over several calls)")
     r.add_argument("--levels", default="level1,level2")
     r.add_argument("--every", type=int, default=1)
     r.add_argument("--count", type=int, default=None)
@@ -583,8 +594,8 @@ def main(argv: list[str] | None = None) -> int:
                         "quarter of a device (the most memory first), then the longest "
                         "(measured seconds in the memory model, else estimated work)")
     f = sub.add_parser("fit", help="fit the memory model to official runs' measured peaks")
-    f.add_argument("runs", type=Path, nargs="+", help="official.json files (later ones' "
-                   "peaks and seconds override earlier ones')")
+    f.add_argument("runs", type=Path, nargs="+", help="official.json files (a later one's "
+                   "judged rows override an earlier one's)")
     f.add_argument("--out", type=Path, required=True, help="the model's JSON")
     f.add_argument("--quantile", type=float, default=0.5,
                    help="of peak over floor per kind (0.5: an underestimate costs a "

@@ -56,6 +56,9 @@ def test_the_fit_takes_a_quantile_per_kind_and_keeps_measured_peaks() -> None:
     assert "level1/23_gemm" not in m.peaks and m.peaks["level1/24_mm"] == int(1.5 * GIB)
     assert m.peaks["level1/21_relu"] == 9 * GIB and "level1/22_pool" not in m.peaks
     assert m.seconds["level1/22_pool"] == 5.0
+    unstarted = fit([*rows, {**_row("level1/30_x", "other", 1.0, 1.0, how="not finished"),
+                             "reason": "not started within the run's 520 s"}])
+    assert "level1/30_x" not in unstarted.seconds  # no seconds: it did not run
     # a measured problem is planned at its own peak, an unmeasured one by its kind
     assert m.judge_bytes("level1/21_relu", "other", GIB // 10) == int(1.25 * 9 * GIB)
     assert m.judge_bytes("level9/new", "matmul", 2 * GIB) == 20 * GIB
