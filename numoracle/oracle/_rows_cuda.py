@@ -235,6 +235,15 @@ __device__ nr3 nr_either_nan(double a, double d1, double p1, double m1, double b
   return o;
 }
 
+/* the order-preserving key of a float64 that is not NaN (its bits, the sign bit flipped
+   for a positive one, every bit for a negative one; -0 made +0 first, the two being
+   equal): the keys compare as the values do, and sort by radix */
+__device__ __forceinline__ unsigned long long nr_key(double v) {
+  v = v + 0.0;
+  unsigned long long b = (unsigned long long)__double_as_longlong(v);
+  return (b >> 63) ? ~b : (b | 0x8000000000000000ULL);
+}
+
 /* x - y as tracked sub: value, det, prob, ref_err, mag */
 __device__ nr5 nr_sub(double x, double xd, double xp, double xr, double y, double yd,
                       double yp, double yr, double u, double tiny, double u64,
@@ -319,9 +328,10 @@ HOT_ROWS = PerRow("numoracle_hot_rows", (
   if (t == 0) { count[i] = cnt[0]; first[i] = low[0] == cols ? 0 : low[0]; }
 """.replace("BLOCK", str(BLOCK)))
 
-#: x + (det + ref_err): each entry's upper end, sorted per row for the online bound
+#: each entry's upper end ``x + (det + ref_err)`` as its key (``nr_key``), sorted per
+#: row for the online bound's counts
 ROW_HI = Elementwise("numoracle_row_hi", "float64 x, float64 d, float64 r", "", "",
-                     "float64 h", "", "h = x + (d + r);")
+                     "uint64 h", "", "h = nr_key(x + (d + r));")
 
 _EXP_SCALARS = ("float64 u, float64 tiny, float64 u64, float64 fmax, float64 ulps, "
                 "float64 per_x, float64 of_one, float64 ref_unit, float64 acc_max, "
@@ -352,11 +362,12 @@ if (xv == -INF) {
     terms = 0.0;
   } else {
     double lo = xv - (ad + ar);
-    /* the entries of the row's sorted x + det + ref_err above lo */
+    /* the entries of the row's sorted keys of x + det + ref_err above lo's */
+    unsigned long long key = nr_key(lo);
     long long a = row * cols, b = a + cols;
     while (a < b) {
       long long mid = a + ((b - a) >> 1);
-      if (hs[mid] <= lo) a = mid + 1; else b = mid;
+      if (hs[mid] <= key) a = mid + 1; else b = mid;
     }
     double gap = top - lo;
     double k = (double)(row * cols + cols - a);
@@ -379,7 +390,7 @@ _UNSHIFTED_MASKED = "bits |= 32 | 64; xe = 0.0; xed = 0.0; xep = 0.0; xer = 0.0;
 
 def _shifted_exp(name: str, unshifted: bool) -> Elementwise:
     return Elementwise(
-        name, "float64 xv, float64 ad, float64 ap, float64 ar", "raw float64 mx, raw float64 hs",
+        name, "float64 xv, float64 ad, float64 ap, float64 ar", "raw float64 mx, raw uint64 hs",
         _EXP_SCALARS,
         _FOUR + ", float64 terms" + (", float64 xe, float64 xed, float64 xep, float64 xer"
                                       if unshifted else ""),

@@ -5,7 +5,8 @@ host dispatch each (hundreds per rule). Here the rule's elementwise part is one
 ``ElementwiseKernel`` before its sums and one after (:mod:`~numoracle.oracle._rows_cuda`,
 the operations of :mod:`~numoracle.oracle._numba_rows` in their order), the rows'
 maxima one kernel of a block per row, the online bound's counts one sort per row
-and a binary search in the first kernel; the sums stay CuPy's. The functions have
+(of order-preserving integer keys: a radix sort) and a binary search in the
+first kernel; the sums stay CuPy's. The functions have
 the signatures of :mod:`~numoracle.oracle.fused_cpu`'s row functions, so that the
 rules (:mod:`~numoracle.oracle.traced.library._softmax_rows`) call either; the
 rows' maxima come back to the host (a few numbers a row: the rules decide on them
@@ -113,7 +114,7 @@ def shifted_exp_rows(x: Any, radii: tuple[Any, ...], mx: np.ndarray, test_exact:
     xp = array_module(x)
     xd, xp_, xr = radii
     shape = x.shape
-    hs = xp.sort(_kernel(ROW_HI)(x, xd, xr, xp.empty(shape)), axis=-1)
+    hs = xp.sort(_kernel(ROW_HI)(x, xd, xr, xp.empty(shape, dtype=xp.uint64)), axis=-1)
     outs = [xp.empty(shape) for _ in range(9 if unshifted else 5)]
     flags = xp.zeros(1, dtype=xp.int32)
     scalars = (*(np.float64(p) for p in params), np.int32(ints[0]), np.int32(ints[1]),

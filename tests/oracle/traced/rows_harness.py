@@ -43,10 +43,12 @@ static nr_dim3 threadIdx, blockIdx, blockDim, gridDim;
 static inline void __syncthreads() {}
 """
 
-_C = {"float64": "double", "int32": "int", "int64": "long long", "bool": "bool"}
+_C = {"float64": "double", "int32": "int", "int64": "long long", "uint64": "unsigned long long",
+      "bool": "bool"}
 _CTYPES = {"double": ctypes.c_double, "int": ctypes.c_int, "long long": ctypes.c_longlong,
-           "bool": ctypes.c_bool}
-_NP = {"double": np.float64, "int": np.int32, "long long": np.int64, "bool": np.bool_}
+           "unsigned long long": ctypes.c_ulonglong, "bool": ctypes.c_bool}
+_NP = {"double": np.float64, "int": np.int32, "long long": np.int64,
+       "unsigned long long": np.uint64, "bool": np.bool_}
 
 
 def _params(text: str) -> list[tuple[str, str]]:

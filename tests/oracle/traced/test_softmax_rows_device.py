@@ -430,3 +430,13 @@ def test_device_backward_within_the_oracles_error(cupy: Any, runs: _Runs,
         got = sm.log_softmax_backward_rule(dctx, exact(cupy.asarray(g)), yd, -1)
     assert runs.take() == ["fused_cuda"]
     _within(want, got, "the NumPy path")
+
+
+@host_kernels
+def test_signed_zeros_count_as_equal(runs: _Runs) -> None:
+    """The online bound counts the entries larger than each: -0 and +0 are equal there
+    (the device sorts order-preserving integer keys, -0 made +0 first)."""
+    x = np.array([[-0.0, 0.0, -1.0, 2.0, -0.0, 0.5, 0.0, -3.0]] * 3)
+    ctx = RuleContext(get_model("bf16"))
+    for name in ("softmax", "log_softmax"):
+        _compare(runs, RULES[name], ctx, exact(x))
