@@ -55,6 +55,9 @@ __all__ = ["TENSOR_CHUNK", "TF32_UNIT", "tf32_growth", "tf32_up", "in_tf32_range
 #: the longest TF32 GEMM of a magnitude sum (as the CPU's float32 ones): a longer
 #: contraction sums such chunks in float64, and ``S`` is grown by about ``2^-11``
 TENSOR_CHUNK = 2048
+#: the most bytes the chunks' float32 results take at once (beyond, they are summed group
+#: by group)
+CHUNK_BYTES = 1 << 30
 #: what one term joined in an addition may lose, relative to the sum formed: a float32 ulp
 TF32_UNIT = 2.0**-23
 #: the low bits of a float64 that TF32 does not keep (52 - 10)
@@ -231,7 +234,8 @@ def chunked_sum(ma: Any, mb: Any, xp: Any, gemm: Any) -> Any:
     ``gemm(plan, c, a_at, b_at, out)``, a column-major GEMM of ``c`` terms (its
     :class:`GemmPlan`; the operands' first elements ``a_at``, ``b_at`` elements into
     their memory) into the C-ordered float32 matrix ``out``: one GEMM up to
-    TENSOR_CHUNK terms (float32), else one per chunk, summed in float64."""
+    TENSOR_CHUNK terms (float32), else one per chunk, summed in float64 (as many
+    chunks' results held at once as CHUNK_BYTES allows)."""
     m, k = ma.shape
     n = mb.shape[1]
     parts = chunks(k)
@@ -239,10 +243,18 @@ def chunked_sum(ma: Any, mb: Any, xp: Any, gemm: Any) -> Any:
         return xp.zeros((m, n), dtype=xp.float32)
     fortran = [bool(x.flags.f_contiguous and not x.flags.c_contiguous) for x in (ma, mb)]
     plan = gemm_plan(m, k, n, *fortran)
-    out = xp.empty((len(parts), m, n), dtype=xp.float32)
-    for j, (c0, c) in enumerate(parts):
-        gemm(plan, c, c0 * plan.step_a, c0 * plan.step_b, out[j])
-    return out[0] if len(parts) == 1 else out.sum(axis=0, dtype=xp.float64)
+    held = max(1, min(len(parts), CHUNK_BYTES // (4 * m * n)))  # chunks' results at once
+    out = xp.empty((held, m, n), dtype=xp.float32)
+    total = None
+    for g0 in range(0, len(parts), held):
+        group = parts[g0:g0 + held]
+        for j, (c0, c) in enumerate(group):
+            gemm(plan, c, c0 * plan.step_a, c0 * plan.step_b, out[j])
+        if len(parts) == 1:
+            return out[0]
+        part = out[:len(group)].sum(axis=0, dtype=xp.float64)
+        total = part if total is None else total + part
+    return total
 
 
 def _gemm(plan: GemmPlan, c: int, a_ptr: int, b_ptr: int, out_ptr: int) -> None:

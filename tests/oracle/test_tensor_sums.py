@@ -82,11 +82,14 @@ def _column_major_gemm(ma: np.ndarray, mb: np.ndarray) -> Any:
     return gemm
 
 
+@pytest.mark.parametrize("held", [1 << 30, 2 * 4 * 3 * 5, 1])
 @pytest.mark.parametrize("k", [1, 5, TENSOR_CHUNK, TENSOR_CHUNK + 3, 3 * TENSOR_CHUNK])
-def test_the_gemm_plan_reads_c_and_fortran_operands_chunk_by_chunk(k: int) -> None:
+def test_the_gemm_plan_reads_c_and_fortran_operands_chunk_by_chunk(
+        k: int, held: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """:func:`chunked_sum`'s column-major calls (operations, leading dimensions, each
-    chunk's start) give ``a @ b`` for operands in C and Fortran order: integers,
-    so exactly."""
+    chunk's start) give ``a @ b`` for operands in C and Fortran order, the chunks'
+    results held all at once, two or one at a time: integers, so exactly."""
+    monkeypatch.setattr(tensor_sums, "CHUNK_BYTES", held)
     rng = np.random.default_rng(k)
     m, n = 3, 5
     a = rng.integers(0, 8, (m, k)).astype(np.float32)
