@@ -524,9 +524,9 @@ class Sandbox:
         return result
 
     def _shared(self, request: Mapping[str, Any]) -> dict[str, Any]:
-        """The request to send: its large arrays written to the shared inputs file (in
-        memory where ``/dev/shm`` has room, else in the temporary folder) and named
-        there (:class:`SharedInput`)."""
+        """The request to send: its large arrays written to the shared inputs file in
+        ``/dev/shm`` and named there (:class:`SharedInput`); where ``/dev/shm`` has no
+        room for them (or there is none) the request as it is, pickled."""
         out = dict(request)
         arrays = _shared_arrays(request)
         if not arrays:
@@ -537,12 +537,10 @@ class Sandbox:
             end += -(-a.nbytes // 64) * 64
         folder = self.folders[0]
         stat = os.statvfs(folder)
-        if stat.f_bavail * stat.f_frsize < end + (1 << 28):
-            folder = self.folders[-1]  # /dev/shm too small: a file on disk instead
-        if self.inputs is None or os.path.dirname(self.inputs) != folder:
-            if self.inputs is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(self.inputs)
+        held = os.path.getsize(self.inputs) if self.inputs is not None else 0
+        if len(self.folders) < 2 or stat.f_bavail * stat.f_frsize + held < end + (1 << 28):
+            return out  # no room in shared memory: pickled through the socket, as before
+        if self.inputs is None:
             fd, self.inputs = tempfile.mkstemp(prefix="inputs-", dir=folder)
             os.close(fd)
         with open(self.inputs, "r+b") as f:

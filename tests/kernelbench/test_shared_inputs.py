@@ -67,3 +67,18 @@ def test_a_shared_array_reads_back_as_written(tmp_path: Path,
         del got, again
     finally:
         box.close()
+
+
+def test_without_room_in_shared_memory_the_request_is_pickled(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sandbox, "SHARED_INPUT_BYTES", 64)
+    box = sandbox.Sandbox(tmp_path / "none.py", "cpu", 10.0)
+    folders = box.folders
+    try:
+        box.folders = folders[-1:]  # no /dev/shm: nothing written to disk for it
+        a = np.ones(100, dtype=np.float64)
+        sent = box._shared({"first": [a], "second": [a], "state": {}})
+        assert sent["first"][0] is a and "shared_inputs" not in sent
+    finally:
+        box.folders = folders
+        box.close()
