@@ -309,8 +309,10 @@ def test_device_kernels_alone_on_special_values(cupy: Any, seed: int) -> None:
 
 
 @host_kernels
+@pytest.mark.parametrize("per_op", [False, True])
 @pytest.mark.parametrize("rule", [*sorted(RULES), "backward"])
 def test_device_forms_keep_to_device_arrays(runs: _Runs, strict: Any, rule: str,
+                                            per_op: bool,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """The rules through ``fused_cuda`` in the strict namespace (CuPy's manners: no
     host array beside its arrays, no implicit conversion), its kernels built on the
@@ -319,7 +321,8 @@ def test_device_forms_keep_to_device_arrays(runs: _Runs, strict: Any, rule: str,
     x = rng.standard_normal((6, 50)).astype(np.float32).astype(np.float64)
     if rule != "log_softmax":
         x[:, 40:] = -np.inf
-    ctx, sctx = RuleContext(get_model("bf16")), RuleContext(get_model("bf16"), xp=strict)
+    model = get_model("bf16", rounding="per-op") if per_op else get_model("bf16")
+    ctx, sctx = RuleContext(model), RuleContext(model, xp=strict)
     t = _tracked(x, rng, "all")
     on = bounded(*(strict.asarray(a) for a in (t.value, t.det, t.prob)),
                  ref_err=strict.asarray(t.ref_err))
@@ -386,17 +389,20 @@ def _device_case(cp: Any, case: str) -> tuple[Tracked, Tracked]:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("case", ["wide", "long", "causal", "one", "big"])
+@pytest.mark.parametrize("case", ["wide", "long", "causal", "one", "big", "wide per-op",
+                                  "causal per-op"])
 @pytest.mark.parametrize("rule", sorted(RULES))
 def test_device_rules_within_the_oracles_error(cupy: Any, runs: _Runs,
                                                monkeypatch: pytest.MonkeyPatch, rule: str,
                                                case: str) -> None:
     """Each rule by the kernels on CuPy: within the oracle's own error of the NumPy path
     and of CuPy's primitives (the switch off), the kernels run."""
-    if rule == "log_softmax" and case == "causal":
+    if rule == "log_softmax" and case.startswith("causal"):
         pytest.skip("log-softmax takes the primitives where entries are masked")
+    case, _, per_op = case.partition(" ")
     t, on = _device_case(cupy, case)
-    ctx, dctx = RuleContext(get_model("bf16")), RuleContext(get_model("bf16"), xp=cupy)
+    model = get_model("bf16", rounding="per-op") if per_op else get_model("bf16")
+    ctx, dctx = RuleContext(model), RuleContext(model, xp=cupy)
     with np.errstate(all="ignore"):
         want = RULES[rule](ctx, t)
         monkeypatch.setenv(fused.DEVICE_ROWS_VARIABLE, "0")
