@@ -318,3 +318,71 @@ def test_the_range_of_several_arrays_is_every_arrays() -> None:
     inside, below = np.array([[0.0, FP32.tiny, 1.0]]), np.array([FP32.tiny / 4])
     assert in_tf32_range(inside, inside.T)
     assert not in_tf32_range(inside, below) and not in_tf32_range(below, inside)
+
+
+_HOST_STUBS = r"""
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <algorithm>
+using std::max;
+static long long __double_as_longlong(double d) { long long b; memcpy(&b, &d, 8); return b; }
+static double __longlong_as_double(long long b) { double d; memcpy(&d, &b, 8); return d; }
+static int __ffsll(long long x) { return __builtin_ffsll(x); }
+#define __device__ static
+"""
+
+
+def test_the_device_pass_writes_tf32_up_and_flags_the_range(tmp_path: Any) -> None:
+    """The operand-facts pass of the TF32 sums (its C text, the loop body over one
+    element, compiled with g++ on the host): the magnitude's bits are
+    :func:`tf32_up`'s and OFF_SINGLE is set exactly where :func:`in_tf32_range`
+    fails (NOT_FINITE for infinities and NaN)."""
+    import shutil
+    import subprocess
+
+    from numoracle.oracle import fused
+
+    if shutil.which("g++") is None:
+        pytest.skip("no g++ on this machine")
+    src = fused._FACTS_TF32
+    body = src[src.index("double v = x[i];"):src.index("  /* the block's warps")].rstrip()
+    assert body.endswith("}")
+    program = _HOST_STUBS + fused._REPRESENTABLE + r"""
+int main() {
+  int n; if (scanf("%d", &n) != 1) return 1;
+  int t = 23, emin = -126, none = 1 << 20, lowest = 0;
+  double fmax = 3.4028234663852886e38, tiny = 1.1754943508222875e-38;
+  for (int k = 0; k < n; ++k) {
+    unsigned long long bits; if (scanf("%llx", &bits) != 1) return 1;
+    double xv; memcpy(&xv, &bits, 8);
+    const double* x = &xv; float mag = 0.0f; float* ax = &mag; int far = 0, flags = 0;
+    for (int i = 0; i < 1; ++i) {
+""" + body[:-1] + r"""
+    }
+    unsigned int out; memcpy(&out, &mag, 4); printf("%08x %d\n", out, flags);
+    lowest = max(lowest, far);
+  }
+  return lowest < 0;
+}
+"""
+    (tmp_path / "facts.cpp").write_text(program)
+    subprocess.run(["g++", "-O1", "-o", str(tmp_path / "facts"), str(tmp_path / "facts.cpp")],
+                   check=True, capture_output=True)
+    rng = np.random.default_rng(9)
+    x = np.concatenate([rng.standard_normal(4000) * 2.0 ** rng.integers(-140, 140, 4000),
+                        [0.0, -0.0, FP32.tiny, -np.nextafter(FP32.tiny, 0), TF32.max,
+                         -np.nextafter(TF32.max, np.inf), FP32.max, 1 + 2.0**-11, np.inf,
+                         np.nan]])
+    lines = subprocess.run([str(tmp_path / "facts")], check=True, capture_output=True,
+                           text=True, input=f"{x.size}\n" + "\n".join(
+                               f"{b:016x}" for b in x.view(np.uint64))).stdout.split()
+    mags = np.array([int(v, 16) for v in lines[::2]], dtype=np.uint32)
+    flags = np.array([int(v) for v in lines[1::2]])
+    finite = np.isfinite(x)
+    inside = np.array([in_tf32_range(np.abs(x[i:i + 1])) for i in range(x.size)]) & finite
+    with np.errstate(all="ignore"):
+        want = tf32_up(np.abs(x)).view(np.uint32)
+    np.testing.assert_array_equal(mags[inside], want[inside])
+    np.testing.assert_array_equal((flags[finite] & fused.OFF_SINGLE) != 0, ~inside[finite])
+    assert np.all(flags[~finite] & fused.NOT_FINITE)
