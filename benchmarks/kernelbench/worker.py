@@ -21,7 +21,7 @@ from typing import Any
 from benchmarks.kernelbench.admission import GIB
 
 __all__ = ["HOW", "GIB", "classify", "judge_one", "serve", "write_whole", "log_tail",
-           "free_device_memory", "device_usable", "PeakPool"]
+           "free_device_memory", "device_usable", "PeakPool", "host_peak"]
 
 #: how an official instance may be judged, in table order
 HOW = ("whole", "sampled rows", "reduced sizes", "not finished", "refused")
@@ -191,6 +191,7 @@ def serve(device: str) -> int:
             torch.cuda.reset_peak_memory_stats()
             if peaks is not None:
                 peaks.reset()
+        host_peak(reset=True)
         ends = False
         try:
             row = judge_one(Path(job["problem"]), out.with_name(out.name + ".row"),
@@ -207,10 +208,29 @@ def serve(device: str) -> int:
             free_device_memory(cuda)
         # a CUDA error left in this process: the driver gives the next to a fresh worker
         row["worker_ends"] = ends or (cuda and not device_usable())
+        high = host_peak()
+        if high is not None:
+            row["host_peak_gib"] = round(high / GIB, 2)
         _put(out, row)
         if row["worker_ends"]:
             return 1
     return 0
+
+
+def host_peak(reset: bool = False) -> int | None:
+    """This process's peak resident bytes since the last reset (Linux's ``VmHWM``;
+    ``reset`` starts it again from the resident size now); None where the system does
+    not say."""
+    try:
+        if reset:
+            Path("/proc/self/clear_refs").write_text("5")
+            return None
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
 
 
 def device_usable() -> bool:

@@ -6,8 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 from benchmarks.kernelbench.leaderboard import _done_before
 from benchmarks.kernelbench.official import plan_problem, resumed
+from benchmarks.kernelbench.worker import host_peak
 
 _CONV = '''import torch
 import torch.nn as nn
@@ -66,3 +70,15 @@ def test_an_official_run_resumed_keeps_judged_rows_and_judges_the_rest(tmp_path:
     assert sorted(kept) == ["level1/1_a", "level1/3_c"]
     assert kept["level1/3_c"]["resumed_from"] == "abc"
     assert resumed(tmp_path / "absent.json") == {} and resumed(None) == {}
+
+
+def test_a_workers_host_peak_counts_what_a_judgement_held_since_the_reset() -> None:
+    host_peak(reset=True)
+    held = np.ones(1 << 25)  # 256 MiB, touched
+    high = host_peak()
+    del held
+    if high is None:
+        pytest.skip("this system does not report a process's peak resident size")
+    host_peak(reset=True)
+    after = host_peak()
+    assert after is not None and high - after >= (1 << 28) * 0.9
