@@ -5,25 +5,26 @@
 # the oracle's own error of the NumPy path and of CuPy's primitives), then the traced
 # oracle's cost per case against torch float64 eager for softmax, attention and
 # cross-entropy at their realistic sizes (benchmarks/traced/table.py) in CuPy with the
-# kernels on and off, and where the time of two rows goes with them on
-# (benchmarks/traced/profile.py).
+# kernels on and off, the rules alone on and off (benchmarks/traced/rows_device.py), and
+# where the time of the softmax row goes with them on (benchmarks/traced/profile.py).
 #
 #   bash benchmarks/gpu_rows.sh OUT
 #
 # From the root of a checkout, on a machine with a CUDA GPU, torch, cupy and g++. Writes
-# OUT/rows/env.txt, tests.log, table.log, on/table.md, on/table.json, on/profile.md,
-# off/table.md, off/table.json. About 3 minutes: the tests under TEST_LIMIT (80 s), each
-# table under TABLE_BUDGET (25 s of rows; a row that would start later is skipped and says
-# so), the profile under PROFILE_LIMIT (25 s).
+# OUT/rows/env.txt, tests.log, rules.md, rules.json, table.log, on/table.md, on/table.json,
+# on/profile.md, off/table.md, off/table.json. About 3 minutes: the tests under TEST_LIMIT
+# (70 s), the rules under RULES_LIMIT (30 s), each table under TABLE_BUDGET (20 s of rows; a
+# row that would start later is skipped and says so), the profile under PROFILE_LIMIT (20 s).
 set -uo pipefail
 OUT=${1:?usage: bash benchmarks/gpu_rows.sh OUT}
 cd "$(dirname "$0")/.."
 R="$OUT/rows"
 mkdir -p "$R/on" "$R/off"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-TEST_LIMIT=${TEST_LIMIT:-80}
-TABLE_BUDGET=${TABLE_BUDGET:-25}
-PROFILE_LIMIT=${PROFILE_LIMIT:-25}
+TEST_LIMIT=${TEST_LIMIT:-70}
+RULES_LIMIT=${RULES_LIMIT:-30}
+TABLE_BUDGET=${TABLE_BUDGET:-20}
+PROFILE_LIMIT=${PROFILE_LIMIT:-20}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$R/env.txt" 2>&1
 python3 -c "import torch, numpy, cupy; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'numpy', numpy.__version__, 'cupy', cupy.__version__)" >> "$R/env.txt" 2>&1
 python3 -c "import numba; print('numba', numba.__version__)" >> "$R/env.txt" 2>&1 || echo "no numba: the NumPy path is the primitives' passes" >> "$R/env.txt"
@@ -33,6 +34,10 @@ start=$SECONDS
 timeout "$TEST_LIMIT" python3 -m pytest tests/oracle/traced/test_softmax_rows_device.py \
     -m gpu -v --tb=short -n 4 -p no:cacheprovider -o addopts="" > "$R/tests.log" 2>&1
 echo "tests exit $? after $(( SECONDS - start )) s" >> "$R/env.txt"
+start=$SECONDS
+NUMORACLE_GPU_NAMESPACE=cupy timeout "$RULES_LIMIT" python3 -m benchmarks.traced.rows_device \
+    --out "$R" > "$R/rules.log" 2>&1
+echo "rules exit $? after $(( SECONDS - start )) s" >> "$R/env.txt"
 for sw in 1 0; do
     dir="$R/on"; [ "$sw" = 0 ] && dir="$R/off"
     start=$SECONDS
@@ -46,8 +51,8 @@ done
 start=$SECONDS
 NUMORACLE_GPU_NAMESPACE=cupy NUMORACLE_DEVICE_ROWS=1 timeout "$PROFILE_LIMIT" \
     python3 -m benchmarks.traced.profile --device cuda --out "$R/on" \
-    --rows softmax:realistic:fwd,cross_entropy:realistic:bwd --top 20 > "$R/profile.log" 2>&1
+    --rows softmax:realistic:fwd --top 20 > "$R/profile.log" 2>&1
 echo "profile exit $? after $(( SECONDS - start )) s" >> "$R/env.txt"
 cat "$R/env.txt"
 grep -E "(passed|failed|error)( |$)" "$R/tests.log" | tail -3
-cat "$R/on/table.md" "$R/off/table.md"
+cat "$R/rules.md" "$R/on/table.md" "$R/off/table.md"
