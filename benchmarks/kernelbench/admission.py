@@ -134,10 +134,12 @@ def fit(rows: Sequence[dict[str, Any]], *, quantile: float = 0.9, least: int = 3
     the float64 floor among rows judged whole that passed (the problem's own
     ``Model``: any other verdict stopped somewhere) with a floor of at least
     :data:`FIT_LEAST_FLOOR`; a kind with fewer than ``least`` such rows takes
-    the quantile over all of them. The peak read is ``live_gib`` (the most bytes
-    in use) where the row has it, else ``peak_gib`` (reserved: cached blocks
-    too). Every such row's peak is kept as that problem's own; the seconds of
-    every row judged or killed at the limit are kept."""
+    the quantile over all of them. The peak read is ``peak_gib``, reserved (cached
+    blocks too): a process's allocator keeps them from the problems beside it
+    until its judgement ends, so that is what it takes from them (``live_gib``,
+    the most in use, is recorded beside it). Every such row's peak is kept as
+    that problem's own; the seconds of every row judged or killed at the limit
+    are kept."""
     base = base or MemoryModel({"all": 6.0})
     ratios: dict[str, list[float]] = {}
     peaks: dict[str, int] = {}
@@ -145,7 +147,7 @@ def fit(rows: Sequence[dict[str, Any]], *, quantile: float = 0.9, least: int = 3
     for r in rows:
         if r.get("how") != "not finished" or "limit" in str(r.get("reason", "")):
             seconds[r["problem"]] = float(r.get("seconds", 0.0))  # not: never started
-        peak, floor = r.get("live_gib", r.get("peak_gib")), r.get("floor_gib", 0.0)
+        peak, floor = r.get("peak_gib"), r.get("floor_gib", 0.0)
         if r.get("how") != "whole" or r.get("status") != "pass" or peak is None:
             continue  # a failing or stopped judgement's peak may be partial
         peaks[r["problem"]] = int(peak * GIB)

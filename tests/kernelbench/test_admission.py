@@ -47,11 +47,11 @@ def test_the_fit_takes_a_quantile_per_kind_and_keeps_measured_peaks() -> None:
              _row("level1/21_relu", "other", 0.1, 9.0),  # below the least floor: no ratio
              _row("level1/22_pool", "pooling", 1.0, 30.0, how="sampled rows"),
              _row("level1/23_gemm", "matmul", 1.0, 90.0, status="fail"),  # stopped: no peak
-             {**_row("level1/24_mm", "matmul", 1.0, 50.0), "live_gib": 1.5}]
+             {**_row("level1/24_mm", "matmul", 1.0, 1.5), "live_gib": 1.2}]
     m = fit(rows, quantile=0.9, least=3)
     assert m.per_byte["convolution"] == 11.0  # the 0.9 quantile of 2..11
-    # the matmuls' 2.0 and 1.5 (the peak in use, not the reserved 50) beside the ten:
-    # index 10 of the twelve sorted ratios
+    # the matmuls' 2.0 and 1.5 (the reserved peak, not the 1.2 in use) beside the
+    # ten: index 10 of the twelve sorted ratios
     assert "matmul" not in m.per_byte and m.per_byte["all"] == 10.0
     assert "level1/23_gemm" not in m.peaks and m.peaks["level1/24_mm"] == int(1.5 * GIB)
     assert m.peaks["level1/21_relu"] == 9 * GIB and "level1/22_pool" not in m.peaks
