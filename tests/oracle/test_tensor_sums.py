@@ -386,3 +386,49 @@ int main() {
     np.testing.assert_array_equal(mags[inside], want[inside])
     np.testing.assert_array_equal((flags[finite] & fused.OFF_SINGLE) != 0, ~inside[finite])
     assert np.all(flags[~finite] & fused.NOT_FINITE)
+
+
+def test_torch_namespace_sums_through_the_tensor_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch's namespace with its contractions' magnitude sums on the tensor path (on
+    the CPU here: the device's GEMMs emulated by the column-major reading above, at
+    least as accurate as the tensor cores): the linear backward's radii as large as
+    with float64 sums on NumPy, and at most EXCESS of themselves larger."""
+    torch = pytest.importorskip("torch")
+    from numoracle.oracle import fused, tracked
+    from numoracle.oracle.ops import get_op
+    from numoracle.oracle.precision import get_model
+    from numoracle.oracle.xp import as_namespace, namespace_named, on_device
+
+    summed: list[int] = []
+
+    def emulated(ma: Any, mb: Any) -> Any:
+        assert ma.dtype == mb.dtype == torch.float32
+        a, b = ma.numpy(), mb.numpy()
+        summed.append(a.shape[1])
+        return torch.as_tensor(np.asarray(chunked_sum(a, b, np, _column_major_gemm(a, b))))
+
+    monkeypatch.setattr(tensor_sums, "available", lambda x: True)
+    monkeypatch.setattr(fused, "tensor_sum", emulated)
+    xp = namespace_named("torch")
+    op = get_op("linear")
+    worst = 0.0
+    for shape in ((3, 17, 5), (40, 300, 70), (5, TENSOR_CHUNK + 7, 3)):
+        params, inputs = _linear_inputs(shape, sum(shape))
+        model = get_model("fp32")
+        monkeypatch.setattr(tracked, "SINGLE_SUMS", False)
+        host = op.reference(inputs, params, model)
+        monkeypatch.setattr(tracked, "SINGLE_SUMS", True)
+        with on_device(xp, "cpu"):
+            dev = {k: as_namespace(v, xp) for k, v in inputs.items()}
+            out = {k: t.to_host() for k, t in op.reference(dev, params, model).items()}
+        for name, h in host.items():
+            o = out[name]
+            assert np.all(np.abs(o.value - h.value) <= h.ref_err + o.ref_err)
+            for radius in ("det", "prob"):
+                r, r64 = (np.broadcast_to(getattr(t, radius), t.shape) for t in (o, h))
+                judged = np.isfinite(r64) & (r64 > 0)
+                assert not np.any((r == 0) & (r64 != 0))
+                ratio = r[judged] / r64[judged]
+                assert np.all(ratio >= 1.0) and np.all(ratio <= 1 + EXCESS), (shape, name)
+                worst = max(worst, float(ratio.max(initial=1.0)) - 1.0)
+    assert TENSOR_CHUNK + 7 in summed and worst > 0.0
