@@ -339,7 +339,7 @@ _EXP_SCALARS = ("float64 u, float64 tiny, float64 u64, float64 fmax, float64 ulp
 _FOUR = "float64 ev, float64 ed, float64 ep, float64 er"
 
 #: e = exp(x - max x), the online bound's terms (and exp(x)), the flags or'ed into
-#: ``flags[0]`` (bit k: ``shifted_exp_rows``'s column k)
+#: the first entry of ``flags`` (bit k: ``shifted_exp_rows``'s column k)
 _SHIFTED_BODY = """
 long long row = i / cols;
 const double* mrow = &mx[row * 7];
@@ -377,7 +377,9 @@ if (xv == -INF) {
   }
   UNSHIFTED
 }
-if ((bits & ~flags[0]) != 0) atomicOr(&flags[0], bits);
+int* flag = &flags[row - row];  /* (the first: no literal 0 index, which CArray may
+                                   read as a null pointer) */
+if ((bits & ~*flag) != 0) atomicOr(flag, bits);
 """.replace("INF", _INF)
 _UNSHIFTED = """
   nr4 w = nr_exp(xv, ad, ap, ar, ulps, per_x, of_one, u, tiny, ref_unit, acc_max);
@@ -464,9 +466,10 @@ long long row = i / cols;
 const double* sr = &s[row * 4];
 const double* cr = &c[row * 4];
 nr4 p = nr_exp(yv, yd, yq, yr, ulps, per_x, of_one, u, tiny, ref_unit, fmax);
-nr4 a1 = nr_div(p.v, p.d, p.p, p.r, sc[0], sc[1], sc[2], sc[3], rel_u, rel_tiny, grow_div,
+const double* one = &sc[row - row];  /* (no literal 0 index: CArray may read it as a pointer) */
+nr4 a1 = nr_div(p.v, p.d, p.p, p.r, one[0], one[1], one[2], one[3], rel_u, rel_tiny, grow_div,
                 u64, fmax);
-nr4 a2 = nr_mul(p.v, p.d, p.p, p.r, sc[4], sc[5], sc[6], sc[7], u, tiny, u64, fmax);
+nr4 a2 = nr_mul(p.v, p.d, p.p, p.r, one[4], one[5], one[6], one[7], u, tiny, u64, fmax);
 nr3 in = nr_either_nan(a1.v, a1.d, a1.p, fabs(a1.v), a2.v, a2.d, a2.p, a2.r, fabs(a2.v), grow);
 nr3 k = nr_either_nan(p.v, p.d, p.p, fabs(p.v), a1.v, in.d, in.p, a1.r, in.m, grow);
 nr4 w = nr_mul(p.v, k.d, k.p, p.r, sr[0], sr[1], sr[2], sr[3], u, tiny, u64, fmax);
