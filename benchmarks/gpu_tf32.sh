@@ -62,11 +62,13 @@ if path.exists():
     res = json.loads(path.read_text())
     print("\n| shape | float64 s | TF32 one GEMM s | package s | package min..max ratio |")
     print("|---|---|---|---|---|")
+    nan = float("nan")
     for r in res.get("sums", []):
-        print(f"| {'x'.join(map(str, r['shape']))} | {r['float64_s']:.6f} | {r['tf32_s']:.6f} "
-              f"| {r['package_s']:.6f} | {r['package_min_ratio']:.6f}..{r['package_max_ratio']:.6f} |")
+        print(f"| {'x'.join(map(str, r['shape']))} | {r.get('float64_s', nan):.6f} "
+              f"| {r.get('tf32_s', nan):.6f} | {r.get('package_s', nan):.6f} "
+              f"| {r.get('package_min_ratio', nan):.6f}..{r.get('package_max_ratio', nan):.6f} |")
     p = res.get("profile")
-    if p:
+    if p and "per_call_s" in p:
         print(f"\nlinear {p['shape']} reference, sums on: {p['per_call_s'] * 1e3:.3f} ms per call, "
               f"host {p['host_s'] * 1e3:.3f} ms")
 EOF
