@@ -1,4 +1,4 @@
-"""The softmax family's rules as whole-rule loops on the CPU.
+"""The softmax family's rules as whole-rule loops (numba's on the CPU, kernels on CuPy).
 
 A softmax or log-softmax rule (:mod:`.softmax`) composes a dozen primitives,
 each several passes over the whole input on NumPy. Where the loops of
@@ -6,7 +6,11 @@ each several passes over the whole input on NumPy. Where the loops of
 the elementwise part of a rule is two loops over the rows instead, one before its
 sums and one after, performing the primitives' float64 operations in their order;
 the sums stay the primitives' own NumPy calls (their summation order sets their
-bits). So each form here gives the same bits as the rule's primitives, which stay
+bits). On CuPy the same loops are device kernels (:mod:`~numoracle.oracle.fused_cuda`,
+where ``whole_rules`` switches them on), the sums CuPy's, and the few numbers a row
+that the rule computes from its sums are computed on the host (:func:`_rows_on_host`).
+So each form here gives the same bits as the rule's primitives (on a device but for its
+exponentials), which stay
 the reference implementation (the tests compare both), and returns None where it
 does not apply (the primitives then run): an axis other than the last, an
 escalated input, a value or radius that is not finite (a NaN, a row of ``-inf``;
