@@ -271,7 +271,7 @@ def contraction_radii(S: Any, grow: Any, tiny_mag: Any, tiny_sum: Any, det_coef:
     broadcastable to ``S`` where the accumulation length varies)."""
     xp = array_module(S)
     if fused(xp):
-        det, prob, ref = (xp.empty_like(S) for _ in range(3))
+        det, prob, ref = (xp.ndarray(S.shape, dtype=xp.float64) for _ in range(3))
         _kernel("contraction")(grow, tiny_mag, tiny_sum, det_coef, prob_coef, eta, g64, S,
                                det, prob, ref)
         return det, prob, ref
@@ -603,8 +603,9 @@ def exact_contraction_radii(value: Any, S: Any, bias: Any, grow: Any, tiny_mag: 
     single = S.dtype == xp.float32  # (TF32's sum: grown into a float64 array of its own)
     S32 = (S,) if single else ()
     if single:
-        S = xp.empty(S.shape, dtype=xp.float64)
-    det, prob, ref = (xp.empty_like(S) for _ in range(3))
+        S = xp.ndarray(S.shape, dtype=xp.float64)
+    # (CuPy's constructor: its empty_like costs several times the host time)
+    det, prob, ref = (xp.ndarray(S.shape, dtype=xp.float64) for _ in range(3))
     stored = () if fmt is None else rounding_params(fmt)
     tail = "_single" if single else ""
     if bias is None:
