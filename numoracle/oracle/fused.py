@@ -425,10 +425,12 @@ def operand_facts(arrays: list[Any], fmt: Any, none: int, *, grid: bool = True,
         if not (x.flags.c_contiguous or x.flags.f_contiguous):
             x = xp.ascontiguousarray(x)
         mag_type = xp.float32 if single else xp.float64
-        ax = xp.empty_like(x, dtype=mag_type)  # the same layout: both walked in memory order
+        fortran = x.flags.f_contiguous and not x.flags.c_contiguous
+        # the same layout: both walked in memory order
+        ax = xp.ndarray(x.shape, dtype=mag_type, order="F" if fortran else "C")
         if ax.strides != tuple(s // 8 * ax.itemsize for s in x.strides):
             x = xp.ascontiguousarray(x)
-            ax = xp.empty_like(x, dtype=mag_type)
+            ax = xp.ndarray(x.shape, dtype=mag_type)
         if x.size:
             blocks = min(-(-x.size // 256), 1024)
             _kernel("facts_tf32" if single else "facts")((blocks,), (256,), (
