@@ -3,10 +3,11 @@ compiled on the host: the same C text, through a shim of CUDA's few names, by g+
 without contraction (``-ffp-contract=off``, as the device's ``--fmad=false``) into
 a shared library loaded by ctypes. An elementwise kernel is a loop over the elements
 (``i`` its index); a kernel of a block per row a loop over the blocks, each of one
-thread (so its shared-memory reduction has one entry, and the thread's loop visits
-the row in order: the numba loops' order). :func:`build` returns callables with
-CuPy's calling conventions on NumPy arrays, for ``fused_cuda.build``; None where
-g++ is missing.
+thread by default (so its shared-memory reduction has one entry, and the thread's loop
+visits the row in order: the numba loops' order), or of several threads meeting at
+``__syncthreads`` (a ``std::barrier``), as on the device. :func:`build` returns
+callables with CuPy's calling conventions on NumPy arrays, for ``fused_cuda.build``;
+:func:`library` is None where g++ is missing.
 """
 
 from __future__ import annotations
@@ -27,7 +28,11 @@ from numoracle.oracle import _rows_cuda as src
 SHIM = r"""
 #include <math.h>
 #include <string.h>
+#include <stddef.h>
 #include <algorithm>
+#include <barrier>
+#include <thread>
+#include <vector>
 using std::max;
 using std::min;
 #define __device__ static inline
@@ -39,8 +44,10 @@ static inline long long __double_as_longlong(double d) { long long b; memcpy(&b,
 static inline int __ffsll(long long b) { return __builtin_ffsll(b); }
 static inline int atomicOr(int* p, int v) { int o = *p; *p |= v; return o; }
 struct nr_dim3 { unsigned x; };
-static nr_dim3 threadIdx, blockIdx, blockDim, gridDim;
-static inline void __syncthreads() {}
+static thread_local nr_dim3 threadIdx;
+static nr_dim3 blockIdx, blockDim, gridDim;
+static std::barrier<>* nr_barrier = nullptr;
+static inline void __syncthreads() { if (nr_barrier) nr_barrier->arrive_and_wait(); }
 """
 
 _C = {"float64": "double", "int32": "int", "int64": "long long", "uint64": "unsigned long long",
@@ -85,12 +92,26 @@ def _c_params(text: str) -> list[tuple[str, str]]:
 
 
 def _per_row_source(k: src.PerRow) -> str:
+    """The kernel, and a launcher of its blocks one after the other, each of ``block``
+    threads (one: the thread itself; more: threads meeting at ``__syncthreads``, the
+    block's shared arrays static, so shared by them)."""
     names = ", ".join(n for _, n in _c_params(k.params))
-    return k.source() + (
-        f'extern "C" void {k.name}__grid(long long grid, {k.params}) {{\n'
-        "  blockDim.x = 1; gridDim.x = (unsigned)grid; threadIdx.x = 0;\n"
-        f"  for (long long b = 0; b < grid; ++b) {{ blockIdx.x = (unsigned)b; {k.name}({names}); }}\n"
-        "}\n")
+    return k.source() + f"""extern "C" void {k.name}__grid(long long grid, long long block,
+                                                       {k.params}) {{
+  blockDim.x = (unsigned)block; gridDim.x = (unsigned)grid;
+  for (long long b = 0; b < grid; ++b) {{
+    blockIdx.x = (unsigned)b;
+    if (block == 1) {{ threadIdx.x = 0; {k.name}({names}); continue; }}
+    std::barrier<> sync(block);
+    nr_barrier = &sync;
+    std::vector<std::thread> team;
+    for (long long t = 0; t < block; ++t)
+      team.emplace_back([&, t] {{ threadIdx.x = (unsigned)t; {k.name}({names}); }});
+    for (auto& th : team) th.join();
+    nr_barrier = nullptr;
+  }}
+}}
+"""
 
 
 def _host(a: Any) -> Any:
@@ -146,16 +167,20 @@ class _ElementwiseCall:
 
 
 class _PerRowCall:
-    """A kernel of a block per row called as CuPy's RawKernel: grid, block, arguments."""
+    """A kernel of a block per row called as CuPy's RawKernel (grid, block, arguments),
+    each block of ``threads`` threads (one, whatever the block asked: the loops' order)."""
 
-    def __init__(self, lib: Any, k: src.PerRow) -> None:
+    def __init__(self, lib: Any, k: src.PerRow, threads: int) -> None:
         self.fn = getattr(lib, k.name + "__grid")
         self.params = _c_params(k.params)
-        self.fn.argtypes = [ctypes.c_longlong] + [_ctype(t) for t, _ in self.params]
+        self.threads = threads
+        self.fn.argtypes = [ctypes.c_longlong, ctypes.c_longlong] + [
+            _ctype(t) for t, _ in self.params]
         self.fn.restype = None
 
     def __call__(self, grid: tuple[int], block: tuple[int], args: tuple[Any, ...]) -> None:
-        call: list[Any] = [grid[0]]
+        assert self.threads <= block[0] <= src.BLOCK
+        call: list[Any] = [grid[0], self.threads]
         for (t, _), a in zip(self.params, map(_host, args), strict=True):
             if t.endswith("*"):
                 assert isinstance(a, np.ndarray)
@@ -197,17 +222,18 @@ def library() -> Any:
         cpp.write_text(text)
         tmp = folder / f"rows_{digest}.{os.getpid()}.so"
         subprocess.run([gxx, "-O2", "-ffp-contract=off", "-fno-fast-math", "-shared", "-fPIC",
-                        "-std=c++17", "-o", str(tmp), str(cpp)], check=True,
+                        "-std=c++20", "-pthread", "-o", str(tmp), str(cpp)], check=True,
                        capture_output=True, text=True)
         tmp.replace(so)
     _LIB["lib"] = ctypes.CDLL(str(so))
     return _LIB["lib"]
 
 
-def build(spec: src.Elementwise | src.PerRow) -> Any:
-    """The host's kernel of ``spec`` (``fused_cuda.build``'s stand-in)."""
+def build(spec: src.Elementwise | src.PerRow, threads: int = 1) -> Any:
+    """The host's kernel of ``spec`` (``fused_cuda.build``'s stand-in), a block per row
+    run by ``threads`` threads."""
     lib = library()
     assert lib is not None, "g++ is needed"
     if isinstance(spec, src.Elementwise):
         return _ElementwiseCall(lib, spec)
-    return _PerRowCall(lib, spec)
+    return _PerRowCall(lib, spec, threads)

@@ -294,6 +294,19 @@ def test_kernels_alone_on_special_values(seed: int) -> None:
                _loop_outputs(seed))
 
 
+@host_kernels
+@pytest.mark.parametrize("threads", [2, 8, 256])
+@pytest.mark.parametrize("seed", range(2))
+def test_row_kernels_with_threads(seed: int, threads: int) -> None:
+    """The kernels of a block per row with several threads meeting at ``__syncthreads``
+    (the device's shared-memory reduction): the one-thread results, the rows' maxima as
+    numbers (a signed zero being the larger of two by the threads' order)."""
+    one = _kernel_outputs(seed, rows_harness.build, lambda a: a, lambda a: a)
+    many = _kernel_outputs(seed, lambda spec: rows_harness.build(spec, threads),
+                           lambda a: a, lambda a: a)
+    _same_bits(many, one, signed_zeros=False)
+
+
 # on a GPU: CuPy's build of the same kernels
 
 
