@@ -16,8 +16,8 @@ beyond that on sampled rows or at reduced sizes, with as large a float64 floor
 as a third of the device holds. :class:`Admission` starts a problem where its
 plan fits the memory not yet reserved on a device (and a judging slot is free),
 the big ones first, the small ones beside them; a problem that waits at the
-head of the queue longer than ``patience`` stops the others from starting until
-it fits. One whose judgement ran out of device memory beside other problems is
+head of the queue longer than ``patience`` while problems behind it hold the
+memory it needs stops them from starting until it fits. One whose judgement ran out of device memory beside other problems is
 judged again whole, alone on a device, before it falls back to sampled rows.
 
 Everything here is bookkeeping (no torch, no device): the driver
@@ -205,6 +205,8 @@ class Ticket:
     retried: bool = False
     #: since when it waits at the head of the queue (None: not there)
     waiting: float | None = None
+    #: its place in the queue's order (:meth:`Admission.order`): lower goes first
+    rank: int = 0
 
 
 @dataclass
@@ -228,7 +230,7 @@ def out_of_memory(row: dict[str, Any]) -> bool:
 class Admission:
     """Plans, orders and admits problems by device memory (see the module)."""
 
-    def __init__(self, memory: int, model: MemoryModel, *, patience: float = 20.0,
+    def __init__(self, memory: int, model: MemoryModel, *, patience: float = 120.0,
                  least_bytes: int = 256 << 20) -> None:
         #: the usable memory of the smallest device
         self.memory = memory
@@ -260,20 +262,23 @@ class Admission:
         (measured seconds where the model has them, else the estimated work);
         ``most-work-first`` / ``least-work-first`` by the estimated work alone."""
         tickets = list(tickets)
-        if how == "most-work-first":
-            return sorted(tickets, key=lambda t: -t.problem.work)
-        if how == "least-work-first":
-            return sorted(tickets, key=lambda t: t.problem.work)
-        if how != "big-first":
-            raise ValueError(f"order {how!r} is unknown; use big-first, most-work-first or "
-                             "least-work-first")
         known = self.model.seconds
 
-        def key(t: Ticket) -> tuple[int, float, float]:
+        def key(t: Ticket) -> tuple[float, ...]:
+            if how == "most-work-first":
+                return (-t.problem.work,)
+            if how == "least-work-first":
+                return (t.problem.work,)
             if self.big(t):
                 return (0, -float(t.reserve), -t.problem.work)
             return (1, -known.get(t.problem.name, float("inf")), -t.problem.work)
-        return sorted(tickets, key=key)
+        if how not in ("big-first", "most-work-first", "least-work-first"):
+            raise ValueError(f"order {how!r} is unknown; use big-first, most-work-first or "
+                             "least-work-first")
+        out = sorted(tickets, key=key)
+        for i, t in enumerate(out):
+            t.rank = i
+        return out
 
     def admit(self, pending: list[Ticket], rooms: Sequence[Room], now: float,
               host_free: int | None = None) -> list[tuple[Ticket, Room]]:
@@ -281,8 +286,8 @@ class Admission:
         device with the most memory not yet reserved among those its reservation
         fits with a slot free (an ``alone`` one only on a device running nothing).
         A ticket that does not fit is passed over, but once the queue's first has
-        waited ``patience`` seconds (an ``alone`` one at once) nothing behind it
-        starts until it does. The started ones are removed from ``pending`` and
+        waited ``patience`` seconds while problems behind it hold the memory it needs
+        (an ``alone`` one at once), nothing behind it starts until it does. The started ones are removed from ``pending`` and
         reserved in their rooms (the caller releases them with :meth:`release`)."""
         started = []
         host = host_free
@@ -302,9 +307,15 @@ class Admission:
                 continue
             if t.waiting is None:
                 t.waiting = now
-            if t.alone or now - t.waiting >= self.patience:
+            if t.alone or (now - t.waiting >= self.patience and self._behind(t, rooms)):
                 break  # the rest wait until it starts
         return started
+
+    def _behind(self, t: Ticket, rooms: Sequence[Room]) -> bool:
+        """Whether problems behind ``t`` in the queue are what keeps it from starting:
+        on some device it would fit without them (else stopping them gains nothing)."""
+        return any(t.reserve <= r.memory - sum(x.reserve for x in r.running
+                                               if x.rank < t.rank) for r in rooms)
 
     def release(self, t: Ticket, room: Room) -> None:
         """``t`` ended on ``room``: its reservation given back."""

@@ -577,9 +577,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="the memory model (JSON, written by `fit`; default "
                         "benchmarks/results/h200/kbench_memory/model.json where it exists, "
                         "else the judge's DEVICE_MEMORY_PER_BYTE for every problem)")
-    r.add_argument("--patience", type=float, default=20.0,
-                   help="seconds the queue's first problem waits for memory while smaller "
-                        "ones start beside the running ones; then they wait for it")
+    r.add_argument("--patience", type=float, default=120.0,
+                   help="seconds the queue's first problem waits while problems behind it "
+                        "hold the memory it needs; then nothing behind it starts until it "
+                        "does (one that ran out of memory beside others waits for none)")
     r.add_argument("--resume", type=Path, default=None,
                    help="an earlier run's official.json: its rows judged whole or refused "
                         "are kept (and those judged smaller whose plan still does not fit "

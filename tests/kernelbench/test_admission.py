@@ -198,3 +198,14 @@ def test_the_table_gives_the_whole_share_over_every_problem_and_the_slow_ones(
     text = (tmp_path / "official.md").read_text()
     assert "Judged whole: 2 of 4 (50%)" in text and "Over 120 s: 2" in text
     assert "- level1/2_b: 130 s, whole" in text
+
+
+def test_the_queue_does_not_stop_for_a_head_that_problems_ahead_of_it_keep_out() -> None:
+    adm = Admission(100 * GIB, _model(3.0), patience=5.0)
+    a = adm.ticket(Planned("a", 25 * GIB))  # 89 GiB planned, ahead of b
+    b = adm.ticket(Planned("b", 24 * GIB))  # 85.5 GiB: waits for a alone, not for the rest
+    small = [adm.ticket(Planned(f"s{i}", GIB // 2, work=float(i))) for i in range(30)]
+    room = Room("gpu0", 100 * GIB, slots=4)
+    runs = simulate(adm, [a, b, *small], [room], lambda t: 40.0 if t in (a, b) else 4.0)
+    # small ones keep running beside a the whole 40 s: stopping them would not let b in
+    assert sum(1 for r in runs if r.name.startswith("s") and r.end <= 40.0) >= 20
