@@ -519,7 +519,7 @@ def magnitude_sum(abs_a: Any, abs_b: Any, single: bool) -> Any:
     which err below the exact sum by at most ``gamma_c(2^-24)`` of it (``c`` terms a
     GEMM at most) plus ``k 2^-126`` (products flushed to zero), on a GPU the TF32
     GEMMs of the magnitudes rounded up to TF32
-    (:func:`~numoracle.oracle.tensor_sums.tensor_sum`, 2-D operands): the caller
+    (:func:`~numoracle.oracle.tensor_sums.tensor_sum`, matrices or stacks): the caller
     grows it into an upper bound (:func:`single_growth`)."""
     if not single:
         return abs_a @ abs_b

@@ -205,11 +205,24 @@ def chunks(k: int) -> list[tuple[int, int]]:
 
 
 def tensor_sum(ma: Any, mb: Any) -> Any:
-    """``ma @ mb`` of 2-D float32 magnitudes (TF32 values, :func:`tf32_up`) on the
-    tensor cores: float32 where ``k <= TENSOR_CHUNK`` (one GEMM), else the float64
-    sum of the chunks' GEMMs. CuPy arrays, or torch tensors on a CUDA device
-    (computed by CuPy on torch's current stream, without a copy); the result is of
-    the operands' kind."""
+    """``ma @ mb`` of float32 magnitudes (TF32 values, :func:`tf32_up`; matrices, or
+    stacks of them broadcast as ``matmul`` does) on the tensor cores: float32 where
+    ``k <= TENSOR_CHUNK`` (one GEMM a matrix), else the float64 sum of the chunks'
+    GEMMs. CuPy arrays, or torch tensors on a CUDA device (computed by CuPy on
+    torch's current stream, without a copy); the result is of the operands' kind."""
+    if ma.ndim == 2 and mb.ndim == 2:
+        return _matrix_sum(ma, mb)
+    lib = _torch() if type(ma).__module__.startswith("torch") else _cupy()
+    batch = tuple(np.broadcast_shapes(tuple(ma.shape[:-2]), tuple(mb.shape[:-2])))
+    ma = lib.broadcast_to(ma, batch + tuple(ma.shape[-2:]))
+    mb = lib.broadcast_to(mb, batch + tuple(mb.shape[-2:]))
+    parts = [_matrix_sum(ma[i], mb[i]) for i in np.ndindex(*batch)]
+    shape = batch + (ma.shape[-2], mb.shape[-1])
+    return parts[0].reshape(shape) if len(parts) == 1 else lib.stack(parts).reshape(shape)
+
+
+def _matrix_sum(ma: Any, mb: Any) -> Any:
+    """:func:`tensor_sum` of two matrices."""
     if type(ma).__module__.startswith("torch"):
         torch, cupy = _torch(), _cupy()
         stream = torch.cuda.current_stream(ma.device)

@@ -867,16 +867,16 @@ def _single(model: PrecisionModel, *operands: Any) -> bool:
     (:func:`~numoracle.oracle.fused.single_sum`), ``S`` grown by ``2
     gamma_{c+1}(2^-24)`` (``c`` terms a GEMM) instead of ``2 gamma_n(2^-53)``: the
     bound grows by less than ``2^-11`` of itself. On a GPU (CuPy's arrays, torch's
-    with CuPy installed; matrices) on the tensor cores, the magnitudes rounded up to
-    TF32 (:mod:`~numoracle.oracle.tensor_sums`): the bound grows by less than
-    ``2^-8`` of itself. ``SINGLE_SUMS`` switches both off."""
+    with CuPy installed; matrices and stacks of them) on the tensor cores, the
+    magnitudes rounded up to TF32 (:mod:`~numoracle.oracle.tensor_sums`): the bound
+    grows by less than ``2^-8`` of itself. ``SINGLE_SUMS`` switches both off."""
     acc = model.accumulate
     if not (SINGLE_SUMS and acc.tiny >= FP32.tiny and acc.max <= FP32.max):
         return False
     x = operands[0]
     if _xp(x) is np:
         return True
-    return all(np.ndim(v) == 2 for v in operands) and tensor_sums.available(x)
+    return all(np.ndim(v) >= 2 for v in operands) and tensor_sums.available(x)
 
 
 def _growth(av: Any, single: bool, g64: Any, tiny_sum: Any) -> tuple[Any, Any]:

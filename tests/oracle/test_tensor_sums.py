@@ -231,12 +231,12 @@ def test_device_tf32_sums_of_torch_tensors(torch_cuda: Any) -> None:
     _grown_bounds_float64(S.double().cpu().numpy() * grow + tiny, a @ b, 3000)
 
 
-def _linear_inputs(shape: tuple[int, int, int], seed: int) -> tuple[dict, dict]:
+def _inputs(name: str, raw: dict, seed: int) -> tuple[dict, dict]:
+    """The op's parameters and float32-valued inputs over forty binades."""
     from numoracle.oracle.ops import get_op
 
-    op = get_op("linear")
-    b, i, o = shape
-    params = op.validate({"batch": b, "in_features": i, "out_features": o, "bias": True})
+    op = get_op(name)
+    params = op.validate(raw)
     rng = np.random.default_rng(seed)
     inputs = {k: (rng.standard_normal(s) * 2.0 ** rng.integers(-20, 20, s))
               .astype(np.float32).astype(np.float64)
@@ -249,10 +249,10 @@ def _linear_inputs(shape: tuple[int, int, int], seed: int) -> tuple[dict, dict]:
 @pytest.mark.parametrize("model_name", ["fp32", "tf32", "bf16"])
 def test_device_linear_radii_with_tf32_sums_loosen_by_at_most_the_excess(
         namespace: str, model_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The linear backward's reference on the device with its magnitude sums on the
-    tensor cores (``SINGLE_SUMS``) against float64 sums: every radius as large or
-    larger, at most EXCESS of itself larger, no radius 0 that the float64 sums do not
-    give; the values the same."""
+    """The linear backward's and a grouped convolution's references on the device with
+    their magnitude sums on the tensor cores (``SINGLE_SUMS``) against float64 sums:
+    every radius as large or larger, at most EXCESS of itself larger, no radius 0 that
+    the float64 sums do not give; the values the same."""
     from numoracle.oracle import tracked
     from numoracle.oracle.ops import get_op
     from numoracle.oracle.precision import get_model
@@ -268,10 +268,16 @@ def test_device_linear_radii_with_tf32_sums_loosen_by_at_most_the_excess(
         if not torch.cuda.is_available():
             pytest.skip("no CUDA device")
         device = torch.device("cuda", 0)
-    op = get_op("linear")
     worst = 0.0
-    for shape in ((3, 17, 5), (40, 300, 70), (64, 5000, 33), (2100, 64, 48)):
-        params, inputs = _linear_inputs(shape, sum(shape))
+    cases = [("linear", {"batch": b, "in_features": i, "out_features": o, "bias": True})
+             for b, i, o in ((3, 17, 5), (40, 300, 70), (64, 5000, 33), (2100, 64, 48))]
+    cases.append(("conv2d", {"batch": 4, "in_channels": 8, "out_channels": 6, "height": 9,
+                             "width": 7, "kernel_size": 3, "padding": 1, "groups": 2,
+                             "bias": True}))
+    for name, raw in cases:
+        op = get_op(name)
+        params, inputs = _inputs(name, raw, 11)
+        shape = tuple(raw.values())
         dev = {k: as_namespace(v, xp, device) for k, v in inputs.items()}
         refs = {}
         for single in (True, False):
@@ -279,15 +285,15 @@ def test_device_linear_radii_with_tf32_sums_loosen_by_at_most_the_excess(
             assert tracked._single(get_model(model_name), dev["x"], dev["weight"]) == single
             refs[single] = {k: t.to_host() for k, t in
                             op.reference(dev, params, get_model(model_name)).items()}
-        for name, t in refs[True].items():
-            f = refs[False][name]
+        for out, t in refs[True].items():
+            f = refs[False][out]
             np.testing.assert_array_equal(t.value, f.value)
             for radius in ("det", "prob"):
                 r32, r64 = (np.broadcast_to(getattr(x, radius), x.shape) for x in (t, f))
-                assert not np.any((r32 == 0) & (r64 != 0)), (shape, name, radius)
+                assert not np.any((r32 == 0) & (r64 != 0)), (shape, out, radius)
                 judged = np.isfinite(r64) & (r64 > 0)
                 ratio = r32[judged] / r64[judged]
-                assert np.all(ratio >= 1.0), (shape, model_name, name, radius)
+                assert np.all(ratio >= 1.0), (shape, model_name, out, radius)
                 worst = max(worst, float(ratio.max(initial=1.0)) - 1.0)
     assert 0.0 < worst <= EXCESS
 
@@ -391,8 +397,9 @@ int main() {
 def test_torch_namespace_sums_through_the_tensor_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """torch's namespace with its contractions' magnitude sums on the tensor path (on
     the CPU here: the device's GEMMs emulated by the column-major reading above, at
-    least as accurate as the tensor cores): the linear backward's radii as large as
-    with float64 sums on NumPy, and at most EXCESS of themselves larger."""
+    least as accurate as the tensor cores): the linear backward's and a grouped
+    convolution's (stacks of matrices) radii as large as with float64 sums on NumPy,
+    and at most EXCESS of themselves larger."""
     torch = pytest.importorskip("torch")
     from numoracle.oracle import fused, tracked
     from numoracle.oracle.ops import get_op
@@ -402,18 +409,30 @@ def test_torch_namespace_sums_through_the_tensor_path(monkeypatch: pytest.Monkey
     summed: list[int] = []
 
     def emulated(ma: Any, mb: Any) -> Any:
-        assert ma.dtype == mb.dtype == torch.float32
+        assert ma.dtype == mb.dtype == torch.float32 and ma.ndim == mb.ndim == 2
         a, b = ma.numpy(), mb.numpy()
         summed.append(a.shape[1])
         return torch.as_tensor(np.asarray(chunked_sum(a, b, np, _column_major_gemm(a, b))))
 
+    stacks: list[int] = []
+    whole = tensor_sums.tensor_sum
+
+    def stacked(ma: Any, mb: Any) -> Any:
+        stacks.extend([ma.ndim] if ma.ndim > 2 else [])
+        return whole(ma, mb)
+
     monkeypatch.setattr(tensor_sums, "available", lambda x: True)
-    monkeypatch.setattr(fused, "tensor_sum", emulated)
+    monkeypatch.setattr(tensor_sums, "_matrix_sum", emulated)
+    monkeypatch.setattr(fused, "tensor_sum", stacked)
     xp = namespace_named("torch")
-    op = get_op("linear")
     worst = 0.0
-    for shape in ((3, 17, 5), (40, 300, 70), (5, TENSOR_CHUNK + 7, 3)):
-        params, inputs = _linear_inputs(shape, sum(shape))
+    conv = {"batch": 2, "in_channels": 4, "out_channels": 6, "height": 5, "width": 6,
+            "kernel_size": 3, "padding": 1, "groups": 2, "bias": True}
+    for name, raw in [("linear", {"batch": b, "in_features": i, "out_features": o, "bias": True})
+                      for b, i, o in ((3, 17, 5), (40, 300, 70), (5, TENSOR_CHUNK + 7, 3))] + [
+            ("conv2d", conv)]:
+        op = get_op(name)
+        params, inputs = _inputs(name, raw, 7)
         model = get_model("fp32")
         monkeypatch.setattr(tracked, "SINGLE_SUMS", False)
         host = op.reference(inputs, params, model)
@@ -429,6 +448,6 @@ def test_torch_namespace_sums_through_the_tensor_path(monkeypatch: pytest.Monkey
                 judged = np.isfinite(r64) & (r64 > 0)
                 assert not np.any((r == 0) & (r64 != 0))
                 ratio = r[judged] / r64[judged]
-                assert np.all(ratio >= 1.0) and np.all(ratio <= 1 + EXCESS), (shape, name)
+                assert np.all(ratio >= 1.0) and np.all(ratio <= 1 + EXCESS), (raw, name)
                 worst = max(worst, float(ratio.max(initial=1.0)) - 1.0)
-    assert TENSOR_CHUNK + 7 in summed and worst > 0.0
+    assert TENSOR_CHUNK + 7 in summed and worst > 0.0 and stacks
