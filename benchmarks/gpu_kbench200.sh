@@ -18,6 +18,9 @@
 #
 #   OUT=DIR [KB_PARTS="official candidates"] [KB_DEADLINE=520] bash benchmarks/gpu_kbench200.sh
 #
+# KB_CAP=1 caps each judge's process at its planned share; with an earlier call's table
+# (KB_OFFICIAL_FROM) and no KB_MEMORY_MODEL, the model is first fitted to its live peaks
+# ($OUT/kbench200/model_live.json).
 # KB_ORDER=least-work-first starts the smallest problems first (a short window);
 # most-work-first the most estimated work first; big-first (default) the most memory.
 # Slots by default: official 8 and candidates 5 builds + 3 judgements when both run; either
@@ -60,10 +63,18 @@ if [[ " $PARTS " == *" official "* ]]; then
       cp "$OUT/kbench200/official.json" "$OUT/kbench200/official_before.json"
     fi
     [ -f "$OUT/kbench200/official_before.json" ] && resume=(--resume "$OUT/kbench200/official_before.json")
+    model=${KB_MEMORY_MODEL:-}
+    if [ -n "${KB_CAP:-}" ] && [ -z "$model" ] && [ -f "$OUT/kbench200/official_before.json" ]; then
+      # capped: the model fitted to the earlier call's live peaks (seconds from all runs)
+      python3 -m benchmarks.kernelbench.official fit benchmarks/results/h200/kbench_memory/*_official.json \
+        "$OUT/kbench200/official_before.json" --peak live --out "$OUT/kbench200/model_live.json" \
+        >> "$OUT/kbench200/log.txt" 2>&1 && model="$OUT/kbench200/model_live.json"
+    fi
     timeout $(( D + 20 )) python3 -m benchmarks.kernelbench.official run .kernelbench/current \
       --out "$OUT/kbench200" --device cuda --limit "${KB_LIMIT:-120}" --deadline "$D" \
       --slots "${KB_SLOTS:-$(( both ? 8 : 14 ))}" --order "${KB_ORDER:-big-first}" \
-      ${KB_MEMORY_MODEL:+--memory-model "$KB_MEMORY_MODEL"} ${resume[@]+"${resume[@]}"} \
+      ${model:+--memory-model "$model"} ${resume[@]+"${resume[@]}"} \
+      ${KB_CAP:+--cap} \
       > "$OUT/kbench200/official.log" 2>&1 &
   else
     echo "no .kernelbench/current/level1 (carry .kernelbench): official part skipped" \

@@ -128,16 +128,18 @@ def row_kind(row: dict[str, Any]) -> str:
 
 
 def fit(rows: Sequence[dict[str, Any]], *, quantile: float = 0.9, least: int = 3,
-        source: str = "", base: MemoryModel | None = None) -> MemoryModel:
+        source: str = "", base: MemoryModel | None = None,
+        peak: str = "reserved") -> MemoryModel:
     """A memory model fitted to the measured ``rows`` of an official run (its
     ``official.json`` rows): per kind, the ``quantile`` of the judge's peak over
     the float64 floor among rows judged whole that passed (the problem's own
     ``Model``: any other verdict stopped somewhere) with a floor of at least
     :data:`FIT_LEAST_FLOOR`; a kind with fewer than ``least`` such rows takes
-    the quantile over all of them. The peak read is ``peak_gib``, reserved (cached
-    blocks too): a process's allocator keeps them from the problems beside it
-    until its judgement ends, so that is what it takes from them (``live_gib``,
-    the most in use, is recorded beside it). Every such row's peak is kept as
+    the quantile over all of them. The peak read (``peak``) is ``reserved``
+    (``peak_gib``, cached blocks too: an uncapped process's allocator keeps them
+    from the problems beside it until its judgement ends) or ``live``
+    (``live_gib``, the most in use: what a capped process needs; rows without it
+    are left out). Every such row's peak is kept as
     that problem's own; the seconds of every row judged or killed at the limit
     are kept."""
     base = base or MemoryModel({"all": 6.0})
@@ -147,12 +149,13 @@ def fit(rows: Sequence[dict[str, Any]], *, quantile: float = 0.9, least: int = 3
     for r in rows:
         if r.get("how") != "not finished" or "limit" in str(r.get("reason", "")):
             seconds[r["problem"]] = float(r.get("seconds", 0.0))  # not: never started
-        peak, floor = r.get("peak_gib"), r.get("floor_gib", 0.0)
-        if r.get("how") != "whole" or r.get("status") != "pass" or peak is None:
+        top, floor = r.get("peak_gib" if peak == "reserved" else "live_gib"), \
+            r.get("floor_gib", 0.0)
+        if r.get("how") != "whole" or r.get("status") != "pass" or top is None:
             continue  # a failing or stopped judgement's peak may be partial
-        peaks[r["problem"]] = int(peak * GIB)
+        peaks[r["problem"]] = int(top * GIB)
         if floor * GIB >= FIT_LEAST_FLOOR:
-            ratios.setdefault(row_kind(r), []).append(peak / floor)
+            ratios.setdefault(row_kind(r), []).append(top / floor)
     every = [x for v in ratios.values() for x in v]
     if not every:
         raise ValueError(f"no row judged whole with a measured peak and a floor of at least "
@@ -165,7 +168,7 @@ def fit(rows: Sequence[dict[str, Any]], *, quantile: float = 0.9, least: int = 3
             per_byte[kind] = _quantile(v, quantile)
         counts.append(f"{kind} {len(v)} (x{_quantile(v, quantile):.2f})")
     how = (f"fitted to {source or 'measured rows'}: per kind, the {quantile:g} quantile of "
-           f"the judge's peak GiB over the float64 floor among {len(every)} rows judged whole "
+           f"the judge's {peak} peak GiB over the float64 floor among {len(every)} rows judged whole "
            f"with a floor of at least {FIT_LEAST_FLOOR / GIB:g} GiB ({'; '.join(counts)}; "
            f"kinds with fewer than {least} take all rows' x{per_byte['all']:.2f}); "
            f"{len(peaks)} measured peaks kept, planned at x{base.margin:g}; plus the "

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import signal
 import subprocess
@@ -53,7 +52,6 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -62,14 +60,13 @@ from benchmarks.kernelbench.admission import (
     GIB,
     Admission,
     MemoryModel,
-    Planned,
     Room,
     Ticket,
     constant_model,
     fit,
-    kind_of,
 )
 from benchmarks.kernelbench.official_table import write_table
+from benchmarks.kernelbench.planning import plan, plan_problem, planned, plans_of
 from benchmarks.kernelbench.worker import (
     HOW,
     classify,
@@ -78,81 +75,8 @@ from benchmarks.kernelbench.worker import (
     serve,
 )
 
-__all__ = ["HOW", "classify", "main", "plan_problem", "memory_model", "resumed", "DEFAULT_MODEL"]
-
-#: how many times a multiply-add of a transposed convolution costs the oracle one of a
-#: direct one, per unit of its stride's product (zeros inserted between the input's
-#: elements, windows over them): the order the driver starts problems in
-TRANSPOSED_WEIGHT = 8
-#: the oracle's cost of one float64 floor element against one multiply-add
-ELEMENT_WEIGHT = 50
-#: host bytes a judgement takes per floating input element (its two draws in fp32, the
-#: shared inputs file, the candidate's copy of its inputs before the call) and per
-#: output element (the shared outputs, the judge's copy, torch's reference)
-HOST_PER_INPUT, HOST_PER_OUTPUT = 20, 12
-
-
-def _work(problem: Any, base: dict[str, Any]) -> tuple[float, str]:
-    """The oracle's work on the official instance, in multiply-adds: the forward's
-    FLOPs (a transposed convolution's weighted by :data:`TRANSPOSED_WEIGHT` times its
-    stride's product), found on the meta device; and the problem's kind
-    (:func:`~benchmarks.kernelbench.admission.kind_of` of the ATen ops it dispatched)."""
-    import math  # noqa: PLC0415
-
-    import torch  # noqa: PLC0415 - torch-heavy, in the planning pool's processes
-    from torch.utils._python_dispatch import TorchDispatchMode  # noqa: PLC0415
-    from torch.utils.flop_counter import FlopCounterMode  # noqa: PLC0415
-
-    transposed: list[float] = []
-    ops: set[str] = set()
-
-    class Strides(TorchDispatchMode):
-        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
-                               kwargs: Any = None) -> Any:
-            ops.add(func.overloadpacket.__name__)
-            if func.overloadpacket is torch.ops.aten.convolution and len(args) > 6 \
-                    and args[6]:
-                transposed.append(float(math.prod(args[3])))
-            return func(*args, **(kwargs or {}))
-
-    specs = problem.input_specs(base)
-    args = [torch.empty(s.shape, dtype=s.dtype, device="meta") if s.dtype is not None
-            else v for s, v in zip(specs, problem.meta_inputs(base), strict=False)]
-    with torch.device("meta"):
-        model = problem.model(base)
-        counter = FlopCounterMode(display=False)
-        with counter, Strides():
-            model(*args)
-    flops = float(counter.get_total_flops())
-    if transposed:
-        flops *= TRANSPOSED_WEIGHT * max(transposed)
-    return flops / 2, kind_of(ops, transposed=bool(transposed))
-
-
-def plan_problem(path: str) -> dict[str, Any]:
-    """The float64 floor of ``path``'s official instance, its floating inputs'
-    elements, an estimate of the oracle's work on it and its kind (what the
-    driver plans its memory and orders the queue by)."""
-    from numoracle.kernelbench.cases import float64_bytes  # noqa: PLC0415 - torch-heavy
-    from numoracle.kernelbench.problem import load_problem  # noqa: PLC0415
-
-    try:
-        problem = load_problem(path)
-        base = problem.dropout_off()
-        floor = float64_bytes(problem, base)
-        inputs = sum(s.elements() for s in problem.input_specs(base) if s.floating)
-        outputs = max(floor // 8 - inputs, 0)
-    except Exception as exc:  # noqa: BLE001 - a problem that does not load is refused by the judge
-        return {"path": path, "floor": 0, "inputs": 0, "outputs": 0, "work": 0.0,
-                "kind": "other", "plan_error": f"{type(exc).__name__}: {str(exc)[:120]}"}
-    try:
-        work, kind = _work(problem, base)
-    except Exception:  # noqa: BLE001 - not counted: scheduled by its floor alone
-        work, kind = 0.0, "other"
-    work += ELEMENT_WEIGHT * min(floor, 1 << 40) / 8
-    return {"path": path, "floor": floor, "inputs": inputs, "outputs": outputs, "work": work,
-            "kind": kind}
-
+__all__ = ["HOW", "classify", "main", "plan_problem", "memory_model", "resumed",
+           "DEFAULT_MODEL"]
 
 @dataclass
 class _Device(Room):
@@ -188,6 +112,8 @@ class _Job(Ticket):
     out: Path | None = None
     #: the reservation its first judgement had (GiB), for the table
     planned_gib: float = 0.0
+    #: device bytes the judge's process may hold (``--cap``; None: no cap)
+    cap: int | None = None
 
 
 def _devices(kind: str, slots: int) -> list[_Device]:
@@ -301,28 +227,25 @@ def run(args: argparse.Namespace) -> int:
     for d in devices:  # their imports overlap the planning
         for _ in range(min(d.slots, len(files))):
             _start_worker(d, tmp, env)
-    with ProcessPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1)),
-                             mp_context=mp.get_context("spawn")) as pool:
-        plans = list(pool.map(plan_problem, [str(p) for p in files]))
+    plans = plans_of(files)
     memory = min(d.memory for d in devices)
     model = memory_model(args.per_byte, args.memory_model)
     admission = Admission(memory, model, patience=args.patience)
     host_total = int(_host_memory() * 0.8)
     jobs = []
-    for p, plan in zip(files, plans, strict=True):
-        host = HOST_PER_INPUT * plan["inputs"] + HOST_PER_OUTPUT * plan["outputs"]
-        planned = Planned(problem_name(p), plan["floor"], plan.get("kind", "other"),
-                          plan.get("work", 0.0), min(host, host_total))
-        t = admission.ticket(planned)
-        job = _Job(**{f.name: getattr(t, f.name) for f in fields(Ticket)}, plan=plan)
+    for p, q in zip(files, plans, strict=True):
+        t = admission.ticket(planned(problem_name(p), q, host_total))
+        job = _Job(**{f.name: getattr(t, f.name) for f in fields(Ticket)}, plan=q)
         if args.device == "cpu":  # the host: the judge's own floor; nothing reserved
             # unless a device memory is given (the admission tried on the CPU)
             from numoracle.kernelbench.judge import DEFAULT_MAX_BYTES  # noqa: PLC0415
 
-            job.whole = plan["floor"] <= DEFAULT_MAX_BYTES
+            job.whole = q["floor"] <= DEFAULT_MAX_BYTES
             job.reserve = job.reserve if args.memory_gib is not None else 0
             job.max_bytes = None  # type: ignore[assignment]
         job.planned_gib = round(job.reserve / GIB, 2)
+        if args.cap and args.device != "cpu":  # the judge's share of the reservation
+            job.cap = max(job.reserve - model.fixed - int(model.candidate * q["floor"]), GIB)
         if job.problem.name in before and not job.whole:
             continue  # judged smaller before, and its plan still does not fit whole
         before.pop(job.problem.name, None)  # judged again: whole now
@@ -421,7 +344,8 @@ def _start(args: argparse.Namespace, job: _Job, d: _Device, tmp: Path,
     line = {"problem": job.plan["path"], "out": str(job.out), "examples": args.examples,
             "limit": args.limit, "max_bytes": job.max_bytes,
             # beside others, an out-of-memory is judged again alone, not smaller
-            "fall_back": job.alone or not job.whole or d.name == "cpu"}
+            "fall_back": job.alone or not job.whole or d.name == "cpu",
+            "cap": None if job.alone else job.cap}
     try:
         assert worker.proc.stdin is not None
         worker.proc.stdin.write((json.dumps(line) + "\n").encode())
@@ -493,46 +417,6 @@ def _loop(args: argparse.Namespace, t0: float, devices: list[_Device], pending: 
         time.sleep(0.1)
 
 
-def _floor_text(q: dict[str, Any]) -> str:
-    if q.get("plan_error"):
-        return f"- ({q['plan_error']})"
-    if q["floor"] >= 1 << 62:
-        return "- (the model does not run on the meta device at these sizes)"
-    return f"{q['floor'] / GIB:.3g}"
-
-
-def plan(args: argparse.Namespace) -> int:
-    """``plan.md``: every problem's float64 floor and whether it fits whole on a device of
-    ``--memory-gib`` (90% of it) at each of ``--per-byte`` bytes per floor byte."""
-    from benchmarks.kernelbench.candidates import problem_files, problem_name  # noqa: PLC0415
-    from benchmarks.record import meta  # noqa: PLC0415
-
-    files = problem_files(args.problems)
-    with ProcessPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1)),
-                             mp_context=mp.get_context("spawn")) as pool:
-        plans = list(pool.map(plan_problem, [str(p) for p in files]))
-    usable = 0.9 * args.memory_gib * GIB
-    factors = [int(f) for f in args.per_byte.split(",")]
-    head = meta(args.argv)
-    lines = ["# KernelBench official instances: float64 floors against a device's memory", "",
-             f"Command: `python -m benchmarks.kernelbench.official {' '.join(args.argv)}`  ",
-             f"Commit {head['commit']}, {head['date']}; {len(files)} problems; a device of "
-             f"{args.memory_gib:g} GiB, 90% of it usable; the floor is the float64 bytes of "
-             "the inputs, parameters and every intermediate result (found on the meta "
-             "device: nothing allocated).", "", "| bytes per floor byte | fit whole | share |",
-             "|---|---|---|"]
-    for k in factors:
-        n = sum(1 for q in plans if q["floor"] and q["floor"] * k <= usable)
-        lines.append(f"| {k} | {n} of {len(files)} | {100 * n / max(len(files), 1):.0f}% |")
-    lines += ["", "| problem | float64 floor GiB | floating input elements |", "|---|---|---|"]
-    lines += [f"| {problem_name(p)} | {_floor_text(q)} | {q['inputs']} |"
-              for p, q in zip(files, plans, strict=True)]
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "plan.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines[:12]))
-    return 0
-
-
 def fit_model(args: argparse.Namespace) -> int:
     """``fit``: the memory model fitted to the rows of ``args.runs``, written to
     ``args.out``."""
@@ -542,7 +426,7 @@ def fit_model(args: argparse.Namespace) -> int:
             if r.get("how") != "not finished" or r["problem"] not in rows:
                 rows[r["problem"]] = r  # a later run's judged row over an earlier one
     model = fit(list(rows.values()), quantile=args.quantile, least=args.least,
-                source=", ".join(str(p) for p in args.runs))
+                source=", ".join(str(p) for p in args.runs), peak=args.peak)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(model.to_json())
     print(model.how)
@@ -573,6 +457,12 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--per-byte", type=float, default=None,
                    help="device bytes planned per float64 floor byte of a whole instance, "
                         "every problem alike (default: the memory model)")
+    r.add_argument("--cap", action="store_true",
+                   help="cap each judge's process at its share of the plan (torch's "
+                        "per-process fraction, CuPy's pool limit): its allocators give "
+                        "cached blocks back rather than take more; one that needs more runs "
+                        "out of memory and is judged again alone, uncapped. Fit the model to "
+                        "live peaks (`fit --peak live`) for it")
     r.add_argument("--memory-model", type=Path, default=None,
                    help="the memory model (JSON, written by `fit`; default "
                         "benchmarks/results/h200/kbench_memory/model.json where it exists, "
@@ -603,11 +493,19 @@ def main(argv: list[str] | None = None) -> int:
                         "judgement again alone, an overestimate sampled rows)")
     f.add_argument("--least", type=int, default=5,
                    help="rows a kind needs for a rate of its own")
-    pl = sub.add_parser("plan", help="float64 floors against a device's memory (plan.md)")
+    f.add_argument("--peak", default="reserved", choices=("reserved", "live"),
+                   help="the peak fitted: reserved (cached blocks too: what an uncapped "
+                        "process keeps from others) or live (in use: for `run --cap`)")
+    pl = sub.add_parser("plan", help="planned device memory and a simulated schedule "
+                                     "(plan.md)")
     pl.add_argument("problems", type=Path)
     pl.add_argument("--out", type=Path, required=True)
     pl.add_argument("--memory-gib", type=float, default=139.8)
-    pl.add_argument("--per-byte", default="4,6,8")
+    pl.add_argument("--memory-model", type=Path, default=None)
+    pl.add_argument("--per-byte", type=float, default=None)
+    pl.add_argument("--slots", type=int, default=14)
+    pl.add_argument("--deadline", type=float, default=520.0)
+    pl.add_argument("--unmeasured-seconds", type=float, default=30.0)
     w = sub.add_parser("serve", help="a judging worker: problems as JSON lines on stdin")
     w.add_argument("--device", default="cuda")
     o = sub.add_parser("one", help="judge one problem in this process")
@@ -620,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     args.argv = argv
     if args.what == "plan":
-        return plan(args)
+        return plan(args, memory_model(args.per_byte, args.memory_model))
     if args.what == "fit":
         return fit_model(args)
     if args.what == "serve":

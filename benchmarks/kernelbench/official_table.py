@@ -14,7 +14,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from benchmarks.kernelbench.admission import GIB
 from benchmarks.kernelbench.worker import HOW
 
 __all__ = ["write_table", "over_limit", "row_seconds"]

@@ -21,7 +21,7 @@ from typing import Any
 from benchmarks.kernelbench.admission import GIB
 
 __all__ = ["HOW", "GIB", "classify", "judge_one", "serve", "write_whole", "log_tail",
-           "free_device_memory", "device_usable", "PeakPool", "host_peak"]
+           "free_device_memory", "device_usable", "PeakPool", "host_peak", "cap"]
 
 #: how an official instance may be judged, in table order
 HOW = ("whole", "sampled rows", "reduced sizes", "not finished", "refused")
@@ -192,6 +192,8 @@ def serve(device: str) -> int:
             if peaks is not None:
                 peaks.reset()
         host_peak(reset=True)
+        if cuda:
+            cap(job.get("cap"), peaks)
         ends = False
         try:
             row = judge_one(Path(job["problem"]), out.with_name(out.name + ".row"),
@@ -206,6 +208,8 @@ def serve(device: str) -> int:
         finally:
             module.oracle_device = oracle_device  # type: ignore[attr-defined]
             free_device_memory(cuda)
+            if cuda:
+                cap(None, peaks)
         # a CUDA error left in this process: the driver gives the next to a fresh worker
         row["worker_ends"] = ends or (cuda and not device_usable())
         high = host_peak()
@@ -215,6 +219,19 @@ def serve(device: str) -> int:
         if row["worker_ends"]:
             return 1
     return 0
+
+
+def cap(limit: int | None, peaks: PeakPool | None) -> None:
+    """Cap this process's device memory at ``limit`` bytes (None: no cap): torch's
+    per-process fraction and CuPy's pool limit, each at ``limit``. An allocator at
+    its cap gives its cached blocks back and tries again before it runs out."""
+    import torch  # noqa: PLC0415 - torch-heavy, in a worker's process
+
+    total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+    torch.cuda.set_per_process_memory_fraction(1.0 if limit is None else
+                                               min(1.0, limit / total))
+    if peaks is not None:
+        peaks.pool.set_limit(size=0 if limit is None else int(limit))
 
 
 def host_peak(reset: bool = False) -> int | None:

@@ -54,6 +54,9 @@ def test_the_fit_takes_a_quantile_per_kind_and_keeps_measured_peaks() -> None:
     # ten: index 10 of the twelve sorted ratios
     assert "matmul" not in m.per_byte and m.per_byte["all"] == 10.0
     assert "level1/23_gemm" not in m.peaks and m.peaks["level1/24_mm"] == int(1.5 * GIB)
+    # fitted to live peaks (for capped processes): rows without one are left out
+    live = fit(rows, quantile=0.5, least=1, peak="live")
+    assert live.per_byte == {"all": 1.2, "matmul": 1.2} and list(live.peaks) == ["level1/24_mm"]
     assert m.peaks["level1/21_relu"] == 9 * GIB and "level1/22_pool" not in m.peaks
     assert m.seconds["level1/22_pool"] == 5.0
     unstarted = fit([*rows, {**_row("level1/30_x", "other", 1.0, 1.0, how="not finished"),
