@@ -193,8 +193,9 @@ def serve(device: str) -> int:
             if peaks is not None:
                 peaks.reset()
         host_peak(reset=True)
-        if cuda:
-            cap(job.get("cap"), peaks)
+        capped = cuda and job.get("cap") is not None
+        if capped:
+            cap(job["cap"], peaks)
         ends = False
         try:
             row = judge_one(Path(job["problem"]), out.with_name(out.name + ".row"),
@@ -209,7 +210,7 @@ def serve(device: str) -> int:
         finally:
             module.oracle_device = oracle_device  # type: ignore[attr-defined]
             free_device_memory(cuda)
-            if cuda:
+            if capped:
                 cap(None, peaks)
         # a CUDA error left in this process: the driver gives the next to a fresh worker
         row["worker_ends"] = ends or (cuda and not device_usable())
