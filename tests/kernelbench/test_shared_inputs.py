@@ -82,3 +82,17 @@ def test_without_room_in_shared_memory_the_request_is_pickled(
     finally:
         box.folders = folders
         box.close()
+
+
+def test_a_shared_file_that_cannot_be_written_leaves_the_request_pickled(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sandbox, "SHARED_INPUT_BYTES", 64)
+    box = sandbox.Sandbox(tmp_path / "none.py", "cpu", 10.0)
+    try:
+        box.inputs = str(tmp_path / "gone" / "inputs")  # its folder removed: cannot open
+        a = np.ones(100, dtype=np.float64)
+        sent = box._shared({"first": [a], "second": [a], "state": {}})
+        assert sent["first"][0] is a and "shared_inputs" not in sent
+    finally:
+        box.inputs = None
+        box.close()
