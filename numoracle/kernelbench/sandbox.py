@@ -55,7 +55,7 @@ from . import landlock
 from .template import Child, template
 
 __all__ = ["Sandbox", "InProcess", "serve", "STARTUP_TIMEOUT", "read_output", "warm",
-           "forked", "SHARED_INPUT_BYTES", "SharedInput"]
+           "forked", "SHARED_INPUT_BYTES", "SharedInput", "fault_kind"]
 
 #: seconds a fresh process may take to start and import the candidate (imports,
 #: device set-up, compiling an inline extension)
@@ -204,10 +204,8 @@ def serve(fd: int, candidate: str, device: str, netns: bool, shared: Sequence[st
             answer = {"fault": f"the judge could not copy the outputs: {exc}",
                       "fault_kind": "judge", "notes": []}
         except BaseException as exc:  # noqa: BLE001 - SystemExit too: a failure to report
-            kind = "exit" if isinstance(exc, SystemExit) else \
-                "cuda" if cuda_error(exc) is not None else "raise"
             answer = {"fault": f"the candidate raised {type(exc).__name__}: {exc}",
-                      "fault_kind": kind, "notes": []}
+                      "fault_kind": fault_kind(exc), "notes": []}
         del request
         if inputs is not None:
             with contextlib.suppress(BufferError):  # a view kept alive: closed when freed
@@ -215,6 +213,22 @@ def serve(fd: int, candidate: str, device: str, netns: bool, shared: Sequence[st
         conn.send(("answer", answer))
         if answer.get("fault_kind") == "cuda":
             return
+
+
+def fault_kind(exc: BaseException) -> str:
+    """How an exception that left the candidate's case counts: ``exit`` (SystemExit),
+    ``cuda`` (a CUDA error: the process's context is lost), ``oom`` (the device or the
+    host out of memory, outside the call itself too, as copying its outputs: the
+    machine, not the candidate) or ``raise``."""
+    import torch  # noqa: PLC0415 - imported already in the candidate's process
+
+    if isinstance(exc, SystemExit):
+        return "exit"
+    if cuda_error(exc) is not None:
+        return "cuda"
+    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
+        return "oom"
+    return "raise"
 
 
 def warm() -> None:

@@ -1,5 +1,6 @@
-"""Large host arrays of a case reach the candidate's process through the shared inputs
-file, not pickled through the socket: verdicts are those of the socket's path."""
+"""The candidate's process: large host arrays of a case reach it through the shared
+inputs file, not pickled through the socket (verdicts are those of the socket's path);
+running out of memory anywhere in its case is the machine's, not the candidate's."""
 
 from __future__ import annotations
 
@@ -96,3 +97,15 @@ def test_a_shared_file_that_cannot_be_written_leaves_the_request_pickled(
     finally:
         box.inputs = None
         box.close()
+
+
+def test_running_out_of_memory_outside_the_call_is_not_the_candidates_fault() -> None:
+    import torch  # noqa: PLC0415 - the exceptions' types
+
+    assert sandbox.fault_kind(torch.OutOfMemoryError("CUDA out of memory. Tried to "
+                                                     "allocate 256.00 MiB")) == "oom"
+    assert sandbox.fault_kind(MemoryError()) == "oom"
+    assert sandbox.fault_kind(RuntimeError("CUDA error: an illegal memory access was "
+                                           "encountered")) == "cuda"
+    assert sandbox.fault_kind(SystemExit(3)) == "exit"
+    assert sandbox.fault_kind(ValueError("wrong shape")) == "raise"
