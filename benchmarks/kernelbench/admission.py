@@ -224,8 +224,12 @@ class Room:
 
 
 def out_of_memory(row: dict[str, Any]) -> bool:
-    """Whether a judgement's row says it was not judged for want of device memory."""
+    """Whether a judgement's row says it was not judged for want of device memory, or
+    that the candidate's process did not start (with the problem's own ``Model`` as the
+    candidate, the machine's doing: a CUDA context that found no memory)."""
     reason = str(row.get("reason", "")).lower()
+    if "candidate's process did not start" in reason:
+        return True
     return row.get("status") == "not judged" and ("out of memory" in reason
                                                   or "out of device memory" in reason)
 

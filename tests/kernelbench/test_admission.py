@@ -182,6 +182,8 @@ def test_which_rows_say_out_of_memory() -> None:
     assert out_of_memory({"status": "not judged", "reason": "CUDA error: out of memory"})
     assert not out_of_memory({"status": "fail", "reason": "out of memory"})
     assert not out_of_memory({"status": "not judged", "reason": "a package is missing"})
+    assert out_of_memory({"status": "fail", "reason": "the candidate's process did not "
+                                                      "start: it exited with code 1"})
 
 
 def test_the_table_gives_the_whole_share_over_every_problem_and_the_slow_ones(
