@@ -30,6 +30,26 @@ def over_limit(rows: list[dict[str, Any]], limit: float) -> list[dict[str, Any]]
     return sorted((r for r in rows if row_seconds(r) > limit), key=lambda r: -row_seconds(r))
 
 
+def _phases(rows: list[dict[str, Any]]) -> list[str]:
+    """Seconds per phase summed over the judged rows, the most first, and each phase's
+    longest row."""
+    total: Counter[str] = Counter()
+    longest: dict[str, tuple[float, str]] = {}
+    for r in rows:
+        for phase, sec in r.get("timings", {}).items():
+            if ":" in phase:  # a part of another phase
+                continue
+            total[phase] += sec
+            if sec > longest.get(phase, (0.0, ""))[0]:
+                longest[phase] = (sec, r["problem"])
+    if not total:
+        return []
+    out = ["| phase | seconds over the judged rows | longest (s) |", "|---|---|---|"]
+    out += [f"| {p} | {t:.0f} | {longest[p][1]} ({longest[p][0]:.1f}) |"
+            for p, t in total.most_common()]
+    return out
+
+
 def _row_md(r: dict[str, Any]) -> str:
     verdict = {"pass": "pass", "fail": "FAIL"}.get(r["status"], r["status"])
     why = r.get("reason", "")
@@ -91,6 +111,7 @@ def write_table(out: Path, head: dict[str, Any], rows: list[dict[str, Any]]) -> 
     lines += [f"- {r['problem']}: {row_seconds(r):.0f} s, {r['how']}"
               + (f" ({r['reason'][:80]})" if r["how"] == "not finished" else "")
               for r in slow] or ["- none"]
+    lines += ["", *_phases(rows)]
     lines += ["", "`s`: from the problem's first start to its row (both judgements of one "
               "judged again). `planned GiB`: the device memory reserved for it (both "
               "processes). `peak GiB`: the judge's process, torch's allocator plus CuPy's "

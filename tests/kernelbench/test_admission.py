@@ -194,15 +194,20 @@ def test_the_table_gives_the_whole_share_over_every_problem_and_the_slow_ones(
             {"problem": "level2/1_c", "how": "not finished", "status": "not finished",
              "seconds": 121.0, "reason": "killed past the limit of 120 s"},
             {"problem": "level2/2_d", "how": "sampled rows", "status": "pass",
-             "seconds": 30.0}]
+             "seconds": 30.0, "timings": {"oracle": 20.0, "capture": 4.0,
+                                          "candidate start: imports": 1.0}},
+            {"problem": "level2/3_e", "how": "whole", "status": "pass", "seconds": 9.0,
+             "timings": {"oracle": 3.0, "capture": 5.0}}]
     assert [r["problem"] for r in over_limit(rows, 120.0)] == ["level1/2_b", "level2/1_c"]
     head = {"command": "c", "commit": "x", "date": "d", "device_name": "fake", "torch": "t",
             "devices": 1, "memory_gib": 100, "slots": 4, "examples": 0, "limit": 120.0,
             "seconds": 200.0, "memory_model": "m", "order": "big-first"}
     write_table(tmp_path, head, rows)
     text = (tmp_path / "official.md").read_text()
-    assert "Judged whole: 2 of 4 (50%)" in text and "Over 120 s: 2" in text
+    assert "Judged whole: 3 of 5 (60%)" in text and "Over 120 s: 2" in text
     assert "- level1/2_b: 130 s, whole" in text
+    assert "| oracle | 23 | level2/2_d (20.0) |" in text  # the phases, the most first
+    assert "| capture | 9 | level2/3_e (5.0) |" in text and "imports" not in text
 
 
 def test_the_queue_does_not_stop_for_a_head_that_problems_ahead_of_it_keep_out() -> None:
