@@ -44,6 +44,7 @@ rewritten after every problem so that a run stopped early keeps its rows.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -161,6 +162,9 @@ def _kill(worker: _Worker) -> None:
         except ProcessLookupError:
             pass
         worker.proc.wait()
+    if worker.proc.stdin is not None:
+        with contextlib.suppress(OSError):
+            worker.proc.stdin.close()
 
 
 def _start_worker(d: _Device, tmp: Path, env: dict[str, str]) -> _Worker:

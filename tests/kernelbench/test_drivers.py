@@ -1,5 +1,5 @@
-"""The survey drivers' bookkeeping: the official run's order of work, the leaderboard
-run's resumption."""
+"""The survey drivers' bookkeeping: the official run's plans, resumption and loop (with
+judging workers that answer at once), the leaderboard run's resumption."""
 
 from __future__ import annotations
 
@@ -82,3 +82,72 @@ def test_a_workers_host_peak_counts_what_a_judgement_held_since_the_reset() -> N
     host_peak(reset=True)
     after = host_peak()
     assert after is not None and high - after >= (1 << 28) * 0.9
+
+
+_FAKE_WORKER = r'''
+import json, os, sys, time
+for line in sys.stdin:
+    job = json.loads(line)
+    oom = "oom" in job["problem"] and not job["fall_back"]
+    row = {"status": "not judged" if oom else "pass", "how": "refused" if oom else "whole",
+           "seconds": 0.2, "notes": [], "fall_back": job["fall_back"],
+           "reason": "not judged: the oracle ran out of device memory" if oom else "ok"}
+    time.sleep(0.2)
+    with open(job["out"] + ".part", "w") as f:
+        f.write(json.dumps(row))
+    os.replace(job["out"] + ".part", job["out"])  # whole or not at all, as the worker's
+'''
+
+
+def test_the_official_driver_admits_by_memory_and_judges_an_out_of_memory_again_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The driver's loop with judging workers that answer at once (no torch): a fake
+    device of 10 GiB, a problem that runs out of memory unless alone."""
+    import argparse  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    import time  # noqa: PLC0415
+    from dataclasses import fields  # noqa: PLC0415
+
+    from benchmarks.kernelbench import official  # noqa: PLC0415
+    from benchmarks.kernelbench.admission import (  # noqa: PLC0415
+        GIB,
+        Admission,
+        MemoryModel,
+        Planned,
+        Ticket,
+    )
+
+    def fake_worker(d: official._Device, tmp: Path, env: dict) -> official._Worker:
+        proc = subprocess.Popen([sys.executable, "-c", _FAKE_WORKER], stdin=subprocess.PIPE,
+                                start_new_session=True)
+        worker = official._Worker(proc, tmp / "log")
+        d.workers.append(worker)
+        return worker
+
+    monkeypatch.setattr(official, "_start_worker", fake_worker)
+    admission = Admission(10 * GIB, MemoryModel({"all": 1.0}, fixed=0, candidate=0.0))
+    jobs = []
+    for name, floor in [("level1/1_big", 6), ("level1/2_oom", 3), ("level1/3_a", 2),
+                        ("level1/4_b", 2), ("level1/5_c", 1)]:
+        t = admission.ticket(Planned(name, floor * GIB))
+        jobs.append(official._Job(**{f.name: getattr(t, f.name) for f in fields(Ticket)},
+                                  plan={"path": name}))
+    pending = admission.order(jobs)
+    device = official._Device("cuda:0", 10 * GIB, 3)
+    args = argparse.Namespace(out=tmp_path, limit=30.0, deadline=60.0, examples=0)
+    head = {"command": "c", "commit": "x", "date": "d", "device_name": "fake", "torch": "t",
+            "devices": 1, "memory_gib": 10, "slots": 3, "examples": 0, "limit": 30.0}
+    rows: list = []
+    try:
+        official._loop(args, time.perf_counter(), [device], pending, rows, head, tmp_path,
+                       {}, admission, 1 << 40)
+    finally:
+        for w in device.workers:
+            official._kill(w)
+    got = {r["problem"]: r for r in rows}
+    assert len(rows) == 5 and device.used == 0 and not device.running
+    assert got["level1/2_oom"]["retried"] and got["level1/2_oom"]["fall_back"]  # alone
+    assert got["level1/2_oom"]["wall_s"] >= 0.4  # both attempts counted
+    assert all(r["how"] == "whole" for r in rows)
+    assert "Judged whole: 5 of 5 (100%)" in (tmp_path / "official.md").read_text()
