@@ -31,7 +31,9 @@ __all__ = ["available", "warm_up", "operand_facts", "grid", "exact_radii", "stor
            "rounding_params", "larger_counts", "add_radii", "either_radii", "any_special",
            "mul_radii", "carry_binary", "elementary_radii", "elementwise", "LOOP_MIN",
            "rows_available", "as_rows", "row_max", "shifted_exp_rows", "softmax_rows",
-           "log_softmax_rows", "hot_rows", "log_softmax_backward_rows", "NOT_FINITE", "SUBNORMAL",
+           "log_softmax_rows", "hot_rows", "log_softmax_backward_rows", "norm_available",
+           "row_top", "deviation_squares", "normalized_rows", "norm_backward_products",
+           "input_grad_rows", "NOT_FINITE", "SUBNORMAL",
            "UNREPRESENTABLE", "OFF_SINGLE", "SINGLE_UP"]
 
 
@@ -78,6 +80,22 @@ def _row_loops() -> Any:
 def rows_available() -> bool:
     """Whether the whole-rule loops of the softmax family run here (:func:`_row_loops`)."""
     return _row_loops() is not None
+
+
+@cache
+def _norm_loops() -> Any:
+    """The whole-rule loops of layer norm, or None where numba is missing or switched
+    off (they evaluate no function NumPy might evaluate otherwise: no probe)."""
+    if _loops() is None:
+        return None
+    from . import _numba_norm  # noqa: PLC0415 - numba is optional
+
+    return _numba_norm
+
+
+def norm_available() -> bool:
+    """Whether the whole-rule loops of layer norm run here (:func:`_norm_loops`)."""
+    return _norm_loops() is not None
 
 
 #: elements from which an elementwise rule runs as a loop: below, calling the compiled
@@ -372,4 +390,68 @@ def log_softmax_backward_rows(y: tuple[np.ndarray, ...], g: tuple[np.ndarray, ..
     outs = tuple(np.empty(y[0].shape) for _ in range(5))
     _row_loops().log_softmax_backward_rows(*y, *g, s, c, single, scalars,
                                            np.asarray(params, dtype=np.float64), *outs)
+    return outs
+
+
+def _floats(params: tuple[float, ...]) -> np.ndarray:
+    return np.asarray(params, dtype=np.float64)
+
+
+def row_top(x: np.ndarray, xd: np.ndarray, xr: np.ndarray) -> np.ndarray:
+    """Per row of ``x`` (2-D) with its radii: the largest ``|x| + det + ref_err``."""
+    out = np.empty(x.shape[0])
+    _norm_loops().row_top(x, xd, xr, out)
+    return out
+
+
+def deviation_squares(x: tuple[np.ndarray, ...], mean: np.ndarray, params: tuple[float, ...],
+                      ints: tuple[int, int]) -> tuple[np.ndarray, ...]:
+    """Layer norm's first loop (``_numba_norm.deviation_squares``): ``(x - mean)^2``'s
+    value, det, prob, ref_err."""
+    outs = tuple(np.empty(x[0].shape) for _ in range(4))
+    _norm_loops().deviation_squares(*x, mean, _floats(params), np.asarray(ints, dtype=np.int64),
+                                    *outs)
+    return outs
+
+
+def normalized_rows(x: tuple[np.ndarray, ...], mean: np.ndarray, rstd: np.ndarray,
+                    w: np.ndarray | None, b: np.ndarray | None, params: tuple[float, ...],
+                    ints: tuple[int, int]) -> tuple[np.ndarray, ...]:
+    """Layer norm's loop after its sums (``_numba_norm.normalized_rows``; ``w``, ``b``
+    None where absent): value, det, prob, ref_err, magnitude."""
+    outs = tuple(np.empty(x[0].shape) for _ in range(5))
+    none = np.zeros((4, 1))
+    _norm_loops().normalized_rows(*x, mean, rstd, none if w is None else w,
+                                  none if b is None else b, w is not None, b is not None,
+                                  _floats(params), np.asarray(ints, dtype=np.int64), *outs)
+    return outs
+
+
+def norm_backward_products(x: tuple[np.ndarray, ...], g: tuple[np.ndarray, ...],
+                           mean: np.ndarray, rstd: np.ndarray, w: np.ndarray | None,
+                           want: tuple[bool, bool], params: tuple[float, ...],
+                           ints: tuple[int, int]) -> tuple[tuple[np.ndarray, ...] | None, ...]:
+    """Layer norm backward's loop before its sums (``_numba_norm.backward_products``):
+    ``g w`` (None without ``w``), and where ``want`` says so ``g w xhat`` and ``g xhat``
+    (else None), each as value, det, prob, ref_err."""
+    shape = x[0].shape
+
+    def outs(on: bool) -> tuple[np.ndarray, ...]:
+        return tuple(np.empty(shape if on else (1, 1)) for _ in range(4))
+    gx, gxh, gh = outs(w is not None), outs(want[0]), outs(want[1])
+    _norm_loops().backward_products(*x, *g, mean, rstd, np.zeros((4, 1)) if w is None else w,
+                                    w is not None, want[0], want[1], _floats(params),
+                                    np.asarray(ints, dtype=np.int64), *gx, *gxh, *gh)
+    return (gx if w is not None else None, gxh if want[0] else None,
+            gh if want[1] else None)
+
+
+def input_grad_rows(x: tuple[np.ndarray, ...], g: tuple[np.ndarray, ...], mean: np.ndarray,
+                    rstd: np.ndarray, a: np.ndarray, b: np.ndarray, params: tuple[float, ...],
+                    ints: tuple[int, int]) -> tuple[np.ndarray, ...]:
+    """Layer norm backward's loop after its sums (``_numba_norm.input_grad_rows``):
+    value, det, prob, ref_err, magnitude."""
+    outs = tuple(np.empty(x[0].shape) for _ in range(5))
+    _norm_loops().input_grad_rows(*x, *g, mean, rstd, a, b, _floats(params),
+                                  np.asarray(ints, dtype=np.int64), *outs)
     return outs

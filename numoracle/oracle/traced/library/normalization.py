@@ -46,6 +46,7 @@ import numpy as np
 from ... import elementwise as ew
 from ...tracked import Tracked, add, exact, folded, sub
 from ..rules import RuleContext, rule
+from . import _norm_rows
 from ._common import as_tracked, scaled, tmap_all
 from .elementwise import ulps
 from .reductions import reduce_mean, reduce_sum, variance
@@ -117,17 +118,20 @@ def affine(ctx: RuleContext, out: Tracked, weight: Any, bias: Any,
     return out
 
 
-def streamed_mean(ctx: RuleContext, x: Tracked, dims: tuple[int, ...]) -> Tracked:
+def streamed_mean(ctx: RuleContext, x: Tracked, dims: tuple[int, ...], top: Any = None
+                  ) -> Tracked:
     """The mean over ``dims`` (no keepdim), bounded also for a kernel that updates
     it element by element (Welford: ``m += (x_k - m) / k``, torch's CPU norms),
     whose ``k``-th update rounds three times relative to ``|x_k - m|`` and ``|m|``:
     at most ``(n + 4 (ln n + 1)) u max |x|`` over ``n`` elements, where a sum's
-    mean is exact in the exact regime and this is not."""
+    mean is exact in the exact regime and this is not. ``top``: that largest
+    ``|x|`` with its radii where already taken (:func:`._norm_rows.row_top`)."""
     mean = reduce_mean(ctx, x, dims)
     n = int(np.prod([x.shape[d] for d in dims]))
     with np.errstate(invalid="ignore", over="ignore"):
         big = folded(x)
-        top = np.max(np.abs(big.value) + big.det + big.ref_err, axis=dims) if n else 0.0
+        if top is None:
+            top = np.max(np.abs(big.value) + big.det + big.ref_err, axis=dims) if n else 0.0
         extra = (n + 4.0 * (np.log(max(n, 1)) + 1.0)) * ctx.model.acc_unit() * top
     return _widened(mean, extra)
 
@@ -141,14 +145,28 @@ def normalize(ctx: RuleContext, x: Tracked, dims: tuple[int, ...], eps: float,
     Under the per-op rounding claim every step of the statistics is a tensor
     of the storage format, as in eager torch: the sum and the mean, the sum of
     squared deviations and the variance, ``var + eps`` and ``rstd``; the output
-    is normalised with the rounded mean and rstd."""
+    is normalised with the rounded mean and rstd.
+
+    Over trailing axes on the CPU the elementwise steps run as whole-rule loops
+    (:mod:`._norm_rows`: the same bits)."""
     m, kept = ctx.model, ctx.kept
     kept_shape = tuple(1 if d in dims else s for d, s in enumerate(x.shape))
-    var, mean = variance(ctx, x, dims, mean=kept(streamed_mean(ctx, x, dims), 2))
+    loops = _norm_rows.runs(x, dims)
+    top = _norm_rows.row_top(x, dims) if loops else None
+    mean = kept(streamed_mean(ctx, x, dims, top), 2)
+    if loops and m.variance == "two-pass":
+        k = int(np.prod([x.shape[d] for d in dims]))
+        squares = _norm_rows.deviation_squares(ctx, x, _reshape(mean, kept_shape))
+        var = scaled(ctx, reduce_sum(ctx, squares, dims), float(k), divide=True)
+    else:
+        var, mean = variance(ctx, x, dims, mean=mean)
     var, mean = _reshape(kept(var, 2), kept_shape), _reshape(mean, kept_shape)
     rstd = kept(_rsqrt(ctx, kept(add(var, as_tracked(float(eps), m), m))))
-    out = affine(ctx, normalized(ctx, x, mean, rstd), weight, bias, affine_shape,
-                 fold_magnitude(x, mean, rstd))
+    out = _norm_rows.normalized_affine(ctx, x, mean, rstd, weight, bias, tuple(affine_shape)) \
+        if loops else None
+    if out is None:
+        out = affine(ctx, normalized(ctx, x, mean, rstd), weight, bias, affine_shape,
+                     fold_magnitude(x, mean, rstd))
     return out, mean, rstd, var
 
 
@@ -263,6 +281,17 @@ def layer_norm_backward_rule(ctx: RuleContext, grad: Tracked, x: Tracked,
     m = ctx.model
     nd, k = x.value.ndim, len(normalized_shape)
     dims, lead = tuple(range(nd - k, nd)), tuple(range(nd - k))
+    want = (bool(output_mask[0]), bool(output_mask[0]),
+            bool(output_mask[1]) and weight is not None)
+    fast = _norm_rows.backward_products(ctx, grad, x, dims, mean, rstd, weight, want)
+    if fast is not None:  # the same bits as below, in two loops around the sums
+        gx, gxh, gh = fast
+        gi = _norm_rows.input_grad(ctx, x, gx, mean, rstd, _mean_keep(ctx, gx, dims),
+                                   _mean_keep(ctx, gxh, dims)) if output_mask[0] else None
+        gw = _sum_to(ctx, gh, lead, normalized_shape) if want[2] else None
+        gb = _sum_to(ctx, grad, lead, normalized_shape) if (
+            output_mask[2] and bias is not None) else None
+        return gi, gw, gb
     xhat = ew.mul(sub(x, mean, m), rstd, m)
     gx = grad if weight is None else ew.mul(grad, as_tracked(weight, m), m)
     gi = _input_grad(ctx, gx, xhat, rstd, dims) if output_mask[0] else None

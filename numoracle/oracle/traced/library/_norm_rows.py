@@ -1,0 +1,215 @@
+"""Layer norm's rule as whole-rule loops on the CPU.
+
+The rules of :mod:`.normalization` compose subtractions, products and widenings of
+whole arrays around their sums, each primitive several passes over the input on
+NumPy. Where the loops of :mod:`~numoracle.oracle.fused_cpu` run (:func:`loops_run`)
+each stretch between two sums is one loop over the rows (lanes of the normalised
+trailing axes) instead, performing the primitives' float64 operations in their order
+(:mod:`~numoracle.oracle._numba_norm`); the sums stay the primitives' own NumPy calls
+(their summation order sets their bits). So each form here gives the same bits as
+the primitives, which stay the reference implementation (the tests compare both):
+
+- forward, before the sums: each row's largest ``|x| + det + ref_err`` (the streamed
+  mean's widening) and the two-pass variance's terms ``(x - mean)^2``;
+- forward, after them: ``(x - mean) rstd``, widened for a kernel that folds the
+  statistics, times the weight (unbounded where the folded products may overflow),
+  plus the bias;
+- backward, before its sums: ``g w``, ``g w xhat`` and ``g xhat``; after them the
+  input gradient ``rstd ((g w - a) - xhat b)``.
+
+A rule takes the primitives where these do not apply: statistics over axes other
+than the trailing ones (batch norm), an escalated operand, an empty lane, fewer
+than ``LOOP_MIN`` elements, operands off the host. No special value needs the
+primitives: these rules' primitives decide nothing (no ``ieee`` rule), and the
+loops carry NaN and the infinities as their arithmetic does.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ... import elementwise as ew
+from ... import fused_cpu
+from ...tracked import U64, Tracked, bounded
+from ..rules import RuleContext
+from ._common import as_tracked, tmap_all
+from ._softmax_rows import _per_row
+
+__all__ = ["loops_run", "runs", "row_top", "deviation_squares", "normalized_affine",
+           "backward_products", "input_grad"]
+
+
+def loops_run(xp: Any, size: int) -> bool:
+    """Whether a layer norm over ``size`` elements of ``xp`` runs as whole-rule loops
+    (NumPy's, numba installed and switched on, from LOOP_MIN elements)."""
+    return xp is np and size >= fused_cpu.LOOP_MIN and fused_cpu.norm_available()
+
+
+def runs(x: Tracked, dims: tuple[int, ...]) -> bool:
+    """Whether statistics of ``x`` over ``dims`` take the loops: ``dims`` the trailing
+    axes, lanes and rows not empty, ``x`` on the host and not escalated."""
+    nd = np.ndim(x.value)
+    k = len(dims)
+    if not isinstance(x.value, np.ndarray) or nd == 0 or x.lo is not None or \
+            tuple(dims) != tuple(range(nd - k, nd)):
+        return False
+    return x.value.size > 0 and loops_run(np, x.value.size)
+
+
+class _N(NamedTuple):
+    n: Any
+
+
+def _longest(a: Any, b: Any) -> Any:
+    """The accumulation length of a product of operands of lengths ``a`` and ``b``."""
+    return ew._max_n(_N(a), _N(b))
+
+
+def _as_rows(t: Tracked, n: int) -> tuple[np.ndarray, ...]:
+    """``t``'s value (contiguous) and radii (views where the layout allows: a broadcast
+    radius stays unwritten) as rows of ``n``."""
+    shape = t.shape
+    v = np.ascontiguousarray(t.value, dtype=np.float64).reshape(-1, n)
+    return (v, *(np.broadcast_to(np.asarray(a, dtype=np.float64), shape).reshape(-1, n)
+                 for a in (t.det, t.prob, t.ref_err)))
+
+
+def _per_column(t: Tracked, n: int) -> np.ndarray:
+    """A tracked operand of the trailing shape as a ``(4, n)`` array: value, det,
+    prob, ref_err."""
+    shape = t.shape
+    return np.ascontiguousarray(np.stack(
+        [np.broadcast_to(a, shape).reshape(n) for a in (t.value, t.det, t.prob, t.ref_err)]))
+
+
+def _params(ctx: RuleContext) -> tuple[tuple[float, ...], tuple[int, int]]:
+    acc = ctx.model.accumulate
+    return (ctx.model.acc_unit(), acc.tiny, U64, acc.max), (int(acc.t), int(acc.emin))
+
+
+def _lane(x: Tracked, kept: tuple[int, ...]) -> tuple[int, int]:
+    """Rows and the lane's length of ``x`` with statistics of shape ``kept``."""
+    rows = int(np.prod(kept))
+    return rows, x.value.size // rows
+
+
+def row_top(x: Tracked, dims: tuple[int, ...]) -> np.ndarray:
+    """The largest ``|x| + det + ref_err`` over ``dims`` (no keepdim), as
+    ``normalization.streamed_mean`` takes it (:func:`runs` holds)."""
+    lead = x.shape[:x.value.ndim - len(dims)]
+    v, d, _, r = _as_rows(x, x.value.size // max(int(np.prod(lead)), 1))
+    return fused_cpu.row_top(v, d, r).reshape(lead)
+
+
+def deviation_squares(ctx: RuleContext, x: Tracked, mean: Tracked) -> Tracked:
+    """``(x - mean)^2`` as the two-pass variance forms its terms (``mean`` of the
+    statistics' kept shape; :func:`runs` holds): the same bits, its magnitude
+    ``|d d| = d d`` (a sum does not read it)."""
+    rows, n = _lane(x, mean.shape)
+    params, ints = _params(ctx)
+    v, d, p, r = fused_cpu.deviation_squares(_as_rows(x, n), _per_row(mean, rows), params,
+                                             ints)
+    shape = x.shape
+    n_d = x.n + mean.n
+    return bounded(v.reshape(shape), d.reshape(shape), p.reshape(shape),
+                   ref_err=r.reshape(shape), mag=v.reshape(shape), n=_longest(n_d, n_d))
+
+
+def _operand(w: Any, ctx: RuleContext, shape: tuple[int, ...]) -> Tracked | None:
+    """A weight or bias as a tracked operand of the trailing ``shape``; None where it
+    is escalated or of another shape."""
+    t = as_tracked(w, ctx.model)
+    if t.lo is not None or int(np.prod(t.shape)) != int(np.prod(shape)):
+        return None
+    return tmap_all(t, lambda a: np.reshape(a, shape))
+
+
+def normalized_affine(ctx: RuleContext, x: Tracked, mean: Tracked, rstd: Tracked,
+                      weight: Any, bias: Any, affine_shape: tuple[int, ...]
+                      ) -> Tracked | None:
+    """``affine(normalized(x, mean, rstd), weight, bias, affine_shape, fold_magnitude(x,
+    mean, rstd))`` of :mod:`.normalization` in one loop (``mean`` and ``rstd`` of the
+    statistics' kept shape; :func:`runs` holds); None where a weight or bias is not
+    of the trailing shape or is escalated, or ``mean`` or ``rstd`` is escalated."""
+    rows, n = _lane(x, mean.shape)
+    trailing = x.shape[len(x.shape) - len(affine_shape):] if affine_shape else ()
+    if mean.lo is not None or rstd.lo is not None or mean.shape != rstd.shape or (
+            (weight is not None or bias is not None) and tuple(affine_shape) != trailing):
+        return None
+    w = None if weight is None else _operand(weight, ctx, trailing)
+    b = None if bias is None else _operand(bias, ctx, trailing)
+    if (weight is not None and w is None) or (bias is not None and b is None):
+        return None
+    params, ints = _params(ctx)
+    value, det, prob, ref, mag = fused_cpu.normalized_rows(
+        _as_rows(x, n), _per_row(mean, rows), _per_row(rstd, rows),
+        None if w is None else _per_column(w, n), None if b is None else _per_column(b, n),
+        params, ints)
+    length = _longest(x.n + mean.n, rstd.n)
+    if w is not None:
+        length = _longest(length, w.n)
+    if b is not None:
+        length = length + b.n
+    shape = x.shape
+    return bounded(value.reshape(shape), det.reshape(shape), prob.reshape(shape),
+                   ref_err=ref.reshape(shape), mag=mag.reshape(shape), n=length)
+
+
+def _rows_ok(x: Tracked, dims: tuple[int, ...], *stats: Tracked) -> bool:
+    """Whether ``stats`` are of the statistics' kept shape and not escalated."""
+    kept = tuple(1 if d in dims else s for d, s in enumerate(x.shape))
+    return all(t.lo is None and t.shape == kept for t in stats)
+
+
+def backward_products(ctx: RuleContext, grad: Tracked, x: Tracked, dims: tuple[int, ...],
+                      mean: Tracked, rstd: Tracked, weight: Any, want: tuple[bool, bool, bool]
+                      ) -> tuple[Tracked | None, ...] | None:
+    """Layer norm backward's products before its sums, ``xhat = (x - mean) rstd``:
+    with ``want`` (the weighted gradient, ``g w xhat``, ``g xhat``) ``g w`` (``g``
+    itself without a weight), ``g w xhat`` and ``g xhat`` (None where not wanted);
+    None where the loops do not run (:func:`runs`; ``grad`` of another shape or
+    escalated, ``mean`` or ``rstd`` not of the kept shape or escalated, a weight not
+    of the trailing shape)."""
+    if not runs(x, dims) or grad.shape != x.shape or grad.lo is not None or \
+            not _rows_ok(x, dims, mean, rstd):
+        return None
+    rows, n = _lane(x, mean.shape)
+    trailing = x.shape[x.value.ndim - len(dims):]
+    w = None if weight is None else _operand(weight, ctx, trailing)
+    if weight is not None and w is None:
+        return None
+    params, ints = _params(ctx)
+    weighted = w is not None and want[0]
+    gx, gxh, gh = fused_cpu.norm_backward_products(
+        _as_rows(x, n), _as_rows(grad, n), _per_row(mean, rows), _per_row(rstd, rows),
+        _per_column(w, n) if weighted else None, (want[1], want[2]), params, ints)
+    shape = x.shape
+    n_xhat = _longest(x.n + mean.n, rstd.n)
+
+    def tracked(arrays: tuple[np.ndarray, ...] | None, length: Any) -> Tracked | None:
+        if arrays is None:
+            return None
+        v, d, p, r = (a.reshape(shape) for a in arrays)
+        return bounded(v, d, p, ref_err=r, mag=v, n=length)  # (summed: mag not read)
+    g_w = tracked(gx, _longest(grad.n, w.n)) if weighted else grad
+    return (g_w, tracked(gxh, _longest(g_w.n, n_xhat)),
+            tracked(gh, _longest(grad.n, n_xhat)))
+
+
+def input_grad(ctx: RuleContext, x: Tracked, g: Tracked, mean: Tracked, rstd: Tracked,
+               a: Tracked, b: Tracked) -> Tracked:
+    """``rstd ((g - a) - xhat b)``, ``xhat = (x - mean) rstd``, in one loop (after
+    :func:`backward_products`; ``a``, ``b`` the means of ``g`` and ``g xhat``, of the
+    statistics' kept shape)."""
+    rows, n = _lane(x, mean.shape)
+    params, ints = _params(ctx)
+    value, det, prob, ref, mag = fused_cpu.input_grad_rows(
+        _as_rows(x, n), _as_rows(g, n), *(_per_row(t, rows) for t in (mean, rstd, a, b)),
+        params, ints)
+    shape = x.shape
+    n_xhat = _longest(x.n + mean.n, rstd.n)
+    length = _longest((g.n + a.n) + _longest(n_xhat, b.n), rstd.n)
+    return bounded(value.reshape(shape), det.reshape(shape), prob.reshape(shape),
+                   ref_err=ref.reshape(shape), mag=mag.reshape(shape), n=length)

@@ -1,0 +1,226 @@
+"""Layer norm's whole-rule loops against the primitives' NumPy passes: the same bits
+(values, radii, magnitudes, lengths; any NaN as any other) forward and backward, on drawn shapes and values:
+zero-variance rows, NaN and infinities, size-1 lanes, huge and tiny values, exact
+inputs and radii, eps at its extremes, with and without the affine weights, several
+claims; group norm's statistics through the same loops; batch norm's and escalated
+inputs through the primitives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from numoracle.oracle import fused_cpu
+from numoracle.oracle.precision import get_model
+from numoracle.oracle.traced.library import _norm_rows as rows
+from numoracle.oracle.traced.library import normalization as nz
+from numoracle.oracle.traced.rules import RuleContext
+from numoracle.oracle.tracked import Tracked, bounded, exact
+
+from test_softmax_rows import FIELDS
+
+pytestmark = pytest.mark.skipif(not fused_cpu.norm_available(),
+                                reason="the whole-rule loops need numba")
+
+MODELS = ["fp32", "bf16", "fp16+triton", "tf32"]
+
+
+def _bits(a: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """The bits of ``a`` broadcast to ``shape``, every NaN as one (a NaN's sign and
+    payload are not the arithmetic's: NumPy and compiled loops order a commutative
+    operation's operands as they like)."""
+    a = np.array(np.broadcast_to(a, shape), dtype=np.float64)
+    a[np.isnan(a)] = np.nan
+    return a.view(np.int64)
+
+
+def assert_same_bits(got: Tracked, want: Tracked) -> None:
+    assert got.shape == want.shape
+    for f in FIELDS:
+        g, w = _bits(getattr(got, f), got.shape), _bits(getattr(want, f), want.shape)
+        bad = np.flatnonzero(g != w)
+        assert bad.size == 0, (f, bad[:5], g.view(np.float64).flat[bad[0]],
+                               w.view(np.float64).flat[bad[0]])
+    assert np.array_equal(np.asarray(got.n), np.asarray(want.n))
+    assert (got.lo is None) == (want.lo is None)
+
+
+def _passes(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` by the primitives' NumPy passes (the whole-rule loops and the
+    per-node loops switched off)."""
+    orig, elementwise = rows.loops_run, fused_cpu.elementwise
+    rows.loops_run = lambda xp, size: False
+    fused_cpu.elementwise = lambda *a: False
+    try:
+        return fn(*args)
+    finally:
+        rows.loops_run, fused_cpu.elementwise = orig, elementwise
+
+
+@pytest.fixture
+def small_loops(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loops from one element, so that small drawn shapes take them."""
+    monkeypatch.setattr(fused_cpu, "LOOP_MIN", 1)
+
+
+def _values(rng: np.random.Generator, shape: tuple[int, ...], kind: str) -> np.ndarray:
+    x = (rng.standard_normal(shape) * 3.0 + 0.5).astype(np.float32).astype(np.float64)
+    if kind == "huge":
+        x = x * 1e300
+    elif kind == "tiny":
+        x = x * 1e-310
+    elif kind == "ints":
+        x = np.round(x)  # exact deviations and squares: the exact tests
+    elif kind == "flat":  # zero-variance rows
+        x = np.broadcast_to(x[..., :1], shape).copy()
+    elif kind == "zeros":
+        x = np.zeros(shape)
+    return x
+
+
+def _special(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    x = x.copy()
+    flat = x.reshape(-1)
+    for v in (np.nan, np.inf, -np.inf):
+        if rng.random() < 0.5:
+            flat[rng.integers(flat.size)] = v
+    return x
+
+
+def _tracked(x: np.ndarray, rng: np.random.Generator, radii: str) -> Tracked:
+    if radii == "exact":
+        return exact(x)
+    with np.errstate(invalid="ignore", over="ignore"):
+        r = np.abs(x) * 2.0**-20 + rng.random(x.shape) * 1e-7
+        r = np.where(np.isfinite(r), r, 0.0)
+    if radii == "some":  # exact entries beside inexact ones
+        r = np.where(rng.random(x.shape) < 0.5, 0.0, r)
+    return bounded(x, r, r * 0.75, ref_err=r * 2.0**-30)
+
+
+def _affine(rng: np.random.Generator, shape: tuple[int, ...], kind: str) -> Any:
+    if kind == "none":
+        return None
+    w = rng.standard_normal(shape).astype(np.float32).astype(np.float64)
+    return exact(w) if kind == "exact" else _tracked(w, rng, "all")
+
+
+CASES = dict(lead=st.lists(st.integers(1, 5), min_size=1, max_size=2),
+             lane=st.lists(st.integers(1, 40), min_size=1, max_size=2),
+             kind=st.sampled_from(["normal", "huge", "tiny", "ints", "flat", "zeros"]),
+             radii=st.sampled_from(["exact", "all", "some"]), special=st.booleans(),
+             affine=st.sampled_from(["none", "exact", "tracked"]),
+             eps=st.sampled_from([1e-5, 0.0, 5e-324, 1e300]), model=st.sampled_from(MODELS),
+             per_op=st.booleans(), seed=st.integers(0, 2**32 - 1))
+
+
+def _case(lead: list[int], lane: list[int], kind: str, radii: str, special: bool,
+          affine: str, model: str, per_op: bool, seed: int
+          ) -> tuple[RuleContext, Tracked, Any, Any, tuple[int, ...]]:
+    rng = np.random.default_rng(seed)
+    x = _values(rng, tuple(lead) + tuple(lane), kind)
+    if special:
+        x = _special(x, rng)
+    ctx = RuleContext(get_model(model, rounding="per-op") if per_op else get_model(model))
+    return (ctx, _tracked(x, rng, radii), _affine(rng, tuple(lane), affine),
+            _affine(rng, tuple(lane), affine), tuple(lane))
+
+
+@settings(max_examples=80, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # (the same patch each time)
+@given(**CASES)
+def test_layer_norm_loops_give_the_passes_bits(small_loops: None, lead: list[int],
+                                               lane: list[int], kind: str, radii: str,
+                                               special: bool, affine: str, eps: float,
+                                               model: str, per_op: bool, seed: int) -> None:
+    ctx, x, w, b, shape = _case(lead, lane, kind, radii, special, affine, model, per_op, seed)
+    with np.errstate(all="ignore"):
+        got = nz.layer_norm_rule(ctx, x, shape, w, b, eps)
+        want = _passes(nz.layer_norm_rule, ctx, x, shape, w, b, eps)
+    for g, v in zip(got, want, strict=True):
+        assert_same_bits(g, v)
+
+
+@settings(max_examples=80, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # (the same patch each time)
+@given(**CASES, grad=st.sampled_from(["exact", "all", "some"]),
+       mask=st.sampled_from([(True, True, True), (True, False, False), (False, True, True)]))
+def test_layer_norm_backward_loops_give_the_passes_bits(
+        small_loops: None, lead: list[int], lane: list[int], kind: str, radii: str,
+        special: bool, affine: str, eps: float, model: str, per_op: bool, seed: int,
+        grad: str, mask: tuple[bool, bool, bool]) -> None:
+    ctx, x, w, b, shape = _case(lead, lane, kind, radii, special, affine, model, per_op, seed)
+    rng = np.random.default_rng(seed + 1)
+    g = _tracked(rng.standard_normal(x.shape), rng, grad)
+    with np.errstate(all="ignore"):
+        _, mean, rstd = _passes(nz.layer_norm_rule, ctx, x, shape, w, b, eps)
+        args = (ctx, g, x, shape, mean, rstd, w, b, mask)
+        got = nz.layer_norm_backward_rule(*args)
+        want = _passes(nz.layer_norm_backward_rule, *args)
+    for gt, v in zip(got, want, strict=True):
+        assert (gt is None) == (v is None)
+        if v is not None:
+            assert_same_bits(gt, v)
+
+
+@pytest.mark.parametrize("shape", [(16, 4096), (3, 20000), (20000, 1), (4, 8, 1024)])
+def test_the_loops_run_at_realistic_sizes(shape: tuple[int, ...],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above LOOP_MIN the loops run (not a fallback) and give the NumPy passes' bits,
+    forward and backward."""
+    ran = []
+    for name in ("normalized_rows", "deviation_squares", "norm_backward_products",
+                 "input_grad_rows"):
+        real = getattr(fused_cpu, name)
+        monkeypatch.setattr(fused_cpu, name, lambda *a, _r=real: ran.append(1) or _r(*a))
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(shape).astype(np.float32).astype(np.float64)
+    lane = shape[-1:]
+    ctx = RuleContext(get_model("fp32"))
+    w, b = _affine(rng, lane, "tracked"), _affine(rng, lane, "exact")
+    g = _tracked(rng.standard_normal(shape), rng, "all")
+    for t in (exact(x), _tracked(x, rng, "all")):
+        out = nz.layer_norm_rule(ctx, t, lane, w, b, 1e-5)
+        for got, want in zip(out, _passes(nz.layer_norm_rule, ctx, t, lane, w, b, 1e-5),
+                             strict=True):
+            assert_same_bits(got, want)
+        args = (ctx, g, t, lane, out[1], out[2], w, b, (True, True, True))
+        for got, want in zip(nz.layer_norm_backward_rule(*args),
+                             _passes(nz.layer_norm_backward_rule, *args), strict=True):
+            assert_same_bits(got, want)
+    assert len(ran) == 8
+
+
+def test_group_norm_statistics_take_the_loops(small_loops: None) -> None:
+    rng = np.random.default_rng(5)
+    x = _tracked(rng.standard_normal((2, 6, 5, 3)), rng, "some")
+    w, b = _affine(rng, (6,), "tracked"), _affine(rng, (6,), "tracked")
+    ctx = RuleContext(get_model("bf16"))
+    got = nz.group_norm_rule(ctx, x, w, b, 2, 6, 15, 3, 1e-5)
+    for g, v in zip(got, _passes(nz.group_norm_rule, ctx, x, w, b, 2, 6, 15, 3, 1e-5),
+                    strict=True):
+        assert_same_bits(g, v)
+
+
+def test_other_axes_escalated_and_one_pass_give_the_passes_bits(small_loops: None) -> None:
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 6, 5))
+    ctx = RuleContext(get_model("fp32"))
+    assert rows.runs(exact(x), (2,)) and rows.runs(exact(x), (1, 2))
+    assert not rows.runs(exact(x), (0, 2))  # batch norm's axes
+    low = Tracked(value=x, ref_err=np.zeros_like(x), det=np.zeros_like(x),
+                  prob=np.zeros_like(x), mag=np.abs(x), lo=x * 2.0**-60)
+    assert not rows.runs(low, (2,))
+    one_pass = RuleContext(get_model("fp32").with_(variance="one-pass"))
+    for c, t in ((ctx, low), (one_pass, exact(x))):
+        for g, v in zip(nz.layer_norm_rule(c, t, (5,), None, None, 1e-5),
+                        _passes(nz.layer_norm_rule, c, t, (5,), None, None, 1e-5), strict=True):
+            assert_same_bits(g, v)
+    bn = nz.batch_norm_rule(ctx, exact(x), None, None, None, None, True, 0.1, 1e-5)
+    for g, v in zip(bn, _passes(nz.batch_norm_rule, ctx, exact(x), None, None, None, None,
+                                True, 0.1, 1e-5), strict=True):
+        assert_same_bits(g, v)
