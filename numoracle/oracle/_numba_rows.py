@@ -25,6 +25,9 @@ from ._numba_loops import _decided, _maximum, _representable, _rmul
 
 _par = numba.njit(cache=True, nogil=True, parallel=True)
 _jit = numba.njit(cache=True, nogil=True)
+#: the scalar forms the loops call: inlined into them (numba's own inlining), so that a
+#: loop whose arguments are contiguous and whose branches are loop-invariant vectorises
+_inline = numba.njit(cache=True, nogil=True, inline="always")
 
 
 @_jit
@@ -70,7 +73,7 @@ def row_max(x: Any, xd: Any, xp_: Any, xr: Any, out: Any) -> bool:
     return bad == 0
 
 
-@_jit
+@_inline
 def _shifted(xv: float, ad: float, ap: float, ar: float, m: float, md: float, mp: float,
              mr: float, u: float, tiny: float, u64: float, test_exact: bool, t: int, emin: int,
              fmax: float) -> tuple[float, float, float, float]:
@@ -95,7 +98,7 @@ def _shifted(xv: float, ad: float, ap: float, ar: float, m: float, md: float, mp
     return v, d, p, r
 
 
-@_jit
+@_inline
 def _exp(v: float, td: float, tp: float, tr: float, ulps: float, per_x: float, of_one: float,
          u: float, tiny: float, ref_unit: float, acc_max: float
          ) -> tuple[float, float, float, float]:
@@ -122,14 +125,14 @@ def _exp(v: float, td: float, tp: float, tr: float, ulps: float, per_x: float, o
     return value, d, p, r
 
 
-@_jit
+@_inline
 def _special(v: float, d: float, r: float) -> bool:
     """ieee's special point: an exact 0 or infinity, or NaN with a finite reach."""
     reach = d + r
     return (reach == 0.0 and (v == 0.0 or abs(v) == np.inf)) or (v != v and abs(reach) < np.inf)
 
 
-@_jit
+@_inline
 def _bucket(v: float, low: float, scale: float, top: int) -> int:
     """The bucket of ``v`` among ``top + 1`` (non-decreasing in ``v``: each step is)."""
     if scale == 0.0:
@@ -193,7 +196,7 @@ def larger_counts_row(lo: Any, hi: Any, out: Any) -> None:
         out[i] = n - a
 
 
-@_jit
+@_inline
 def _exact_zero(v: Any, d: Any, p: Any, r: Any, i: int, j: int) -> None:
     """An exact 0 (value and radii) at ``[i, j]``."""
     v[i, j] = 0.0
@@ -282,7 +285,7 @@ def shifted_exp_rows(x: Any, xd: Any, xp_: Any, xr: Any, mx: Any, test_exact: bo
         flags[i, 6] = f6
 
 
-@_jit
+@_inline
 def _div(a: float, ad: float, ap: float, ar: float, b: float, bd: float, bp: float, br: float,
          rel_u: float, rel_tiny: float, grow: float, u64: float, acc_max: float
          ) -> tuple[float, float, float, float]:
@@ -306,7 +309,7 @@ def _div(a: float, ad: float, ap: float, ar: float, b: float, bd: float, bp: flo
     return value, d, p, r
 
 
-@_jit
+@_inline
 def _mul(x: float, xd: float, xp_: float, xr: float, y: float, yd: float, yp: float, yr: float,
          u: float, tiny: float, u64: float, fmax: float) -> tuple[float, float, float, float]:
     """``x y`` as the loop ``mul_radii`` computes it: value, det, prob, ref_err."""
@@ -330,7 +333,7 @@ def _mul(x: float, xd: float, xp_: float, xr: float, y: float, yd: float, yp: fl
     return v, d, p, r
 
 
-@_jit
+@_inline
 def _either(a: float, d1: float, p1: float, m1: float, b: float, d2: float, p2: float,
             r2: float, m2: float, grow: float) -> tuple[float, float, float]:
     """tracked ``either`` of two elements (its loop ``either_radii``): det, prob, mag."""
@@ -381,7 +384,7 @@ def softmax_rows(ev: Any, ed: Any, ep: Any, er: Any, tot: Any, rec: Any, carry: 
             mag[i, j] = m
 
 
-@_jit
+@_inline
 def _sub(x: float, xd: float, xp_: float, xr: float, y: float, yd: float, yp: float, yr: float,
          u: float, tiny: float, u64: float, test_exact: bool, t: int, emin: int, fmax: float
          ) -> tuple[float, float, float, float, float]:
@@ -449,7 +452,7 @@ def hot_rows(g: Any, gd: Any, count: Any, first: Any) -> None:
         first[i] = max(f, 0)
 
 
-@_jit
+@_inline
 def _either_nan(a: float, d1: float, p1: float, m1: float, b: float, d2: float, p2: float,
                 r2: float, m2: float, grow: float) -> tuple[float, float, float]:
     """softmax's ``_either``: :func:`_either`, where both are NaN the larger radii."""

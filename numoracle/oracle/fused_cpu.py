@@ -404,54 +404,60 @@ def row_top(x: np.ndarray, xd: np.ndarray, xr: np.ndarray) -> np.ndarray:
     return out
 
 
-def deviation_squares(x: tuple[np.ndarray, ...], mean: np.ndarray, params: tuple[float, ...],
-                      ints: tuple[int, int]) -> tuple[np.ndarray, ...]:
-    """Layer norm's first loop (``_numba_norm.deviation_squares``): ``(x - mean)^2``'s
-    value, det, prob, ref_err."""
+def deviation_squares(x: tuple[np.ndarray, ...], mean: np.ndarray, test: bool,
+                      params: tuple[float, ...], ints: tuple[int, int]
+                      ) -> tuple[np.ndarray, ...]:
+    """Layer norm's first loop (``_numba_norm.deviation_squares``; its arrays
+    C-contiguous): ``(x - mean)^2``'s value, det, prob, ref_err."""
     outs = tuple(np.empty(x[0].shape) for _ in range(4))
-    _norm_loops().deviation_squares(*x, mean, _floats(params), np.asarray(ints, dtype=np.int64),
-                                    *outs)
+    _norm_loops().deviation_squares(*x, mean, test, _floats(params),
+                                    np.asarray(ints, dtype=np.int64), *outs)
     return outs
 
 
 def normalized_rows(x: tuple[np.ndarray, ...], mean: np.ndarray, rstd: np.ndarray,
-                    w: np.ndarray | None, b: np.ndarray | None, params: tuple[float, ...],
-                    ints: tuple[int, int]) -> tuple[np.ndarray, ...]:
+                    w: np.ndarray | None, b: np.ndarray | None, test: bool,
+                    params: tuple[float, ...], ints: tuple[int, int]
+                    ) -> tuple[np.ndarray, ...]:
     """Layer norm's loop after its sums (``_numba_norm.normalized_rows``; ``w``, ``b``
     None where absent): value, det, prob, ref_err, magnitude."""
     outs = tuple(np.empty(x[0].shape) for _ in range(5))
     none = np.zeros((4, 1))
     _norm_loops().normalized_rows(*x, mean, rstd, none if w is None else w,
-                                  none if b is None else b, w is not None, b is not None,
+                                  none if b is None else b, w is not None, b is not None, test,
                                   _floats(params), np.asarray(ints, dtype=np.int64), *outs)
     return outs
 
 
 def norm_backward_products(x: tuple[np.ndarray, ...], g: tuple[np.ndarray, ...],
                            mean: np.ndarray, rstd: np.ndarray, w: np.ndarray | None,
-                           want: tuple[bool, bool], params: tuple[float, ...],
-                           ints: tuple[int, int]) -> tuple[tuple[np.ndarray, ...] | None, ...]:
-    """Layer norm backward's loop before its sums (``_numba_norm.backward_products``):
-    ``g w`` (None without ``w``), and where ``want`` says so ``g w xhat`` and ``g xhat``
-    (else None), each as value, det, prob, ref_err."""
+                           want: tuple[bool, bool], tests: tuple[bool, bool],
+                           params: tuple[float, ...], ints: tuple[int, int]
+                           ) -> tuple[tuple[np.ndarray, ...] | None, ...]:
+    """Layer norm backward's loop before its sums (``_numba_norm.backward_products``;
+    ``tests``: its ``test_gx`` and ``test``): ``g w`` (None without ``w``), and where
+    ``want`` says so ``g w xhat`` and ``g xhat`` (else None), each as value, det,
+    prob, ref_err."""
     shape = x[0].shape
 
     def outs(on: bool) -> tuple[np.ndarray, ...]:
         return tuple(np.empty(shape if on else (1, 1)) for _ in range(4))
     gx, gxh, gh = outs(w is not None), outs(want[0]), outs(want[1])
     _norm_loops().backward_products(*x, *g, mean, rstd, np.zeros((4, 1)) if w is None else w,
-                                    w is not None, want[0], want[1], _floats(params),
-                                    np.asarray(ints, dtype=np.int64), *gx, *gxh, *gh)
+                                    w is not None, want[0], want[1], *tests, _floats(params),
+                                    np.asarray(ints, dtype=np.int64), *gx, gx[0].view(np.uint64),
+                                    *gxh, *gh)
     return (gx if w is not None else None, gxh if want[0] else None,
             gh if want[1] else None)
 
 
 def input_grad_rows(x: tuple[np.ndarray, ...], g: tuple[np.ndarray, ...], mean: np.ndarray,
-                    rstd: np.ndarray, a: np.ndarray, b: np.ndarray, params: tuple[float, ...],
-                    ints: tuple[int, int]) -> tuple[np.ndarray, ...]:
+                    rstd: np.ndarray, a: np.ndarray, b: np.ndarray, test: bool,
+                    params: tuple[float, ...], ints: tuple[int, int]
+                    ) -> tuple[np.ndarray, ...]:
     """Layer norm backward's loop after its sums (``_numba_norm.input_grad_rows``):
     value, det, prob, ref_err, magnitude."""
     outs = tuple(np.empty(x[0].shape) for _ in range(5))
-    _norm_loops().input_grad_rows(*x, *g, mean, rstd, a, b, _floats(params),
+    _norm_loops().input_grad_rows(*x, *g, mean, rstd, a, b, test, _floats(params),
                                   np.asarray(ints, dtype=np.int64), *outs)
     return outs

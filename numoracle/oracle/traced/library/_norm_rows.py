@@ -32,7 +32,7 @@ import numpy as np
 
 from ... import elementwise as ew
 from ... import fused_cpu
-from ...tracked import U64, Tracked, bounded
+from ...tracked import U64, Tracked, bounded, may_be_exact
 from ..rules import RuleContext
 from ._common import as_tracked, tmap_all
 from ._softmax_rows import _per_row
@@ -67,13 +67,24 @@ def _longest(a: Any, b: Any) -> Any:
     return ew._max_n(_N(a), _N(b))
 
 
+def _contiguous(a: Any, shape: tuple[int, ...], n: int) -> np.ndarray:
+    """``a`` broadcast to ``shape`` as C-contiguous rows of ``n`` (a loop over them
+    vectorises): a broadcast 0 (an exact operand's radius) as fresh zeros, which
+    the system maps without writing them."""
+    a = np.asarray(a, dtype=np.float64)
+    if a.size and not any(a.strides) and a.shape != shape and not a.flat[0]:
+        return np.zeros((int(np.prod(shape)) // n, n))
+    return np.ascontiguousarray(np.broadcast_to(a, shape)).reshape(-1, n)
+
+
 def _as_rows(t: Tracked, n: int) -> tuple[np.ndarray, ...]:
-    """``t``'s value (contiguous) and radii (views where the layout allows: a broadcast
-    radius stays unwritten) as rows of ``n``."""
+    """``t``'s value and radii as C-contiguous rows of ``n`` (one array where two
+    radii are one)."""
     shape = t.shape
     v = np.ascontiguousarray(t.value, dtype=np.float64).reshape(-1, n)
-    return (v, *(np.broadcast_to(np.asarray(a, dtype=np.float64), shape).reshape(-1, n)
-                 for a in (t.det, t.prob, t.ref_err)))
+    d = _contiguous(t.det, shape, n)
+    p = d if t.prob is t.det else _contiguous(t.prob, shape, n)
+    return v, d, p, _contiguous(t.ref_err, shape, n)
 
 
 def _per_column(t: Tracked, n: int) -> np.ndarray:
@@ -109,8 +120,8 @@ def deviation_squares(ctx: RuleContext, x: Tracked, mean: Tracked) -> Tracked:
     ``|d d| = d d`` (a sum does not read it)."""
     rows, n = _lane(x, mean.shape)
     params, ints = _params(ctx)
-    v, d, p, r = fused_cpu.deviation_squares(_as_rows(x, n), _per_row(mean, rows), params,
-                                             ints)
+    v, d, p, r = fused_cpu.deviation_squares(_as_rows(x, n), _per_row(mean, rows),
+                                             may_be_exact(x, mean), params, ints)
     shape = x.shape
     n_d = x.n + mean.n
     return bounded(v.reshape(shape), d.reshape(shape), p.reshape(shape),
@@ -146,7 +157,7 @@ def normalized_affine(ctx: RuleContext, x: Tracked, mean: Tracked, rstd: Tracked
     value, det, prob, ref, mag = fused_cpu.normalized_rows(
         _as_rows(x, n), _per_row(mean, rows), _per_row(rstd, rows),
         None if w is None else _per_column(w, n), None if b is None else _per_column(b, n),
-        params, ints)
+        may_be_exact(x, mean), params, ints)
     length = _longest(x.n + mean.n, rstd.n)
     if w is not None:
         length = _longest(length, w.n)
@@ -184,7 +195,8 @@ def backward_products(ctx: RuleContext, grad: Tracked, x: Tracked, dims: tuple[i
     weighted = w is not None and want[0]
     gx, gxh, gh = fused_cpu.norm_backward_products(
         _as_rows(x, n), _as_rows(grad, n), _per_row(mean, rows), _per_row(rstd, rows),
-        _per_column(w, n) if weighted else None, (want[1], want[2]), params, ints)
+        _per_column(w, n) if weighted else None, (want[1], want[2]),
+        (weighted and may_be_exact(grad, w), may_be_exact(x, mean)), params, ints)
     shape = x.shape
     n_xhat = _longest(x.n + mean.n, rstd.n)
 
@@ -207,7 +219,7 @@ def input_grad(ctx: RuleContext, x: Tracked, g: Tracked, mean: Tracked, rstd: Tr
     params, ints = _params(ctx)
     value, det, prob, ref, mag = fused_cpu.input_grad_rows(
         _as_rows(x, n), _as_rows(g, n), *(_per_row(t, rows) for t in (mean, rstd, a, b)),
-        params, ints)
+        may_be_exact(x, mean) or may_be_exact(g, a), params, ints)
     shape = x.shape
     n_xhat = _longest(x.n + mean.n, rstd.n)
     length = _longest((g.n + a.n) + _longest(n_xhat, b.n), rstd.n)
