@@ -70,6 +70,8 @@ _COMPUTE_32F_FAST_TF32 = 77
 _GEMM_DEFAULT = -1
 _ONE = np.ones(1, dtype=np.float32)
 _ZERO = np.zeros(1, dtype=np.float32)
+#: their addresses: cuBLAS's alpha and beta (host pointers)
+_ONE_AT, _ZERO_AT = _ONE.ctypes.data, _ZERO.ctypes.data
 
 
 def tf32_growth(k: int) -> tuple[float, float]:
@@ -182,6 +184,7 @@ class GemmPlan(NamedTuple):
     step_a: int
 
 
+@lru_cache(maxsize=1024)
 def gemm_plan(m: int, k: int, n: int, a_fortran: bool, b_fortran: bool) -> GemmPlan:
     """The :class:`GemmPlan` of ``A @ B`` (``A`` m x k, ``B`` k x n; each C order
     unless its flag says Fortran order). Column-major memory of a C-ordered ``A``
@@ -226,19 +229,41 @@ def _matrix_sum(ma: Any, mb: Any) -> Any:
     if type(ma).__module__.startswith("torch"):
         torch, cupy = _torch(), _cupy()
         stream = torch.cuda.current_stream(ma.device)
-        with cupy.cuda.Device(ma.device.index), cupy.cuda.ExternalStream(stream.cuda_stream):
+        with cupy.cuda.Device(ma.device.index), _stream_of(stream):
             out = _cupy_sum(cupy.asarray(ma), cupy.asarray(mb))
             return torch.as_tensor(out, device=ma.device)
     return _cupy_sum(ma, mb)
 
 
+_STREAMS: dict[tuple[int, int], Any] = {}
+
+
+def _stream_of(stream: Any) -> Any:
+    """CuPy's view of torch's CUDA ``stream`` (kept per stream)."""
+    key = (int(stream.cuda_stream), int(stream.device.index or 0))
+    found = _STREAMS.get(key)
+    if found is None:
+        cupy = _cupy()
+        with warnings.catch_warnings():  # (CuPy 14 deprecates ExternalStream for from_external)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            try:
+                found = cupy.cuda.Stream.from_external(stream)
+            except Exception:  # noqa: BLE001 - a CuPy or torch without the stream protocol
+                found = cupy.cuda.ExternalStream(*key)
+        _STREAMS[key] = found
+    return found
+
+
 def _cupy_sum(ma: Any, mb: Any) -> Any:
     cupy = _cupy()
-    ma, mb = (x if x.flags.c_contiguous or x.flags.f_contiguous else cupy.ascontiguousarray(x)
-              for x in (ma, mb))
+    if not (ma.flags.c_contiguous or ma.flags.f_contiguous):
+        ma = cupy.ascontiguousarray(ma)
+    if not (mb.flags.c_contiguous or mb.flags.f_contiguous):
+        mb = cupy.ascontiguousarray(mb)
+    a_ptr, b_ptr = ma.data.ptr, mb.data.ptr
 
     def gemm(plan: GemmPlan, c: int, a_at: int, b_at: int, out: Any) -> None:
-        _gemm(plan, c, ma.data.ptr + 4 * a_at, mb.data.ptr + 4 * b_at, out.data.ptr)
+        _gemm(plan, c, a_ptr + 4 * a_at, b_ptr + 4 * b_at, out.data.ptr)
     return chunked_sum(ma, mb, cupy, gemm)
 
 
@@ -251,20 +276,22 @@ def chunked_sum(ma: Any, mb: Any, xp: Any, gemm: Any) -> Any:
     chunks' results held at once as CHUNK_BYTES allows)."""
     m, k = ma.shape
     n = mb.shape[1]
-    parts = chunks(k)
     if not (m and n and k):
         return xp.zeros((m, n), dtype=xp.float32)
-    fortran = [bool(x.flags.f_contiguous and not x.flags.c_contiguous) for x in (ma, mb)]
-    plan = gemm_plan(m, k, n, *fortran)
+    plan = gemm_plan(m, k, n, bool(ma.flags.f_contiguous and not ma.flags.c_contiguous),
+                     bool(mb.flags.f_contiguous and not mb.flags.c_contiguous))
+    if k <= TENSOR_CHUNK:  # one GEMM (the host's work kept small: small contractions)
+        out = xp.ndarray((m, n), dtype=xp.float32)
+        gemm(plan, k, 0, 0, out)
+        return out
+    parts = chunks(k)
     held = max(1, min(len(parts), CHUNK_BYTES // (4 * m * n)))  # chunks' results at once
-    out = xp.empty((held, m, n), dtype=xp.float32)
+    out = xp.ndarray((held, m, n), dtype=xp.float32)
     total = None
     for g0 in range(0, len(parts), held):
         group = parts[g0:g0 + held]
         for j, (c0, c) in enumerate(group):
             gemm(plan, c, c0 * plan.step_a, c0 * plan.step_b, out[j])
-        if len(parts) == 1:
-            return out[0]
         part = out[:len(group)].sum(axis=0, dtype=xp.float64)
         total = part if total is None else total + part
     return total
@@ -272,13 +299,19 @@ def chunked_sum(ma: Any, mb: Any, xp: Any, gemm: Any) -> Any:
 
 def _gemm(plan: GemmPlan, c: int, a_ptr: int, b_ptr: int, out_ptr: int) -> None:
     """One TF32 GEMM of ``c`` terms on CuPy's current stream."""
+    gemm_ex, handle = _blas()
+    gemm_ex(handle(), plan.op_b, plan.op_a, plan.n, plan.m, c, _ONE_AT, b_ptr, _R_32F,
+            plan.ld_b, a_ptr, _R_32F, plan.ld_a, _ZERO_AT, out_ptr, _R_32F, plan.n,
+            _COMPUTE_32F_FAST_TF32, _GEMM_DEFAULT)
+
+
+@lru_cache(maxsize=1)
+def _blas() -> tuple[Any, Any]:
+    """CuPy's binding of cublasGemmEx and its cuBLAS handle of the current device."""
     from cupy.cuda import device  # noqa: PLC0415 - only on a GPU
     from cupy_backends.cuda.libs import cublas  # noqa: PLC0415
 
-    cublas.gemmEx(device.get_cublas_handle(), plan.op_b, plan.op_a, plan.n, plan.m, c,
-                  _ONE.ctypes.data, b_ptr, _R_32F, plan.ld_b, a_ptr, _R_32F, plan.ld_a,
-                  _ZERO.ctypes.data, out_ptr, _R_32F, plan.n, _COMPUTE_32F_FAST_TF32,
-                  _GEMM_DEFAULT)
+    return cublas.gemmEx, device.get_cublas_handle
 
 
 @lru_cache(maxsize=1)
