@@ -245,7 +245,7 @@ def _stream_of(stream: Any) -> Any:
     if found is None:
         cupy = _cupy()
         with warnings.catch_warnings():  # (CuPy 14 deprecates ExternalStream for from_external)
-            warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.simplefilter("ignore")
             try:
                 found = cupy.cuda.Stream.from_external(stream)
             except Exception:  # noqa: BLE001 - a CuPy or torch without the stream protocol
