@@ -198,7 +198,7 @@ def _weighted_lane(i: int, g: Any, gd: Any, gp: Any, gr: Any, w: Any, params: An
             continue
         x, y, v = g[i, j], w[0, j], gx[i, j]
         if (abs(v) < np.inf and (v != 0.0 or x == 0.0 or y == 0.0) and gxd[i, j] != np.inf
-                and _two_product_error(x, y, v) == 0.0 and _fits(bits[i, j], v, t, emin, fmax)):
+                and _fits(bits[i, j], v, t, emin, fmax) and _two_product_error(x, y, v) == 0.0):
             gxd[i, j] = 0.0
             gxp[i, j] = 0.0
             gxr[i, j] = 0.0

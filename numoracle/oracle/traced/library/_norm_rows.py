@@ -72,7 +72,7 @@ def _contiguous(a: Any, shape: tuple[int, ...], n: int) -> np.ndarray:
     vectorises): a broadcast 0 (an exact operand's radius) as fresh zeros, which
     the system maps without writing them."""
     a = np.asarray(a, dtype=np.float64)
-    if a.size and not any(a.strides) and a.shape != shape and not a.flat[0]:
+    if a.size > 1 and not any(a.strides) and not a.flat[0]:
         return np.zeros((int(np.prod(shape)) // n, n))
     return np.ascontiguousarray(np.broadcast_to(a, shape)).reshape(-1, n)
 
