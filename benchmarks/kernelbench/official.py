@@ -291,13 +291,22 @@ def resumed(path: Path | None) -> dict[str, dict[str, Any]]:
     (any but ``not finished``), by problem, each marked with that run's commit; none
     where ``path`` is None or absent. The driver keeps those judged whole or refused
     (:data:`FINAL`), and those judged on sampled rows or at reduced sizes whose plan
-    still does not fit whole; it judges the others again."""
+    still does not fit whole; it judges the others again. A row whose reason says the
+    device ran out of memory is judged again too, whatever its verdict (a driver before
+    the out-of-memory rules wrote a candidate's ``OutOfMemoryError`` beside others as a
+    FAIL)."""
     if path is None or not path.is_file():
         return {}
     data = json.loads(path.read_text())
     commit = data.get("meta", {}).get("commit", "?")
     return {r["problem"]: {**r, "resumed_from": commit} for r in data["rows"]
-            if r.get("how") != "not finished"}
+            if r.get("how") != "not finished" and not _ran_out(r)}
+
+
+def _ran_out(row: dict[str, Any]) -> bool:
+    """Whether a row's reason says the device (or host) ran out of memory."""
+    reason = str(row.get("reason", "")).lower()
+    return "outofmemoryerror" in reason or "out of memory" in reason
 
 
 def _stop(signum: int, frame: object) -> None:

@@ -63,7 +63,9 @@ def test_a_resumed_run_keeps_verdicts_and_judges_the_rest_again(tmp_path: Path) 
 def test_an_official_run_resumed_keeps_judged_rows_and_judges_the_rest(tmp_path: Path) -> None:
     rows = [{"problem": "level1/1_a", "how": "whole", "status": "pass"},
             {"problem": "level1/2_b", "how": "not finished", "status": "not finished"},
-            {"problem": "level1/3_c", "how": "sampled rows", "status": "pass"}]
+            {"problem": "level1/3_c", "how": "sampled rows", "status": "pass"},
+            {"problem": "level2/12_d", "how": "whole", "status": "fail",
+             "reason": "the candidate raised OutOfMemoryError: CUDA out of memory."}]
     path = tmp_path / "official.json"
     path.write_text(json.dumps({"meta": {"commit": "abc"}, "rows": rows}))
     kept = resumed(path)
