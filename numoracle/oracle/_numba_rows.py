@@ -349,6 +349,37 @@ def _either(a: float, d1: float, p1: float, m1: float, b: float, d2: float, p2: 
     return d, p, _maximum(m1, m2)
 
 
+@_inline
+def _softmax_lane(i: int, ev: Any, ed: Any, ep: Any, er: Any, tot: Any, rec: Any,
+                  params: Any, value: Any, det: Any, prob: Any, ref: Any, mag: Any,
+                  carry: bool) -> None:
+    """Row ``i`` of :func:`softmax_rows` (``carry`` a constant where it is called: the
+    loop without it vectorises)."""
+    u, tiny, u64, acc_max = params[0], params[1], params[2], params[3]
+    rel_u, rel_tiny, grow_div, grow_either = params[4], params[5], params[6], params[7]
+    s, sd, sp, sr = tot[i, 0], tot[i, 1], tot[i, 2], tot[i, 3]
+    c, cd, cp, cr = rec[i, 0], rec[i, 1], rec[i, 2], rec[i, 3]
+    for j in range(ev.shape[1]):
+        a, ad, ap, ar = ev[i, j], ed[i, j], ep[i, j], er[i, j]
+        v1, d1, p1, r1 = _div(a, ad, ap, ar, s, sd, sp, sr, rel_u, rel_tiny, grow_div,
+                              u64, acc_max)
+        v2, d2, p2, r2 = _mul(a, ad, ap, ar, c, cd, cp, cr, u, tiny, u64, acc_max)
+        m1, m2 = abs(v1), abs(v2)
+        if carry:  # the special values (a masked entry's exact 0) ieee decides
+            ok, w = _decided(3, a, ad + ar, s, sd + sr, True)
+            if ok:
+                v1, d1, p1, r1, m1 = w, 0.0, 0.0, 0.0, (0.0 if w != w else abs(w))
+            ok, w = _decided(2, a, ad + ar, c, cd + cr, False)
+            if ok:
+                v2, d2, p2, r2, m2 = w, 0.0, 0.0, 0.0, (0.0 if w != w else abs(w))
+        d, p, m = _either(v1, d1, p1, m1, v2, d2, p2, r2, m2, grow_either)
+        value[i, j] = v1
+        det[i, j] = d
+        prob[i, j] = p
+        ref[i, j] = r1
+        mag[i, j] = m
+
+
 @_par
 def softmax_rows(ev: Any, ed: Any, ep: Any, er: Any, tot: Any, rec: Any, carry: bool,
                  params: Any, value: Any, det: Any, prob: Any, ref: Any, mag: Any) -> None:
@@ -357,31 +388,11 @@ def softmax_rows(ev: Any, ed: Any, ep: Any, er: Any, tot: Any, rec: Any, carry: 
     ``s`` and ``1 / s`` (value, det, prob, ref_err). ``params``: u, tiny, u64,
     the accumulation's largest number, the division's ``rel u``, ``rel tiny``,
     ``1 + rel u``, either's growth."""
-    rows, cols = ev.shape
-    u, tiny, u64, acc_max = params[0], params[1], params[2], params[3]
-    rel_u, rel_tiny, grow_div, grow_either = params[4], params[5], params[6], params[7]
-    for i in numba.prange(rows):
-        s, sd, sp, sr = tot[i, 0], tot[i, 1], tot[i, 2], tot[i, 3]
-        c, cd, cp, cr = rec[i, 0], rec[i, 1], rec[i, 2], rec[i, 3]
-        for j in range(cols):
-            a, ad, ap, ar = ev[i, j], ed[i, j], ep[i, j], er[i, j]
-            v1, d1, p1, r1 = _div(a, ad, ap, ar, s, sd, sp, sr, rel_u, rel_tiny, grow_div,
-                                  u64, acc_max)
-            v2, d2, p2, r2 = _mul(a, ad, ap, ar, c, cd, cp, cr, u, tiny, u64, acc_max)
-            m1, m2 = abs(v1), abs(v2)
-            if carry:  # the special values (a masked entry's exact 0) ieee decides
-                ok, w = _decided(3, a, ad + ar, s, sd + sr, True)
-                if ok:
-                    v1, d1, p1, r1, m1 = w, 0.0, 0.0, 0.0, (0.0 if w != w else abs(w))
-                ok, w = _decided(2, a, ad + ar, c, cd + cr, False)
-                if ok:
-                    v2, d2, p2, r2, m2 = w, 0.0, 0.0, 0.0, (0.0 if w != w else abs(w))
-            d, p, m = _either(v1, d1, p1, m1, v2, d2, p2, r2, m2, grow_either)
-            value[i, j] = v1
-            det[i, j] = d
-            prob[i, j] = p
-            ref[i, j] = r1
-            mag[i, j] = m
+    for i in numba.prange(ev.shape[0]):
+        if carry:
+            _softmax_lane(i, ev, ed, ep, er, tot, rec, params, value, det, prob, ref, mag, True)
+        else:
+            _softmax_lane(i, ev, ed, ep, er, tot, rec, params, value, det, prob, ref, mag, False)
 
 
 @_inline
@@ -392,6 +403,42 @@ def _sub(x: float, xd: float, xp_: float, xr: float, y: float, yd: float, yp: fl
     v, d, p, r = _shifted(x, xd, xp_, xr, y, yd, yp, yr, u, tiny, u64, test_exact, t, emin,
                           fmax)
     return v, d, p, r, abs(x) + abs(-1.0 * y)
+
+
+@_inline
+def _log_softmax_lane(i: int, x: Any, xd: Any, xp_: Any, xr: Any, mx: Any, logs: Any,
+                      top: Any, plain: Any, exact: Any, params: Any, ints: Any, value: Any,
+                      det: Any, prob: Any, ref: Any, mag: Any, row_ok: bool, test: bool
+                      ) -> None:
+    """Row ``i`` of :func:`log_softmax_rows` (``row_ok`` and ``test``, whether any
+    subtraction tests for an exact result, constants where it is called: the loop
+    without them vectorises)."""
+    u, tiny, u64, fmax, grow = params[0], params[1], params[2], params[3], params[4]
+    t, emin = ints[0], ints[1]
+    m, md, mp, mr = mx[i, 0], mx[i, 1], mx[i, 2], mx[i, 3]
+    lv, ld, lp, lr = logs[i, 0], logs[i, 1], logs[i, 2], logs[i, 3]
+    tv, td, tp, tr = top[i, 0], top[i, 1], top[i, 2], top[i, 3]
+    pv, pd, pp, pr = plain[i, 0], plain[i, 1], plain[i, 2], plain[i, 3]
+    e0, e1, e2, e3 = test and exact[0], test and exact[1], test and exact[2], test and exact[3]
+    for j in range(x.shape[1]):
+        xv, ad, ap, ar = x[i, j], xd[i, j], xp_[i, j], xr[i, j]
+        dv, dd, dp, dr = _shifted(xv, ad, ap, ar, m, md, mp, mr, u, tiny, u64, e0, t, emin,
+                                  fmax)
+        v1, d1, p1, r1, m1 = _sub(dv, dd, dp, dr, lv, ld, lp, lr, u, tiny, u64, e1, t, emin,
+                                  fmax)
+        v2, d2, p2, r2, m2 = _sub(xv, ad, ap, ar, tv, td, tp, tr, u, tiny, u64, e2, t, emin,
+                                  fmax)
+        d, p, m_ = _either(v1, d1, p1, m1, v2, d2, p2, r2, m2, grow)
+        if row_ok:
+            v3, d3, p3, r3, m3 = _sub(xv, ad, ap, ar, pv, pd, pp, pr, u, tiny, u64, e3, t,
+                                      emin, fmax)
+            if abs(d3) < np.inf and abs(v3) < np.inf:
+                d, p, m_ = _either(v1, d, p, m_, v3, d3, p3, r3, m3, grow)
+        value[i, j] = v1
+        det[i, j] = d
+        prob[i, j] = p
+        ref[i, j] = r1
+        mag[i, j] = m_
 
 
 @_par
@@ -406,34 +453,21 @@ def log_softmax_rows(x: Any, xd: Any, xp_: Any, xr: Any, mx: Any, logs: Any, top
     ``exact``: whether each subtraction tests for an exact result (``x - m``,
     ``d - l``, ``x - top``, ``x - plain``). ``params``: u, tiny, u64, fmax, either's
     growth; ``ints``: t, emin."""
-    rows, cols = x.shape
-    u, tiny, u64, fmax, grow = params[0], params[1], params[2], params[3], params[4]
-    t, emin = ints[0], ints[1]
-    for i in numba.prange(rows):
-        m, md, mp, mr = mx[i, 0], mx[i, 1], mx[i, 2], mx[i, 3]
-        lv, ld, lp, lr = logs[i, 0], logs[i, 1], logs[i, 2], logs[i, 3]
-        tv, td, tp, tr = top[i, 0], top[i, 1], top[i, 2], top[i, 3]
-        pv, pd, pp, pr = plain[i, 0], plain[i, 1], plain[i, 2], plain[i, 3]
-        row_ok = ok[i]
-        for j in range(cols):
-            xv, ad, ap, ar = x[i, j], xd[i, j], xp_[i, j], xr[i, j]
-            dv, dd, dp, dr = _shifted(xv, ad, ap, ar, m, md, mp, mr, u, tiny, u64, exact[0],
-                                      t, emin, fmax)
-            v1, d1, p1, r1, m1 = _sub(dv, dd, dp, dr, lv, ld, lp, lr, u, tiny, u64, exact[1],
-                                      t, emin, fmax)
-            v2, d2, p2, r2, m2 = _sub(xv, ad, ap, ar, tv, td, tp, tr, u, tiny, u64, exact[2],
-                                      t, emin, fmax)
-            d, p, m_ = _either(v1, d1, p1, m1, v2, d2, p2, r2, m2, grow)
-            if row_ok:
-                v3, d3, p3, r3, m3 = _sub(xv, ad, ap, ar, pv, pd, pp, pr, u, tiny, u64,
-                                          exact[3], t, emin, fmax)
-                if abs(d3) < np.inf and abs(v3) < np.inf:
-                    d, p, m_ = _either(v1, d, p, m_, v3, d3, p3, r3, m3, grow)
-            value[i, j] = v1
-            det[i, j] = d
-            prob[i, j] = p
-            ref[i, j] = r1
-            mag[i, j] = m_
+    test = exact[0] or exact[1] or exact[2] or exact[3]
+    for i in numba.prange(x.shape[0]):
+        if ok[i]:
+            if test:
+                _log_softmax_lane(i, x, xd, xp_, xr, mx, logs, top, plain, exact, params, ints, value, det, prob,
+                              ref, mag, True, True)
+            else:
+                _log_softmax_lane(i, x, xd, xp_, xr, mx, logs, top, plain, exact, params, ints, value, det, prob,
+                              ref, mag, True, False)
+        elif test:
+            _log_softmax_lane(i, x, xd, xp_, xr, mx, logs, top, plain, exact, params, ints, value, det, prob,
+                              ref, mag, False, True)
+        else:
+            _log_softmax_lane(i, x, xd, xp_, xr, mx, logs, top, plain, exact, params, ints, value, det, prob,
+                              ref, mag, False, False)
 
 
 @_par

@@ -30,7 +30,7 @@ from .formats import NOT_FINITE, OFF_SINGLE, SINGLE_UP, SUBNORMAL, UNREPRESENTAB
 __all__ = ["available", "warm_up", "operand_facts", "grid", "exact_radii", "store_round",
            "rounding_params", "larger_counts", "add_radii", "either_radii", "any_special",
            "mul_radii", "carry_binary", "elementary_radii", "elementwise", "LOOP_MIN",
-           "rows_available", "as_rows", "row_max", "shifted_exp_rows", "softmax_rows",
+           "rows_available", "as_rows", "dense_rows", "row_max", "shifted_exp_rows", "softmax_rows",
            "log_softmax_rows", "hot_rows", "log_softmax_backward_rows", "norm_available",
            "row_top", "deviation_squares", "normalized_rows", "norm_backward_products",
            "input_grad_rows", "NOT_FINITE", "SUBNORMAL",
@@ -321,9 +321,19 @@ def elementary_radii(v: Any, value: Any, lip: Any, radii: tuple[Any, Any, Any], 
 
 
 def as_rows(a: Any, shape: tuple[int, ...]) -> np.ndarray:
-    """``a`` (float64) broadcast to ``shape`` as rows of its last axis (a view where
-    the layout allows: a broadcast radius stays unwritten)."""
-    return _rows(a, shape)
+    """``a`` (float64) broadcast to ``shape`` as C-contiguous rows of its last axis
+    (:func:`dense_rows`: the whole-rule loops vectorise over them)."""
+    return dense_rows(a, shape, shape[-1] if shape else 1)
+
+
+def dense_rows(a: Any, shape: tuple[int, ...], n: int) -> np.ndarray:
+    """``a`` (float64) broadcast to ``shape`` as C-contiguous rows of ``n`` (a loop over
+    them vectorises, over a broadcast not): a broadcast 0 (an exact operand's radius)
+    as fresh zeros, which the system maps without writing them."""
+    a = np.asarray(a, dtype=np.float64)
+    if a.size > 1 and not any(a.strides) and not a.flat[0]:
+        return np.zeros((int(np.prod(shape)) // n, n))
+    return np.ascontiguousarray(np.broadcast_to(a, shape)).reshape(-1, n)
 
 
 def row_max(x: np.ndarray, xd: np.ndarray, xp_: np.ndarray, xr: np.ndarray

@@ -67,24 +67,14 @@ def _longest(a: Any, b: Any) -> Any:
     return ew._max_n(_N(a), _N(b))
 
 
-def _contiguous(a: Any, shape: tuple[int, ...], n: int) -> np.ndarray:
-    """``a`` broadcast to ``shape`` as C-contiguous rows of ``n`` (a loop over them
-    vectorises): a broadcast 0 (an exact operand's radius) as fresh zeros, which
-    the system maps without writing them."""
-    a = np.asarray(a, dtype=np.float64)
-    if a.size > 1 and not any(a.strides) and not a.flat[0]:
-        return np.zeros((int(np.prod(shape)) // n, n))
-    return np.ascontiguousarray(np.broadcast_to(a, shape)).reshape(-1, n)
-
-
 def _as_rows(t: Tracked, n: int) -> tuple[np.ndarray, ...]:
     """``t``'s value and radii as C-contiguous rows of ``n`` (one array where two
     radii are one)."""
     shape = t.shape
     v = np.ascontiguousarray(t.value, dtype=np.float64).reshape(-1, n)
-    d = _contiguous(t.det, shape, n)
-    p = d if t.prob is t.det else _contiguous(t.prob, shape, n)
-    return v, d, p, _contiguous(t.ref_err, shape, n)
+    d = fused_cpu.dense_rows(t.det, shape, n)
+    p = d if t.prob is t.det else fused_cpu.dense_rows(t.prob, shape, n)
+    return v, d, p, fused_cpu.dense_rows(t.ref_err, shape, n)
 
 
 def _per_column(t: Tracked, n: int) -> np.ndarray:
