@@ -5,11 +5,13 @@ they mirror."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic
 
 from .formats import FP32, NOT_FINITE, OFF_SINGLE, SINGLE_UP, SUBNORMAL, UNREPRESENTABLE
 
@@ -235,19 +237,28 @@ def larger_counts(hi_sorted: Any, lo: Any, order: Any, out: Any) -> None:
             out[r, k] = n - j
 
 
+@intrinsic
+def _float_bits(typingctx: Any, x: Any) -> Any:
+    """The bits of a float64 as a uint64 (a bit cast: no call, no memory)."""
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return builder.bitcast(args[0], ir.IntType(64))
+    return types.uint64(types.float64), codegen
+
+
 @_jit
 def _representable(x: float, t: int, emin: int, fmax: float) -> bool:
     """Whether float64 ``x`` is a value of the format (``t``, ``emin``, ``fmax``):
     NaN, the infinities and zeros are; else a multiple of its quantum, within range
-    (``x = m 2^e``, ``m 2^53`` an integer: its lowest set bit ``e - 53 + ctz``)."""
+    (its lowest set bit, from its bits: :func:`_lsb`, at least ``max(floor(log2 |x|),
+    emin) - t``)."""
     a = abs(x)
     if a == 0.0 or not a <= 1.7976931348623157e308:  # a zero, an infinity, NaN
         return True
     if not a <= fmax:
         return False
-    m, e = math.frexp(a)
-    lsb = e - 53 + _ctz(np.uint64(m * 9007199254740992.0))
-    return lsb >= max(e - 1, emin) - t
+    b = _float_bits(a)
+    lsb, floor_log2 = _lsb(b, (b >> np.uint64(52)) & np.uint64(0x7FF))
+    return lsb >= max(floor_log2, emin) - t
 
 
 @_jit

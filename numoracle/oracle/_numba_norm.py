@@ -25,7 +25,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from ._numba_loops import _lsb, _representable, _two_product_error
+from ._numba_loops import _representable, _two_product_error
 from ._numba_rows import _mul, _shifted
 
 _loop = numba.njit(cache=True, nogil=True)
@@ -165,23 +165,11 @@ def normalized_rows(x: Any, xd: Any, xp_: Any, xr: Any, mean: Any, rstd: Any, w:
 
 
 @_inline
-def _fits(b: Any, v: float, t: int, emin: int, fmax: float) -> bool:
-    """``_representable(v, t, emin, fmax)`` from ``v``'s bits ``b`` (no ``frexp``)."""
-    a = abs(v)
-    if a == 0.0 or not a <= 1.7976931348623157e308:
-        return True
-    if not a <= fmax:
-        return False
-    lsb, floor_log2 = _lsb(b, (b >> np.uint64(52)) & np.uint64(0x7FF))
-    return lsb >= max(floor_log2, emin) - t
-
-
-@_inline
 def _weighted_lane(i: int, g: Any, gd: Any, gp: Any, gr: Any, w: Any, params: Any, ints: Any,
-                   gx: Any, gxd: Any, gxp: Any, gxr: Any, bits: Any, test: bool) -> None:
+                   gx: Any, gxd: Any, gxp: Any, gxr: Any, test: bool) -> None:
     """Row ``i`` of ``g w``: the products without their exact test (the loop
-    vectorises), then with ``test`` the test where both operands are exact (``bits``:
-    the products' bits), the radii 0 where it passes: ``_times``' results."""
+    vectorises), then with ``test`` the test where both operands are exact, the radii
+    0 where it passes: ``_times``' results."""
     u, tiny, u64, fmax = params[0], params[1], params[2], params[3]
     t, emin = ints[0], ints[1]
     for j in range(g.shape[1]):
@@ -198,7 +186,7 @@ def _weighted_lane(i: int, g: Any, gd: Any, gp: Any, gr: Any, w: Any, params: An
             continue
         x, y, v = g[i, j], w[0, j], gx[i, j]
         if (abs(v) < np.inf and (v != 0.0 or x == 0.0 or y == 0.0) and gxd[i, j] != np.inf
-                and _fits(bits[i, j], v, t, emin, fmax) and _two_product_error(x, y, v) == 0.0):
+                and _representable(v, t, emin, fmax) and _two_product_error(x, y, v) == 0.0):
             gxd[i, j] = 0.0
             gxp[i, j] = 0.0
             gxr[i, j] = 0.0
@@ -237,20 +225,20 @@ def _products_lane(i: int, x: Any, xd: Any, xp_: Any, xr: Any, g: Any, gd: Any, 
 def backward_products(x: Any, xd: Any, xp_: Any, xr: Any, g: Any, gd: Any, gp: Any, gr: Any,
                       mean: Any, rstd: Any, w: Any, has_w: bool, want_gxh: bool, want_gh: bool,
                       test_gx: bool, test: bool, params: Any, ints: Any, gx: Any, gxd: Any,
-                      gxp: Any, gxr: Any, bits: Any, hv: Any, hd: Any, hp: Any, hr: Any, kv: Any, kd: Any,
+                      gxp: Any, gxr: Any, hv: Any, hd: Any, hp: Any, hr: Any, kv: Any, kd: Any,
                       kp: Any, kr: Any) -> None:
     """Per element of layer norm's backward, before its sums: with ``xhat = (x - mean)
     rstd`` and ``gx = g w`` (``has_w``, into ``gx*``; else ``g``, nothing written),
     with ``want_gxh`` ``gx xhat`` into ``h*``, with ``want_gh`` ``g xhat`` into
-    ``k*`` (value, det, prob, ref_err; by ``elementwise.mul`` and tracked ``sub``;
-    ``bits``: ``gx`` as uint64). Per row ``gx`` first (with its exact test where
+    ``k*`` (value, det, prob, ref_err; by ``elementwise.mul`` and tracked ``sub``).
+    Per row ``gx`` first (with its exact test where
     ``test_gx``), then the rest from
     it (``test``: whether ``x - mean`` may be exact somewhere). ``mean``, ``rstd``
     per row, ``w`` per column: value, det, prob, ref_err. ``params``: u, tiny, u64,
     the accumulation's largest number; ``ints``: t, emin."""
     for i in range(x.shape[0]):
         if has_w:
-            _weighted_lane(i, g, gd, gp, gr, w, params, ints, gx, gxd, gxp, gxr, bits, test_gx)
+            _weighted_lane(i, g, gd, gp, gr, w, params, ints, gx, gxd, gxp, gxr, test_gx)
             src, srcd, srcp, srcr = gx, gxd, gxp, gxr
         else:
             src, srcd, srcp, srcr = g, gd, gp, gr

@@ -455,8 +455,7 @@ def norm_backward_products(x: tuple[np.ndarray, ...], g: tuple[np.ndarray, ...],
     gx, gxh, gh = outs(w is not None), outs(want[0]), outs(want[1])
     _norm_loops().backward_products(*x, *g, mean, rstd, np.zeros((4, 1)) if w is None else w,
                                     w is not None, want[0], want[1], *tests, _floats(params),
-                                    np.asarray(ints, dtype=np.int64), *gx, gx[0].view(np.uint64),
-                                    *gxh, *gh)
+                                    np.asarray(ints, dtype=np.int64), *gx, *gxh, *gh)
     return (gx if w is not None else None, gxh if want[0] else None,
             gh if want[1] else None)
 

@@ -706,3 +706,34 @@ def test_gpu_radius_product_and_special_mask_match_the_numpy_passes(cupy: Any) -
         got = special_mask(dev.value, dev.det, dev.ref_err)
         assert got.dtype == cupy.bool_
         np.testing.assert_array_equal(cupy.asnumpy(got), special_points(t))
+
+
+@pytest.mark.skipif(not fused_cpu.available(), reason="the loops need numba")
+def test_loops_representable_is_the_formats_test() -> None:
+    """The loops' scalar test of a value's representability (from its bits) answers as
+    NumPy's :func:`~numoracle.oracle.formats.representable` for every format, over
+    the whole float64 range: subnormals, powers of two, both ends of each format."""
+    import numba  # noqa: PLC0415 - the loops' own dependency
+
+    from numoracle.oracle import _numba_loops  # noqa: PLC0415 - imported where numba is
+    from numoracle.oracle.formats import FORMATS, representable  # noqa: PLC0415
+
+    @numba.njit
+    def each(xs: Any, t: int, emin: int, fmax: float) -> Any:
+        out = np.empty(xs.size, dtype=np.bool_)
+        for i in range(xs.size):
+            out[i] = _numba_loops._representable(xs[i], t, emin, fmax)
+        return out
+
+    rng = np.random.default_rng(11)
+    xs = np.concatenate([rng.standard_normal(20000) * 10.0 ** rng.integers(-320, 308, 20000),
+                         rng.standard_normal(5000).astype(np.float32),
+                         rng.standard_normal(5000).astype(np.float16),
+                         np.ldexp(1.0, np.arange(-1074, 1024)), [0.0, -0.0, np.inf, -np.inf, np.nan]])
+    with np.errstate(over="ignore"):
+        xs = np.concatenate([xs, -xs, xs * (1 + 2.0**-52), xs * (1 + 2.0**-10),
+                             np.nextafter(xs, np.inf)])
+    for fmt in FORMATS.values():
+        want = representable(xs, fmt)
+        got = each(xs, int(fmt.t), int(fmt.emin), float(fmt.max))
+        assert np.array_equal(got, want), (fmt.name, xs[got != want][:5])
