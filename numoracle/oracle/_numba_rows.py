@@ -457,17 +457,17 @@ def log_softmax_rows(x: Any, xd: Any, xp_: Any, xr: Any, mx: Any, logs: Any, top
     for i in numba.prange(x.shape[0]):
         if ok[i]:
             if test:
-                _log_softmax_lane(i, x, xd, xp_, xr, mx, logs, top, plain, exact, params, ints, value, det, prob,
-                              ref, mag, True, True)
+                _log_softmax_lane(i, x, xd, xp_, xr, mx, logs, top, plain, exact, params, ints,
+                                  value, det, prob, ref, mag, True, True)
             else:
-                _log_softmax_lane(i, x, xd, xp_, xr, mx, logs, top, plain, exact, params, ints, value, det, prob,
-                              ref, mag, True, False)
+                _log_softmax_lane(i, x, xd, xp_, xr, mx, logs, top, plain, exact, params, ints,
+                                  value, det, prob, ref, mag, True, False)
         elif test:
-            _log_softmax_lane(i, x, xd, xp_, xr, mx, logs, top, plain, exact, params, ints, value, det, prob,
-                              ref, mag, False, True)
+            _log_softmax_lane(i, x, xd, xp_, xr, mx, logs, top, plain, exact, params, ints,
+                              value, det, prob, ref, mag, False, True)
         else:
-            _log_softmax_lane(i, x, xd, xp_, xr, mx, logs, top, plain, exact, params, ints, value, det, prob,
-                              ref, mag, False, False)
+            _log_softmax_lane(i, x, xd, xp_, xr, mx, logs, top, plain, exact, params, ints,
+                              value, det, prob, ref, mag, False, False)
 
 
 @_par

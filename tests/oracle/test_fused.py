@@ -729,7 +729,8 @@ def test_loops_representable_is_the_formats_test() -> None:
     xs = np.concatenate([rng.standard_normal(20000) * 10.0 ** rng.integers(-320, 308, 20000),
                          rng.standard_normal(5000).astype(np.float32),
                          rng.standard_normal(5000).astype(np.float16),
-                         np.ldexp(1.0, np.arange(-1074, 1024)), [0.0, -0.0, np.inf, -np.inf, np.nan]])
+                         np.ldexp(1.0, np.arange(-1074, 1024)),
+                         [0.0, -0.0, np.inf, -np.inf, np.nan]])
     with np.errstate(over="ignore"):
         xs = np.concatenate([xs, -xs, xs * (1 + 2.0**-52), xs * (1 + 2.0**-10),
                              np.nextafter(xs, np.inf)])

@@ -1,9 +1,9 @@
 """Layer norm's whole-rule loops against the primitives' NumPy passes: the same bits
-(values, radii, magnitudes, lengths; any NaN as any other) forward and backward, on drawn shapes and values:
-zero-variance rows, NaN and infinities, size-1 lanes, huge and tiny values, exact
-inputs and radii, eps at its extremes, with and without the affine weights, several
-claims; group norm's statistics through the same loops; batch norm's and escalated
-inputs through the primitives."""
+(values, radii, magnitudes, lengths; any NaN as any other) forward and backward, on
+drawn shapes and values: zero-variance rows, NaN and infinities, size-1 lanes, huge
+and tiny values, exact inputs and radii, eps at its extremes, with and without the
+affine weights, several claims; group norm's statistics through the same loops;
+batch norm's and escalated inputs through the primitives."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from numoracle.oracle.precision import get_model
 from numoracle.oracle.traced.library import _norm_rows as rows
 from numoracle.oracle.traced.library import normalization as nz
 from numoracle.oracle.traced.rules import RuleContext
-from numoracle.oracle.tracked import Tracked, bounded, exact
+from numoracle.oracle.tracked import Tracked, exact
 
-from test_softmax_rows import FIELDS
+from test_softmax_rows import FIELDS, _tracked
 
 pytestmark = pytest.mark.skipif(not fused_cpu.norm_available(),
                                 reason="the whole-rule loops need numba")
@@ -89,17 +89,6 @@ def _special(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         if rng.random() < 0.5:
             flat[rng.integers(flat.size)] = v
     return x
-
-
-def _tracked(x: np.ndarray, rng: np.random.Generator, radii: str) -> Tracked:
-    if radii == "exact":
-        return exact(x)
-    with np.errstate(invalid="ignore", over="ignore"):
-        r = np.abs(x) * 2.0**-20 + rng.random(x.shape) * 1e-7
-        r = np.where(np.isfinite(r), r, 0.0)
-    if radii == "some":  # exact entries beside inexact ones
-        r = np.where(rng.random(x.shape) < 0.5, 0.0, r)
-    return bounded(x, r, r * 0.75, ref_err=r * 2.0**-30)
 
 
 def _affine(rng: np.random.Generator, shape: tuple[int, ...], kind: str) -> Any:
