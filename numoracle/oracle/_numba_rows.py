@@ -406,26 +406,36 @@ def _sub(x: float, xd: float, xp_: float, xr: float, y: float, yd: float, yp: fl
 
 
 @_inline
-def _log_softmax_lane(i: int, x: Any, xd: Any, xp_: Any, xr: Any, mx: Any, logs: Any,
-                      top: Any, plain: Any, exact: Any, params: Any, ints: Any, value: Any,
-                      det: Any, prob: Any, ref: Any, mag: Any, row_ok: bool, test: bool
-                      ) -> None:
-    """Row ``i`` of :func:`log_softmax_rows` (``row_ok`` and ``test``, whether any
-    subtraction tests for an exact result, constants where it is called: the loop
-    without them vectorises)."""
-    u, tiny, u64, fmax, grow = params[0], params[1], params[2], params[3], params[4]
+def _deviation_lane(i: int, x: Any, xd: Any, xp_: Any, xr: Any, mx: Any, params: Any,
+                    ints: Any, dv: Any, dd: Any, dp: Any, dr: Any, test: bool) -> None:
+    """Row ``i`` of ``x - m`` (``m`` its maximum) into the row buffers ``d*``, with
+    ``test`` (a constant where it is called) its exact test."""
+    u, tiny, u64, fmax = params[0], params[1], params[2], params[3]
     t, emin = ints[0], ints[1]
     m, md, mp, mr = mx[i, 0], mx[i, 1], mx[i, 2], mx[i, 3]
+    for j in range(x.shape[1]):
+        dv[j], dd[j], dp[j], dr[j] = _shifted(x[i, j], xd[i, j], xp_[i, j], xr[i, j], m, md,
+                                              mp, mr, u, tiny, u64, test, t, emin, fmax)
+
+
+@_inline
+def _log_softmax_lane(i: int, x: Any, xd: Any, xp_: Any, xr: Any, dv_: Any, dd_: Any,
+                      dp_: Any, dr_: Any, logs: Any, top: Any, plain: Any, exact: Any,
+                      params: Any, ints: Any, value: Any, det: Any, prob: Any, ref: Any,
+                      mag: Any, row_ok: bool, test: bool) -> None:
+    """Row ``i`` of :func:`log_softmax_rows` after ``x - m`` (``d*``, the row's
+    buffers; ``row_ok`` and ``test``, whether a later subtraction tests for an exact
+    result, constants where it is called: the loop without them vectorises)."""
+    u, tiny, u64, fmax, grow = params[0], params[1], params[2], params[3], params[4]
+    t, emin = ints[0], ints[1]
     lv, ld, lp, lr = logs[i, 0], logs[i, 1], logs[i, 2], logs[i, 3]
     tv, td, tp, tr = top[i, 0], top[i, 1], top[i, 2], top[i, 3]
     pv, pd, pp, pr = plain[i, 0], plain[i, 1], plain[i, 2], plain[i, 3]
-    e0, e1, e2, e3 = test and exact[0], test and exact[1], test and exact[2], test and exact[3]
+    e1, e2, e3 = test and exact[1], test and exact[2], test and exact[3]
     for j in range(x.shape[1]):
         xv, ad, ap, ar = x[i, j], xd[i, j], xp_[i, j], xr[i, j]
-        dv, dd, dp, dr = _shifted(xv, ad, ap, ar, m, md, mp, mr, u, tiny, u64, e0, t, emin,
-                                  fmax)
-        v1, d1, p1, r1, m1 = _sub(dv, dd, dp, dr, lv, ld, lp, lr, u, tiny, u64, e1, t, emin,
-                                  fmax)
+        v1, d1, p1, r1, m1 = _sub(dv_[j], dd_[j], dp_[j], dr_[j], lv, ld, lp, lr, u, tiny, u64,
+                                  e1, t, emin, fmax)
         v2, d2, p2, r2, m2 = _sub(xv, ad, ap, ar, tv, td, tp, tr, u, tiny, u64, e2, t, emin,
                                   fmax)
         d, p, m_ = _either(v1, d1, p1, m1, v2, d2, p2, r2, m2, grow)
@@ -452,22 +462,29 @@ def log_softmax_rows(x: Any, xd: Any, xp_: Any, xr: Any, mx: Any, logs: Any, top
     :func:`row_max`'s, ``logs``, ``top``, ``plain``: value, det, prob, ref_err;
     ``exact``: whether each subtraction tests for an exact result (``x - m``,
     ``d - l``, ``x - top``, ``x - plain``). ``params``: u, tiny, u64, fmax, either's
-    growth; ``ints``: t, emin."""
-    test = exact[0] or exact[1] or exact[2] or exact[3]
+    growth; ``ints``: t, emin. Per row ``x - m`` first (an exact input's maximum is
+    exact: its test runs on every entry), then the rest."""
+    cols = x.shape[1]
+    test = exact[1] or exact[2] or exact[3]
     for i in numba.prange(x.shape[0]):
+        dv, dd, dp, dr = np.empty(cols), np.empty(cols), np.empty(cols), np.empty(cols)
+        if exact[0]:
+            _deviation_lane(i, x, xd, xp_, xr, mx, params, ints, dv, dd, dp, dr, True)
+        else:
+            _deviation_lane(i, x, xd, xp_, xr, mx, params, ints, dv, dd, dp, dr, False)
         if ok[i]:
             if test:
-                _log_softmax_lane(i, x, xd, xp_, xr, mx, logs, top, plain, exact, params, ints,
-                                  value, det, prob, ref, mag, True, True)
+                _log_softmax_lane(i, x, xd, xp_, xr, dv, dd, dp, dr, logs, top, plain, exact,
+                                  params, ints, value, det, prob, ref, mag, True, True)
             else:
-                _log_softmax_lane(i, x, xd, xp_, xr, mx, logs, top, plain, exact, params, ints,
-                                  value, det, prob, ref, mag, True, False)
+                _log_softmax_lane(i, x, xd, xp_, xr, dv, dd, dp, dr, logs, top, plain, exact,
+                                  params, ints, value, det, prob, ref, mag, True, False)
         elif test:
-            _log_softmax_lane(i, x, xd, xp_, xr, mx, logs, top, plain, exact, params, ints,
-                              value, det, prob, ref, mag, False, True)
+            _log_softmax_lane(i, x, xd, xp_, xr, dv, dd, dp, dr, logs, top, plain, exact,
+                              params, ints, value, det, prob, ref, mag, False, True)
         else:
-            _log_softmax_lane(i, x, xd, xp_, xr, mx, logs, top, plain, exact, params, ints,
-                              value, det, prob, ref, mag, False, False)
+            _log_softmax_lane(i, x, xd, xp_, xr, dv, dd, dp, dr, logs, top, plain, exact,
+                              params, ints, value, det, prob, ref, mag, False, False)
 
 
 @_par
