@@ -164,7 +164,7 @@ def _row_pass(ctx: RuleContext, x: Tracked, axis: int, unshifted: bool) -> _RowP
     e_zero = bool(flags[:, 3].any()) and bool(flags[:, 4].any())
     return _RowPass(x=x, v=v, radii=radii, mx=mx, m=m, e=e, total=total, plain=plain,
                     n_d=n_d, test_d=test_d, x_exact=x_exact, masked=masked, d_zero=d_zero, e_zero=e_zero,
-                    ints=ints, loops=loops, rows=v.shape[0], kshape=kshape)
+                    ints=ints, loops=loops, shared=shared, rows=v.shape[0], kshape=kshape)
 
 
 def fused_softmax(ctx: RuleContext, x: Tracked, axis: int) -> Tracked | None:
@@ -182,10 +182,15 @@ def fused_softmax(ctx: RuleContext, x: Tracked, axis: int) -> Tracked | None:
     params = (u, acc.tiny, U64, acc.max, rel * u, rel * acc.tiny, 1 + rel * u, 1.0 + 2 * U64)
     rows = rp.rows
     flat = tuple(a.reshape(rows, -1) for a in (e.value, e.det, e.prob, e.ref_err))
-    value, det, prob, ref, mag = rp.loops.softmax_rows(flat, _per_row(total, rows),
-                                                       _per_row(rec, rows), rp.masked, params)
+    tot, rc = _per_row(total, rows), _per_row(rec, rows)
+    value, det, prob, ref, mag = rp.loops.softmax_rows(flat, tot, rc, rp.masked, params)
+    # the same operations on the same bits: where the input's radii are one array and so
+    # are the sum's and its reciprocal's, so are the result's (its consumers add them once)
     shape = x.shape
-    return bounded(value.reshape(shape), det.reshape(shape), prob.reshape(shape),
+    det = det.reshape(shape)
+    shared = rp.shared and all(isinstance(a, np.ndarray) and np.array_equal(a[:, 1], a[:, 2])
+                               for a in (tot, rc))
+    return bounded(value.reshape(shape), det, det if shared else prob.reshape(shape),
                    ref_err=ref.reshape(shape), mag=mag.reshape(shape),
                    n=ew._max_n(e, total))
 
