@@ -291,7 +291,8 @@ def run_case(cls: type[torch.nn.Module], request: Mapping[str, Any], *, memory: 
                                     device=device)
                 memory.poison(_data_ptr(block), block.numel() * _itemsize(block))
                 del block  # memory an unwritten output may be given next holds NaN
-        before = [memory.read(*_start_size(a)) if _type(a) is _Tensor else None for a in args]
+        before = [memory.snapshot(*_start_size(a)) if _type(a) is _Tensor else None
+                  for a in args]
         with torch.no_grad():
             got = _outputs(model(*args))
     except torch.OutOfMemoryError as exc:  # the device, not the candidate: not judged
@@ -315,6 +316,12 @@ def run_case(cls: type[torch.nn.Module], request: Mapping[str, Any], *, memory: 
     del got
     return {**answer, **collected,
             **_backward(model, args, state, request, memory, buf, pins, collected)}
+
+
+def _unchanged(memory: RawMemory, t: torch.Tensor, before: Any) -> bool:
+    """Whether the bytes of ``t`` equal its snapshot ``before`` (:meth:`RawMemory.snapshot`)."""
+    start, n = _start_size(t)
+    return memory.same(start, ctypes.addressof(ctypes.c_char.from_buffer(before)), n)
 
 
 def _start_size(t: torch.Tensor) -> tuple[int, int]:
@@ -408,7 +415,7 @@ def _collect(got: list[Any], args: list[Any], before: list[Any], specs: Sequence
         if text:
             return {"fault": text, "fault_kind": "output"}
     for k, (a, b) in enumerate(zip(args, before, strict=True)):
-        if b is not None and memory.read(*_start_size(a)) != b:
+        if b is not None and not _unchanged(memory, a, b):
             name = _name(request, k)
             return {"fault": f"the candidate wrote to its input {name!r}: inputs must not "
                              "be changed", "fault_kind": "input"}
@@ -435,7 +442,7 @@ def _collect(got: list[Any], args: list[Any], before: list[Any], specs: Sequence
     if memory.cuda:
         torch.cuda.synchronize()
         for i, src, offset, n in shared.sources:
-            if memory.read(src, n) != bytes(buf[offset:offset + n]):
+            if not memory.same(src, shared.base + offset, n):
                 return {"fault": f"output {i} changed after the forward returned: work "
                                  "left running on another stream wrote it (an output must "
                                  "be complete on the caller's stream)", "fault_kind": "stream"}

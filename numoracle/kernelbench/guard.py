@@ -32,6 +32,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import ctypes
+import mmap
 import multiprocessing.connection as mpc
 import os
 import pickle
@@ -46,10 +47,13 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["Pins", "RawMemory", "RawMemoryError", "harden", "span_bytes", "FILE_SIZE_LIMIT"]
+__all__ = ["Pins", "RawMemory", "RawMemoryError", "harden", "span_bytes", "FILE_SIZE_LIMIT",
+           "PIECE_BYTES"]
 
 #: the largest file the candidate's process may write (a compiled extension fits)
 FILE_SIZE_LIMIT = 8 << 30
+#: bytes of a device's memory :meth:`RawMemory.same` reads to the host at a time
+PIECE_BYTES = 64 << 20
 #: ``torch.Tensor`` attributes a candidate must leave as they are
 _TENSOR_ATTRS = ("numpy", "cpu", "cuda", "clone", "detach", "contiguous", "float", "double",
                  "to", "copy_", "fill_", "data_ptr", "stride", "storage_offset",
@@ -193,6 +197,11 @@ class RawMemory:
     def __init__(self, device: str) -> None:
         self.cuda = device.startswith("cuda")
         self._memmove, self._memset = ctypes.memmove, ctypes.memset
+        self._memcmp = ctypes.CDLL(None).memcmp
+        self._memcmp.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+        self._memcmp.restype = ctypes.c_int
+        #: the host buffer a device's bytes are read into, a piece at a time (:meth:`same`)
+        self._scratch: Any = None
         if self.cuda:
             lib = ctypes.CDLL("libcuda.so.1")
             self._dtoh = lib.cuMemcpyDtoH_v2
@@ -220,6 +229,31 @@ class RawMemory:
         self.copy_to_host(ctypes.addressof(buf), src, nbytes)
         return buf.raw[:nbytes]
 
+    def snapshot(self, src: int, nbytes: int) -> mmap.mmap:
+        """``nbytes`` from address ``src`` in a host mapping of their own (one copy, no
+        zero-filled buffer first): what :meth:`same` compares against later."""
+        held = mmap.mmap(-1, max(nbytes, 1))
+        self.copy_to_host(_address(held), src, nbytes)
+        return held
+
+    def same(self, src: int, host: int, nbytes: int) -> bool:
+        """Whether the ``nbytes`` at address ``src`` (host or device) equal those at host
+        address ``host``: compared in place on the host; a device's bytes read a piece
+        of :data:`PIECE_BYTES` at a time into one buffer (no copy of the whole)."""
+        if nbytes <= 0:
+            return True
+        if not self.cuda:
+            return self._memcmp(src, host, nbytes) == 0
+        if self._scratch is None:
+            self._scratch = mmap.mmap(-1, PIECE_BYTES)
+        scratch = _address(self._scratch)
+        for at in range(0, nbytes, PIECE_BYTES):
+            n = min(PIECE_BYTES, nbytes - at)
+            self.copy_to_host(scratch, src + at, n)
+            if self._memcmp(scratch, host + at, n) != 0:
+                return False
+        return True
+
     def poison(self, dst: int, nbytes: int) -> None:
         """Fill ``nbytes`` at ``dst`` with 0xFF: NaN in every floating format."""
         if nbytes <= 0:
@@ -230,6 +264,11 @@ class RawMemory:
                 raise RawMemoryError(f"cuMemsetD8 failed with CUresult {err}")
         else:
             self._memset(dst, 0xFF, nbytes)
+
+
+def _address(buf: Any) -> int:
+    """The host address of a writable buffer (a mapping)."""
+    return ctypes.addressof(ctypes.c_char.from_buffer(buf))
 
 
 def _refuse_network(event: str, args: tuple[Any, ...]) -> None:

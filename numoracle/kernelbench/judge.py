@@ -65,7 +65,13 @@ from ..oracle.traced.capture import Reference, capture, decomposition_table, out
 from ..oracle.traced.interpret import evaluate
 from ..oracle.traced.rules import RULES, NoRule, RuleContext
 from ..oracle.tracked import Tracked, moved
-from ..oracle.xp import is_torch, namespace_named, on_gpu, release_cached_memory
+from ..oracle.xp import (
+    as_namespace,
+    is_torch,
+    namespace_named,
+    on_gpu,
+    release_cached_memory,
+)
 from .cases import (
     FAMILIES,
     PARAMS,
@@ -216,8 +222,8 @@ class Judgement:
     #: whether its gradients were judged too
     backward: bool = False
     #: seconds per phase, summed over its cases: loading the problem, planning (sizes,
-    #: rules), torch reference, candidate start, candidate runs, capture, oracle,
-    #: comparison, gradients, closing; ``candidate start: ...`` the candidate's process's
+    #: rules), torch reference, candidate start, candidate runs, kernelbench rule
+    #: (KernelBench's allclose), capture, oracle, comparison, gradients, closing; ``candidate start: ...`` the candidate's process's
     #: own start by phase (imports, device set-up, loading the candidate, ...)
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -304,6 +310,7 @@ class _Context:
             ref = torch_reference(p, init=init, state=state, args=second, layouts=layouts,
                                   device=self.device, dtype=self.dtype_name, tf32=self.tf32,
                                   seed=case.seed, rows=case.rows)
+        self.release()  # torch's cached blocks of its reference: the candidate's to use
         mark = self.lap("torch reference", t0)
         result.reference_ops = ref.ops
         if ref.fault is not None:  # not judged: torch itself cannot run this case
@@ -341,8 +348,9 @@ class _Context:
         if kind in ("missing", "judge"):  # the machine or the judge, not the candidate
             result.not_judged = result.fault
         if "outputs" in answer:
-            rules = [kernelbench_rule(g, r) for g, r in zip(answer["outputs"], ref.outputs,
-                                                             strict=True)]
+            rules = [kernelbench_rule(g, r, self.gpu) for g, r in
+                     zip(answer["outputs"], ref.outputs, strict=True)]
+            mark = self.lap("kernelbench rule", mark)
             result.kernelbench = {t: all(d[t] for d in rules) for t in ("0.01", "0.0001")}
         else:
             result.kernelbench = {"0.01": False, "0.0001": False}
@@ -406,7 +414,11 @@ class _Context:
         return began
 
     def release(self) -> None:
-        """Give the oracle's cached device memory back (after a case that ran out)."""
+        """Give the cached device memory of torch's allocator and CuPy's pool back to
+        the device: between phases (torch's reference, the capture, the oracle) and
+        after a case that ran out, so that what this process holds is what it uses
+        (torch's blocks are no use to CuPy's pool, nor either to the candidate's
+        process)."""
         if self.gpu is not None:
             torch.cuda.empty_cache()
             release_cached_memory(0)
@@ -456,6 +468,7 @@ class _Context:
         if cotangents is None:
             mark = time.perf_counter()
             graph = capture(ref, tensors)
+            self.release()  # the capture's float64 forward in torch's cached blocks
             mark = self.lap("capture", mark)
             out = evaluate(graph, tensors, rules)
             self.lap("oracle", mark)
@@ -468,6 +481,7 @@ class _Context:
                 for n, c in zip(outs, cotangents, strict=True)}
         mark = time.perf_counter()
         graph = capture(ref, tensors, cots)
+        self.release()
         mark = self.lap("capture", mark)
         out = evaluate(graph, {**tensors, **cots}, rules)
         self.lap("oracle", mark)
@@ -498,8 +512,9 @@ class _Context:
     def _compare(self, i: int, got: np.ndarray, ref: Any) -> OutputVerdict:
         name = f"out{i}"
         ref = _judged_where(ref)
-        if isinstance(ref, Tracked):
-            return compare(name, np.asarray(got, dtype=np.float64), ref,
+        if isinstance(ref, Tracked):  # moved where the reference is in its own dtype,
+            # made float64 there (no float64 copy on the host)
+            return compare(name, as_namespace(got, ref.xp), ref,
                            probabilistic=self.model.probabilistic)
         same = np.array_equal(np.asarray(got), np.asarray(ref))
         ratio = 0.0 if same else float("inf")

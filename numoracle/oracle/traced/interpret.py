@@ -134,7 +134,10 @@ def _evaluate(graph: Graph, inputs: Mapping[str, Any], ctx: RuleContext,
     narrower = ctx.model.storage.t < ctx.model.accumulate.t
     env: dict[fx.Node, Any] = {}
     placeholders = iter(graph.inputs)
+    spent = _last_uses(nodes, needed, set(targets.values()))
     for node in nodes:
+        for gone in spent.get(node, ()):  # values no later node reads: freed as it runs
+            env.pop(gone, None)
         if node.op == "placeholder":
             name = next(placeholders)
             if node in needed:
@@ -160,6 +163,28 @@ def _evaluate(graph: Graph, inputs: Mapping[str, Any], ctx: RuleContext,
             value = store(value, ctx.model)  # fused: one rounding to storage, at the end
         done[graph.outputs[i]] = value
     return done
+
+
+def _last_uses(nodes: Sequence[fx.Node], needed: set[fx.Node], kept: set[Any]
+               ) -> dict[fx.Node, list[fx.Node]]:
+    """For each evaluated node, the earlier nodes whose values no node after it reads
+    (and that are not outputs, ``kept``): their values are dropped once it has run, so
+    that the evaluation holds the values and radii still to be read, not every
+    intermediate of the graph at once."""
+    last: dict[fx.Node, fx.Node] = {}
+    for node in nodes:
+        if node in needed:
+            for arg in node.all_input_nodes:
+                last[arg] = node
+    after: dict[fx.Node, list[fx.Node]] = {}
+    order = {node: i for i, node in enumerate(nodes)}
+    for value, user in last.items():
+        if value in kept:
+            continue
+        following = nodes[order[user] + 1] if order[user] + 1 < len(nodes) else None
+        if following is not None:
+            after.setdefault(following, []).append(value)
+    return after
 
 
 def _flatten(a: Any) -> list[Any]:

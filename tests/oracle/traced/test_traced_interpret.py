@@ -3,6 +3,8 @@ against torch, the exact regime, and the per-op and fused rounding policies."""
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import pytest
 import torch
@@ -119,3 +121,32 @@ def test_a_kernel_on_the_far_branch_of_either_lies_strictly_inside():
     v1, v2 = np.array([0.88682556]), np.array([0.88682175])  # tf32 inputs or not (1x1x1)
     t = either(exact(v1), exact(v2))
     assert np.all(np.abs(v2 - v1) / t.bound() < 1)
+
+
+def test_intermediate_values_are_freed_once_no_later_node_reads_them(monkeypatch):
+    """A chain of ten ops holds the value being read, not every intermediate: each
+    result is dropped once the last node that reads it has run (the outputs kept)."""
+    made, alive_at_call = [], []
+    tanh = RULES["aten.tanh.default"]
+
+    def counting(*a, **k):
+        alive_at_call.append(sum(r() is not None for r in made))
+        out = tanh(*a, **k)
+        made.append(weakref.ref(out.value))
+        return out
+    monkeypatch.setitem(RULES, "aten.tanh.default", counting)
+
+    def f(x):
+        for _ in range(10):
+            x = torch.tanh(x)
+        return x
+    vals = {"x": _rand((64,))}
+    g = capture(Reference(f, ("x",)), vals)
+    out = evaluate(g, vals, FP32)["out"]
+    assert len(alive_at_call) == 10
+    assert max(alive_at_call) <= 1  # the argument of the call, nothing older
+    assert made[-1]() is out.value  # the output is kept
+    expected = np.tanh(vals["x"])
+    for _ in range(9):
+        expected = np.tanh(expected)
+    np.testing.assert_allclose(out.value, expected, rtol=1e-14)
