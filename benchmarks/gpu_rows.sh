@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The softmax family's whole-rule kernels on CuPy (numoracle/oracle/fused_cuda.py; switched
-# on by NUMORACLE_DEVICE_ROWS=1): their GPU-marked tests (each kernel against the host's
+# The softmax family's whole-rule kernels on CuPy (numoracle/oracle/fused_cuda.py; on by
+# default, switched off by NUMORACLE_DEVICE_ROWS=0): their GPU-marked tests (each kernel against the host's
 # build of the same C text, bit for bit where it computes no exponential; each rule within
 # the oracle's own error of the NumPy path and of CuPy's primitives), then the traced
 # oracle's cost per case against torch float64 eager for softmax, attention and

@@ -46,7 +46,7 @@ from .precision import gamma
 from .tensor_sums import in_tf32_range, tensor_sum, tf32_growth, tf32_up
 from .xp import array_module, is_torch
 
-__all__ = ["fused", "fused_exact", "whole_rules", "DEVICE_ROWS_VARIABLE", "contraction_radii", "add_rounding", "lowest_set_bit",
+__all__ = ["fused", "fused_exact", "whole_rules", "device_rows", "DEVICE_ROWS_VARIABLE", "contraction_radii", "add_rounding", "lowest_set_bit",
            "device_scalars", "own_array", "rounded", "operand_facts", "OperandFacts",
            "PendingFacts", "exact_products", "exact_contraction_radii", "store_rounding",
            "magnitude_sum", "single_sum", "single_growth", "SINGLE_CHUNK", "NOT_FINITE",
@@ -245,7 +245,7 @@ def fused_exact(xp: Any) -> bool:
 
 
 #: the environment variable that switches the softmax family's whole-rule kernels on
-#: CuPy on (``1``) or off (``0``, the default: each primitive's kernels)
+#: CuPy off (``0``: each primitive's kernels); on otherwise (the default)
 DEVICE_ROWS_VARIABLE = "NUMORACLE_DEVICE_ROWS"
 
 
@@ -253,12 +253,18 @@ def whole_rules(xp: Any, size: int) -> bool:
     """Whether a rule of the softmax family over ``size`` elements of ``xp`` runs as
     whole-rule loops: on NumPy :mod:`~numoracle.oracle.fused_cpu`'s where numba is
     installed, from LOOP_MIN elements (the same bits as its primitives' passes); on
-    CuPy :mod:`~numoracle.oracle.fused_cuda`'s kernels where
-    :data:`DEVICE_ROWS_VARIABLE` is ``1`` (the same bits but for the device's
+    CuPy :mod:`~numoracle.oracle.fused_cuda`'s kernels unless
+    :data:`DEVICE_ROWS_VARIABLE` is ``0`` (the same bits but for the device's
     exponentials, within the reference's own error of the host's)."""
     if xp is np:
         return size >= fused_cpu.LOOP_MIN and fused_cpu.rows_available()
-    return size > 0 and fused(xp) and os.environ.get(DEVICE_ROWS_VARIABLE, "0") == "1"
+    return size > 0 and device_rows(xp)
+
+
+def device_rows(xp: Any) -> bool:
+    """Whether the whole-rule and row kernels of :mod:`~numoracle.oracle.fused_cuda` run
+    on the arrays of ``xp``: CuPy's, unless :data:`DEVICE_ROWS_VARIABLE` is ``0``."""
+    return fused(xp) and os.environ.get(DEVICE_ROWS_VARIABLE, "1") != "0"
 
 
 def contraction_radii(S: Any, grow: Any, tiny_mag: Any, tiny_sum: Any, det_coef: Any,

@@ -13,7 +13,7 @@ rows' maxima come back to the host (a few numbers a row: the rules decide on the
 there) and every other result stays on the device.
 
 Where the kernels run is :func:`~numoracle.oracle.fused.whole_rules`' decision (on
-CuPy, with ``NUMORACLE_DEVICE_ROWS=1`` in the environment). The kernels are built
+CuPy, unless ``NUMORACLE_DEVICE_ROWS=0`` in the environment). The kernels are built
 by :func:`build` (CuPy's, compiled on first use and cached by CuPy); the tests
 swap in the same sources compiled on the host.
 """

@@ -461,3 +461,15 @@ def test_signed_zeros_count_as_equal(runs: _Runs) -> None:
     ctx = RuleContext(get_model("bf16"))
     for name in ("softmax", "log_softmax"):
         _compare(runs, RULES[name], ctx, exact(x))
+
+
+def test_device_kernels_are_on_by_default_on_cupy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CuPy's arrays get the kernels unless ``NUMORACLE_DEVICE_ROWS=0``; NumPy's never."""
+    cupy_like = type("cupy", (), {"__name__": "cupy"})()
+    monkeypatch.delenv(fused.DEVICE_ROWS_VARIABLE, raising=False)
+    assert fused.device_rows(cupy_like) and fused.whole_rules(cupy_like, 10)
+    assert not fused.device_rows(np)
+    monkeypatch.setenv(fused.DEVICE_ROWS_VARIABLE, "0")
+    assert not fused.device_rows(cupy_like) and not fused.whole_rules(cupy_like, 10)
+    monkeypatch.setenv(fused.DEVICE_ROWS_VARIABLE, "1")
+    assert fused.device_rows(cupy_like) and not fused.whole_rules(cupy_like, 0)
