@@ -26,6 +26,7 @@ from __future__ import annotations
 import operator
 import os
 import threading
+import warnings
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
@@ -33,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from . import fused_cpu
-from .formats import FP32, FP64, TF32
+from .formats import BF16, FP32, FP64, TF32
 from .fused_cpu import (
     NOT_FINITE,
     OFF_SINGLE,
@@ -43,7 +44,7 @@ from .fused_cpu import (
     rounding_params,
 )
 from .precision import gamma
-from .tensor_sums import in_tf32_range, tensor_sum, tf32_growth, tf32_up
+from .tensor_sums import in_tf32_range, tensor_sum, tf32_growth, tf32_up, value_product
 from .xp import array_module, is_torch
 
 __all__ = ["fused", "fused_exact", "whole_rules", "device_rows", "DEVICE_ROWS_VARIABLE", "contraction_radii", "add_rounding", "lowest_set_bit",
@@ -159,6 +160,43 @@ _STORE_CALL = ("double dd = det, pp = prob;"
                "numoracle_store(value, ref, &dd, &pp, u, grow_u, tiny, fmax, t, emin);"
                "det = dd; prob = pp;")
 _RADII_OUT = "float64 S, float64 det, float64 prob, float64 ref"
+#: the exact contraction's pass as a raw kernel over C-ordered arrays of one shape (a bias
+#: along their last axis): the arithmetic of the elementwise kernels above in their order,
+#: its launch passing the arguments as they are (an elementwise kernel resolves their
+#: types and shapes on the host at every call). NAME, SIN (S's type), BIAS and STORE are
+#: filled in per variant
+_EXACT_RAW = """
+extern "C" __global__ void NAME(
+    const SIN* S_in, double* value_p, const double* bias_p, long long cols, long long n,
+    double* S_out, double* det_out, double* prob_out, double* ref_out,
+    double grow, double tiny_mag, double tiny_sum, double det_coef, double prob_coef,
+    double eta, double g64, double fits_acc, double fits_64, double acc_max,
+    double u, double grow_u, double tiny, double fmax, int t, int emin) {
+  long long step = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) {
+    double S = S_in[i];
+    double value = value_p[i];
+    double det, prob, ref;
+    BIAS
+    BODY
+    STORE
+    S_out[i] = S; det_out[i] = det; prob_out[i] = prob; ref_out[i] = ref;
+  }
+}
+""".replace("BODY", _EXACT_BODY)
+#: threads a block of the raw kernels; their blocks (a grid-stride loop) at most
+_RAW_BLOCK, _RAW_GRID = 256, 1 << 20
+
+
+def exact_raw_source(name: str) -> str:
+    """The C text of the raw exact-contraction kernel ``name`` (``exact_raw`` with
+    ``_bias``, ``_stored``, ``_single`` in that order where they hold), with its
+    preamble: the kernel the tests compile on the host."""
+    return _STORE + _EXACT_RAW.replace("NAME", f"numoracle_{name}").replace(
+        "SIN", "float" if name.endswith("_single") else "double").replace(
+        "BIAS", "double bias = bias_p[i % cols]; value = value + bias; value_p[i] = value;"
+                "S = S + fabs(bias);" if "_bias" in name else "").replace(
+        "STORE", _STORE_CALL if "_stored" in name else "")
 
 
 def _kernel(name: str) -> Any:
@@ -170,6 +208,9 @@ def _kernel(name: str) -> Any:
             _KERNELS[name] = cupy.ElementwiseKernel(
                 _RADII_PARAMS, _RADII_OUT, _RADII + "det = d; prob = p; ref = r;",
                 "numoracle_contraction_radii", options=_NO_FMA)
+        elif name.startswith("exact_raw"):
+            _KERNELS[name] = cupy.RawKernel(exact_raw_source(name), f"numoracle_{name}",
+                                            options=_NO_FMA)
         elif name.startswith("exact"):  # (stored: then rounded to a format; single: S
             stored = "stored" in name      # comes in float32, and goes out grown in float64)
             single = ("float32 S32, ", "S = S32;") if name.endswith("single") else ("", "")
@@ -455,15 +496,16 @@ def exact_products(av: Any, bv: Any, operands: list[Any], fmt: Any, none: int, *
                    grid: bool, single: bool = False,
                    known: list[OperandFacts | None] | None = None,
                    keep: list[bool] | None = None) -> tuple[Any, Any, PendingFacts]:
-    """``av @ bv``, the :func:`operand_facts` of ``operands`` (``av``, ``bv`` and
-    a bias) and ``S = |av| @ |bv|``, in that order: on CuPy the device works on
-    the value's GEMM while the host queues the rest, and ``S``'s GEMM runs while
-    the host waits for the facts (``known``, ``keep``: see :func:`operand_facts`).
+    """``av @ bv`` (on CuPy one float64 cuBLAS call,
+    :func:`~numoracle.oracle.tensor_sums.value_product`), the :func:`operand_facts` of
+    ``operands`` (``av``, ``bv`` and a bias) and ``S = |av| @ |bv|``, in that order: on
+    CuPy the device works on the value's GEMM while the host queues the rest, and
+    ``S``'s GEMM runs while the host waits for the facts (``known``, ``keep``: see :func:`operand_facts`).
     With ``single`` ``S`` is :func:`single_sum` of the magnitudes rounded up to
     float32 (NumPy; float32 in a scratch array) or the TF32 sum of them rounded up
     to TF32 (CuPy, :func:`~numoracle.oracle.tensor_sums.tensor_sum`): float64 where
     the contraction is longer than one GEMM's chunk (see :func:`magnitude_sum`)."""
-    value = av @ bv
+    value = value_product(av, bv) if fused(array_module(av)) else av @ bv
     pending = operand_facts(operands, fmt, none, grid=grid, single=single, known=known,
                             keep=keep)
     assert pending is not None
@@ -608,14 +650,32 @@ def exact_contraction_radii(value: Any, S: Any, bias: Any, grow: Any, tiny_mag: 
                acc_max)
     if xp is np:
         return fused_cpu.exact_radii(value, S, bias, scalars, fmt)
+    raw = _raw_takes(value, S, bias, scalars) and _raw_probe(int(value.device.id))
+    return _device_exact_radii(xp, value, S, bias, scalars, fmt, raw)
+
+
+def _device_exact_radii(xp: Any, value: Any, S: Any, bias: Any, scalars: tuple[Any, ...],
+                        fmt: Any, raw: bool) -> tuple[Any, Any, Any, Any]:
+    """:func:`exact_contraction_radii` on CuPy: with ``raw`` the raw kernel (see
+    :func:`_raw_takes`), else the elementwise kernels."""
     single = S.dtype == xp.float32  # (TF32's sum: grown into a float64 array of its own)
-    S32 = (S,) if single else ()
+    S_in = S
     if single:
         S = xp.ndarray(S.shape, dtype=xp.float64)
     # (CuPy's constructor: its empty_like costs several times the host time)
     det, prob, ref = (xp.ndarray(S.shape, dtype=xp.float64) for _ in range(3))
     stored = () if fmt is None else rounding_params(fmt)
     tail = "_single" if single else ""
+    if raw:
+        name = "exact_raw" + ("_bias" if bias is not None else "") + (
+            "_stored" if stored else "") + tail
+        _kernel(name)((max(1, min(-(-value.size // _RAW_BLOCK), _RAW_GRID)),), (_RAW_BLOCK,), (
+            S_in, value, value if bias is None else bias,
+            np.int64(value.shape[-1] if value.ndim else 1), np.int64(value.size),
+            S, det, prob, ref, *map(np.float64, scalars + (stored or _NO_ROUNDING)[:4]),
+            *(stored or _NO_ROUNDING)[4:]))
+        return S, det, prob, ref
+    S32 = (S_in,) if single else ()
     if bias is None:
         _kernel(("exact_stored" if stored else "exact") + tail)(
             *S32, *((value,) if stored else ()), *scalars, *stored, S, det, prob, ref)
@@ -623,6 +683,70 @@ def exact_contraction_radii(value: Any, S: Any, bias: Any, grow: Any, tiny_mag: 
         _kernel(("exact_bias_stored" if stored else "exact_bias") + tail)(
             *S32, bias, *scalars, *stored, value, S, det, prob, ref)
     return S, det, prob, ref
+
+
+#: the raw kernel's rounding parameters where it rounds to no format (unread)
+_NO_ROUNDING = (0.0, 0.0, 0.0, 0.0, np.int32(0), np.int32(0))
+#: the types of a coefficient that is one number
+_SCALARS = frozenset((float, int, np.float64, np.float32, np.int64, np.int32))
+
+
+def _raw_takes(value: Any, S: Any, bias: Any, scalars: tuple[Any, ...]) -> bool:
+    """Whether the raw exact-contraction kernel takes these operands: C-ordered
+    float64 values, ``S`` of their shape (float64 or float32), not empty, the bias
+    (where there is one) a C-ordered float64 vector along their last axis, every
+    coefficient one number (not one per element); else the elementwise kernels do."""
+    if not (value.size and value.dtype == np.float64 and value.flags.c_contiguous
+            and S.shape == value.shape and S.flags.c_contiguous
+            and _SCALARS.issuperset(map(type, scalars))):
+        return False
+    return bias is None or bool(bias.ndim == 1 and value.ndim >= 1
+                                and bias.dtype == np.float64
+                                and bias.shape[0] == value.shape[-1]
+                                and bias.flags.c_contiguous)
+
+
+@lru_cache(maxsize=None)
+def _raw_probe(device: int) -> bool:
+    """Whether every raw exact-contraction kernel gives the elementwise kernels' bits on
+    CuPy's ``device`` (small arrays through every branch: the exact regime, overflow,
+    the bias, the rounding to float32 and bfloat16); else (a kernel that does not
+    compile, or differs) the elementwise kernels run there, and a warning says so."""
+    import cupy  # noqa: PLC0415 - only for device arrays
+
+    rng = np.random.default_rng(3)
+    shape = (7, 33)
+    S64 = np.abs(rng.standard_normal(shape)) * 2.0 ** rng.integers(-30, 30, shape)
+    S64.flat[::5] = 2.0 ** rng.integers(-20, 20, S64.flat[::5].shape)  # (in the exact regime)
+    S64.flat[1::11] = 1e300  # (past the accumulator's range)
+    value = rng.standard_normal(shape) * S64
+    value.flat[2::9] = 2.0 ** rng.integers(-20, 20, value.flat[2::9].shape)
+    bias = rng.standard_normal(shape[1])
+    with np.errstate(over="ignore"):
+        S32 = S64.astype(np.float32)  # (an infinite TF32 sum where float32 overflows)
+    scalars = (1.0 + 2.0**-40, 2.0**-140, 33 * 2.0**-1074, 2.0**-20, 2.0**-23, 2.0**-120,
+               2.0**-48, 2.0**12, 2.0**30, 1e200)
+    try:
+        with cupy.cuda.Device(device):
+            for fmt in (None, FP32, BF16):
+                for single in (False, True):
+                    for b in (None, bias):
+                        runs = []
+                        for raw in (True, False):
+                            v = cupy.asarray(value)
+                            S = cupy.asarray(S32 if single else S64)
+                            out = _device_exact_radii(cupy, v, S, None if b is None else
+                                                      cupy.asarray(b), scalars, fmt, raw)
+                            runs.append([cupy.asnumpy(a) for a in (v, *out)])
+                        for got, want in zip(*runs, strict=True):
+                            if not np.array_equal(got, want, equal_nan=True):
+                                raise ArithmeticError("the raw and elementwise kernels differ")
+    except Exception as exc:  # noqa: BLE001 - any failure leaves the elementwise kernels
+        warnings.warn(f"the exact contraction's pass stays CuPy's elementwise kernels on "
+                      f"device {device}: its raw kernel failed its probe ({exc!r})",
+                      RuntimeWarning, stacklevel=2)
+        return False
+    return True
 
 
 def store_rounding(value: Any, ref_err: Any, det: Any, prob: Any,

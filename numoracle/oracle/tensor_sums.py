@@ -35,6 +35,10 @@ column-major call (tested on the host against a column-major reading of the
 same memory). Each device is probed once before its first sum: where the exact
 products of small integer matrices do not come back, its sums stay float64 (and a
 warning says so).
+
+The same binding computes a contraction's float64 value on CuPy (:func:`value_product`:
+one cuBLAS call with ``CUBLAS_COMPUTE_64F``, without the checks and dispatch of CuPy's
+``matmul``), probed alike; where its probe fails the value is CuPy's ``matmul``.
 """
 
 from __future__ import annotations
@@ -50,7 +54,8 @@ from .precision import gamma
 from .xp import array_module
 
 __all__ = ["TENSOR_CHUNK", "TF32_UNIT", "tf32_growth", "tf32_up", "in_tf32_range",
-           "available", "tensor_sum", "gemm_plan", "GemmPlan", "chunks", "chunked_sum"]
+           "available", "tensor_sum", "gemm_plan", "GemmPlan", "chunks", "chunked_sum",
+           "value_product"]
 
 #: the longest TF32 GEMM of a magnitude sum (as the CPU's float32 ones): a longer
 #: contraction sums such chunks in float64, and ``S`` is grown by about ``2^-11``
@@ -65,13 +70,16 @@ _LOW = (1 << 42) - 1
 
 # cuBLAS's constants (cublas_api.h, library_types.h)
 _OP_N, _OP_T = 0, 1
-_R_32F = 0
-_COMPUTE_32F_FAST_TF32 = 77
+_R_32F, _R_64F = 0, 1
+_COMPUTE_32F_FAST_TF32, _COMPUTE_64F = 77, 70
 _GEMM_DEFAULT = -1
 _ONE = np.ones(1, dtype=np.float32)
 _ZERO = np.zeros(1, dtype=np.float32)
+_ONE_64 = np.ones(1, dtype=np.float64)
+_ZERO_64 = np.zeros(1, dtype=np.float64)
 #: their addresses: cuBLAS's alpha and beta (host pointers)
 _ONE_AT, _ZERO_AT = _ONE.ctypes.data, _ZERO.ctypes.data
+_ONE_64_AT, _ZERO_64_AT = _ONE_64.ctypes.data, _ZERO_64.ctypes.data
 
 
 def tf32_growth(k: int) -> tuple[float, float]:
@@ -303,6 +311,67 @@ def _gemm(plan: GemmPlan, c: int, a_ptr: int, b_ptr: int, out_ptr: int) -> None:
     gemm_ex(handle(), plan.op_b, plan.op_a, plan.n, plan.m, c, _ONE_AT, b_ptr, _R_32F,
             plan.ld_b, a_ptr, _R_32F, plan.ld_a, _ZERO_AT, out_ptr, _R_32F, plan.n,
             _COMPUTE_32F_FAST_TF32, _GEMM_DEFAULT)
+
+
+def value_product(av: Any, bv: Any) -> Any:
+    """``av @ bv`` of two float64 CuPy matrices (each in C or Fortran order), a
+    C-ordered float64 matrix: one cuBLAS GEMM in float64 (``CUBLAS_COMPUTE_64F``) on
+    CuPy's current stream, through the binding of :func:`tensor_sum`, where the device
+    passed :func:`_probe_values`; else CuPy's ``matmul`` (any other operands too). A
+    float64 GEMM in any order of its additions: the reference's own error bound
+    (``gamma_k(2^-53)`` of the magnitude sum) holds for it as for ``matmul``."""
+    if not (av.ndim == bv.ndim == 2 and av.dtype == bv.dtype == np.float64
+            and _contiguous(av) and _contiguous(bv) and _probe_values(int(av.device.id))):
+        return av @ bv
+    return _value_gemm(av, bv)
+
+
+def _contiguous(x: Any) -> bool:
+    flags = x.flags
+    return bool(flags.c_contiguous or flags.f_contiguous)
+
+
+def _value_gemm(av: Any, bv: Any) -> Any:
+    """:func:`value_product` of contiguous float64 CuPy matrices, without the probe."""
+    m, k = av.shape
+    n = bv.shape[1]
+    out = _cupy().ndarray((m, n), dtype=np.float64)
+    if not (m and n):
+        return out
+    if not k:
+        out.fill(0.0)
+        return out
+    a_flags, b_flags = av.flags, bv.flags
+    plan = gemm_plan(m, k, n, bool(a_flags.f_contiguous and not a_flags.c_contiguous),
+                     bool(b_flags.f_contiguous and not b_flags.c_contiguous))
+    gemm_ex, handle = _blas()
+    gemm_ex(handle(), plan.op_b, plan.op_a, plan.n, plan.m, k, _ONE_64_AT, bv.data.ptr,
+            _R_64F, plan.ld_b, av.data.ptr, _R_64F, plan.ld_a, _ZERO_64_AT, out.data.ptr,
+            _R_64F, plan.n, _COMPUTE_64F, _GEMM_DEFAULT)
+    return out
+
+
+@lru_cache(maxsize=None)
+def _probe_values(device: int) -> bool:
+    """Whether :func:`_value_gemm` of small integer matrices on CuPy's ``device``, in C
+    and Fortran order, gives their exact products: else (a binding this module does
+    not know, a call that fails) contractions' values stay CuPy's ``matmul`` there."""
+    rng = np.random.default_rng(1)
+    a = rng.integers(-8, 8, (3, 7)).astype(np.float64)
+    b = rng.integers(-8, 8, (7, 5)).astype(np.float64)
+    want = a @ b
+    try:
+        with _cupy().cuda.Device(device):
+            for x in (a, np.asfortranarray(a)):
+                for y in (b, np.asfortranarray(b)):
+                    got = _value_gemm(*(_onto(v, "cupy", device) for v in (x, y))).get()
+                    if not np.array_equal(got, want):
+                        raise ArithmeticError("float64 GEMMs differ from the exact products")
+    except Exception as exc:  # noqa: BLE001 - any failure leaves CuPy's matmul
+        warnings.warn(f"contraction values use CuPy's matmul on device {device}: the direct "
+                      f"float64 GEMM failed its probe ({exc!r})", RuntimeWarning, stacklevel=2)
+        return False
+    return True
 
 
 @lru_cache(maxsize=1)

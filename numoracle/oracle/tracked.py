@@ -118,10 +118,13 @@ class Tracked:
     @property
     def T(self) -> Tracked:  # noqa: N802 - mirrors ndarray.T (last two axes)
         """Transpose of the last two axes."""
-        sw = _swap_last
+        det = _swap_last(self.det)
+
+        def sw(a: Any) -> Any:  # (one view of a radius that others share: exact's zero)
+            return det if a is self.det else _swap_last(a)
         out = replace(
             self,
-            value=sw(self.value), ref_err=sw(self.ref_err), det=sw(self.det),
+            value=sw(self.value), ref_err=sw(self.ref_err), det=det,
             prob=sw(self.prob), mag=sw(self.mag), lo=None if self.lo is None else sw(self.lo),
         )
         memo = getattr(self, _MEMO, None)
@@ -557,10 +560,15 @@ def matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None =
     format), for a contraction whose result is an output: the rounding is done in
     the contraction's own pass over its outputs (the CPU's loop, the GPU's kernel).
     """
+    return _contraction(a, b, model, bias, terms, _store_format(model) if stored else None)
+
+
+def _contraction(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
+                 terms: np.ndarray | None, fmt: Format | None) -> Tracked:
+    """:func:`matmul`, its result rounded to ``fmt`` (as :func:`store` rounds) where given."""
     a, b, bias = aligned(a, b, bias)
     a, b = folded(a), folded(b)  # an escalated operand's low part joins its radius
     bias = None if bias is None else folded(bias)
-    fmt = _store_format(model) if stored else None
     with np.errstate(invalid="ignore", over="ignore"):
         if not (model.rounds_inputs and model.inputs_maybe_unrounded):
             return _matmul(a, b, model, bias, terms, fmt)
@@ -794,7 +802,9 @@ def _exact_fused_matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tra
     outside float32's normal range (TF32's on a GPU) where ``S`` would be summed in
     float32 (TF32); on NumPy also lengths that vary per element."""
     operands = (a, b) + ((bias,) if bias is not None else ())
-    if any(any_nonzero(t.det) or any_nonzero(t.ref_err) for t in operands):
+    # (an exact input, or its transpose, keeps its facts' memo and exact's zero radii)
+    if any(getattr(t, _MEMO, None) is None and (any_nonzero(t.det) or any_nonzero(t.ref_err))
+           for t in operands):
         return None
     if _xp(a.value) is np and np.ndim(lengths.n_host):
         return None
@@ -1182,27 +1192,54 @@ def mul_scalar(t: Tracked, c: float, model: PrecisionModel, *, divide: bool = Fa
                    n=t.n)
 
 
-def sum_(x: Tracked, axis: int, model: PrecisionModel) -> Tracked:
+def sum_(x: Tracked, axis: int, model: PrecisionModel, *, stored: bool = False) -> Tracked:
     """Sum over ``axis``: a contraction with a vector of ones (exact factors), its
     running sums in ``model``'s summation format where claimed
     (:meth:`numoracle.oracle.precision.PrecisionModel.summing`). A sum multiplies nothing, so its terms are not rounded to a narrower compute format
-    (tf32 and fp16 multipliers round only the factors of products)."""
+    (tf32 and fp16 multipliers round only the factors of products).
+
+    ``stored``: the result as ``store(sum_(x, axis, model), model)`` makes it (rounded
+    to ``model``'s storage format), in the contraction's own pass over its outputs."""
     xp = _xp(x.value)
+    fmt = _store_format(model) if stored else None  # (the model's own, not the summing one's)
     model = model.summing()  # a running sum kept in a narrower format, where claimed
     # (..., n) with the summed axis last: a matrix's first axis by its transpose, which
     # keeps an exact input's operand facts (:func:`_memo`)
     moved = x.T if np.ndim(x.value) == 2 and axis in (0, -2) else _moveaxis(x, axis)
-    ones = exact(xp.ones((moved.shape[-1], 1)))
     if model.rounds_inputs:
         model = model.with_(compute=model.storage, inputs_maybe_unrounded=False)
-    memo = _memo(ones, ones.value)
-    if memo is not None and fused(xp):  # its facts known on a GPU: no pass, nothing to wait for
-        single = _single(model, ones.value)  # (then the magnitudes are float32)
-        memo[(model.compute, single, True)] = (  # |1| = 1, lowest bit 2^0, no flag
-            OperandFacts(ones.value.astype(xp.float32) if single else ones.value, 0, 0),
-            ones.value)
-    r = matmul(moved, ones, model)
+    ones = _ones(xp, moved.shape[-1], model)
+    r = _contraction(moved, ones, model, None, None, fmt)
     return _squeeze_last(r)
+
+
+#: on a GPU, the exact column of ones of the last few sums' lengths (with their operand
+#: facts): a sum launches nothing to make it, and no pass over it
+_ONES: dict[tuple[Any, ...], Tracked] = {}
+_ONES_KEPT = 8
+
+
+def _ones(xp: Any, k: int, model: PrecisionModel) -> Tracked:
+    """``exact(ones((k, 1)))`` of ``xp``; on a GPU (:func:`~numoracle.oracle.fused.fused`)
+    kept for the next sums of length ``k`` on the same device, its operand facts for
+    ``model`` known (``|1| = 1``, lowest set bit ``2^0``, no flag) without a pass."""
+    if not fused(xp):
+        return exact(xp.ones((k, 1)))
+    key = (xp.__name__, xp.cuda.runtime.getDevice(), k)
+    ones = _ONES.pop(key, None)
+    if ones is None:
+        ones = exact(xp.ones((k, 1)))
+    _ONES[key] = ones  # the most recent last
+    while len(_ONES) > _ONES_KEPT:
+        del _ONES[next(iter(_ONES))]
+    memo = _memo(ones, ones.value)
+    if memo is not None:  # its facts known: no pass, nothing to wait for
+        single = _single(model, ones.value)  # (then the magnitudes are float32)
+        fact_key = (model.compute, single, True)
+        if fact_key not in memo:
+            memo[fact_key] = (OperandFacts(ones.value.astype(xp.float32) if single
+                                           else ones.value, 0, 0), ones.value)
+    return ones
 
 
 def _moveaxis(t: Tracked, axis: int) -> Tracked:

@@ -738,3 +738,81 @@ def test_loops_representable_is_the_formats_test() -> None:
         want = representable(xs, fmt)
         got = each(xs, int(fmt.t), int(fmt.emin), float(fmt.max))
         assert np.array_equal(got, want), (fmt.name, xs[got != want][:5])
+
+
+_CUDA_SHIM = r"""
+#include <cmath>
+#include <cstring>
+#include <algorithm>
+using std::max;
+static long long __double_as_longlong(double d) { long long b; memcpy(&b, &d, 8); return b; }
+static double __longlong_as_double(long long b) { double d; memcpy(&d, &b, 8); return d; }
+static int __ffsll(long long x) { return __builtin_ffsll(x); }
+struct Dim { long long x; };
+static Dim blockIdx = {0}, threadIdx = {0}, blockDim = {1}, gridDim = {1};
+#define __device__ static
+#define __global__
+"""
+
+
+@pytest.mark.parametrize("stored", [False, True])
+def test_the_raw_exact_kernels_give_the_loops_bits(stored: bool, tmp_path: Any) -> None:
+    """The raw kernels of the exact contraction's pass (their C text, every variant:
+    bias or none, float32 or float64 ``S``, rounded to float32 or bfloat16 or not),
+    compiled with g++ on the host (one thread walking every element): the value, ``S``
+    and every radius bit for bit the NumPy loop's
+    (:func:`~numoracle.oracle.fused_cpu.exact_radii`, whose bits the elementwise kernels
+    give), through the exact regime, overflow and the bias along the last axis."""
+    import ctypes
+    import shutil
+    import subprocess
+
+    from numoracle.oracle import fused
+    from numoracle.oracle.formats import BF16
+
+    if shutil.which("g++") is None or not fused_cpu.available():
+        pytest.skip("no g++ or numba on this machine")
+    names = [f"exact_raw{b}{'_stored' if stored else ''}{s}"
+             for b in ("", "_bias") for s in ("", "_single")]
+    src = _CUDA_SHIM + "".join(fused.exact_raw_source(n).replace(fused._STORE, "")
+                               for n in names)
+    (tmp_path / "raw.cpp").write_text(_CUDA_SHIM + fused._STORE + src[len(_CUDA_SHIM):])
+    subprocess.run(["g++", "-O1", "-ffp-contract=off", "-shared", "-fPIC", "-o",
+                    str(tmp_path / "raw.so"), str(tmp_path / "raw.cpp")],
+                   check=True, capture_output=True)
+    lib = ctypes.CDLL(str(tmp_path / "raw.so"))
+    rng = np.random.default_rng(8)
+    shape = (9, 41)
+    S64 = np.abs(rng.standard_normal(shape)) * 2.0 ** rng.integers(-30, 30, shape)
+    S64.flat[::5] = 2.0 ** rng.integers(-20, 20, S64.flat[::5].shape)
+    S64.flat[1::11] = 1e300
+    value = rng.standard_normal(shape) * S64
+    value.flat[2::9] = 2.0 ** rng.integers(-20, 20, value.flat[2::9].shape)
+    value.flat[3::13] = 3e38
+    bias = rng.standard_normal(shape[1]) * 2.0 ** rng.integers(-5, 5, shape[1])
+    bias[::3] = 0.0  # (columns left in the exact regime)
+    with np.errstate(over="ignore"):
+        S32 = S64.astype(np.float32)  # (an infinite TF32 sum where float32 overflows)
+    scalars = (1.0 + 2.0**-40, 2.0**-140, 41 * 2.0**-1074, 2.0**-20, 2.0**-23, 2.0**-120,
+               2.0**-48, 2.0**12, 2.0**30, 1e200)
+    dbl = ctypes.c_double
+    for fmt in ((FP32, BF16) if stored else (None,)):
+        for name in names:
+            single, with_bias = name.endswith("_single"), "_bias" in name
+            S_in = S32.copy() if single else S64.copy()
+            v_raw, v_loop = value.copy(), value.copy()
+            out = [np.empty(shape) for _ in range(4)]
+            rounding = fused_cpu.rounding_params(fmt) if fmt is not None else (0.0,) * 4 + (0, 0)
+            getattr(lib, f"numoracle_{name}")(
+                ctypes.c_void_p(S_in.ctypes.data), ctypes.c_void_p(v_raw.ctypes.data),
+                ctypes.c_void_p((bias if with_bias else v_raw).ctypes.data),
+                ctypes.c_longlong(shape[1]), ctypes.c_longlong(value.size),
+                *(ctypes.c_void_p(a.ctypes.data) for a in out),
+                *(dbl(c) for c in scalars), *(dbl(c) for c in rounding[:4]),
+                *(ctypes.c_int(int(c)) for c in rounding[4:]))
+            want = fused_cpu.exact_radii(v_loop, S32.copy() if single else S64.copy(),
+                                         bias if with_bias else None, scalars, fmt)
+            np.testing.assert_array_equal(v_raw, v_loop)
+            for got, w, what in zip(out, want, ("S", "det", "prob", "ref"), strict=True):
+                np.testing.assert_array_equal(got, w, err_msg=f"{name} {fmt} {what}")
+            assert np.isinf(out[1]).any() and (out[1] == 0).any(), name

@@ -462,3 +462,38 @@ def test_torch_tensors_sum_in_float64() -> None:
 
     xp = namespace_named("torch")
     assert not tensor_sums.available(xp.from_tensor(torch.ones(2, 2, dtype=torch.float64)))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(3, 7, 5), (128, 1024, 1024), (64, 1, 1), (5, 0, 3)])
+def test_device_value_products_are_float64_gemms(cupy: Any, shape: tuple[int, int, int]) -> None:
+    """:func:`tensor_sums.value_product` (one cuBLAS float64 call) takes the device's
+    probe and gives ``a @ b`` for operands in C and Fortran order, C-ordered float64:
+    integers exactly, random values within float64's own error bound of the sum
+    (``gamma_k(2^-53) |a| @ |b|``), as CuPy's ``matmul`` (the path where the probe fails)."""
+    m, k, n = shape
+    rng = np.random.default_rng(m + k)
+    assert tensor_sums._probe_values(int(cupy.cuda.runtime.getDevice()))
+    ints = (rng.integers(-64, 64, (m, k)).astype(np.float64),
+            rng.integers(-64, 64, (k, n)).astype(np.float64))
+    reals = (rng.standard_normal((m, k)), rng.standard_normal((k, n)))
+    g = float(gamma(np.asarray(max(k, 1)), 2.0**-53))
+    for a, b in (ints, reals):
+        want, S = a @ b, np.abs(a) @ np.abs(b)
+        for x in (a, np.asfortranarray(a)):
+            for y in (b, np.asfortranarray(b)):
+                got = tensor_sums.value_product(cupy.asarray(x, order="K"),
+                                                cupy.asarray(y, order="K"))
+                assert got.dtype == cupy.float64 and got.flags.c_contiguous
+                host = cupy.asnumpy(got)
+                if a is ints[0]:
+                    np.testing.assert_array_equal(host, want)
+                else:
+                    assert np.all(np.abs(host - want) <= 2 * g * S)
+    # a transposed view (Fortran order) and a strided one (CuPy's matmul)
+    a, b = (cupy.asarray(v) for v in reals)
+    np.testing.assert_allclose(cupy.asnumpy(tensor_sums.value_product(b.T, a.T)),
+                               cupy.asnumpy(b.T @ a.T), rtol=1e-12, atol=1e-12)
+    if k > 1:
+        np.testing.assert_array_equal(cupy.asnumpy(tensor_sums.value_product(a[:, ::2], b[::2])),
+                                      cupy.asnumpy(a[:, ::2] @ b[::2]))

@@ -143,6 +143,30 @@ def test_sum_is_a_contraction_with_ones() -> None:
     assert np.all(np.abs(got - r.value) <= r.bound())
 
 
+@pytest.mark.parametrize("model_name", ["fp32", "bf16", "fp16", "fp64", "tf32"])
+@pytest.mark.parametrize("exact_regime", [False, True])
+def test_a_stored_sum_is_the_sum_stored(model_name: str, exact_regime: bool) -> None:
+    """``sum_(..., stored=True)`` (the rounding in the contraction's own pass) gives the
+    bits of ``store(sum_(...))``, value and every radius, on exact inputs in and out of
+    the exact regime and on an input with radii (the general path)."""
+    rng = np.random.default_rng(6)
+    x = quantize(rng.standard_normal((300, 9)), "bf16")
+    if exact_regime:
+        x = rng.integers(-8, 9, (300, 9)).astype(np.float64)
+    model = get_model(model_name)
+    with_radii = store(exact(x), get_model("bf16"))  # (radii: the general path)
+    for t in (exact(x), with_radii):
+        for axis in (0, 1):
+            want = store(sum_(t, axis=axis, model=model), model)
+            got = sum_(t, axis=axis, model=model, stored=True)
+            assert got.shape == want.shape and got.n == want.n
+            for field in ("value", "det", "prob", "ref_err", "mag"):
+                np.testing.assert_array_equal(np.broadcast_to(getattr(got, field), got.shape),
+                                              np.broadcast_to(getattr(want, field), want.shape))
+            if exact_regime and model_name != "fp64" and t is not with_radii:
+                assert got.is_exact
+
+
 def test_store_rounds_to_bf16_and_keeps_representable_values_exact() -> None:
     model = get_model("bf16")
     t = exact(np.array([1.0, 1.0 + 2**-7, 1 + 2**-9]))

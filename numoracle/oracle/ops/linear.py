@@ -112,5 +112,5 @@ class Linear(Op):
         if "grad_weight" in want:
             res["grad_weight"] = matmul(g.T, x, model, stored=True)
         if "grad_bias" in want:
-            res["grad_bias"] = store(sum_(g, axis=0, model=model), model)
+            res["grad_bias"] = sum_(g, axis=0, model=model, stored=True)
         return res
