@@ -120,3 +120,27 @@ def test_kernelbench_soundness_shards_merge_into_one_table(tmp_path: Path) -> No
     assert md.index("level1/2_b") < md.index("level1/10_c")  # by problem number
     merged = json.loads((tmp_path / "out" / "soundness.json").read_text())
     assert [r["problem"] for r in merged["rows"]] == ["level1/1_a", "level1/2_b", "level1/10_c"]
+
+
+def test_the_linear_reference_on_cupys_path_waits_once_and_launches_few(tmp_path: Path) -> None:
+    """``host_calls`` runs the linear backward's reference on NumPy and, through the
+    counting stand-in of CuPy (in its own process), on CuPy's path: one host wait (the
+    operands' facts), and per contraction two cuBLAS calls (value, TF32 magnitude sum)
+    and one pass after them (four contractions, the sum over the batch among them),
+    the four operands' facts one pass each."""
+    pytest.importorskip("numba")
+    out = tmp_path / "calls.json"
+    done = _harness("host_calls", "--shape", "4,8,8", "--standin-shape", "4,8,8", "--calls",
+                    "2", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(out.read_text())["rows"]
+    assert rows[0]["namespace"] == "numpy" and rows[0]["python_calls"]["numoracle"] > 0
+    if len(rows) == 1:
+        pytest.skip("CuPy imports here: no stand-in")
+    device = rows[1]["device"]
+    assert rows[1]["host_waits"] == 1, device
+    assert device["launch:cublas gemmEx"] == 8, device
+    passes = sum(v for k, v in device.items() if "exact" in k)
+    facts = sum(v for k, v in device.items() if "operand_facts" in k)
+    assert (passes, facts) == (4, 4), device
+    assert rows[1]["device_calls"] <= 18, device

@@ -16,7 +16,9 @@ ratio to the float64 sum: below 1 the grown TF32 sum would not be an upper bound
 above 1 its excess is how much looser the bound would be; the same for the package's
 path (``package_*``). With ``--profile``: the
 hand-written linear backward's reference on CuPy at that shape under cProfile (the
-functions with the most own time), for its fixed cost per call.
+functions with the most own time; Python calls per reference, the package's and
+CuPy's own apart), for its fixed cost per call, and the host's time per call of what
+one contraction launches (:func:`host_costs`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import argparse
 import cProfile
 import io
 import json
+import os
 import pstats
 import statistics
 import time
@@ -129,12 +132,74 @@ def profile(shape: tuple[int, int, int], calls: int = 20) -> dict[str, Any]:
     prof.disable()
     profiled = (time.perf_counter() - t0) / calls
     out = io.StringIO()
-    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(25)
+    stats = pstats.Stats(prof, stream=out)
+    stats.sort_stats("tottime").print_stats(25)
     print(out.getvalue(), flush=True)
-    print(json.dumps({"per_call_s": per_call, "host_s": host}), flush=True)
+    # Python calls per reference: all, the package's own functions, CuPy's Python ones
+    # and the calls into compiled code (CuPy's Cython, the cuBLAS binding, builtins)
+    import numoracle  # noqa: PLC0415
+
+    package = os.path.dirname(numoracle.__file__) + os.sep
+    counts = {"all": 0, "numoracle": 0, "cupy_python": 0, "compiled": 0}
+    found = stats.stats.items()  # type: ignore[attr-defined]
+    for (path, _line, _name), (_cc, ncalls, *_rest) in found:
+        counts["all"] += ncalls
+        part = ("compiled" if path == "~" else "numoracle" if path.startswith(package)
+                else "cupy_python" if f"{os.sep}cupy" in path else None)
+        if part:
+            counts[part] += ncalls
+    per_ref = {k: v / calls for k, v in counts.items()}
+    costs = host_costs(params, inputs)
+    print(json.dumps({"per_call_s": per_call, "host_s": host, "calls_per_reference": per_ref,
+                      "host_costs_s": costs}), flush=True)
     return {"shape": list(shape), "calls": calls, "per_call_s": per_call, "host_s": host,
-            "per_call_s_under_profile": profiled,
-            "top_own_time": out.getvalue()}
+            "per_call_s_under_profile": profiled, "calls_per_reference": per_ref,
+            "host_costs_s": costs, "top_own_time": out.getvalue()}
+
+
+def host_costs(params: dict, inputs: dict, calls: int = 200) -> dict[str, float]:
+    """The host's time per call (not waiting for the device) of what one contraction of
+    the linear reference launches on CuPy, on its operands: CuPy's ``matmul``, the
+    package's float64 cuBLAS call, its TF32 sum, an output array, the exact
+    contraction's elementwise kernel; the median of five runs of ``calls`` each."""
+    import cupy  # noqa: PLC0415
+
+    from numoracle.oracle import fused, tensor_sums  # noqa: PLC0415
+    from numoracle.oracle.formats import FP32  # noqa: PLC0415
+
+    x, w = inputs["x"], inputs["weight"]
+    wt = w.T
+    mx, mw = tensor_sums.tf32_up(cupy.abs(x)), tensor_sums.tf32_up(cupy.abs(wt))
+    value = x @ wt
+    S32 = tensor_sums.tensor_sum(mx, mw)
+    kernel = fused._kernel("exact_stored_single")
+    scalars = (1.0, 0.0, 0.0, 1e-7, 1e-8, 1e-300, 1e-13, -1.0, -1.0, FP32.max)
+    rounding = fused.rounding_params(FP32)
+    shape = value.shape
+
+    def radii() -> None:
+        S, det, prob, ref = (cupy.ndarray(shape, dtype=cupy.float64) for _ in range(4))
+        kernel(S32, value, *scalars, *rounding, S, det, prob, ref)
+
+    work = {"cupy_matmul": lambda: x @ wt,
+            "value_product": lambda: tensor_sums.value_product(x, wt),
+            "tensor_sum": lambda: tensor_sums.tensor_sum(mx, mw),
+            "ndarray": lambda: cupy.ndarray(shape, dtype=cupy.float64),
+            "exact_radii_kernel_and_4_arrays": radii}
+    sync = cupy.cuda.Device().synchronize
+    res = {}
+    for name, fn in work.items():
+        fn()
+        sync()
+        times = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            times.append((time.perf_counter() - t0) / calls)
+            sync()
+        res[name] = statistics.median(times)
+    return res
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
