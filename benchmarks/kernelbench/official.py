@@ -77,7 +77,7 @@ from benchmarks.kernelbench.worker import (
 )
 
 __all__ = ["HOW", "classify", "main", "plan_problem", "memory_model", "resumed",
-           "DEFAULT_MODEL"]
+           "kept_smaller", "DEFAULT_MODEL"]
 
 @dataclass
 class _Device(Room):
@@ -250,8 +250,8 @@ def run(args: argparse.Namespace) -> int:
         job.planned_gib = round(job.reserve / GIB, 2)
         if args.cap and args.device != "cpu":  # the judge's share of the reservation
             job.cap = max(job.reserve - model.fixed - int(model.candidate * q["floor"]), GIB)
-        if job.problem.name in before and not job.whole:
-            continue  # judged smaller before, and its plan still does not fit whole
+        if job.problem.name in before and kept_smaller(before[job.problem.name], job.whole):
+            continue  # judged smaller before, and judging it again would not change that
         before.pop(job.problem.name, None)  # judged again: whole now
         jobs.append(job)
     head = {**meta(args.argv), "torch": torch.__version__, "devices": len(devices),
@@ -294,13 +294,22 @@ def resumed(path: Path | None) -> dict[str, dict[str, Any]]:
     still does not fit whole; it judges the others again. A row whose reason says the
     device ran out of memory is judged again too, whatever its verdict (a driver before
     the out-of-memory rules wrote a candidate's ``OutOfMemoryError`` beside others as a
-    FAIL)."""
+    FAIL). A row judged smaller with the device to itself is kept too
+    (:func:`kept_smaller`)."""
     if path is None or not path.is_file():
         return {}
     data = json.loads(path.read_text())
     commit = data.get("meta", {}).get("commit", "?")
     return {r["problem"]: {**r, "resumed_from": commit} for r in data["rows"]
             if r.get("how") != "not finished" and not _ran_out(r)}
+
+
+def kept_smaller(row: dict[str, Any], whole: bool) -> bool:
+    """Whether a resumed ``row`` judged smaller (sampled rows, reduced sizes) is kept
+    rather than judged again: its plan still does not fit the device whole
+    (``whole`` False), or it was judged smaller with the device to itself (``retried``:
+    it ran out of memory whole beside others, then alone)."""
+    return not whole or bool(row.get("retried"))
 
 
 def _ran_out(row: dict[str, Any]) -> bool:
@@ -487,7 +496,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--resume", type=Path, default=None,
                    help="an earlier run's official.json: its rows judged whole or refused "
                         "are kept (and those judged smaller whose plan still does not fit "
-                        "whole), the rest judged (a survey over several calls)")
+                        "whole, or that were judged smaller alone on the device), the rest "
+                        "judged (a survey over several calls)")
     r.add_argument("--levels", default="level1,level2")
     r.add_argument("--every", type=int, default=1)
     r.add_argument("--count", type=int, default=None)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.kernelbench.leaderboard import _done_before
-from benchmarks.kernelbench.official import plan_problem, resumed
+from benchmarks.kernelbench.official import kept_smaller, plan_problem, resumed
 
 _CONV = '''import torch
 import torch.nn as nn
@@ -73,6 +73,14 @@ def test_an_official_run_resumed_keeps_judged_rows_and_judges_the_rest(tmp_path:
     assert sorted(kept) == ["level1/1_a", "level1/3_c"]
     assert kept["level1/3_c"]["resumed_from"] == "abc"
     assert resumed(tmp_path / "absent.json") == {} and resumed(None) == {}
+
+
+def test_a_row_judged_smaller_alone_is_kept_and_one_judged_smaller_beside_others_is_not() -> None:
+    alone = {"problem": "level1/42_a", "how": "reduced sizes", "status": "pass", "retried": True}
+    beside = {"problem": "level1/43_b", "how": "reduced sizes", "status": "pass"}
+    assert kept_smaller(alone, whole=True)  # the device to itself gave this answer
+    assert not kept_smaller(beside, whole=True)  # its plan fits whole: judged again
+    assert kept_smaller(beside, whole=False)  # its plan still does not fit whole
 
 
 _PEAK_SCRIPT = """
