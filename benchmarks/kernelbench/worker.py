@@ -21,7 +21,8 @@ from typing import Any
 from benchmarks.kernelbench.admission import GIB
 
 __all__ = ["HOW", "GIB", "classify", "judge_one", "serve", "write_whole", "log_tail",
-           "free_device_memory", "device_usable", "PeakPool", "host_peak", "cap"]
+           "free_device_memory", "device_usable", "PeakPool", "host_peak", "cap",
+           "warm_device", "WARM_PROBLEM"]
 
 #: how an official instance may be judged, in table order
 HOW = ("whole", "sampled rows", "reduced sizes", "not finished", "refused")
@@ -177,6 +178,9 @@ def serve(device: str) -> int:
     module = sys.modules["numoracle.kernelbench.judge"]
     oracle_device = module.oracle_device  # type: ignore[attr-defined]
     cuda = device.startswith("cuda") and torch.cuda.is_available()
+    if cuda and os.environ.get("KB_WARM_DEVICE", "1") != "0":
+        warm_device(device)
+        module.oracle_device = oracle_device  # type: ignore[attr-defined]
     peaks = None
     if cuda:
         try:
@@ -268,6 +272,54 @@ def warm_capture() -> None:
     tensors.update({name: params[p].detach().double().numpy()
                     for name, p in ref.state.items()})
     capture(ref, tensors)
+
+
+#: the problem :func:`warm_device` judges: a convolution, a linear layer, a mean, ReLU
+#: and softmax, at a few kilobytes
+WARM_PROBLEM = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.lin = nn.Linear(8, 16)
+
+    def forward(self, x):
+        y = torch.relu(self.conv(x)).mean(dim=(2, 3))
+        return torch.softmax(self.lin(y), dim=-1)
+
+
+def get_inputs():
+    return [torch.rand(4, 3, 10, 10)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def warm_device(device: str) -> float:
+    """Judge :data:`WARM_PROBLEM` on ``device`` once, its row thrown away: the
+    kernels a judgement on a GPU compiles at first use (CuPy's elementwise and
+    reduction kernels of the rules and of the comparison, cuDNN's and cuBLAS's
+    set-up, the candidate's recorders) are compiled, and written to CuPy's kernel
+    cache, while the worker waits for its first problem (the driver plans the
+    problems meanwhile), not on the clock of the first problem it judges. The
+    seconds it took (nothing raised here: a warm-up that fails leaves the first
+    problem to compile them)."""
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        problem = Path(tmp) / "warm_problem.py"
+        problem.write_text(WARM_PROBLEM)
+        try:
+            judge_one(problem, Path(tmp) / "row.json", device=device, max_bytes=None,
+                      examples=0, limit=60.0)
+        except Exception:  # noqa: BLE001 - a warm-up only: the problems compile instead
+            pass
+    free_device_memory(True)
+    return time.perf_counter() - t0
 
 
 def device_usable() -> bool:

@@ -178,3 +178,18 @@ def test_the_official_driver_admits_by_memory_and_judges_an_out_of_memory_again_
     assert got["level1/2_oom"]["wall_s"] >= 0.4  # both attempts counted
     assert all(r["how"] == "whole" for r in rows)
     assert "Judged whole: 5 of 5 (100%)" in (tmp_path / "official.md").read_text()
+
+
+def test_the_warm_up_problem_is_judged_whole_and_passes(tmp_path: Path) -> None:
+    """What a judging worker judges on the GPU before its first problem (to compile the
+    kernels a judgement uses) is a problem the judge takes whole: on the CPU here, its
+    own Model within the claim, so the warm-up runs every phase a judgement has."""
+    from benchmarks.kernelbench.worker import WARM_PROBLEM, judge_one  # noqa: PLC0415
+
+    problem = tmp_path / "warm_problem.py"
+    problem.write_text(WARM_PROBLEM)
+    row = judge_one(problem, tmp_path / "row.json", device="cpu", max_bytes=None,
+                    examples=0, limit=60.0)
+    assert (row["status"], row["how"]) == ("pass", "whole")
+    assert {"torch reference", "candidate runs", "capture", "oracle", "comparison"} <= \
+        set(row["timings"])
