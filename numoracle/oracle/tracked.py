@@ -338,7 +338,9 @@ def exact(x: Any) -> Tracked:
     facts of a contraction's pass over them (magnitudes, flags) are kept with them
     (see :func:`_memo`), for the next contraction they enter (its transpose's too)."""
     xp = _xp(x)
-    v = xp.asarray(x, dtype=xp.float64)
+    # (a float64 CuPy array as it is: CuPy's asarray costs a call of its own)
+    on_device = fused(xp) and type(x) is xp.ndarray and x.dtype == np.float64
+    v = x if on_device else xp.asarray(x, dtype=xp.float64)
     z = xp.broadcast_to(_zero(xp, v), v.shape)  # read-only, no memory
     t = Tracked(value=v, ref_err=z, det=z, prob=z, mag=z, n=1)
     object.__setattr__(t, _MEMO, {})  # (not a field: replace() makes a Tracked without it)
