@@ -116,19 +116,40 @@ extern "C" __global__ void NAME(
 }
 """.replace("LSB", _LSB).replace("NOT_FINITE", str(NOT_FINITE)).replace(
     "SUBNORMAL", str(SUBNORMAL)).replace("UNREPRESENTABLE", str(UNREPRESENTABLE))
-#: the pass writing float64 magnitudes
-_FACTS_64 = _FACTS.replace("NAME", "numoracle_operand_facts").replace(
-    "MAGNITUDE", "fabs(v)").replace("MAG", "double").replace("RANGE", "")
-#: the pass writing magnitudes rounded up to TF32 (as float32, tensor_sums.tf32_up: the
-#: float64's low 42 bits cleared, rounding up), OFF_SINGLE where a nonzero one lies outside
-#: float32's normal range or above TF32's largest
-_FACTS_TF32 = _FACTS.replace("NAME", "numoracle_operand_facts_tf32").replace(
-    "MAGNITUDE", "(float)__longlong_as_double((long long)(((unsigned long long)"
-                 "__double_as_longlong(fabs(v)) + LOW) & ~LOW))").replace(
-    "MAG", "float").replace(
-    "LOW", f"{(1 << 42) - 1}ULL").replace(
-    "RANGE", f"if (!(fabs(v) >= {FP32.tiny!r} && fabs(v) <= {TF32.max!r})) "
-             f"flags |= {OFF_SINGLE};")
+#: the same pass over up to four operands in one launch: the grid's second axis picks the
+#: operand (its values, magnitudes, length and row of ``found``)
+_FACTS_MANY = """
+extern "C" __global__ void NAME_many(
+    const double* x0, const double* x1, const double* x2, const double* x3,
+    MAG* ax0, MAG* ax1, MAG* ax2, MAG* ax3, long long n0, long long n1, long long n2,
+    long long n3, int t, int emin, double fmax, double tiny, int none, int* found) {
+  unsigned int k = blockIdx.y;
+  const double* x = k == 0 ? x0 : k == 1 ? x1 : k == 2 ? x2 : x3;
+  MAG* ax = k == 0 ? ax0 : k == 1 ? ax1 : k == 2 ? ax2 : ax3;
+  long long n = k == 0 ? n0 : k == 1 ? n1 : k == 2 ? n2 : n3;
+  int* out = found + 2 * k;
+""" + _FACTS[_FACTS.index("  int far = 0, flags = 0;"):]
+
+
+def _facts_source(template: str, tf32: bool) -> str:
+    """The pass of ``template`` writing float64 magnitudes, or with ``tf32`` magnitudes
+    rounded up to TF32 (as float32, tensor_sums.tf32_up: the float64's low 42 bits
+    cleared, rounding up) and OFF_SINGLE where a nonzero one lies outside float32's
+    normal range or above TF32's largest."""
+    if not tf32:
+        return template.replace("NAME", "numoracle_operand_facts").replace(
+            "MAGNITUDE", "fabs(v)").replace("MAG", "double").replace("RANGE", "")
+    return template.replace("NAME", "numoracle_operand_facts_tf32").replace(
+        "MAGNITUDE", "(float)__longlong_as_double((long long)(((unsigned long long)"
+                     "__double_as_longlong(fabs(v)) + LOW) & ~LOW))").replace(
+        "MAG", "float").replace(
+        "LOW", f"{(1 << 42) - 1}ULL").replace(
+        "RANGE", f"if (!(fabs(v) >= {FP32.tiny!r} && fabs(v) <= {TF32.max!r})) "
+                 f"flags |= {OFF_SINGLE};")
+
+
+_FACTS_64, _FACTS_TF32 = _facts_source(_FACTS, False), _facts_source(_FACTS, True)
+_FACTS_64_MANY, _FACTS_TF32_MANY = (_facts_source(_FACTS_MANY, tf32) for tf32 in (False, True))
 _RADII_PARAMS = ("float64 grow, float64 tiny_mag, float64 tiny_sum, float64 det_coef, "
                  "float64 prob_coef, float64 eta, float64 g64")
 #: contraction_radii's arithmetic: S made an upper bound, the radii d, p, r affine in it
@@ -247,6 +268,10 @@ def _kernel(name: str) -> Any:
         elif name == "facts_tf32":
             _KERNELS[name] = cupy.RawKernel(_REPRESENTABLE + _FACTS_TF32,
                                             "numoracle_operand_facts_tf32", options=_NO_FMA)
+        elif name in ("facts_many", "facts_tf32_many"):
+            _KERNELS[name] = cupy.RawKernel(
+                _REPRESENTABLE + (_FACTS_TF32_MANY if "tf32" in name else _FACTS_64_MANY),
+                f"numoracle_operand_{name}", options=_NO_FMA)
         else:  # "lsb": the exponent of each element's lowest set bit, from its bits
             _KERNELS[name] = cupy.ElementwiseKernel(
                 "float64 x, int32 none", "int32 e",
@@ -467,23 +492,35 @@ def operand_facts(arrays: list[Any], fmt: Any, none: int, *, grid: bool = True,
     if not todo:  # every operand's facts kept from an earlier contraction: nothing to wait for
         return PendingFacts(mags, host, None, none)
     found = xp.zeros((len(todo), 2), dtype=xp.int32)
-    for row, i in enumerate(todo):
+    passes = []
+    mag_type = xp.float32 if single else xp.float64
+    for i in todo:
         x = arrays[i]
-        if not (x.flags.c_contiguous or x.flags.f_contiguous):
+        flags = x.flags
+        if not (flags.c_contiguous or flags.f_contiguous):
             x = xp.ascontiguousarray(x)
-        mag_type = xp.float32 if single else xp.float64
-        fortran = x.flags.f_contiguous and not x.flags.c_contiguous
+            flags = x.flags
+        fortran = flags.f_contiguous and not flags.c_contiguous
         # the same layout: both walked in memory order
         ax = xp.ndarray(x.shape, dtype=mag_type, order="F" if fortran else "C")
         if ax.strides != tuple(s // 8 * ax.itemsize for s in x.strides):
             x = xp.ascontiguousarray(x)
             ax = xp.ndarray(x.shape, dtype=mag_type)
-        if x.size:
-            blocks = min(-(-x.size // 256), 1024)
-            _kernel("facts_tf32" if single else "facts")((blocks,), (256,), (
-                x, ax, np.int64(x.size), np.int32(fmt.t), np.int32(fmt.emin),
-                np.float64(fmt.max), np.float64(fmt.tiny), np.int32(none), found[row]))
+        passes.append((x, ax))
         mags[i] = ax
+    # up to four operands a launch (the grid's second axis), one row of found each
+    kernel = _kernel("facts_tf32_many" if single else "facts_many")
+    params = (np.int32(fmt.t), np.int32(fmt.emin), np.float64(fmt.max), np.float64(fmt.tiny),
+              np.int32(none))
+    for g0 in range(0, len(passes), 4):
+        group = passes[g0:g0 + 4]
+        blocks = max(min(-(-x.size // 256), 1024) for x, _ in group)
+        if blocks:
+            slots = group + [group[0]] * (4 - len(group))  # (the unused ones never read)
+            kernel((blocks, len(group)), (256,), (
+                *(x for x, _ in slots), *(ax for _, ax in slots),
+                *(np.int64(x.size) for x, _ in slots), *params,
+                found[g0:] if g0 else found))
     pinned = xp.cuda.alloc_pinned_memory(found.nbytes)  # (CuPy's pool of page-locked memory)
     copied = np.frombuffer(pinned, dtype=np.int32, count=found.size).reshape(found.shape)
     stream = xp.cuda.get_current_stream()
@@ -500,7 +537,8 @@ def exact_products(av: Any, bv: Any, operands: list[Any], fmt: Any, none: int, *
     :func:`~numoracle.oracle.tensor_sums.value_product`), the :func:`operand_facts` of
     ``operands`` (``av``, ``bv`` and a bias) and ``S = |av| @ |bv|``, in that order: on
     CuPy the device works on the value's GEMM while the host queues the rest, and
-    ``S``'s GEMM runs while the host waits for the facts (``known``, ``keep``: see :func:`operand_facts`).
+    ``S``'s GEMM runs while the host waits for the facts (``known``, ``keep``: see
+    :func:`operand_facts`).
     With ``single`` ``S`` is :func:`single_sum` of the magnitudes rounded up to
     float32 (NumPy; float32 in a scratch array) or the TF32 sum of them rounded up
     to TF32 (CuPy, :func:`~numoracle.oracle.tensor_sums.tensor_sum`): float64 where
@@ -650,8 +688,15 @@ def exact_contraction_radii(value: Any, S: Any, bias: Any, grow: Any, tiny_mag: 
                acc_max)
     if xp is np:
         return fused_cpu.exact_radii(value, S, bias, scalars, fmt)
-    raw = _raw_takes(value, S, bias, scalars) and _raw_probe(int(value.device.id))
+    raw = _raw_takes(value, S, bias, scalars) and _raw_probe(
+        int(value.device.id), _raw_name(bias is not None, fmt is not None, S.dtype == np.float32))
     return _device_exact_radii(xp, value, S, bias, scalars, fmt, raw)
+
+
+def _raw_name(bias: bool, stored: bool, single: bool) -> str:
+    """The raw exact-contraction kernel's name (see :func:`exact_raw_source`)."""
+    return ("exact_raw" + ("_bias" if bias else "") + ("_stored" if stored else "")
+            + ("_single" if single else ""))
 
 
 def _device_exact_radii(xp: Any, value: Any, S: Any, bias: Any, scalars: tuple[Any, ...],
@@ -667,9 +712,8 @@ def _device_exact_radii(xp: Any, value: Any, S: Any, bias: Any, scalars: tuple[A
     stored = () if fmt is None else rounding_params(fmt)
     tail = "_single" if single else ""
     if raw:
-        name = "exact_raw" + ("_bias" if bias is not None else "") + (
-            "_stored" if stored else "") + tail
-        _kernel(name)((max(1, min(-(-value.size // _RAW_BLOCK), _RAW_GRID)),), (_RAW_BLOCK,), (
+        blocks = max(1, min(-(-value.size // _RAW_BLOCK), _RAW_GRID))
+        _kernel(_raw_name(bias is not None, bool(stored), single))((blocks,), (_RAW_BLOCK,), (
             S_in, value, value if bias is None else bias,
             np.int64(value.shape[-1] if value.ndim else 1), np.int64(value.size),
             S, det, prob, ref, *map(np.float64, scalars + (stored or _NO_ROUNDING)[:4]),
@@ -707,11 +751,13 @@ def _raw_takes(value: Any, S: Any, bias: Any, scalars: tuple[Any, ...]) -> bool:
 
 
 @lru_cache(maxsize=None)
-def _raw_probe(device: int) -> bool:
-    """Whether every raw exact-contraction kernel gives the elementwise kernels' bits on
-    CuPy's ``device`` (small arrays through every branch: the exact regime, overflow,
-    the bias, the rounding to float32 and bfloat16); else (a kernel that does not
-    compile, or differs) the elementwise kernels run there, and a warning says so."""
+def _raw_probe(device: int, name: str) -> bool:
+    """Whether the raw exact-contraction kernel ``name`` gives the bits of the
+    elementwise kernel of its variant on CuPy's ``device`` (small arrays through every
+    branch: the exact regime, overflow, the bias, the rounding to float32 and
+    bfloat16); else (a kernel that does not compile, or differs) the elementwise kernel
+    runs there, and a warning says so. (Each variant is probed where first used: two
+    compilations, not sixteen.)"""
     import cupy  # noqa: PLC0415 - only for device arrays
 
     rng = np.random.default_rng(3)
@@ -728,22 +774,20 @@ def _raw_probe(device: int) -> bool:
                2.0**-48, 2.0**12, 2.0**30, 1e200)
     try:
         with cupy.cuda.Device(device):
-            for fmt in (None, FP32, BF16):
-                for single in (False, True):
-                    for b in (None, bias):
-                        runs = []
-                        for raw in (True, False):
-                            v = cupy.asarray(value)
-                            S = cupy.asarray(S32 if single else S64)
-                            out = _device_exact_radii(cupy, v, S, None if b is None else
-                                                      cupy.asarray(b), scalars, fmt, raw)
-                            runs.append([cupy.asnumpy(a) for a in (v, *out)])
-                        for got, want in zip(*runs, strict=True):
-                            if not np.array_equal(got, want, equal_nan=True):
-                                raise ArithmeticError("the raw and elementwise kernels differ")
+            for fmt in ((FP32, BF16) if "_stored" in name else (None,)):
+                runs = []
+                for raw in (True, False):
+                    v = cupy.asarray(value)
+                    S = cupy.asarray(S32 if name.endswith("_single") else S64)
+                    b = cupy.asarray(bias) if "_bias" in name else None
+                    out = _device_exact_radii(cupy, v, S, b, scalars, fmt, raw)
+                    runs.append([cupy.asnumpy(a) for a in (v, *out)])
+                for got, want in zip(*runs, strict=True):
+                    if not np.array_equal(got, want, equal_nan=True):
+                        raise ArithmeticError("the raw and elementwise kernels differ")
     except Exception as exc:  # noqa: BLE001 - any failure leaves the elementwise kernels
-        warnings.warn(f"the exact contraction's pass stays CuPy's elementwise kernels on "
-                      f"device {device}: its raw kernel failed its probe ({exc!r})",
+        warnings.warn(f"the exact contraction's pass {name} stays CuPy's elementwise kernel "
+                      f"on device {device}: its raw kernel failed its probe ({exc!r})",
                       RuntimeWarning, stacklevel=2)
         return False
     return True

@@ -748,10 +748,16 @@ using std::max;
 static long long __double_as_longlong(double d) { long long b; memcpy(&b, &d, 8); return b; }
 static double __longlong_as_double(long long b) { double d; memcpy(&d, &b, 8); return d; }
 static int __ffsll(long long x) { return __builtin_ffsll(x); }
-struct Dim { long long x; };
-static Dim blockIdx = {0}, threadIdx = {0}, blockDim = {1}, gridDim = {1};
+struct Dim { long long x, y; };
+static Dim blockIdx = {0, 0}, threadIdx = {0, 0}, blockDim = {1, 1}, gridDim = {1, 1};
 #define __device__ static
 #define __global__
+#define __shared__ static
+static int __shfl_down_sync(unsigned int, int v, int) { return v; }
+static void __syncthreads() {}
+static int atomicMax(int* a, int v) { int old = *a; if (v > old) *a = v; return old; }
+static int atomicOr(int* a, int v) { int old = *a; *a |= v; return old; }
+extern "C" void numoracle_set_block(long long y) { blockIdx.y = y; }
 """
 
 
@@ -816,3 +822,102 @@ def test_the_raw_exact_kernels_give_the_loops_bits(stored: bool, tmp_path: Any) 
             for got, w, what in zip(out, want, ("S", "det", "prob", "ref"), strict=True):
                 np.testing.assert_array_equal(got, w, err_msg=f"{name} {fmt} {what}")
             assert np.isinf(out[1]).any() and (out[1] == 0).any(), name
+
+
+def test_the_facts_pass_over_several_operands_is_the_pass_over_each(tmp_path: Any) -> None:
+    """The operand-facts pass over up to four operands in one launch (the grid's second
+    axis picks the operand; its C text compiled with g++ on the host, one thread a
+    block): each operand's magnitudes and row of facts are those of the pass over it
+    alone (float64 and TF32 magnitudes), and the float64 rows are the NumPy loop's
+    (lowest set bit, NOT_FINITE, SUBNORMAL, UNREPRESENTABLE as to float32)."""
+    import ctypes
+    import shutil
+    import subprocess
+
+    from numoracle.oracle import fused
+
+    if shutil.which("g++") is None or not fused_cpu.available():
+        pytest.skip("no g++ or numba on this machine")
+    src = (_CUDA_SHIM + fused._REPRESENTABLE + fused._FACTS_64 + fused._FACTS_TF32
+           + fused._FACTS_64_MANY + fused._FACTS_TF32_MANY)
+    (tmp_path / "facts.cpp").write_text(src)
+    subprocess.run(["g++", "-O1", "-ffp-contract=off", "-shared", "-fPIC", "-o",
+                    str(tmp_path / "facts.so"), str(tmp_path / "facts.cpp")],
+                   check=True, capture_output=True)
+    lib = ctypes.CDLL(str(tmp_path / "facts.so"))
+    rng = np.random.default_rng(12)
+    ops = [rng.standard_normal(37) * 2.0 ** rng.integers(-140, 140, 37),
+           np.array([1.5, 0.0, np.inf, 2.0**-1070, -3.0]),
+           np.zeros(0),
+           (rng.integers(-99, 99, 50) * 2.0**-7).astype(np.float64)]
+    none, i32, i64, dbl = 1 << 20, ctypes.c_int, ctypes.c_longlong, ctypes.c_double
+    p = lambda a: ctypes.c_void_p(a.ctypes.data)  # noqa: E731
+    fmt_args = (i32(FP32.t), i32(FP32.emin), dbl(FP32.max), dbl(FP32.tiny), i32(none))
+    for tf32, mag in ((False, np.float64), (True, np.float32)):
+        tail = "_tf32" if tf32 else ""
+        alone, rows_alone = [], np.zeros((len(ops), 2), dtype=np.int32)
+        for r, x in enumerate(ops):
+            ax = np.zeros(x.shape, dtype=mag)
+            lib.numoracle_set_block(i64(0))
+            getattr(lib, f"numoracle_operand_facts{tail}")(
+                p(x), p(ax), i64(x.size), *fmt_args, p(rows_alone[r:]))
+            alone.append(ax)
+        for group in (ops[:1], ops[:3], ops):
+            found = np.zeros((len(group), 2), dtype=np.int32)
+            mags = [np.zeros(x.shape, dtype=mag) for x in group]
+            slots = list(range(len(group))) + [0] * (4 - len(group))
+            for k in range(len(group)):
+                lib.numoracle_set_block(i64(k))
+                getattr(lib, f"numoracle_operand_facts{tail}_many")(
+                    *(p(group[j]) for j in slots), *(p(mags[j]) for j in slots),
+                    *(i64(group[j].size) for j in slots), *fmt_args, p(found))
+            np.testing.assert_array_equal(found, rows_alone[:len(group)])
+            for got, want in zip(mags, alone, strict=False):
+                np.testing.assert_array_equal(got, want)
+        if not tf32:
+            loop = fused_cpu.operand_facts(ops, [np.empty(x.shape) for x in ops], FP32, none,
+                                           True)
+            np.testing.assert_array_equal(rows_alone, loop)
+        assert rows_alone[1, 1] & fused.NOT_FINITE and rows_alone[1, 1] & fused.SUBNORMAL
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("model_name", ["fp32", "bf16", "tf32"])
+def test_on_the_gpu_the_exact_pass_is_one_raw_kernel_with_the_elementwise_bits(
+        cupy: Any, model_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On CuPy the raw kernel of the exact contraction's pass passes its probe, and a
+    linear backward's references (bias along the last axis, rounded to the storage
+    format in the pass, TF32 sums and float64 ones) are bit for bit those of the
+    elementwise kernels."""
+    from numoracle.oracle import fused, tracked
+    from numoracle.oracle.ops import get_op
+
+    device = int(cupy.cuda.runtime.getDevice())
+    for bias in (False, True):
+        for stored in (False, True):
+            for single in (False, True):
+                assert fused._raw_probe(device, fused._raw_name(bias, stored, single))
+    rng = np.random.default_rng(23)
+    op = get_op("linear")
+    params = op.validate({"batch": 96, "in_features": 200, "out_features": 70, "bias": True})
+    inputs = {k: cupy.asarray((rng.standard_normal(s) * 2.0 ** rng.integers(-9, 9, s))
+                              .astype(np.float32).astype(np.float64))
+              for k, s in op.input_shapes(params).items()}
+    model = get_model(model_name)
+    for single in (True, False):
+        monkeypatch.setattr(tracked, "SINGLE_SUMS", single)
+        launched: list[bool] = []
+        real = fused._device_exact_radii
+
+        def spy(*args: Any, **kwargs: Any) -> Any:
+            launched.append(args[-1])
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(fused, "_device_exact_radii", spy)
+        raw = {k: _snapshot(t) for k, t in op.reference(inputs, params, model).items()}
+        assert launched and all(launched), launched
+        monkeypatch.setattr(fused, "_raw_takes", lambda *a: False)
+        plain = {k: _snapshot(t) for k, t in op.reference(inputs, params, model).items()}
+        monkeypatch.undo()
+        for name, snap in raw.items():
+            _same(plain[name], snap, f"{model_name} {name} single={single}")
