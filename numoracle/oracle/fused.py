@@ -508,10 +508,31 @@ def operand_facts(arrays: list[Any], fmt: Any, none: int, *, grid: bool = True,
             ax = xp.ndarray(x.shape, dtype=mag_type)
         passes.append((x, ax))
         mags[i] = ax
-    # up to four operands a launch (the grid's second axis), one row of found each
-    kernel = _kernel("facts_tf32_many" if single else "facts_many")
+    _facts_passes(passes, found, fmt, none, single,
+                  _many_facts_probe(int(found.device.id), single))
+    pinned = xp.cuda.alloc_pinned_memory(found.nbytes)  # (CuPy's pool of page-locked memory)
+    copied = np.frombuffer(pinned, dtype=np.int32, count=found.size).reshape(found.shape)
+    stream = xp.cuda.get_current_stream()
+    xp.cuda.runtime.memcpyAsync(copied.ctypes.data, found.data.ptr, found.nbytes,
+                                xp.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+    return PendingFacts(mags, host, stream.record(), none, rows=(todo, copied))
+
+
+def _facts_passes(passes: list[tuple[Any, Any]], found: Any, fmt: Any, none: int,
+                  single: bool, many: bool) -> None:
+    """Launch the facts pass over each ``(values, magnitudes)`` of ``passes``, row ``i``
+    of ``found`` its facts: with ``many`` up to four operands a launch (the grid's
+    second axis), else one launch each."""
     params = (np.int32(fmt.t), np.int32(fmt.emin), np.float64(fmt.max), np.float64(fmt.tiny),
               np.int32(none))
+    if not many:
+        kernel = _kernel("facts_tf32" if single else "facts")
+        for row, (x, ax) in enumerate(passes):
+            if x.size:
+                kernel((min(-(-x.size // 256), 1024),), (256,), (
+                    x, ax, np.int64(x.size), *params, found[row]))
+        return
+    kernel = _kernel("facts_tf32_many" if single else "facts_many")
     for g0 in range(0, len(passes), 4):
         group = passes[g0:g0 + 4]
         blocks = max(min(-(-x.size // 256), 1024) for x, _ in group)
@@ -521,12 +542,38 @@ def operand_facts(arrays: list[Any], fmt: Any, none: int, *, grid: bool = True,
                 *(x for x, _ in slots), *(ax for _, ax in slots),
                 *(np.int64(x.size) for x, _ in slots), *params,
                 found[g0:] if g0 else found))
-    pinned = xp.cuda.alloc_pinned_memory(found.nbytes)  # (CuPy's pool of page-locked memory)
-    copied = np.frombuffer(pinned, dtype=np.int32, count=found.size).reshape(found.shape)
-    stream = xp.cuda.get_current_stream()
-    xp.cuda.runtime.memcpyAsync(copied.ctypes.data, found.data.ptr, found.nbytes,
-                                xp.cuda.runtime.memcpyDeviceToHost, stream.ptr)
-    return PendingFacts(mags, host, stream.record(), none, rows=(todo, copied))
+
+
+@lru_cache(maxsize=None)
+def _many_facts_probe(device: int, single: bool) -> bool:
+    """Whether the facts pass over several operands in one launch gives, on CuPy's
+    ``device``, the magnitudes and facts of the pass over each (five small operands:
+    normal, special and subnormal values, an empty one); else (a kernel that does not
+    compile, or differs) each operand gets a launch of its own, and a warning says so."""
+    import cupy  # noqa: PLC0415 - only for device arrays
+
+    rng = np.random.default_rng(4)
+    host = [rng.standard_normal(300) * 2.0 ** rng.integers(-140, 140, 300),
+            np.array([1.5, 0.0, np.inf, 2.0**-1070, -3.0]), np.zeros(0),
+            rng.integers(-99, 99, (7, 9)) * 2.0**-7, np.array([np.nan, 2.0**100])]
+    mag = np.float32 if single else np.float64
+    try:
+        with cupy.cuda.Device(device):
+            runs = []
+            for many in (True, False):
+                passes = [(cupy.asarray(x), cupy.ndarray(x.shape, dtype=mag)) for x in host]
+                found = cupy.zeros((len(passes), 2), dtype=cupy.int32)
+                _facts_passes(passes, found, FP32, 1 << 20, single, many)
+                runs.append([cupy.asnumpy(found)] + [cupy.asnumpy(ax) for _, ax in passes])
+            for got, want in zip(*runs, strict=True):
+                if not np.array_equal(got, want, equal_nan=True):
+                    raise ArithmeticError("the passes over several operands and over each differ")
+    except Exception as exc:  # noqa: BLE001 - any failure leaves a launch per operand
+        warnings.warn(f"the operands' facts pass launches once per operand on device {device}: "
+                      f"its launch over several failed its probe ({exc!r})", RuntimeWarning,
+                      stacklevel=2)
+        return False
+    return True
 
 
 def exact_products(av: Any, bv: Any, operands: list[Any], fmt: Any, none: int, *,

@@ -885,14 +885,15 @@ def test_the_facts_pass_over_several_operands_is_the_pass_over_each(tmp_path: An
 @pytest.mark.parametrize("model_name", ["fp32", "bf16", "tf32"])
 def test_on_the_gpu_the_exact_pass_is_one_raw_kernel_with_the_elementwise_bits(
         cupy: Any, model_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """On CuPy the raw kernel of the exact contraction's pass passes its probe, and a
-    linear backward's references (bias along the last axis, rounded to the storage
+    """On CuPy the raw kernel of the exact contraction's pass and the facts pass over
+    several operands in one launch pass their probes, and a linear backward's references (bias along the last axis, rounded to the storage
     format in the pass, TF32 sums and float64 ones) are bit for bit those of the
     elementwise kernels."""
     from numoracle.oracle import fused, tracked
     from numoracle.oracle.ops import get_op
 
     device = int(cupy.cuda.runtime.getDevice())
+    assert fused._many_facts_probe(device, True) and fused._many_facts_probe(device, False)
     for bias in (False, True):
         for stored in (False, True):
             for single in (False, True):
