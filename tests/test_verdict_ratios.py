@@ -7,8 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from numoracle.checking.verdict import _ratios, compare
-from numoracle.oracle.tracked import Tracked
+from numoracle.checking import ratios as ratio_module
+from numoracle.checking import verdict
+from numoracle.checking.ratios import kth_smallest, max_median
+from numoracle.checking.ratios import ratios as _ratios
+from numoracle.checking.verdict import compare
+from numoracle.oracle.tracked import Tracked, bounded
 
 
 def _rule(err: float, bound: float) -> float:
@@ -49,3 +53,81 @@ def test_compare_places_nonfinite_values_after_a_finite_sum_check() -> None:
                  prob=np.full(4, 1e300), mag=huge, n=1)
     v = compare("y", huge.copy(), th)
     assert v.passed and v.nonfinite is None and v.worst_ratio == 0.0
+
+
+def _sample(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Ratios as a verdict has them: many zeros, ties, a few infinities."""
+    r = np.abs(rng.standard_normal(n)) * 10.0 ** rng.integers(-3, 2, n)
+    r[rng.random(n) < 0.3] = 0.0
+    r[rng.random(n) < 0.1] = 0.5
+    r[rng.random(n) < 0.01] = np.inf
+    return r
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 10, 11, 1000, 1001])
+def test_the_kth_smallest_by_bisection_is_the_sorted_arrays(n: int) -> None:
+    r = _sample(np.random.default_rng(n), n)
+    s = np.sort(r)
+    for k in sorted({0, n // 2 - 1 if n > 1 else 0, n // 2, n - 1}):
+        assert kth_smallest(np, r, k) == s[k]
+
+
+@pytest.mark.parametrize("n", [9_999, 10_000])
+def test_a_large_arrays_median_by_selection_is_numpys(monkeypatch: pytest.MonkeyPatch,
+                                                      n: int) -> None:
+    monkeypatch.setattr(ratio_module, "SELECT_LEAST", 100)
+    for seed in range(3):
+        r = _sample(np.random.default_rng(seed), n)
+        assert max_median(np, r) == (float(np.max(r)), float(np.median(r)))
+    r[17] = np.nan
+    assert all(np.isnan(x) for x in max_median(np, r))
+
+
+def _reference(rng: np.random.Generator, shape: tuple[int, ...], *, exact: bool = False,
+               lo: bool = False) -> Tracked:
+    value = rng.standard_normal(shape)
+    det = np.zeros(shape) if exact else np.abs(value) * 2.0 ** -22 + 1e-9
+    prob = det / 3
+    ref = bounded(value, det, prob, ref_err=np.broadcast_to(np.float64(1e-30), shape),
+                  n=rng.integers(1, 50, shape))
+    if lo:
+        from dataclasses import replace  # noqa: PLC0415
+
+        ref = replace(ref, lo=rng.standard_normal(shape) * 1e-17)
+    return ref
+
+
+def _fields(v: verdict.OutputVerdict) -> tuple:
+    worst = [(w.index, w.reference, w.got, w.error, w.bound, w.ratio, w.n, w.magnitude)
+             for w in v.worst]
+    return (v.shape, v.n, v.passed, v.mismatched, v.worst_ratio, v.median_ratio,
+            v.worst_ratio_det, v.worst_ratio_prob, v.median_ratio_det, v.median_ratio_prob,
+            v.exact, v.nonfinite, worst)
+
+
+@pytest.mark.parametrize("case", ["within", "outside", "exact", "nonfinite", "lo",
+                                  "probabilistic"])
+def test_a_large_output_compared_in_pieces_gets_the_whole_comparisons_verdict(
+        monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+    """Pieces of 3 rows (of 7) of a 20 x 7 output: every field of the verdict, the
+    worst elements' reports included, as the comparison of the whole gives."""
+    rng = np.random.default_rng(len(case))
+    shape = (20, 7)
+    ref = _reference(rng, shape, exact=case == "exact", lo=case == "lo")
+    exact_value = ref.value + (0 if ref.lo is None else ref.lo)
+    got = (exact_value + rng.uniform(-0.5, 0.5, shape) * ref.det).astype(np.float32)
+    if case == "outside":
+        got[[3, 11, 19], [0, 5, 6]] += np.float32(1e-3)
+    if case == "exact":
+        got = exact_value.astype(np.float32).astype(np.float64)
+        got[7, 2] += 1.0
+        ref = bounded(got.copy(), np.zeros(shape), n=1)
+        got[7, 2] += 1.0
+    if case == "nonfinite":
+        got[2, 3], got[15, 0] = np.nan, np.inf
+    probabilistic = case == "probabilistic"
+    whole = compare("out", got, ref, probabilistic=probabilistic)
+    monkeypatch.setattr(verdict, "COMPARE_PIECE", 21)
+    pieces = compare("out", got, ref, probabilistic=probabilistic)
+    assert repr(_fields(pieces)) == repr(_fields(whole))  # NaN alike
+    assert whole.passed == (case in ("within", "lo"))

@@ -28,6 +28,7 @@ from ..oracle.transforms import ALGORITHMS, TRANSFORMS
 from ..oracle.xp import array_module
 from .diagnosis import Diagnosis, DiagnosisKind, Fault, failure_class, most_specific
 from .message import format_verdict
+from .ratios import max_median, nonfinite_parts, part, ratios, rows, sentence
 from .storage_grid import on_grid, rule_out
 
 __all__ = ["ElementReport", "OutputVerdict", "Verdict", "candidates", "compare", "diagnose",
@@ -154,72 +155,12 @@ class Verdict:
         return format_verdict(self)
 
 
-def _ratios(err: Any, bound: Any) -> Any:
-    """``err / bound``; 0 where both are 0, Inf where only the bound is; 0
-    (unjudged) where the bound is NaN, or Inf against a finite error."""
-    xp = array_module(err)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = err / bound
-    if bound.size and float(xp.min(bound)) > 0.0 and float(xp.max(bound)) < np.inf:
-        return r  # every bound positive and finite (NaN fails both tests): nothing to mend
-    r = xp.where(bound == 0, xp.where(err == 0, 0.0, xp.inf), r)
-    unjudged = xp.isnan(bound) | (xp.isinf(bound) & xp.isfinite(err))
-    return xp.where(unjudged, 0.0, r)
-
-
 def _nonfinite(got: Any, ref: Any, bound: Any,
                nan_may_spread: bool = False) -> tuple[Any, str | None]:
-    """Elements whose NaN/Inf placement is wrong, and a sentence about them.
-
-    A bound of Inf (the kernel may overflow) lets a NaN or an Inf stand where the
-    reference is finite; a NaN bound (the model allows either of two results)
-    leaves the element unjudged; ``nan_may_spread`` (a model's ``nan_spreads``,
-    in a case with non-finite inputs) lets a NaN stand anywhere."""
-    xp = array_module(got)
-    ref_nan, got_nan = xp.isnan(ref), xp.isnan(got)
-    ref_inf, got_inf = xp.isinf(ref), xp.isinf(got)
-    may_overflow = xp.isinf(bound)  # inf - inf = NaN is legitimate after an overflow
-    judged = ~xp.isnan(bound)
-    nan_bad = got_nan & ~ref_nan & ~may_overflow & judged
-    if nan_may_spread:
-        nan_bad &= False
-    nan_missing = ref_nan & ~got_nan & judged
-    inf_bad = got_inf & ~ref_inf & ~ref_nan & ~may_overflow & judged
-    inf_wrong = ref_inf & ~(got == ref) & ~may_overflow & judged
-    bad = nan_bad | nan_missing | inf_bad | inf_wrong
-    if not bool(bad.any()):
-        return bad, None
-    parts = []
-    for mask, what in ((nan_bad, "NaN where the reference is not NaN"),
-                       (nan_missing, "a number where the reference is NaN"),
-                       (inf_bad, "Inf where the reference is finite"),
-                       (inf_wrong, "not the reference's Inf")):
-        if bool(mask.any()):
-            first = tuple(int(i) for i in xp.argwhere(mask)[0])
-            parts.append(f"{what} at {int(mask.sum())} element(s), first at {first}")
-    return bad, "; ".join(parts)
-
-
-#: outputs up to this many elements get their median and maximum from one sort
-#: on the host (NumPy's median costs tens of microseconds however small the array)
-_SORT_MAX = 1 << 12
-
-
-def _max_median(xp: Any, r: Any) -> tuple[float, float]:
-    """``(max(r), median(r))`` as ``xp.max`` and ``xp.median`` give them (NaN
-    if ``r`` holds one; the mean of the two middle values for an even count),
-    ``(0, 0)`` for an empty ``r``."""
-    if not r.size:
-        return 0.0, 0.0
-    if xp is np and r.size <= _SORT_MAX:
-        s = np.sort(r, axis=None)  # NaN sorts last
-        n = s.size
-        top = float(s[-1])
-        if top != top:
-            return top, top
-        mid = s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
-        return top, float(mid)
-    return float(xp.max(r)), float(xp.median(r))
+    """Elements whose NaN/Inf placement is wrong, and a sentence about them
+    (:func:`~numoracle.checking.ratios.nonfinite_parts`)."""
+    bad, parts = nonfinite_parts(got, ref, bound, nan_may_spread)
+    return bad, sentence(parts)
 
 
 def _at(a: Any, ix: tuple[int, ...]) -> float:
@@ -227,16 +168,29 @@ def _at(a: Any, ix: tuple[int, ...]) -> float:
     return float(a[ix]) if getattr(a, "ndim", 0) else float(a)
 
 
+#: an output of more elements than this is compared a piece of whole rows at a time
+#: (:func:`compare`), each piece at most this many elements
+COMPARE_PIECE = 1 << 24
+
+
 def compare(name: str, got: np.ndarray, ref: Tracked, *,
             probabilistic: bool = False, nan_may_spread: bool = False) -> OutputVerdict:
-    """Judge ``got`` (a float64 host array) against a tracked reference
-    (``nan_may_spread``: see :func:`_nonfinite`).
+    """Judge ``got`` (an array of any dtype, on the host or where the reference is)
+    against a tracked reference (``nan_may_spread``: see :func:`_nonfinite`).
 
     The comparison runs where the reference lives: for a reference on a GPU
     (CuPy), ``got`` goes to the device (one transfer) rather than the
     reference's five arrays to the host; only scalars and the worst elements
-    come back."""
+    come back. An output of more than :data:`COMPARE_PIECE` elements is compared a
+    piece of whole rows at a time: its errors, bounds and masks exist a piece at
+    once, the two ratio arrays whole (their medians, by
+    :func:`~numoracle.checking.ratios.kth_smallest` past
+    :data:`~numoracle.checking.ratios.SELECT_LEAST` elements: no sorted copy)."""
     xp = array_module(ref.value)
+    if getattr(got, "ndim", 0) and got.size > COMPARE_PIECE and \
+            len(list(rows(tuple(got.shape), COMPARE_PIECE))) > 1:
+        return _compare_in_pieces(name, xp.asarray(got), ref, xp, probabilistic,
+                                  nan_may_spread)
     value = ref.value
     got = xp.asarray(got, dtype=xp.float64)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -254,13 +208,13 @@ def compare(name: str, got: np.ndarray, ref: Tracked, *,
         all_finite = bool(finite.all())
     if all_finite:  # no NaN or Inf to place: the masks below would all be empty
         nonfinite = None
-        r_det, r_prob = _ratios(err, det_b), _ratios(err, prob_b)
+        r_det, r_prob = ratios(err, det_b), ratios(err, prob_b)
         exact = not bool(det_b.any())
     else:
         bad_place, nonfinite = _nonfinite(got, value, det_b, nan_may_spread)
         err_f = xp.where(finite, err, 0.0)
-        r_det = xp.where(finite, _ratios(err_f, det_b), 0.0)
-        r_prob = xp.where(finite, _ratios(err_f, prob_b), 0.0)
+        r_det = xp.where(finite, ratios(err_f, det_b), 0.0)
+        r_prob = xp.where(finite, ratios(err_f, prob_b), 0.0)
         exact = bool(xp.all(det_b[xp.isfinite(value)] == 0))
     ratio = r_prob if probabilistic else r_det
     if nonfinite is not None:
@@ -271,23 +225,15 @@ def compare(name: str, got: np.ndarray, ref: Tracked, *,
     top = xp.argpartition(-flat_r, min(WORST_SHOWN, flat_r.size) - 1)[:WORST_SHOWN] \
         if flat_r.size > WORST_SHOWN else xp.arange(flat_r.size)
     order = _host(top[xp.argsort(-flat_r[top], kind="stable")])
-    worst: list[ElementReport] = []
-    for flat in order:
-        ix = tuple(int(i) for i in np.unravel_index(int(flat), ratio.shape)) if ratio.ndim \
-            else ()
-        if _at(ratio, ix) == 0 and worst:
-            break
-        worst.append(ElementReport(ix, _at(value, ix), _at(got, ix), _at(err, ix),
-                                   _at(bound, ix), _at(ratio, ix), ref.n_at(ix),
-                                   _at(ref.mag, ix)))
-
-    worst_det, median_det = _max_median(xp, r_det)
-    worst_prob, median_prob = _max_median(xp, r_prob)
+    worst = _worst(order, ratio, value, got, ref, lambda ix: _at(err, ix),
+                   lambda ix: _at(bound, ix))
+    worst_det, median_det = max_median(xp, r_det)
+    worst_prob, median_prob = max_median(xp, r_prob)
     if nonfinite is None:  # the ratios judged are one of the two, unchanged
         worst_ratio, median_ratio = (worst_prob, median_prob) if probabilistic \
             else (worst_det, median_det)
     else:
-        worst_ratio, median_ratio = _max_median(xp, ratio)
+        worst_ratio, median_ratio = max_median(xp, ratio)
     return OutputVerdict(
         name=name, shape=tuple(got.shape), n=ref.max_n, passed=not bool(failing.any()),
         mismatched=int(failing.sum()), worst_ratio=worst_ratio, median_ratio=median_ratio,
@@ -295,6 +241,120 @@ def compare(name: str, got: np.ndarray, ref: Tracked, *,
         median_ratio_det=median_det, median_ratio_prob=median_prob,
         exact=exact, nonfinite=nonfinite, worst=worst,
     )
+
+
+def _worst(order: Any, ratio: Any, value: Any, got: Any, ref: Tracked,
+           err_at: Callable[[tuple[int, ...]], float],
+           bound_at: Callable[[tuple[int, ...]], float]) -> list[ElementReport]:
+    """The worst elements' reports, at the flat indices ``order`` (worst first; after
+    the first, those of ratio 0 are left out)."""
+    worst: list[ElementReport] = []
+    for flat in order:
+        ix = tuple(int(i) for i in np.unravel_index(int(flat), ratio.shape)) if ratio.ndim \
+            else ()
+        if _at(ratio, ix) == 0 and worst:
+            break
+        worst.append(ElementReport(ix, _at(value, ix), _at(got, ix), err_at(ix),
+                                   bound_at(ix), _at(ratio, ix), ref.n_at(ix),
+                                   _at(ref.mag, ix)))
+    return worst
+
+
+def _compare_in_pieces(name: str, got: Any, ref: Tracked, xp: Any, probabilistic: bool,
+                       nan_may_spread: bool) -> OutputVerdict:
+    """:func:`compare` of a large output a piece of whole rows at a time: the same
+    verdict, with its errors, bounds and masks a piece at once (see :func:`compare`)."""
+    shape = tuple(got.shape)
+    value, lo = ref.value, ref.lo
+    r_det, r_prob = xp.empty(shape, dtype=xp.float64), xp.empty(shape, dtype=xp.float64)
+    bad_place = None
+    found: dict[str, list[Any]] = {}
+    any_det = any_det_finite = False
+    all_finite = True
+    for i0, i1 in rows(shape, COMPARE_PIECE):
+        g = xp.asarray(got[i0:i1], dtype=xp.float64)
+        v = part(value, shape, i0, i1)
+        with np.errstate(invalid="ignore", over="ignore"):
+            diff = g - v
+            if lo is not None:
+                diff = diff - part(lo, shape, i0, i1)
+            err = xp.abs(diff)
+        del diff
+        det_b = part(ref.det, shape, i0, i1) + part(ref.ref_err, shape, i0, i1)
+        prob_b = part(ref.prob, shape, i0, i1) + part(ref.ref_err, shape, i0, i1)
+        finite = xp.isfinite(v) & xp.isfinite(g)
+        det_here = bool(det_b.any())
+        any_det |= det_here
+        if bool(finite.all()):
+            any_det_finite |= det_here
+            r_det[i0:i1], r_prob[i0:i1] = ratios(err, det_b), ratios(err, prob_b)
+            continue
+        all_finite = False
+        bad, parts = nonfinite_parts(g, v, det_b, nan_may_spread)
+        for what, count, first in parts:
+            seen = found.setdefault(what, [0, (first[0] + i0, *first[1:])])
+            seen[0] += count
+        if parts:
+            if bad_place is None:
+                bad_place = xp.zeros(shape, dtype=bool)
+            bad_place[i0:i1] = bad
+        any_det_finite |= bool(xp.any(xp.broadcast_to(det_b, g.shape)[xp.isfinite(
+            xp.broadcast_to(v, g.shape))] != 0))
+        err_f = xp.where(finite, err, 0.0)
+        r_det[i0:i1] = xp.where(finite, ratios(err_f, det_b), 0.0)
+        r_prob[i0:i1] = xp.where(finite, ratios(err_f, prob_b), 0.0)
+    nonfinite = sentence([(w, c, f) for w, (c, f) in found.items()])
+    exact = not (any_det if all_finite else any_det_finite)
+    ratio = r_prob if probabilistic else r_det
+    if bad_place is not None:
+        ratio = xp.where(bad_place, xp.inf, ratio)
+    mismatched = int(xp.count_nonzero(ratio >= 1.0))
+    det_all = xp.broadcast_to(ref.det, shape)
+    prob_all = xp.broadcast_to(ref.prob, shape)
+    err_all = xp.broadcast_to(ref.ref_err, shape)
+    lo_all = None if lo is None else xp.broadcast_to(lo, shape)
+
+    def err_at(ix: tuple[int, ...]) -> float:
+        with np.errstate(invalid="ignore", over="ignore"):
+            d = np.float64(_at(got, ix)) - np.float64(_at(value, ix))
+            if lo_all is not None:
+                d = d - np.float64(_at(lo_all, ix))
+            return float(abs(d))
+
+    def bound_at(ix: tuple[int, ...]) -> float:
+        r = prob_all if probabilistic else det_all
+        with np.errstate(invalid="ignore", over="ignore"):
+            return float(np.float64(_at(r, ix)) + np.float64(_at(err_all, ix)))
+    worst = _worst(_top_in_pieces(xp, ratio), ratio, value, got, ref, err_at, bound_at)
+    worst_det, median_det = max_median(xp, r_det)
+    worst_prob, median_prob = max_median(xp, r_prob)
+    if bad_place is None:
+        worst_ratio, median_ratio = (worst_prob, median_prob) if probabilistic \
+            else (worst_det, median_det)
+    else:
+        worst_ratio, median_ratio = max_median(xp, ratio)
+    return OutputVerdict(
+        name=name, shape=shape, n=ref.max_n, passed=mismatched == 0,
+        mismatched=mismatched, worst_ratio=worst_ratio, median_ratio=median_ratio,
+        worst_ratio_det=worst_det, worst_ratio_prob=worst_prob,
+        median_ratio_det=median_det, median_ratio_prob=median_prob,
+        exact=exact, nonfinite=nonfinite, worst=worst,
+    )
+
+
+def _top_in_pieces(xp: Any, ratio: Any) -> np.ndarray:
+    """The flat indices of the :data:`WORST_SHOWN` largest ratios, largest first
+    (NaN last), each piece's largest found on its own and merged on the host."""
+    values, where = [], []
+    per_row = int(np.prod(ratio.shape[1:], dtype=np.int64))
+    for i0, i1 in rows(tuple(ratio.shape), COMPARE_PIECE):
+        flat = ratio[i0:i1].reshape(-1)
+        top = xp.argpartition(-flat, WORST_SHOWN - 1)[:WORST_SHOWN] \
+            if flat.size > WORST_SHOWN else xp.arange(flat.size)
+        values.append(_host(flat[top]))
+        where.append(_host(top) + i0 * per_row)
+    v, w = np.concatenate(values), np.concatenate(where)
+    return w[np.argsort(-v, kind="stable")][:WORST_SHOWN]
 
 
 def zeros_pass(ref: Tracked) -> bool:
