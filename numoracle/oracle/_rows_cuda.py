@@ -1,5 +1,5 @@
-"""The whole-rule kernels of the softmax family as CUDA C sources (compiled by CuPy,
-through :mod:`~numoracle.oracle.fused_cuda`).
+"""The whole-rule kernels of the softmax family and the tracked row sum as CUDA C
+sources (compiled by CuPy, through :mod:`~numoracle.oracle.fused_cuda`).
 
 The kernels are those of :mod:`~numoracle.oracle._numba_rows`, written once more in
 C: each per-element function there has a ``__device__`` function here performing
@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .fused import _INF, _REPRESENTABLE
+from .fused import _INF, _LSB, _REPRESENTABLE
 
 __all__ = ["Elementwise", "PerRow", "PREAMBLE", "ROW_MAX", "HOT_ROWS", "SHIFTED_EXP",
            "SHIFTED_EXP_BOTH", "ROW_HI", "SOFTMAX", "LOG_SOFTMAX", "LOG_SOFTMAX_BACKWARD", "BLOCK",
-           "FLAG_BITS", "ROW_MAX_COLUMNS"]
+           "FLAG_BITS", "ROW_MAX_COLUMNS", "ROW_SUM", "ROW_SUM_RADII", "SUM_COLUMNS"]
 
 #: threads per block of a per-row kernel (a power of 2)
 BLOCK = 256
@@ -242,6 +242,11 @@ __device__ __forceinline__ unsigned long long nr_key(double v) {
   v = v + 0.0;
   unsigned long long b = (unsigned long long)__double_as_longlong(v);
   return (b >> 63) ? ~b : (b | 0x8000000000000000ULL);
+}
+
+/* 2^e as a double (tracked._pow2): infinite above the range, 0 far below it */
+__device__ __forceinline__ double nr_pow2(int e) {
+  return e > 1023 ? INF : ldexp(1.0, e < -1100 ? -1100 : e);
 }
 
 /* x - y as tracked sub: value, det, prob, ref_err, mag */
@@ -484,3 +489,90 @@ if (single[row]) {
 }
 value = r.v; det = rd; prob = rp; ref = r.r; mag = rm;
 """)
+
+#: columns of :data:`ROW_SUM`'s output: the sums of the values, their magnitudes, det,
+#: prob and ref_err
+SUM_COLUMNS = 5
+
+#: per row of ``x`` and its radii (each a pointer and element strides): the float64 sums
+#: of :data:`SUM_COLUMNS`, each thread's strided part in order, then the parts in a tree
+#: (one thread: the row in order); a subnormal value's magnitude joins det and prob where
+#: it lies below ``flush`` (the inputs a kernel may flush); or'ed into ``flags[0]``: 1 a
+#: value or radius not finite, 2 a det not 0, 4 a ref_err not 0; ``flags[1]`` the least
+#: lowest set bit of the nonzero finite values (``none`` where there are none)
+ROW_SUM = PerRow("numoracle_row_sum", (
+    "const double* x, long long x0, long long x1, const double* xd, long long d0, "
+    "long long d1, const double* xq, long long q0, long long q1, const double* xr, "
+    "long long r0, long long r1, long long cols, double flush, int none, double* out, "
+    "int* flags"), """
+  __shared__ double red[5][BLOCK];
+  __shared__ int low[BLOCK], seen[BLOCK];
+  long long i = blockIdx.x;
+  unsigned t = threadIdx.x;
+  double sv = 0.0, sm = 0.0, sd = 0.0, sq = 0.0, sr = 0.0;
+  int lsb = none, bits = 0;
+  for (long long j = t; j < cols; j += blockDim.x) {
+    double v = x[i * x0 + j * x1], d = xd[i * d0 + j * d1], p = xq[i * q0 + j * q1],
+           r = xr[i * r0 + j * r1];
+    double a = fabs(v);
+    if (v != 0.0 && a < flush) { d = d + a; p = p + a; }
+    if (!(a < INF && fabs(d) < INF && fabs(p) < INF && fabs(r) < INF)) bits |= 1;
+    if (d != 0.0) bits |= 2;
+    if (r != 0.0) bits |= 4;
+    if (v != 0.0 && a < INF) {
+      long long b = __double_as_longlong(v);
+      int E = (int)((b >> 52) & 0x7ff);
+      int e = LSB;
+      lsb = e < lsb ? e : lsb;
+    }
+    sv = sv + v; sm = sm + a; sd = sd + d; sq = sq + p; sr = sr + r;
+  }
+  red[0][t] = sv; red[1][t] = sm; red[2][t] = sd; red[3][t] = sq; red[4][t] = sr;
+  low[t] = lsb; seen[t] = bits;
+  __syncthreads();
+  for (unsigned s = blockDim.x >> 1; s > 0; s >>= 1) {
+    if (t < s) {
+      for (int k = 0; k < 5; ++k) red[k][t] = red[k][t] + red[k][t + s];
+      low[t] = low[t + s] < low[t] ? low[t + s] : low[t];
+      seen[t] |= seen[t + s];
+    }
+    __syncthreads();
+  }
+  if (t == 0) {
+    for (int k = 0; k < 5; ++k) out[i * 5 + k] = red[k][0];
+    atomicOr(&flags[0], seen[0]);
+    atomicMin(&flags[1], low[0]);
+  }
+""".replace("BLOCK", str(BLOCK)).replace("LSB", _LSB).replace("INF", _INF))
+
+#: per row, from :data:`ROW_SUM`'s sums and flags: the tracked sum as ``tracked.sum_``'s
+#: contraction with a vector of ones makes it (``S`` grown into an upper bound, the radii
+#: affine in it, the exact regime where no det is nonzero, infinite radii where the
+#: accumulator may overflow); ``flags[2]`` set where the float64 reference is not below
+#: ``share`` of the kernel's bound (there the contraction escalates)
+ROW_SUM_RADII = Elementwise(
+    "numoracle_row_sum_radii", "", "raw float64 sums",
+    "float64 grow, float64 tiny_mag, float64 tiny_sum, float64 det_coef, float64 prob_coef, "
+    "float64 eta, float64 g64, float64 acc_max, float64 share, int32 acc_p, int32 acc_emin, "
+    "int32 p64, int32 floor64, int32 none", _OUT5, "raw int32 flags", """
+const double* o = &sums[i * 5];
+int* f = &flags[i - i];  /* (no literal 0 index: CArray may read it as a pointer) */
+bool rad = (f[0] & 2) != 0, has_ref = (f[0] & 4) != 0;
+double S = o[1];
+if (rad) S = S + o[2];
+double s = S * grow;
+s = s + tiny_mag;
+double d = s * det_coef + eta;
+double p = s * prob_coef + eta;
+double r = s * g64 + tiny_sum;
+if (has_ref) r = r + o[4];
+if (!rad) {
+  int e = f[1] < none ? f[1] : 0;
+  if (e >= acc_emin && s <= nr_pow2(acc_p + e)) { d = 0.0; p = 0.0; }
+  if (!has_ref && e >= floor64 && s <= nr_pow2(p64 + e)) r = 0.0;
+}
+if (rad) { d = d + o[2]; p = p + o[3]; }
+if (s > acc_max || d != d) { d = INF; p = INF; }
+value = o[0]; det = d; prob = p; ref = r; mag = s;
+if (r > share * (p < d ? p : d) && fabs(o[0]) < INF) atomicOr(&f[2], 1);
+""".replace("INF", _INF))

@@ -6,7 +6,8 @@ host dispatch each (hundreds per rule). Here the rule's elementwise part is one
 the operations of :mod:`~numoracle.oracle._numba_rows` in their order), the rows'
 maxima one kernel of a block per row, the online bound's counts one sort per row
 (of order-preserving integer keys: a radix sort) and a binary search in the
-first kernel; the sums stay CuPy's. The functions have
+first kernel; the sums are ``tracked.sum_``'s (on CuPy the row sum's two kernels,
+:func:`row_sums`). The functions have
 the signatures of :mod:`~numoracle.oracle.fused_cpu`'s row functions, so that the
 rules (:mod:`~numoracle.oracle.traced.library._softmax_rows`) call either; the
 rows' maxima come back to the host (a few numbers a row: the rules decide on them
@@ -34,9 +35,12 @@ from ._rows_cuda import (
     ROW_HI,
     ROW_MAX,
     ROW_MAX_COLUMNS,
+    ROW_SUM,
+    ROW_SUM_RADII,
     SHIFTED_EXP,
     SHIFTED_EXP_BOTH,
     SOFTMAX,
+    SUM_COLUMNS,
     Elementwise,
     PerRow,
 )
@@ -44,7 +48,7 @@ from .fused import _NO_FMA
 from .xp import array_module
 
 __all__ = ["build", "as_rows", "row_max", "shifted_exp_rows", "softmax_rows",
-           "log_softmax_rows", "hot_rows", "log_softmax_backward_rows"]
+           "log_softmax_rows", "hot_rows", "log_softmax_backward_rows", "row_sums"]
 
 _BUILT: dict[str, Any] = {}
 
@@ -175,3 +179,28 @@ def log_softmax_backward_rows(y: tuple[Any, ...], g: tuple[Any, ...], s: Any, c:
                                   _device(xp, single, np.bool_), _device(xp, scalars),
                                   *(np.float64(p) for p in params), np.int64(shape[1]), *outs)
     return outs
+
+
+def row_sums(x: Any, radii: tuple[Any, Any, Any], flush: float, none: int,
+             params: tuple[float, ...], ints: tuple[int, ...]) -> tuple[Any, ...] | None:
+    """The tracked sums of the rows of ``x`` (2-D, C-contiguous or a view of rows) and
+    its radii (det, prob, ref_err: rows as :func:`as_rows` makes them), two kernels and
+    one read of three flags: value, det, prob, ref_err and magnitude per row (device
+    arrays). ``params`` and ``ints`` are :data:`ROW_SUM_RADII`'s scalars (the
+    contraction's coefficients). None where a value or radius is not finite, or where
+    the float64 reference is not precise enough somewhere (the contraction's general
+    path then decides)."""
+    xp = array_module(x)
+    rows, cols = x.shape
+    sums = xp.empty((rows, SUM_COLUMNS))
+    flags = xp.asarray(np.array([0, none, 0], dtype=np.int32))
+    args = []
+    for a in (x, *radii):
+        args += [a, *_strides(a)]
+    _kernel(ROW_SUM)((rows,), (BLOCK,), (*args, np.int64(cols), np.float64(flush),
+                                         np.int32(none), sums, flags))
+    outs = tuple(xp.empty(rows) for _ in range(5))
+    _kernel(ROW_SUM_RADII)(sums, *(np.float64(p) for p in params),
+                           *(np.int32(k) for k in ints), *outs, flags)
+    bits = flags.get() if hasattr(flags, "get") else flags
+    return None if bits[0] & 1 or bits[2] else outs

@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .exact_dot import exact_matmul
-from . import fused_cpu, tensor_sums
+from . import fused_cpu, fused_cuda, tensor_sums
 from .formats import FP32, FP64, Format, chunk_size, quantize, representable
 from .fused import (
     NOT_FINITE,
@@ -49,6 +49,7 @@ from .fused import (
     UNREPRESENTABLE,
     add_rounding,
     contraction_radii,
+    device_rows,
     device_scalars,
     exact_contraction_radii,
     exact_products,
@@ -1198,18 +1199,26 @@ def sum_(x: Tracked, axis: int, model: PrecisionModel, *, stored: bool = False) 
     """Sum over ``axis``: a contraction with a vector of ones (exact factors), its
     running sums in ``model``'s summation format where claimed
     (:meth:`numoracle.oracle.precision.PrecisionModel.summing`). A sum multiplies nothing, so its terms are not rounded to a narrower compute format
-    (tf32 and fp16 multipliers round only the factors of products).
+    (tf32 and fp16 multipliers round only the factors of products). Over the last
+    axis on CuPy with the device's row kernels on
+    (:func:`~numoracle.oracle.fused.device_rows`) two kernels and one read
+    (:func:`_row_sums`): the contraction's radii, ``S`` summed in float64.
 
     ``stored``: the result as ``store(sum_(x, axis, model), model)`` makes it (rounded
     to ``model``'s storage format), in the contraction's own pass over its outputs."""
     xp = _xp(x.value)
     fmt = _store_format(model) if stored else None  # (the model's own, not the summing one's)
     model = model.summing()  # a running sum kept in a narrower format, where claimed
+    if model.rounds_inputs:
+        model = model.with_(compute=model.storage, inputs_maybe_unrounded=False)
+    if (np.ndim(x.value) and axis % np.ndim(x.value) == np.ndim(x.value) - 1
+            and device_rows(xp)):
+        rows = _row_sums(x, model)
+        if rows is not None:
+            return rows if fmt is None else _store(rows, fmt, xp)
     # (..., n) with the summed axis last: a matrix's first axis by its transpose, which
     # keeps an exact input's operand facts (:func:`_memo`)
     moved = x.T if np.ndim(x.value) == 2 and axis in (0, -2) else _moveaxis(x, axis)
-    if model.rounds_inputs:
-        model = model.with_(compute=model.storage, inputs_maybe_unrounded=False)
     ones = _ones(xp, moved.shape[-1], model)
     r = _contraction(moved, ones, model, None, None, fmt)
     return _squeeze_last(r)
@@ -1242,6 +1251,34 @@ def _ones(xp: Any, k: int, model: PrecisionModel) -> Tracked:
             memo[fact_key] = (OperandFacts(ones.value.astype(xp.float32) if single
                                            else ones.value, 0, 0), ones.value)
     return ones
+
+
+def _row_sums(x: Tracked, model: PrecisionModel) -> Tracked | None:
+    """:func:`sum_` over the last axis by the device's row kernels
+    (:func:`~numoracle.oracle.fused_cuda.row_sums`): what the contraction with a vector
+    of ones gives, ``S`` summed in float64 (an upper bound, as the GEMM's), two kernels
+    and one read; None where it does not run (an escalated or empty input, a value or
+    radius not finite, a float64 reference not precise enough: the contraction decides)."""
+    shape = x.shape
+    if x.lo is not None or not x.value.size:
+        return None
+    k = shape[-1]
+    xp = _xp(x.value)
+    lengths = _lengths(k, False, None, model, xp)
+    g64, det_coef, prob_coef, eta = _coefficients(lengths, 0.0, model, xp)
+    tiny_sum = lengths.terms * 2.0**-1074
+    grow, tiny_mag = _growth(x.value, False, g64, tiny_sum)
+    acc = model.accumulate
+    rows = tuple(fused_cuda.as_rows(a, shape) for a in (x.value, x.det, x.prob, x.ref_err))
+    out = fused_cuda.row_sums(
+        rows[0], rows[1:], model.compute.tiny if model.flush_subnormal_inputs else 0.0,
+        _NO_GRID, (grow, tiny_mag, tiny_sum, det_coef, prob_coef, eta, g64, acc.max,
+                   ESCALATE_SHARE),
+        (acc.p, acc.emin, FP64.p, FP64.emin - 52, _NO_GRID))
+    if out is None:
+        return None
+    value, det, prob, ref_err, mag = (a.reshape(shape[:-1]) for a in out)
+    return Tracked(value=value, ref_err=ref_err, det=det, prob=prob, mag=mag, n=int(k))
 
 
 def _moveaxis(t: Tracked, axis: int) -> Tracked:

@@ -43,6 +43,7 @@ static inline double __longlong_as_double(long long b) { double d; memcpy(&d, &b
 static inline long long __double_as_longlong(double d) { long long b; memcpy(&b, &d, 8); return b; }
 static inline int __ffsll(long long b) { return __builtin_ffsll(b); }
 static inline int atomicOr(int* p, int v) { int o = *p; *p |= v; return o; }
+static inline int atomicMin(int* p, int v) { int o = *p; if (v < o) *p = v; return o; }
 struct nr_dim3 { unsigned x; };
 static thread_local nr_dim3 threadIdx;
 static nr_dim3 blockIdx, blockDim, gridDim;
@@ -191,29 +192,30 @@ class _PerRowCall:
 
 
 _SPECS = (src.ROW_MAX, src.HOT_ROWS, src.ROW_HI, src.SHIFTED_EXP, src.SHIFTED_EXP_BOTH,
-          src.SOFTMAX, src.LOG_SOFTMAX, src.LOG_SOFTMAX_BACKWARD)
+          src.SOFTMAX, src.LOG_SOFTMAX, src.LOG_SOFTMAX_BACKWARD, src.ROW_SUM, src.ROW_SUM_RADII)
 _LIB: dict[str, Any] = {}
 
 
-def source() -> str:
+def source(specs: tuple[src.Elementwise | src.PerRow, ...] = _SPECS) -> str:
     """The host translation unit: the shim, the preamble and every kernel."""
     parts = [SHIM, src.PREAMBLE]
-    for k in _SPECS:
+    for k in specs:
         parts.append(_elementwise_source(k) if isinstance(k, src.Elementwise)
                      else _per_row_source(k))
     return "\n".join(parts)
 
 
-def library() -> Any:
-    """The kernels compiled into a shared library (once per process); None without g++."""
-    if "lib" in _LIB:
-        return _LIB["lib"]
+def library(specs: tuple[src.Elementwise | src.PerRow, ...] | None = None) -> Any:
+    """The kernels (every one, or ``specs``) compiled into a shared library (once per
+    process); None without g++."""
+    text = source(specs or _SPECS)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    if digest in _LIB:
+        return _LIB[digest]
     gxx = shutil.which("g++")
     if gxx is None:
-        _LIB["lib"] = None
+        _LIB[digest] = None
         return None
-    text = source()
-    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     folder = Path(tempfile.gettempdir()) / "numoracle_rows_harness"
     folder.mkdir(exist_ok=True)
     so = folder / f"rows_{digest}.so"
@@ -225,14 +227,16 @@ def library() -> Any:
                         "-std=c++20", "-pthread", "-o", str(tmp), str(cpp)], check=True,
                        capture_output=True, text=True)
         tmp.replace(so)
-    _LIB["lib"] = ctypes.CDLL(str(so))
-    return _LIB["lib"]
+    _LIB[digest] = ctypes.CDLL(str(so))
+    return _LIB[digest]
 
 
-def build(spec: src.Elementwise | src.PerRow, threads: int = 1) -> Any:
+def build(spec: src.Elementwise | src.PerRow, threads: int = 1,
+          specs: tuple[src.Elementwise | src.PerRow, ...] | None = None) -> Any:
     """The host's kernel of ``spec`` (``fused_cuda.build``'s stand-in), a block per row
-    run by ``threads`` threads."""
-    lib = library()
+    run by ``threads`` threads; with ``specs``, from a library of those kernels alone
+    (a mutated kernel under its own name)."""
+    lib = library(specs)
     assert lib is not None, "g++ is needed"
     if isinstance(spec, src.Elementwise):
         return _ElementwiseCall(lib, spec)

@@ -7,7 +7,8 @@ the elementwise part of a rule is two loops over the rows instead, one before it
 sums and one after, performing the primitives' float64 operations in their order;
 the sums stay the primitives' own NumPy calls (their summation order sets their
 bits). On CuPy the same loops are device kernels (:mod:`~numoracle.oracle.fused_cuda`,
-where ``whole_rules`` switches them on), the sums CuPy's, and the few numbers a row
+where ``whole_rules`` switches them on), the sums the tracked row sum's kernels
+(:func:`~numoracle.oracle.fused_cuda.row_sums`), and the few numbers a row
 that the rule computes from its sums are computed on the host (:func:`_rows_on_host`).
 So each form here gives the same bits as the rule's primitives (on a device but for its
 exponentials), which stay

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The softmax family's device kernels (on by default) and the tracked row sum's two
+# kernels (numoracle/oracle/_rows_cuda.py: ROW_SUM, ROW_SUM_RADII, taken by tracked.sum_
+# over the last axis on CuPy): their GPU-marked tests (each kernel against the host's
+# build of the same C text; each rule and each sum within the oracle's own error of the
+# NumPy path), the GPU-marked tests of every rule and hand-written op on CuPy (whose
+# last-axis sums now take the kernels), the rules alone and the traced oracle's cost
+# per case against torch float64 eager for softmax, attention and cross-entropy at their
+# realistic sizes with the kernels on and off, and attention's and softmax's time node
+# by node with them on and off in one process (benchmarks/traced/node_times.py).
+#
+#   bash benchmarks/gpu_rows2.sh OUT
+#
+# From the root of a checkout, on a machine with a CUDA GPU, torch, cupy and g++. Writes
+# OUT/rows2/env.txt, tests.log, route.log, rules.md, rules.json, rules.log, table.log,
+# on/table.md, on/table.json, off/table.md, off/table.json, node_times.md,
+# node_times.json, node.log. About 2 minutes: each part under its limit (the tests 45 s
+# and 25 s, the rules 20 s, each table 24 s, the nodes 12 s).
+set -uo pipefail
+OUT=${1:?usage: bash benchmarks/gpu_rows2.sh OUT}
+cd "$(dirname "$0")/.."
+R="$OUT/rows2"
+mkdir -p "$R/on" "$R/off"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 NUMORACLE_GPU_NAMESPACE=cupy
+unset NUMORACLE_DEVICE_ROWS  # (the default: on)
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$R/env.txt" 2>&1
+python3 -c "import torch, numpy, cupy; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'numpy', numpy.__version__, 'cupy', cupy.__version__)" >> "$R/env.txt" 2>&1
+(g++ --version | head -1) >> "$R/env.txt" 2>&1 || echo "no g++: the kernels are not compared with their host build" >> "$R/env.txt"
+git rev-parse HEAD >> "$R/env.txt" 2>&1
+run() {  # run NAME LIMIT LOG COMMAND...: the command under its limit, its exit and seconds noted
+    local name=$1 limit=$2 log=$3 start=$SECONDS
+    shift 3
+    timeout "$limit" "$@" >> "$log" 2>&1
+    echo "$name exit $? after $(( SECONDS - start )) s" >> "$R/env.txt"
+}
+run tests 45 "$R/tests.log" python3 -m pytest tests/oracle/traced/test_row_sums_device.py \
+    tests/oracle/traced/test_softmax_rows_device.py -m gpu -v -rA --tb=short -n 8 \
+    -p no:cacheprovider -o addopts=""
+run route 25 "$R/route.log" python3 -m pytest tests/oracle/traced/test_rules_backends.py \
+    tests/oracle/test_ops_namespaces.py -m gpu -k "cupy" -q -rfE --tb=short -n 8 \
+    -p no:cacheprovider -o addopts=""
+run rules 20 "$R/rules.log" python3 -m benchmarks.traced.rows_device --out "$R" --repeats 5
+for sw in 1 0; do
+    dir="$R/on"; [ "$sw" = 0 ] && dir="$R/off"
+    run "table (NUMORACLE_DEVICE_ROWS=$sw)" 24 "$R/table.log" env NUMORACLE_DEVICE_ROWS=$sw \
+        python3 -m benchmarks.traced.table --device cuda --out "$dir" \
+        --only softmax,attention,cross_entropy --sizes realistic --budget 15 --repeats 3
+done
+run nodes 12 "$R/node.log" python3 -m benchmarks.traced.node_times --out "$R" \
+    --rows attention:realistic:bwd,softmax:realistic:bwd --repeats 3
+cat "$R/env.txt"
+grep -E "(passed|failed|error)( |$)" "$R/tests.log" "$R/route.log" | tail -4
+cat "$R/rules.md" "$R/on/table.md" "$R/off/table.md" "$R/node_times.md" 2>/dev/null
