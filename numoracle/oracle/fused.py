@@ -437,14 +437,20 @@ class PendingFacts:
     :meth:`result` waits for the facts alone (not for what was queued after them).
     ``host`` holds each operand's ``(none - lsb, flags)``; ``rows``, where given,
     the operands whose rows are still being copied from the device and the
-    page-locked array they arrive in."""
+    page-locked array they arrive in; ``done``, where every operand's facts were
+    known, those facts."""
 
-    def __init__(self, magnitudes: list[Any], host: np.ndarray, ready: Any, none: int,
-                 rows: tuple[list[int], np.ndarray] | None = None) -> None:
+    def __init__(self, magnitudes: list[Any], host: np.ndarray | None, ready: Any, none: int,
+                 rows: tuple[list[int], np.ndarray] | None = None,
+                 done: list[OperandFacts] | None = None) -> None:
         self.magnitudes = magnitudes
         self._host, self._ready, self._none, self._rows = host, ready, none, rows
+        self._done = done
 
     def result(self) -> list[OperandFacts]:
+        if self._done is not None:
+            return list(self._done)
+        assert self._host is not None
         if self._ready is not None:  # a device event
             self._ready.synchronize()
         if self._rows is not None:
@@ -468,6 +474,10 @@ def operand_facts(arrays: list[Any], fmt: Any, none: int, *, grid: bool = True,
     OFF_SINGLE), the lowest set bit (and representability) only with ``grid``
     (else ``none``, representable). ``None`` where neither runs (:func:`fused_exact`)."""
     xp = array_module(arrays[0])
+    if known is not None and all(f is not None for f in known) and fused_exact(xp):
+        # every operand's facts kept from an earlier contraction: no pass, nothing to wait for
+        facts: list[OperandFacts] = known  # type: ignore[assignment]
+        return PendingFacts([f.magnitude for f in facts], None, None, none, done=facts)
     if xp is np and fused_cpu.available():
         dtype = np.float32 if single else np.float64
         known = known or [None] * len(arrays)
@@ -489,8 +499,6 @@ def operand_facts(arrays: list[Any], fmt: Any, none: int, *, grid: bool = True,
     mags: list[Any] = [None if f is None else f.magnitude for f in known]
     host = np.array([(0, 0) if f is None else (none - f.lsb, f.flags) for f in known],
                     dtype=np.int64).reshape(len(arrays), 2)
-    if not todo:  # every operand's facts kept from an earlier contraction: nothing to wait for
-        return PendingFacts(mags, host, None, none)
     found = xp.zeros((len(todo), 2), dtype=xp.int32)
     passes = []
     mag_type = xp.float32 if single else xp.float64
