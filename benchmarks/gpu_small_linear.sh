@@ -57,7 +57,8 @@ if "per_call_s" in p:
           f"host {p['host_s'] * 1e3:.3f} ms; Python calls per reference "
           f"{json.dumps(p.get('calls_per_reference'))}")
     print("host time per call (us): " + ", ".join(
-        f"{k} {v * 1e6:.1f}" for k, v in p.get("host_costs_s", {}).items()))
+        f"{k} {v * 1e6:.1f}" if isinstance(v, float) else f"{k} {v}"
+        for k, v in p.get("host_costs_s", {}).items()))
 EOF
 cat "$D/env.txt" "$D/summary.md"
 grep -E "^(FAILED|ERROR)|passed|failed" "$D/tests.log" | tail -15

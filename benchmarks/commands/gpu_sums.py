@@ -157,11 +157,13 @@ def profile(shape: tuple[int, int, int], calls: int = 20) -> dict[str, Any]:
             "host_costs_s": costs, "top_own_time": out.getvalue()}
 
 
-def host_costs(params: dict, inputs: dict, calls: int = 200) -> dict[str, float]:
+def host_costs(params: dict, inputs: dict, calls: int = 200) -> dict[str, Any]:
     """The host's time per call (not waiting for the device) of what one contraction of
     the linear reference launches on CuPy, on its operands: CuPy's ``matmul``, the
-    package's float64 cuBLAS call, its TF32 sum, an output array, the exact
-    contraction's elementwise kernel; the median of five runs of ``calls`` each."""
+    package's float64 cuBLAS call, its TF32 sum, an output array, the pass after the
+    GEMMs (its elementwise kernel, its raw kernel; each with its four arrays), the
+    operands' facts pass (a launch each, one launch); the median of five runs of
+    ``calls`` each."""
     import cupy  # noqa: PLC0415
 
     from numoracle.oracle import fused, tensor_sums  # noqa: PLC0415
@@ -172,25 +174,34 @@ def host_costs(params: dict, inputs: dict, calls: int = 200) -> dict[str, float]
     mx, mw = tensor_sums.tf32_up(cupy.abs(x)), tensor_sums.tf32_up(cupy.abs(wt))
     value = x @ wt
     S32 = tensor_sums.tensor_sum(mx, mw)
-    kernel = fused._kernel("exact_stored_single")
     scalars = (1.0, 0.0, 0.0, 1e-7, 1e-8, 1e-300, 1e-13, -1.0, -1.0, FP32.max)
-    rounding = fused.rounding_params(FP32)
     shape = value.shape
+    passes = [(v, cupy.ndarray(v.shape, dtype=cupy.float32))
+              for v in (x, w, inputs["grad_output"], inputs["bias"])]
+    found = cupy.zeros((4, 2), dtype=cupy.int32)
 
-    def radii() -> None:
-        S, det, prob, ref = (cupy.ndarray(shape, dtype=cupy.float64) for _ in range(4))
-        kernel(S32, value, *scalars, *rounding, S, det, prob, ref)
+    def radii(raw: bool) -> Any:  # (the pass after a contraction's GEMMs, its 4 arrays made)
+        return lambda: fused._device_exact_radii(cupy, value, S32, None, scalars, FP32, raw)
+
+    def facts(many: bool) -> Any:  # (the facts pass over x, the weight, grad_output, bias)
+        return lambda: fused._facts_passes(passes, found, FP32, 1 << 20, True, many)
 
     work = {"cupy_matmul": lambda: x @ wt,
             "value_product": lambda: tensor_sums.value_product(x, wt),
             "tensor_sum": lambda: tensor_sums.tensor_sum(mx, mw),
             "ndarray": lambda: cupy.ndarray(shape, dtype=cupy.float64),
-            "exact_radii_kernel_and_4_arrays": radii}
+            "exact_pass_elementwise_kernel": radii(False),
+            "exact_pass_raw_kernel": radii(True),
+            "facts_4_launches": facts(False), "facts_1_launch": facts(True)}
     sync = cupy.cuda.Device().synchronize
-    res = {}
+    res: dict[str, Any] = {}
     for name, fn in work.items():
-        fn()
-        sync()
+        try:
+            fn()
+            sync()
+        except Exception as exc:  # noqa: BLE001 - recorded: the other costs still measured
+            res[name] = repr(exc)
+            continue
         times = []
         for _ in range(5):
             t0 = time.perf_counter()
