@@ -21,6 +21,9 @@
 # KB_CAP=1 caps each judge's process at its planned share; with an earlier call's table
 # (KB_OFFICIAL_FROM) and no KB_MEMORY_MODEL, the model is first fitted to its live peaks
 # ($OUT/kbench200/model_live.json).
+# KB_LEAN=X judges whole, reserved at X device bytes per float64 floor byte, the problems
+# whose plan by the model does not fit the device (never measured whole); one that runs out
+# beside others is judged again alone and falls back to sampled rows only there.
 # KB_ORDER=least-work-first starts the smallest problems first (a short window);
 # most-work-first the most estimated work first; big-first (default) the most memory.
 # Slots by default: official 8 and candidates 5 builds + 3 judgements when both run; either
@@ -76,7 +79,7 @@ if [[ " $PARTS " == *" official "* ]]; then
       --out "$OUT/kbench200" --device cuda --limit "${KB_LIMIT:-120}" --deadline "$D" \
       --slots "${KB_SLOTS:-$(( both ? 8 : 14 ))}" --order "${KB_ORDER:-big-first}" \
       ${model:+--memory-model "$model"} ${resume[@]+"${resume[@]}"} \
-      ${KB_CAP:+--cap} \
+      ${KB_CAP:+--cap} ${KB_LEAN:+--lean "$KB_LEAN"} \
       > "$OUT/kbench200/official.log" 2>&1 &
   else
     echo "no .kernelbench/current/level1 (carry .kernelbench): official part skipped" \

@@ -238,20 +238,31 @@ class Admission:
     """Plans, orders and admits problems by device memory (see the module)."""
 
     def __init__(self, memory: int, model: MemoryModel, *, patience: float = 120.0,
-                 least_bytes: int = 256 << 20) -> None:
+                 least_bytes: int = 256 << 20, lean: float | None = None) -> None:
         #: the usable memory of the smallest device
         self.memory = memory
         self.model = model
         self.patience = patience
         #: the float64 floor every judgement may evaluate whole (the host's)
         self.least_bytes = least_bytes
+        #: the judge's device bytes per floor byte a whole judgement is tried at where
+        #: the model's plan does not fit the device (None: not tried)
+        self.lean = lean
 
     def ticket(self, p: Planned) -> Ticket:
-        """Whole where the plan fits the device; else as large a floor as a third of
-        the device holds, beside the candidate's whole run."""
+        """Whole where the plan fits the device; else, with ``lean``, whole where the
+        plan at ``lean`` device bytes per floor byte fits (reserved at that: one that
+        runs out beside others is judged again alone, and only alone falls back to
+        sampled rows); else as large a floor as a third of the device holds, beside
+        the candidate's whole run."""
         plan = self.model.planned(p.name, p.kind, p.floor)
         if plan <= self.memory:
             return Ticket(p, True, plan, max(p.floor, self.least_bytes))
+        if self.lean is not None and p.name not in self.model.peaks:
+            tried = self.model.fixed + int(self.model.candidate * p.floor) + \
+                int(self.lean * p.floor)
+            if tried <= self.memory:
+                return Ticket(p, True, tried, max(p.floor, self.least_bytes))
         room = self.memory // 3
         floor = max(self.model.floor_within(p.kind, room), self.least_bytes)
         beside = self.model.fixed + int(self.model.candidate * p.floor)  # the candidate's

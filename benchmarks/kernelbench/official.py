@@ -234,7 +234,7 @@ def run(args: argparse.Namespace) -> int:
     plans = plans_of(files)
     memory = min(d.memory for d in devices)
     model = memory_model(args.per_byte, args.memory_model)
-    admission = Admission(memory, model, patience=args.patience)
+    admission = Admission(memory, model, patience=args.patience, lean=args.lean)
     host_total = int(_host_memory() * 0.8)
     jobs = []
     for p, q in zip(files, plans, strict=True):
@@ -485,6 +485,13 @@ def main(argv: list[str] | None = None) -> int:
                         "cached blocks back rather than take more; one that needs more runs "
                         "out of memory and is judged again alone, uncapped. Fit the model to "
                         "live peaks (`fit --peak live`) for it")
+    r.add_argument("--lean", type=float, default=None,
+                   help="judge whole, reserved at this many device bytes per float64 floor "
+                        "byte (beside the candidate's share and the fixed part), a problem "
+                        "whose plan by the model does not fit the device and whose peak "
+                        "was never measured; one that runs out of memory beside others is "
+                        "judged again alone, and falls back to sampled rows only there "
+                        "(default: not tried whole)")
     r.add_argument("--memory-model", type=Path, default=None,
                    help="the memory model (JSON, written by `fit`; default "
                         "benchmarks/results/h200/kbench_memory/model.json where it exists, "

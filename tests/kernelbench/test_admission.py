@@ -91,6 +91,19 @@ def test_whole_wherever_the_plan_fits_the_device_at_all() -> None:
     assert Admission(60 * GIB, constant_model(6)).ticket(Planned("c", 10 * GIB)).whole
 
 
+def test_with_lean_a_problem_beyond_the_models_plan_is_tried_whole_at_the_lean_plan() -> None:
+    adm = Admission(100 * GIB, _model(3.0), lean=1.5)
+    # 1 GiB fixed + (0.5 + 1.5) bytes per floor byte: 40 GiB of floor reserve 81 GiB
+    tried = adm.ticket(Planned("b", 40 * GIB))
+    assert tried.whole and tried.reserve == 81 * GIB and tried.max_bytes == 40 * GIB
+    assert adm.ticket(Planned("a", 28 * GIB)).reserve == 99 * GIB  # the model's plan fits
+    assert not adm.ticket(Planned("c", 50 * GIB)).whole  # beyond the lean plan too
+    measured = Admission(100 * GIB, MemoryModel({"all": 3.0}, fixed=GIB, candidate=0.5,
+                                                peaks={"b": 120 * GIB}), lean=1.5)
+    assert not measured.ticket(Planned("b", 40 * GIB)).whole  # its own peak says no
+    assert not Admission(100 * GIB, _model(3.0)).ticket(Planned("b", 40 * GIB)).whole
+
+
 def _overlaps(runs: list, a: str) -> set[str]:
     x = next(r for r in runs if r.name == a)
     return {r.name for r in runs if r.name != a and r.start < x.end and x.start < r.end}
