@@ -15,7 +15,7 @@
 # OUT/rows2/env.txt, tests.log, route.log, rules.md, rules.json, rules.log, table.log,
 # on/table.md, on/table.json, off/table.md, off/table.json, node_times.md,
 # node_times.json, node.log. About 2 minutes: each part under its limit (the tests 45 s
-# and 25 s, the rules 20 s, each table 24 s, the nodes 12 s).
+# and 25 s, the rules 18 s, each table 20 s, the nodes 12 s; 140 s at most).
 set -uo pipefail
 OUT=${1:?usage: bash benchmarks/gpu_rows2.sh OUT}
 cd "$(dirname "$0")/.."
@@ -37,14 +37,14 @@ run tests 45 "$R/tests.log" python3 -m pytest tests/oracle/traced/test_row_sums_
     tests/oracle/traced/test_softmax_rows_device.py -m gpu -v -rA --tb=short -n 8 \
     -p no:cacheprovider -o addopts=""
 run route 25 "$R/route.log" python3 -m pytest tests/oracle/traced/test_rules_backends.py \
-    tests/oracle/test_ops_namespaces.py -m gpu -k "cupy" -q -rfE --tb=short -n 8 \
+    tests/oracle/test_ops_namespaces.py -m gpu -k "cupy" -v -rfE --tb=short -n 8 \
     -p no:cacheprovider -o addopts=""
-run rules 20 "$R/rules.log" python3 -m benchmarks.traced.rows_device --out "$R" --repeats 5
+run rules 18 "$R/rules.log" python3 -m benchmarks.traced.rows_device --out "$R" --repeats 5
 for sw in 1 0; do
     dir="$R/on"; [ "$sw" = 0 ] && dir="$R/off"
-    run "table (NUMORACLE_DEVICE_ROWS=$sw)" 24 "$R/table.log" env NUMORACLE_DEVICE_ROWS=$sw \
+    run "table (NUMORACLE_DEVICE_ROWS=$sw)" 20 "$R/table.log" env NUMORACLE_DEVICE_ROWS=$sw \
         python3 -m benchmarks.traced.table --device cuda --out "$dir" \
-        --only softmax,attention,cross_entropy --sizes realistic --budget 15 --repeats 3
+        --only softmax,attention,cross_entropy --sizes realistic --budget 12 --repeats 3
 done
 run nodes 12 "$R/node.log" python3 -m benchmarks.traced.node_times --out "$R" \
     --rows attention:realistic:bwd,softmax:realistic:bwd --repeats 3
