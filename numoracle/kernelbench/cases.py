@@ -198,13 +198,13 @@ def _round(x: np.ndarray, dtype: torch.dtype) -> np.ndarray:
 
 
 def case_inputs(problem: Problem, case: KBCase, base: Mapping[str, Any], *, draw: int,
-                dtype: torch.dtype) -> list[Any]:
+                dtype: torch.dtype, device: str = "cpu") -> list[Any]:
     """The forward pass's arguments of ``case`` as host arrays (draw ``draw``: the
     first and the second call of a case use two), floating ones in ``dtype``'s
-    values."""
+    values; drawn by ``device``'s generator (:meth:`Problem.inputs`)."""
     sizes = case.overrides(base)
     specs = problem.input_specs(sizes)
-    made = problem.inputs(sizes, seed=2 * case.seed + draw)
+    made = problem.inputs(sizes, seed=2 * case.seed + draw, device=device)
     out: list[Any] = []
     for spec, value in zip(specs, made, strict=False):
         if not isinstance(value, torch.Tensor):

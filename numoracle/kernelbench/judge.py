@@ -92,7 +92,7 @@ from .sandbox import InProcess, Sandbox, warm
 
 __all__ = ["judge", "Judgement", "CaseResult", "PRECISIONS", "DEFAULT_MAX_BYTES",
            "defines_backward", "DEVICE_MEMORY_PER_BYTE", "whole_bytes",
-           "oracle_device",
+           "oracle_device", "draws_on", "DRAWS_VARIABLE",
            "PASS_OFFICIAL", "NOT_JUDGED",
            "check_candidate_file", "missing_rules"]
 
@@ -286,6 +286,8 @@ class _Context:
         self.fall_back = True
         #: the GPU the oracle evaluates on (:func:`~numoracle.oracle.xp.on_gpu`); None: the host
         self.gpu = oracle_device(device)
+        #: whose generator draws the inputs: the host's, or the GPU's (:func:`draws_on`)
+        self.draws = draws_on(device)
         #: seconds per phase (:attr:`Judgement.timings`), summed over the cases
         self.timings: dict[str, float] = {}
         if isolated and os.environ.get("NUMORACLE_KERNELBENCH_TEMPLATE", "1") != "0":
@@ -304,8 +306,10 @@ class _Context:
         result = CaseResult(case, passed=False)
         with p.at(sizes):
             init = p.init_args(sizes)
-            first = case_inputs(p, case, self.base, draw=1, dtype=self.dtype)
-            second = case_inputs(p, case, self.base, draw=2, dtype=self.dtype)
+            first = case_inputs(p, case, self.base, draw=1, dtype=self.dtype,
+                                device=self.draws)
+            second = case_inputs(p, case, self.base, draw=2, dtype=self.dtype,
+                                 device=self.draws)
             state = case_state(p, case, self.base, dtype=self.dtype)
             ref = torch_reference(p, init=init, state=state, args=second, layouts=layouts,
                                   device=self.device, dtype=self.dtype_name, tf32=self.tf32,
@@ -793,6 +797,10 @@ def judge(problem: str | Path, candidate: str | Path, *, precision: str = "fp32"
         return out
     if ctx.model is not PRECISIONS[precision]:
         out.notes.append(CPU_ACCURACY_NOTE)
+    if ctx.draws != "cpu":
+        out.notes.append(f"inputs drawn by torch's generator on {ctx.draws} (seeded as on "
+                         f"the host, other values; a replay draws them so with "
+                         f"{DRAWS_VARIABLE}=device)")
     for k in ctx.base:
         out.notes.append(f"{k}=0: dropout switched off (train mode's masks are random)")
     try:
@@ -808,6 +816,22 @@ def judge(problem: str | Path, candidate: str | Path, *, precision: str = "fp32"
         ctx.lap("closing", ctx.close())
         out.timings = {**ctx.timings, **{f"candidate start: {k}": v for k, v in laps.items()}}
         out.seconds = time.perf_counter() - t0
+
+
+#: the environment variable that has a GPU judgement draw its inputs on the GPU
+DRAWS_VARIABLE = "NUMORACLE_KERNELBENCH_DRAWS"
+
+
+def draws_on(device: str) -> str:
+    """Where a judgement whose candidate runs on ``device`` draws its inputs: on the
+    host (the CPU's generator: the same values wherever the judge runs), or, for a
+    GPU with :data:`DRAWS_VARIABLE` set to ``device``, on that GPU (its generator, the
+    same seeds: other values from the same distributions, billions of them in a
+    fraction of the seconds, the same again on the same kind of GPU)."""
+    if os.environ.get(DRAWS_VARIABLE, "host") == "device" and oracle_device(device) \
+            is not None:
+        return str(oracle_device(device))
+    return "cpu"
 
 
 def oracle_device(device: str) -> torch.device | None:

@@ -228,11 +228,23 @@ class Problem:
         with self.at(sizes):
             return list(self._call("get_init_inputs"))
 
-    def inputs(self, sizes: Mapping[str, Any] | None = None, *, seed: int = 0) -> list[Any]:
-        """``get_inputs()`` on the CPU with torch's generator seeded by ``seed``."""
-        with self.at(sizes), torch.random.fork_rng(devices=[]):
+    def inputs(self, sizes: Mapping[str, Any] | None = None, *, seed: int = 0,
+               device: str = "cpu") -> list[Any]:
+        """``get_inputs()`` with torch's generator seeded by ``seed``: on the CPU, or
+        with ``device`` (a GPU) the default device, its tensors made there by that
+        device's generator (another stream of values than the CPU's; a GPU's is many
+        times faster at billions of elements) and brought to the host."""
+        if device == "cpu":
+            with self.at(sizes), torch.random.fork_rng(devices=[]):
+                torch.default_generator.manual_seed(seed)
+                return list(self._call("get_inputs"))
+        where = torch.device(device)
+        index = where.index if where.index is not None else torch.cuda.current_device()
+        with self.at(sizes), torch.random.fork_rng(devices=[index]), where:
             torch.default_generator.manual_seed(seed)
-            return list(self._call("get_inputs"))
+            torch.cuda.default_generators[index].manual_seed(seed)
+            made = list(self._call("get_inputs"))
+        return [m.cpu() if isinstance(m, torch.Tensor) else m for m in made]
 
     def meta_inputs(self, sizes: Mapping[str, Any] | None = None) -> list[Any]:
         """``get_inputs()`` with its tensors on the ``meta`` device (nothing allocated),

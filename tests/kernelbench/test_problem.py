@@ -50,6 +50,31 @@ def test_inputs_are_seeded(problems: Path) -> None:
     assert not torch.equal(a[0], p.inputs(seed=4)[0])
 
 
+@pytest.mark.gpu
+def test_inputs_drawn_on_a_gpu_are_seeded_host_arrays_of_the_official_shapes(
+        problems: Path) -> None:
+    p = load_problem(problems / "matmul.py")
+    a, b = p.inputs(seed=3, device="cuda"), p.inputs(seed=3, device="cuda")
+    host = p.inputs(seed=3)
+    assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+    assert all(x.device.type == "cpu" and x.shape == h.shape and x.dtype == h.dtype
+               for x, h in zip(a, host, strict=True))
+    assert not torch.equal(a[0], p.inputs(seed=4, device="cuda")[0])
+    assert float(a[0].min()) >= 0.0 and float(a[0].max()) < 1.0  # torch.rand's range
+
+
+def test_a_gpu_judgement_draws_on_the_host_unless_told(monkeypatch: pytest.MonkeyPatch
+                                                       ) -> None:
+    from numoracle.kernelbench.judge import DRAWS_VARIABLE, draws_on  # noqa: PLC0415
+
+    monkeypatch.delenv(DRAWS_VARIABLE, raising=False)
+    assert draws_on("cpu") == "cpu" and draws_on("cuda") == "cpu"
+    monkeypatch.setenv(DRAWS_VARIABLE, "device")
+    assert draws_on("cpu") == "cpu"  # no GPU to draw on: the host
+    want = "cuda:0" if torch.cuda.is_available() else "cpu"
+    assert draws_on("cuda:0") == want
+
+
 def test_dropout_knob_is_found(problems: Path) -> None:
     assert load_problem(problems / "dropout.py").dropout_off() == {"dropout_p": 0.0}
     assert load_problem(problems / "relu.py").dropout_off() == {}
