@@ -28,7 +28,7 @@ timeout "$TEST_LIMIT" python3 -m pytest tests/oracle/test_tensor_sums.py \
     tests/oracle/test_gpu_reference.py::test_gpu_reference_matches_the_host \
     tests/oracle/test_fused.py tests/oracle/test_ops_namespaces.py \
     -m gpu -k "not test_a_hand_written_op_on_cupy or linear or matmul or conv2d" \
-    -q -rA -n 8 -p no:cacheprovider -o addopts="" > "$D/tests.log" 2>&1
+    -v -rA -n 8 -p no:cacheprovider -o addopts="" > "$D/tests.log" 2>&1
 echo "tests exit $? ($(( $(date +%s) - t0 )) s)" >> "$D/env.txt"
 t0=$(date +%s)
 timeout 40 python3 -m benchmarks speed --device gpu --no-sweep --repeats 5 --plain torch \
