@@ -397,3 +397,20 @@ def test_tied_argmax_is_judged_set_valued() -> None:
     bound = judged.det + judged.ref_err
     assert (np.abs(np.array([2.0]) - judged.value) <= bound).all()
     assert not (np.abs(np.array([3.0]) - judged.value) <= bound).all()
+
+
+def test_lanes_without_a_tie_bring_no_admissible_positions_to_the_host() -> None:
+    """``ties_only``: the admissible positions come back only where some lane admits
+    two; the argmax of distinct values is a plain index array, the same as without."""
+    from numoracle.oracle.traced.library.reductions import arg_lanes
+
+    v = np.array([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]])
+    r = np.full_like(v, 1e-3)
+    idx, allowed = arg_lanes(v, r, ties_only=True)
+    assert allowed is None and idx.tolist() == [1, 0]
+    assert arg_lanes(v, r)[1].sum() == 2  # one admissible position per lane
+    idx, allowed = arg_lanes(v, np.full_like(v, 3.0), ties_only=True)  # wide: ties
+    assert allowed is not None and allowed.sum(axis=-1).tolist() == [3, 2]
+    ctx = RuleContext(get_model("fp32"))
+    got = lookup("aten.argmax.default")(ctx, exact(v), 1)
+    assert type(got) is np.ndarray and got.tolist() == [1, 0]

@@ -118,10 +118,13 @@ def _amax(largest: bool) -> Any:
     return amax_rule
 
 
-def arg_lanes(values: np.ndarray, radius: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def arg_lanes(values: np.ndarray, radius: np.ndarray, *, ties_only: bool = False
+              ) -> tuple[np.ndarray, np.ndarray | None]:
     """The index of the largest value of each lane (the last axis; a NaN wins, as
     in torch) and the admissible ones: every position whose interval
-    ``value ± radius`` reaches the largest lower end of the lane."""
+    ``value ± radius`` reaches the largest lower end of the lane (``ties_only``:
+    None where no lane admits more than one, found where the values are, so that
+    a device's admissible positions come to the host only where some lane ties)."""
     v, r = values, radius
     xp = array_module(v)
     nan = xp.isnan(v)
@@ -133,21 +136,30 @@ def arg_lanes(values: np.ndarray, radius: np.ndarray) -> tuple[np.ndarray, np.nd
                        xp.argmax(filled == best[..., None], axis=-1))
         floor = xp.max(xp.where(nan, -xp.inf, v - r), axis=-1, keepdims=True)
         allowed = xp.where(any_nan[..., None], nan | xp.isinf(r), (v + r >= floor) | xp.isinf(r))
+    if ties_only and not bool((xp.count_nonzero(allowed, axis=-1) > 1).any()):
+        return to_numpy(idx), None
     return to_numpy(idx), to_numpy(allowed)  # indices live on the host
 
 
-def arg_extreme(x: Tracked, axis: int, largest: bool) -> tuple[Tracked, np.ndarray]:
-    """The extreme over ``axis`` and its index, set-valued where values tie within
-    their radii (see the module docstring)."""
+def arg_extreme(x: Tracked, axis: int, largest: bool, *, value: bool = True
+                ) -> tuple[Tracked | None, np.ndarray]:
+    """The extreme over ``axis`` (None where ``value`` is False: the index alone is
+    wanted) and its index, set-valued where values tie within their radii (see the
+    module docstring)."""
     flat = last_axis(folded(x), (axis % max(x.value.ndim, 1),))
-    idx, allowed = arg_lanes(flat.value if largest else -flat.value, reach(flat))
-    value = _extreme(x, (axis % max(x.value.ndim, 1),), largest)
-    return value, index_set(idx, allowed)
+    idx, allowed = arg_lanes(flat.value if largest else -flat.value, reach(flat),
+                             ties_only=True)
+    del flat
+    index = np.asarray(idx, dtype=np.int64) if allowed is None else index_set(idx, allowed)
+    if not value:
+        return None, index
+    return _extreme(x, (axis % max(x.value.ndim, 1),), largest), index
 
 
 def _max_dim(largest: bool) -> Any:
     def max_dim_rule(ctx: RuleContext, x: Tracked, dim: int, keepdim: bool = False) -> Any:
         value, idx = arg_extreme(x, dim, largest)
+        assert value is not None
         dims = (dim % max(x.value.ndim, 1),)
         return (_keepdims(value, x.shape, dims, keepdim),
                 _keep_index(idx, x.shape, dims, keepdim))
@@ -171,11 +183,11 @@ def _argmax(largest: bool) -> Any:
     def argmax_rule(ctx: RuleContext, x: Tracked, dim: Any = None, keepdim: bool = False) -> Any:
         if dim is None:
             flat = tmap_all(x, np.ravel)
-            _, idx = arg_extreme(flat, 0, largest)
+            _, idx = arg_extreme(flat, 0, largest, value=False)
             if keepdim:
                 return _keep_index(idx, x.shape, tuple(range(x.value.ndim)), True)
             return idx
-        _, idx = arg_extreme(x, dim, largest)
+        _, idx = arg_extreme(x, dim, largest, value=False)
         return _keep_index(idx, x.shape, (dim % max(x.value.ndim, 1),), keepdim)
     return argmax_rule
 
