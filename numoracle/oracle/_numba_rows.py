@@ -99,15 +99,15 @@ def _shifted(xv: float, ad: float, ap: float, ar: float, m: float, md: float, mp
 
 
 @_inline
-def _exp(v: float, td: float, tp: float, tr: float, ulps: float, per_x: float, of_one: float,
-         u: float, tiny: float, ref_unit: float, acc_max: float
-         ) -> tuple[float, float, float, float]:
+def _exp_from(v: float, td: float, tp: float, tr: float, lip: float, value: float,
+              ulps: float, per_x: float, of_one: float, u: float, tiny: float,
+              ref_unit: float, acc_max: float) -> tuple[float, float, float, float]:
     """``exp`` of a tracked element as ``elementary`` computes it (its loop
-    ``elementary_radii``, a Lipschitz bound ``exp(v + reach)``): value, det, prob,
-    ref_err. (A zero ``ref_err`` gives the same bits as the rule's form without it.)"""
+    ``elementary_radii``, a Lipschitz bound ``lip = exp(v + (td + tr))``), given
+    its calls ``lip`` and ``value = exp(v)`` (:func:`_exp_calls`: the arithmetic
+    here vectorises, the calls do not): value, det, prob, ref_err. (A zero
+    ``ref_err`` gives the same bits as the rule's form without it.)"""
     reach = td + tr
-    lip = math.exp(v + reach)
-    value = math.exp(v)
     va = abs(value)
     d = _rmul(lip, td)
     p = _rmul(lip, tp)
@@ -119,10 +119,19 @@ def _exp(v: float, td: float, tp: float, tr: float, ulps: float, per_x: float, o
         e = e + (2.0 * u) * of_one
     d = d + e
     p = p + e
-    if (va + d) >= acc_max:
-        d = np.inf
-        p = np.inf
+    over = (va + d) >= acc_max
+    d = np.inf if over else d
+    p = np.inf if over else p
     return value, d, p, r
+
+
+@_inline
+def _exp(v: float, td: float, tp: float, tr: float, ulps: float, per_x: float, of_one: float,
+         u: float, tiny: float, ref_unit: float, acc_max: float
+         ) -> tuple[float, float, float, float]:
+    """:func:`_exp_from` with its calls."""
+    return _exp_from(v, td, tp, tr, math.exp(v + (td + tr)), math.exp(v), ulps, per_x,
+                     of_one, u, tiny, ref_unit, acc_max)
 
 
 @_inline
@@ -132,61 +141,71 @@ def _special(v: float, d: float, r: float) -> bool:
     return (reach == 0.0 and (v == 0.0 or abs(v) == np.inf)) or (v != v and abs(reach) < np.inf)
 
 
+#: the most entries of a bucket that :func:`larger_counts_row` compares with a query
+#: without sorting them (a bucket of more is sorted and searched)
+_SMALL = 4
+
+
 @_inline
 def _bucket(v: float, low: float, scale: float, top: int) -> int:
-    """The bucket of ``v`` among ``top + 1`` (non-decreasing in ``v``: each step is)."""
-    if scale == 0.0:
-        return 0
+    """The bucket of ``v`` among ``top + 1`` (non-decreasing in ``v``: each step is;
+    NaN in bucket 0), without a branch."""
     f = (v - low) * scale
-    if not f > 0.0:
-        return 0
-    if f >= top:
-        return top
+    f = f if f > 0.0 else 0.0
+    f = f if f < top else float(top)
     return int(f)
 
 
 @_jit
 def larger_counts_row(lo: Any, hi: Any, out: Any) -> None:
     """Per entry of ``lo``: how many entries of ``hi`` exceed it (a tie does not; no
-    NaN), exactly, by a bucket sort of ``hi``: buckets non-decreasing in the value,
-    so the entries of higher buckets all exceed ``lo[i]``, those of lower ones none,
-    and its own bucket's (sorted) are searched."""
+    NaN), exactly, by a bucket sort of ``hi`` into ``2 n`` buckets of equal width
+    over its finite range: buckets non-decreasing in the value, so the entries of
+    higher buckets all exceed ``lo[i]``, those of lower ones none, and its own
+    bucket's are compared with it, each (up to ``_SMALL``, without a branch) or by
+    a binary search of the bucket sorted. At most 2^29 entries (the buckets'
+    offsets are int32: the driver checks)."""
     n = hi.size
     low, high = np.inf, -np.inf  # (over the finite entries: -inf takes bucket 0)
     for j in range(n):
-        if abs(hi[j]) < np.inf:
-            low = min(low, hi[j])
-            high = max(high, hi[j])
-    top = n - 1
+        h = hi[j]
+        fin = abs(h) < np.inf
+        low = min(low, h) if fin else low
+        high = max(high, h) if fin else high
+    nb = 2 * n
+    top = nb - 1
     width = high - low
     scale = top / width if width > 0.0 and width < np.inf else 0.0
-    start = np.zeros(n + 1, dtype=np.int64)
-    for j in range(n):
-        start[_bucket(hi[j], low, scale, top) + 1] += 1
-    for b in range(n):
-        start[b + 1] += start[b]
-    pos = start[:n].copy()
-    buf = np.empty(n)
+    start = np.zeros(nb + 1, dtype=np.int32)
+    which = np.empty(n, dtype=np.int32)
     for j in range(n):
         b = _bucket(hi[j], low, scale, top)
+        which[j] = b
+        start[b + 1] += 1
+    for b in range(nb):
+        start[b + 1] += start[b]
+    pos = start[:nb].copy()
+    buf = np.zeros(n + _SMALL)  # (read past a bucket's end, masked)
+    for j in range(n):
+        b = which[j]
         buf[pos[b]] = hi[j]
         pos[b] += 1
-    for b in range(n):
+    for b in range(nb):
         s, e = start[b], start[b + 1]
-        if e - s > 32:
+        if e - s > _SMALL:
             buf[s:e].sort()
-        else:  # (insertion sort: a bucket holds an entry or two)
-            for q in range(s + 1, e):
-                v = buf[q]
-                w = q - 1
-                while w >= s and buf[w] > v:
-                    buf[w + 1] = buf[w]
-                    w -= 1
-                buf[w + 1] = v
     for i in range(lo.size):
         v = lo[i]
         b = _bucket(v, low, scale, top)
-        a, e = start[b], start[b + 1]
+        a, e = np.int64(start[b]), np.int64(start[b + 1])
+        if e - a <= _SMALL:  # (the entries past the bucket masked: _SMALL is 4)
+            c = a
+            c += np.int64(a < e) & np.int64(buf[a] <= v)
+            c += np.int64(a + 1 < e) & np.int64(buf[a + 1] <= v)
+            c += np.int64(a + 2 < e) & np.int64(buf[a + 2] <= v)
+            c += np.int64(a + 3 < e) & np.int64(buf[a + 3] <= v)
+            out[i] = n - c
+            continue
         while a < e:  # the first entry of the bucket above v (binary search)
             mid = (a + e) >> 1
             if buf[mid] <= v:
@@ -197,12 +216,53 @@ def larger_counts_row(lo: Any, hi: Any, out: Any) -> None:
 
 
 @_inline
-def _exact_zero(v: Any, d: Any, p: Any, r: Any, i: int, j: int) -> None:
-    """An exact 0 (value and radii) at ``[i, j]``."""
-    v[i, j] = 0.0
-    d[i, j] = 0.0
-    p[i, j] = 0.0
-    r[i, j] = 0.0
+def _shifted_lane(x: Any, xd: Any, xp_: Any, xr: Any, m: float, md: float, mp: float,
+                  mr: float, u: float, tiny: float, u64: float, test_exact: bool, t: int,
+                  emin: int, fmax: float, sv: Any, sd: Any, sp: Any, sr: Any) -> None:
+    """One row of ``x - m`` (:func:`_shifted`) into ``s*`` (``test_exact`` a constant
+    where it is called: the loop without it vectorises)."""
+    for j in range(x.size):
+        sv[j], sd[j], sp[j], sr[j] = _shifted(x[j], xd[j], xp_[j], xr[j], m, md, mp, mr, u,
+                                              tiny, u64, test_exact, t, emin, fmax)
+
+
+@_inline
+def _exp_calls(v: Any, d: Any, r: Any, lip: Any, value: Any) -> None:
+    """A row's two calls of :func:`_exp`: ``exp(v + (d + r))`` into ``lip`` and
+    ``exp(v)`` into ``value`` (the calls alone: the arithmetic around them
+    vectorises in :func:`_exp_finish`)."""
+    for j in range(v.size):
+        lip[j] = math.exp(v[j] + (d[j] + r[j]))
+        value[j] = math.exp(v[j])
+
+
+@_inline
+def _exp_finish(x: Any, v: Any, td: Any, tp: Any, tr: Any, lip: Any, value: Any,
+                ulps: float, per_x: float, of_one: float, u: float, tiny: float,
+                ref_unit: float, acc_max: float, od: Any, op: Any, orr: Any) -> tuple[
+                    int, int, int]:
+    """A row of :func:`_exp_from` after its calls (``lip``, ``value``): its radii into
+    ``o*`` (which may be ``t*``: each element is read before it is written), an
+    entry of ``x`` that is ``-inf`` (masked) an exact 0; how many entries are an
+    unmasked special point, how many have a zero det, a zero ref_err (masked ones
+    counted)."""
+    n_special, n_d, n_r = 0, 0, 0
+    for j in range(v.size):
+        val, d, p, r = _exp_from(v[j], td[j], tp[j], tr[j], lip[j], value[j], ulps, per_x,
+                                 of_one, u, tiny, ref_unit, acc_max)
+        hole = x[j] == -np.inf
+        val = 0.0 if hole else val
+        d = 0.0 if hole else d
+        p = 0.0 if hole else p
+        r = 0.0 if hole else r
+        n_special += (not hole) and _special(val, d, r)
+        n_d += d == 0.0
+        n_r += r == 0.0
+        value[j] = val
+        od[j] = d
+        op[j] = p
+        orr[j] = r
+    return n_special, n_d, n_r
 
 
 @_par
@@ -213,12 +273,15 @@ def shifted_exp_rows(x: Any, xd: Any, xp_: Any, xr: Any, mx: Any, test_exact: bo
     """Per row: ``e = exp(x - max x)`` (value and radii), the online bound's terms
     (``softmax.online_radius``: ``(|e| + det) expm1(u gap (1 + 2^-20) + k (2 ulps + 1)
     u)`` with ``k`` the entries that may be larger, 0 where ``e`` is 0), and with
-    ``unshifted`` ``exp(x)``. ``mx``: :func:`row_max`'s; ``hs``: each row's
-    ``x + det + ref_err`` sorted; ``params``: u, tiny, u64, fmax, exp's ulps, per_x,
-    of_one, the reference's unit, the accumulation's largest number, the online
-    bound's u; ``ints``: t, emin. ``flags`` per row: a special point in ``e`` or
-    ``exp(x)`` (0), a zero det of ``x - m`` (1), of its ref_err (2), of ``e``'s det
-    (3), ref_err (4), of ``exp(x)``'s det (5), ref_err (6)."""
+    ``unshifted`` ``exp(x)``. ``mx``: :func:`row_max`'s; ``params``: u, tiny, u64,
+    fmax, exp's ulps, per_x, of_one, the reference's unit, the accumulation's largest
+    number, the online bound's u; ``ints``: t, emin. ``flags`` per row: a special
+    point in ``e`` or ``exp(x)`` (0), a zero det of ``x - m`` (1), of its ref_err (2),
+    of ``e``'s det (3), ref_err (4), of ``exp(x)``'s det (5), ref_err (6). A masked
+    entry (``-inf``, row_max's) gives exact zeros, as ieee decides ``x - m = -inf``
+    and ``exp`` of it. Each row in passes: ``x - m`` (into ``e``'s arrays), the
+    calls of ``exp``, the rest of ``exp`` (vectorised), the terms with their
+    ``expm1``."""
     rows, cols = x.shape
     u, tiny, u64, fmax = params[0], params[1], params[2], params[3]
     ulps, per_x, of_one, ref_unit, acc_max = params[4], params[5], params[6], params[7], \
@@ -228,59 +291,51 @@ def shifted_exp_rows(x: Any, xd: Any, xp_: Any, xr: Any, mx: Any, test_exact: bo
     for i in numba.prange(rows):
         m, md, mp, mr, top = mx[i, 0], mx[i, 1], mx[i, 2], mx[i, 3], mx[i, 4]
         lo_row, hi_row, larger = np.empty(cols), np.empty(cols), np.empty(cols, dtype=np.int64)
+        lip = np.empty(cols)
+        xi, xdi, xpi, xri = x[i], xd[i], xp_[i], xr[i]
+        evi, edi, epi, eri, ti = ev[i], ed[i], ep[i], er[i], terms[i]
         for j in range(cols):
-            r = xd[i, j] + xr[i, j]
-            lo_row[j] = x[i, j] - r
-            hi_row[j] = x[i, j] + r
+            r = xdi[j] + xri[j]
+            lo_row[j] = xi[j] - r
+            hi_row[j] = xi[j] + r
         larger_counts_row(lo_row, hi_row, larger)
-        f0, f1, f2, f3, f4, f5, f6 = False, False, False, False, False, False, False
+        if test_exact:
+            _shifted_lane(xi, xdi, xpi, xri, m, md, mp, mr, u, tiny, u64, True, t, emin,
+                          fmax, evi, edi, epi, eri)
+        else:
+            _shifted_lane(xi, xdi, xpi, xri, m, md, mp, mr, u, tiny, u64, False, t, emin,
+                          fmax, evi, edi, epi, eri)
+        n1, n2 = 0, 0
+        for j in range(cols):  # (a masked entry's x - m counts as exact: its exp is)
+            hole = xi[j] == -np.inf
+            n1 += hole or edi[j] == 0.0
+            n2 += hole or eri[j] == 0.0
+        _exp_calls(evi, edi, eri, lip, ti)
+        # (e's value in ti, x - m in evi: each read before written)
+        n0, n3, n4 = _exp_finish(xi, evi, edi, epi, eri, lip, ti, ulps, per_x, of_one, u,
+                                 tiny, ref_unit, acc_max, edi, epi, eri)
+        for j in range(cols):  # the online bound's argument of expm1, into lip
+            gap = top - lo_row[j]
+            k = float(larger[j])
+            c = 2.0 * (ulps + per_x * gap if per_x != 0.0 else ulps) + 1.0
+            lip[j] = uo * gap * (1.0 + 2.0**-20) + k * c * uo
+            evi[j] = ti[j]
         for j in range(cols):
-            xv, ad, ap, ar = x[i, j], xd[i, j], xp_[i, j], xr[i, j]
-            if xv == -np.inf:  # masked (row_max's): ieee decides x - m = -inf, exp of it 0
-                f1 = f2 = f3 = f4 = True
-                _exact_zero(ev, ed, ep, er, i, j)
-                terms[i, j] = 0.0
-                if unshifted:
-                    f5 = f6 = True
-                    _exact_zero(xe, xed, xep, xer, i, j)
-                continue
-            v, d, p, r = _shifted(xv, ad, ap, ar, m, md, mp, mr, u, tiny, u64, test_exact, t,
-                                  emin, fmax)
-            f1 |= d == 0.0
-            f2 |= r == 0.0
-            val, dd, pp, rr = _exp(v, d, p, r, ulps, per_x, of_one, u, tiny, ref_unit,
-                                   acc_max)
-            f0 |= _special(val, dd, rr)
-            f3 |= dd == 0.0
-            f4 |= rr == 0.0
-            ev[i, j] = val
-            ed[i, j] = dd
-            ep[i, j] = pp
-            er[i, j] = rr
-            # the online bound's term
-            if val == 0.0:
-                terms[i, j] = 0.0
-            else:
-                gap = top - lo_row[j]
-                k = float(larger[j])
-                c = 2.0 * (ulps + per_x * gap if per_x != 0.0 else ulps) + 1.0
-                rel = math.expm1(uo * gap * (1.0 + 2.0**-20) + k * c * uo)
-                terms[i, j] = (abs(val) + dd) * rel
-            if unshifted:
-                val, dd, pp, rr = _exp(xv, ad, ap, ar, ulps, per_x, of_one, u, tiny, ref_unit,
-                                       acc_max)
-                f0 |= _special(val, dd, rr)
-                f5 |= dd == 0.0
-                f6 |= rr == 0.0
-                xe[i, j] = val
-                xed[i, j] = dd
-                xep[i, j] = pp
-                xer[i, j] = rr
-        flags[i, 0] = f0
-        flags[i, 1] = f1
-        flags[i, 2] = f2
-        flags[i, 3] = f3
-        flags[i, 4] = f4
+            val = evi[j]
+            ti[j] = 0.0 if val == 0.0 else (abs(val) + edi[j]) * math.expm1(lip[j])
+        f5, f6 = False, False
+        if unshifted:
+            xei, xedi, xepi, xeri = xe[i], xed[i], xep[i], xer[i]
+            _exp_calls(xi, xdi, xri, lip, xei)
+            m0, m5, m6 = _exp_finish(xi, xi, xdi, xpi, xri, lip, xei, ulps, per_x, of_one, u,
+                                     tiny, ref_unit, acc_max, xedi, xepi, xeri)
+            n0 += m0
+            f5, f6 = m5 > 0, m6 > 0
+        flags[i, 0] = n0 > 0
+        flags[i, 1] = n1 > 0
+        flags[i, 2] = n2 > 0
+        flags[i, 3] = n3 > 0
+        flags[i, 4] = n4 > 0
         flags[i, 5] = f5
         flags[i, 6] = f6
 

@@ -30,7 +30,7 @@ from .formats import NOT_FINITE, OFF_SINGLE, SINGLE_UP, SUBNORMAL, UNREPRESENTAB
 __all__ = ["available", "warm_up", "operand_facts", "grid", "exact_radii", "store_round",
            "rounding_params", "larger_counts", "add_radii", "either_radii", "any_special",
            "mul_radii", "carry_binary", "elementary_radii", "elementwise", "LOOP_MIN",
-           "rows_available", "as_rows", "dense_rows", "row_max", "shifted_exp_rows", "softmax_rows",
+           "rows_available", "LONGEST_ROW", "as_rows", "dense_rows", "row_max", "shifted_exp_rows", "softmax_rows",
            "log_softmax_rows", "hot_rows", "log_softmax_backward_rows", "norm_available",
            "row_top", "deviation_squares", "normalized_rows", "norm_backward_products",
            "input_grad_rows", "NOT_FINITE", "SUBNORMAL",
@@ -343,6 +343,11 @@ def row_max(x: np.ndarray, xd: np.ndarray, xp_: np.ndarray, xr: np.ndarray
     to 5); None where some other value or some radius is not finite."""
     out = np.empty((x.shape[0], 6))
     return out if _row_loops().row_max(x, xd, xp_, xr, out) else None
+
+
+#: the longest row :func:`shifted_exp_rows` takes (its count of larger entries holds
+#: offsets in int32)
+LONGEST_ROW = 1 << 29
 
 
 def shifted_exp_rows(x: np.ndarray, radii: tuple[np.ndarray, ...], mx: np.ndarray,

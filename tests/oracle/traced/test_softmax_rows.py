@@ -239,3 +239,33 @@ def test_causal_masks_take_the_softmax_loops(masked_rows: str,
         assert_same_bits(sm.softmax(ctx, t, -1, masked_rows),
                          _passes(sm.softmax, ctx, t, -1, masked_rows))
     assert len(ran) == 2
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 300), kind=st.sampled_from(["normal", "ties", "cubed", "flat",
+                                                    "masked", "ends"]),
+       spread=st.sampled_from([0.0, 1e-7, 0.3, 1e300]), seed=st.integers(0, 2**32 - 1))
+def test_larger_counts_count_exactly(n: int, kind: str, spread: float, seed: int) -> None:
+    """The count of larger entries (the online bound's ``k``) by buckets equals the
+    count of every pair, with ties (not larger), crowded buckets (sorted and
+    searched), -inf and +inf entries and a range too wide for the buckets."""
+    from numoracle.oracle import _numba_rows  # noqa: PLC0415 - numba is optional
+
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(n).astype(np.float32).astype(np.float64)
+    if kind == "ties":
+        x = np.round(x * 2.0)
+    elif kind == "cubed":  # most entries in a few buckets
+        x = rng.standard_cauchy(n) ** 3
+    elif kind == "flat":
+        x[:] = 1.5
+    elif kind == "masked":
+        x[rng.integers(n, size=3)] = -np.inf
+    elif kind == "ends":
+        x[0], x[-1] = 1e308, -1e308
+    r = np.abs(rng.standard_normal(n)) * spread
+    with np.errstate(over="ignore", invalid="ignore"):
+        lo, hi = x - r, x + r
+    out = np.empty(n, dtype=np.int64)
+    _numba_rows.larger_counts_row(lo, hi, out)
+    assert np.array_equal(out, (hi[None, :] > lo[:, None]).sum(axis=1))

@@ -119,6 +119,8 @@ def _row_pass(ctx: RuleContext, x: Tracked, axis: int, unshifted: bool) -> _RowP
             or not whole_rules(xp, x.value.size)):
         return None
     loops = _loops(xp)
+    if loops is fused_cpu and shape[-1] > fused_cpu.LONGEST_ROW:
+        return None
     model = ctx.model
     acc = model.accumulate
     n = shape[-1]
