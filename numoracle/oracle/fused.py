@@ -50,7 +50,7 @@ from .xp import array_module, is_torch
 __all__ = ["fused", "fused_exact", "whole_rules", "device_rows", "DEVICE_ROWS_VARIABLE", "contraction_radii", "add_rounding", "lowest_set_bit",
            "device_scalars", "own_array", "rounded", "operand_facts", "OperandFacts",
            "PendingFacts", "exact_products", "exact_contraction_radii", "store_rounding",
-           "magnitude_sum", "single_sum", "single_growth", "SINGLE_CHUNK", "NOT_FINITE",
+           "magnitude_sum", "fused_single_sum", "single_sum", "single_growth", "SINGLE_CHUNK", "NOT_FINITE",
            "SUBNORMAL", "UNREPRESENTABLE", "OFF_SINGLE", "larger_counts", "any_special", "carried",
            "radius_product", "special_mask"]
 
@@ -672,6 +672,22 @@ def magnitude_sum(abs_a: Any, abs_b: Any, single: bool) -> Any:
         return tensor_sum(tf32_up(abs_a), tf32_up(abs_b)).astype(xp.float64, copy=False)
     return single_sum(single_magnitude(abs_a), single_magnitude(abs_b)).astype(np.float64,
                                                                                copy=False)
+
+
+def fused_single_sum(av: Any, bv: Any) -> np.ndarray | None:
+    """:func:`magnitude_sum` of the values ``av``, ``bv`` with ``single`` on NumPy
+    (the same bits), each operand's float32 magnitudes in one pass of numba's
+    (:func:`~numoracle.oracle.fused_cpu.single_magnitudes`) instead of ``|a|``,
+    the range test and the rounding up as NumPy passes. None where the loops do not
+    run (another namespace, small operands) or a nonzero magnitude lies outside
+    float32's normal range (:func:`in_single_range` false: the sum stays float64)."""
+    if array_module(av) is not np or not fused_cpu.elementwise(av, bv):
+        return None
+    ma = fused_cpu.single_magnitudes(av)
+    mb = None if ma is None else fused_cpu.single_magnitudes(bv)
+    if mb is None:
+        return None
+    return single_sum(ma, mb).astype(np.float64, copy=False)
 
 
 def single_magnitude(m: np.ndarray) -> np.ndarray:

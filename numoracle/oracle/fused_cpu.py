@@ -30,7 +30,7 @@ from .formats import NOT_FINITE, OFF_SINGLE, SINGLE_UP, SUBNORMAL, UNREPRESENTAB
 __all__ = ["available", "warm_up", "operand_facts", "grid", "exact_radii", "store_round",
            "rounding_params", "larger_counts", "add_radii", "either_radii", "any_special",
            "mul_radii", "carry_binary", "elementary_radii", "elementwise", "LOOP_MIN",
-           "rows_available", "LONGEST_ROW", "as_rows", "dense_rows", "row_max", "shifted_exp_rows", "softmax_rows",
+           "single_magnitudes", "rows_available", "LONGEST_ROW", "as_rows", "dense_rows", "row_max", "shifted_exp_rows", "softmax_rows",
            "log_softmax_rows", "hot_rows", "log_softmax_backward_rows", "norm_available",
            "row_top", "deviation_squares", "normalized_rows", "norm_backward_products",
            "input_grad_rows", "NOT_FINITE", "SUBNORMAL",
@@ -145,6 +145,21 @@ def operand_facts(arrays: list[np.ndarray], mags: list[np.ndarray], fmt: Any, no
         lowest, unrepresentable = grid(x, fmt, none) if grid_too else (none, 0)
         out[i] = none - lowest, unrepresentable | _magnitudes(x, m, fmt.tiny)
     return out
+
+
+def single_magnitudes(x: np.ndarray) -> np.ndarray | None:
+    """``|x|`` rounded up to float32 in one pass (the bits of
+    :func:`~numoracle.oracle.fused.single_magnitude`); None where a nonzero magnitude lies outside float32's normal
+    range (then the sum stays float64). Laid out as NumPy's passes lay out ``|x|``
+    (``np.empty_like``'s order: a transposed view's as its own), the elements
+    visited in that memory order (a permuted view's axes sorted by stride)."""
+    mags = np.empty_like(x, dtype=np.float32)
+    order = sorted(range(x.ndim), key=lambda k: -abs(mags.strides[k]))
+    m_view = mags.transpose(order)
+    if not m_view.flags.c_contiguous:  # (broadcast or empty axes: not expected)
+        return None
+    flags = _loops().magnitudes_single(_flat(x.transpose(order)), m_view.reshape(-1), 0.0)
+    return None if flags & OFF_SINGLE else mags
 
 
 def _magnitudes(x: np.ndarray, mags: np.ndarray, tiny: float) -> int:

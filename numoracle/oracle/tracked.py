@@ -55,6 +55,7 @@ from .fused import (
     exact_products,
     fused,
     fused_exact,
+    fused_single_sum,
     in_single_range,
     lowest_set_bit,
     magnitude_sum,
@@ -685,16 +686,22 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
     c_in = ca + cb + ca * cb
     n_host, terms = lengths.n_host, lengths.terms
 
-    abs_a, abs_b = xp.abs(av), xp.abs(bv)
     value = av @ bv
-    single = _single(model, av, bv) and in_single_range(abs_a, abs_b)
-    S = magnitude_sum(abs_a, abs_b, single)
-    if bias is not None:
-        value = value + bias.value
-        S = S + xp.abs(bias.value)
     rad_a, rad_b, rad_bias, ref_a, ref_b, ref_bias = any_nonzeros(
         a.det, b.det, None if bias is None else bias.det, a.ref_err, b.ref_err,
         None if bias is None else bias.ref_err)
+    single = _single(model, av, bv)
+    S = fused_single_sum(av, bv) if single else None
+    if S is None:
+        abs_a, abs_b = xp.abs(av), xp.abs(bv)
+        single = single and in_single_range(abs_a, abs_b)
+        S = magnitude_sum(abs_a, abs_b, single)
+    else:  # (a magnitude only where a radius of the other operand multiplies it)
+        abs_a = xp.abs(av) if rad_b or ref_b else None
+        abs_b = xp.abs(bv) if rad_a or ref_a else None
+    if bias is not None:
+        value = value + bias.value
+        S = S + xp.abs(bias.value)
     has_rad = rad_a or rad_b or rad_bias
     has_ref = ref_a or ref_b or ref_bias
     prop: Any = 0.0

@@ -25,6 +25,7 @@ from numoracle.oracle.fused import (
     UNREPRESENTABLE,
     add_rounding,
     contraction_radii,
+    fused_single_sum,
     in_single_range,
     larger_counts,
     magnitude_sum,
@@ -493,6 +494,33 @@ def test_chunked_single_sums_match_the_numpy_passes(fast_xp: Any, bias: bool,
                     matmul(exact(a), exact(w).T, model, bias=tb, stored=True))))
         _same(results[0][0], results[1][0], family)
         _same(results[0][1], results[1][1], family + " stored")
+
+
+@pytest.mark.parametrize("layout", ["C", "F", "transposed", "strided", "long"])
+def test_fused_single_sums_give_the_passes_bits(layout: str) -> None:
+    """The magnitudes rounded up to float32 in one loop from the values give the
+    NumPy passes' sum bit for bit, in every layout those passes keep; an operand with
+    a magnitude outside float32's normal range leaves the sum to float64 (None)."""
+    if not fused_cpu.available():
+        pytest.skip("numba is not installed (pip install 'numoracle[fast]')")
+    rng = np.random.default_rng(3)
+    k = 3000 if layout == "long" else 300
+    a = rng.standard_normal((3, 40, k)) * 3.0
+    b = rng.standard_normal((k, 20))
+    if layout == "F":
+        a, b = np.asfortranarray(a), np.asfortranarray(b)
+    elif layout == "transposed":
+        a = np.swapaxes(rng.standard_normal((3, k, 40)), -1, -2)
+    elif layout == "strided":
+        a = a[:, ::2]
+    want = magnitude_sum(np.abs(a), np.abs(b), True)
+    got = fused_single_sum(a, b)
+    assert got is not None and got.dtype == np.float64
+    assert np.array_equal(got.view(np.int64), want.view(np.int64))
+    a = a.copy()
+    a[0, 0, 0] = 1e-40  # (a float32 subnormal)
+    assert fused_single_sum(a, b) is None
+    assert not in_single_range(np.abs(a))
 
 
 def test_single_sums_loosen_the_bounds_by_at_most_2_to_the_minus_11(
