@@ -206,7 +206,8 @@ class Op(ABC):
             if name not in inputs:
                 raise InvalidArgument(f"{self.name}: input {name!r} is missing; give all of "
                                       f"{sorted(self.input_shapes(params))}")
-            got = tuple(np.shape(inputs[name]))
+            x = inputs[name]  # (an array's own shape: no NumPy dispatch to CuPy's)
+            got = tuple(x.shape if hasattr(x, "shape") else np.shape(x))
             if got != shape:
                 raise InvalidArgument(
                     f"{self.name}: input {name!r} has shape {got}, expected {shape} "
