@@ -3,8 +3,8 @@
 # kernels (numoracle/oracle/_rows_cuda.py: ROW_SUM, ROW_SUM_RADII, taken by tracked.sum_
 # over the last axis on CuPy): their GPU-marked tests (each kernel against the host's
 # build of the same C text; each rule and each sum within the oracle's own error of the
-# NumPy path), the GPU-marked tests of every rule and hand-written op on CuPy (whose
-# last-axis sums now take the kernels), the rules alone and the traced oracle's cost
+# NumPy path), the GPU-marked tests of every rule and hand-written op on CuPy and the
+# GPU zoo (whose last-axis sums now take the kernels), the rules alone and the traced oracle's cost
 # per case against torch float64 eager for softmax, attention and cross-entropy at their
 # realistic sizes with the kernels on and off, and attention's and softmax's time node
 # by node with them on and off in one process (benchmarks/traced/node_times.py).
@@ -14,8 +14,8 @@
 # From the root of a checkout, on a machine with a CUDA GPU, torch, cupy and g++. Writes
 # OUT/rows2/env.txt, tests.log, route.log, rules.md, rules.json, rules.log, table.log,
 # on/table.md, on/table.json, off/table.md, off/table.json, node_times.md,
-# node_times.json, node.log. About 2 minutes: each part under its limit (the tests 45 s
-# and 25 s, the rules 18 s, each table 20 s, the nodes 12 s; 140 s at most).
+# node_times.json, node.log. About 2 minutes: each part under its limit (the two test
+# runs 50 s side by side, the rules 18 s, each table 20 s, the nodes 12 s; 120 s at most).
 set -uo pipefail
 OUT=${1:?usage: bash benchmarks/gpu_rows2.sh OUT}
 cd "$(dirname "$0")/.."
@@ -33,12 +33,15 @@ run() {  # run NAME LIMIT LOG COMMAND...: the command under its limit, its exit 
     timeout "$limit" "$@" >> "$log" 2>&1
     echo "$name exit $? after $(( SECONDS - start )) s" >> "$R/env.txt"
 }
-run tests 45 "$R/tests.log" python3 -m pytest tests/oracle/traced/test_row_sums_device.py \
+# (the two test runs side by side, eight workers each; the timings after them, alone)
+run tests 50 "$R/tests.log" python3 -m pytest tests/oracle/traced/test_row_sums_device.py \
     tests/oracle/traced/test_softmax_rows_device.py -m gpu -v -rA --tb=short -n 8 \
-    -p no:cacheprovider -o addopts=""
-run route 25 "$R/route.log" python3 -m pytest tests/oracle/traced/test_rules_backends.py \
-    tests/oracle/test_ops_namespaces.py -m gpu -k "cupy" -v -rfE --tb=short -n 8 \
-    -p no:cacheprovider -o addopts=""
+    -p no:cacheprovider -o addopts="" &
+run route 50 "$R/route.log" python3 -m pytest tests/oracle/traced/test_rules_backends.py \
+    tests/oracle/test_ops_namespaces.py tests/oracle/test_gpu_zoo.py -m gpu \
+    -k "cupy or mutant" -v -rfE --tb=short -n 8 \
+    -p no:cacheprovider -o addopts="" &
+wait
 run rules 18 "$R/rules.log" python3 -m benchmarks.traced.rows_device --out "$R" --repeats 5
 for sw in 1 0; do
     dir="$R/on"; [ "$sw" = 0 ] && dir="$R/off"

@@ -1276,7 +1276,8 @@ def _row_sums(x: Tracked, model: PrecisionModel) -> Tracked | None:
     tiny_sum = lengths.terms * 2.0**-1074
     grow, tiny_mag = _growth(x.value, False, g64, tiny_sum)
     acc = model.accumulate
-    rows = tuple(fused_cuda.as_rows(a, shape) for a in (x.value, x.det, x.prob, x.ref_err))
+    rows = tuple(fused_cuda.as_rows(xp.asarray(a), shape)
+                 for a in (x.value, x.det, x.prob, x.ref_err))
     out = fused_cuda.row_sums(
         rows[0], rows[1:], model.compute.tiny if model.flush_subnormal_inputs else 0.0,
         _NO_GRID, (grow, tiny_mag, tiny_sum, det_coef, prob_coef, eta, g64, acc.max,
