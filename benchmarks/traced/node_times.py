@@ -75,31 +75,28 @@ def node_times(spec: str, repeats: int, device: str = "cuda") -> dict[str, Any]:
     totals: dict[str, float] = {}
     plain_totals: dict[str, float] = {}
     saved = os.environ.get(DEVICE_ROWS_VARIABLE)
+
+    def timed(switch: str, least: dict[str, float]) -> None:
+        """One evaluation with the kernels ``switch``ed, its seconds kept where least."""
+        os.environ[DEVICE_ROWS_VARIABLE] = switch
+        timer.host.clear()
+        timer.wait.clear()
+        sync()
+        start = time.perf_counter()
+        op.reference(given, {}, model)
+        sync()
+        whole = time.perf_counter() - start
+        least[switch] = min(least.get(switch, whole), whole)
     try:
         for switch in ("1", "0"):  # warm-ups: each switch's kernels compiled, pools filled
-            os.environ[DEVICE_ROWS_VARIABLE] = switch
-            op.reference(given, {}, model)
+            timed(switch, {})
         for _ in range(repeats):  # the whole case, the switches in turn in one process
             for switch in ("1", "0"):
-                os.environ[DEVICE_ROWS_VARIABLE] = switch
-                sync()
-                start = time.perf_counter()
-                op.reference(given, {}, model)
-                sync()
-                whole = time.perf_counter() - start
-                plain_totals[switch] = min(plain_totals.get(switch, whole), whole)
+                timed(switch, plain_totals)
         interpret.rules_of = lambda graph: timer.wrap(plain(graph))
         for _ in range(repeats):
             for switch in ("1", "0"):
-                os.environ[DEVICE_ROWS_VARIABLE] = switch
-                timer.host.clear()
-                timer.wait.clear()
-                sync()
-                start = time.perf_counter()
-                op.reference(given, {}, model)
-                sync()
-                whole = time.perf_counter() - start
-                totals[switch] = min(totals.get(switch, whole), whole)
+                timed(switch, totals)
                 for key in timer.host:
                     h, w = timer.host[key], timer.wait[key]
                     old = best[switch].get(key)
