@@ -17,9 +17,13 @@ the primitives, which stay the reference implementation (the tests compare both)
 - backward, before its sums: ``g w``, ``g w xhat`` and ``g xhat``; after them the
   input gradient ``rstd ((g w - a) - xhat b)``.
 
+On CuPy the same loops are device kernels (:mod:`~numoracle.oracle.fused_norm_cuda`,
+where :func:`~numoracle.oracle.fused.whole_rules` switches them on: the same bits, no
+transcendental being computed in them), the sums CuPy's.
+
 A rule takes the primitives where these do not apply: statistics over axes other
 than the trailing ones (batch norm), an escalated operand, an empty lane, fewer
-than ``LOOP_MIN`` elements, operands off the host. No special value needs the
+than ``LOOP_MIN`` elements on the host, torch's namespace. No special value needs the
 primitives: these rules' primitives decide nothing (no ``ieee`` rule), and the
 loops carry NaN and the infinities as their arithmetic does.
 """
@@ -31,8 +35,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ... import elementwise as ew
-from ... import fused_cpu
+from ... import fused_cpu, fused_norm_cuda
+from ...fused import whole_rules
 from ...tracked import U64, Tracked, bounded, may_be_exact
+from ...xp import array_module
 from ..rules import RuleContext
 from ._common import as_tracked, tmap_all
 from ._softmax_rows import _per_row
@@ -42,20 +48,27 @@ __all__ = ["loops_run", "runs", "row_top", "deviation_squares", "normalized_affi
 
 
 def loops_run(xp: Any, size: int) -> bool:
-    """Whether a layer norm over ``size`` elements of ``xp`` runs as whole-rule loops
-    (NumPy's, numba installed and switched on, from LOOP_MIN elements)."""
-    return xp is np and size >= fused_cpu.LOOP_MIN and fused_cpu.norm_available()
+    """Whether a layer norm over ``size`` elements of ``xp`` runs as whole-rule loops:
+    NumPy's, numba installed and switched on, from LOOP_MIN elements; CuPy's kernels
+    where :func:`~numoracle.oracle.fused.whole_rules` lets them run."""
+    if xp is np:
+        return size >= fused_cpu.LOOP_MIN and fused_cpu.norm_available()
+    return whole_rules(xp, size)
+
+
+def _loops(xp: Any) -> Any:
+    """The functions of ``xp``: numba's loops on NumPy, CuPy's kernels else."""
+    return fused_cpu if xp is np else fused_norm_cuda
 
 
 def runs(x: Tracked, dims: tuple[int, ...]) -> bool:
     """Whether statistics of ``x`` over ``dims`` take the loops: ``dims`` the trailing
-    axes, lanes and rows not empty, ``x`` on the host and not escalated."""
+    axes, lanes and rows not empty, ``x`` not escalated (:func:`loops_run`)."""
     nd = np.ndim(x.value)
     k = len(dims)
-    if not isinstance(x.value, np.ndarray) or nd == 0 or x.lo is not None or \
-            tuple(dims) != tuple(range(nd - k, nd)):
+    if nd == 0 or x.lo is not None or tuple(dims) != tuple(range(nd - k, nd)):
         return False
-    return x.value.size > 0 and loops_run(np, x.value.size)
+    return x.value.size > 0 and loops_run(array_module(x.value), x.value.size)
 
 
 class _N(NamedTuple):
@@ -71,18 +84,22 @@ def _as_rows(t: Tracked, n: int) -> tuple[np.ndarray, ...]:
     """``t``'s value and radii as C-contiguous rows of ``n`` (one array where two
     radii are one)."""
     shape = t.shape
-    v = np.ascontiguousarray(t.value, dtype=np.float64).reshape(-1, n)
-    d = fused_cpu.dense_rows(t.det, shape, n)
-    p = d if t.prob is t.det else fused_cpu.dense_rows(t.prob, shape, n)
-    return v, d, p, fused_cpu.dense_rows(t.ref_err, shape, n)
+    xp = array_module(t.value)
+    rows = _loops(xp).dense_rows
+    v = xp.ascontiguousarray(t.value, dtype=np.float64).reshape(-1, n)
+    d = rows(t.det, shape, n)
+    p = d if t.prob is t.det else rows(t.prob, shape, n)
+    return v, d, p, rows(t.ref_err, shape, n)
 
 
 def _per_column(t: Tracked, n: int) -> np.ndarray:
     """A tracked operand of the trailing shape as a ``(4, n)`` array: value, det,
     prob, ref_err."""
     shape = t.shape
-    return np.ascontiguousarray(np.stack(
-        [np.broadcast_to(a, shape).reshape(n) for a in (t.value, t.det, t.prob, t.ref_err)]))
+    xp = array_module(t.value)
+    return xp.ascontiguousarray(xp.stack(
+        [xp.broadcast_to(xp.asarray(a, dtype=np.float64), shape).reshape(n)
+         for a in (t.value, t.det, t.prob, t.ref_err)]))
 
 
 def _params(ctx: RuleContext) -> tuple[tuple[float, ...], tuple[int, int]]:
@@ -101,7 +118,7 @@ def row_top(x: Tracked, dims: tuple[int, ...]) -> np.ndarray:
     ``normalization.streamed_mean`` takes it (:func:`runs` holds)."""
     lead = x.shape[:x.value.ndim - len(dims)]
     v, d, _, r = _as_rows(x, x.value.size // max(int(np.prod(lead)), 1))
-    return fused_cpu.row_top(v, d, r).reshape(lead)
+    return _loops(array_module(v)).row_top(v, d, r).reshape(lead)
 
 
 def deviation_squares(ctx: RuleContext, x: Tracked, mean: Tracked) -> Tracked:
@@ -110,8 +127,8 @@ def deviation_squares(ctx: RuleContext, x: Tracked, mean: Tracked) -> Tracked:
     ``|d d| = d d`` (a sum does not read it)."""
     rows, n = _lane(x, mean.shape)
     params, ints = _params(ctx)
-    v, d, p, r = fused_cpu.deviation_squares(_as_rows(x, n), _per_row(mean, rows),
-                                             may_be_exact(x, mean), params, ints)
+    v, d, p, r = _loops(array_module(x.value)).deviation_squares(
+        _as_rows(x, n), _per_row(mean, rows), may_be_exact(x, mean), params, ints)
     shape = x.shape
     n_d = x.n + mean.n
     return bounded(v.reshape(shape), d.reshape(shape), p.reshape(shape),
@@ -144,7 +161,7 @@ def normalized_affine(ctx: RuleContext, x: Tracked, mean: Tracked, rstd: Tracked
     if (weight is not None and w is None) or (bias is not None and b is None):
         return None
     params, ints = _params(ctx)
-    value, det, prob, ref, mag = fused_cpu.normalized_rows(
+    value, det, prob, ref, mag = _loops(array_module(x.value)).normalized_rows(
         _as_rows(x, n), _per_row(mean, rows), _per_row(rstd, rows),
         None if w is None else _per_column(w, n), None if b is None else _per_column(b, n),
         may_be_exact(x, mean), params, ints)
@@ -183,7 +200,7 @@ def backward_products(ctx: RuleContext, grad: Tracked, x: Tracked, dims: tuple[i
         return None
     params, ints = _params(ctx)
     weighted = w is not None and want[0]
-    gx, gxh, gh = fused_cpu.norm_backward_products(
+    gx, gxh, gh = _loops(array_module(x.value)).norm_backward_products(
         _as_rows(x, n), _as_rows(grad, n), _per_row(mean, rows), _per_row(rstd, rows),
         _per_column(w, n) if weighted else None, (want[1], want[2]),
         (weighted and may_be_exact(grad, w), may_be_exact(x, mean)), params, ints)
@@ -207,7 +224,7 @@ def input_grad(ctx: RuleContext, x: Tracked, g: Tracked, mean: Tracked, rstd: Tr
     statistics' kept shape)."""
     rows, n = _lane(x, mean.shape)
     params, ints = _params(ctx)
-    value, det, prob, ref, mag = fused_cpu.input_grad_rows(
+    value, det, prob, ref, mag = _loops(array_module(x.value)).input_grad_rows(
         _as_rows(x, n), _as_rows(g, n), *(_per_row(t, rows) for t in (mean, rstd, a, b)),
         may_be_exact(x, mean) or may_be_exact(g, a), params, ints)
     shape = x.shape
