@@ -474,7 +474,8 @@ class _Context:
             graph = capture(ref, tensors)
             self.release()  # the capture's float64 forward in torch's cached blocks
             mark = self.lap("capture", mark)
-            out = evaluate(graph, tensors, rules)
+            # handed over: an input's memory freed after the last node that reads it
+            out = evaluate(graph, tensors, rules, consume=True)
             self.lap("oracle", mark)
             return [out[n] for n in graph.outputs]
         outs = output_names(ref.call({k: torch.as_tensor(v).double()

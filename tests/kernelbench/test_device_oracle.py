@@ -30,9 +30,9 @@ def torch_namespace(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     seen: list[str] = []
     evaluate = judge_module.evaluate
 
-    def spy(graph: Any, inputs: Any, ctx: Any, *args: Any) -> Any:
+    def spy(graph: Any, inputs: Any, ctx: Any, *args: Any, **kw: Any) -> Any:
         seen.append("torch" if is_torch(ctx.xp) else ctx.xp.__name__)
-        return evaluate(graph, inputs, ctx, *args)
+        return evaluate(graph, inputs, ctx, *args, **kw)
 
     monkeypatch.setattr(judge_module, "oracle_device", lambda device: torch.device("cpu"))
     monkeypatch.setattr(judge_module, "evaluate", spy)
@@ -57,9 +57,9 @@ def test_the_oracle_in_a_strict_namespace_judges_as_on_the_host(
     seen: list[Any] = []
     evaluate = judge_module.evaluate
 
-    def spy(graph: Any, inputs: Any, ctx: Any, *args: Any) -> Any:
+    def spy(graph: Any, inputs: Any, ctx: Any, *args: Any, **kw: Any) -> Any:
         seen.append(ctx.xp)
-        return evaluate(graph, inputs, ctx, *args)
+        return evaluate(graph, inputs, ctx, *args, **kw)
 
     monkeypatch.setattr(judge_module, "oracle_device", lambda device: torch.device("cpu"))
     monkeypatch.setattr(judge_module, "namespace_named", lambda name: strict)
@@ -143,9 +143,9 @@ def test_the_oracle_on_the_gpu_evaluates_in_the_namespace_the_switch_names(
     seen: list[str] = []
     evaluate = judge_module.evaluate
 
-    def spy(graph: Any, inputs: Any, ctx: Any, *args: Any) -> Any:
+    def spy(graph: Any, inputs: Any, ctx: Any, *args: Any, **kw: Any) -> Any:
         seen.append("torch" if is_torch(ctx.xp) else ctx.xp.__name__)
-        return evaluate(graph, inputs, ctx, *args)
+        return evaluate(graph, inputs, ctx, *args, **kw)
 
     monkeypatch.setattr(judge_module, "evaluate", spy)
     good = run(problems, candidates, "gemm_gelu", "gemm_gelu_custom_backward", examples=1,

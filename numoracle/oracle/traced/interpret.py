@@ -101,21 +101,25 @@ def _load(env: dict[fx.Node, Any], a: Any) -> Any:
 
 
 def evaluate(graph: Graph, inputs: Mapping[str, Any], ctx: RuleContext,
-             outputs: Sequence[str] = ()) -> dict[str, Any]:
+             outputs: Sequence[str] = (), *, consume: bool = False) -> dict[str, Any]:
     """Evaluate ``graph`` on ``inputs`` (arrays of any namespace, or tensors, by
     placeholder name) under ``ctx``, in the context's namespace and on its device
     (:attr:`RuleContext.xp`); returns the requested outputs (all when empty) by
     name: a :class:`Tracked` for each floating-point output, a NumPy array for an
     integer one.
 
-    Only the nodes the requested outputs depend on are evaluated.
+    Only the nodes the requested outputs depend on are evaluated; a value no later
+    node reads is dropped as the evaluation goes. ``consume`` (``inputs`` a dict
+    the caller hands over): each input is popped from it as it is bound, so that,
+    the caller keeping no other reference, its memory is freed after its last
+    reader too.
     """
     with on_device(ctx.xp, ctx.device):
-        return _evaluate(graph, inputs, ctx, outputs)
+        return _evaluate(graph, inputs, ctx, outputs, consume)
 
 
 def _evaluate(graph: Graph, inputs: Mapping[str, Any], ctx: RuleContext,
-              outputs: Sequence[str]) -> dict[str, Any]:
+              outputs: Sequence[str], consume: bool = False) -> dict[str, Any]:
     rules = rules_of(graph)
     want = tuple(outputs) or graph.outputs
     unknown = [o for o in want if o not in graph.outputs]
@@ -144,7 +148,9 @@ def _evaluate(graph: Graph, inputs: Mapping[str, Any], ctx: RuleContext,
                 if name not in inputs:
                     raise InvalidArgument(f"input {name!r} is missing; the graph takes "
                                           f"{graph.inputs}")
-                env[node] = _to_value(inputs[name], ctx)
+                given = inputs.pop(name) if consume else inputs[name]  # type: ignore[attr-defined]
+                env[node] = _to_value(given, ctx)
+                del given
         elif node not in needed:
             continue
         elif node.op == "get_attr":

@@ -150,3 +150,27 @@ def test_intermediate_values_are_freed_once_no_later_node_reads_them(monkeypatch
     for _ in range(9):
         expected = np.tanh(expected)
     np.testing.assert_allclose(out.value, expected, rtol=1e-14)
+
+
+def test_inputs_handed_over_are_freed_after_their_last_reader(monkeypatch):
+    """``consume=True``: the inputs are popped from the caller's dict as they are
+    bound, and an input no later node reads is freed as the evaluation goes."""
+    alive = []
+    tanh = RULES["aten.tanh.default"]
+
+    def counting(*a, **k):
+        alive.append(held() is not None)
+        return tanh(*a, **k)
+    monkeypatch.setitem(RULES, "aten.tanh.default", counting)
+
+    def f(x):
+        return torch.tanh(torch.tanh(x))
+    x = _rand((64,))
+    g = capture(Reference(f, ("x",)), {"x": x})
+    held = weakref.ref(x)
+    vals = {"x": x}
+    del x
+    out = evaluate(g, vals, FP32, consume=True)["out"]
+    assert vals == {} and alive == [True, False]  # read by the first tanh only
+    kept = {"x": _rand((64,))}
+    np.testing.assert_array_equal(evaluate(g, dict(kept), FP32)["out"].value, out.value)
