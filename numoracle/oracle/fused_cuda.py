@@ -200,7 +200,7 @@ def row_sums(x: Any, radii: tuple[Any, Any, Any], flush: float, none: int,
     _kernel(ROW_SUM)((rows,), (BLOCK,), (*args, np.int64(cols), np.float64(flush),
                                          np.int32(none), sums, flags))
     outs = tuple(xp.empty(rows) for _ in range(5))
-    _kernel(ROW_SUM_RADII)(sums, *(np.float64(p) for p in params),
+    _kernel(ROW_SUM_RADII)(sums.reshape(-1), *(np.float64(p) for p in params),
                            *(np.int32(k) for k in ints), *outs, flags)
     bits = flags.get() if hasattr(flags, "get") else flags
     return None if bits[0] & 1 or bits[2] else outs
