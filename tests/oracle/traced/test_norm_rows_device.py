@@ -30,7 +30,7 @@ from test_softmax_rows import _tracked
 from test_softmax_rows_device import _within
 
 from numoracle.oracle import _norm_cuda as src
-from numoracle.oracle import fused, fused_cpu, fused_norm_cuda
+from numoracle.oracle import fused, fused_cpu, fused_norm_cuda, tracked
 from numoracle.oracle.precision import get_model
 from numoracle.oracle.traced.library import _norm_rows as rows
 from numoracle.oracle.traced.library import normalization as nz
@@ -377,7 +377,10 @@ def test_device_rules_give_cupys_primitives_bits(cupy: Any, runs: _Runs,
     """Layer norm forward and backward by the kernels on CuPy: the bits of CuPy's
     primitives (the kernels left out, the sums the same), and within the oracle's own
     error of the NumPy path and of CuPy's primitives with the switch off; the kernels
-    run."""
+    run. The sums' magnitudes in float64 everywhere (the host's float32 and the device's
+    TF32 magnitude sums loosen a radius by different shares of itself: not the kernels'
+    concern)."""
+    monkeypatch.setattr(tracked, "SINGLE_SUMS", False)
     size, _, how = case.partition(" ")
     shape = tuple(int(s) for s in size.split("x"))
     t, dt, w, dw, b, db, g, dg = _device_case(cupy, shape, "exact" if how == "exact" else "all",
