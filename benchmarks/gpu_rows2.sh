@@ -3,8 +3,9 @@
 # kernels (numoracle/oracle/_rows_cuda.py: ROW_SUM, ROW_SUM_RADII, taken by tracked.sum_
 # over the last axis on CuPy): their GPU-marked tests (each kernel against the host's
 # build of the same C text; each rule and each sum within the oracle's own error of the
-# NumPy path), the GPU-marked tests of every rule and hand-written op on CuPy and the
-# GPU zoo (whose last-axis sums now take the kernels), the rules alone and the traced oracle's cost
+# NumPy path), the GPU-marked tests of every rule and hand-written op on CuPy, the
+# fused kernels, the GPU reference and the GPU zoo (their last-axis sums now take the
+# kernels), the rules alone and the traced oracle's cost
 # per case against torch float64 eager for softmax, attention and cross-entropy at their
 # realistic sizes with the kernels on and off, and attention's and softmax's time node
 # by node with them on and off in one process (benchmarks/traced/node_times.py).
@@ -38,8 +39,9 @@ run tests 50 "$R/tests.log" python3 -m pytest tests/oracle/traced/test_row_sums_
     tests/oracle/traced/test_softmax_rows_device.py -m gpu -v -rA --tb=short -n 8 \
     -p no:cacheprovider -o addopts="" &
 run route 50 "$R/route.log" python3 -m pytest tests/oracle/traced/test_rules_backends.py \
-    tests/oracle/test_ops_namespaces.py tests/oracle/test_gpu_zoo.py -m gpu \
-    -k "cupy or mutant" -v -rfE --tb=short -n 8 \
+    tests/oracle/test_ops_namespaces.py tests/oracle/test_gpu_zoo.py tests/oracle/test_fused.py \
+    tests/oracle/test_gpu_reference.py -m gpu -k "cupy or mutant or gpu or device or pool" \
+    -v -rfE --tb=short -n 8 \
     -p no:cacheprovider -o addopts="" &
 wait
 run rules 18 "$R/rules.log" python3 -m benchmarks.traced.rows_device --out "$R" --repeats 5
