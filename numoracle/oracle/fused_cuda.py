@@ -48,7 +48,8 @@ from .fused import _NO_FMA
 from .xp import array_module
 
 __all__ = ["build", "as_rows", "row_max", "shifted_exp_rows", "softmax_rows",
-           "log_softmax_rows", "hot_rows", "log_softmax_backward_rows", "row_sums"]
+           "log_softmax_rows", "hot_rows", "log_softmax_backward_rows", "row_sums",
+           "row_sums_fit"]
 
 _BUILT: dict[str, Any] = {}
 
@@ -179,6 +180,18 @@ def log_softmax_backward_rows(y: tuple[Any, ...], g: tuple[Any, ...], s: Any, c:
                                   _device(xp, single, np.bool_), _device(xp, scalars),
                                   *(np.float64(p) for p in params), np.int64(shape[1]), *outs)
     return outs
+
+
+#: rows longer than this, fewer than :data:`ROW_SUM_FEW` of them, take the contraction: a
+#: block per row would leave most of the device idle (a whole tensor's sum is one row)
+ROW_SUM_LONGEST = 1 << 16
+ROW_SUM_FEW = 128
+
+
+def row_sums_fit(rows: int, cols: int) -> bool:
+    """Whether :func:`row_sums` suits ``rows`` rows of ``cols`` entries: short rows, or
+    enough of them to fill the device with blocks."""
+    return rows > 0 and 0 < cols and (cols <= ROW_SUM_LONGEST or rows >= ROW_SUM_FEW)
 
 
 def row_sums(x: Any, radii: tuple[Any, Any, Any], flush: float, none: int,

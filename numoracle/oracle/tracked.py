@@ -1264,12 +1264,13 @@ def _row_sums(x: Tracked, model: PrecisionModel) -> Tracked | None:
     """:func:`sum_` over the last axis by the device's row kernels
     (:func:`~numoracle.oracle.fused_cuda.row_sums`): what the contraction with a vector
     of ones gives, ``S`` summed in float64 (an upper bound, as the GEMM's), two kernels
-    and one read; None where it does not run (an escalated or empty input, a value or
-    radius not finite, a float64 reference not precise enough: the contraction decides)."""
+    and one read; None where it does not run (an escalated or empty input, few long rows,
+    a value or radius not finite, a float64 reference not precise enough: the
+    contraction decides)."""
     shape = x.shape
-    if x.lo is not None or not x.value.size:
-        return None
     k = shape[-1]
+    if x.lo is not None or not x.value.size or not fused_cuda.row_sums_fit(x.value.size // k, k):
+        return None
     xp = _xp(x.value)
     lengths = _lengths(k, False, None, model, xp)
     g64, det_coef, prob_coef, eta = _coefficients(lengths, 0.0, model, xp)

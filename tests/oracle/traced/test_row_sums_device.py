@@ -189,6 +189,18 @@ def test_values_not_finite_take_the_contraction(route: _Route, special: str) -> 
     _same_bits(got, route.contraction(t, get_model("fp32")))
 
 
+@host_kernels
+def test_few_long_rows_take_the_contraction(route: _Route) -> None:
+    """A whole tensor's sum (one long row) is the contraction's: one block would not fill
+    the device; as many long rows as blocks fill it take the kernels."""
+    t = _normal_case(np.random.default_rng(5), (1, fused_cuda.ROW_SUM_LONGEST + 1))
+    got = route.kernels(t, get_model("fp32"))
+    assert route.calls == []
+    _same_bits(got, route.contraction(t, get_model("fp32")))
+    assert fused_cuda.row_sums_fit(fused_cuda.ROW_SUM_FEW, fused_cuda.ROW_SUM_LONGEST + 1)
+    assert fused_cuda.row_sums_fit(1, fused_cuda.ROW_SUM_LONGEST)
+
+
 #: mutations of the two kernels, each a plausible slip
 MUTANTS = {
     "radii not propagated": ("ROW_SUM_RADII", "if (rad) { d = d + o[2]; p = p + o[3]; }", ""),
