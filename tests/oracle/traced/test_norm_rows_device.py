@@ -310,6 +310,45 @@ def test_device_forms_keep_to_device_arrays(runs: _Runs, strict: Any, per_op: bo
         _same([None if r is None else r.to_host() for r in got], want)
 
 
+@host_kernels
+@pytest.mark.parametrize("size", ["small", "realistic"])
+def test_the_traced_reference_through_the_kernels_in_a_strict_namespace(
+        runs: _Runs, strict: Any, size: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cost table's layer norm (forward and backward, weight and bias) evaluated in
+    CuPy's manners on the CPU, its rules through the kernels built on the host: it keeps
+    to the namespace and agrees with NumPy's evaluation within the oracle's own error (as
+    the namespaces' test has it)."""
+    import torch  # noqa: PLC0415 - the capture's
+    from test_rules_backends import _same_tracked  # noqa: PLC0415 - imports torch
+
+    from benchmarks.traced.table import REFERENCES, _inputs  # noqa: PLC0415
+    from numoracle.oracle.traced.capture import capture  # noqa: PLC0415
+    from numoracle.oracle.traced.interpret import evaluate  # noqa: PLC0415
+    from numoracle.oracle.traced.op import TracedOp  # noqa: PLC0415
+
+    fn, grads = REFERENCES["layer_norm"]
+    rng = np.random.default_rng(0)
+    inputs = _inputs("layer_norm", size, rng)
+    op = TracedOp(fn, inputs={k: torch.from_numpy(v) for k, v in inputs.items()},
+                  grads=grads, name="norm_rows_layer_norm")
+    for k, shape in op.input_shapes({}).items():
+        inputs.setdefault(k, rng.standard_normal(shape).astype(np.float32).astype(np.float64))
+    graph = capture(op.ref, {k: inputs[k] for k in op.ref.names},
+                    {k: v for k, v in inputs.items() if k.startswith("grad_")})
+    ctx = op.context(get_model("fp32"))
+    with np.errstate(all="ignore"):
+        host = evaluate(graph, inputs, ctx)
+        runs.take()
+        monkeypatch.setattr(rows, "whole_rules", lambda xp, size: size > 0)
+        with _built(norm_harness.build):
+            other = evaluate(graph, {k: strict.asarray(v) if v.dtype.kind == "f" else v
+                                     for k, v in inputs.items()},
+                             RuleContext(ctx.model, ctx.claims, xp=strict))
+    assert runs.take() == ["fused_norm_cuda"] * 5
+    for out in host:
+        _same_tracked(host[out], other[out], f"layer_norm {out}")
+
+
 # on a GPU: CuPy's build of the same kernels
 
 
