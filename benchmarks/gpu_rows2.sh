@@ -40,7 +40,7 @@ run tests 50 "$R/tests.log" python3 -m pytest tests/oracle/traced/test_row_sums_
     -p no:cacheprovider -o addopts="" &
 run route 50 "$R/route.log" python3 -m pytest tests/oracle/traced/test_rules_backends.py \
     tests/oracle/test_ops_namespaces.py tests/oracle/test_gpu_zoo.py tests/oracle/test_fused.py \
-    tests/oracle/test_gpu_reference.py -m gpu -k "cupy or mutant or gpu or device or pool" \
+    tests/oracle/test_gpu_reference.py -m gpu -k "cupy or mutant or test_gpu_ or on_the_gpu" \
     -v -rfE --tb=short -n 8 \
     -p no:cacheprovider -o addopts="" &
 wait
