@@ -160,20 +160,28 @@ def kernelbench_rule(got: Any, ref: Any, device: Any = None) -> dict[str, bool]:
     """KernelBench's check, ``torch.allclose(ref, got, atol=tol, rtol=tol)``, per
     tolerance, in float64 (both as float64: ``|ref - got| <= tol + tol |got|``, an
     infinity close only to itself, NaN to nothing), as ``numpy.allclose`` of float64
-    copies: a piece of :data:`RULE_PIECE` elements at a time, by torch on ``device``
-    (a GPU; None: the host), so that no float64 copy of a whole output is made and a
-    large one is compared where the device's bandwidth is."""
-    got, ref = torch.as_tensor(got), torch.as_tensor(ref)
+    copies: a piece of :data:`RULE_PIECE` elements at a time, by NumPy on the host or,
+    given ``device`` (a GPU), by torch there, so that no float64 copy of a whole
+    output is made and a large one is compared where the device's bandwidth is."""
     tols = {f"{tol:g}": tol for tol in KERNELBENCH_TOLERANCES}
-    close = dict.fromkeys(tols, tuple(got.shape) == tuple(ref.shape))
+    close = dict.fromkeys(tols, tuple(np.shape(got)) == tuple(np.shape(ref)))
     if not all(close.values()):
         return close
-    g, r = got.reshape(-1), ref.reshape(-1)
-    for at in range(0, g.numel(), RULE_PIECE):
-        a = r[at:at + RULE_PIECE].to(device=device, dtype=torch.float64)
-        b = g[at:at + RULE_PIECE].to(device=device, dtype=torch.float64)
+    if device is None:
+        g, r = np.asarray(got).reshape(-1), np.asarray(ref).reshape(-1)
+    else:
+        g, r = torch.as_tensor(got).reshape(-1), torch.as_tensor(ref).reshape(-1)
+    for at in range(0, int(np.size(got)), RULE_PIECE):
+        if device is None:
+            a = r[at:at + RULE_PIECE].astype(np.float64)
+            b = g[at:at + RULE_PIECE].astype(np.float64)
+        else:
+            a = r[at:at + RULE_PIECE].to(device=device, dtype=torch.float64)
+            b = g[at:at + RULE_PIECE].to(device=device, dtype=torch.float64)
         for name, tol in tols.items():
-            close[name] = close[name] and bool(torch.allclose(a, b, atol=tol, rtol=tol))
+            close[name] = close[name] and bool(
+                np.allclose(a, b, atol=tol, rtol=tol) if device is None else
+                torch.allclose(a, b, atol=tol, rtol=tol))
         if not any(close.values()):
             break
     return close

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from numoracle.kernelbench import reference
 from numoracle.kernelbench.reference import KERNELBENCH_TOLERANCES, kernelbench_rule
@@ -42,5 +43,6 @@ def test_the_rule_in_pieces_agrees_with_numpy_on_whole_float64_copies(
     for name, got, ref in _cases():
         want = _numpy_rule(got, ref)
         assert kernelbench_rule(got, ref) == want, name
+        assert kernelbench_rule(got, ref, torch.device("cpu")) == want, name  # torch's
         answers.add(tuple(want.values()))
     assert answers == {(True, True), (True, False), (False, False)}  # each outcome met
