@@ -310,8 +310,8 @@ def fused_exact(xp: Any) -> bool:
     return fused(xp) or (xp is np and fused_cpu.available())
 
 
-#: the environment variable that switches the softmax family's whole-rule kernels on
-#: CuPy off (``0``: each primitive's kernels); on otherwise (the default)
+#: the environment variable that switches the softmax family's and layer norm's whole-rule
+#: kernels on CuPy off (``0``: each primitive's kernels); on otherwise (the default)
 DEVICE_ROWS_VARIABLE = "NUMORACLE_DEVICE_ROWS"
 
 
@@ -321,7 +321,8 @@ def whole_rules(xp: Any, size: int) -> bool:
     installed, from LOOP_MIN elements (the same bits as its primitives' passes); on
     CuPy :mod:`~numoracle.oracle.fused_cuda`'s kernels unless
     :data:`DEVICE_ROWS_VARIABLE` is ``0`` (the same bits but for the device's
-    exponentials, within the reference's own error of the host's)."""
+    exponentials, within the reference's own error of the host's; layer norm's rule
+    takes :mod:`~numoracle.oracle.fused_norm_cuda`'s kernels where this holds)."""
     if xp is np:
         return size >= fused_cpu.LOOP_MIN and fused_cpu.rows_available()
     return size > 0 and device_rows(xp)
