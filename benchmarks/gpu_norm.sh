@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Layer norm's whole-rule kernels on CuPy (numoracle/oracle/fused_norm_cuda.py; the softmax
-# family's switch, NUMORACLE_DEVICE_ROWS): their tests (each kernel against the host's
-# build of the same C text, bit for bit; the rules on CuPy against CuPy's primitives, bit for
-# bit, and within the oracle's own error of the NumPy path), then the traced oracle's cost
+# family's switch, NUMORACLE_DEVICE_ROWS): their GPU-marked tests (each kernel against the
+# host's build of the same C text, bit for bit; the rules on CuPy against CuPy's primitives,
+# bit for bit, and within the oracle's own error of the NumPy path), then the traced oracle's cost
 # per case against torch float64 eager for layer norm at its realistic size
 # (benchmarks/traced/table.py) in CuPy with the kernels on and off, and where the time of
 # the forward+backward goes with them on (benchmarks/traced/profile.py).
@@ -11,18 +11,18 @@
 #
 # From the root of a checkout, on a machine with a CUDA GPU, torch, cupy, numba and g++.
 # Writes OUT/norm/env.txt, tests.log, table.log, profile.log, on/table.md, on/table.json,
-# on/profile.md, off/table.md, off/table.json. About 80 s at most: the tests under
-# TEST_LIMIT (30 s), each table under TABLE_BUDGET (8 s of rows) plus 12 s, the profile
-# under PROFILE_LIMIT (12 s).
+# on/profile.md, off/table.md, off/table.json. About 90 s at most: the tests under
+# TEST_LIMIT (44 s), each table under TABLE_BUDGET (6 s of rows) plus 12 s, the profile
+# under PROFILE_LIMIT (10 s).
 set -uo pipefail
 OUT=${1:?usage: bash benchmarks/gpu_norm.sh OUT}
 cd "$(dirname "$0")/.."
 R="$OUT/norm"
 mkdir -p "$R/on" "$R/off"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-TEST_LIMIT=${TEST_LIMIT:-30}
-TABLE_BUDGET=${TABLE_BUDGET:-8}
-PROFILE_LIMIT=${PROFILE_LIMIT:-12}
+TEST_LIMIT=${TEST_LIMIT:-44}
+TABLE_BUDGET=${TABLE_BUDGET:-6}
+PROFILE_LIMIT=${PROFILE_LIMIT:-10}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$R/env.txt" 2>&1
 python3 -c "import torch, numpy, cupy; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'numpy', numpy.__version__, 'cupy', cupy.__version__)" >> "$R/env.txt" 2>&1
 python3 -c "import numba; print('numba', numba.__version__)" >> "$R/env.txt" 2>&1 || echo "no numba: the host tests skip" >> "$R/env.txt"
@@ -30,7 +30,7 @@ python3 -c "import numba; print('numba', numba.__version__)" >> "$R/env.txt" 2>&
 git rev-parse HEAD >> "$R/env.txt" 2>&1
 start=$SECONDS
 timeout "$TEST_LIMIT" python3 -m pytest tests/oracle/traced/test_norm_rows_device.py \
-    -rA --tb=short -n 4 -p no:cacheprovider -o addopts="" > "$R/tests.log" 2>&1
+    -m gpu -rA --tb=short -n 4 -p no:cacheprovider -o addopts="" > "$R/tests.log" 2>&1
 echo "tests exit $? after $(( SECONDS - start )) s" >> "$R/env.txt"
 for sw in 1 0; do
     dir="$R/on"; [ "$sw" = 0 ] && dir="$R/off"
