@@ -316,10 +316,34 @@ def warm_device(device: str) -> float:
         try:
             judge_one(problem, Path(tmp) / "row.json", device=device, max_bytes=None,
                       examples=0, limit=60.0)
+            _compare_in_pieces_once()
         except Exception:  # noqa: BLE001 - a warm-up only: the problems compile instead
             pass
     free_device_memory(True)
     return time.perf_counter() - t0
+
+
+def _compare_in_pieces_once() -> None:
+    """A small comparison on the GPU's namespace taken a piece at a time, its median by
+    selection: the kernels a large output's comparison compiles (a small one's came
+    with the problem)."""
+    import numpy as np  # noqa: PLC0415 - in a worker's process
+
+    from numoracle.checking import ratios, verdict  # noqa: PLC0415
+    from numoracle.oracle.tracked import bounded, moved  # noqa: PLC0415
+    from numoracle.oracle.xp import gpu_namespace, is_torch  # noqa: PLC0415
+
+    xp = gpu_namespace()
+    if is_torch(xp):
+        return  # a GPU reference is compared in CuPy's namespace or on the host
+    value = np.linspace(-1.0, 1.0, 64 * 9).reshape(64, 9)
+    ref = moved(bounded(value, np.abs(value) * 1e-7, n=3), xp)
+    old = verdict.COMPARE_PIECE, ratios.SELECT_LEAST
+    verdict.COMPARE_PIECE, ratios.SELECT_LEAST = 100, 100
+    try:
+        verdict.compare("warm", xp.asarray(value.astype(np.float32)), ref)
+    finally:
+        verdict.COMPARE_PIECE, ratios.SELECT_LEAST = old
 
 
 def device_usable() -> bool:

@@ -313,7 +313,8 @@ class _Context:
             state = case_state(p, case, self.base, dtype=self.dtype)
             ref = torch_reference(p, init=init, state=state, args=second, layouts=layouts,
                                   device=self.device, dtype=self.dtype_name, tf32=self.tf32,
-                                  seed=case.seed, rows=case.rows)
+                                  seed=case.seed, rows=case.rows,
+                                  on_device=self.gpu is not None)
         self.release()  # torch's cached blocks of its reference: the candidate's to use
         mark = self.lap("torch reference", t0)
         result.reference_ops = ref.ops
@@ -358,6 +359,7 @@ class _Context:
             result.kernelbench = {t: all(d[t] for d in rules) for t in ("0.01", "0.0001")}
         else:
             result.kernelbench = {"0.01": False, "0.0001": False}
+        ref.outputs.clear()  # torch's outputs (on a GPU, there): not needed past the rule
         if result.out_of_memory or result.not_judged:  # the oracle's work would be wasted
             result.seconds = time.perf_counter() - t0
             return result

@@ -191,8 +191,9 @@ def kernelbench_rule(got: Any, ref: Any, device: Any = None) -> dict[str, bool]:
 class TorchReference:
     """torch's outputs of ``Model`` on one case, and what the candidate's must match."""
 
-    #: host outputs (the judged rows only, where rows are named)
-    outputs: list[np.ndarray] = field(default_factory=list)
+    #: outputs (the judged rows only, where rows are named): host arrays, or with
+    #: ``on_device`` the tensors where torch made them
+    outputs: list[Any] = field(default_factory=list)
     #: (shape, dtype name, device) per output
     specs: list[tuple[tuple[int, ...], str, str]] = field(default_factory=list)
     #: per output, the inputs it shares memory with
@@ -216,8 +217,11 @@ def host(t: torch.Tensor) -> np.ndarray:
 
 def torch_reference(problem: Problem, *, init: Sequence[Any], state: Mapping[str, np.ndarray],
                     args: Sequence[Any], layouts: Sequence[str], device: str, dtype: str,
-                    tf32: bool, seed: int, rows: Sequence[int] = ()) -> TorchReference:
-    """Run ``Model(*init)`` with ``state`` on ``args`` as torch does (see the module)."""
+                    tf32: bool, seed: int, rows: Sequence[int] = (),
+                    on_device: bool = False) -> TorchReference:
+    """Run ``Model(*init)`` with ``state`` on ``args`` as torch does (see the module);
+    ``on_device``: its outputs kept where they are (no copy to the host and back for
+    :func:`kernelbench_rule` on the device)."""
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
@@ -249,5 +253,6 @@ def torch_reference(problem: Problem, *, init: Sequence[Any], state: Mapping[str
         out.specs.append((tuple(o.shape), str(o.dtype).removeprefix("torch."), str(o.device)))
         out.input_aliases.append([k for k, s in enumerate(spans_in) if overlaps(span(o), s)])
         out.output_aliases += [(j, i) for j in range(i) if overlaps(span(got[j]), span(o))]
-        out.outputs.append(host(o[list(rows)] if rows else o))
+        picked = o[list(rows)] if rows else o
+        out.outputs.append(picked.detach() if on_device else host(picked))
     return out

@@ -193,3 +193,23 @@ def test_the_warm_up_problem_is_judged_whole_and_passes(tmp_path: Path) -> None:
     assert (row["status"], row["how"]) == ("pass", "whole")
     assert {"torch reference", "candidate runs", "capture", "oracle", "comparison"} <= \
         set(row["timings"])
+
+
+def test_the_warm_up_compares_in_pieces_in_the_gpus_namespace(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The warm-up's comparison takes the piecewise path (its kernels are those a large
+    output compiles): here in NumPy standing for the GPU's namespace."""
+    import numpy as np  # noqa: PLC0415
+
+    from benchmarks.kernelbench import worker  # noqa: PLC0415
+    from numoracle.checking import verdict  # noqa: PLC0415
+    from numoracle.oracle import xp  # noqa: PLC0415
+
+    seen = []
+    pieces = verdict._compare_in_pieces
+    monkeypatch.setattr(xp, "gpu_namespace", lambda: np)
+    monkeypatch.setattr(verdict, "_compare_in_pieces",
+                        lambda *a, **k: seen.append(a[0]) or pieces(*a, **k))
+    worker._compare_in_pieces_once()
+    assert seen == ["warm"]
+    assert verdict.COMPARE_PIECE == 1 << 24  # put back
