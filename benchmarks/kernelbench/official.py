@@ -259,7 +259,7 @@ def run(args: argparse.Namespace) -> int:
             "device_name": (torch.cuda.get_device_name(0) if args.device != "cpu"
                             else "CPU only"),
             "slots": args.slots, "limit": args.limit, "examples": args.examples,
-            "order": args.order, "memory_model": model.how,
+            "order": args.order, "memory_model": model.how, "lean": args.lean,
             "memory_gib": round(memory / GIB, 1) if args.device != "cpu" else "-",
             "planned_s": round(time.perf_counter() - t0, 1)}
     out = args.out

@@ -93,7 +93,9 @@ def write_table(out: Path, head: dict[str, Any], rows: list[dict[str, Any]]) -> 
              f"fp32, {head['examples']} drawn cases after the official one; whole wherever "
              f"the plan fits the device; limit {limit:g} s per problem; "
              f"{head.get('seconds', 0):.0f} s in all.  ",
-             f"Memory model: {head.get('memory_model', '-')}.  ",
+             f"Memory model: {head.get('memory_model', '-')}"
+             + (f"; a plan beyond the device tried whole at {head['lean']:g} bytes per "
+                "floor byte (`--lean`)" if head.get("lean") else "") + ".  ",
              f"Earlier calls: {head.get('resumed', 'none')} (their rows name the commit, "
              "`resumed_from`).", "",
              f"**Judged whole: {whole} of {n} ({100 * whole / max(n, 1):.0f}%).** "
