@@ -366,6 +366,7 @@ class _Context:
         if case.rows and self.plan is None:
             raise InvalidArgument(f"case {case.to_json()} names rows, but this problem's "
                                   "official instance is not judged on a sample of rows")
+        short = ""
         try:
             if case.rows:  # a sampled instance: the oracle on the same rows of the inputs
                 refs = self.reference(self.plan.sizes(sizes, case.rows), state,
@@ -374,19 +375,22 @@ class _Context:
                 refs = self.reference(sizes, state, second)
         except (torch.OutOfMemoryError, MemoryError) as exc:  # the oracle's (CuPy's is a
             # MemoryError), not the candidate's: not judged
-            text = str(exc).splitlines()[0] if str(exc) else ""
-            result.fault = f"the oracle ran out of device memory in float64 ({text[:160]})"
-            result.out_of_memory = result.oracle_out_of_memory = True
-            result.passed = False
-            self.release()
-            result.seconds = time.perf_counter() - t0
-            return result
+            short = f"the oracle ran out of device memory in float64 ({_first_line(exc)})"
+        if short:  # out of the handler: its traceback's arrays are gone when released
+            return self._ran_out(result, short, t0)
         refs = [_judged_where(r) for r in refs]
         mark = time.perf_counter()
         if result.fault is None:
             got = answer["outputs"]
-            result.outputs = [self._compare(i, g, r) for i, (g, r) in
-                              enumerate(zip(got, refs, strict=True))]
+            try:
+                result.outputs = [self._compare(i, g, r) for i, (g, r) in
+                                  enumerate(zip(got, refs, strict=True))]
+            except (torch.OutOfMemoryError, MemoryError) as exc:  # as the oracle's
+                short = (f"the comparison ran out of device memory in float64 "
+                         f"({_first_line(exc)})")
+            if short:
+                del refs
+                return self._ran_out(result, short, t0)
             result.passed = all(o.passed for o in result.outputs)
             mark = self.lap("comparison", mark)
             if result.passed and cots is not None:
@@ -400,6 +404,17 @@ class _Context:
                         self.gradients(result, sizes, state, second, cots, answer)
                 mark = self.lap("gradients", mark)
         result.degenerate = all(_within_bound_of_zero(r) for r in refs)
+        result.seconds = time.perf_counter() - t0
+        return result
+
+    def _ran_out(self, result: CaseResult, fault: str, t0: float) -> CaseResult:
+        """``result`` not judged: the oracle, or the comparison with its float64 arrays,
+        ran out of device memory (``fault`` says which), not the candidate."""
+        result.fault = fault
+        result.out_of_memory = result.oracle_out_of_memory = True
+        result.passed = False
+        result.outputs = []
+        self.release()
         result.seconds = time.perf_counter() - t0
         return result
 
@@ -530,6 +545,11 @@ class _Context:
                              worst_ratio=ratio, median_ratio=ratio, worst_ratio_det=ratio,
                              worst_ratio_prob=ratio, median_ratio_det=ratio,
                              median_ratio_prob=ratio, exact=True)
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first line of an exception's text, at most 160 characters."""
+    return (str(exc).splitlines()[0] if str(exc) else type(exc).__name__)[:160]
 
 
 def _cotangents(specs: Sequence[Any], seed: int, dtype: torch.dtype

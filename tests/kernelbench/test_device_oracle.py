@@ -107,6 +107,28 @@ def test_a_whole_instance_the_device_cannot_hold_is_judged_on_sampled_rows(
     assert stopped.official is None and len(calls) == 1
 
 
+def test_a_comparison_that_runs_out_of_memory_is_judged_as_the_oracles(
+        problems: Path, candidates: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The comparison's float64 arrays out of device memory: not the candidate's fault;
+    judged on sampled rows, or (no fall-back) not judged, for want of memory."""
+    compare = judge_module.compare
+    calls: list[int] = []
+
+    def first_runs_out(*args: Any, **kw: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise MemoryError("Out of memory allocating 8,589,934,592 bytes (simulated)")
+        return compare(*args, **kw)
+
+    monkeypatch.setattr(judge_module, "compare", first_runs_out)
+    good = run(problems, candidates, "gemm_gelu", "gemm_gelu_correct")
+    assert good.status == "pass" and good.official.case.rows, good.reason
+    assert any("the comparison ran out of device memory" in n for n in good.notes)
+    calls.clear()
+    stopped = run(problems, candidates, "gemm_gelu", "gemm_gelu_correct", fall_back=False)
+    assert stopped.status == "not judged" and out_of_memory(stopped.as_dict()), stopped.reason
+
+
 def test_how_an_official_instance_was_judged() -> None:
     assert classify({"status": "pass", "official_how": "whole"}) == "whole"
     assert classify({"status": "fail", "official_how": "sampled"}) == "sampled rows"
