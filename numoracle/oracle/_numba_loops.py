@@ -342,6 +342,23 @@ def either_radii(v1: Any, v2: Any, d1: Any, d2: Any, p1: Any, p2: Any, r2: Any, 
 
 
 @_jit
+def any_imprecise(v: Any, det: Any, prob: Any, ref: Any, share: float) -> bool:
+    """Whether some finite element's reference radius exceeds ``share`` of the smaller
+    kernel radius (a NaN kernel radius: no), as ``ref > share min(det, prob)``
+    decides it (``share`` positive: ``share min(d, p)`` is ``min(share d, share p)``,
+    which ``ref`` exceeds where it exceeds either), with no branch (the loop
+    vectorises)."""
+    rows, cols = v.shape
+    found = False
+    for i in range(rows):
+        for j in range(cols):
+            r, d, p = ref[i, j], det[i, j], prob[i, j]
+            found |= (((r > share * d) | (r > share * p)) & (d == d) & (p == p)
+                      & (abs(v[i, j]) <= 1.7976931348623157e308))
+    return found
+
+
+@_jit
 def any_special(v: Any, det: Any, ref: Any) -> bool:
     """Whether some element is a special value known exactly (see
     :func:`~numoracle.oracle.traced.library.ieee.special_points`): reach 0 and the

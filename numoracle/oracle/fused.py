@@ -341,13 +341,19 @@ def contraction_radii(S: Any, grow: Any, tiny_mag: Any, tiny_sum: Any, det_coef:
     ``n`` terms ``1 + 2 gamma_n(u64)`` and ``n 2^-1074``), and return the radii
     affine in it: ``det_coef S + eta``, ``prob_coef S + eta`` and the reference's
     own ``g64 S + tiny_sum`` (``n 2^-1074``; the coefficients floats, or arrays
-    broadcastable to ``S`` where the accumulation length varies)."""
+    broadcastable to ``S`` where the accumulation length varies). On NumPy with
+    numba and float coefficients one loop (:func:`~numoracle.oracle.fused_cpu.contraction_radii`,
+    the same bits)."""
     xp = array_module(S)
     if fused(xp):
         det, prob, ref = (xp.ndarray(S.shape, dtype=xp.float64) for _ in range(3))
         _kernel("contraction")(grow, tiny_mag, tiny_sum, det_coef, prob_coef, eta, g64, S,
                                det, prob, ref)
         return det, prob, ref
+    coefs = (grow, tiny_mag, tiny_sum, det_coef, prob_coef, eta, g64)
+    if (xp is np and S.dtype == np.float64 and S.flags.c_contiguous and S.flags.writeable
+            and fused_cpu.elementwise(S) and all(np.ndim(c) == 0 for c in coefs)):
+        return fused_cpu.contraction_radii(S, tuple(float(c) for c in coefs))
     S *= grow
     S += tiny_mag
     return _affine(S, det_coef, eta), _affine(S, prob_coef, eta), _affine(S, g64, tiny_sum)

@@ -28,7 +28,7 @@ import numpy as np
 from .formats import NOT_FINITE, OFF_SINGLE, SINGLE_UP, SUBNORMAL, UNREPRESENTABLE
 
 __all__ = ["available", "warm_up", "operand_facts", "grid", "exact_radii", "store_round",
-           "rounding_params", "larger_counts", "add_radii", "either_radii", "any_special",
+           "rounding_params", "contraction_radii", "larger_counts", "add_radii", "either_radii", "any_imprecise", "any_special",
            "mul_radii", "carry_binary", "elementary_radii", "elementwise", "LOOP_MIN",
            "single_magnitudes", "rows_available", "LONGEST_ROW", "as_rows", "dense_rows", "row_max", "shifted_exp_rows", "softmax_rows",
            "log_softmax_rows", "hot_rows", "log_softmax_backward_rows", "norm_available",
@@ -201,6 +201,20 @@ def exact_radii(value: np.ndarray, S: np.ndarray, bias: np.ndarray | None,
     return grown, det, prob, ref
 
 
+def contraction_radii(S: np.ndarray, coefs: tuple[float, ...]
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`~numoracle.oracle.fused.contraction_radii` in one loop (``S`` float64,
+    C-contiguous, grown in place; ``coefs``: grow, tiny_mag, tiny_sum, det_coef,
+    prob_coef, eta, g64): the exact regime's loop with no element in it (a negative
+    threshold) and none that may overflow (an infinite one), the same float64
+    operations as the NumPy passes."""
+    det, prob, ref = (np.empty(S.shape) for _ in range(3))
+    flat = S.reshape(-1)
+    _loops().exact(flat, *coefs, -1.0, -1.0, np.inf, flat, det.reshape(-1),
+                   prob.reshape(-1), ref.reshape(-1))
+    return det, prob, ref
+
+
 def store_round(value: np.ndarray, ref: np.ndarray, det: np.ndarray, prob: np.ndarray,
                 fmt: Any) -> None:
     """:func:`~numoracle.oracle.fused.store_rounding` in one loop, ``det`` and
@@ -270,6 +284,14 @@ def either_radii(v1: Any, v2: Any, d1: Any, d2: Any, p1: Any, p2: Any, r2: Any, 
     outs, rows = _out_rows(shape, 3)
     _loops().either_radii(*(_rows(a, shape) for a in ins), grow, *rows)
     return outs[0], outs[1], outs[2]
+
+
+def any_imprecise(value: Any, det: Any, prob: Any, ref: Any, share: float) -> bool:
+    """Whether some finite element's reference radius exceeds ``share`` (positive) of
+    its smaller kernel radius (one loop, no temporary array)."""
+    shape = _shape_of(value, det, prob, ref)
+    return bool(_loops().any_imprecise(*(_rows(a, shape) for a in (value, det, prob, ref)),
+                                       float(share)))
 
 
 def any_special(value: Any, det: Any, ref: Any) -> bool:

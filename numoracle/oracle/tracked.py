@@ -1363,6 +1363,9 @@ def _escalate(out: Tracked, av: Any, bv: Any, bias: Tracked | None,
     ``ref_err``. ``ref_prop`` (the operands' own reference errors, propagated)
     stays in ``ref_err``."""
     xp = _xp(out.value)
+    if xp is np and fused_cpu.elementwise(out.value) and not fused_cpu.any_imprecise(
+            out.value, out.det, out.prob, out.ref_err, ESCALATE_SHARE):
+        return out  # (the test below in one loop, where it finds nothing)
     kernel = xp.minimum(out.det, out.prob)
     need = (out.ref_err > ESCALATE_SHARE * kernel) & xp.isfinite(out.value)
     if not bool(xp.any(need)):

@@ -523,6 +523,28 @@ def test_fused_single_sums_give_the_passes_bits(layout: str) -> None:
     assert not in_single_range(np.abs(a))
 
 
+@settings(max_examples=30, deadline=None)
+@given(rows=st.integers(1, 5), cols=st.integers(1, 9), seed=st.integers(0, 2**32 - 1),
+       broadcast=st.booleans())
+def test_escalation_test_loop_matches_the_numpy_passes(rows: int, cols: int, seed: int,
+                                                      broadcast: bool) -> None:
+    """The one-loop test for elements the reference must escalate decides as the NumPy
+    passes of ``_escalate`` (NaN and infinite radii and values included)."""
+    if not fused_cpu.available():
+        pytest.skip("numba is not installed (pip install 'numoracle[fast]')")
+    rng = np.random.default_rng(seed)
+    pick = [0.0, 1e-300, 1.0, 50.0, 1e300, np.inf, np.nan]
+    v, d, p, r = (rng.choice(pick, size=(rows, cols)) * rng.choice([-1.0, 1.0], (rows, cols))
+                  for _ in range(4))
+    d, p, r = np.abs(d), np.abs(p), np.abs(r)
+    if broadcast:
+        p = p[:1]
+    for share in (0.01, 1.0):
+        with np.errstate(invalid="ignore", over="ignore"):
+            want = bool(np.any((r > share * np.minimum(d, p)) & np.isfinite(v)))
+        assert fused_cpu.any_imprecise(v, d, p, r, share) == want
+
+
 def test_single_sums_loosen_the_bounds_by_at_most_2_to_the_minus_11(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The CPU's float32 magnitude sums against float64 ones, on linear backward
