@@ -41,6 +41,7 @@ from ..tracked import Tracked, exact, store
 from ..xp import on_device, to_numpy
 from . import library  # noqa: F401 - registers the rules
 from .capture import Graph
+from .library.views import handed_over, identity_rule
 from .rules import Rule, RuleContext, lookup
 
 __all__ = ["evaluate", "rules_of", "stores_per_op"]
@@ -138,7 +139,9 @@ def _evaluate(graph: Graph, inputs: Mapping[str, Any], ctx: RuleContext,
     narrower = ctx.model.storage.t < ctx.model.accumulate.t
     env: dict[fx.Node, Any] = {}
     placeholders = iter(graph.inputs)
-    spent = _last_uses(nodes, needed, set(targets.values()))
+    kept = set(targets.values())
+    readers = _last_readers(nodes, needed)
+    spent = _last_uses(nodes, readers, kept)
     for node in nodes:
         for gone in spent.get(node, ()):  # values no later node reads: freed as it runs
             env.pop(gone, None)
@@ -160,7 +163,11 @@ def _evaluate(graph: Graph, inputs: Mapping[str, Any], ctx: RuleContext,
             if node.target is operator.getitem:
                 env[node] = args[0][args[1]]
                 continue
-            result = rules[node](ctx, *args, **kwargs)
+            rule = rules[node]
+            if rule is identity_rule and _last_read(node, readers, kept):
+                result = handed_over(ctx, args[0])  # (a clone or detach of a dying value)
+            else:
+                result = rule(ctx, *args, **kwargs)
             env[node] = _stored(result, ctx) if per_op else result
     done: dict[str, Any] = {}
     for i, node in targets.items():
@@ -171,17 +178,30 @@ def _evaluate(graph: Graph, inputs: Mapping[str, Any], ctx: RuleContext,
     return done
 
 
-def _last_uses(nodes: Sequence[fx.Node], needed: set[fx.Node], kept: set[Any]
-               ) -> dict[fx.Node, list[fx.Node]]:
-    """For each evaluated node, the earlier nodes whose values no node after it reads
-    (and that are not outputs, ``kept``): their values are dropped once it has run, so
-    that the evaluation holds the values and radii still to be read, not every
-    intermediate of the graph at once."""
+def _last_readers(nodes: Sequence[fx.Node], needed: set[fx.Node]) -> dict[fx.Node, fx.Node]:
+    """For each value an evaluated node reads, the last evaluated node that reads it."""
     last: dict[fx.Node, fx.Node] = {}
     for node in nodes:
         if node in needed:
             for arg in node.all_input_nodes:
                 last[arg] = node
+    return last
+
+
+def _last_read(node: fx.Node, readers: dict[fx.Node, fx.Node], kept: set[Any]) -> bool:
+    """Whether ``node`` reads one value, computed by an earlier node (not an input:
+    the caller's arrays), that no later node reads and that is not an output."""
+    args = node.all_input_nodes
+    return (len(args) == 1 and args[0].op == "call_function" and args[0] not in kept
+            and readers.get(args[0]) is node)
+
+
+def _last_uses(nodes: Sequence[fx.Node], last: dict[fx.Node, fx.Node], kept: set[Any]
+               ) -> dict[fx.Node, list[fx.Node]]:
+    """For each evaluated node, the earlier nodes whose values no node after it reads
+    (``last``: :func:`_last_readers`; not outputs, ``kept``): their values are dropped
+    once it has run, so that the evaluation holds the values and radii still to be
+    read, not every intermediate of the graph at once."""
     after: dict[fx.Node, list[fx.Node]] = {}
     order = {node: i for i, node in enumerate(nodes)}
     for value, user in last.items():

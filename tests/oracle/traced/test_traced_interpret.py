@@ -174,3 +174,37 @@ def test_inputs_handed_over_are_freed_after_their_last_reader(monkeypatch):
     assert vals == {} and alive == [True, False]  # read by the first tanh only
     kept = {"x": _rand((64,))}
     np.testing.assert_array_equal(evaluate(g, dict(kept), FP32)["out"].value, out.value)
+
+
+def test_a_clone_of_a_value_no_later_node_reads_takes_its_arrays(monkeypatch):
+    """A clone (or detach) that is the last reader of its argument hands its arrays
+    over (no copy: the same objects, so the same bits as a copy); a clone of a value
+    read later copies, so that the two values share nothing a later in-place step
+    could change in both."""
+    made, operands = {}, []
+    tanh, sigmoid, mul = (RULES[f"aten.{n}"] for n in ("tanh.default", "sigmoid.default",
+                                                         "mul.Tensor"))
+
+    def keeping(name, fn):
+        def call(*a, **k):
+            made[name] = out = fn(*a, **k)
+            return out
+        return call
+    monkeypatch.setitem(RULES, "aten.tanh.default", keeping("tanh", tanh))
+    monkeypatch.setitem(RULES, "aten.sigmoid.default", keeping("sigmoid", sigmoid))
+    monkeypatch.setitem(RULES, "aten.mul.Tensor",
+                        lambda ctx, a, b: operands.append(a) or mul(ctx, a, b))
+
+    def f(x):
+        t = torch.tanh(x)
+        s = torch.sigmoid(x)
+        return torch.clone(t) * 2.0 + torch.clone(s) * torch.exp(s)
+    vals = {"x": _rand((8, 16))}
+    g = capture(Reference(f, ("x",)), vals)
+    out = evaluate(g, vals, FP32)["out"]
+    t_clone, s_clone = operands
+    assert t_clone.value is made["tanh"].value and t_clone.det is made["tanh"].det
+    assert s_clone.value is not made["sigmoid"].value
+    assert not np.shares_memory(s_clone.det, made["sigmoid"].det)
+    expected = np.tanh(vals["x"]) * 2.0 + (e := 1.0 / (1.0 + np.exp(-vals["x"]))) * np.exp(e)
+    np.testing.assert_allclose(out.value, expected, rtol=1e-14)

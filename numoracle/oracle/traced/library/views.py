@@ -34,7 +34,7 @@ from ._common import (
     tmap_all,
 )
 
-__all__ = ["move"]
+__all__ = ["move", "identity_rule", "handed_over"]
 
 
 
@@ -72,6 +72,21 @@ def _values(x: Any) -> np.ndarray:
       "aten.detach.default", "aten.contiguous.default")
 def identity_rule(ctx: RuleContext, x: Any, **_: Any) -> Any:
     return move(x, copied)
+
+
+def _handed(a: Any) -> Any:
+    """``a`` itself where :func:`copied` would give a copy laid out as it (C or
+    Fortran order), else that copy."""
+    flags = getattr(a, "flags", None)
+    return a if flags is not None and (flags.c_contiguous or flags.f_contiguous) else copied(a)
+
+
+def handed_over(ctx: RuleContext, x: Any) -> Any:
+    """:func:`identity_rule`'s value where nothing reads ``x`` after it (the
+    interpreter knows, :mod:`~numoracle.oracle.traced.interpret`): a tracked
+    value's own arrays, not copies (no other value will hold them), the same
+    values and layouts; anything else as the rule gives it."""
+    return tmap_all(x, _handed) if is_tracked(x) else identity_rule(ctx, x)
 
 
 @rule("aten.permute.default", "aten.permute_copy.default")
