@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -176,3 +177,19 @@ def test_the_oracle_on_the_gpu_evaluates_in_the_namespace_the_switch_names(
     bad = run(problems, candidates, "gemm_gelu", "gemm_gelu_weight_grad_zero", device="cuda")
     assert bad.status == "fail" and "grad linear.weight" in bad.reason, bad.reason
     assert seen and set(seen) == {namespace}
+
+
+@pytest.mark.parametrize("piece", [5, 1 << 24])
+def test_whether_zeros_would_pass_is_decided_alike_a_piece_at_a_time(
+        monkeypatch: pytest.MonkeyPatch, piece: int) -> None:
+    from numoracle.oracle.tracked import bounded  # noqa: PLC0415
+
+    monkeypatch.setattr(judge_module, "COMPARE_PIECE", piece)
+    small = np.full((6, 4), 1e-9)
+    tiny = bounded(small, np.full((6, 4), 1e-6))
+    assert judge_module._within_bound_of_zero(tiny)
+    one_out = small.copy()
+    one_out[5, 3] = 1.0  # the last row's piece
+    assert not judge_module._within_bound_of_zero(bounded(one_out, np.full((6, 4), 1e-6)))
+    assert judge_module._within_bound_of_zero(bounded(np.zeros((6, 4)), None))
+    assert not judge_module._within_bound_of_zero(bounded(np.ones(()), None))
