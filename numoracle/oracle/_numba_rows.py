@@ -230,10 +230,13 @@ def _shifted_lane(x: Any, xd: Any, xp_: Any, xr: Any, m: float, md: float, mp: f
 def _exp_calls(v: Any, d: Any, r: Any, lip: Any, value: Any) -> None:
     """A row's two calls of :func:`_exp`: ``exp(v + (d + r))`` into ``lip`` and
     ``exp(v)`` into ``value`` (the calls alone: the arithmetic around them
-    vectorises in :func:`_exp_finish`)."""
+    vectorises in :func:`_exp_finish`); one call where the reach ``d + r`` is 0
+    (``v + 0`` is ``v``, or ``+0`` for ``-0``: the same ``exp``)."""
     for j in range(v.size):
-        lip[j] = math.exp(v[j] + (d[j] + r[j]))
-        value[j] = math.exp(v[j])
+        reach = d[j] + r[j]
+        e = math.exp(v[j])
+        value[j] = e
+        lip[j] = e if reach == 0.0 else math.exp(v[j] + reach)
 
 
 @_inline
