@@ -139,6 +139,15 @@ def _function(name: str) -> Any:
     return call
 
 
+def _module_attribute(name: str) -> Any:
+    """What ``cupy.<name>`` is where the stand-in does not define it: NumPy's types and
+    constants as they are, its functions counted; no dunder (``__file__``: the stand-in
+    is no file)."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return getattr(np, name) if name in _AS_IS else _function(name)
+
+
 def _params(spec: str) -> list[str]:
     return [p.split()[-2] if len(p.split()) > 1 else p for p in spec.split(",") if p.strip()]
 
@@ -279,7 +288,7 @@ def install() -> bool:
                        asnumpy=lambda a: np.array(_base(a)), cuda=cuda, COUNTS=COUNTS,
                        get_default_memory_pool=_Pool, get_default_pinned_memory_pool=_Pool,
                        __version__="stand-in")
-    cp.__getattr__ = lambda name: getattr(np, name) if name in _AS_IS else _function(name)
+    cp.__getattr__ = _module_attribute
     ndarray.__module__ = "cupy"
     cublas = types.ModuleType("cupy_backends.cuda.libs.cublas")
     cublas.gemmEx = _gemm_ex
