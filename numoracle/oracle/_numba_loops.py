@@ -120,6 +120,23 @@ def _radii(s: float, grow: float, tiny_mag: float, tiny_sum: float, det_coef: fl
 
 
 @_jit
+def contraction(S: Any, grow: float, tiny_mag: float, tiny_sum: float, det_coef: float,
+                prob_coef: float, eta: float, g64: float, det: Any, prob: Any,
+                ref: Any) -> None:
+    """float64 ``S`` made an upper bound in place and the radii affine in it, with no
+    exact regime and no overflow test (:func:`exact`'s operations without them; four
+    arrays, so that the loop vectorises: more make LLVM's tests of their overlap
+    exceed its limit)."""
+    for i in range(S.size):
+        s = S[i] * grow
+        s = s + tiny_mag
+        S[i] = s
+        det[i] = s * det_coef + eta
+        prob[i] = s * prob_coef + eta
+        ref[i] = s * g64 + tiny_sum
+
+
+@_jit
 def exact(S: Any, grow: float, tiny_mag: float, tiny_sum: float, det_coef: float,
           prob_coef: float, eta: float, g64: float, fits_acc: float, fits_64: float,
           acc_max: float, grown: Any, det: Any, prob: Any, ref: Any) -> None:

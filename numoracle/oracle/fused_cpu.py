@@ -205,13 +205,10 @@ def contraction_radii(S: np.ndarray, coefs: tuple[float, ...]
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`~numoracle.oracle.fused.contraction_radii` in one loop (``S`` float64,
     C-contiguous, grown in place; ``coefs``: grow, tiny_mag, tiny_sum, det_coef,
-    prob_coef, eta, g64): the exact regime's loop with no element in it (a negative
-    threshold) and none that may overflow (an infinite one), the same float64
-    operations as the NumPy passes."""
+    prob_coef, eta, g64): the same float64 operations as the NumPy passes."""
     det, prob, ref = (np.empty(S.shape) for _ in range(3))
-    flat = S.reshape(-1)
-    _loops().exact(flat, *coefs, -1.0, -1.0, np.inf, flat, det.reshape(-1),
-                   prob.reshape(-1), ref.reshape(-1))
+    _loops().contraction(S.reshape(-1), *coefs, det.reshape(-1), prob.reshape(-1),
+                         ref.reshape(-1))
     return det, prob, ref
 
 
