@@ -294,14 +294,20 @@ def resumed(path: Path | None) -> dict[str, dict[str, Any]]:
     still does not fit whole; it judges the others again. A row whose reason says the
     device ran out of memory is judged again too, whatever its verdict (a driver before
     the out-of-memory rules wrote a candidate's ``OutOfMemoryError`` beside others as a
-    FAIL). A row judged smaller with the device to itself is kept too
-    (:func:`kept_smaller`)."""
+    FAIL), and one whose judge's process died without a row. A row judged smaller
+    with the device to itself is kept too (:func:`kept_smaller`)."""
     if path is None or not path.is_file():
         return {}
     data = json.loads(path.read_text())
     commit = data.get("meta", {}).get("commit", "?")
     return {r["problem"]: {**r, "resumed_from": commit} for r in data["rows"]
-            if r.get("how") != "not finished" and not _ran_out(r)}
+            if r.get("how") != "not finished" and not _ran_out(r) and not _died(r)}
+
+
+def _died(row: dict[str, Any]) -> bool:
+    """Whether a row says the judge's process died without a row (killed by the
+    machine, as by the host's memory running out): no verdict, judged again."""
+    return "the judge's process ended with code" in str(row.get("reason", ""))
 
 
 def kept_smaller(row: dict[str, Any], whole: bool) -> bool:

@@ -66,7 +66,9 @@ def test_an_official_run_resumed_keeps_judged_rows_and_judges_the_rest(tmp_path:
             {"problem": "level1/2_b", "how": "not finished", "status": "not finished"},
             {"problem": "level1/3_c", "how": "sampled rows", "status": "pass"},
             {"problem": "level2/12_d", "how": "whole", "status": "fail",
-             "reason": "the candidate raised OutOfMemoryError: CUDA out of memory."}]
+             "reason": "the candidate raised OutOfMemoryError: CUDA out of memory."},
+            {"problem": "level1/7_e", "how": "refused", "status": "not judged",
+             "reason": "the judge's process ended with code -9 and no row: ..."}]
     path = tmp_path / "official.json"
     path.write_text(json.dumps({"meta": {"commit": "abc"}, "rows": rows}))
     kept = resumed(path)
