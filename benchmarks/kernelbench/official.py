@@ -108,6 +108,8 @@ class _Job(Ticket):
     plan: dict[str, Any] = field(default_factory=dict)
     worker: _Worker | None = None
     started: float = 0.0
+    #: when its worker was seen to begin it (the ``.began`` file; None: not yet)
+    began: float | None = None
     #: when its first judgement started (a retried one's seconds count both)
     first: float | None = None
     out: Path | None = None
@@ -347,7 +349,7 @@ def _ended(args: argparse.Namespace, job: _Job, now: float) -> dict[str, Any] | 
     """The row of a running job that ended, was killed at the limit or stopped at the
     run's end; None while it runs on."""
     assert job.worker is not None
-    spent = time.perf_counter() - job.started
+    spent = _spent(job)
     row = _finished(job, spent)
     if row is None and spent > args.limit:
         _kill(job.worker)
@@ -360,6 +362,16 @@ def _ended(args: argparse.Namespace, job: _Job, now: float) -> dict[str, Any] | 
         row.update(floor_gib=round(job.problem.floor / GIB, 3), fits_whole=job.whole,
                    kind=job.problem.kind, planned_gib=job.planned_gib)
     return row
+
+
+def _spent(job: _Job) -> float:
+    """Seconds a running job has had: since its worker began it (the ``.began`` file
+    the worker writes as it takes the job; a worker still warming up has not), else
+    since it was handed over."""
+    assert job.out is not None
+    if job.began is None and job.out.with_name(job.out.name + ".began").exists():
+        job.began = time.perf_counter()
+    return time.perf_counter() - (job.started if job.began is None else job.began)
 
 
 def _start(args: argparse.Namespace, job: _Job, d: _Device, tmp: Path,
@@ -382,7 +394,7 @@ def _start(args: argparse.Namespace, job: _Job, d: _Device, tmp: Path,
         d.workers.remove(worker)
         return False
     worker.busy = True
-    job.worker, job.started = worker, time.perf_counter()
+    job.worker, job.started, job.began = worker, time.perf_counter(), None
     job.first = job.started if job.first is None else job.first
     return True
 

@@ -192,6 +192,7 @@ def serve(device: str) -> int:
     for line in sys.stdin:
         job = json.loads(line)
         out = Path(job["out"])
+        out.with_name(out.name + ".began").touch()  # the driver's clock starts now
         if cuda:
             torch.cuda.reset_peak_memory_stats()
             if peaks is not None:

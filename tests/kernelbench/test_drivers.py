@@ -215,3 +215,19 @@ def test_the_warm_up_compares_in_pieces_in_the_gpus_namespace(
     worker._compare_in_pieces_once()
     assert seen == ["warm"]
     assert verdict.COMPARE_PIECE == 1 << 24  # put back
+
+
+def test_a_jobs_time_counts_from_when_its_worker_began_it(tmp_path: Path) -> None:
+    """A worker busy warming up has not begun the job handed to it: the time limit
+    counts from the ``.began`` file it writes as it takes the job."""
+    import time  # noqa: PLC0415
+
+    from benchmarks.kernelbench import official  # noqa: PLC0415
+    from benchmarks.kernelbench.admission import Planned  # noqa: PLC0415
+
+    job = official._Job(Planned("a", 1), True, 1, 1, plan={"path": "a"},
+                        out=tmp_path / "a_0.json")
+    job.started = time.perf_counter() - 100.0  # handed over 100 s ago
+    assert official._spent(job) >= 100.0 and job.began is None
+    (tmp_path / "a_0.json.began").touch()
+    assert official._spent(job) < 1.0 and job.began is not None
