@@ -445,6 +445,11 @@ class _Context:
             torch.cuda.empty_cache()
             release_cached_memory(0)
 
+    def synchronize(self) -> None:
+        """Wait for the work queued on the oracle's GPU (none on the host)."""
+        if self.gpu is not None and self.gpu.type == "cuda":
+            torch.cuda.synchronize(self.gpu)
+
     def _placed(self, a: Any) -> Any:
         """A host array (or tensor) as the oracle's capture takes it: on the host, or
         a float64 (integer: own dtype) tensor on the oracle's GPU."""
@@ -494,6 +499,7 @@ class _Context:
             mark = self.lap("capture", mark)
             # handed over: an input's memory freed after the last node that reads it
             out = evaluate(graph, tensors, rules, consume=True)
+            self.synchronize()  # the oracle's queued device work on its own clock
             self.lap("oracle", mark)
             return [out[n] for n in graph.outputs]
         outs = output_names(ref.call({k: torch.as_tensor(v).double()
@@ -507,6 +513,7 @@ class _Context:
         self.release()
         mark = self.lap("capture", mark)
         out = evaluate(graph, {**tensors, **cots}, rules)
+        self.synchronize()
         self.lap("oracle", mark)
         return ([out[n] for n in outs],
                 {label: out[f"grad_{name}"] for name, label in labels.items()})

@@ -210,6 +210,11 @@ def serve(fd: int, candidate: str, device: str, netns: bool, shared: Sequence[st
         if inputs is not None:
             with contextlib.suppress(BufferError):  # a view kept alive: closed when freed
                 inputs.close()
+        if device.startswith("cuda") and answer.get("fault_kind") != "cuda":
+            # the case's tensors are freed: their cached blocks go back to the device
+            # before the judge's oracle takes its memory (the process waits idle)
+            with contextlib.suppress(Exception):
+                torch.cuda.empty_cache()
         conn.send(("answer", answer))
         if answer.get("fault_kind") == "cuda":
             return
