@@ -229,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
     # expandable segments: a process's freed blocks fragment less, so fewer of them
     # are held from the problems beside it
     env = {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", **os.environ,
-           "PYTHONUNBUFFERED": "1"}
+           "PYTHONUNBUFFERED": "1", "KB_WARM_LOCK": str(tmp / "warm.lock")}
     for d in devices:  # their imports overlap the planning
         for _ in range(min(d.slots, len(files))):
             _start_worker(d, tmp, env)

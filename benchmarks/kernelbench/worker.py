@@ -10,11 +10,13 @@ stdin and reads the rows back from files.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,7 @@ from benchmarks.kernelbench.admission import GIB
 
 __all__ = ["HOW", "GIB", "classify", "judge_one", "serve", "write_whole", "log_tail",
            "free_device_memory", "device_usable", "PeakPool", "host_peak", "cap",
-           "warm_device", "WARM_PROBLEM"]
+           "warm_device", "WARM_PROBLEM", "warm_after_first"]
 
 #: how an official instance may be judged, in table order
 HOW = ("whole", "sampled rows", "reduced sizes", "not finished", "refused")
@@ -179,7 +181,7 @@ def serve(device: str) -> int:
     oracle_device = module.oracle_device  # type: ignore[attr-defined]
     cuda = device.startswith("cuda") and torch.cuda.is_available()
     if cuda and os.environ.get("KB_WARM_DEVICE", "1") != "0":
-        warm_device(device)
+        warm_after_first(lambda: warm_device(device), os.environ.get("KB_WARM_LOCK"))
         module.oracle_device = oracle_device  # type: ignore[attr-defined]
     peaks = None
     if cuda:
@@ -322,6 +324,29 @@ def warm_device(device: str) -> float:
             pass
     free_device_memory(True)
     return time.perf_counter() - t0
+
+
+def warm_after_first(warm: Callable[[], Any], lock: str | None) -> bool:
+    """``warm()`` once the first worker's warm-up is done: the first to lock the file
+    ``lock`` warms up alone (compiling, and filling CuPy's kernel cache on disk), the
+    others wait for it and then warm up from the cache (not all compiling the same
+    kernels at once); None: at once. Whether this worker was the first."""
+    if lock is None:
+        warm()
+        return True
+    with open(lock, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # another worker warms up: wait until it is done
+            fcntl.flock(f, fcntl.LOCK_SH)
+            fcntl.flock(f, fcntl.LOCK_UN)
+            warm()
+            return False
+        try:
+            warm()
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+        return True
 
 
 def _compare_in_pieces_once() -> None:

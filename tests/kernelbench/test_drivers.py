@@ -231,3 +231,28 @@ def test_a_jobs_time_counts_from_when_its_worker_began_it(tmp_path: Path) -> Non
     assert official._spent(job) >= 100.0 and job.began is None
     (tmp_path / "a_0.json.began").touch()
     assert official._spent(job) < 1.0 and job.began is not None
+
+
+def test_workers_warm_up_after_the_first_is_done(tmp_path: Path) -> None:
+    """The first worker warms up alone; one that comes while it does waits for it."""
+    import fcntl  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    from benchmarks.kernelbench.worker import warm_after_first  # noqa: PLC0415
+
+    lock = str(tmp_path / "warm.lock")
+    done: list[float] = []
+    with open(lock, "a") as held:  # a first worker, warming up
+        fcntl.flock(held, fcntl.LOCK_EX)
+        later = threading.Thread(target=lambda: done.append(
+            warm_after_first(lambda: done.append(time.perf_counter()), lock)))
+        later.start()
+        time.sleep(0.3)
+        assert done == []  # waiting for the first
+        released = time.perf_counter()
+        fcntl.flock(held, fcntl.LOCK_UN)
+        later.join(10)
+    assert done[1] is False and done[0] >= released
+    assert warm_after_first(lambda: None, lock) is True  # none warming: the first
+    assert warm_after_first(lambda: None, None) is True
