@@ -101,6 +101,18 @@ def add_bias(value: Any, S: Any, bias: Any, grown: Any) -> None:
 
 
 @_jit
+def add_bias_in_place(value: Any, S: Any, bias: Any) -> None:
+    """:func:`add_bias` of a float64 ``S`` in place, passed once (as
+    :func:`exact_in_place`)."""
+    nb = bias.size
+    for r in range(S.size // nb):
+        for j in range(nb):
+            i = r * nb + j
+            value[i] = value[i] + bias[j]
+            S[i] = S[i] + abs(bias[j])
+
+
+@_jit
 def _radii(s: float, grow: float, tiny_mag: float, tiny_sum: float, det_coef: float,
            prob_coef: float, eta: float, g64: float, fits_acc: float, fits_64: float,
            acc_max: float) -> tuple[float, float, float, float]:
@@ -124,9 +136,8 @@ def contraction(S: Any, grow: float, tiny_mag: float, tiny_sum: float, det_coef:
                 prob_coef: float, eta: float, g64: float, det: Any, prob: Any,
                 ref: Any) -> None:
     """float64 ``S`` made an upper bound in place and the radii affine in it, with no
-    exact regime and no overflow test (:func:`exact`'s operations without them; four
-    arrays, so that the loop vectorises: more make LLVM's tests of their overlap
-    exceed its limit)."""
+    exact regime and no overflow test (:func:`exact`'s operations without them; ``S``
+    passed once, so that the loop vectorises: see :func:`exact_in_place`)."""
     for i in range(S.size):
         s = S[i] * grow
         s = s + tiny_mag
@@ -146,6 +157,21 @@ def exact(S: Any, grow: float, tiny_mag: float, tiny_sum: float, det_coef: float
         s, d, p, r = _radii(np.float64(S[i]), grow, tiny_mag, tiny_sum, det_coef, prob_coef,
                             eta, g64, fits_acc, fits_64, acc_max)
         grown[i] = s
+        det[i] = d
+        prob[i] = p
+        ref[i] = r
+
+
+@_jit
+def exact_in_place(S: Any, grow: float, tiny_mag: float, tiny_sum: float, det_coef: float,
+                   prob_coef: float, eta: float, g64: float, fits_acc: float,
+                   fits_64: float, acc_max: float, det: Any, prob: Any, ref: Any) -> None:
+    """:func:`exact` of a float64 ``S`` grown in place, passed once: given as two
+    arguments (``S`` and ``grown``, the same memory) the loop is not vectorised."""
+    for i in range(S.size):
+        s, d, p, r = _radii(S[i], grow, tiny_mag, tiny_sum, det_coef, prob_coef, eta, g64,
+                            fits_acc, fits_64, acc_max)
+        S[i] = s
         det[i] = d
         prob[i] = p
         ref[i] = r

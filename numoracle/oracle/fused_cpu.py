@@ -191,10 +191,16 @@ def exact_radii(value: np.ndarray, S: np.ndarray, bias: np.ndarray | None,
     det, prob, ref = (np.empty(S.shape) for _ in range(3))
     loops, flat = _loops(), [a.reshape(-1) for a in (value, S, grown, det, prob, ref)]
     if bias is not None:  # then S is grown's
-        loops.add_bias(flat[0], flat[1], np.ascontiguousarray(bias, dtype=np.float64), flat[2])
+        b = np.ascontiguousarray(bias, dtype=np.float64)
+        if grown is S:
+            loops.add_bias_in_place(flat[0], flat[1], b)
+        else:
+            loops.add_bias(flat[0], flat[1], b, flat[2])
         flat[1] = flat[2]
     coefs = tuple(float(c) for c in scalars)
-    if fmt is None:
+    if fmt is None and (grown is S or bias is not None):  # (the loop's S is grown: passed
+        loops.exact_in_place(flat[2], *coefs, *flat[3:])  # once, the loop vectorises)
+    elif fmt is None:
         loops.exact(*flat[1:2], *coefs, *flat[2:])
     else:
         loops.exact_stored(*flat[:2], *coefs, *flat[2:], *rounding_params(fmt))
