@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The softmax family's device kernels (on by default) and the tracked row sum's two
 # kernels (numoracle/oracle/_rows_cuda.py: ROW_SUM, ROW_SUM_RADII, taken by tracked.sum_
-# over the last axis on CuPy): their GPU-marked tests (each kernel against the host's
-# build of the same C text; each rule and each sum within the oracle's own error of the
-# NumPy path), the GPU-marked tests of every rule and hand-written op on CuPy, the
-# fused kernels, the GPU reference and the GPU zoo (their last-axis sums now take the
-# kernels), the rules alone and the traced oracle's cost
-# per case against torch float64 eager for softmax, attention and cross-entropy at their
-# realistic sizes with the kernels on and off, and attention's and softmax's time node
-# by node with them on and off in one process (benchmarks/traced/node_times.py).
+# over the last axis on CuPy with NUMORACLE_DEVICE_ROW_SUMS=1, set here): their
+# GPU-marked tests (each kernel against the host's build of the same C text; each rule
+# and each sum within the oracle's own error of the NumPy path), the GPU-marked tests of
+# every rule and hand-written op on CuPy, the fused kernels, the GPU reference and the
+# GPU zoo (their last-axis sums then take the kernels), the rules alone and the traced
+# oracle's cost per case against torch float64 eager for softmax, attention and
+# cross-entropy at their realistic sizes with the kernels on and off, and attention's and
+# softmax's time node by node with them on and off in one process
+# (benchmarks/traced/node_times.py).
 #
 #   bash benchmarks/gpu_rows2.sh OUT
 #
@@ -24,6 +25,7 @@ R="$OUT/rows2"
 mkdir -p "$R/on" "$R/off"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 NUMORACLE_GPU_NAMESPACE=cupy
 unset NUMORACLE_DEVICE_ROWS  # (the default: on)
+export NUMORACLE_DEVICE_ROW_SUMS=1  # (off by default)
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$R/env.txt" 2>&1
 python3 -c "import torch, numpy, cupy; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'numpy', numpy.__version__, 'cupy', cupy.__version__)" >> "$R/env.txt" 2>&1
 (g++ --version | head -1) >> "$R/env.txt" 2>&1 || echo "no g++: the kernels are not compared with their host build" >> "$R/env.txt"

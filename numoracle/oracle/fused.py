@@ -47,7 +47,8 @@ from .precision import gamma
 from .tensor_sums import in_tf32_range, tensor_sum, tf32_growth, tf32_up, value_product
 from .xp import array_module, is_torch
 
-__all__ = ["fused", "fused_exact", "whole_rules", "device_rows", "DEVICE_ROWS_VARIABLE", "contraction_radii", "add_rounding", "lowest_set_bit",
+__all__ = ["fused", "fused_exact", "whole_rules", "device_rows", "device_row_sums", "DEVICE_ROWS_VARIABLE",
+           "ROW_SUMS_VARIABLE", "contraction_radii", "add_rounding", "lowest_set_bit",
            "device_scalars", "own_array", "rounded", "operand_facts", "OperandFacts",
            "PendingFacts", "exact_products", "exact_contraction_radii", "store_rounding",
            "magnitude_sum", "fused_single_sum", "single_sum", "single_growth", "SINGLE_CHUNK", "NOT_FINITE",
@@ -332,6 +333,18 @@ def device_rows(xp: Any) -> bool:
     """Whether the whole-rule and row kernels of :mod:`~numoracle.oracle.fused_cuda` run
     on the arrays of ``xp``: CuPy's, unless :data:`DEVICE_ROWS_VARIABLE` is ``0``."""
     return fused(xp) and os.environ.get(DEVICE_ROWS_VARIABLE, "1") != "0"
+
+
+#: the environment variable that switches the tracked row sums' kernels on CuPy on
+#: (``1``; off by default: the contraction with a vector of ones)
+ROW_SUMS_VARIABLE = "NUMORACLE_DEVICE_ROW_SUMS"
+
+
+def device_row_sums(xp: Any) -> bool:
+    """Whether ``tracked.sum_`` over the last axis of ``xp``'s arrays takes the row sum's
+    kernels (:func:`~numoracle.oracle.fused_cuda.row_sums`): CuPy's, where
+    :data:`ROW_SUMS_VARIABLE` is ``1``."""
+    return fused(xp) and os.environ.get(ROW_SUMS_VARIABLE, "0") == "1"
 
 
 def contraction_radii(S: Any, grow: Any, tiny_mag: Any, tiny_sum: Any, det_coef: Any,

@@ -49,7 +49,7 @@ from .fused import (
     UNREPRESENTABLE,
     add_rounding,
     contraction_radii,
-    device_rows,
+    device_row_sums,
     device_scalars,
     exact_contraction_radii,
     exact_products,
@@ -1207,8 +1207,8 @@ def sum_(x: Tracked, axis: int, model: PrecisionModel, *, stored: bool = False) 
     running sums in ``model``'s summation format where claimed
     (:meth:`numoracle.oracle.precision.PrecisionModel.summing`). A sum multiplies nothing, so its terms are not rounded to a narrower compute format
     (tf32 and fp16 multipliers round only the factors of products). Over the last
-    axis on CuPy with the device's row kernels on
-    (:func:`~numoracle.oracle.fused.device_rows`) two kernels and one read
+    axis on CuPy with the row sums' kernels switched on
+    (:func:`~numoracle.oracle.fused.device_row_sums`) two kernels and one read
     (:func:`_row_sums`): the contraction's radii, ``S`` summed in float64.
 
     ``stored``: the result as ``store(sum_(x, axis, model), model)`` makes it (rounded
@@ -1219,7 +1219,7 @@ def sum_(x: Tracked, axis: int, model: PrecisionModel, *, stored: bool = False) 
     if model.rounds_inputs:
         model = model.with_(compute=model.storage, inputs_maybe_unrounded=False)
     ndim = x.value.ndim
-    if ndim and axis % ndim == ndim - 1 and device_rows(xp):
+    if ndim and axis % ndim == ndim - 1 and device_row_sums(xp):
         rows = _row_sums(x, model)
         if rows is not None:
             return rows if fmt is None else _store(rows, fmt, xp)

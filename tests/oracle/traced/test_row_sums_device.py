@@ -62,12 +62,12 @@ class _Route:
                 stored: bool = False) -> Tracked:
         self.mp.setattr(fused_cuda, "_BUILT", {})
         self.mp.setattr(fused_cuda, "build", build)
-        self.mp.setattr(tracked, "device_rows", lambda xp: True)
+        self.mp.setattr(tracked, "device_row_sums", lambda xp: True)
         with np.errstate(all="ignore"):
             return sum_(t, -1, model, stored=stored)
 
     def contraction(self, t: Tracked, model: Any, stored: bool = False) -> Tracked:
-        self.mp.setattr(tracked, "device_rows", lambda xp: False)
+        self.mp.setattr(tracked, "device_row_sums", lambda xp: False)
         with np.errstate(all="ignore"):
             return sum_(t, -1, model, stored=stored)
 
@@ -285,7 +285,7 @@ def test_references_sum_through_the_row_kernels_in_a_strict_namespace(
     ctx = op.context(get_model("fp32"))
     host = evaluate(graph, inputs, ctx)
     route.mp.setattr(fused_cuda, "build", rows_harness.build)
-    route.mp.setattr(tracked, "device_rows", lambda xp: True)
+    route.mp.setattr(tracked, "device_row_sums", lambda xp: True)
     other = evaluate(graph, {k: strict.asarray(v) if v.dtype.kind == "f" else v
                              for k, v in inputs.items()},
                      RuleContext(ctx.model, ctx.claims, xp=strict))
@@ -312,9 +312,18 @@ def test_device_row_sums_give_the_hosts_bits(cupy: Any, route: _Route, case: str
     on = bounded(v, d, p, ref_err=r)
     route.mp.setattr(fused_cuda, "_BUILT", {})
     route.mp.setattr(fused_cuda, "build", fused_cuda._cupy_kernel)
-    route.mp.setattr(tracked, "device_rows", fused.device_rows)
-    route.mp.setenv(fused.DEVICE_ROWS_VARIABLE, "1")
+    route.mp.setattr(tracked, "device_row_sums", fused.device_row_sums)
+    route.mp.setenv(fused.ROW_SUMS_VARIABLE, "1")
     got = sum_(on, -1, m)
     assert route.calls[-1] is True
     _same_bits(got.to_host(), host)
     _within_reassociation(got.to_host(), want)
+
+
+def test_row_sums_are_off_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CuPy's arrays take the row sums' kernels only with ``NUMORACLE_DEVICE_ROW_SUMS=1``."""
+    cupy_like = type("cupy", (), {"__name__": "cupy"})()
+    monkeypatch.delenv(fused.ROW_SUMS_VARIABLE, raising=False)
+    assert not fused.device_row_sums(cupy_like)
+    monkeypatch.setenv(fused.ROW_SUMS_VARIABLE, "1")
+    assert fused.device_row_sums(cupy_like) and not fused.device_row_sums(np)
