@@ -24,10 +24,9 @@ from typing import Any
 import numpy as np
 import pytest
 import rows_harness
-import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_rules_backends import _same_tracked
+from test_rules_backends import _same_tracked, table_case
 
 from numoracle.oracle import _rows_cuda as src
 from numoracle.oracle import fused, fused_cuda, tracked
@@ -267,22 +266,9 @@ def test_references_sum_through_the_row_kernels_in_a_strict_namespace(
     on the CPU, every last-axis sum through the row kernels: they keep to the namespace
     and agree with NumPy's evaluation within the oracle's own error (as the namespaces'
     test has it)."""
-    from benchmarks.traced.table import REFERENCES, _inputs
-
-    from numoracle.oracle.traced.capture import capture
     from numoracle.oracle.traced.interpret import evaluate
-    from numoracle.oracle.traced.op import TracedOp
 
-    fn, grads = REFERENCES[name]
-    rng = np.random.default_rng(0)
-    inputs = _inputs(name, "small", rng)
-    op = TracedOp(fn, inputs={k: torch.from_numpy(v) for k, v in inputs.items()},
-                  grads=grads, name=f"row_sums_{name}")
-    for k, shape in op.input_shapes({}).items():
-        inputs.setdefault(k, rng.standard_normal(shape).astype(np.float32).astype(np.float64))
-    graph = capture(op.ref, {k: inputs[k] for k in op.ref.names},
-                    {k: v for k, v in inputs.items() if k.startswith("grad_")})
-    ctx = op.context(get_model("fp32"))
+    graph, inputs, ctx = table_case(name, True, f"row_sums_{name}")
     host = evaluate(graph, inputs, ctx)
     route.mp.setattr(fused_cuda, "build", rows_harness.build)
     route.mp.setattr(tracked, "device_row_sums", lambda xp: True)

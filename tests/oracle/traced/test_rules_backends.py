@@ -190,6 +190,26 @@ def test_a_reference_with_gradients_evaluated_on_torch_agrees_with_numpy() -> No
         _same_tracked(host[name], other[name], name)
 
 
+def table_case(name: str, backward: bool, label: str) -> tuple[Any, dict[str, Any], Any]:
+    """The cost table's reference ``name`` at its small size (with its gradients where
+    ``backward``): its captured graph, host inputs and fp32 rule context."""
+    from benchmarks.traced.table import REFERENCES, _inputs
+
+    from numoracle.oracle.traced.capture import capture
+    from numoracle.oracle.traced.op import TracedOp
+
+    fn, grads = REFERENCES[name]
+    rng = np.random.default_rng(0)
+    inputs = _inputs(name, "small", rng)
+    op = TracedOp(fn, inputs={k: torch.from_numpy(v) for k, v in inputs.items()},
+                  grads=grads if backward else (), name=label)
+    for k, shape in op.input_shapes({}).items():
+        inputs.setdefault(k, rng.standard_normal(shape).astype(np.float32).astype(np.float64))
+    graph = capture(op.ref, {k: inputs[k] for k in op.ref.names},
+                    {k: v for k, v in inputs.items() if k.startswith("grad_")})
+    return graph, inputs, op.context(get_model("fp32"))
+
+
 @pytest.mark.parametrize("backward", [False, True], ids=["fwd", "fwd+bwd"])
 @pytest.mark.parametrize("name", ["softmax", "layer_norm", "attention", "conv_bn_relu", "mlp",
                                   "cross_entropy"])
@@ -197,22 +217,9 @@ def test_a_whole_reference_in_a_strict_namespace_agrees_with_numpy(
         name: str, backward: bool, strict: Any) -> None:
     """The cost table's references (small sizes) evaluated in CuPy's manners on the CPU:
     every rule they reach, and the interpreter between them, keep to the namespace."""
-    from benchmarks.traced.table import REFERENCES, _inputs
-
-    from numoracle.oracle.traced.capture import capture
     from numoracle.oracle.traced.interpret import evaluate
-    from numoracle.oracle.traced.op import TracedOp
 
-    fn, grads = REFERENCES[name]
-    rng = np.random.default_rng(0)
-    inputs = _inputs(name, "small", rng)
-    op = TracedOp(fn, inputs={k: torch.from_numpy(v) for k, v in inputs.items()},
-                  grads=grads if backward else (), name=f"strict_{name}_{int(backward)}")
-    for k, shape in op.input_shapes({}).items():
-        inputs.setdefault(k, rng.standard_normal(shape).astype(np.float32).astype(np.float64))
-    graph = capture(op.ref, {k: inputs[k] for k in op.ref.names},
-                    {k: v for k, v in inputs.items() if k.startswith("grad_")})
-    ctx = op.context(get_model("fp32"))
+    graph, inputs, ctx = table_case(name, backward, f"strict_{name}_{int(backward)}")
     host = evaluate(graph, inputs, ctx)
     other = evaluate(graph, {k: strict.asarray(v) if v.dtype.kind == "f" else v
                              for k, v in inputs.items()},
