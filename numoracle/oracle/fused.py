@@ -323,7 +323,8 @@ def whole_rules(xp: Any, size: int) -> bool:
     CuPy :mod:`~numoracle.oracle.fused_cuda`'s kernels unless
     :data:`DEVICE_ROWS_VARIABLE` is ``0`` (the same bits but for the device's
     exponentials, within the reference's own error of the host's; layer norm's rule
-    takes :mod:`~numoracle.oracle.fused_norm_cuda`'s kernels where this holds)."""
+    takes :mod:`~numoracle.oracle.fused_norm_cuda`'s kernels where this holds and their
+    own switch is on)."""
     if xp is np:
         return size >= fused_cpu.LOOP_MIN and fused_cpu.rows_available()
     return size > 0 and device_rows(xp)

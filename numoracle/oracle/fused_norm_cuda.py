@@ -14,12 +14,14 @@ views (an exact operand's broadcast zero radius stays unwritten: the kernels rea
 through strides).
 
 Where the kernels run is :func:`~numoracle.oracle.fused.whole_rules`' decision, the
-softmax family's switch. The kernels are built by :func:`build` (CuPy's, compiled on
+softmax family's switch, and :data:`DEVICE_NORM_VARIABLE`'s: off unless it is ``1``
+(they are not yet run on a GPU). The kernels are built by :func:`build` (CuPy's, compiled on
 first use and cached by CuPy); the tests swap in the same sources compiled on the host.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -36,10 +38,20 @@ from ._rows_cuda import BLOCK, Elementwise, PerRow
 from .fused import _NO_FMA
 from .xp import array_module
 
-__all__ = ["build", "dense_rows", "row_top", "deviation_squares", "normalized_rows",
+__all__ = ["DEVICE_NORM_VARIABLE", "switched_on", "build", "dense_rows", "row_top",
+           "deviation_squares", "normalized_rows",
            "norm_backward_products", "input_grad_rows"]
 
 _BUILT: dict[str, Any] = {}
+
+#: the environment variable that switches layer norm's kernels on (``1``; off otherwise,
+#: the default: each primitive's kernels)
+DEVICE_NORM_VARIABLE = "NUMORACLE_DEVICE_NORM"
+
+
+def switched_on() -> bool:
+    """Whether :data:`DEVICE_NORM_VARIABLE` switches the kernels on."""
+    return os.environ.get(DEVICE_NORM_VARIABLE, "0") == "1"
 
 
 def _cupy_kernel(spec: Elementwise | PerRow) -> Any:

@@ -298,6 +298,7 @@ def test_device_forms_keep_to_device_arrays(runs: _Runs, strict: Any, per_op: bo
     w, b = _affine(rng, (50,), "tracked"), _affine(rng, (50,), "exact")
     g = _tracked(rng.standard_normal(x.shape), rng, "some")
     monkeypatch.setattr(rows, "whole_rules", lambda xp, size: size > 0)
+    monkeypatch.setenv(fused_norm_cuda.DEVICE_NORM_VARIABLE, "1")
     for t in (exact(x), _tracked(x, rng, "all")):
         with np.errstate(all="ignore"):
             runs.take()
@@ -340,6 +341,7 @@ def test_the_traced_reference_through_the_kernels_in_a_strict_namespace(
         host = evaluate(graph, inputs, ctx)
         runs.take()
         monkeypatch.setattr(rows, "whole_rules", lambda xp, size: size > 0)
+        monkeypatch.setenv(fused_norm_cuda.DEVICE_NORM_VARIABLE, "1")
         with _built(norm_harness.build):
             other = evaluate(graph, {k: strict.asarray(v) if v.dtype.kind == "f" else v
                                      for k, v in inputs.items()},
@@ -347,6 +349,23 @@ def test_the_traced_reference_through_the_kernels_in_a_strict_namespace(
     assert runs.take() == ["fused_norm_cuda"] * 5
     for out in host:
         _same_tracked(host[out], other[out], f"layer_norm {out}")
+
+
+@host_kernels
+@pytest.mark.parametrize("value", [None, "0"])
+def test_the_kernels_are_off_unless_switched_on(runs: _Runs, strict: Any, value: str | None,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without ``NUMORACLE_DEVICE_NORM=1`` a device's layer norm takes the primitives."""
+    if value is None:
+        monkeypatch.delenv(fused_norm_cuda.DEVICE_NORM_VARIABLE, raising=False)
+    else:
+        monkeypatch.setenv(fused_norm_cuda.DEVICE_NORM_VARIABLE, value)
+    monkeypatch.setattr(rows, "whole_rules", lambda xp, size: size > 0)
+    x = exact(strict.asarray(np.linspace(-1.0, 2.0, 300).reshape(3, 100)))
+    with _built(norm_harness.build):
+        nz.layer_norm_rule(RuleContext(get_model("fp32"), xp=strict), x, (100,), None, None,
+                           1e-5)
+    assert runs.take() == []
 
 
 # on a GPU: CuPy's build of the same kernels
@@ -436,6 +455,7 @@ def test_device_rules_give_cupys_primitives_bits(cupy: Any, runs: _Runs,
         off = _forward_backward(dctx, dt, dw, db, lane, 1e-5, dg, mask)
         assert "fused_norm_cuda" not in runs.take()
         monkeypatch.setenv(fused.DEVICE_ROWS_VARIABLE, "1")
+        monkeypatch.setenv(fused_norm_cuda.DEVICE_NORM_VARIABLE, "1")
         monkeypatch.setattr(rows, "loops_run", lambda xp, size: False)
         plain = _forward_backward(dctx, dt, dw, db, lane, 1e-5, dg, mask)
         assert "fused_norm_cuda" not in runs.take()

@@ -18,8 +18,9 @@ the primitives, which stay the reference implementation (the tests compare both)
   input gradient ``rstd ((g w - a) - xhat b)``.
 
 On CuPy the same loops are device kernels (:mod:`~numoracle.oracle.fused_norm_cuda`,
-where :func:`~numoracle.oracle.fused.whole_rules` switches them on: the same bits, no
-transcendental being computed in them), the sums CuPy's.
+where :func:`~numoracle.oracle.fused.whole_rules` lets them run and
+``NUMORACLE_DEVICE_NORM=1`` switches them on: the same bits, no transcendental being
+computed in them), the sums the tracked sums'.
 
 A rule takes the primitives where these do not apply: statistics over axes other
 than the trailing ones (batch norm), an escalated operand, an empty lane, fewer
@@ -50,10 +51,11 @@ __all__ = ["loops_run", "runs", "row_top", "deviation_squares", "normalized_affi
 def loops_run(xp: Any, size: int) -> bool:
     """Whether a layer norm over ``size`` elements of ``xp`` runs as whole-rule loops:
     NumPy's, numba installed and switched on, from LOOP_MIN elements; CuPy's kernels
-    where :func:`~numoracle.oracle.fused.whole_rules` lets them run."""
+    where :func:`~numoracle.oracle.fused.whole_rules` lets them run and
+    ``NUMORACLE_DEVICE_NORM=1`` switches them on (:func:`.fused_norm_cuda.switched_on`)."""
     if xp is np:
         return size >= fused_cpu.LOOP_MIN and fused_cpu.norm_available()
-    return whole_rules(xp, size)
+    return whole_rules(xp, size) and fused_norm_cuda.switched_on()
 
 
 def _loops(xp: Any) -> Any:
