@@ -47,25 +47,26 @@ from ._rows_cuda import (
 from .fused import _NO_FMA
 from .xp import array_module
 
-__all__ = ["build", "as_rows", "row_max", "shifted_exp_rows", "softmax_rows",
+__all__ = ["build", "cupy_kernel", "as_rows", "row_max", "shifted_exp_rows", "softmax_rows",
            "log_softmax_rows", "hot_rows", "log_softmax_backward_rows", "row_sums",
            "row_sums_fit"]
 
 _BUILT: dict[str, Any] = {}
 
 
-def _cupy_kernel(spec: Elementwise | PerRow) -> Any:
-    """CuPy's kernel of ``spec``, compiled without fused multiply-add."""
+def cupy_kernel(spec: Elementwise | PerRow, preamble: str = PREAMBLE) -> Any:
+    """CuPy's kernel of ``spec`` after the C text ``preamble`` (the softmax family's by
+    default), compiled without fused multiply-add."""
     import cupy  # noqa: PLC0415 - only for device arrays
 
     if isinstance(spec, Elementwise):
         return cupy.ElementwiseKernel(spec.in_params(), spec.out_params(), spec.body,
-                                      spec.name, preamble=PREAMBLE, options=_NO_FMA)
-    return cupy.RawKernel(PREAMBLE + spec.source(), spec.name, options=_NO_FMA)
+                                      spec.name, preamble=preamble, options=_NO_FMA)
+    return cupy.RawKernel(preamble + spec.source(), spec.name, options=_NO_FMA)
 
 
 #: what makes a kernel of a spec (CuPy's; the tests' host compilation in its place)
-build = _cupy_kernel
+build = cupy_kernel
 
 
 def _kernel(spec: Elementwise | PerRow) -> Any:

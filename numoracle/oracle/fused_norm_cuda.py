@@ -35,7 +35,7 @@ from ._norm_cuda import (
     backward_products,
 )
 from ._rows_cuda import BLOCK, Elementwise, PerRow
-from .fused import _NO_FMA
+from .fused_cuda import cupy_kernel
 from .xp import array_module
 
 __all__ = ["DEVICE_NORM_VARIABLE", "switched_on", "build", "dense_rows", "row_top",
@@ -55,13 +55,8 @@ def switched_on() -> bool:
 
 
 def _cupy_kernel(spec: Elementwise | PerRow) -> Any:
-    """CuPy's kernel of ``spec``, compiled without fused multiply-add."""
-    import cupy  # noqa: PLC0415 - only for device arrays
-
-    if isinstance(spec, Elementwise):
-        return cupy.ElementwiseKernel(spec.in_params(), spec.out_params(), spec.body,
-                                      spec.name, preamble=PREAMBLE, options=_NO_FMA)
-    return cupy.RawKernel(PREAMBLE + spec.source(), spec.name, options=_NO_FMA)
+    """CuPy's kernel of ``spec`` after layer norm's preamble, without fused multiply-add."""
+    return cupy_kernel(spec, PREAMBLE)
 
 
 #: what makes a kernel of a spec (CuPy's; the tests' host compilation in its place)

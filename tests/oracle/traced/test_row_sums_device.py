@@ -297,7 +297,7 @@ def test_device_row_sums_give_the_hosts_bits(cupy: Any, route: _Route, case: str
                   for a in (t.value, t.det, t.prob, t.ref_err))
     on = bounded(v, d, p, ref_err=r)
     route.mp.setattr(fused_cuda, "_BUILT", {})
-    route.mp.setattr(fused_cuda, "build", fused_cuda._cupy_kernel)
+    route.mp.setattr(fused_cuda, "build", fused_cuda.cupy_kernel)
     route.mp.setattr(tracked, "device_row_sums", fused.device_row_sums)
     route.mp.setenv(fused.ROW_SUMS_VARIABLE, "1")
     got = sum_(on, -1, m)

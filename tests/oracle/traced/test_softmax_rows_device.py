@@ -318,7 +318,7 @@ def test_row_kernels_with_threads(seed: int, threads: int) -> None:
 def test_device_kernels_alone_on_special_values(cupy: Any, seed: int) -> None:
     """No exponential in these kernels: the host build's bits on the device (compiled
     with ``--fmad=false``), so numba's loops' (``test_kernels_alone_on_special_values``)."""
-    _same_bits(_kernel_outputs(seed, fused_cuda._cupy_kernel, cupy.asarray, cupy.asnumpy),
+    _same_bits(_kernel_outputs(seed, fused_cuda.cupy_kernel, cupy.asarray, cupy.asnumpy),
                _kernel_outputs(seed, rows_harness.build, lambda a: a, lambda a: a),
                signed_zeros=False)
 
