@@ -8,22 +8,13 @@ stand-in.
 
 from __future__ import annotations
 
-import ctypes
-import hashlib
-import os
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import rows_harness as rh
 
 from numoracle.oracle import _norm_cuda as src
 from numoracle.oracle._rows_cuda import Elementwise, PerRow
-
-_LIBS: dict[str, Any] = {}
 
 
 def source(mutate: Callable[[str], str] | None = None) -> str:
@@ -39,24 +30,9 @@ def source(mutate: Callable[[str], str] | None = None) -> str:
 
 def library(text: str) -> Any:
     """``text`` compiled into a shared library (once per process and text)."""
-    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    if digest in _LIBS:
-        return _LIBS[digest]
-    gxx = shutil.which("g++")
-    assert gxx is not None, "g++ is needed"
-    folder = Path(tempfile.gettempdir()) / "numoracle_norm_harness"
-    folder.mkdir(exist_ok=True)
-    so = folder / f"norm_{digest}.so"
-    if not so.exists():
-        cpp = folder / f"norm_{digest}.{os.getpid()}.cpp"  # (parallel workers apart)
-        cpp.write_text(text)
-        tmp = folder / f"norm_{digest}.{os.getpid()}.so"
-        subprocess.run([gxx, "-O2", "-ffp-contract=off", "-fno-fast-math", "-shared", "-fPIC",
-                        "-std=c++20", "-pthread", "-o", str(tmp), str(cpp)], check=True,
-                       capture_output=True, text=True)
-        tmp.replace(so)
-    _LIBS[digest] = ctypes.CDLL(str(so))
-    return _LIBS[digest]
+    lib = rh.compiled(text, "norm")
+    assert lib is not None, "g++ is needed"
+    return lib
 
 
 def build(spec: Elementwise | PerRow, threads: int = 1,

@@ -205,10 +205,9 @@ def source(specs: tuple[src.Elementwise | src.PerRow, ...] = _SPECS) -> str:
     return "\n".join(parts)
 
 
-def library(specs: tuple[src.Elementwise | src.PerRow, ...] | None = None) -> Any:
-    """The kernels (every one, or ``specs``) compiled into a shared library (once per
-    process); None without g++."""
-    text = source(specs or _SPECS)
+def compiled(text: str, stem: str) -> Any:
+    """The C++ ``text`` compiled by g++ without contraction into a shared library (once
+    per process and text; files named after ``stem``); None without g++."""
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     if digest in _LIB:
         return _LIB[digest]
@@ -216,19 +215,25 @@ def library(specs: tuple[src.Elementwise | src.PerRow, ...] | None = None) -> An
     if gxx is None:
         _LIB[digest] = None
         return None
-    folder = Path(tempfile.gettempdir()) / "numoracle_rows_harness"
+    folder = Path(tempfile.gettempdir()) / f"numoracle_{stem}_harness"
     folder.mkdir(exist_ok=True)
-    so = folder / f"rows_{digest}.so"
+    so = folder / f"{stem}_{digest}.so"
     if not so.exists():
-        cpp = folder / f"rows_{digest}.{os.getpid()}.cpp"  # (parallel workers apart)
+        cpp = folder / f"{stem}_{digest}.{os.getpid()}.cpp"  # (parallel workers apart)
         cpp.write_text(text)
-        tmp = folder / f"rows_{digest}.{os.getpid()}.so"
+        tmp = folder / f"{stem}_{digest}.{os.getpid()}.so"
         subprocess.run([gxx, "-O2", "-ffp-contract=off", "-fno-fast-math", "-shared", "-fPIC",
                         "-std=c++20", "-pthread", "-o", str(tmp), str(cpp)], check=True,
                        capture_output=True, text=True)
         tmp.replace(so)
     _LIB[digest] = ctypes.CDLL(str(so))
     return _LIB[digest]
+
+
+def library(specs: tuple[src.Elementwise | src.PerRow, ...] | None = None) -> Any:
+    """The kernels (every one, or ``specs``) compiled into a shared library (once per
+    process); None without g++."""
+    return compiled(source(specs or _SPECS), "rows")
 
 
 def build(spec: src.Elementwise | src.PerRow, threads: int = 1,
