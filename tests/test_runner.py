@@ -143,3 +143,24 @@ def test_a_traced_op_failure_among_given_cases_is_shrunk_and_replays(tmp_path: P
     r = load_repro(res.repro)
     assert r.stored_inputs and r.case.params["o"] >= 2 and r.case.size() < found.size()
     assert not replay_repro(res.repro, target=t).verdict.passed
+
+
+def test_an_error_that_does_not_reproduce_is_reported_with_its_cause(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A judging step that raised once (not a kernel's mismatch) and passed on
+    replay ends the run in "error", naming what raised and where."""
+    import numoracle.running.runner as runner
+
+    real, calls = runner.check_case, []
+
+    def once_broken(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("worker pipe lost")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "check_case", once_broken)
+    res = run_target(get_target("numpy-fp32", "matmul"), examples=10, seed=1, store=tmp_path)
+    assert res.verdict == "error"
+    assert "RuntimeError: worker pipe lost" in res.diagnosis
+    assert "in once_broken" in res.diagnosis

@@ -14,6 +14,7 @@ import gc
 import signal
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterable, Iterator, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -507,7 +508,19 @@ def _judge_drawn(judge: _Judging, strat: st.SearchStrategy[Case], *, examples: i
                     "nondeterministic or racy?")
             _record_failure(res, last, target, store, note, isolate=isolate, timeout=timeout)
         else:
-            res.verdict, res.diagnosis = RunVerdict.ERROR, f"{type(exc).__name__}: {exc}"
+            res.verdict, res.diagnosis = RunVerdict.ERROR, _describe_error(exc)
+
+
+def _describe_error(exc: BaseException) -> str:
+    """What a run that ended in ``exc`` (no failing case recorded) says: the
+    exception, and for a group (Hypothesis's ``FlakyFailure``: a first call raised
+    and its replay did not) each exception inside, with the line that raised it."""
+    text = f"{type(exc).__name__}: {exc}"
+    for inner in getattr(exc, "exceptions", ()):
+        tb = traceback.extract_tb(inner.__traceback__)
+        where = f" (at {tb[-1].filename}:{tb[-1].lineno} in {tb[-1].name})" if tb else ""
+        text += f"; raised inside: {type(inner).__name__}: {inner}{where}"
+    return text
 
 
 def _judge_given(judge: _Judging, cases: Iterable[Case], *, store: Path | str | None,

@@ -28,7 +28,7 @@ def test_correct_c_kernel_passes(build, tmp_path: Path) -> None:
     t = shared_library_target(_lib(build, False), "matmul_f32", op="matmul", args=ARGS,
                               spec_dir=tmp_path)
     res = run(t, examples=40, store=tmp_path / "repros")
-    assert res.verdict == "pass", res.message
+    assert res.verdict == "pass", (res.message, res.diagnosis)
     assert res.cases == 40
 
 
