@@ -23,9 +23,7 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 TEST_LIMIT=${TEST_LIMIT:-70}
 TABLE_BUDGET=${TABLE_BUDGET:-90}
 PROFILE_LIMIT=${PROFILE_LIMIT:-40}
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/core/env.txt" 2>&1
-python3 -c "import torch, numpy; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'numpy', numpy.__version__)" >> "$OUT/core/env.txt" 2>&1
-git rev-parse HEAD >> "$OUT/core/env.txt" 2>&1
+bash benchmarks/gpu_env.sh > "$OUT/core/env.txt"
 timeout "$TEST_LIMIT" python3 -m pytest tests/oracle/traced/test_rules_backends.py \
     tests/oracle/test_fused.py -m gpu -q \
     -n 4 -p no:cacheprovider -o addopts="" > "$OUT/core/tests.log" 2>&1

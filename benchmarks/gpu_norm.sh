@@ -24,11 +24,7 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 TEST_LIMIT=${TEST_LIMIT:-80}
 TABLE_BUDGET=${TABLE_BUDGET:-10}
 PROFILE_LIMIT=${PROFILE_LIMIT:-30}
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$R/env.txt" 2>&1
-python3 -c "import torch, numpy, cupy; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'numpy', numpy.__version__, 'cupy', cupy.__version__)" >> "$R/env.txt" 2>&1
-python3 -c "import numba; print('numba', numba.__version__)" >> "$R/env.txt" 2>&1 || echo "no numba: the host tests skip" >> "$R/env.txt"
-(g++ --version | head -1) >> "$R/env.txt" 2>&1 || echo "no g++: the kernels are not compared with their host build" >> "$R/env.txt"
-git rev-parse HEAD >> "$R/env.txt" 2>&1
+bash benchmarks/gpu_env.sh > "$R/env.txt"
 start=$SECONDS
 timeout "$TEST_LIMIT" python3 -m pytest tests/oracle/traced/test_norm_rows_device.py \
     -m gpu -rA --tb=short -n 4 -p no:cacheprovider -o addopts="" > "$R/tests.log" 2>&1

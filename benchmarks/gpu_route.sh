@@ -26,10 +26,8 @@ PROFILE_LIMIT=${PROFILE_LIMIT:-35}
 TABLE_BUDGET=${TABLE_BUDGET:-35}
 ROWS=softmax:small:fwd,softmax:realistic:fwd,layer_norm:realistic:bwd,cross_entropy:realistic:fwd,mlp:realistic:bwd,attention:realistic:fwd
 R="$OUT/route"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$R/env.txt" 2>&1
-python3 -c "import torch, numpy, cupy; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'numpy', numpy.__version__, 'cupy', cupy.__version__)" >> "$R/env.txt" 2>&1
+bash benchmarks/gpu_env.sh > "$R/env.txt"
 NUMORACLE_GPU_NAMESPACE=cupy python3 -c "from numoracle.oracle.xp import gpu_namespace, keeps_subnormals; xp = gpu_namespace(); print('cupy works', getattr(xp, '__name__', xp), 'keeps subnormals', keeps_subnormals(xp))" >> "$R/env.txt" 2>&1
-git rev-parse HEAD >> "$R/env.txt" 2>&1
 start=$SECONDS
 timeout "$TEST_LIMIT" python3 -m pytest tests/oracle/traced/test_rules_backends.py \
     tests/oracle/test_fused.py tests/oracle/test_ops_namespaces.py \

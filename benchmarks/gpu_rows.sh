@@ -25,11 +25,7 @@ TEST_LIMIT=${TEST_LIMIT:-70}
 RULES_LIMIT=${RULES_LIMIT:-30}
 TABLE_BUDGET=${TABLE_BUDGET:-20}
 PROFILE_LIMIT=${PROFILE_LIMIT:-20}
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$R/env.txt" 2>&1
-python3 -c "import torch, numpy, cupy; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'numpy', numpy.__version__, 'cupy', cupy.__version__)" >> "$R/env.txt" 2>&1
-python3 -c "import numba; print('numba', numba.__version__)" >> "$R/env.txt" 2>&1 || echo "no numba: the NumPy path is the primitives' passes" >> "$R/env.txt"
-(g++ --version | head -1) >> "$R/env.txt" 2>&1 || echo "no g++: the kernels are not compared with their host build" >> "$R/env.txt"
-git rev-parse HEAD >> "$R/env.txt" 2>&1
+bash benchmarks/gpu_env.sh > "$R/env.txt"
 start=$SECONDS
 timeout "$TEST_LIMIT" python3 -m pytest tests/oracle/traced/test_softmax_rows_device.py \
     -m gpu -v --tb=short -n 4 -p no:cacheprovider -o addopts="" > "$R/tests.log" 2>&1

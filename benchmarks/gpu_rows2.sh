@@ -26,10 +26,7 @@ mkdir -p "$R/on" "$R/off"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 NUMORACLE_GPU_NAMESPACE=cupy
 unset NUMORACLE_DEVICE_ROWS  # (the default: on)
 export NUMORACLE_DEVICE_ROW_SUMS=1  # (off by default)
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$R/env.txt" 2>&1
-python3 -c "import torch, numpy, cupy; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'numpy', numpy.__version__, 'cupy', cupy.__version__)" >> "$R/env.txt" 2>&1
-(g++ --version | head -1) >> "$R/env.txt" 2>&1 || echo "no g++: the kernels are not compared with their host build" >> "$R/env.txt"
-git rev-parse HEAD >> "$R/env.txt" 2>&1
+bash benchmarks/gpu_env.sh > "$R/env.txt"
 run() {  # run NAME LIMIT LOG COMMAND...: the command under its limit, its exit and seconds noted
     local name=$1 limit=$2 log=$3 start=$SECONDS
     shift 3

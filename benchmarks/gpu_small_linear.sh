@@ -20,9 +20,7 @@ D="$OUT/small_linear"
 mkdir -p "$D"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 TEST_LIMIT=${TEST_LIMIT:-70}
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$D/env.txt" 2>&1
-python3 -c "import torch, cupy; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cupy', cupy.__version__)" >> "$D/env.txt" 2>&1
-git rev-parse HEAD >> "$D/env.txt" 2>&1
+bash benchmarks/gpu_env.sh > "$D/env.txt"
 t0=$(date +%s)
 timeout "$TEST_LIMIT" python3 -m pytest tests/oracle/test_tensor_sums.py \
     tests/oracle/test_gpu_reference.py::test_gpu_reference_matches_the_host \

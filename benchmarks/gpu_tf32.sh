@@ -20,9 +20,7 @@ mkdir -p "$D"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 TEST_LIMIT=${TEST_LIMIT:-90}
 SPEED_LIMIT=${SPEED_LIMIT:-45}
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$D/env.txt" 2>&1
-python3 -c "import torch, cupy; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cupy', cupy.__version__)" >> "$D/env.txt" 2>&1
-git rev-parse HEAD >> "$D/env.txt" 2>&1
+bash benchmarks/gpu_env.sh > "$D/env.txt"
 t0=$(date +%s)
 timeout "$TEST_LIMIT" python3 -m pytest tests/oracle/test_tensor_sums.py tests/oracle/test_fused.py \
     tests/oracle/test_gpu_reference.py tests/oracle/test_ops_namespaces.py -m gpu -q -n 4 -p no:cacheprovider -o addopts="" \
