@@ -28,6 +28,10 @@ device, the aliasing torch's own outputs have). For one case it
    stream after the forward returned is a fault;
 5. compares every input's bytes with their value before the call (input
    mutation).
+
+The inputs come from the judge as host arrays, or, where the judge sends how it
+drew them, are drawn here again on the case's device and fingerprinted for the
+judge to compare with its own (:mod:`.draws`).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import numpy as np
 import torch
 
 from ..checking.call import cuda_error
+from .draws import regenerate
 from .guard import Pins, RawMemory, span_bytes
 from .problem import BadFile, load_module
 from .reference import DTYPES, KernelRecorder, OpRecorder, overlaps, place
@@ -213,7 +218,8 @@ def run_case(cls: type[torch.nn.Module], request: Mapping[str, Any], *, memory: 
     request : mapping
         ``init`` (``ModelNew``'s arguments), ``state`` (the reference's
         parameter values, host arrays), ``first`` and ``second`` (the two
-        draws of the forward's arguments), ``layouts``, ``device``, ``dtype``,
+        draws of the forward's arguments) or ``draws`` (how to draw them here:
+        :func:`~.draws.regenerate`), ``layouts``, ``device``, ``dtype``,
         ``tf32``, ``seed``, ``calls`` (2: prime, poison, judge; 1: judge the
         only call), ``rows`` (the output rows to take; () all), ``outputs``
         (shape, dtype, device per output, from torch's reference),
@@ -232,7 +238,8 @@ def run_case(cls: type[torch.nn.Module], request: Mapping[str, Any], *, memory: 
         ``pieces`` (per output, where its bytes lie in ``buf``: offset, shape,
         strides in elements) or ``fault`` (a sentence) with ``fault_kind``
         (``raise``, ``output``, ``input``, ``tamper``, ``oom``, ``stream``);
-        ``notes``; ``ops`` (the ATen ops of the first call); ``kernels`` (the CUDA
+        ``notes``; ``drawn`` (with ``draws``: the fingerprints of what was drawn
+        here); ``ops`` (the ATen ops of the first call); ``kernels`` (the CUDA
         kernels it launched, by name with counts; on a GPU).
     """
     device, tdtype = request["device"], DTYPES[request["dtype"]]
@@ -260,14 +267,29 @@ def run_case(cls: type[torch.nn.Module], request: Mapping[str, Any], *, memory: 
     model = model.to(device=device, dtype=tdtype)
 
     def args_of(values: Sequence[Any]) -> list[Any]:
-        return [place(v, lay, tdtype, device) if isinstance(v, np.ndarray) else v
+        return [place(v, lay, tdtype, device) if isinstance(v, (np.ndarray, _Tensor)) else v
                 for v, lay in zip(values, request["layouts"], strict=True)]
 
     two = request["calls"] == 2
     specs = request["outputs"]
+    draws: tuple[Any, Any] = (request.get("first"), request.get("second"))
+    if request.get("draws") is not None:  # drawn here again, on the judge's description
+        try:
+            first, second, answer["drawn"] = regenerate(request["draws"], DTYPES)
+            draws = (first, second)
+            del first, second
+        except torch.OutOfMemoryError as exc:
+            return {**answer, "fault": f"drawing the inputs ran out of device memory "
+                                       f"({(str(exc).splitlines() or [''])[0]})",
+                    "fault_kind": "oom"}
+        except Exception as exc:  # noqa: BLE001 - the judge's draw, not the candidate
+            return {**answer, "fault": f"the candidate's process could not draw the "
+                                       f"inputs: {type(exc).__name__}: {exc}",
+                    "fault_kind": "judge"}
     try:
-        judged = args_of(request["second"])
-        args = args_of(request["first"]) if two else judged
+        judged = args_of(draws[1])
+        args = args_of(draws[0]) if two else judged
+        del draws
         if two:
             recorder, launches = OpRecorder(), KernelRecorder(device)
             with torch.no_grad(), recorder, launches:

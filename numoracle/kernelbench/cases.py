@@ -43,7 +43,8 @@ from ..errors import InvalidArgument
 from .problem import Problem
 
 __all__ = ["KBCase", "FAMILIES", "PARAMS", "varied_knobs", "valid_sizes", "reduced_sizes",
-           "layouts_for", "case_inputs", "case_state", "float64_bytes"]
+           "layouts_for", "case_inputs", "case_tensors", "case_state",
+           "host_arrays", "float64_bytes"]
 
 FAMILIES = ("official", "signed", "large", "tiny")
 PARAMS = ("default", "drawn")
@@ -184,39 +185,57 @@ def reduced_sizes(problem: Problem, base: Mapping[str, Any] | None = None,
     return sizes
 
 
-def _family(x: np.ndarray, family: str) -> np.ndarray:
+def _family(x: torch.Tensor, family: str) -> torch.Tensor:
+    """``x`` in value family ``family``, by torch where ``x`` lies (the same bits on
+    any device: a doubling, a subtraction and a power-of-two scaling, each rounded)."""
     if family == "official":
         return x
-    signed = np.where(x != 0, 2.0 * x - 1.0, 0.0)
-    return (signed * _SCALE[family]).astype(x.dtype)
+    signed = torch.where(x != 0, 2.0 * x - 1.0, 0.0)
+    return (signed * _SCALE[family]).to(x.dtype)
 
 
 def _round(x: np.ndarray, dtype: torch.dtype) -> np.ndarray:
     """``x`` rounded to ``dtype`` and back to a NumPy float32/float64 array (exact)."""
-    t = torch.from_numpy(np.ascontiguousarray(x)).to(dtype)
-    return (t.float() if dtype in (torch.bfloat16, torch.float16) else t).numpy()
+    return host_arrays([torch.from_numpy(np.ascontiguousarray(x)).to(dtype)])[0]
+
+
+def host_arrays(values: Sequence[Any]) -> list[Any]:
+    """Tensors' values as host arrays (bfloat16 and float16 as float32, exactly); what
+    is not a tensor as it is."""
+    out: list[Any] = []
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            v = v.detach().cpu()
+            v = (v.float() if v.dtype in (torch.bfloat16, torch.float16) else v).numpy()
+        out.append(v)
+    return out
+
+
+def case_tensors(problem: Problem, case: KBCase, base: Mapping[str, Any], *, draw: int,
+                 dtype: torch.dtype, device: str = "cpu") -> list[Any]:
+    """The forward pass's arguments of ``case`` (draw ``draw``: the first and the
+    second call of a case use two), drawn by ``device``'s generator and left there
+    (:meth:`Problem.inputs`), floating ones in value family ``case.family`` and
+    stored in ``dtype``."""
+    sizes = case.overrides(base)
+    specs = problem.input_specs(sizes)
+    made = problem.inputs(sizes, seed=2 * case.seed + draw, device=device, keep=True)
+    out: list[Any] = []
+    for spec, value in zip(specs, made, strict=False):
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            if spec.factory in _FACTORIES_WITH_FAMILIES:
+                value = _family(value, case.family)
+            value = value.to(dtype)
+        out.append(value)
+    return out
 
 
 def case_inputs(problem: Problem, case: KBCase, base: Mapping[str, Any], *, draw: int,
                 dtype: torch.dtype, device: str = "cpu") -> list[Any]:
-    """The forward pass's arguments of ``case`` as host arrays (draw ``draw``: the
-    first and the second call of a case use two), floating ones in ``dtype``'s
-    values; drawn by ``device``'s generator (:meth:`Problem.inputs`)."""
-    sizes = case.overrides(base)
-    specs = problem.input_specs(sizes)
-    made = problem.inputs(sizes, seed=2 * case.seed + draw, device=device)
-    out: list[Any] = []
-    for spec, value in zip(specs, made, strict=False):
-        if not isinstance(value, torch.Tensor):
-            out.append(value)
-            continue
-        arr = value.detach().numpy()
-        if value.is_floating_point():
-            if spec.factory in _FACTORIES_WITH_FAMILIES:
-                arr = _family(arr, case.family)
-            arr = _round(arr, dtype)
-        out.append(arr)
-    return out
+    """:func:`case_tensors` as host arrays (floating ones in ``dtype``'s values, as
+    float32 where ``dtype`` is narrower)."""
+    return host_arrays(case_tensors(problem, case, base, draw=draw, dtype=dtype,
+                                    device=device))
 
 
 def case_state(problem: Problem, case: KBCase, base: Mapping[str, Any], *,

@@ -79,13 +79,16 @@ from .cases import (
     KBCase,
     case_inputs,
     case_state,
+    case_tensors,
     float64_bytes,
+    host_arrays,
     layouts_for,
     reduced_sizes,
     valid_sizes,
     varied_knobs,
 )
 from .census import problem_ops
+from .draws import DRAWS_VARIABLE, description, fingerprints, mismatch, regenerates
 from .problem import BadFile, Problem, load_problem
 from .reference import DTYPES, compute_ops, kernelbench_rule, torch_reference
 from .sampling import RowPlan, row_plan, sample_rows
@@ -289,6 +292,8 @@ class _Context:
         self.gpu = oracle_device(device)
         #: whose generator draws the inputs: the host's, or the GPU's (:func:`draws_on`)
         self.draws = draws_on(device)
+        #: whether the candidate's process draws them again itself (:mod:`.draws`)
+        self.regenerate = regenerates(os.environ)
         #: seconds per phase (:attr:`Judgement.timings`), summed over the cases
         self.timings: dict[str, float] = {}
         if isolated and os.environ.get("NUMORACLE_KERNELBENCH_TEMPLATE", "1") != "0":
@@ -305,12 +310,10 @@ class _Context:
         p, sizes = self.problem, case.overrides(self.base)
         layouts = case.layouts or tuple("C" for _ in self.specs)
         result = CaseResult(case, passed=False)
+        drawn: dict[str, list[Any]] = {}
         with p.at(sizes):
             init = p.init_args(sizes)
-            first = case_inputs(p, case, self.base, draw=1, dtype=self.dtype,
-                                device=self.draws)
-            second = case_inputs(p, case, self.base, draw=2, dtype=self.dtype,
-                                 device=self.draws)
+            first, second = (self._draw(case, d, drawn) for d in ("first", "second"))
             state = case_state(p, case, self.base, dtype=self.dtype)
             ref = torch_reference(p, init=init, state=state, args=second, layouts=layouts,
                                   device=self.device, dtype=self.dtype_name, tf32=self.tf32,
@@ -327,7 +330,9 @@ class _Context:
         # on sampled rows: the gradients of the inputs whose rows are sampled, those rows
         grad_rows = {"rows": list(case.rows), "inputs": list(self.plan.inputs)} \
             if cots is not None and case.rows and self.plan is not None else None
-        request = {"init": init, "state": state, "first": first, "second": second,
+        request = {"init": init, "state": state, **({"draws": description(
+                       p, case, self.base, dtype=self.dtype_name, device=self.draws)}
+                       if self.regenerate else {"first": first, "second": second}),
                    "layouts": list(layouts), "device": self.device, "dtype": self.dtype_name,
                    "tf32": self.tf32, "seed": case.seed, "calls": 2, "rows": list(case.rows),
                    "outputs": ref.specs, "input_aliases": ref.input_aliases,
@@ -349,6 +354,11 @@ class _Context:
         result.kernels = dict(answer.get("kernels", {}))
         result.fault = answer.get("fault")
         kind = answer.get("fault_kind")
+        if self.regenerate and ("drawn" in answer or "outputs" in answer):
+            wrong = mismatch(drawn, answer.get("drawn"), p.input_names)
+            if wrong is not None:  # not the inputs the oracle judges: no verdict on them
+                answer.pop("outputs", None)
+                result.fault, kind = wrong, "judge"
         result.out_of_memory = kind == "oom"
         result.raised = kind == "raise"
         if kind in ("missing", "judge"):  # the machine or the judge, not the candidate
@@ -407,6 +417,20 @@ class _Context:
         result.degenerate = all(_within_bound_of_zero(r) for r in refs)
         result.seconds = time.perf_counter() - t0
         return result
+
+    def _draw(self, case: KBCase, which: str, fingerprinted: dict[str, list[Any]]
+              ) -> list[Any]:
+        """The ``which`` (``first``, ``second``) draw of ``case``'s inputs as host arrays;
+        where the candidate's process draws them again, their fingerprints, taken where
+        they were drawn, in ``fingerprinted[which]``."""
+        draw = 1 if which == "first" else 2
+        if not self.regenerate:
+            return case_inputs(self.problem, case, self.base, draw=draw, dtype=self.dtype,
+                               device=self.draws)
+        made = case_tensors(self.problem, case, self.base, draw=draw, dtype=self.dtype,
+                            device=self.draws)
+        fingerprinted[which] = fingerprints(made)
+        return host_arrays(made)
 
     def _ran_out(self, result: CaseResult, fault: str, t0: float) -> CaseResult:
         """``result`` not judged: the oracle, or the comparison with its float64 arrays,
@@ -669,6 +693,9 @@ class _Tally:
     refused: int = 0
     refused_first: str = ""
     notes: list[str] = field(default_factory=list)
+    #: a case the judge could not judge (the candidate's inputs not the judge's): the
+    #: judgement stops, not judged
+    stopped: CaseResult | None = None
 
 
 def _drawn(ctx: _Context, small: Mapping[str, int], examples: int, seed: int, shrink: bool,
@@ -687,12 +714,16 @@ def _drawn(ctx: _Context, small: Mapping[str, int], examples: int, seed: int, sh
     @hseed(seed)
     @given(_strategy(ctx, small))
     def check(case: KBCase) -> None:
+        assume(tally.stopped is None)
         sizes = case.overrides(ctx.base)
         assume(valid_sizes(ctx.problem, sizes))
         assume(float64_bytes(ctx.problem, sizes) <= ctx.max_bytes)
         result = ctx.run(case)
         if progress is not None:
             progress(1)
+        if result.not_judged:  # not the candidate's doing: no verdict, no more cases
+            tally.stopped = result
+            assume(False)
         if result.out_of_memory:
             if not any(n.startswith(_NO_MEMORY) for n in tally.notes):
                 tally.notes.append(f"{_NO_MEMORY} ({case.describe()})")
@@ -838,6 +869,10 @@ def judge(problem: str | Path, candidate: str | Path, *, precision: str = "fp32"
         out.notes.append(f"inputs drawn by torch's generator on {ctx.draws} (seeded as on "
                          f"the host, other values; a replay draws them so with "
                          f"{DRAWS_VARIABLE}=device)")
+    if ctx.regenerate:
+        out.notes.append(f"the candidate's process drew its inputs itself, by torch's "
+                         f"generator on {ctx.draws}, from the judge's seeds; its "
+                         f"fingerprints of them are compared with the judge's on every case")
     for k in ctx.base:
         out.notes.append(f"{k}=0: dropout switched off (train mode's masks are random)")
     try:
@@ -853,10 +888,6 @@ def judge(problem: str | Path, candidate: str | Path, *, precision: str = "fp32"
         ctx.lap("closing", ctx.close())
         out.timings = {**ctx.timings, **{f"candidate start: {k}": v for k, v in laps.items()}}
         out.seconds = time.perf_counter() - t0
-
-
-#: the environment variable that has a GPU judgement draw its inputs on the GPU
-DRAWS_VARIABLE = "NUMORACLE_KERNELBENCH_DRAWS"
 
 
 def draws_on(device: str) -> str:
@@ -1017,6 +1048,9 @@ def _judge(ctx: _Context, out: Judgement, examples: int, seed: int,
         tally = _drawn(ctx, small, examples, seed, shrink, progress)
         failing = tally.failure
         out.cases += tally.judged
+        if tally.stopped is not None:
+            out.status, out.reason = NOT_JUDGED, f"not judged: {tally.stopped.fault}"
+            return out
         out.notes.extend(tally.notes)
         out.dropped, out.refusals = tally.dropped, tally.refused
         if tally.dropped:

@@ -229,11 +229,12 @@ class Problem:
             return list(self._call("get_init_inputs"))
 
     def inputs(self, sizes: Mapping[str, Any] | None = None, *, seed: int = 0,
-               device: str = "cpu") -> list[Any]:
+               device: str = "cpu", keep: bool = False) -> list[Any]:
         """``get_inputs()`` with torch's generator seeded by ``seed``: on the CPU, or
         with ``device`` (a GPU) the default device, its tensors made there by that
         device's generator (another stream of values than the CPU's; a GPU's is many
-        times faster at billions of elements) and brought to the host."""
+        times faster at billions of elements) and brought to the host (``keep``: left
+        on ``device``)."""
         if device == "cpu":
             with self.at(sizes), torch.random.fork_rng(devices=[]):
                 torch.default_generator.manual_seed(seed)
@@ -244,6 +245,8 @@ class Problem:
             torch.default_generator.manual_seed(seed)
             torch.cuda.default_generators[index].manual_seed(seed)
             made = list(self._call("get_inputs"))
+        if keep:
+            return made
         return [m.cpu() if isinstance(m, torch.Tensor) else m for m in made]
 
     def meta_inputs(self, sizes: Mapping[str, Any] | None = None) -> list[Any]:

@@ -121,11 +121,14 @@ def compute_ops(ops: Sequence[str]) -> list[str]:
     return [op for op in ops if op.rstrip("_") not in _PLUMBING and op not in _PLUMBING]
 
 
-def place(value: np.ndarray, layout: str, dtype: torch.dtype, device: str) -> torch.Tensor:
-    """``value`` as a tensor of ``dtype`` on ``device`` in ``layout`` (:data:`INPUT_LAYOUTS`):
-    ``"C"`` contiguous, ``"T"`` the transpose of a contiguous tensor of the reversed
-    last two axes, ``"S"`` every other element of a buffer twice as wide."""
-    t = torch.from_numpy(np.ascontiguousarray(value))
+def place(value: np.ndarray | torch.Tensor, layout: str, dtype: torch.dtype,
+          device: str) -> torch.Tensor:
+    """``value`` (a host array, or a tensor) as a tensor of ``dtype`` on ``device`` in
+    ``layout`` (:data:`INPUT_LAYOUTS`): ``"C"`` contiguous, ``"T"`` the transpose of a
+    contiguous tensor of the reversed last two axes, ``"S"`` every other element of a
+    buffer twice as wide."""
+    t = value if isinstance(value, torch.Tensor) else \
+        torch.from_numpy(np.ascontiguousarray(value))
     if t.is_floating_point():
         t = t.to(dtype)
     t = t.to(device)

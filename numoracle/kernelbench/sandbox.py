@@ -156,7 +156,7 @@ def serve(fd: int, candidate: str, device: str, netns: bool, shared: Sequence[st
     import torch  # noqa: PLC0415
 
     from . import candidate as run  # noqa: PLC0415
-    from . import guard  # noqa: PLC0415
+    from . import draws, guard  # noqa: PLC0415
 
     clock = _Clock(time.perf_counter() if began is None else began)
     clock.lap("imports")
@@ -175,7 +175,7 @@ def serve(fd: int, candidate: str, device: str, netns: bool, shared: Sequence[st
         torch.ones(1, device=device).add(1)  # (and wraps) is there before the pins
     clock.lap("recorders")
     done.append(_confine([candidate, *readable], shared, judge_dir))
-    pins = guard.Pins([sys.modules[__name__], run, guard])
+    pins = guard.Pins([sys.modules[__name__], run, guard, draws])
     memory = guard.RawMemory(device)
     clock.lap("confining and pinning")
     cls: Any = None
