@@ -51,7 +51,7 @@ __all__ = ["fused", "fused_exact", "whole_rules", "device_rows", "device_row_sum
            "ROW_SUMS_VARIABLE", "contraction_radii", "add_rounding", "lowest_set_bit",
            "device_scalars", "own_array", "rounded", "operand_facts", "OperandFacts",
            "PendingFacts", "exact_products", "exact_contraction_radii", "store_rounding",
-           "magnitude_sum", "fused_single_sum", "single_sum", "single_growth", "SINGLE_CHUNK", "NOT_FINITE",
+           "magnitude_sum", "fused_single_sum", "fused_single_parts", "single_sum", "single_growth", "SINGLE_CHUNK", "NOT_FINITE",
            "SUBNORMAL", "UNREPRESENTABLE", "OFF_SINGLE", "larger_counts", "any_special", "carried",
            "radius_product", "special_mask"]
 
@@ -702,13 +702,21 @@ def fused_single_sum(av: Any, bv: Any) -> np.ndarray | None:
     the range test and the rounding up as NumPy passes. None where the loops do not
     run (another namespace, small operands) or a nonzero magnitude lies outside
     float32's normal range (:func:`in_single_range` false: the sum stays float64)."""
+    parts = fused_single_parts(av, bv)
+    return None if parts is None else parts[0]
+
+
+def fused_single_parts(av: Any, bv: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """:func:`fused_single_sum`, and the float32 magnitudes of ``av`` and ``bv`` it
+    summed (rounded up; for the products of radii,
+    :mod:`~numoracle.oracle.single_products`)."""
     if array_module(av) is not np or not fused_cpu.elementwise(av, bv):
         return None
     ma = fused_cpu.single_magnitudes(av)
     mb = None if ma is None else fused_cpu.single_magnitudes(bv)
     if mb is None:
         return None
-    return single_sum(ma, mb).astype(np.float64, copy=False)
+    return single_sum(ma, mb).astype(np.float64, copy=False), ma, mb
 
 
 def single_magnitude(m: np.ndarray) -> np.ndarray:

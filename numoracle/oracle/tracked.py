@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .exact_dot import exact_matmul
-from . import fused_cpu, fused_cuda, tensor_sums
+from . import fused_cpu, fused_cuda, single_products, tensor_sums
 from .formats import FP32, FP64, Format, chunk_size, quantize, representable
 from .fused import (
     NOT_FINITE,
@@ -55,7 +55,7 @@ from .fused import (
     exact_products,
     fused,
     fused_exact,
-    fused_single_sum,
+    fused_single_parts,
     in_single_range,
     lowest_set_bit,
     magnitude_sum,
@@ -691,14 +691,19 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
         a.det, b.det, None if bias is None else bias.det, a.ref_err, b.ref_err,
         None if bias is None else bias.ref_err)
     single = _single(model, av, bv)
-    S = fused_single_sum(av, bv) if single else None
-    if S is None:
+    parts = fused_single_parts(av, bv) if single else None
+    mags_a = mags_b = None
+    if parts is None:
         abs_a, abs_b = xp.abs(av), xp.abs(bv)
         single = single and in_single_range(abs_a, abs_b)
         S = magnitude_sum(abs_a, abs_b, single)
-    else:  # (a magnitude only where a radius of the other operand multiplies it)
-        abs_a = xp.abs(av) if rad_b or ref_b else None
-        abs_b = xp.abs(bv) if rad_a or ref_a else None
+    else:  # (a magnitude only where a radius of the other operand multiplies it: float64
+        S = parts[0]  # on demand, where the float32 product of the radius does not run)
+        mags_a, mags_b = (_Magnitudes(v, single_products.Magnitudes(m))
+                          for v, m in zip((av, bv), parts[1:], strict=True))
+        abs_a = mags_a if rad_b or ref_b else None
+        abs_b = mags_b if rad_a or ref_a else None
+    del parts
     if bias is not None:
         value = value + bias.value
         S = S + xp.abs(bias.value)
@@ -718,7 +723,7 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
         ref_prop = _propagated(abs_a, a.ref_err, ref_a, abs_b, b.ref_err, ref_b)
         if bias is not None:
             ref_prop = ref_prop + bias.ref_err
-    del abs_a, abs_b  # input-sized: not held through the exact context
+    del abs_a, abs_b, mags_a, mags_b  # input-sized: not held through the exact context
     # S itself was summed in floating point: it is made an upper bound, the radii affine in it
     g64, det_coef, prob_coef, eta = _coefficients(lengths, c_in, model, xp)
     acc = model.accumulate
@@ -758,18 +763,47 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
     return out if fmt is None else _store(out, fmt, xp)
 
 
+class _Magnitudes:
+    """An operand's magnitudes for the products of radii: rounded up to float32 (the
+    magnitude sum's), and ``|v|`` in float64 on first use (where the float32 product
+    does not run: :func:`~numoracle.oracle.single_products.upper_product`)."""
+
+    def __init__(self, value: np.ndarray, single: single_products.Magnitudes) -> None:
+        self.value, self.single = value, single
+        self._abs: np.ndarray | None = None
+
+    def abs(self) -> np.ndarray:
+        if self._abs is None:
+            self._abs = np.abs(self.value)
+        return self._abs
+
+
 def _propagated(abs_a: Any, ra: Any, rad_a: bool, abs_b: Any, rb: Any, rad_b: bool) -> Any:
     """What radii ``ra``, ``rb`` of the operands add to a contraction's:
     ``|a| @ rb + ra @ |b| + ra @ rb``, leaving out the products of a radius that is 0
-    everywhere (``rad_a``, ``rad_b`` say which is not); 0.0 where both are."""
+    everywhere (``rad_a``, ``rad_b`` say which is not); 0.0 where both are. A
+    magnitude given as :class:`_Magnitudes` multiplies a radius in float32 GEMMs
+    where they run (an upper bound, above the float64 product by less than ``2^-11``
+    of itself: :mod:`~numoracle.oracle.single_products`)."""
     out: Any = 0.0
     if rad_b:
-        out = _rmm(abs_a, rb)
+        out = _radius_product(abs_a, rb, mags_first=True)
     if rad_a:
-        out = out + _rmm(ra, abs_b)
+        out = out + _radius_product(abs_b, ra, mags_first=False)
     if rad_a and rad_b:
         out = out + ra @ rb
     return out
+
+
+def _radius_product(mags: Any, r: Any, mags_first: bool) -> Any:
+    """``mags @ r`` (``mags_first``) or ``r @ mags`` of a magnitude and a radius."""
+    if isinstance(mags, _Magnitudes):
+        out = single_products.upper_product(mags.single, r, mags_first) if (
+            SINGLE_SUMS) else None
+        if out is not None:
+            return out
+        mags = mags.abs()
+    return _rmm(mags, r) if mags_first else _rmm(r, mags)
 
 
 def _n_of(n_host: np.ndarray, value: Any) -> int | np.ndarray:

@@ -1,0 +1,150 @@
+"""Upper bounds of the radii a contraction propagates, from float32 GEMMs.
+
+A contraction whose operand carries a radius adds the products ``|a| @ r_b`` and
+``r_a @ |b|`` of nonnegative matrices to its radii
+(:func:`~numoracle.oracle.tracked.matmul`): GEMMs as long as the contraction's own,
+one for each of its radii (deterministic, probabilistic, the reference's). On the
+CPU a float32 GEMM takes half the time of a float64 one. Here such a product is
+computed in float32 and grown into a float64 upper bound of the exact product:
+
+* the magnitudes are those the contraction's magnitude sum ``S`` already rounded up
+  to float32 (:func:`~numoracle.oracle.fused.fused_single_parts`); the radius is
+  scaled by a power of two ``2^s`` and rounded up to float32 (one loop of numba's,
+  after one that finds its range), ``s`` chosen so that every nonzero product of two
+  elements lies in float32's normal range (at least ``2^-126``) and no sum of ``c``
+  such products can overflow (each at most ``2^(126 - ceil(log2 c))``);
+* then every operation of the GEMM (products, sums, in any order, fused or not)
+  rounds a normal float32 number: the computed sum of ``c`` terms is at least
+  ``1 - gamma_c(2^-24)`` of the exact sum of the (rounded-up, scaled) terms, and no
+  product underflows or is flushed to zero; a longer contraction is summed in GEMMs
+  of :data:`~numoracle.oracle.fused.SINGLE_CHUNK` terms added in float64
+  (:func:`~numoracle.oracle.fused.single_sum`);
+* the sum times ``(1 + 2 gamma_{c+1}(2^-24)) 2^-s`` (one float64 rounding, within
+  the growth's margin; the scaling back exact: every nonzero result lies above
+  float64's smallest normal) is an upper bound of the exact product, above it by
+  less than ``2^-11`` of itself (the growth, float32's rounding, the operands
+  rounded up): the magnitude sum ``S``'s own margin
+  (:func:`~numoracle.oracle.fused.single_growth`).
+
+Where no such ``s`` exists (operands whose nonzero elements span more than about
+``2^240`` together), an operand holds a NaN, an infinity or only zeros, is not
+laid out contiguously, or the GEMM is too small for the conversion to pay
+(:data:`PRODUCT_MIN`, :data:`SIDE_MIN`), or numba is missing or switched off
+(``NUMORACLE_NUMBA=0``), :func:`upper_product` returns None and the caller's
+float64 GEMM runs, as it always did.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from . import fused_cpu
+from .fused import SINGLE_CHUNK, single_growth, single_sum
+
+__all__ = ["Magnitudes", "upper_product", "PRODUCT_MIN", "SIDE_MIN"]
+
+#: multiply-adds from which a radius's product runs in float32 (below, the GEMM is
+#: too short for the radius's two passes to pay)
+PRODUCT_MIN = 1 << 24
+#: the least extent of the magnitudes' free axis (the output's rows for ``|a| @ r``,
+#: its columns for ``r @ |b|``): the float32 GEMM saves time in proportion to it,
+#: the radius's conversion costs its own size
+SIDE_MIN = 128
+#: the largest scaling exponent: a nonzero result (at least 2^-126 scaled by 2^-s)
+#: stays above float64's smallest normal, so that scaling back is exact
+_MAX_SCALE = 896
+
+
+@cache
+def _loops() -> Any:
+    """The compiled loops, or None where numba is missing or switched off."""
+    if not fused_cpu.available():
+        return None
+    from . import _numba_single  # noqa: PLC0415 - numba is optional
+
+    return _numba_single
+
+
+def _flat(a: np.ndarray) -> np.ndarray | None:
+    """The elements of a C- or Fortran-contiguous array in memory order (a view),
+    None for any other layout."""
+    if a.flags.c_contiguous:
+        return a.reshape(-1)
+    if a.flags.f_contiguous:
+        return a.reshape(-1, order="F")
+    return None
+
+
+def _range(a: np.ndarray) -> tuple[float, float] | None:
+    """The smallest nonzero and the largest element of a nonnegative array, None where
+    it has none nonzero, holds a NaN, an infinity or a negative number, or is not
+    contiguous."""
+    flat = _flat(a)
+    if flat is None:
+        return None
+    lo, hi, bad = _loops().nonnegative_range(flat)
+    return None if bad or not lo <= hi else (float(lo), float(hi))
+
+
+class Magnitudes:
+    """An operand's magnitudes ``|a|`` rounded up to float32 (every nonzero one in
+    float32's normal range: :func:`~numoracle.oracle.fused_cpu.single_magnitudes`),
+    their range found once for the products of all of a contraction's radii."""
+
+    def __init__(self, single: np.ndarray) -> None:
+        self.single = single
+        self._range: tuple[float, float] | None | bool = False
+
+    def range(self) -> tuple[float, float] | None:
+        if self._range is False:
+            self._range = _range(self.single)
+        return self._range  # type: ignore[return-value]
+
+
+def _scale(mag: tuple[float, float], rad: tuple[float, float], c: int) -> int | None:
+    """The exponent ``s`` of the radius's scaling (see the module docstring), from the
+    binary exponents of the ranges (``2^(e-1) <= v < 2^e``), or None where none fits."""
+    e_mlo, e_mhi = (math.frexp(v)[1] for v in mag)
+    e_rlo, e_rhi = (math.frexp(v)[1] for v in rad)
+    log_c = (c - 1).bit_length()  # ceil(log2 c)
+    low = max(-125 - e_rlo,             # the radius's nonzero elements normal in float32
+              -124 - e_mlo - e_rlo,     # every nonzero product too
+              -_MAX_SCALE)
+    high = min(127 - e_rhi,             # the radius's largest at most 2^127, rounded up
+               126 - e_mhi - e_rhi - log_c,  # c products, grown, below 2^127
+               _MAX_SCALE)
+    return None if low > high else (low + high) // 2
+
+
+def upper_product(mags: Magnitudes, radius: np.ndarray, mags_first: bool) -> np.ndarray | None:
+    """An upper bound (float64) of ``|a| @ radius`` (``mags_first``) or ``radius @
+    |b|``, ``mags`` the magnitudes ``|a|`` or ``|b|`` rounded up to float32, from
+    float32 GEMMs (see the module docstring); None where it does not run (then the
+    caller's float64 GEMM). Both operands stacks of matrices (at least 2-D)."""
+    m32 = mags.single
+    if m32.ndim < 2 or radius.ndim < 2 or _loops() is None:
+        return None
+    x_shape, y_shape = (m32.shape, radius.shape) if mags_first else (radius.shape, m32.shape)
+    k, side = x_shape[-1], (x_shape[-2] if mags_first else y_shape[-1])
+    macs = math.prod(np.broadcast_shapes(x_shape[:-2], y_shape[:-2])) * x_shape[-2] * k * y_shape[-1]
+    if side < SIDE_MIN or macs < PRODUCT_MIN or y_shape[-2] != k:
+        return None
+    rad_range = _range(radius)
+    mag_range = None if rad_range is None else mags.range()
+    if rad_range is None or mag_range is None:
+        return None
+    s = _scale(mag_range, rad_range, min(k, SINGLE_CHUNK))
+    if s is None:
+        return None
+    r32 = np.empty(radius.shape, dtype=np.float32,
+                   order="C" if radius.flags.c_contiguous else "F")
+    _loops().scaled_single(_flat(radius), math.ldexp(1.0, s), _flat(r32))
+    total = single_sum(m32, r32) if mags_first else single_sum(r32, m32)
+    del r32
+    out = total.astype(np.float64, copy=False)
+    out *= math.ldexp(single_growth(k)[0], -s)
+    return out
