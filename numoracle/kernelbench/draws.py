@@ -18,12 +18,13 @@ candidate's fingerprints with its own before it judges anything
 default dtype the candidate changed) stop the judgement, *not judged*, with the
 input and the draw named: never a verdict on inputs the oracle did not see.
 
-A fingerprint is, per tensor, its shape, its dtype's kind and four sums of its
-bits taken as 32-bit words (floating values narrower than float32 widened to it,
-exactly) split into 16-bit halves: each half summed plain and weighted by the
-word's position modulo 65521 (a prime). The sums are of integers, so they are
-the same on any device in any order of summation; a different seed changes
-nearly every word, a shift or a transpose moves them to other weights.
+A fingerprint is, per tensor, its shape, its dtype and four sums over its bits
+taken as words (32-bit words of 4- and 8-byte elements split into 16-bit halves,
+16-bit elements as they are, narrower integers by value): each half summed plain
+and weighted by the word's position modulo 32749 (a prime). The sums are of
+integers, so they are the same on any device in any order of summation; a
+different seed changes nearly every word, a shift or a transpose moves words to
+other weights.
 """
 
 from __future__ import annotations
@@ -43,9 +44,10 @@ __all__ = ["DRAWS_VARIABLE", "regenerates", "description", "regenerate", "finger
 #: the environment variable whose value ``device`` has a judgement draw its inputs
 #: where they are used: on a GPU by its generator, and in the candidate's process again
 DRAWS_VARIABLE = "NUMORACLE_KERNELBENCH_DRAWS"
-#: the weights' period (a prime) and the words fingerprinted at a time (a multiple of it)
-_PERIOD = 65521
-_CHUNK = _PERIOD * 64
+#: the weights' period (a prime below 2^15: a 16-bit half times a weight fits an int32)
+#: and the words fingerprinted at a time (a multiple of it)
+_PERIOD = 32749
+_CHUNK = _PERIOD * 128
 
 
 def regenerates(environ: Mapping[str, str]) -> bool:
@@ -104,28 +106,43 @@ def fingerprint(value: Any) -> tuple[Any, ...]:
     if not isinstance(value, torch.Tensor):
         return ("value", repr(value))
     t = value.detach()
-    kind = "float" if t.is_floating_point() else "bool" if t.dtype == torch.bool else "int"
     flat = t.reshape(-1)  # a view of a contiguous tensor (what a draw makes)
-    narrow = t.is_floating_point() and t.element_size() < 4
-    if not narrow and t.element_size() in (4, 8):
+    size = t.element_size()
+    if size in (4, 8):
         flat = flat.view(torch.int32)  # one or two words per element, no copy
+    elif size == 2:
+        flat = flat.view(torch.int16)
+    weight = _weights(flat.device)
     sums = []
-    weight = torch.arange(min(_CHUNK, flat.numel()), device=flat.device,
-                          dtype=torch.int64) % _PERIOD + 1
     for start in range(0, flat.numel(), _CHUNK):
         piece = flat[start:start + _CHUNK]
-        if narrow:  # exact: bfloat16 and float16 values are float32 values
-            piece = piece.float().view(torch.int32)
-        words = piece.to(torch.int64) & 0xFFFFFFFF  # narrower integers: their values
-        w = weight[:words.numel()]
-        lo, hi = words & 0xFFFF, words >> 16
-        sums.append(torch.stack([lo.sum(), hi.sum(), (lo * w).sum(), (hi * w).sum()]))
-        del piece, words, lo, hi
+        w = weight[:piece.numel()]
+        # each product below 2^31; a piece's sums, in int64, below 2^54
+        if piece.dtype == torch.int32:
+            lo, hi = piece & 0xFFFF, (piece >> 16) & 0xFFFF
+            sums.append(torch.stack([lo.sum(), hi.sum(), (lo * w).sum(), (hi * w).sum()]))
+        else:  # 16-bit words (their bits), or narrower integers and booleans (values)
+            lo = piece.to(torch.int32) & (0xFFFF if size == 2 else -1)
+            zero = torch.zeros((), dtype=torch.int64, device=piece.device)
+            sums.append(torch.stack([lo.sum(), zero, (lo * w).sum(), zero]))
+        del piece
     total = [0, 0, 0, 0]
-    if sums:  # exact: Python's integers add the pieces' sums (each below 2^54)
+    if sums:  # exact: Python's integers add the pieces' sums
         for row in torch.stack(sums).tolist():
             total = [a + b for a, b in zip(total, row, strict=True)]
-    return (tuple(value.shape), kind, *total)
+    return (tuple(value.shape), str(t.dtype).removeprefix("torch."), *total)
+
+
+#: the weights of one piece, by device (made once per process and device)
+_WEIGHTS: dict[str, torch.Tensor] = {}
+
+
+def _weights(device: torch.device) -> torch.Tensor:
+    """A word's weight by its place in a piece: ``1 + place mod`` :data:`_PERIOD`."""
+    key = str(device)
+    if key not in _WEIGHTS or _WEIGHTS[key].numel() != _CHUNK:
+        _WEIGHTS[key] = torch.arange(_CHUNK, dtype=torch.int32, device=device) % _PERIOD + 1
+    return _WEIGHTS[key]
 
 
 def mismatch(judge: Mapping[str, Sequence[Any]], candidate: Mapping[str, Sequence[Any]] | None,

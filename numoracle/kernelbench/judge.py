@@ -420,9 +420,10 @@ class _Context:
 
     def _draw(self, case: KBCase, which: str, fingerprinted: dict[str, list[Any]]
               ) -> list[Any]:
-        """The ``which`` (``first``, ``second``) draw of ``case``'s inputs as host arrays;
-        where the candidate's process draws them again, their fingerprints, taken where
-        they were drawn, in ``fingerprinted[which]``."""
+        """The ``which`` (``first``, ``second``) draw of ``case``'s inputs as host arrays.
+        Where the candidate's process draws them again: their fingerprints, taken where
+        they were drawn, in ``fingerprinted[which]``, and no host arrays of the first
+        draw (only the candidate's first call sees it)."""
         draw = 1 if which == "first" else 2
         if not self.regenerate:
             return case_inputs(self.problem, case, self.base, draw=draw, dtype=self.dtype,
@@ -430,7 +431,7 @@ class _Context:
         made = case_tensors(self.problem, case, self.base, draw=draw, dtype=self.dtype,
                             device=self.draws)
         fingerprinted[which] = fingerprints(made)
-        return host_arrays(made)
+        return host_arrays(made) if which == "second" else []
 
     def _ran_out(self, result: CaseResult, fault: str, t0: float) -> CaseResult:
         """``result`` not judged: the oracle, or the comparison with its float64 arrays,
