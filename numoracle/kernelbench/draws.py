@@ -116,32 +116,38 @@ def fingerprint(value: Any) -> tuple[Any, ...]:
     sums = []
     for start in range(0, flat.numel(), _CHUNK):
         piece = flat[start:start + _CHUNK]
-        w = weight[:piece.numel()]
-        # each product below 2^31; a piece's sums, in int64, below 2^54
+        if piece.numel() % _PERIOD:  # zeros to whole rows of the period: they add nothing
+            piece = torch.cat([piece, piece.new_zeros(_PERIOD - piece.numel() % _PERIOD)])
         if piece.dtype == torch.int32:
-            lo, hi = piece & 0xFFFF, (piece >> 16) & 0xFFFF
-            sums.append(torch.stack([lo.sum(), hi.sum(), (lo * w).sum(), (hi * w).sum()]))
+            halves = [piece & 0xFFFF, (piece >> 16) & 0xFFFF]
         else:  # 16-bit words (their bits), or narrower integers and booleans (values)
-            lo = piece.to(torch.int32) & (0xFFFF if size == 2 else -1)
-            zero = torch.zeros((), dtype=torch.int64, device=piece.device)
-            sums.append(torch.stack([lo.sum(), zero, (lo * w).sum(), zero]))
-        del piece
+            halves = [piece.to(torch.int32) & (0xFFFF if size == 2 else -1)]
+        row = []
+        for half in halves:
+            # a position's weight is its column's: sums by column, exact in float64
+            # (at most _CHUNK / _PERIOD halves below 2^16 each), then by weight in int64
+            cols = half.view(-1, _PERIOD).double().sum(0).to(torch.int64)
+            row += [cols.sum(), (cols * weight).sum()]
+        if len(row) == 2:
+            row += [torch.zeros((), dtype=torch.int64, device=piece.device)] * 2
+        sums.append(torch.stack([row[0], row[2], row[1], row[3]]))
+        del piece, halves
     total = [0, 0, 0, 0]
     if sums:  # exact: Python's integers add the pieces' sums
-        for row in torch.stack(sums).tolist():
-            total = [a + b for a, b in zip(total, row, strict=True)]
+        for got in torch.stack(sums).tolist():
+            total = [a + b for a, b in zip(total, got, strict=True)]
     return (tuple(value.shape), str(t.dtype).removeprefix("torch."), *total)
 
 
-#: the weights of one piece, by device (made once per process and device)
+#: the weights of a row of the period, by device (made once per process and device)
 _WEIGHTS: dict[str, torch.Tensor] = {}
 
 
 def _weights(device: torch.device) -> torch.Tensor:
-    """A word's weight by its place in a piece: ``1 + place mod`` :data:`_PERIOD`."""
+    """The weight of each position of a row of :data:`_PERIOD` words: 1, 2, ... ."""
     key = str(device)
-    if key not in _WEIGHTS or _WEIGHTS[key].numel() != _CHUNK:
-        _WEIGHTS[key] = torch.arange(_CHUNK, dtype=torch.int32, device=device) % _PERIOD + 1
+    if key not in _WEIGHTS:
+        _WEIGHTS[key] = torch.arange(1, _PERIOD + 1, dtype=torch.int64, device=device)
     return _WEIGHTS[key]
 
 
