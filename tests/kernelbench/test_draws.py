@@ -183,3 +183,26 @@ def test_the_request_holds_a_few_bytes_instead_of_the_inputs(
                  if isinstance(a, np.ndarray))
     assert sizes["host"] >= 2 * inputs  # both draws handed over
     assert sizes["device"] < sizes["host"] - 2 * inputs + 1024
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64, torch.int64,
+                                   torch.bool])
+def test_a_fingerprint_on_the_gpu_is_the_hosts(dtype: torch.dtype) -> None:
+    x = torch.randn(3 * (1 << 20) + 17, dtype=torch.float64) * 1e3  # pieces, a short last one
+    x = x.to(dtype) if dtype != torch.bool else x > 0
+    assert fingerprint(x.cuda()) == fingerprint(x)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_verdicts_through_the_candidates_own_draws_on_the_gpu(problems: Path, candidates: Path,
+                                                              regenerating: None) -> None:
+    good = judge(problems / "gemm_gelu.py", candidates / "gemm_gelu_correct.py", examples=2,
+                 device="cuda")
+    assert good.status == "pass", good.reason
+    assert any("drew its inputs itself, by torch's generator on cuda" in n for n in good.notes)
+    bad = judge(problems / "gemm_gelu.py", candidates / "gemm_gelu_last_row.py", examples=0,
+                device="cuda")
+    assert bad.status == "fail" and "outside the bound" in bad.reason, bad.reason
