@@ -148,6 +148,40 @@ def contraction(S: Any, grow: float, tiny_mag: float, tiny_sum: float, det_coef:
 
 
 @_jit
+def propagated(S: Any, grow: float, tiny_mag: float, tiny_sum: float, det_coef: float,
+               prob_coef: float, eta: float, g64: float, acc_max: float, prop: Any,
+               prop_p: Any, ref_prop: Any, shared: bool, with_ref: bool,
+               ref: Any) -> tuple[bool, bool]:
+    """:func:`contraction` of operands with radii: ``S + prop`` made an upper bound in
+    place, the radii affine in it plus the propagated ``prop`` (``det``, into ``prop``
+    in place), ``prop_p`` (``prob``, into ``prop_p`` in place; with ``shared`` the
+    propagated term is ``prop``'s, ``prop_p`` only written) and with ``with_ref`` ``ref_prop`` (``ref``, into
+    ``ref``). Returns whether some grown ``S`` is not finite, and whether some
+    element may overflow (``S`` above ``acc_max``) or has a NaN ``det``."""
+    not_finite, unknown = False, False
+    for i in range(S.size):
+        d_prop = prop[i]
+        p_prop = d_prop if shared else prop_p[i]
+        s = S[i] + d_prop
+        s = s * grow
+        s = s + tiny_mag
+        S[i] = s
+        d = s * det_coef + eta
+        d = d + d_prop
+        p = s * prob_coef + eta
+        p = p + p_prop
+        r = s * g64 + tiny_sum
+        if with_ref:
+            r = r + ref_prop[i]
+        prop[i] = d
+        prop_p[i] = p
+        ref[i] = r
+        not_finite |= not s <= 1.7976931348623157e308
+        unknown |= (s > acc_max) | (d != d)
+    return not_finite, unknown
+
+
+@_jit
 def exact(S: Any, grow: float, tiny_mag: float, tiny_sum: float, det_coef: float,
           prob_coef: float, eta: float, g64: float, fits_acc: float, fits_64: float,
           acc_max: float, grown: Any, det: Any, prob: Any, ref: Any) -> None:

@@ -28,7 +28,7 @@ import numpy as np
 from .formats import NOT_FINITE, OFF_SINGLE, SINGLE_UP, SUBNORMAL, UNREPRESENTABLE
 
 __all__ = ["available", "warm_up", "operand_facts", "grid", "exact_radii", "store_round",
-           "rounding_params", "contraction_radii", "larger_counts", "add_radii", "either_radii", "any_imprecise", "any_special",
+           "rounding_params", "contraction_radii", "propagated_radii", "larger_counts", "add_radii", "either_radii", "any_imprecise", "any_special",
            "mul_radii", "carry_binary", "elementary_radii", "elementwise", "LOOP_MIN",
            "single_magnitudes", "rows_available", "LONGEST_ROW", "as_rows", "dense_rows", "row_max", "shifted_exp_rows", "softmax_rows",
            "log_softmax_rows", "hot_rows", "log_softmax_backward_rows", "norm_available",
@@ -216,6 +216,31 @@ def contraction_radii(S: np.ndarray, coefs: tuple[float, ...]
     _loops().contraction(S.reshape(-1), *coefs, det.reshape(-1), prob.reshape(-1),
                          ref.reshape(-1))
     return det, prob, ref
+
+
+_NO_REF = np.zeros(1)  # (a propagated reference radius the loop does not read)
+
+
+def propagated_radii(S: np.ndarray, prop: np.ndarray, prop_p: np.ndarray,
+                     ref_prop: np.ndarray | None, coefs: tuple[float, ...], acc_max: float
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool, bool]:
+    """:func:`contraction_radii` of a contraction whose operands carry radii, in one
+    loop: ``S`` (float64, C-contiguous, its own) becomes ``(S + prop)`` grown, in
+    place; returns ``det`` (``prop``'s array, in place), ``prob`` (``prop_p``'s, or
+    a fresh one where ``prop_p`` is ``prop``), ``ref`` (fresh, plus ``ref_prop`` where
+    given: it stays as it is) and the loop's two flags (:func:`~numoracle.oracle.
+    _numba_loops.propagated`): the same float64 operations as the NumPy passes
+    (``S + prop``, :func:`contraction_radii`, ``det += prop``, ``prob += prop_p``,
+    ``ref += ref_prop``)."""
+    shared = prop_p is prop
+    prob = np.empty(S.shape) if shared else prop_p
+    ref = np.empty(S.shape)
+    flat = [a.reshape(-1) for a in (S, prop, prob, ref)]
+    not_finite, unknown = _loops().propagated(
+        flat[0], *coefs, acc_max, flat[1], flat[2],
+        _NO_REF if ref_prop is None else ref_prop.reshape(-1), shared, ref_prop is not None,
+        flat[3])
+    return prop, prob, ref, bool(not_finite), bool(unknown)
 
 
 def store_round(value: np.ndarray, ref: np.ndarray, det: np.ndarray, prob: np.ndarray,

@@ -704,7 +704,11 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
         abs_a = mags_a if rad_b or ref_b else None
         abs_b = mags_b if rad_a or ref_a else None
     del parts
-    if bias is not None:
+    if bias is not None and xp is np and value.shape == np.broadcast_shapes(
+            value.shape, bias.shape):  # (value and S this contraction's own: in place)
+        value += bias.value
+        S += np.abs(bias.value)
+    elif bias is not None:
         value = value + bias.value
         S = S + xp.abs(bias.value)
     has_rad = rad_a or rad_b or rad_bias
@@ -716,21 +720,35 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
         prop = _propagated(abs_a, a.det, rad_a, abs_b, b.det, rad_b)
         same = a.prob is a.det and b.prob is b.det  # (a radius shared: the same sum)
         prop_p = prop if same else _propagated(abs_a, a.prob, rad_a, abs_b, b.prob, rad_b)
-        S = S + prop
-        if bias is not None:
-            prop, prop_p, S = prop + bias.det, prop_p + bias.prob, S + bias.det
     if has_ref:
         ref_prop = _propagated(abs_a, a.ref_err, ref_a, abs_b, b.ref_err, ref_b)
-        if bias is not None:
-            ref_prop = ref_prop + bias.ref_err
     del abs_a, abs_b, mags_a, mags_b  # input-sized: not held through the exact context
     # S itself was summed in floating point: it is made an upper bound, the radii affine in it
     g64, det_coef, prob_coef, eta = _coefficients(lengths, c_in, model, xp)
     acc = model.accumulate
     tiny_sum = terms * 2.0**-1074
-    det_acc, prob_acc, ref_err = contraction_radii(
-        S, *_growth(av, single, g64, tiny_sum), tiny_sum, det_coef, prob_coef, eta,
-        g64)
+    coefs = (*_growth(av, single, g64, tiny_sum), tiny_sum, det_coef, prob_coef, eta, g64)
+    if has_rad and not (rad_bias or ref_bias) and _loop_takes(S, prop, prop_p, ref_prop,
+                                                              coefs):
+        # one loop: S + prop grown in place, the radii into the products' arrays
+        det, prob, ref_err, not_finite, unknown = fused_cpu.propagated_radii(
+            S, prop, prop_p, ref_prop if has_ref else None,
+            tuple(float(c) for c in coefs), acc.max)
+        if not_finite or unknown:  # (the test below, where the loop found something)
+            det, prob = _overflow_to_inf(
+                (_finite_magnitude(S, a, b, bias) > acc.max) | np.isnan(det), det, prob)
+        out = Tracked(value=value, ref_err=ref_err, det=det, prob=prob, mag=S,
+                      n=_n_of(n_host, value))
+        out = _settle(out, av, bv, bias, model, lengths, (g64, det_coef, prob_coef, eta),
+                      certain=not has_ref, ref_prop=ref_prop)
+        return out if fmt is None else _store(out, fmt, xp)
+    if has_rad:
+        S = S + prop
+        if bias is not None:
+            prop, prop_p, S = prop + bias.det, prop_p + bias.prob, S + bias.det
+    if has_ref and bias is not None:
+        ref_prop = ref_prop + bias.ref_err
+    det_acc, prob_acc, ref_err = contraction_radii(S, *coefs)
     if has_ref:
         ref_err += ref_prop
 
@@ -761,6 +779,18 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
     out = _settle(out, av, bv, bias, model, lengths, (g64, det_coef, prob_coef, eta),
                   certain=not has_ref and not det_alone, ref_prop=ref_prop)
     return out if fmt is None else _store(out, fmt, xp)
+
+
+def _loop_takes(S: Any, prop: Any, prop_p: Any, ref_prop: Any, coefs: tuple[Any, ...]) -> bool:
+    """Whether :func:`~numoracle.oracle.fused_cpu.propagated_radii` takes a contraction's
+    ``S`` and propagated radii (fresh arrays of this contraction, or 0.0): NumPy's
+    float64 arrays of one shape, C-contiguous, numba's loops there, one accumulation
+    length (float coefficients)."""
+    arrays = (S, prop, prop_p) + ((ref_prop,) if isinstance(ref_prop, np.ndarray) else ())
+    return (all(type(x) is np.ndarray and x.dtype == np.float64 and x.shape == S.shape
+                and x.flags.c_contiguous and x.flags.writeable for x in arrays)
+            and (isinstance(ref_prop, np.ndarray) or ref_prop == 0.0)
+            and fused_cpu.elementwise(S) and all(np.ndim(c) == 0 for c in coefs))
 
 
 class _Magnitudes:

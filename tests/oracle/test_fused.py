@@ -4,6 +4,7 @@ passes' bits."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any
@@ -675,6 +676,38 @@ def test_either_and_special_point_loops_match_the_numpy_passes(fast_xp: Any, sha
         for t in (a, b):
             assert fused_cpu.any_special(t.value, t.det, t.ref_err) == bool(
                 special_points(t).any())
+
+
+@pytest.mark.parametrize("kinds", [("one", "exact"), ("exact", "two"), ("two", "one"),
+                                   ("wild", "exact"), ("exact", "wild")])
+@pytest.mark.parametrize("bias", [None, "exact", "radius"])
+def test_contraction_with_radii_loop_matches_the_numpy_passes_bitwise(
+        fast_xp: Any, kinds: tuple[str, str], bias: str | None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A contraction whose operands carry radii: ``S + prop`` grown and the radii with
+    the propagated products in numba's one loop (``fused_cpu.propagated_radii``) give
+    the NumPy passes' bits (values overflowing the accumulator, infinite radii and NaN
+    values included)."""
+    if fast_xp is not np:
+        pytest.skip("the loop is the CPU's")
+    ran: list[int] = []
+    real = fused_cpu.propagated_radii
+    monkeypatch.setattr(fused_cpu, "propagated_radii", lambda *a: ran.append(1) or real(*a))
+    rng = np.random.default_rng(len(kinds[0]) + 3 * len(kinds[1]))
+    for model in (get_model("fp32"), get_model("bf16"), get_model("fp64")):
+        a, w = _operand((6, 9), kinds[0], rng), _operand((9, 5), kinds[1], rng)
+        a = replace(a, value=np.where(rng.random((6, 9)) < 0.1, 3e38, a.value))
+        tb = None if bias is None else (exact(rng.standard_normal(5)) if bias == "exact"
+                                        else _operand((5,), "one", rng))
+        for stored in (False, True):
+            loop = matmul(a, w, model, bias=tb, stored=stored)
+            with _numpy_passes():
+                passes = matmul(a, w, model, bias=tb, stored=stored)
+            for name in ("value", "ref_err", "det", "prob", "mag"):
+                assert np.array_equal(np.broadcast_to(getattr(loop, name), loop.shape),
+                                      np.broadcast_to(getattr(passes, name), passes.shape),
+                                      equal_nan=True), (str(model), stored, name)
+    assert ran or bias == "radius"  # (a bias with radii takes the passes)
 
 
 @pytest.mark.parametrize("shapes", [((6, 7), (6, 7)), ((4, 5), (4, 1)), ((3,), (2, 3))])
