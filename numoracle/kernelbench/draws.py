@@ -73,8 +73,8 @@ _LOADED: dict[str, Problem] = {}
 def regenerate(described: Mapping[str, Any], dtypes: Mapping[str, torch.dtype]
                ) -> tuple[list[Any], list[Any], dict[str, list[Any]]]:
     """The two draws :func:`description` describes, drawn again here on its device
-    (tensors left there), under the judge's default dtype (whatever the candidate set
-    here), and their fingerprints (``{"first": ..., "second": ...}``).
+    (tensors left there), under the judge's default dtype and on its device (whatever
+    default the candidate set here), and their fingerprints (``{"first": ..., "second": ...}``).
 
     ``dtypes`` maps a dtype's name to torch's dtype.
     """
@@ -87,8 +87,9 @@ def regenerate(described: Mapping[str, Any], dtypes: Mapping[str, torch.dtype]
     default = torch.get_default_dtype()
     torch.set_default_dtype(dtypes[described["default_dtype"]])
     try:
-        drawn = [case_tensors(problem, case, described["sizes"], draw=d, dtype=dtype,
-                              device=described["device"]) for d in (1, 2)]
+        with torch.device(described["device"]):  # whatever default device was set here
+            drawn = [case_tensors(problem, case, described["sizes"], draw=d, dtype=dtype,
+                                  device=described["device"]) for d in (1, 2)]
     finally:
         torch.set_default_dtype(default)
     return drawn[0], drawn[1], {"first": fingerprints(drawn[0]),

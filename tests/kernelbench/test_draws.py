@@ -59,6 +59,21 @@ def test_regenerated_inputs_are_the_judges_bit_for_bit(problems: Path, problem: 
             == told["first" if draw == 1 else "second"]
 
 
+def test_defaults_the_candidate_changed_do_not_change_its_draws(problems: Path) -> None:
+    p = load_problem(problems / "gemm_gelu.py")
+    told = description(p, KBCase(seed=3), {}, dtype="float32", device="cpu")
+    *_, honest = regenerate(told, DTYPES)
+    torch.set_default_dtype(torch.float64)
+    torch.set_default_device("meta")
+    try:
+        first, _, changed = regenerate(told, DTYPES)
+        assert torch.get_default_dtype() == torch.float64
+    finally:
+        torch.set_default_device(None)
+        torch.set_default_dtype(torch.float32)
+    assert changed == honest and first[0].device.type == "cpu"
+
+
 def test_a_fingerprint_sees_one_bit_an_exchange_and_a_shape() -> None:
     x = torch.rand(37, 53)
     flipped = x.clone()
