@@ -70,8 +70,10 @@ def row_top(x: Any, xd: Any, xr: Any, out: Any) -> None:
 
 
 @_inline
-def _squares_lane(i: int, x: Any, xd: Any, xp_: Any, xr: Any, mean: Any, params: Any,
-                  ints: Any, value: Any, det: Any, prob: Any, ref: Any, test: bool) -> None:
+def _squares_lane(i: int, o: int, x: Any, xd: Any, xp_: Any, xr: Any, mean: Any,
+                  params: Any, ints: Any, value: Any, det: Any, prob: Any, ref: Any,
+                  test: bool) -> None:
+    """Row ``i`` of ``(x - mean)^2`` into row ``o`` of the outputs."""
     u, tiny, u64, fmax = params[0], params[1], params[2], params[3]
     t, emin = ints[0], ints[1]
     m, md, mp, mr = mean[i, 0], mean[i, 1], mean[i, 2], mean[i, 3]
@@ -79,10 +81,10 @@ def _squares_lane(i: int, x: Any, xd: Any, xp_: Any, xr: Any, mean: Any, params:
         v, d, p, r = _minus(x[i, j], xd[i, j], xp_[i, j], xr[i, j], m, md, mp, mr, u, tiny,
                             u64, t, emin, fmax, test)
         v, d, p, r = _times(v, d, p, r, v, d, p, r, u, tiny, u64, t, emin, fmax, test)
-        value[i, j] = v
-        det[i, j] = d
-        prob[i, j] = p
-        ref[i, j] = r
+        value[o, j] = v
+        det[o, j] = d
+        prob[o, j] = p
+        ref[o, j] = r
 
 
 @_loop
@@ -94,9 +96,58 @@ def deviation_squares(x: Any, xd: Any, xp_: Any, xr: Any, mean: Any, test: bool,
     u64, the accumulation's largest number; ``ints``: t, emin."""
     for i in range(x.shape[0]):
         if test:
-            _squares_lane(i, x, xd, xp_, xr, mean, params, ints, value, det, prob, ref, True)
+            _squares_lane(i, i, x, xd, xp_, xr, mean, params, ints, value, det, prob, ref, True)
         else:
-            _squares_lane(i, x, xd, xp_, xr, mean, params, ints, value, det, prob, ref, False)
+            _squares_lane(i, i, x, xd, xp_, xr, mean, params, ints, value, det, prob, ref,
+                          False)
+
+
+@_inline
+def _part_sum(row: Any, absolute: bool) -> float:
+    """The float64 sum of row 0 of ``row`` (with ``absolute`` of its magnitudes) as
+    four partial sums of every fourth term, added ``(s0 + s1) + (s2 + s3)``: a fixed
+    order (the same bits on every machine; the loop vectorises), a float64 sum in
+    some order as the contraction's GEMV is."""
+    n = row.shape[1]
+    s0 = s1 = s2 = s3 = 0.0
+    for j in range(0, n - n % 4, 4):
+        a0, a1, a2, a3 = row[0, j], row[0, j + 1], row[0, j + 2], row[0, j + 3]
+        if absolute:
+            a0, a1, a2, a3 = abs(a0), abs(a1), abs(a2), abs(a3)
+        s0 += a0
+        s1 += a1
+        s2 += a2
+        s3 += a3
+    for j in range(n - n % 4, n):
+        s0 += abs(row[0, j]) if absolute else row[0, j]
+    return (s0 + s1) + (s2 + s3)
+
+
+@_inline
+def _lane_sums(value: Any, det: Any, prob: Any, ref: Any, out: Any, i: int) -> None:
+    """Into row ``i`` of ``out`` the sums (:func:`_part_sum`) of row 0 of ``value``,
+    of its magnitudes, of ``det``, ``prob`` and ``ref``."""
+    out[i, 0] = _part_sum(value, False)
+    out[i, 1] = _part_sum(value, True)
+    out[i, 2] = _part_sum(det, False)
+    out[i, 3] = _part_sum(prob, False)
+    out[i, 4] = _part_sum(ref, False)
+
+
+@_loop
+def deviation_square_sums(x: Any, xd: Any, xp_: Any, xr: Any, mean: Any, test: bool,
+                          params: Any, ints: Any, value: Any, det: Any,
+                          prob: Any, ref: Any, sums: Any) -> None:
+    """Per row: the sums of :func:`deviation_squares`' terms (:func:`_lane_sums`), each
+    row's terms formed into the one-row ``value``, ``det``, ``prob``, ``ref`` (kept
+    in cache) and summed there: no array of the input's size is written."""
+    for i in range(x.shape[0]):
+        if test:
+            _squares_lane(i, 0, x, xd, xp_, xr, mean, params, ints, value, det, prob, ref, True)
+        else:
+            _squares_lane(i, 0, x, xd, xp_, xr, mean, params, ints, value, det, prob, ref,
+                          False)
+        _lane_sums(value, det, prob, ref, sums, i)
 
 
 @_inline
@@ -193,10 +244,12 @@ def _weighted_lane(i: int, g: Any, gd: Any, gp: Any, gr: Any, w: Any, params: An
 
 
 @_inline
-def _products_lane(i: int, x: Any, xd: Any, xp_: Any, xr: Any, g: Any, gd: Any, gp: Any,
-                   gr: Any, gx: Any, gxd: Any, gxp: Any, gxr: Any, mean: Any, rstd: Any,
-                   want_gxh: bool, want_gh: bool, params: Any, ints: Any, hv: Any, hd: Any,
-                   hp: Any, hr: Any, kv: Any, kd: Any, kp: Any, kr: Any, test: bool) -> None:
+def _products_lane(i: int, o: int, x: Any, xd: Any, xp_: Any, xr: Any, g: Any, gd: Any,
+                   gp: Any, gr: Any, gx: Any, gxd: Any, gxp: Any, gxr: Any, mean: Any,
+                   rstd: Any, want_gxh: bool, want_gh: bool, params: Any, ints: Any, hv: Any,
+                   hd: Any, hp: Any, hr: Any, kv: Any, kd: Any, kp: Any, kr: Any,
+                   test: bool) -> None:
+    """Row ``i``'s ``g xhat`` and ``gx xhat`` into row ``o`` of ``k*`` and ``h*``."""
     u, tiny, u64, fmax = params[0], params[1], params[2], params[3]
     t, emin = ints[0], ints[1]
     m, md, mp, mr = mean[i, 0], mean[i, 1], mean[i, 2], mean[i, 3]
@@ -208,17 +261,17 @@ def _products_lane(i: int, x: Any, xd: Any, xp_: Any, xr: Any, g: Any, gd: Any, 
         if want_gh:
             a, ad, ap, ar = _times(g[i, j], gd[i, j], gp[i, j], gr[i, j], v, d, p, r, u, tiny,
                                    u64, t, emin, fmax, test)
-            kv[i, j] = a
-            kd[i, j] = ad
-            kp[i, j] = ap
-            kr[i, j] = ar
+            kv[o, j] = a
+            kd[o, j] = ad
+            kp[o, j] = ap
+            kr[o, j] = ar
         if want_gxh:
             a, ad, ap, ar = _times(gx[i, j], gxd[i, j], gxp[i, j], gxr[i, j], v, d, p, r, u,
                                    tiny, u64, t, emin, fmax, test)
-            hv[i, j] = a
-            hd[i, j] = ad
-            hp[i, j] = ap
-            hr[i, j] = ar
+            hv[o, j] = a
+            hd[o, j] = ad
+            hp[o, j] = ap
+            hr[o, j] = ar
 
 
 @_loop
@@ -243,11 +296,53 @@ def backward_products(x: Any, xd: Any, xp_: Any, xr: Any, g: Any, gd: Any, gp: A
         else:
             src, srcd, srcp, srcr = g, gd, gp, gr
         if test:
-            _products_lane(i, x, xd, xp_, xr, g, gd, gp, gr, src, srcd, srcp, srcr, mean, rstd,
-                           want_gxh, want_gh, params, ints, hv, hd, hp, hr, kv, kd, kp, kr, True)
+            _products_lane(i, i, x, xd, xp_, xr, g, gd, gp, gr, src, srcd, srcp, srcr, mean,
+                           rstd, want_gxh, want_gh, params, ints, hv, hd, hp, hr, kv, kd, kp,
+                           kr, True)
         else:
-            _products_lane(i, x, xd, xp_, xr, g, gd, gp, gr, src, srcd, srcp, srcr, mean, rstd,
-                           want_gxh, want_gh, params, ints, hv, hd, hp, hr, kv, kd, kp, kr, False)
+            _products_lane(i, i, x, xd, xp_, xr, g, gd, gp, gr, src, srcd, srcp, srcr, mean,
+                           rstd, want_gxh, want_gh, params, ints, hv, hd, hp, hr, kv, kd, kp,
+                           kr, False)
+
+
+@_loop
+def backward_sums(x: Any, xd: Any, xp_: Any, xr: Any, g: Any, gd: Any, gp: Any, gr: Any,
+                  mean: Any, rstd: Any, w: Any, has_w: bool, want_gxh: bool, want_gh: bool,
+                  test_gx: bool, test: bool, params: Any, ints: Any, gx: Any, gxd: Any,
+                  gxp: Any, gxr: Any, hv: Any, hd: Any, hp: Any, hr: Any, kv: Any, kd: Any,
+                  kp: Any, kr: Any, rows_a: Any, rows_b: Any, cols: Any) -> None:
+    """:func:`backward_products` with the sums its products are for: ``g w`` (with
+    ``has_w``) into ``gx*`` as there; with ``want_gxh`` the sums (:func:`_lane_sums`)
+    of each row of ``gx`` (``g`` without ``w``) into ``rows_a`` and of ``gx xhat``,
+    formed in the one-row ``h*``, into ``rows_b``; with ``want_gh`` the column sums of
+    ``g xhat``, formed in the one-row ``k*``, into ``cols`` (value, magnitude, det,
+    prob, ref_err by rows; each column's terms added in row order)."""
+    n = x.shape[1]
+    for i in range(x.shape[0]):
+        if has_w:
+            _weighted_lane(i, g, gd, gp, gr, w, params, ints, gx, gxd, gxp, gxr, test_gx)
+            src, srcd, srcp, srcr = gx, gxd, gxp, gxr
+        else:
+            src, srcd, srcp, srcr = g, gd, gp, gr
+        if test:
+            _products_lane(i, 0, x, xd, xp_, xr, g, gd, gp, gr, src, srcd, srcp, srcr, mean,
+                           rstd, want_gxh, want_gh, params, ints, hv, hd, hp, hr, kv, kd, kp,
+                           kr, True)
+        else:
+            _products_lane(i, 0, x, xd, xp_, xr, g, gd, gp, gr, src, srcd, srcp, srcr, mean,
+                           rstd, want_gxh, want_gh, params, ints, hv, hd, hp, hr, kv, kd, kp,
+                           kr, False)
+        if want_gxh:
+            _lane_sums(src[i:i + 1], srcd[i:i + 1], srcp[i:i + 1], srcr[i:i + 1], rows_a, i)
+            _lane_sums(hv, hd, hp, hr, rows_b, i)
+        if want_gh:
+            for j in range(n):
+                v = kv[0, j]
+                cols[0, j] += v
+                cols[1, j] += abs(v)
+                cols[2, j] += kd[0, j]
+                cols[3, j] += kp[0, j]
+                cols[4, j] += kr[0, j]
 
 
 @_inline

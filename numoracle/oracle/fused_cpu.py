@@ -32,7 +32,8 @@ __all__ = ["available", "warm_up", "operand_facts", "grid", "exact_radii", "stor
            "mul_radii", "carry_binary", "elementary_radii", "elementwise", "LOOP_MIN",
            "single_magnitudes", "rows_available", "LONGEST_ROW", "as_rows", "dense_rows", "row_max", "shifted_exp_rows", "softmax_rows",
            "log_softmax_rows", "hot_rows", "log_softmax_backward_rows", "norm_available",
-           "row_top", "deviation_squares", "normalized_rows", "norm_backward_products",
+           "row_top", "deviation_squares", "deviation_square_sums", "normalized_rows",
+           "norm_backward_products", "norm_backward_sums",
            "input_grad_rows", "NOT_FINITE", "SUBNORMAL",
            "UNREPRESENTABLE", "OFF_SINGLE", "SINGLE_UP"]
 
@@ -495,6 +496,19 @@ def deviation_squares(x: tuple[np.ndarray, ...], mean: np.ndarray, test: bool,
     return outs
 
 
+def deviation_square_sums(x: tuple[np.ndarray, ...], mean: np.ndarray, test: bool,
+                          params: tuple[float, ...], ints: tuple[int, int]) -> np.ndarray:
+    """Layer norm's first loop with its sum (``_numba_norm.deviation_square_sums``):
+    per row the float64 sums of ``(x - mean)^2``'s value, magnitude, det, prob and
+    ref_err (columns 0 to 4), its terms never an array of the input's size."""
+    n = x[0].shape[1]
+    row = tuple(np.empty((1, n)) for _ in range(4))
+    sums = np.empty((x[0].shape[0], 5))
+    _norm_loops().deviation_square_sums(*x, mean, test, _floats(params),
+                                        np.asarray(ints, dtype=np.int64), *row, sums)
+    return sums
+
+
 def normalized_rows(x: tuple[np.ndarray, ...], mean: np.ndarray, rstd: np.ndarray,
                     w: np.ndarray | None, b: np.ndarray | None, test: bool,
                     params: tuple[float, ...], ints: tuple[int, int]
@@ -528,6 +542,30 @@ def norm_backward_products(x: tuple[np.ndarray, ...], g: tuple[np.ndarray, ...],
                                     np.asarray(ints, dtype=np.int64), *gx, *gxh, *gh)
     return (gx if w is not None else None, gxh if want[0] else None,
             gh if want[1] else None)
+
+
+def norm_backward_sums(x: tuple[np.ndarray, ...], g: tuple[np.ndarray, ...],
+                       mean: np.ndarray, rstd: np.ndarray, w: np.ndarray | None,
+                       want: tuple[bool, bool], tests: tuple[bool, bool],
+                       params: tuple[float, ...], ints: tuple[int, int]
+                       ) -> tuple[tuple[np.ndarray, ...] | None, np.ndarray, np.ndarray,
+                                  np.ndarray]:
+    """Layer norm backward's loop before its sums, with its sums
+    (``_numba_norm.backward_sums``): ``g w`` (None without ``w``) as value, det, prob,
+    ref_err; with ``want[0]`` the float64 sums of each row of ``g w`` and of ``g w
+    xhat`` (``(rows, 5)`` each: value, magnitude, det, prob, ref_err), with
+    ``want[1]`` those of each column of ``g xhat`` (``(n, 5)``); arrays not wanted
+    empty."""
+    rows, n = x[0].shape
+    gx = tuple(np.empty((rows, n) if w is not None else (1, 1)) for _ in range(4))
+    scratch = tuple(np.empty((1, n) if on else (1, 1)) for on in (want[0],) * 4 + (want[1],) * 4)
+    rows_a, rows_b = (np.empty((rows, 5) if want[0] else (0, 5)) for _ in range(2))
+    cols = np.zeros((5, n) if want[1] else (5, 0))
+    _norm_loops().backward_sums(*x, *g, mean, rstd, np.zeros((4, 1)) if w is None else w,
+                                w is not None, want[0], want[1], *tests, _floats(params),
+                                np.asarray(ints, dtype=np.int64), *gx, *scratch, rows_a,
+                                rows_b, cols)
+    return (gx if w is not None else None), rows_a, rows_b, np.ascontiguousarray(cols.T)
 
 
 def input_grad_rows(x: tuple[np.ndarray, ...], g: tuple[np.ndarray, ...], mean: np.ndarray,

@@ -80,7 +80,7 @@ __all__ = ["Tracked", "exact", "bounded", "moved", "aligned", "negated", "scaled
            "folded", "any_nonzero", "any_nonzeros", "surely_zero", "has_zero", "may_be_exact",
            "two_product_error", "unjudged", "concat", "tmap", "tcat",
            "add", "sub", "relu", "relu_mask_mul", "mul_scalar", "either", "matmul", "sum_",
-           "keep_operand_facts",
+           "keep_operand_facts", "sum_of_parts",
            "store", "lsb_exponent",
            "ESCALATE_SHARE", "SINGLE_SUMS"]
 
@@ -1293,6 +1293,47 @@ def sum_(x: Tracked, axis: int, model: PrecisionModel, *, stored: bool = False) 
     ones = _ones(xp, moved.shape[-1], model)
     r = _contraction(moved, ones, model, None, None, fmt)
     return _squeeze_last(r)
+
+
+def sum_of_parts(parts: np.ndarray, k: int, model: PrecisionModel) -> Tracked | None:
+    """:func:`sum_` over the last axis of rows of ``k`` terms from their float64 sums
+    (``parts``, NumPy, ``(..., 5)``: the sums of the values, of their magnitudes, of
+    det, prob and ref_err, each summed in some order, as a GEMV sums): what the
+    contraction with a vector of ones gives with ``S`` summed in float64 (as
+    :func:`_row_sums` on a device): ``S`` grown into an upper bound by ``1 + 2
+    gamma_k(u64)`` and ``k 2^-1074``, the radii affine in it. A loop that forms the
+    terms sums them as it goes, and no array of the terms is made. None where the
+    contraction decides: a sum not finite (a term, or the sum itself), no det
+    nonzero anywhere (the exact regime), the model rounding its inputs or flushing
+    subnormal ones, or the float64 reference not precise enough somewhere."""
+    model = model.summing()
+    if model.rounds_inputs or model.flush_subnormal_inputs or k < 1:
+        return None
+    sv, sm, sd, sp, sr = (np.ascontiguousarray(parts[..., q]) for q in range(5))
+    with np.errstate(invalid="ignore", over="ignore"):
+        if not (np.isfinite(sm).all() and np.isfinite(sd).all() and np.isfinite(sp).all()
+                and np.isfinite(sr).all()) or not (sd > 0.0).any():
+            return None
+        lengths = _lengths(k, False, None, model, np)
+        g64, det_coef, prob_coef, eta = _coefficients(lengths, 0.0, model, np)
+        tiny_sum = lengths.terms * 2.0**-1074
+        grow, tiny_mag = _growth(sv, False, g64, tiny_sum)
+        s = sm + sd
+        s *= grow
+        s += tiny_mag
+        det = s * det_coef + eta
+        prob = s * prob_coef + eta
+        ref_err = s * g64 + tiny_sum
+        if (sr > 0.0).any():
+            ref_err += sr
+        det += sd
+        prob += sp
+        if bool(np.any(s > model.accumulate.max)) or bool(np.isnan(det).any()):
+            return None
+        if bool(np.any((ref_err > ESCALATE_SHARE * np.minimum(det, prob))
+                       & (np.abs(sv) < np.inf))):
+            return None
+    return Tracked(value=sv, ref_err=ref_err, det=det, prob=prob, mag=s, n=int(k))
 
 
 #: on a GPU, the exact column of ones of the last few sums' lengths (with their operand

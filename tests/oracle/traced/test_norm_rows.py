@@ -3,10 +3,14 @@
 drawn shapes and values: zero-variance rows, NaN and infinities, size-1 lanes, huge
 and tiny values, exact inputs and radii, eps at its extremes, with and without the
 affine weights, several claims; group norm's statistics through the same loops;
-batch norm's and escalated inputs through the primitives."""
+batch norm's and escalated inputs through the primitives. With the sums folded into
+the loops (``FOLD_SUMS``, other bits): every sum's value within its reference radius
+of the exact sum of its terms, and the results within both sides' reference radii
+of the passes', the radii within 2^-9 of theirs."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -19,7 +23,7 @@ from numoracle.oracle.precision import get_model
 from numoracle.oracle.traced.library import _norm_rows as rows
 from numoracle.oracle.traced.library import normalization as nz
 from numoracle.oracle.traced.rules import RuleContext
-from numoracle.oracle.tracked import Tracked, exact
+from numoracle.oracle.tracked import Tracked, exact, sum_, sum_of_parts
 
 from test_softmax_rows import FIELDS, _tracked
 
@@ -63,8 +67,44 @@ def _passes(fn: Any, *args: Any) -> Any:
 
 @pytest.fixture
 def small_loops(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The loops from one element, so that small drawn shapes take them."""
+    """The loops from one element, so that small drawn shapes take them; the sums
+    not folded into them (every step the primitives' bits)."""
     monkeypatch.setattr(fused_cpu, "LOOP_MIN", 1)
+    monkeypatch.setattr(rows, "FOLD_SUMS", False)
+
+
+@pytest.fixture
+def folded_loops(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loops from one element, their sums folded into them."""
+    monkeypatch.setattr(fused_cpu, "LOOP_MIN", 1)
+    monkeypatch.setattr(rows, "FOLD_SUMS", True)
+
+
+def assert_both_sound(got: Tracked, want: Tracked, slack: bool, terms: int) -> None:
+    """``got`` (sums folded) and ``want`` (the passes) agree as two sound bounds of one
+    result do: their values within the sum of their reference radii (with ``slack``
+    also of the smaller kernel radius: a step stored to a narrow format may round
+    either way from two float64 values), their radii and magnitudes within 2^-9 of
+    each other plus ``(terms + 1) 2^-124`` (the passes' float32 ``S`` carries ``(k +
+    1) 2^-125`` for its products flushed to zero, a float64 one not; ``terms`` at
+    least every sum's length), the same elements not finite."""
+    assert got.shape == want.shape and got.lo is None and want.lo is None
+    shape = got.shape
+    g = {f: np.broadcast_to(getattr(got, f), shape) for f in FIELDS}
+    w = {f: np.broadcast_to(getattr(want, f), shape) for f in FIELDS}
+    for f in FIELDS:
+        assert np.array_equal(np.isfinite(g[f]), np.isfinite(w[f])), f
+    fin = np.isfinite(g["value"]) & np.isfinite(g["ref_err"]) & np.isfinite(w["ref_err"])
+    with np.errstate(invalid="ignore", over="ignore"):
+        room = g["ref_err"] + w["ref_err"]
+        if slack:
+            room = room + np.minimum(g["det"], w["det"])
+        assert np.all(np.abs(g["value"] - w["value"])[fin] <= room[fin])
+        for f in ("det", "prob", "ref_err", "mag"):
+            ok = np.isfinite(g[f])
+            assert np.all(np.abs(g[f] - w[f])[ok]
+                          <= 2.0**-9 * np.abs(w[f])[ok] + (terms + 1) * 2.0**-124), f
+    assert np.array_equal(np.asarray(got.n), np.asarray(want.n))
 
 
 def _values(rng: np.random.Generator, shape: tuple[int, ...], kind: str) -> np.ndarray:
@@ -161,27 +201,34 @@ def test_the_loops_run_at_realistic_sizes(shape: tuple[int, ...],
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """Above LOOP_MIN the loops run (not a fallback) and give the NumPy passes' bits,
     forward and backward."""
-    ran = []
+    ran: list[str] = []
     for name in ("normalized_rows", "deviation_squares", "norm_backward_products",
-                 "input_grad_rows"):
+                 "input_grad_rows", "deviation_square_sums", "norm_backward_sums"):
         real = getattr(fused_cpu, name)
-        monkeypatch.setattr(fused_cpu, name, lambda *a, _r=real: ran.append(1) or _r(*a))
+        monkeypatch.setattr(fused_cpu, name,
+                            lambda *a, _r=real, _n=name: ran.append(_n) or _r(*a))
     rng = np.random.default_rng(7)
     x = rng.standard_normal(shape).astype(np.float32).astype(np.float64)
     lane = shape[-1:]
     ctx = RuleContext(get_model("fp32"))
     w, b = _affine(rng, lane, "tracked"), _affine(rng, lane, "exact")
     g = _tracked(rng.standard_normal(shape), rng, "all")
-    for t in (exact(x), _tracked(x, rng, "all")):
-        out = nz.layer_norm_rule(ctx, t, lane, w, b, 1e-5)
-        for got, want in zip(out, _passes(nz.layer_norm_rule, ctx, t, lane, w, b, 1e-5),
-                             strict=True):
-            assert_same_bits(got, want)
-        args = (ctx, g, t, lane, out[1], out[2], w, b, (True, True, True))
-        for got, want in zip(nz.layer_norm_backward_rule(*args),
-                             _passes(nz.layer_norm_backward_rule, *args), strict=True):
-            assert_same_bits(got, want)
-    assert len(ran) == 8
+    for fold in (False, True):
+        monkeypatch.setattr(rows, "FOLD_SUMS", fold)
+        check = (lambda a, b: assert_both_sound(a, b, False, x.size)) if fold else \
+            assert_same_bits
+        for t in (exact(x), _tracked(x, rng, "all")):
+            out = nz.layer_norm_rule(ctx, t, lane, w, b, 1e-5)
+            for got, want in zip(out, _passes(nz.layer_norm_rule, ctx, t, lane, w, b, 1e-5),
+                                 strict=True):
+                check(got, want)
+            args = (ctx, g, t, lane, out[1], out[2], w, b, (True, True, True))
+            for got, want in zip(nz.layer_norm_backward_rule(*args),
+                                 _passes(nz.layer_norm_backward_rule, *args), strict=True):
+                check(got, want)
+    assert ran == ["deviation_squares", "normalized_rows", "norm_backward_products",
+                   "input_grad_rows"] * 2 + ["deviation_square_sums", "normalized_rows",
+                                             "norm_backward_sums", "input_grad_rows"] * 2
 
 
 def test_group_norm_statistics_take_the_loops(small_loops: None) -> None:
@@ -213,3 +260,66 @@ def test_other_axes_escalated_and_one_pass_give_the_passes_bits(small_loops: Non
     for g, v in zip(bn, _passes(nz.batch_norm_rule, ctx, exact(x), None, None, None, None,
                                 True, 0.1, 1e-5), strict=True):
         assert_same_bits(g, v)
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # (the same patch each time)
+@given(**CASES, grad=st.sampled_from(["exact", "all", "some"]),
+       mask=st.sampled_from([(True, True, True), (True, False, False), (False, True, True)]))
+def test_folded_sums_agree_with_the_passes(
+        folded_loops: None, lead: list[int], lane: list[int], kind: str, radii: str,
+        special: bool, affine: str, eps: float, model: str, per_op: bool, seed: int,
+        grad: str, mask: tuple[bool, bool, bool]) -> None:
+    """The sums folded into the loops against the primitives' passes, forward and
+    backward: the same results up to both sides' reference radii, radii within 2^-9
+    (``S`` summed in float64, where the contraction sums it in float32)."""
+    ctx, x, w, b, shape = _case(lead, lane, kind, radii, special, affine, model, per_op, seed)
+    rng = np.random.default_rng(seed + 1)
+    g = _tracked(rng.standard_normal(x.shape), rng, grad)
+    with np.errstate(all="ignore"):
+        fwd = nz.layer_norm_rule(ctx, x, shape, w, b, eps)
+        want = _passes(nz.layer_norm_rule, ctx, x, shape, w, b, eps)
+        for got, v in zip(fwd, want, strict=True):
+            assert_both_sound(got, v, per_op, x.value.size)
+        args = (ctx, g, x, shape, want[1], want[2], w, b, mask)
+        for got, v in zip(nz.layer_norm_backward_rule(*args),
+                          _passes(nz.layer_norm_backward_rule, *args), strict=True):
+            assert (got is None) == (v is None)
+            if v is not None:
+                assert_both_sound(got, v, per_op, x.value.size)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows_=st.integers(1, 6), k=st.integers(1, 300), radii=st.sampled_from(["all", "some"]),
+       scale=st.sampled_from([1.0, 1e-300, 1e200]), model=st.sampled_from(MODELS),
+       seed=st.integers(0, 2**32 - 1))
+def test_sum_of_parts_bounds_the_exact_sum(rows_: int, k: int, radii: str, scale: float,
+                                           model: str, seed: int) -> None:
+    """``sum_of_parts`` from float64 sums taken in another order than the contraction's:
+    the value within its reference radius of the exact sum of the terms (plus their
+    own reference radii), the radii and ``S`` within 2^-9 of ``sum_``'s, and None
+    where the contraction must decide (a term not finite, no det, inputs rounded)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows_, k)) * scale
+    t = _tracked(x, rng, radii)
+    m = get_model(model)
+    parts = np.stack([x[:, ::-1].sum(axis=1), np.abs(x).sum(axis=1),
+                      *(np.broadcast_to(a, x.shape).sum(axis=1)
+                        for a in (t.det, t.prob, t.ref_err))], axis=-1)
+    got = sum_of_parts(parts, k, m)
+    if m.summing().rounds_inputs or not np.any(np.broadcast_to(t.det, x.shape) > 0):
+        assert got is None
+        return
+    if got is None:  # the float64 reference not precise enough: the contraction escalates
+        return
+    # the value's distance from the exact sum of the terms (rounded once: fsum)
+    off = np.array([math.fsum([v, *(-r)]) for v, r in zip(got.value, x, strict=True)])
+    assert np.all(np.abs(off) <= got.ref_err)
+    want = sum_(t, -1, m)
+    assert np.all(np.abs(got.value - want.value) <= got.ref_err + want.ref_err)
+    for f in ("det", "prob", "ref_err", "mag"):
+        a, c = np.asarray(getattr(got, f)), np.asarray(getattr(want, f))
+        assert np.all(np.abs(a - c) <= 2.0**-9 * c + (k + 1) * 2.0**-124), f
+    bad = parts.copy()
+    bad[0, 2] = np.inf
+    assert sum_of_parts(bad, k, m) is None

@@ -7,7 +7,12 @@ each stretch between two sums is one loop over the rows (lanes of the normalised
 trailing axes) instead, performing the primitives' float64 operations in their order
 (:mod:`~numoracle.oracle._numba_norm`); the sums stay the primitives' own NumPy calls
 (their summation order sets their bits). So each form here gives the same bits as
-the primitives, which stay the reference implementation (the tests compare both):
+the primitives, which stay the reference implementation (the tests compare both).
+Where a sum is all its terms are for (the variance's; backward the means of ``g w``
+and ``g w xhat``, the weight gradient's column sums) the loop sums them as it forms
+them instead (:data:`FOLD_SUMS`; :func:`deviation_square_sum`, :func:`backward_sums`):
+no array of the terms, the sums' values in another order and ``S`` in float64, a
+sound bound as the contraction's (``tracked.sum_of_parts``):
 
 - forward, before the sums: each row's largest ``|x| + det + ref_err`` (the streamed
   mean's widening) and the two-pass variance's terms ``(x - mean)^2``;
@@ -38,14 +43,23 @@ import numpy as np
 from ... import elementwise as ew
 from ... import fused_cpu, fused_norm_cuda
 from ...fused import whole_rules
-from ...tracked import U64, Tracked, bounded, may_be_exact
+from ...tracked import U64, Tracked, bounded, may_be_exact, sum_of_parts
 from ...xp import array_module
 from ..rules import RuleContext
 from ._common import as_tracked, tmap_all
 from ._softmax_rows import _per_row
 
-__all__ = ["loops_run", "runs", "row_top", "deviation_squares", "normalized_affine",
-           "backward_products", "input_grad"]
+__all__ = ["loops_run", "runs", "row_top", "deviation_squares", "deviation_square_sum",
+           "normalized_affine",
+           "backward_products", "backward_sums", "input_grad"]
+
+
+#: whether the loops sum the terms they form where the sum is all they are for (the
+#: two-pass variance's squared deviations): the sums' values and radii as
+#: :func:`~numoracle.oracle.tracked.sum_of_parts` makes them, ``S`` summed in float64,
+#: where the primitives' contraction sums ``S`` in float32 and its values by a GEMV (other
+#: bits, each a sound bound); off, every step gives the primitives' bits
+FOLD_SUMS = True
 
 
 def loops_run(xp: Any, size: int) -> bool:
@@ -137,6 +151,24 @@ def deviation_squares(ctx: RuleContext, x: Tracked, mean: Tracked) -> Tracked:
                    ref_err=r.reshape(shape), mag=v.reshape(shape), n=_longest(n_d, n_d))
 
 
+def deviation_square_sum(ctx: RuleContext, x: Tracked, mean: Tracked, dims: tuple[int, ...]
+                         ) -> Tracked | None:
+    """The sum over ``dims`` (the statistics' axes) of :func:`deviation_squares`' terms (no
+    keepdim) as one loop forms and sums them (NumPy only): the sum's value and
+    radii as ``tracked.sum_`` makes them with ``S`` summed in float64
+    (:func:`~numoracle.oracle.tracked.sum_of_parts`), no array of the terms made.
+    None where that does not decide (CuPy, or see ``sum_of_parts``): the caller
+    forms the terms and sums them then."""
+    if not FOLD_SUMS or array_module(x.value) is not np:
+        return None
+    rows, n = _lane(x, mean.shape)
+    params, ints = _params(ctx)
+    parts = fused_cpu.deviation_square_sums(_as_rows(x, n), _per_row(mean, rows),
+                                            may_be_exact(x, mean), params, ints)
+    lead = x.shape[:x.value.ndim - len(dims)]
+    return sum_of_parts(parts.reshape(lead + (5,)), n, ctx.model)
+
+
 def _operand(w: Any, ctx: RuleContext, shape: tuple[int, ...]) -> Tracked | None:
     """A weight or bias as a tracked operand of the trailing ``shape``; None where it
     is escalated or of another shape."""
@@ -217,6 +249,49 @@ def backward_products(ctx: RuleContext, grad: Tracked, x: Tracked, dims: tuple[i
     g_w = tracked(gx, _longest(grad.n, w.n)) if weighted else grad
     return (g_w, tracked(gxh, _longest(g_w.n, n_xhat)),
             tracked(gh, _longest(grad.n, n_xhat)))
+
+
+def backward_sums(ctx: RuleContext, grad: Tracked, x: Tracked, dims: tuple[int, ...],
+                  mean: Tracked, rstd: Tracked, weight: Any, want: tuple[bool, bool, bool]
+                  ) -> tuple[Tracked | None, ...] | None:
+    """:func:`backward_products` with the sums its products are for, formed and summed
+    in one loop (NumPy only, ``FOLD_SUMS``): the weighted gradient ``g w`` (``g``
+    itself without a weight), with ``want[1]`` the sums over ``dims`` of ``g w`` and of
+    ``g w xhat`` (no keepdim), with ``want[2]`` the sums of ``g xhat`` over the other
+    axes (of the trailing shape); those not wanted None. Each sum as
+    :func:`~numoracle.oracle.tracked.sum_of_parts` makes it (``S`` summed in float64):
+    no array of ``g w xhat`` or ``g xhat`` is made. None where the loops do not run
+    (see :func:`backward_products`) or a sum is not decided so (the caller takes
+    :func:`backward_products` and the primitives' sums then)."""
+    if not FOLD_SUMS or not runs(x, dims) or array_module(x.value) is not np or \
+            grad.shape != x.shape or grad.lo is not None or not _rows_ok(x, dims, mean, rstd):
+        return None
+    rows, n = _lane(x, mean.shape)
+    trailing = x.shape[x.value.ndim - len(dims):]
+    w = None if weight is None else _operand(weight, ctx, trailing)
+    if weight is not None and w is None:
+        return None
+    params, ints = _params(ctx)
+    weighted = w is not None and want[0]
+    gx, rows_a, rows_b, cols = fused_cpu.norm_backward_sums(
+        _as_rows(x, n), _as_rows(grad, n), _per_row(mean, rows), _per_row(rstd, rows),
+        _per_column(w, n) if weighted else None, (want[1], want[2]),
+        (weighted and may_be_exact(grad, w), may_be_exact(x, mean)), params, ints)
+    lead = x.shape[:x.value.ndim - len(dims)]
+    sums: list[Tracked | None] = [None, None, None]
+    if want[1]:
+        sums[0] = sum_of_parts(rows_a.reshape(lead + (5,)), n, ctx.model)
+        sums[1] = sum_of_parts(rows_b.reshape(lead + (5,)), n, ctx.model)
+    if want[2]:
+        sums[2] = sum_of_parts(cols.reshape(trailing + (5,)), rows, ctx.model)
+    if any(s is None for s, on in zip(sums, (want[1], want[1], want[2]), strict=True) if on):
+        return None
+    if weighted:
+        v, d, p, r = (a.reshape(x.shape) for a in gx)
+        g_w = bounded(v, d, p, ref_err=r, mag=v, n=_longest(grad.n, w.n))  # (mag not read)
+    else:
+        g_w = grad
+    return (g_w, *sums)
 
 
 def input_grad(ctx: RuleContext, x: Tracked, g: Tracked, mean: Tracked, rstd: Tracked,

@@ -148,7 +148,8 @@ def normalize(ctx: RuleContext, x: Tracked, dims: tuple[int, ...], eps: float,
     is normalised with the rounded mean and rstd.
 
     Over trailing axes on the CPU the elementwise steps run as whole-rule loops
-    (:mod:`._norm_rows`: the same bits)."""
+    (:mod:`._norm_rows`: the same bits), the two-pass variance's sum folded into its
+    loop (``_norm_rows.FOLD_SUMS``: ``S`` summed in float64, another sound bound)."""
     m, kept = ctx.model, ctx.kept
     kept_shape = tuple(1 if d in dims else s for d, s in enumerate(x.shape))
     loops = _norm_rows.runs(x, dims)
@@ -156,8 +157,11 @@ def normalize(ctx: RuleContext, x: Tracked, dims: tuple[int, ...], eps: float,
     mean = kept(streamed_mean(ctx, x, dims, top), 2)
     if loops and m.variance == "two-pass":
         k = int(np.prod([x.shape[d] for d in dims]))
-        squares = _norm_rows.deviation_squares(ctx, x, _reshape(mean, kept_shape))
-        var = scaled(ctx, reduce_sum(ctx, squares, dims), float(k), divide=True)
+        centre = _reshape(mean, kept_shape)
+        total = _norm_rows.deviation_square_sum(ctx, x, centre, dims)
+        if total is None:
+            total = reduce_sum(ctx, _norm_rows.deviation_squares(ctx, x, centre), dims)
+        var = scaled(ctx, total, float(k), divide=True)
     else:
         var, mean = variance(ctx, x, dims, mean=mean)
     var, mean = _reshape(kept(var, 2), kept_shape), _reshape(mean, kept_shape)
@@ -283,22 +287,32 @@ def layer_norm_backward_rule(ctx: RuleContext, grad: Tracked, x: Tracked,
     dims, lead = tuple(range(nd - k, nd)), tuple(range(nd - k))
     want = (bool(output_mask[0]), bool(output_mask[0]),
             bool(output_mask[1]) and weight is not None)
+    gb = _sum_to(ctx, grad, lead, normalized_shape) if (
+        output_mask[2] and bias is not None) else None
+    folded = _norm_rows.backward_sums(ctx, grad, x, dims, mean, rstd, weight, want)
+    if folded is not None:  # the products summed as they are formed: two loops
+        gx, sum_a, sum_b, sum_h = folded
+        kept = tuple(1 if d in dims else s for d, s in enumerate(x.shape))
+        k = float(np.prod([x.shape[d] for d in dims]))
+
+        def mean_of(t: Tracked) -> Tracked:
+            return _reshape(scaled(ctx, t, k, divide=True), kept)
+        gi = _norm_rows.input_grad(ctx, x, gx, mean, rstd, mean_of(sum_a), mean_of(sum_b)
+                                   ) if output_mask[0] else None
+        gw = _reshape(sum_h, normalized_shape) if want[2] else None
+        return gi, gw, gb
     fast = _norm_rows.backward_products(ctx, grad, x, dims, mean, rstd, weight, want)
     if fast is not None:  # the same bits as below, in two loops around the sums
         gx, gxh, gh = fast
         gi = _norm_rows.input_grad(ctx, x, gx, mean, rstd, _mean_keep(ctx, gx, dims),
                                    _mean_keep(ctx, gxh, dims)) if output_mask[0] else None
         gw = _sum_to(ctx, gh, lead, normalized_shape) if want[2] else None
-        gb = _sum_to(ctx, grad, lead, normalized_shape) if (
-            output_mask[2] and bias is not None) else None
         return gi, gw, gb
     xhat = ew.mul(sub(x, mean, m), rstd, m)
     gx = grad if weight is None else ew.mul(grad, as_tracked(weight, m), m)
     gi = _input_grad(ctx, gx, xhat, rstd, dims) if output_mask[0] else None
     gw = _sum_to(ctx, ew.mul(grad, xhat, m), lead, normalized_shape) if (
         output_mask[1] and weight is not None) else None
-    gb = _sum_to(ctx, grad, lead, normalized_shape) if (
-        output_mask[2] and bias is not None) else None
     return gi, gw, gb
 
 
