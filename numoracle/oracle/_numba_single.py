@@ -30,6 +30,24 @@ def nonnegative_range(x: Any) -> tuple[float, float, bool]:
 
 
 @_jit
+def nonnegative_range_bits(x: Any) -> tuple[int, int, bool]:
+    """:func:`nonnegative_range` of a float64 array from its bits (``x`` viewed as
+    int64: a finite ``+0.0`` or positive number's bits are a nonnegative integer
+    ordered as the number; an infinity, a NaN or a negative number's (``-0.0``
+    too) lie outside ``[0, 0x7ff0000000000000)``): the smallest nonzero and the
+    largest element's bits (``0x7ff0000000000000``, inf's, where none is nonzero),
+    branch-free integer minima and maxima that vectorise."""
+    top = np.int64(0x7FF0000000000000)
+    lo, hi, bad = top, np.int64(0), False
+    for i in range(x.size):
+        b = x[i]
+        bad |= (b < 0) | (b >= top)
+        hi = max(hi, b)
+        lo = min(lo, b if b != 0 else top)
+    return lo, hi, bad
+
+
+@_jit
 def scaled_single(x: Any, scale: float, out: Any) -> None:
     """``x scale`` (``scale`` a power of two: exact) rounded up to float32 into ``out``:
     the nearest float32 where it holds the product, else one or two ulps above (the

@@ -53,7 +53,7 @@ PRODUCT_MIN = 1 << 24
 #: the least extent of the magnitudes' free axis (the output's rows for ``|a| @ r``,
 #: its columns for ``r @ |b|``): the float32 GEMM saves time in proportion to it,
 #: the radius's conversion costs its own size
-SIDE_MIN = 128
+SIDE_MIN = 64
 #: the largest scaling exponent: a nonzero result (at least 2^-126 scaled by 2^-s)
 #: stays above float64's smallest normal, so that scaling back is exact
 _MAX_SCALE = 896
@@ -86,7 +86,11 @@ def _range(a: np.ndarray) -> tuple[float, float] | None:
     flat = _flat(a)
     if flat is None:
         return None
-    lo, hi, bad = _loops().nonnegative_range(flat)
+    if flat.dtype == np.float64:  # (from the bits: a loop that vectorises)
+        bits = _loops().nonnegative_range_bits(flat.view(np.int64))
+        lo, hi, bad = (*np.array(bits[:2], dtype=np.int64).view(np.float64), bits[2])
+    else:
+        lo, hi, bad = _loops().nonnegative_range(flat)
     return None if bad or not lo <= hi else (float(lo), float(hi))
 
 

@@ -110,7 +110,7 @@ def test_rounding_up_takes_the_float32_above() -> None:
     assert np.all(got > 4 * float(f))
 
 
-@pytest.mark.parametrize("bad", [np.nan, np.inf, -1.0])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf, -1.0, -0.0, -1e-320])
 def test_a_radius_that_is_not_a_finite_nonnegative_number_is_left_to_float64(
         bad: float) -> None:
     rad = np.ones((3, 2))
@@ -127,7 +127,9 @@ def test_a_range_float32_cannot_scale_into_is_left_to_float64() -> None:
 
 def test_small_products_are_left_to_float64(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(single_products, "PRODUCT_MIN", 1 << 24)
-    monkeypatch.setattr(single_products, "SIDE_MIN", 128)
+    monkeypatch.setattr(single_products, "SIDE_MIN", 64)
+    assert single_products.upper_product(_mags(np.ones((63, 64))), np.ones((64, 64)),
+                                         True) is None
     assert single_products.upper_product(_mags(np.ones((64, 64))), np.ones((64, 64)),
                                          True) is None
 
@@ -174,3 +176,16 @@ def test_tracked_uses_float32_products_only_with_single_sums(
     monkeypatch.setattr(tracked, "SINGLE_SUMS", True)
     matmul(a, exact(av), get_model("fp32"))
     assert calls
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 5e-324, 1e-310, 2.0**-1022, 1e-30, 0.5, 1.0, 3e38,
+                                 1e300, 1.7976931348623157e308]), min_size=1, max_size=40))
+def test_the_range_from_bits_is_the_range_of_the_numbers(values: list[float]) -> None:
+    x = np.array(values)
+    nonzero = x[x != 0]
+    want = None if not nonzero.size else (float(nonzero.min()), float(x.max()))
+    assert single_products._range(x) == want
+    x32 = x[x <= 3e38].astype(np.float32)  # the magnitudes' float32 range, the same
+    if x32.size:
+        assert single_products._range(x32) == single_products._range(x32.astype(np.float64))
