@@ -469,6 +469,34 @@ def _two_product_error(x: float, y: float, p: float) -> float:
 
 
 @_jit
+def scalar_radii(tv: Any, td: Any, tp: Any, tr: Any, c: float, divide: bool, k: float,
+                 ref_coef: float, scale_coef: float, radius_coef: float, grow: float,
+                 tiny: float, value: Any, ref: Any, det: Any, prob: Any, mag: Any) -> None:
+    """:func:`~numoracle.oracle.tracked.mul_scalar` of rows (the operand broadcast to
+    the output's shape) in one pass, its NumPy passes' operations in their order
+    (without its exact test, which runs after on the results)."""
+    rows, cols = value.shape
+    for i in range(rows):
+        for j in range(cols):
+            x = tv[i, j]
+            v = x / c if divide else x * c
+            m = abs(v)
+            r = tr[i, j] * k
+            r = r + (ref_coef * m + 5e-324)
+            s = (abs(x) + tr[i, j]) * scale_coef
+            s = s + tiny
+            d = td[i, j] * radius_coef
+            d = d * grow + s
+            p = tp[i, j] * radius_coef
+            p = p * grow + s
+            value[i, j] = v
+            ref[i, j] = r
+            det[i, j] = d
+            prob[i, j] = p
+            mag[i, j] = m
+
+
+@_jit
 def mul_radii(av: Any, bv: Any, ad: Any, bd: Any, ap: Any, bp: Any, ar: Any, br: Any,
               u: float, tiny: float, u64: float, fmax: float, value: Any, ref: Any, det: Any,
               prob: Any, mag: Any) -> None:

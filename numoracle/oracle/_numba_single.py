@@ -57,3 +57,11 @@ def scaled_single(x: Any, scale: float, out: Any) -> None:
         a = x[i] * scale
         m = np.float32(a)
         out[i] = m if np.float64(m) >= a else m * SINGLE_UP
+
+
+@_jit
+def widened(x: Any, scale: float, out: Any) -> None:
+    """``x`` (float32) in float64 times ``scale``, into ``out`` (NumPy's ``astype``
+    and ``*=``: one rounding, the product's)."""
+    for i in range(x.size):
+        out[i] = np.float64(x[i]) * scale

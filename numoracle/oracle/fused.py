@@ -51,7 +51,7 @@ __all__ = ["fused", "fused_exact", "whole_rules", "device_rows", "device_row_sum
            "ROW_SUMS_VARIABLE", "contraction_radii", "add_rounding", "lowest_set_bit",
            "device_scalars", "own_array", "rounded", "operand_facts", "OperandFacts",
            "PendingFacts", "exact_products", "exact_contraction_radii", "store_rounding",
-           "magnitude_sum", "fused_single_sum", "fused_single_parts", "single_sum", "single_growth", "SINGLE_CHUNK", "NOT_FINITE",
+           "magnitude_sum", "fused_single_sum", "fused_single_parts", "scratch", "single_sum", "single_growth", "SINGLE_CHUNK", "NOT_FINITE",
            "SUBNORMAL", "UNREPRESENTABLE", "OFF_SINGLE", "larger_counts", "any_special", "carried",
            "radius_product", "special_mask"]
 
@@ -505,7 +505,7 @@ def operand_facts(arrays: list[Any], fmt: Any, none: int, *, grid: bool = True,
         keep = keep or [False] * len(arrays)
         todo = [i for i, f in enumerate(known) if f is None]
         mags = [f.magnitude if f is not None else
-                _owned(x, dtype) if keep[i] else _scratch(i, x, dtype)
+                _owned(x, dtype) if keep[i] else scratch(i, x, dtype)
                 for i, (x, f) in enumerate(zip(arrays, known, strict=True))]
         host = np.array([(0, 0) if f is None else (none - f.lsb, f.flags) for f in known],
                         dtype=np.int64).reshape(len(arrays), 2)
@@ -628,7 +628,7 @@ def exact_products(av: Any, bv: Any, operands: list[Any], fmt: Any, none: int, *
         return value, ma @ mb, pending
     if fused(array_module(ma)):
         return value, tensor_sum(ma, mb), pending
-    out = _scratch(len(operands), value, np.float32) if ma.shape[-1] <= SINGLE_CHUNK else None
+    out = scratch(len(operands), value, np.float32) if ma.shape[-1] <= SINGLE_CHUNK else None
     return value, single_sum(ma, mb, out), pending
 
 
@@ -716,7 +716,11 @@ def fused_single_parts(av: Any, bv: Any) -> tuple[np.ndarray, np.ndarray, np.nda
     mb = None if ma is None else fused_cpu.single_magnitudes(bv)
     if mb is None:
         return None
-    return single_sum(ma, mb).astype(np.float64, copy=False), ma, mb
+    out = None  # (the float32 sum in a scratch array: it is widened at once)
+    if ma.shape[-1] <= SINGLE_CHUNK and ma.ndim == mb.ndim == 2:
+        out = scratch(_SUM_SLOT, np.broadcast_to(np.float32(0), (ma.shape[0], mb.shape[1])),
+                      np.float32)
+    return single_sum(ma, mb, out).astype(np.float64, copy=False), ma, mb
 
 
 def single_magnitude(m: np.ndarray) -> np.ndarray:
@@ -739,6 +743,9 @@ def in_single_range(*ms: Any) -> bool:
 
 
 _SCRATCH = threading.local()
+#: the scratch slots of the float32 sums of :func:`fused_single_parts` (the slots below
+#: are the operands' magnitudes and :func:`exact_products`' sums)
+_SUM_SLOT = 8
 #: elements above which a magnitude gets an array of its own (its GEMM outweighs the
 #: fresh pages; a scratch array that large would stay held)
 _SCRATCH_MAX = 1 << 22
@@ -750,7 +757,7 @@ def _owned(like: np.ndarray, dtype: Any) -> np.ndarray:
     return np.empty(like.shape, dtype=dtype, order="F" if fortran else "C")
 
 
-def _scratch(slot: int, like: np.ndarray, dtype: Any = np.float64) -> np.ndarray:
+def scratch(slot: int, like: np.ndarray, dtype: Any = np.float64) -> np.ndarray:
     """This thread's scratch array ``slot`` of ``dtype``, shaped and laid out as
     ``like`` (C or Fortran order; any other layout gets C order): kept from call
     to call, so that the magnitudes of operands do not take fresh pages every time."""

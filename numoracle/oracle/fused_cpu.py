@@ -29,7 +29,7 @@ from .formats import NOT_FINITE, OFF_SINGLE, SINGLE_UP, SUBNORMAL, UNREPRESENTAB
 
 __all__ = ["available", "warm_up", "operand_facts", "grid", "exact_radii", "store_round",
            "rounding_params", "contraction_radii", "propagated_radii", "larger_counts", "add_radii", "either_radii", "any_imprecise", "any_special",
-           "mul_radii", "carry_binary", "elementary_radii", "elementwise", "LOOP_MIN",
+           "mul_radii", "scalar_radii", "carry_binary", "elementary_radii", "elementwise", "LOOP_MIN",
            "single_magnitudes", "rows_available", "LONGEST_ROW", "as_rows", "dense_rows", "row_max", "shifted_exp_rows", "softmax_rows",
            "log_softmax_rows", "hot_rows", "log_softmax_backward_rows", "norm_available",
            "row_top", "deviation_squares", "deviation_square_sums", "normalized_rows",
@@ -342,6 +342,20 @@ def mul_radii(av: Any, bv: Any, radii: tuple[Any, ...], fmt: Any, u: float, u64:
     loops.mul_radii(a, b, ad, bd, ap, bp, ar, br, u, fmt.tiny, u64, fmt.max, *rows)
     if test_exact:
         loops.mul_exact(a, b, ad, bd, ar, br, fmt.t, fmt.emin, fmt.max, *rows[:4])
+    return outs
+
+
+def scalar_radii(t: Any, c: float, divide: bool, coefs: tuple[float, ...]
+                 ) -> tuple[np.ndarray, ...]:
+    """:func:`~numoracle.oracle.tracked.mul_scalar`'s arithmetic in one loop (``t`` a
+    :class:`~numoracle.oracle.tracked.Tracked`; ``coefs``: ``k``, the reference
+    radius's coefficient of ``|value|``, the rounding's of ``|t| + ref_err``, the
+    radii's factor, ``1 + u`` and the accumulator's smallest normal): value, ref_err,
+    det, prob and magnitude (fresh arrays of the broadcast shape)."""
+    ins = (t.value, t.det, t.prob, t.ref_err)
+    shape = _shape_of(*ins)
+    outs, rows = _out_rows(shape, 5)
+    _loops().scalar_radii(*(_rows(a, shape) for a in ins), c, divide, *coefs, *rows)
     return outs
 
 

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from . import fused_cpu
-from .fused import SINGLE_CHUNK, single_growth, single_sum
+from .fused import SINGLE_CHUNK, scratch, single_growth, single_sum
 
 __all__ = ["Magnitudes", "upper_product", "PRODUCT_MIN", "SIDE_MIN"]
 
@@ -57,6 +57,9 @@ SIDE_MIN = 64
 #: the largest scaling exponent: a nonzero result (at least 2^-126 scaled by 2^-s)
 #: stays above float64's smallest normal, so that scaling back is exact
 _MAX_SCALE = 896
+#: the scratch slots (:func:`~numoracle.oracle.fused.scratch`) of the radius in float32
+#: and of the float32 product
+_RADIUS_SLOT, _PRODUCT_SLOT = 9, 10
 
 
 @cache
@@ -144,11 +147,17 @@ def upper_product(mags: Magnitudes, radius: np.ndarray, mags_first: bool) -> np.
     s = _scale(mag_range, rad_range, min(k, SINGLE_CHUNK))
     if s is None:
         return None
-    r32 = np.empty(radius.shape, dtype=np.float32,
-                   order="C" if radius.flags.c_contiguous else "F")
-    _loops().scaled_single(_flat(radius), math.ldexp(1.0, s), _flat(r32))
-    total = single_sum(m32, r32) if mags_first else single_sum(r32, m32)
-    del r32
-    out = total.astype(np.float64, copy=False)
-    out *= math.ldexp(single_growth(k)[0], -s)
+    loops = _loops()
+    r32 = scratch(_RADIUS_SLOT, radius, np.float32)  # (both used at once, then dropped:
+    loops.scaled_single(_flat(radius), math.ldexp(1.0, s), _flat(r32))  # no fresh pages)
+    shape = np.broadcast_shapes(x_shape[:-2], y_shape[:-2]) + (x_shape[-2], y_shape[-1])
+    out32 = scratch(_PRODUCT_SLOT, np.broadcast_to(np.float32(0), shape), np.float32) if (
+        k <= SINGLE_CHUNK) else None
+    total = single_sum(m32, r32, out32) if mags_first else single_sum(r32, m32, out32)
+    grow = math.ldexp(single_growth(k)[0], -s)
+    if total.dtype == np.float64:  # (summed in chunks: float64 already, its own)
+        total *= grow
+        return total
+    out = np.empty(total.shape)
+    loops.widened(total.reshape(-1), grow, out.reshape(-1))
     return out

@@ -1240,18 +1240,25 @@ def mul_scalar(t: Tracked, c: float, model: PrecisionModel, *, divide: bool = Fa
                               "unit roundoff when the kernel rounds the scalar")
     e = c_rel_err / (1.0 - c_rel_err) if divide else c_rel_err
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        value = t.value / c if divide else t.value * c
         k = 1.0 / abs(c) if divide else abs(c)
         k *= 1.0 + 2 * U64  # 1/|c| rounded: keep it an upper bound
-        ref_err = t.ref_err * k
-        ref_err += U64 * (1.0 + 2 * U64) * xp.abs(value) + 2.0**-1074
         acc = model.accumulate
         u = model.acc_unit()
-        scaled = (xp.abs(t.value) + t.ref_err) * (k * (u * (1.0 + e) + e))
-        scaled += acc.tiny
-        det = rounded(t.det * (k * (1.0 + e)), scaled, u)
-        prob = rounded(t.prob * (k * (1.0 + e)), scaled, u)
-        det, prob, ref_err = (xp.asarray(a, dtype=xp.float64) for a in (det, prob, ref_err))
+        mag = None
+        if xp is np and fused_cpu.elementwise(t.value):  # one loop, the same bits
+            value, ref_err, det, prob, mag = fused_cpu.scalar_radii(
+                t, c, divide, (k, U64 * (1.0 + 2 * U64), k * (u * (1.0 + e) + e),
+                               k * (1.0 + e), 1.0 + u, acc.tiny))
+        else:
+            value = t.value / c if divide else t.value * c
+            ref_err = t.ref_err * k
+            ref_err += U64 * (1.0 + 2 * U64) * xp.abs(value) + 2.0**-1074
+            scaled = (xp.abs(t.value) + t.ref_err) * (k * (u * (1.0 + e) + e))
+            scaled += acc.tiny
+            det = rounded(t.det * (k * (1.0 + e)), scaled, u)
+            prob = rounded(t.prob * (k * (1.0 + e)), scaled, u)
+            det, prob, ref_err = (xp.asarray(a, dtype=xp.float64) for a in (det, prob,
+                                                                            ref_err))
         if keeps_subnormals(xp) and e == 0.0 and may_be_exact(t):
             if divide:  # exact where value * c gives back t.value exactly
                 err = xp.where(value * c == t.value, two_product_error(value, c), 1.0)
@@ -1262,8 +1269,8 @@ def mul_scalar(t: Tracked, c: float, model: PrecisionModel, *, divide: bool = Fa
                           & no_underflow & representable(value, acc))
             for r in (det, prob, ref_err):
                 fill_where(r, exact_here, 0.0)
-    return Tracked(value=value, ref_err=ref_err, det=det, prob=prob, mag=xp.abs(value),
-                   n=t.n)
+    return Tracked(value=value, ref_err=ref_err, det=det, prob=prob,
+                   mag=xp.abs(value) if mag is None else mag, n=t.n)
 
 
 def sum_(x: Tracked, axis: int, model: PrecisionModel, *, stored: bool = False) -> Tracked:

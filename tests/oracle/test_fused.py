@@ -44,6 +44,7 @@ from numoracle.oracle.tracked import (
     either,
     exact,
     matmul,
+    mul_scalar,
     store,
     sub,
 )
@@ -676,6 +677,29 @@ def test_either_and_special_point_loops_match_the_numpy_passes(fast_xp: Any, sha
         for t in (a, b):
             assert fused_cpu.any_special(t.value, t.det, t.ref_err) == bool(
                 special_points(t).any())
+
+
+@pytest.mark.parametrize("kind", ["exact", "one", "two", "wild"])
+@pytest.mark.parametrize("shape", [(5, 7), (3,), ()])
+def test_scalar_product_loop_matches_the_numpy_passes_bitwise(fast_xp: Any, kind: str,
+                                                              shape: tuple[int, ...]) -> None:
+    """:func:`~numoracle.oracle.tracked.mul_scalar` in numba's one loop: the NumPy
+    passes' bits (products, quotients, rounded factors, the exact elements zeroed
+    alike)."""
+    if fast_xp is not np:
+        pytest.skip("the loop is the CPU's")
+    rng = np.random.default_rng(len(kind) + len(shape))
+    t = _operand(shape, kind, rng)
+    for model in (get_model("fp32"), get_model("bf16"), get_model("fp64")):
+        for c, divide, rel in ((0.5, False, 0.0), (3.0, True, 0.0), (0.7071067811865476,
+                                                                     False, 2.0**-24)):
+            loop = mul_scalar(t, c, model, divide=divide, c_rel_err=rel)
+            with _numpy_passes():
+                passes = mul_scalar(t, c, model, divide=divide, c_rel_err=rel)
+            for name in ("value", "ref_err", "det", "prob", "mag"):
+                assert np.array_equal(np.broadcast_to(getattr(loop, name), loop.shape),
+                                      np.broadcast_to(getattr(passes, name), passes.shape),
+                                      equal_nan=True), (str(model), c, name)
 
 
 @pytest.mark.parametrize("kinds", [("one", "exact"), ("exact", "two"), ("two", "one"),
