@@ -319,6 +319,12 @@ class _Context:
                                   device=self.device, dtype=self.dtype_name, tf32=self.tf32,
                                   seed=case.seed, rows=case.rows,
                                   on_device=self.gpu is not None)
+        # the inputs the oracle takes: the host arrays sent, or drawn again where they
+        # were drawn (not held, on the device, while the candidate runs)
+        kept = None if self.regenerate else second
+        elements = sum(int(np.prod(np.shape(a))) for a in second
+                       if isinstance(a, (np.ndarray, torch.Tensor)))
+        del second
         self.release()  # torch's cached blocks of its reference: the candidate's to use
         mark = self.lap("torch reference", t0)
         result.reference_ops = ref.ops
@@ -332,7 +338,7 @@ class _Context:
             if cots is not None and case.rows and self.plan is not None else None
         request = {"init": init, "state": state, **({"draws": description(
                        p, case, self.base, dtype=self.dtype_name, device=self.draws)}
-                       if self.regenerate else {"first": first, "second": second}),
+                       if self.regenerate else {"first": first, "second": kept}),
                    "layouts": list(layouts), "device": self.device, "dtype": self.dtype_name,
                    "tf32": self.tf32, "seed": case.seed, "calls": 2, "rows": list(case.rows),
                    "outputs": ref.specs, "input_aliases": ref.input_aliases,
@@ -340,9 +346,8 @@ class _Context:
                    "backward": cots, "grad_rows": grad_rows}
         capacity = _capacity(ref.specs, case.rows)
         if cots is not None:
-            capacity = 4 * capacity + 16 * (sum(a.size for a in second
-                                                if isinstance(a, np.ndarray))
-                                            + sum(np.size(v) for v in state.values()))
+            capacity = 4 * capacity + 16 * (elements + sum(np.size(v)
+                                                           for v in state.values()))
         worker = self.worker()
         starting = getattr(worker, "started_in", 0.0)
         answer = worker.run(request, capacity)
@@ -381,9 +386,9 @@ class _Context:
         try:
             if case.rows:  # a sampled instance: the oracle on the same rows of the inputs
                 refs = self.reference(self.plan.sizes(sizes, case.rows), state,
-                                      self.plan.take(second, case.rows))
+                                      self.plan.take(self._second(case, kept), case.rows))
             else:
-                refs = self.reference(sizes, state, second)
+                refs = self.reference(sizes, state, self._second(case, kept))
         except (torch.OutOfMemoryError, MemoryError) as exc:  # the oracle's (CuPy's is a
             # MemoryError), not the candidate's: not judged
             short = f"the oracle ran out of device memory in float64 ({_first_line(exc)})"
@@ -409,29 +414,35 @@ class _Context:
                     if case.rows and self.plan is not None:
                         idx = np.asarray(case.rows, dtype=np.int64)
                         self.gradients(result, self.plan.sizes(sizes, case.rows), state,
-                                       self.plan.take(second, case.rows),
+                                       self.plan.take(self._second(case, kept), case.rows),
                                        [c[idx] for c in cots], answer)
                     else:
-                        self.gradients(result, sizes, state, second, cots, answer)
+                        self.gradients(result, sizes, state, self._second(case, kept), cots,
+                                       answer)
                 mark = self.lap("gradients", mark)
         result.degenerate = all(_within_bound_of_zero(r) for r in refs)
         result.seconds = time.perf_counter() - t0
         return result
 
-    def _draw(self, case: KBCase, which: str, fingerprinted: dict[str, list[Any]]
+    def _draw(self, case: KBCase, which: str, fingerprinted: dict[str, list[Any]] | None
               ) -> list[Any]:
         """The ``which`` (``first``, ``second``) draw of ``case``'s inputs as host arrays.
-        Where the candidate's process draws them again: their fingerprints, taken where
-        they were drawn, in ``fingerprinted[which]``, and no host arrays of the first
-        draw (only the candidate's first call sees it)."""
+        Where the candidate's process draws them again: tensors where they were drawn,
+        their fingerprints in ``fingerprinted[which]`` (unless None), and nothing of
+        the first draw (only the candidate's first call sees it)."""
         draw = 1 if which == "first" else 2
         if not self.regenerate:
             return case_inputs(self.problem, case, self.base, draw=draw, dtype=self.dtype,
                                device=self.draws)
         made = case_tensors(self.problem, case, self.base, draw=draw, dtype=self.dtype,
                             device=self.draws)
-        fingerprinted[which] = fingerprints(made)
-        return host_arrays(made) if which == "second" else []
+        if fingerprinted is not None:
+            fingerprinted[which] = fingerprints(made)
+        return made if which == "second" else []
+
+    def _second(self, case: KBCase, kept: list[Any] | None) -> list[Any]:
+        """The second draw for the oracle: ``kept`` (host arrays), or drawn again."""
+        return kept if kept is not None else self._draw(case, "second", None)
 
     def _ran_out(self, result: CaseResult, fault: str, t0: float) -> CaseResult:
         """``result`` not judged: the oracle, or the comparison with its float64 arrays,
@@ -500,17 +511,18 @@ class _Context:
         if cotangents is not None:
             labels = {n: f"input:{k}" for k, (n, a) in enumerate(zip(names, args,
                                                                       strict=False))
-                      if isinstance(a, np.ndarray) and a.dtype.kind == "f"}
+                      if isinstance(a, np.ndarray) and a.dtype.kind == "f"
+                      or isinstance(a, torch.Tensor) and a.is_floating_point()}
             labels.update({i: f"param:{p}" for i, p in Reference(model, names).state.items()})
         ref = Reference(model, names, grads=tuple(labels))
         tensors: dict[str, Any] = {n: self._placed(a) for n, a in zip(names, args,
                                                                       strict=False)}
+        del args  # the caller's draw, where it passes one, freed once placed
         params = dict(model.named_parameters())
         for input_name, pname in ref.state.items():
             tensors[input_name] = self._placed(params[pname].detach().to(torch.float64))
-        if self.gpu is None:
-            tensors = {k: v.numpy() if isinstance(v, torch.Tensor) else v
-                       for k, v in tensors.items()}
+        if self.gpu is None:  # host arrays (of a bfloat16 input: its values in float32)
+            tensors = dict(zip(tensors, host_arrays(list(tensors.values())), strict=True))
         if self.gpu is None:
             rules = RuleContext(self.model)
         else:  # CuPy on that GPU where it works (the tensors shared through DLPack), else torch

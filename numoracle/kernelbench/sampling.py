@@ -70,9 +70,12 @@ class RowPlan:
         return {**sizes, self.knob: len(rows)}
 
     def take(self, args: Sequence[Any], rows: Sequence[int]) -> list[Any]:
-        """The forward pass's arguments restricted to ``rows`` (the others unchanged)."""
+        """The forward pass's arguments (host arrays or tensors) restricted to ``rows``
+        (the others unchanged)."""
         idx = np.asarray(rows, dtype=np.int64)
-        return [a[idx] if i in self.inputs and isinstance(a, np.ndarray) else a
+        return [a[idx] if i in self.inputs and isinstance(a, np.ndarray) else
+                a[torch.as_tensor(idx, device=a.device)]
+                if i in self.inputs and isinstance(a, torch.Tensor) else a
                 for i, a in enumerate(args)]
 
 

@@ -146,6 +146,26 @@ def test_verdicts_through_the_candidates_own_draws(problems: Path, candidates: P
                         and "shared_inputs" not in r for r in sent)
 
 
+@pytest.mark.parametrize(("problem", "candidate", "kw", "status", "words"), [
+    ("gemm_gelu", "gemm_gelu_correct", {"max_bytes": 4000}, "pass", "within"),
+    ("gemm_gelu", "gemm_gelu_last_row", {"max_bytes": 4000}, "fail", "outside the bound"),
+    ("gemm_gelu", "gemm_gelu_custom_backward", {}, "pass", "(outputs and gradients)"),
+    ("gemm_gelu", "gemm_gelu_custom_backward", {"max_bytes": 4000}, "pass", "within"),
+    ("relu", "relu_backward_no_mask", {}, "fail", "grad x:"),
+    ("gemm_gelu", "gemm_gelu_weight_grad_zero", {}, "fail", "grad linear.weight:"),
+    ("gemm_gelu", "gemm_gelu_correct", {"precision": "bf16"}, "pass", "within"),
+    ("gemm_gelu", "gemm_gelu_last_row", {"precision": "bf16"}, "fail", "outside the bound"),
+])
+def test_sampled_rows_gradients_and_bf16_through_the_candidates_own_draws(
+        problems: Path, candidates: Path, problem: str, candidate: str, kw: dict[str, Any],
+        status: str, words: str, regenerating: None) -> None:
+    j = judge(problems / f"{problem}.py", candidates / f"{candidate}.py", examples=4,
+              isolated=False, **kw)
+    assert j.status == status and words in j.reason, j.reason
+    if "max_bytes" in kw and status == "pass":
+        assert j.official is not None and j.official.case.rows
+
+
 def test_inputs_drawn_with_another_seed_are_not_judged(problems: Path, candidates: Path,
                                                        regenerating: None,
                                                        monkeypatch: pytest.MonkeyPatch
