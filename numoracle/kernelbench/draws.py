@@ -72,9 +72,9 @@ _LOADED: dict[str, Problem] = {}
 
 def regenerate(described: Mapping[str, Any], dtypes: Mapping[str, torch.dtype]
                ) -> tuple[list[Any], list[Any], dict[str, list[Any]]]:
-    """The two draws :func:`description` describes, drawn again here on its device
-    (tensors left there), under the judge's default dtype and on its device (whatever
-    default the candidate set here), and their fingerprints (``{"first": ..., "second": ...}``).
+    """The two draws :func:`description` describes, drawn again here by its device's
+    generator (tensors left there) under the judge's default dtype and device, whatever
+    defaults the candidate set here; and their fingerprints (``first``, ``second``).
 
     ``dtypes`` maps a dtype's name to torch's dtype.
     """
