@@ -10,7 +10,7 @@
 #
 # From the root of a checkout, on a machine with a CUDA GPU and torch; KernelBench's
 # problems in KB (default .kernelbench/current; the benchmark is skipped without them).
-# The oracle in torch's namespace (no CuPy kernels to compile first). Writes
+# The oracle in torch's namespace throughout (no CuPy kernels to compile first). Writes
 # OUT/kb_candidate_draws/env.txt, tests.log, draws.log, draws.json. About 2 minutes at
 # most: the tests under TEST_LIMIT (50 s), the benchmark under DRAWS_LIMIT (65 s).
 set -uo pipefail
@@ -24,7 +24,8 @@ DRAWS_LIMIT=${DRAWS_LIMIT:-65}
 KB=${KB:-.kernelbench/current}
 bash benchmarks/gpu_env.sh > "$R/env.txt"
 start=$SECONDS
-timeout "$TEST_LIMIT" python3 -m pytest tests/kernelbench/test_draws.py -m gpu -rA \
+NUMORACLE_GPU_NAMESPACE=torch timeout "$TEST_LIMIT" \
+    python3 -m pytest tests/kernelbench/test_draws.py -m gpu -rA \
     --tb=short -n 0 -p no:cacheprovider -o addopts="" > "$R/tests.log" 2>&1
 echo "tests exit $? after $(( SECONDS - start )) s" >> "$R/env.txt"
 if [ -d "$KB/level1" ]; then
