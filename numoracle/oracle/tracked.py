@@ -718,7 +718,7 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
     ref_prop: Any = 0.0
     if has_rad:
         prop = _propagated(abs_a, a.det, rad_a, abs_b, b.det, rad_b)
-        same = a.prob is a.det and b.prob is b.det  # (a radius shared: the same sum)
+        same = _same_radii(a) and _same_radii(b)  # (a radius shared: the same sum)
         prop_p = prop if same else _propagated(abs_a, a.prob, rad_a, abs_b, b.prob, rad_b)
     if has_ref:
         ref_prop = _propagated(abs_a, a.ref_err, ref_a, abs_b, b.ref_err, ref_b)
@@ -779,6 +779,16 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
     out = _settle(out, av, bv, bias, model, lengths, (g64, det_coef, prob_coef, eta),
                   certain=not has_ref and not det_alone, ref_prop=ref_prop)
     return out if fmt is None else _store(out, fmt, xp)
+
+
+def _same_radii(t: Tracked) -> bool:
+    """Whether ``t``'s probabilistic radius is its deterministic one: the same array,
+    or on NumPy equal arrays (a rule that computed both alike; a NaN makes them
+    differ), so that a contraction computes their products once."""
+    if t.prob is t.det:
+        return True
+    return (type(t.det) is np.ndarray and type(t.prob) is np.ndarray
+            and t.det.shape == t.prob.shape and bool(np.array_equal(t.det, t.prob)))
 
 
 def _loop_takes(S: Any, prop: Any, prop_p: Any, ref_prop: Any, coefs: tuple[Any, ...]) -> bool:

@@ -189,3 +189,25 @@ def test_the_range_from_bits_is_the_range_of_the_numbers(values: list[float]) ->
     x32 = x[x <= 3e38].astype(np.float32)  # the magnitudes' float32 range, the same
     if x32.size:
         assert single_products._range(x32) == single_products._range(x32.astype(np.float64))
+
+
+def test_equal_radii_are_multiplied_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Equal deterministic and probabilistic radii (distinct arrays): one product
+    for both, the same bits as two."""
+    monkeypatch.setattr(fused_cpu, "LOOP_MIN", 1)
+    calls: list[int] = []
+    real = single_products.upper_product
+    monkeypatch.setattr(single_products, "upper_product",
+                        lambda *a: calls.append(1) or real(*a))
+    rng = np.random.default_rng(7)
+    av = rng.standard_normal((20, 30))
+    d = np.abs(av) * 2.0**-24
+    shared = matmul(bounded(av, d, d.copy(), ref_err=d * 2.0**-30), exact(av.T.copy()),
+                    get_model("fp32"))
+    assert len(calls) == 2  # det (prob the same), ref_err
+    monkeypatch.setattr(tracked, "_same_radii", lambda t: t.prob is t.det)
+    apart = matmul(bounded(av, d, d.copy(), ref_err=d * 2.0**-30), exact(av.T.copy()),
+                   get_model("fp32"))
+    assert len(calls) == 5
+    for f in ("value", "det", "prob", "ref_err", "mag"):
+        assert np.array_equal(getattr(shared, f), getattr(apart, f)), f
