@@ -54,6 +54,14 @@ def _minus(x: float, xd: float, xp_: float, xr: float, y: float, yd: float, yp: 
     return _shifted(x, xd, xp_, xr, y, yd, yp, yr, u, tiny, u64, test, t, emin, fmax)
 
 
+@_inline
+def _row(a: Any, i: int) -> int:
+    """The row of ``a`` that row ``i`` reads: ``i``, or 0 where ``a`` is one row (an
+    exact operand's zero radius, :func:`~numoracle.oracle.fused_cpu.radius_rows`: read
+    from cache, not from an array of the input's size)."""
+    return min(i, a.shape[0] - 1)
+
+
 @_loop
 def row_top(x: Any, xd: Any, xr: Any, out: Any) -> None:
     """Per row: the largest ``|x| + det + ref_err`` (NaN where one is NaN, as
@@ -62,8 +70,9 @@ def row_top(x: Any, xd: Any, xr: Any, out: Any) -> None:
     for i in range(rows):
         top = -np.inf
         nan = False
+        di, ri = _row(xd, i), _row(xr, i)
         for j in range(cols):
-            a = (abs(x[i, j]) + xd[i, j]) + xr[i, j]
+            a = (abs(x[i, j]) + xd[di, j]) + xr[ri, j]
             nan |= a != a
             top = a if a > top else top
         out[i] = np.nan if nan else top
@@ -77,8 +86,9 @@ def _squares_lane(i: int, o: int, x: Any, xd: Any, xp_: Any, xr: Any, mean: Any,
     u, tiny, u64, fmax = params[0], params[1], params[2], params[3]
     t, emin = ints[0], ints[1]
     m, md, mp, mr = mean[i, 0], mean[i, 1], mean[i, 2], mean[i, 3]
+    di, pi, ri = _row(xd, i), _row(xp_, i), _row(xr, i)
     for j in range(x.shape[1]):
-        v, d, p, r = _minus(x[i, j], xd[i, j], xp_[i, j], xr[i, j], m, md, mp, mr, u, tiny,
+        v, d, p, r = _minus(x[i, j], xd[di, j], xp_[pi, j], xr[ri, j], m, md, mp, mr, u, tiny,
                             u64, t, emin, fmax, test)
         v, d, p, r = _times(v, d, p, r, v, d, p, r, u, tiny, u64, t, emin, fmax, test)
         value[o, j] = v
@@ -161,8 +171,9 @@ def _normalized_lane(i: int, x: Any, xd: Any, xp_: Any, xr: Any, mean: Any, rstd
     s, sd, sp, sr = rstd[i, 0], rstd[i, 1], rstd[i, 2], rstd[i, 3]
     scale = (abs(s) + sd) + sr
     top_m = (abs(m) + md) + mr
+    di, pi, ri = _row(xd, i), _row(xp_, i), _row(xr, i)
     for j in range(x.shape[1]):
-        xv, ad, ap, ar = x[i, j], xd[i, j], xp_[i, j], xr[i, j]
+        xv, ad, ap, ar = x[i, j], xd[di, j], xp_[pi, j], xr[ri, j]
         v, d, p, r = _minus(xv, ad, ap, ar, m, md, mp, mr, u, tiny, u64, t, emin, fmax, test)
         v, d, p, r = _times(v, d, p, r, s, sd, sp, sr, u, tiny, u64, t, emin, fmax, test)
         extra = (two_u * (abs(xv) + abs(m))) * scale
@@ -223,9 +234,10 @@ def _weighted_lane(i: int, g: Any, gd: Any, gp: Any, gr: Any, w: Any, params: An
     0 where it passes: ``_times``' results."""
     u, tiny, u64, fmax = params[0], params[1], params[2], params[3]
     t, emin = ints[0], ints[1]
+    gdi, gpi, gri = _row(gd, i), _row(gp, i), _row(gr, i)
     for j in range(g.shape[1]):
-        a, ad, ap, ar = _times(g[i, j], gd[i, j], gp[i, j], gr[i, j], w[0, j], w[1, j], w[2, j],
-                               w[3, j], u, tiny, u64, t, emin, fmax, False)
+        a, ad, ap, ar = _times(g[i, j], gd[gdi, j], gp[gpi, j], gr[gri, j], w[0, j], w[1, j],
+                               w[2, j], w[3, j], u, tiny, u64, t, emin, fmax, False)
         gx[i, j] = a
         gxd[i, j] = ad
         gxp[i, j] = ap
@@ -233,7 +245,7 @@ def _weighted_lane(i: int, g: Any, gd: Any, gp: Any, gr: Any, w: Any, params: An
     if not test:
         return
     for j in range(g.shape[1]):
-        if gd[i, j] != 0.0 or gr[i, j] != 0.0 or w[1, j] != 0.0 or w[3, j] != 0.0:
+        if gd[gdi, j] != 0.0 or gr[gri, j] != 0.0 or w[1, j] != 0.0 or w[3, j] != 0.0:
             continue
         x, y, v = g[i, j], w[0, j], gx[i, j]
         if (abs(v) < np.inf and (v != 0.0 or x == 0.0 or y == 0.0) and gxd[i, j] != np.inf
@@ -254,19 +266,22 @@ def _products_lane(i: int, o: int, x: Any, xd: Any, xp_: Any, xr: Any, g: Any, g
     t, emin = ints[0], ints[1]
     m, md, mp, mr = mean[i, 0], mean[i, 1], mean[i, 2], mean[i, 3]
     s, sd, sp, sr = rstd[i, 0], rstd[i, 1], rstd[i, 2], rstd[i, 3]
+    di, pi, ri = _row(xd, i), _row(xp_, i), _row(xr, i)
+    gdi, gpi, gri = _row(gd, i), _row(gp, i), _row(gr, i)
+    sdi, spi, sri = _row(gxd, i), _row(gxp, i), _row(gxr, i)
     for j in range(x.shape[1]):
-        v, d, p, r = _minus(x[i, j], xd[i, j], xp_[i, j], xr[i, j], m, md, mp, mr, u, tiny,
+        v, d, p, r = _minus(x[i, j], xd[di, j], xp_[pi, j], xr[ri, j], m, md, mp, mr, u, tiny,
                             u64, t, emin, fmax, test)
         v, d, p, r = _times(v, d, p, r, s, sd, sp, sr, u, tiny, u64, t, emin, fmax, test)
         if want_gh:
-            a, ad, ap, ar = _times(g[i, j], gd[i, j], gp[i, j], gr[i, j], v, d, p, r, u, tiny,
-                                   u64, t, emin, fmax, test)
+            a, ad, ap, ar = _times(g[i, j], gd[gdi, j], gp[gpi, j], gr[gri, j], v, d, p, r, u,
+                                   tiny, u64, t, emin, fmax, test)
             kv[o, j] = a
             kd[o, j] = ad
             kp[o, j] = ap
             kr[o, j] = ar
         if want_gxh:
-            a, ad, ap, ar = _times(gx[i, j], gxd[i, j], gxp[i, j], gxr[i, j], v, d, p, r, u,
+            a, ad, ap, ar = _times(gx[i, j], gxd[sdi, j], gxp[spi, j], gxr[sri, j], v, d, p, r, u,
                                    tiny, u64, t, emin, fmax, test)
             hv[o, j] = a
             hd[o, j] = ad
@@ -333,7 +348,9 @@ def backward_sums(x: Any, xd: Any, xp_: Any, xr: Any, g: Any, gd: Any, gp: Any, 
                            rstd, want_gxh, want_gh, params, ints, hv, hd, hp, hr, kv, kd, kp,
                            kr, False)
         if want_gxh:
-            _lane_sums(src[i:i + 1], srcd[i:i + 1], srcp[i:i + 1], srcr[i:i + 1], rows_a, i)
+            sdi, spi, sri = _row(srcd, i), _row(srcp, i), _row(srcr, i)
+            _lane_sums(src[i:i + 1], srcd[sdi:sdi + 1], srcp[spi:spi + 1], srcr[sri:sri + 1],
+                       rows_a, i)
             _lane_sums(hv, hd, hp, hr, rows_b, i)
         if want_gh:
             for j in range(n):
@@ -355,13 +372,15 @@ def _input_grad_lane(i: int, x: Any, xd: Any, xp_: Any, xr: Any, g: Any, gd: Any
     s, sd, sp, sr = rstd[i, 0], rstd[i, 1], rstd[i, 2], rstd[i, 3]
     av, ad, ap, ar = a[i, 0], a[i, 1], a[i, 2], a[i, 3]
     bv, bd, bp, br = b[i, 0], b[i, 1], b[i, 2], b[i, 3]
+    di, pi, ri = _row(xd, i), _row(xp_, i), _row(xr, i)
+    gdi, gpi, gri = _row(gd, i), _row(gp, i), _row(gr, i)
     for j in range(x.shape[1]):
-        v, d, p, r = _minus(x[i, j], xd[i, j], xp_[i, j], xr[i, j], m, md, mp, mr, u, tiny,
+        v, d, p, r = _minus(x[i, j], xd[di, j], xp_[pi, j], xr[ri, j], m, md, mp, mr, u, tiny,
                             u64, t, emin, fmax, test)
         v, d, p, r = _times(v, d, p, r, s, sd, sp, sr, u, tiny, u64, t, emin, fmax, test)
         v, d, p, r = _times(v, d, p, r, bv, bd, bp, br, u, tiny, u64, t, emin, fmax, test)
-        c, cd, cp, cr = _minus(g[i, j], gd[i, j], gp[i, j], gr[i, j], av, ad, ap, ar, u, tiny,
-                               u64, t, emin, fmax, test)
+        c, cd, cp, cr = _minus(g[i, j], gd[gdi, j], gp[gpi, j], gr[gri, j], av, ad, ap, ar, u,
+                               tiny, u64, t, emin, fmax, test)
         c, cd, cp, cr = _minus(c, cd, cp, cr, v, d, p, r, u, tiny, u64, t, emin, fmax, test)
         c, cd, cp, cr = _times(c, cd, cp, cr, s, sd, sp, sr, u, tiny, u64, t, emin, fmax, test)
         value[i, j] = c

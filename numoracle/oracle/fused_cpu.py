@@ -30,7 +30,7 @@ from .formats import NOT_FINITE, OFF_SINGLE, SINGLE_UP, SUBNORMAL, UNREPRESENTAB
 __all__ = ["available", "warm_up", "operand_facts", "grid", "exact_radii", "store_round",
            "rounding_params", "contraction_radii", "propagated_radii", "larger_counts", "add_radii", "either_radii", "any_imprecise", "any_special",
            "mul_radii", "scalar_radii", "carry_binary", "elementary_radii", "elementwise", "LOOP_MIN",
-           "single_magnitudes", "rows_available", "LONGEST_ROW", "as_rows", "dense_rows", "row_max", "shifted_exp_rows", "softmax_rows",
+           "single_magnitudes", "rows_available", "LONGEST_ROW", "as_rows", "dense_rows", "radius_rows", "row_max", "shifted_exp_rows", "softmax_rows",
            "log_softmax_rows", "hot_rows", "log_softmax_backward_rows", "norm_available",
            "row_top", "deviation_squares", "deviation_square_sums", "normalized_rows",
            "norm_backward_products", "norm_backward_sums",
@@ -414,6 +414,16 @@ def dense_rows(a: Any, shape: tuple[int, ...], n: int) -> np.ndarray:
     if a.size > 1 and not any(a.strides) and not a.flat[0]:
         return np.zeros((int(np.prod(shape)) // n, n))
     return np.ascontiguousarray(np.broadcast_to(a, shape)).reshape(-1, n)
+
+
+def radius_rows(a: Any, shape: tuple[int, ...], n: int) -> np.ndarray:
+    """:func:`dense_rows` for layer norm's loops (``_numba_norm``), which read row
+    ``min(i, rows - 1)`` of a radius: a broadcast 0 (an exact operand's radius) as one
+    row of zeros, read from cache (no array of the input's size, no pass over one)."""
+    a = np.asarray(a, dtype=np.float64)
+    if a.size > 1 and not any(a.strides) and not a.flat[0]:
+        return np.zeros((1, n))
+    return dense_rows(a, shape, n)
 
 
 def row_max(x: np.ndarray, xd: np.ndarray, xp_: np.ndarray, xr: np.ndarray
