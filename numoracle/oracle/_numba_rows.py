@@ -9,18 +9,24 @@ over the rows: one before the rule's sums (the shifted exponential and its
 radii, the exponential of the unshifted input, the online bound's terms) and
 one after (the quotients or differences and their radii, both formulations and
 the choice between them). Each performs the primitives' float64 operations in
-their order (:mod:`~numoracle.oracle._numba_loops`: the same bits); the sums
-themselves stay NumPy's (their summation order sets their bits).
+their order (:mod:`~numoracle.oracle._numba_loops`: the same bits) but for ``exp``
+and ``expm1``, which are :mod:`~numoracle.oracle._numba_exp`'s (arithmetic that
+vectorises, within its proven error of the functions; the radii's allowance for the
+reference's own error covers it: the values may differ from NumPy's in their last
+bits); the sums of the exponentials stay NumPy's (their summation order sets their
+bits), the online bound's terms are summed in the loop (a bound: its order matters
+not).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numba
 import numpy as np
 
+from ._numba_exp import exp as _exp_v
+from ._numba_exp import expm1_up
 from ._numba_loops import _decided, _maximum, _representable, _rmul
 
 _par = numba.njit(cache=True, nogil=True, parallel=True)
@@ -28,15 +34,6 @@ _jit = numba.njit(cache=True, nogil=True)
 #: the scalar forms the loops call: inlined into them (numba's own inlining), so that a
 #: loop whose arguments are contiguous and whose branches are loop-invariant vectorises
 _inline = numba.njit(cache=True, nogil=True, inline="always")
-
-
-@_jit
-def exp_values(x: Any, out: Any, m1: Any) -> None:
-    """``exp`` and ``expm1`` of a vector as these loops evaluate them (compared with
-    NumPy's before the loops are used)."""
-    for i in range(x.size):
-        out[i] = math.exp(x[i])
-        m1[i] = math.expm1(x[i])
 
 
 @_par
@@ -104,8 +101,8 @@ def _exp_from(v: float, td: float, tp: float, tr: float, lip: float, value: floa
               ref_unit: float, acc_max: float) -> tuple[float, float, float, float]:
     """``exp`` of a tracked element as ``elementary`` computes it (its loop
     ``elementary_radii``, a Lipschitz bound ``lip = exp(v + (td + tr))``), given
-    its calls ``lip`` and ``value = exp(v)`` (:func:`_exp_calls`: the arithmetic
-    here vectorises, the calls do not): value, det, prob, ref_err. (A zero
+    its exponentials ``lip`` and ``value = exp(v)`` (:func:`_exp_calls`): value, det,
+    prob, ref_err. (A zero
     ``ref_err`` gives the same bits as the rule's form without it.)"""
     reach = td + tr
     va = abs(value)
@@ -113,10 +110,11 @@ def _exp_from(v: float, td: float, tp: float, tr: float, lip: float, value: floa
     p = _rmul(lip, tp)
     r = ref_unit * va
     r = _rmul(lip, tr) + r
-    k = ulps + per_x * (abs(v) + reach) if per_x != 0.0 else ulps
+    grown = ulps + per_x * (abs(v) + reach)  # (each form computed, then chosen: the
+    k = grown if per_x != 0.0 else ulps       # loop vectorises)
     e = ((2.0 * k) * u) * ((va + d) + r) + k * tiny
-    if of_one != 0.0:
-        e = e + (2.0 * u) * of_one
+    e_one = e + (2.0 * u) * of_one
+    e = e_one if of_one != 0.0 else e
     d = d + e
     p = p + e
     over = (va + d) >= acc_max
@@ -130,7 +128,7 @@ def _exp(v: float, td: float, tp: float, tr: float, ulps: float, per_x: float, o
          u: float, tiny: float, ref_unit: float, acc_max: float
          ) -> tuple[float, float, float, float]:
     """:func:`_exp_from` with its calls."""
-    return _exp_from(v, td, tp, tr, math.exp(v + (td + tr)), math.exp(v), ulps, per_x,
+    return _exp_from(v, td, tp, tr, _exp_v(v + (td + tr)), _exp_v(v), ulps, per_x,
                      of_one, u, tiny, ref_unit, acc_max)
 
 
@@ -147,19 +145,19 @@ _SMALL = 4
 
 
 @_inline
-def _bucket(v: float, low: float, scale: float, top: int) -> int:
+def _bucket(v: float, low: float, scale: float, top: int) -> Any:
     """The bucket of ``v`` among ``top + 1`` (non-decreasing in ``v``: each step is;
-    NaN in bucket 0), without a branch."""
+    NaN in bucket 0), without a branch (an int32: the conversion vectorises)."""
     f = (v - low) * scale
     f = f if f > 0.0 else 0.0
     f = f if f < top else float(top)
-    return int(f)
+    return np.int32(f)
 
 
 @_jit
 def larger_counts_row(lo: Any, hi: Any, out: Any) -> None:
     """Per entry of ``lo``: how many entries of ``hi`` exceed it (a tie does not; no
-    NaN), exactly, by a bucket sort of ``hi`` into ``2 n`` buckets of equal width
+    NaN), exactly (into ``out``, integers or floats), by a bucket sort of ``hi`` into ``2 n`` buckets of equal width
     over its finite range: buckets non-decreasing in the value, so the entries of
     higher buckets all exceed ``lo[i]``, those of lower ones none, and its own
     bucket's are compared with it, each (up to ``_SMALL``, without a branch) or by
@@ -177,26 +175,32 @@ def larger_counts_row(lo: Any, hi: Any, out: Any) -> None:
     width = high - low
     scale = top / width if width > 0.0 and width < np.inf else 0.0
     start = np.zeros(nb + 1, dtype=np.int32)
-    which = np.empty(n, dtype=np.int32)
+    which = np.empty(max(n, lo.size), dtype=np.int32)
     for j in range(n):
-        b = _bucket(hi[j], low, scale, top)
-        which[j] = b
-        start[b + 1] += 1
+        which[j] = _bucket(hi[j], low, scale, top)
+    for j in range(n):
+        start[which[j] + 1] += 1
     for b in range(nb):
         start[b + 1] += start[b]
     pos = start[:nb].copy()
     buf = np.zeros(n + _SMALL)  # (read past a bucket's end, masked)
+    crowded = np.empty(n, dtype=np.int32)  # (the buckets of more than _SMALL entries)
+    n_crowded = 0
     for j in range(n):
         b = which[j]
         buf[pos[b]] = hi[j]
         pos[b] += 1
-    for b in range(nb):
-        s, e = start[b], start[b + 1]
-        if e - s > _SMALL:
-            buf[s:e].sort()
+        if pos[b] - start[b] == _SMALL + 1:
+            crowded[n_crowded] = b
+            n_crowded += 1
+    for q in range(n_crowded):
+        b = crowded[q]
+        buf[start[b]:start[b + 1]].sort()
+    for i in range(lo.size):
+        which[i] = _bucket(lo[i], low, scale, top)
     for i in range(lo.size):
         v = lo[i]
-        b = _bucket(v, low, scale, top)
+        b = which[i]
         a, e = np.int64(start[b]), np.int64(start[b + 1])
         if e - a <= _SMALL:  # (the entries past the bucket masked: _SMALL is 4)
             c = a
@@ -228,15 +232,12 @@ def _shifted_lane(x: Any, xd: Any, xp_: Any, xr: Any, m: float, md: float, mp: f
 
 @_inline
 def _exp_calls(v: Any, d: Any, r: Any, lip: Any, value: Any) -> None:
-    """A row's two calls of :func:`_exp`: ``exp(v + (d + r))`` into ``lip`` and
-    ``exp(v)`` into ``value`` (the calls alone: the arithmetic around them
-    vectorises in :func:`_exp_finish`); one call where the reach ``d + r`` is 0
-    (``v + 0`` is ``v``, or ``+0`` for ``-0``: the same ``exp``)."""
+    """A row's two exponentials of :func:`_exp`: ``exp(v + (d + r))`` into ``lip`` and
+    ``exp(v)`` into ``value`` (:mod:`~numoracle.oracle._numba_exp`'s: the loop
+    vectorises)."""
     for j in range(v.size):
-        reach = d[j] + r[j]
-        e = math.exp(v[j])
-        value[j] = e
-        lip[j] = e if reach == 0.0 else math.exp(v[j] + reach)
+        value[j] = _exp_v(v[j])
+        lip[j] = _exp_v(v[j] + (d[j] + r[j]))
 
 
 @_inline
@@ -268,23 +269,31 @@ def _exp_finish(x: Any, v: Any, td: Any, tp: Any, tr: Any, lip: Any, value: Any,
     return n_special, n_d, n_r
 
 
+#: entries of a row that :func:`shifted_exp_rows` takes at a time (its buffers for them
+#: stay in the first-level cache)
+_BLOCK = 512
+
+
 @_par
 def shifted_exp_rows(x: Any, xd: Any, xp_: Any, xr: Any, mx: Any, test_exact: bool,
-                     unshifted: bool, params: Any, ints: Any, ev: Any, ed: Any, ep: Any,
-                     er: Any, terms: Any, xe: Any, xed: Any, xep: Any, xer: Any,
+                     unshifted: bool, shared: bool, params: Any, ints: Any, ev: Any, ed: Any,
+                     ep: Any, er: Any, extra: Any, xe: Any, xed: Any, xep: Any, xer: Any,
                      flags: Any) -> None:
-    """Per row: ``e = exp(x - max x)`` (value and radii), the online bound's terms
-    (``softmax.online_radius``: ``(|e| + det) expm1(u gap (1 + 2^-20) + k (2 ulps + 1)
-    u)`` with ``k`` the entries that may be larger, 0 where ``e`` is 0), and with
-    ``unshifted`` ``exp(x)``. ``mx``: :func:`row_max`'s; ``params``: u, tiny, u64,
-    fmax, exp's ulps, per_x, of_one, the reference's unit, the accumulation's largest
-    number, the online bound's u; ``ints``: t, emin. ``flags`` per row: a special
-    point in ``e`` or ``exp(x)`` (0), a zero det of ``x - m`` (1), of its ref_err (2),
-    of ``e``'s det (3), ref_err (4), of ``exp(x)``'s det (5), ref_err (6). A masked
-    entry (``-inf``, row_max's) gives exact zeros, as ieee decides ``x - m = -inf``
-    and ``exp`` of it. Each row in passes: ``x - m`` (into ``e``'s arrays), the
-    calls of ``exp``, the rest of ``exp`` (vectorised), the terms with their
-    ``expm1``."""
+    """Per row: ``e = exp(x - max x)`` (value and radii), the sum of the online bound's
+    terms (``softmax.online_radius``: ``(|e| + det) expm1(u gap (1 + 2^-20) + k (2 ulps
+    + 1) u)`` with ``k`` the entries that may be larger, 0 where ``e`` is 0; ``expm1``
+    rounded up, :func:`~numoracle.oracle._numba_exp.expm1_up`) into ``extra``, and with
+    ``unshifted`` ``exp(x)``. ``mx``: :func:`row_max`'s; ``shared``: the input's det
+    and prob are one array (so are the exponentials': ``ep`` and ``xep`` are left
+    unwritten); ``params``: u, tiny, u64, fmax, exp's ulps, per_x, of_one, the
+    reference's unit, the accumulation's largest number, the online bound's u;
+    ``ints``: t, emin. ``flags`` per row: a special point in ``e`` or ``exp(x)`` (0),
+    a zero det of ``x - m`` (1), of its ref_err (2), of ``e``'s det (3), ref_err (4),
+    of ``exp(x)``'s det (5), ref_err (6). A masked entry (``-inf``, row_max's) gives
+    exact zeros, as ieee decides ``x - m = -inf`` and ``exp`` of it. Each row: the
+    count of larger entries, then blocks of :data:`_BLOCK` entries in passes (``x -
+    m``, its ``exp`` (:mod:`~numoracle.oracle._numba_exp`), the rest of ``exp``, the
+    terms, ``exp(x)``), each vectorised."""
     rows, cols = x.shape
     u, tiny, u64, fmax = params[0], params[1], params[2], params[3]
     ulps, per_x, of_one, ref_unit, acc_max = params[4], params[5], params[6], params[7], \
@@ -293,54 +302,67 @@ def shifted_exp_rows(x: Any, xd: Any, xp_: Any, xr: Any, mx: Any, test_exact: bo
     t, emin = ints[0], ints[1]
     for i in numba.prange(rows):
         m, md, mp, mr, top = mx[i, 0], mx[i, 1], mx[i, 2], mx[i, 3], mx[i, 4]
-        lo_row, hi_row, larger = np.empty(cols), np.empty(cols), np.empty(cols, dtype=np.int64)
-        lip = np.empty(cols)
-        xi, xdi, xpi, xri = x[i], xd[i], xp_[i], xr[i]
-        evi, edi, epi, eri, ti = ev[i], ed[i], ep[i], er[i], terms[i]
+        lo_row, hi_row = np.empty(cols), np.empty(cols)
+        larger = np.empty(cols)  # (the counts as floats: the terms' loop reads them so)
+        buf = np.empty((6, _BLOCK))
+        sv, sd, sp, sr, lip, scratch = buf[0], buf[1], buf[2], buf[3], buf[4], buf[5]
         for j in range(cols):
-            r = xdi[j] + xri[j]
-            lo_row[j] = xi[j] - r
-            hi_row[j] = xi[j] + r
+            r = xd[i, j] + xr[i, j]
+            lo_row[j] = x[i, j] - r
+            hi_row[j] = x[i, j] + r
         larger_counts_row(lo_row, hi_row, larger)
-        if test_exact:
-            _shifted_lane(xi, xdi, xpi, xri, m, md, mp, mr, u, tiny, u64, True, t, emin,
-                          fmax, evi, edi, epi, eri)
-        else:
-            _shifted_lane(xi, xdi, xpi, xri, m, md, mp, mr, u, tiny, u64, False, t, emin,
-                          fmax, evi, edi, epi, eri)
-        n1, n2 = 0, 0
-        for j in range(cols):  # (a masked entry's x - m counts as exact: its exp is)
-            hole = xi[j] == -np.inf
-            n1 += hole or edi[j] == 0.0
-            n2 += hole or eri[j] == 0.0
-        _exp_calls(evi, edi, eri, lip, ti)
-        # (e's value in ti, x - m in evi: each read before written)
-        n0, n3, n4 = _exp_finish(xi, evi, edi, epi, eri, lip, ti, ulps, per_x, of_one, u,
-                                 tiny, ref_unit, acc_max, edi, epi, eri)
-        for j in range(cols):  # the online bound's argument of expm1, into lip
-            gap = top - lo_row[j]
-            k = float(larger[j])
-            c = 2.0 * (ulps + per_x * gap if per_x != 0.0 else ulps) + 1.0
-            lip[j] = uo * gap * (1.0 + 2.0**-20) + k * c * uo
-            evi[j] = ti[j]
-        for j in range(cols):
-            val = evi[j]
-            ti[j] = 0.0 if val == 0.0 else (abs(val) + edi[j]) * math.expm1(lip[j])
-        f5, f6 = False, False
-        if unshifted:
-            xei, xedi, xepi, xeri = xe[i], xed[i], xep[i], xer[i]
-            _exp_calls(xi, xdi, xri, lip, xei)
-            m0, m5, m6 = _exp_finish(xi, xi, xdi, xpi, xri, lip, xei, ulps, per_x, of_one, u,
-                                     tiny, ref_unit, acc_max, xedi, xepi, xeri)
-            n0 += m0
-            f5, f6 = m5 > 0, m6 > 0
+        n0, n1, n2, n3, n4, n5, n6 = 0, 0, 0, 0, 0, 0, 0
+        total = 0.0
+        for j0 in range(0, cols, _BLOCK):
+            w = min(_BLOCK, cols - j0)
+            j1 = j0 + w
+            xi, xdi, xpi, xri = x[i, j0:j1], xd[i, j0:j1], xp_[i, j0:j1], xr[i, j0:j1]
+            evi, edi, eri = ev[i, j0:j1], ed[i, j0:j1], er[i, j0:j1]
+            epi = scratch[:w] if shared else ep[i, j0:j1]
+            bv, bd, bp, br, bl = sv[:w], sd[:w], sp[:w], sr[:w], lip[:w]
+            if test_exact:
+                _shifted_lane(xi, xdi, xpi, xri, m, md, mp, mr, u, tiny, u64, True, t, emin,
+                              fmax, bv, bd, bp, br)
+            else:
+                _shifted_lane(xi, xdi, xpi, xri, m, md, mp, mr, u, tiny, u64, False, t, emin,
+                              fmax, bv, bd, bp, br)
+            for j in range(w):  # (a masked entry's x - m counts as exact: its exp is)
+                hole = xi[j] == -np.inf
+                n1 += hole or bd[j] == 0.0
+                n2 += hole or br[j] == 0.0
+            _exp_calls(bv, bd, br, bl, evi)
+            c0, c3, c4 = _exp_finish(xi, bv, bd, bp, br, bl, evi, ulps, per_x, of_one, u,
+                                     tiny, ref_unit, acc_max, edi, epi, eri)
+            n0 += c0
+            n3 += c3
+            n4 += c4
+            for j in range(w):  # the online bound's terms, into sv (each form computed,
+                gap = top - lo_row[j0 + j]  # then chosen: the loop vectorises)
+                grown = ulps + per_x * gap
+                c = 2.0 * (grown if per_x != 0.0 else ulps) + 1.0
+                arg = uo * gap * (1.0 + 2.0**-20) + larger[j0 + j] * c * uo
+                val = evi[j]
+                term = (abs(val) + edi[j]) * expm1_up(arg)
+                bv[j] = term if val != 0.0 else 0.0
+            for j in range(w):
+                total += bv[j]
+            if unshifted:
+                xei, xedi, xeri = xe[i, j0:j1], xed[i, j0:j1], xer[i, j0:j1]
+                xepi = scratch[:w] if shared else xep[i, j0:j1]
+                _exp_calls(xi, xdi, xri, bl, xei)
+                c0, c5, c6 = _exp_finish(xi, xi, xdi, xpi, xri, bl, xei, ulps, per_x, of_one,
+                                         u, tiny, ref_unit, acc_max, xedi, xepi, xeri)
+                n0 += c0
+                n5 += c5
+                n6 += c6
+        extra[i] = total
         flags[i, 0] = n0 > 0
         flags[i, 1] = n1 > 0
         flags[i, 2] = n2 > 0
         flags[i, 3] = n3 > 0
         flags[i, 4] = n4 > 0
-        flags[i, 5] = f5
-        flags[i, 6] = f6
+        flags[i, 5] = n5 > 0
+        flags[i, 6] = n6 > 0
 
 
 @_inline

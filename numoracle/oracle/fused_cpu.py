@@ -59,23 +59,15 @@ def available() -> bool:
 @cache
 def _row_loops() -> Any:
     """The whole-rule loops of the softmax family, or None where numba is missing or
-    switched off, or where the loops' ``exp`` and ``expm1`` do not give NumPy's bits
-    on a probe of arguments over their whole range (NumPy's own SIMD forms on some
-    processors): the rules' values are NumPy's functions' bits."""
+    switched off. Their ``exp`` and ``expm1`` are their own
+    (:mod:`~numoracle.oracle._numba_exp`, within its proven error of the functions: the
+    reference's own error allows for it), not the C library's: values may differ from
+    NumPy's in their last bits."""
     if _loops() is None:
         return None
     from . import _numba_rows  # noqa: PLC0415 - numba is optional
 
-    rng = np.random.default_rng(0)
-    probe = np.concatenate([np.linspace(-760.0, 720.0, 1 << 15), rng.standard_normal(1 << 14),
-                            rng.standard_normal(1 << 14) * 1e-8, -np.abs(rng.standard_normal(
-                                1 << 14)) * 40.0, [0.0, -0.0, 1e-300, -1e-300, 709.78]])
-    got, got_m1 = np.empty_like(probe), np.empty_like(probe)
-    _numba_rows.exp_values(probe, got, got_m1)
-    with np.errstate(over="ignore"):
-        same = (np.array_equal(got, np.exp(probe))
-                and np.array_equal(got_m1, np.expm1(probe)))
-    return _numba_rows if same else None
+    return _numba_rows
 
 
 def rows_available() -> bool:
@@ -441,19 +433,28 @@ LONGEST_ROW = 1 << 29
 
 
 def shifted_exp_rows(x: np.ndarray, radii: tuple[np.ndarray, ...], mx: np.ndarray,
-                     test_exact: bool, unshifted: bool, params: tuple[float, ...],
+                     test_exact: bool, unshifted: bool, shared: bool, params: tuple[float, ...],
                      ints: tuple[int, int]) -> tuple[np.ndarray, ...]:
     """The first whole-rule loop (``_numba_rows.shifted_exp_rows``): ``e``'s value,
-    det, prob, ref_err, the online bound's terms, with ``unshifted`` ``exp(x)``'s four
-    arrays (else empty), and the per-row flags."""
+    det, prob (det itself where ``shared``: the input's det and prob are one array),
+    ref_err, per row the sum of the online bound's terms, with ``unshifted``
+    ``exp(x)``'s four arrays (else empty), and the per-row flags."""
     shape = x.shape
-    outs = [np.empty(shape) for _ in range(5)]
+    ev, ed, er = (np.empty(shape) for _ in range(3))
+    ep = np.empty((1, 1) if shared else shape)
     xs = [np.empty(shape if unshifted else (1, 1)) for _ in range(4)]
+    if shared and unshifted:
+        xs[2] = np.empty((1, 1))
+    extra = np.empty(shape[0])
     flags = np.zeros((shape[0], 7), dtype=np.bool_)
-    _row_loops().shifted_exp_rows(x, *radii, mx, test_exact, unshifted,
+    _row_loops().shifted_exp_rows(x, *radii, mx, test_exact, unshifted, shared,
                                   np.asarray(params, dtype=np.float64),
-                                  np.asarray(ints, dtype=np.int64), *outs, *xs, flags)
-    return (*outs, *xs, flags)
+                                  np.asarray(ints, dtype=np.int64), ev, ed, ep, er, extra, *xs,
+                                  flags)
+    if shared:
+        ep = ed
+        xs[2] = xs[1]
+    return (ev, ed, ep, er, extra, *xs, flags)
 
 
 def softmax_rows(e: tuple[np.ndarray, ...], tot: np.ndarray, rec: np.ndarray, carry: bool,

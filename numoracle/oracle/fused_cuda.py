@@ -111,10 +111,11 @@ def row_max(x: Any, xd: Any, xp_: Any, xr: Any) -> np.ndarray | None:
 
 
 def shifted_exp_rows(x: Any, radii: tuple[Any, ...], mx: np.ndarray, test_exact: bool,
-                     unshifted: bool, params: tuple[float, ...],
+                     unshifted: bool, shared: bool, params: tuple[float, ...],
                      ints: tuple[int, int]) -> tuple[Any, ...]:
-    """The first whole-rule kernel: ``e``'s value, det, prob, ref_err, the online
-    bound's terms, with ``unshifted`` ``exp(x)``'s four arrays (else None), and the
+    """The first whole-rule kernel: ``e``'s value, det, prob, ref_err, per row the sum
+    of the online bound's terms (``shared``, whether the input's det and prob are one
+    array, changes nothing here), with ``unshifted`` ``exp(x)``'s four arrays (else None), and the
     flags (``fused_cpu.shifted_exp_rows``'s columns, or'ed over the rows: one row, on
     the host)."""
     xp = array_module(x)
@@ -130,7 +131,7 @@ def shifted_exp_rows(x: Any, radii: tuple[Any, ...], mx: np.ndarray, test_exact:
     bits = int(flags.get()[0] if hasattr(flags, "get") else flags[0])
     host = np.array([[bool(bits >> k & 1) for k in range(FLAG_BITS)]])
     rest = outs[5:] if unshifted else [None] * 4
-    return (*outs[:5], *rest, host)
+    return (*outs[:4], outs[4].sum(-1), *rest, host)
 
 
 def softmax_rows(e: tuple[Any, ...], tot: Any, rec: Any, carry: bool,

@@ -377,14 +377,24 @@ def _single_sum_bounds(k: int, family: str, seed: int) -> None:
 
 
 def test_numba_loops_switch_off_by_environment() -> None:
-    """``NUMORACLE_NUMBA=0``: the NumPy passes run, numba or not."""
+    """``NUMORACLE_NUMBA=0``: the NumPy passes run, numba or not, the softmax family's
+    exponentials NumPy's (not the loops' own ``exp``) at a size the loops would take."""
     import subprocess
     import sys
 
-    code = "from numoracle.oracle import fused_cpu; print(fused_cpu.available())"
+    code = ("import numpy as np\n"
+            "from numoracle.oracle import fused_cpu\n"
+            "from numoracle.oracle.precision import get_model\n"
+            "from numoracle.oracle.tracked import exact\n"
+            "from numoracle.oracle.traced.rules import RuleContext\n"
+            "from numoracle.oracle.traced.library import softmax as sm\n"
+            "x = np.random.default_rng(0).standard_normal((64, 1024)) * 3\n"
+            "d, e, m = sm.shifted_exp(RuleContext(get_model('fp32')), exact(x), -1)\n"
+            "print(fused_cpu.available(), fused_cpu.rows_available(),"
+            " np.array_equal(e.value, np.exp(d.value)))")
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "NUMORACLE_NUMBA": "0"},
                          capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert out.stdout.strip() == "False False True"
 
 
 def test_an_exact_inputs_operand_facts_are_kept_for_its_next_contraction(

@@ -1,14 +1,16 @@
 """The softmax family's device kernels (``numoracle/oracle/_rows_cuda.py``, run by
-``fused_cuda``) against numba's whole-rule loops.
+``fused_cuda``) against the primitives' passes and numba's whole-rule loops.
 
 On the host the kernels' C text is compiled by g++ (``rows_harness``: each thread
-index a loop, no contraction) and the rules run through ``fused_cuda`` on NumPy
-arrays: the same bits as numba's loops (which give the primitives' bits:
-``test_softmax_rows``) on drawn shapes, values, radii, masked rows, NaN and
-infinities, empty and one-entry rows; each kernel alone on special values too. On a
-GPU (``gpu``-marked) the same kernels compiled by CuPy: bit for bit where the
-kernel computes no exponential, and each rule within the oracle's own error of the
-NumPy path (the device's ``exp`` and ``expm1`` are not the host's).
+index a loop, no contraction, the C library's ``exp`` and ``expm1`` as NumPy's) and the
+rules run through ``fused_cuda`` on NumPy arrays: the primitives' bits, and within the
+oracle's own error of numba's loops (whose ``exp`` and ``expm1`` are their own,
+``_numba_exp``), on drawn shapes, values, radii, masked rows, NaN and infinities, empty
+and one-entry rows; each kernel that computes no exponential alone on special values
+too, bit for bit with numba's. On a GPU (``gpu``-marked) the same kernels compiled by
+CuPy: bit for bit where the kernel computes no exponential, and each rule within the
+oracle's own error of the NumPy path (the device's ``exp`` and ``expm1`` are not the
+host's).
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ from test_softmax_rows import (
     MODELS,
     _special_rows,
     _tracked,
+    _passes,
     _values,
     assert_same_bits,
+    assert_within,
     gradient,
 )
 
@@ -92,14 +96,16 @@ def _device_kernels() -> Iterator[None]:
 
 
 def _compare(runs: _Runs, fn: Any, *args: Any) -> None:
-    """The device kernels (on the host) give numba's loops' bits, and run where they run."""
+    """The device kernels (on the host) give the primitives' bits (the same ``exp``),
+    are within the oracle's own error of numba's loops, and run where they run."""
     runs.take()
-    want = fn(*args)
+    by_loops = fn(*args)
     by_numba = runs.take()
     with _device_kernels():
         got = fn(*args)
     by_kernels = runs.take()
-    assert_same_bits(got, want)
+    assert_same_bits(got, _passes(fn, *args))
+    assert_within(by_loops, got)
     assert by_kernels == ["fused_cuda"] * len(by_numba), (by_kernels, by_numba)
 
 
@@ -331,7 +337,7 @@ def test_device_forms_keep_to_device_arrays(runs: _Runs, strict: Any, rule: str,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """The rules through ``fused_cuda`` in the strict namespace (CuPy's manners: no
     host array beside its arrays, no implicit conversion), its kernels built on the
-    host: numba's loops' bits, so no host array slips into the device forms."""
+    host: the primitives' bits, so no host array slips into the device forms."""
     rng = np.random.default_rng(2)
     x = rng.standard_normal((6, 50)).astype(np.float32).astype(np.float64)
     if rule != "log_softmax":
@@ -350,16 +356,18 @@ def test_device_forms_keep_to_device_arrays(runs: _Runs, strict: Any, rule: str,
             t = _tracked(x, rng, "all")
             on = bounded(*(strict.asarray(a) for a in (t.value, t.det, t.prob)),
                          ref_err=strict.asarray(t.ref_err))
-            y = sm.log_softmax(ctx, t, -1)
+            y = _passes(sm.log_softmax, ctx, t, -1)
             with _device_kernels():
                 ys = sm.log_softmax(sctx, on, -1)
             runs.take()
-            want = sm.log_softmax_backward_rule(ctx, exact(g), y, -1)
+            sm.log_softmax_backward_rule(ctx, exact(g), y, -1)
+            want = _passes(sm.log_softmax_backward_rule, ctx, exact(g), y, -1)
             with _device_kernels():
                 got = sm.log_softmax_backward_rule(sctx, exact(strict.asarray(g)), ys, -1)
         else:
             runs.take()
-            want = RULES[rule](ctx, t)
+            RULES[rule](ctx, t)
+            want = _passes(RULES[rule], ctx, t)
             with _device_kernels():
                 got = RULES[rule](sctx, on)
     assert runs.take() == ["fused_cpu", "fused_cuda"]

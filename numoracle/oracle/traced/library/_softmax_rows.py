@@ -10,9 +10,11 @@ bits). On CuPy the same loops are device kernels (:mod:`~numoracle.oracle.fused_
 where ``whole_rules`` switches them on), the sums the tracked row sum's kernels
 (:func:`~numoracle.oracle.fused_cuda.row_sums`), and the few numbers a row
 that the rule computes from its sums are computed on the host (:func:`_rows_on_host`).
-So each form here gives the same bits as the rule's primitives (on a device but for its
-exponentials), which stay
-the reference implementation (the tests compare both), and returns None where it
+So each form here gives the rule's primitives' results, within the oracle's own error
+where its exponentials differ from NumPy's (numba's loops' own ``exp`` and ``expm1``,
+:mod:`~numoracle.oracle._numba_exp`; a device's), the same bits elsewhere; the
+primitives stay the reference implementation (the tests compare both, and the
+loops' values with mpmath), and each form returns None where it
 does not apply (the primitives then run): an axis other than the last, an
 escalated input, a value or radius that is not finite (a NaN, a row of ``-inf``;
 softmax alone takes masked entries, exact ``-inf``, deciding them as ieee does), and
@@ -108,8 +110,8 @@ def _special_any(*ts: Tracked) -> bool:
 def _row_pass(ctx: RuleContext, x: Tracked, axis: int, unshifted: bool) -> _RowPass | None:
     """softmax's ``shifted_exp``, ``_total`` (and with ``unshifted``
     ``_unshifted_total``) by the first whole-rule loop
-    (:func:`~numoracle.oracle.fused.whole_rules`): the same bits, the sums by the same
-    NumPy calls. None where the loops do not run or the rule's special values need
+    (:func:`~numoracle.oracle.fused.whole_rules`): the sums of ``e`` by the same NumPy
+    calls, the online bound's terms summed in the loop. None where the loops do not run or the rule's special values need
     its general path: an axis other than the last, an escalated input, a value or
     radius that is not finite, a maximum that is an exact 0, a special point in an
     exponential (then the primitives' passes)."""
@@ -143,18 +145,18 @@ def _row_pass(ctx: RuleContext, x: Tracked, axis: int, unshifted: bool) -> _RowP
     ints = (int(acc.t), int(acc.emin))
     x_exact = may_be_exact(x)
     test_d = x_exact and may_be_exact(m)
-    ev, ed, ep, er, terms, xe, xed, xep, xer, flags = loops.shifted_exp_rows(
-        v, radii, mx, test_d, unshifted, params, ints)
-    if bool(flags[:, 0].any()):
-        return None
-    n_d = x.n + m.n
     # where the input's radii are one array, so are the exponentials' (the same
     # arithmetic on the same values): then the sums add them once
     shared = x.prob is x.det
+    ev, ed, ep, er, terms, xe, xed, xep, xer, flags = loops.shifted_exp_rows(
+        v, radii, mx, test_d, unshifted, shared, params, ints)
+    if bool(flags[:, 0].any()):
+        return None
+    n_d = x.n + m.n
     e = bounded(*(a.reshape(shape) for a in (ev, ed, ed if shared else ep)),
                 ref_err=er.reshape(shape), mag=ev.reshape(shape), n=n_d)
     total = _sum_keep(ctx, e, axis, special=masked)
-    extra = xp.expand_dims(terms.reshape(shape).sum(-1), axis)
+    extra = xp.expand_dims(terms.reshape(shape[:-1]), axis)  # (the terms' sums per row)
     plain = None
     if unshifted:
         ex = bounded(*(a.reshape(shape) for a in (xe, xed, xed if shared else xep)),
