@@ -227,32 +227,32 @@ def normalized_rows(x: Any, xd: Any, xp_: Any, xr: Any, mean: Any, rstd: Any, w:
 
 
 @_inline
-def _weighted_lane(i: int, g: Any, gd: Any, gp: Any, gr: Any, w: Any, params: Any, ints: Any,
-                   gx: Any, gxd: Any, gxp: Any, gxr: Any, test: bool) -> None:
-    """Row ``i`` of ``g w``: the products without their exact test (the loop
-    vectorises), then with ``test`` the test where both operands are exact, the radii
-    0 where it passes: ``_times``' results."""
+def _weighted_lane(i: int, o: int, g: Any, gd: Any, gp: Any, gr: Any, w: Any, params: Any,
+                   ints: Any, gx: Any, gxd: Any, gxp: Any, gxr: Any, test: bool) -> None:
+    """Row ``i`` of ``g w`` into row ``o`` of ``gx*``: the products without their exact
+    test (the loop vectorises), then with ``test`` the test where both operands are
+    exact, the radii 0 where it passes: ``_times``' results."""
     u, tiny, u64, fmax = params[0], params[1], params[2], params[3]
     t, emin = ints[0], ints[1]
     gdi, gpi, gri = _row(gd, i), _row(gp, i), _row(gr, i)
     for j in range(g.shape[1]):
         a, ad, ap, ar = _times(g[i, j], gd[gdi, j], gp[gpi, j], gr[gri, j], w[0, j], w[1, j],
                                w[2, j], w[3, j], u, tiny, u64, t, emin, fmax, False)
-        gx[i, j] = a
-        gxd[i, j] = ad
-        gxp[i, j] = ap
-        gxr[i, j] = ar
+        gx[o, j] = a
+        gxd[o, j] = ad
+        gxp[o, j] = ap
+        gxr[o, j] = ar
     if not test:
         return
     for j in range(g.shape[1]):
         if gd[gdi, j] != 0.0 or gr[gri, j] != 0.0 or w[1, j] != 0.0 or w[3, j] != 0.0:
             continue
-        x, y, v = g[i, j], w[0, j], gx[i, j]
-        if (abs(v) < np.inf and (v != 0.0 or x == 0.0 or y == 0.0) and gxd[i, j] != np.inf
+        x, y, v = g[i, j], w[0, j], gx[o, j]
+        if (abs(v) < np.inf and (v != 0.0 or x == 0.0 or y == 0.0) and gxd[o, j] != np.inf
                 and _representable(v, t, emin, fmax) and _two_product_error(x, y, v) == 0.0):
-            gxd[i, j] = 0.0
-            gxp[i, j] = 0.0
-            gxr[i, j] = 0.0
+            gxd[o, j] = 0.0
+            gxp[o, j] = 0.0
+            gxr[o, j] = 0.0
 
 
 @_inline
@@ -268,7 +268,7 @@ def _products_lane(i: int, o: int, x: Any, xd: Any, xp_: Any, xr: Any, g: Any, g
     s, sd, sp, sr = rstd[i, 0], rstd[i, 1], rstd[i, 2], rstd[i, 3]
     di, pi, ri = _row(xd, i), _row(xp_, i), _row(xr, i)
     gdi, gpi, gri = _row(gd, i), _row(gp, i), _row(gr, i)
-    sdi, spi, sri = _row(gxd, i), _row(gxp, i), _row(gxr, i)
+    svi, sdi, spi, sri = _row(gx, i), _row(gxd, i), _row(gxp, i), _row(gxr, i)
     for j in range(x.shape[1]):
         v, d, p, r = _minus(x[i, j], xd[di, j], xp_[pi, j], xr[ri, j], m, md, mp, mr, u, tiny,
                             u64, t, emin, fmax, test)
@@ -281,7 +281,7 @@ def _products_lane(i: int, o: int, x: Any, xd: Any, xp_: Any, xr: Any, g: Any, g
             kp[o, j] = ap
             kr[o, j] = ar
         if want_gxh:
-            a, ad, ap, ar = _times(gx[i, j], gxd[sdi, j], gxp[spi, j], gxr[sri, j], v, d, p, r, u,
+            a, ad, ap, ar = _times(gx[svi, j], gxd[sdi, j], gxp[spi, j], gxr[sri, j], v, d, p, r, u,
                                    tiny, u64, t, emin, fmax, test)
             hv[o, j] = a
             hd[o, j] = ad
@@ -306,7 +306,7 @@ def backward_products(x: Any, xd: Any, xp_: Any, xr: Any, g: Any, gd: Any, gp: A
     the accumulation's largest number; ``ints``: t, emin."""
     for i in range(x.shape[0]):
         if has_w:
-            _weighted_lane(i, g, gd, gp, gr, w, params, ints, gx, gxd, gxp, gxr, test_gx)
+            _weighted_lane(i, i, g, gd, gp, gr, w, params, ints, gx, gxd, gxp, gxr, test_gx)
             src, srcd, srcp, srcr = gx, gxd, gxp, gxr
         else:
             src, srcd, srcp, srcr = g, gd, gp, gr
@@ -327,7 +327,7 @@ def backward_sums(x: Any, xd: Any, xp_: Any, xr: Any, g: Any, gd: Any, gp: Any, 
                   gxp: Any, gxr: Any, hv: Any, hd: Any, hp: Any, hr: Any, kv: Any, kd: Any,
                   kp: Any, kr: Any, rows_a: Any, rows_b: Any, cols: Any) -> None:
     """:func:`backward_products` with the sums its products are for: ``g w`` (with
-    ``has_w``) into ``gx*`` as there; with ``want_gxh`` the sums (:func:`_lane_sums`)
+    ``has_w``) into the one-row ``gx*``; with ``want_gxh`` the sums (:func:`_lane_sums`)
     of each row of ``gx`` (``g`` without ``w``) into ``rows_a`` and of ``gx xhat``,
     formed in the one-row ``h*``, into ``rows_b``; with ``want_gh`` the column sums of
     ``g xhat``, formed in the one-row ``k*``, into ``cols`` (value, magnitude, det,
@@ -335,7 +335,7 @@ def backward_sums(x: Any, xd: Any, xp_: Any, xr: Any, g: Any, gd: Any, gp: Any, 
     n = x.shape[1]
     for i in range(x.shape[0]):
         if has_w:
-            _weighted_lane(i, g, gd, gp, gr, w, params, ints, gx, gxd, gxp, gxr, test_gx)
+            _weighted_lane(i, 0, g, gd, gp, gr, w, params, ints, gx, gxd, gxp, gxr, test_gx)
             src, srcd, srcp, srcr = gx, gxd, gxp, gxr
         else:
             src, srcd, srcp, srcr = g, gd, gp, gr
@@ -348,9 +348,9 @@ def backward_sums(x: Any, xd: Any, xp_: Any, xr: Any, g: Any, gd: Any, gp: Any, 
                            rstd, want_gxh, want_gh, params, ints, hv, hd, hp, hr, kv, kd, kp,
                            kr, False)
         if want_gxh:
-            sdi, spi, sri = _row(srcd, i), _row(srcp, i), _row(srcr, i)
-            _lane_sums(src[i:i + 1], srcd[sdi:sdi + 1], srcp[spi:spi + 1], srcr[sri:sri + 1],
-                       rows_a, i)
+            svi, sdi, spi, sri = _row(src, i), _row(srcd, i), _row(srcp, i), _row(srcr, i)
+            _lane_sums(src[svi:svi + 1], srcd[sdi:sdi + 1], srcp[spi:spi + 1],
+                       srcr[sri:sri + 1], rows_a, i)
             _lane_sums(hv, hd, hp, hr, rows_b, i)
         if want_gh:
             for j in range(n):
@@ -373,13 +373,13 @@ def _input_grad_lane(i: int, x: Any, xd: Any, xp_: Any, xr: Any, g: Any, gd: Any
     av, ad, ap, ar = a[i, 0], a[i, 1], a[i, 2], a[i, 3]
     bv, bd, bp, br = b[i, 0], b[i, 1], b[i, 2], b[i, 3]
     di, pi, ri = _row(xd, i), _row(xp_, i), _row(xr, i)
-    gdi, gpi, gri = _row(gd, i), _row(gp, i), _row(gr, i)
+    gvi, gdi, gpi, gri = _row(g, i), _row(gd, i), _row(gp, i), _row(gr, i)
     for j in range(x.shape[1]):
         v, d, p, r = _minus(x[i, j], xd[di, j], xp_[pi, j], xr[ri, j], m, md, mp, mr, u, tiny,
                             u64, t, emin, fmax, test)
         v, d, p, r = _times(v, d, p, r, s, sd, sp, sr, u, tiny, u64, t, emin, fmax, test)
         v, d, p, r = _times(v, d, p, r, bv, bd, bp, br, u, tiny, u64, t, emin, fmax, test)
-        c, cd, cp, cr = _minus(g[i, j], gd[gdi, j], gp[gpi, j], gr[gri, j], av, ad, ap, ar, u,
+        c, cd, cp, cr = _minus(g[gvi, j], gd[gdi, j], gp[gpi, j], gr[gri, j], av, ad, ap, ar, u,
                                tiny, u64, t, emin, fmax, test)
         c, cd, cp, cr = _minus(c, cd, cp, cr, v, d, p, r, u, tiny, u64, t, emin, fmax, test)
         c, cd, cp, cr = _times(c, cd, cp, cr, s, sd, sp, sr, u, tiny, u64, t, emin, fmax, test)
@@ -393,14 +393,25 @@ def _input_grad_lane(i: int, x: Any, xd: Any, xp_: Any, xr: Any, g: Any, gd: Any
 @_loop
 def input_grad_rows(x: Any, xd: Any, xp_: Any, xr: Any, g: Any, gd: Any, gp: Any, gr: Any,
                     mean: Any, rstd: Any, a: Any, b: Any, test: bool, params: Any, ints: Any,
-                    value: Any, det: Any, prob: Any, ref: Any, mag: Any) -> None:
+                    value: Any, det: Any, prob: Any, ref: Any, mag: Any, w: Any, has_w: bool,
+                    test_gx: bool, wv: Any, wd: Any, wp: Any, wr: Any) -> None:
     """Per element: ``rstd ((g - a) - xhat b)`` with ``xhat = (x - mean) rstd``
     (``normalization._input_grad`` after its means ``a`` and ``b``; ``g`` the
-    weighted gradient; ``test``: whether ``x - mean`` or ``g - a`` may be exact
-    somewhere). ``mean``, ``rstd``, ``a``, ``b`` per row: value, det, prob, ref_err.
-    ``params``: u, tiny, u64, the accumulation's largest number; ``ints``: t, emin."""
+    weighted gradient, with ``has_w`` formed here first per row, ``g w`` as
+    :func:`backward_products` forms it into the one-row ``w*``; ``test``: whether
+    ``x - mean`` or ``g - a`` may be exact somewhere). ``mean``, ``rstd``, ``a``,
+    ``b`` per row, ``w`` per column: value, det, prob, ref_err. ``params``: u, tiny,
+    u64, the accumulation's largest number; ``ints``: t, emin."""
     for i in range(x.shape[0]):
-        if test:
+        if has_w:
+            _weighted_lane(i, 0, g, gd, gp, gr, w, params, ints, wv, wd, wp, wr, test_gx)
+            if test:
+                _input_grad_lane(i, x, xd, xp_, xr, wv, wd, wp, wr, mean, rstd, a, b, params,
+                                 ints, value, det, prob, ref, mag, True)
+            else:
+                _input_grad_lane(i, x, xd, xp_, xr, wv, wd, wp, wr, mean, rstd, a, b, params,
+                                 ints, value, det, prob, ref, mag, False)
+        elif test:
             _input_grad_lane(i, x, xd, xp_, xr, g, gd, gp, gr, mean, rstd, a, b, params, ints,
                              value, det, prob, ref, mag, True)
         else:

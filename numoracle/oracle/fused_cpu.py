@@ -573,33 +573,39 @@ def norm_backward_sums(x: tuple[np.ndarray, ...], g: tuple[np.ndarray, ...],
                        mean: np.ndarray, rstd: np.ndarray, w: np.ndarray | None,
                        want: tuple[bool, bool], tests: tuple[bool, bool],
                        params: tuple[float, ...], ints: tuple[int, int]
-                       ) -> tuple[tuple[np.ndarray, ...] | None, np.ndarray, np.ndarray,
-                                  np.ndarray]:
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Layer norm backward's loop before its sums, with its sums
-    (``_numba_norm.backward_sums``): ``g w`` (None without ``w``) as value, det, prob,
-    ref_err; with ``want[0]`` the float64 sums of each row of ``g w`` and of ``g w
-    xhat`` (``(rows, 5)`` each: value, magnitude, det, prob, ref_err), with
-    ``want[1]`` those of each column of ``g xhat`` (``(n, 5)``); arrays not wanted
-    empty."""
+    (``_numba_norm.backward_sums``): with ``want[0]`` the float64 sums of each row of
+    ``g w`` (``g`` without ``w``) and of ``g w xhat`` (``(rows, 5)`` each: value,
+    magnitude, det, prob, ref_err), with ``want[1]`` those of each column of ``g
+    xhat`` (``(n, 5)``); arrays not wanted empty. No product is kept: ``g w`` is formed
+    again where the input gradient needs it (:func:`input_grad_rows`)."""
     rows, n = x[0].shape
-    gx = tuple(np.empty((rows, n) if w is not None else (1, 1)) for _ in range(4))
-    scratch = tuple(np.empty((1, n) if on else (1, 1)) for on in (want[0],) * 4 + (want[1],) * 4)
+    scratch = tuple(np.empty((1, n) if on else (1, 1))
+                    for on in (w is not None,) * 4 + (want[0],) * 4 + (want[1],) * 4)
     rows_a, rows_b = (np.empty((rows, 5) if want[0] else (0, 5)) for _ in range(2))
     cols = np.zeros((5, n) if want[1] else (5, 0))
     _norm_loops().backward_sums(*x, *g, mean, rstd, np.zeros((4, 1)) if w is None else w,
                                 w is not None, want[0], want[1], *tests, _floats(params),
-                                np.asarray(ints, dtype=np.int64), *gx, *scratch, rows_a,
-                                rows_b, cols)
-    return (gx if w is not None else None), rows_a, rows_b, np.ascontiguousarray(cols.T)
+                                np.asarray(ints, dtype=np.int64), *scratch, rows_a, rows_b,
+                                cols)
+    return rows_a, rows_b, np.ascontiguousarray(cols.T)
 
 
 def input_grad_rows(x: tuple[np.ndarray, ...], g: tuple[np.ndarray, ...], mean: np.ndarray,
                     rstd: np.ndarray, a: np.ndarray, b: np.ndarray, test: bool,
-                    params: tuple[float, ...], ints: tuple[int, int]
+                    params: tuple[float, ...], ints: tuple[int, int],
+                    w: np.ndarray | None = None, test_gx: bool = False
                     ) -> tuple[np.ndarray, ...]:
     """Layer norm backward's loop after its sums (``_numba_norm.input_grad_rows``):
-    value, det, prob, ref_err, magnitude."""
+    value, det, prob, ref_err, magnitude; with ``w`` (``(4, n)``) ``g`` is the
+    gradient, the weighted one formed per row in the loop (with its exact test where
+    ``test_gx``)."""
+    n = x[0].shape[1]
     outs = tuple(np.empty(x[0].shape) for _ in range(5))
+    row = tuple(np.empty((1, n) if w is not None else (1, 1)) for _ in range(4))
     _norm_loops().input_grad_rows(*x, *g, mean, rstd, a, b, test, _floats(params),
-                                  np.asarray(ints, dtype=np.int64), *outs)
+                                  np.asarray(ints, dtype=np.int64), *outs,
+                                  np.zeros((4, 1)) if w is None else w, w is not None,
+                                  test_gx, *row)
     return outs

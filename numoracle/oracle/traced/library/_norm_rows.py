@@ -51,7 +51,7 @@ from ._softmax_rows import _per_row
 
 __all__ = ["loops_run", "runs", "row_top", "deviation_squares", "deviation_square_sum",
            "normalized_affine",
-           "backward_products", "backward_sums", "input_grad"]
+           "backward_products", "Weighted", "backward_sums", "input_grad"]
 
 
 #: whether the loops sum the terms they form where the sum is all they are for (the
@@ -253,12 +253,23 @@ def backward_products(ctx: RuleContext, grad: Tracked, x: Tracked, dims: tuple[i
             tracked(gh, _longest(grad.n, n_xhat)))
 
 
+class Weighted(NamedTuple):
+    """The weighted gradient ``g w`` left to be formed where it is read (by
+    :func:`input_grad`'s loop, as :func:`backward_products` forms it): the weight as
+    a ``(4, n)`` array, whether its exact test runs, its accumulation length."""
+
+    w: np.ndarray
+    test: bool
+    n: Any
+
+
 def backward_sums(ctx: RuleContext, grad: Tracked, x: Tracked, dims: tuple[int, ...],
                   mean: Tracked, rstd: Tracked, weight: Any, want: tuple[bool, bool, bool]
-                  ) -> tuple[Tracked | None, ...] | None:
+                  ) -> tuple[Any, ...] | None:
     """:func:`backward_products` with the sums its products are for, formed and summed
-    in one loop (NumPy only, ``FOLD_SUMS``): the weighted gradient ``g w`` (``g``
-    itself without a weight), with ``want[1]`` the sums over ``dims`` of ``g w`` and of
+    in one loop (NumPy only, ``FOLD_SUMS``): the weighted gradient as a
+    :class:`Weighted` (None without a weight: ``g`` itself; no array of ``g w`` is
+    kept), with ``want[1]`` the sums over ``dims`` of ``g w`` and of
     ``g w xhat`` (no keepdim), with ``want[2]`` the sums of ``g xhat`` over the other
     axes (of the trailing shape); those not wanted None. Each sum as
     :func:`~numoracle.oracle.tracked.sum_of_parts` makes it (``S`` summed in float64):
@@ -275,7 +286,7 @@ def backward_sums(ctx: RuleContext, grad: Tracked, x: Tracked, dims: tuple[int, 
         return None
     params, ints = _params(ctx)
     weighted = w is not None and want[0]
-    gx, rows_a, rows_b, cols = fused_cpu.norm_backward_sums(
+    rows_a, rows_b, cols = fused_cpu.norm_backward_sums(
         _as_rows(x, n), _as_rows(grad, n), _per_row(mean, rows), _per_row(rstd, rows),
         _per_column(w, n) if weighted else None, (want[1], want[2]),
         (weighted and may_be_exact(grad, w), may_be_exact(x, mean)), params, ints)
@@ -288,26 +299,26 @@ def backward_sums(ctx: RuleContext, grad: Tracked, x: Tracked, dims: tuple[int, 
         sums[2] = sum_of_parts(cols.reshape(trailing + (5,)), rows, ctx.model)
     if any(s is None for s, on in zip(sums, (want[1], want[1], want[2]), strict=True) if on):
         return None
-    if weighted:
-        v, d, p, r = (a.reshape(x.shape) for a in gx)
-        g_w = bounded(v, d, p, ref_err=r, mag=v, n=_longest(grad.n, w.n))  # (mag not read)
-    else:
-        g_w = grad
+    g_w = Weighted(_per_column(w, n), may_be_exact(grad, w), _longest(grad.n, w.n)) \
+        if weighted else None
     return (g_w, *sums)
 
 
 def input_grad(ctx: RuleContext, x: Tracked, g: Tracked, mean: Tracked, rstd: Tracked,
-               a: Tracked, b: Tracked) -> Tracked:
+               a: Tracked, b: Tracked, weighted: Weighted | None = None) -> Tracked:
     """``rstd ((g - a) - xhat b)``, ``xhat = (x - mean) rstd``, in one loop (after
     :func:`backward_products`; ``a``, ``b`` the means of ``g`` and ``g xhat``, of the
-    statistics' kept shape)."""
+    statistics' kept shape); with ``weighted`` (after :func:`backward_sums`, NumPy)
+    ``g`` is the gradient and the loop forms ``g w`` first."""
     rows, n = _lane(x, mean.shape)
     params, ints = _params(ctx)
+    extra: tuple[Any, ...] = () if weighted is None else (weighted.w, weighted.test)
     value, det, prob, ref, mag = _loops(array_module(x.value)).input_grad_rows(
         _as_rows(x, n), _as_rows(g, n), *(_per_row(t, rows) for t in (mean, rstd, a, b)),
-        may_be_exact(x, mean) or may_be_exact(g, a), params, ints)
+        may_be_exact(x, mean) or may_be_exact(g, a), params, ints, *extra)
     shape = x.shape
     n_xhat = _longest(x.n + mean.n, rstd.n)
-    length = _longest((g.n + a.n) + _longest(n_xhat, b.n), rstd.n)
+    n_g = g.n if weighted is None else weighted.n
+    length = _longest((n_g + a.n) + _longest(n_xhat, b.n), rstd.n)
     return bounded(value.reshape(shape), det.reshape(shape), prob.reshape(shape),
                    ref_err=ref.reshape(shape), mag=mag.reshape(shape), n=length)

@@ -291,14 +291,14 @@ def layer_norm_backward_rule(ctx: RuleContext, grad: Tracked, x: Tracked,
         output_mask[2] and bias is not None) else None
     folded = _norm_rows.backward_sums(ctx, grad, x, dims, mean, rstd, weight, want)
     if folded is not None:  # the products summed as they are formed: two loops
-        gx, sum_a, sum_b, sum_h = folded
+        weighted, sum_a, sum_b, sum_h = folded
         kept = tuple(1 if d in dims else s for d, s in enumerate(x.shape))
         k = float(np.prod([x.shape[d] for d in dims]))
 
         def mean_of(t: Tracked) -> Tracked:
             return _reshape(scaled(ctx, t, k, divide=True), kept)
-        gi = _norm_rows.input_grad(ctx, x, gx, mean, rstd, mean_of(sum_a), mean_of(sum_b)
-                                   ) if output_mask[0] else None
+        gi = _norm_rows.input_grad(ctx, x, grad, mean, rstd, mean_of(sum_a), mean_of(sum_b),
+                                   weighted) if output_mask[0] else None
         gw = _reshape(sum_h, normalized_shape) if want[2] else None
         return gi, gw, gb
     fast = _norm_rows.backward_products(ctx, grad, x, dims, mean, rstd, weight, want)
