@@ -217,6 +217,23 @@ def _rows_ok(x: Tracked, dims: tuple[int, ...], *stats: Tracked) -> bool:
     return all(t.lo is None and t.shape == kept for t in stats)
 
 
+def _backward_shapes(ctx: RuleContext, grad: Tracked, x: Tracked, dims: tuple[int, ...],
+                     mean: Tracked, rstd: Tracked, weight: Any
+                     ) -> tuple[int, int, Tracked | None] | None:
+    """Rows, the lane's length and the weight as a tracked operand of the trailing
+    shape (None without one) for layer norm's backward loops; None where they do not
+    run (:func:`runs`; ``grad`` of another shape or escalated, ``mean`` or ``rstd``
+    not of the kept shape or escalated, a weight not of the trailing shape)."""
+    if not runs(x, dims) or grad.shape != x.shape or grad.lo is not None or \
+            not _rows_ok(x, dims, mean, rstd):
+        return None
+    rows, n = _lane(x, mean.shape)
+    w = None if weight is None else _operand(weight, ctx, x.shape[x.value.ndim - len(dims):])
+    if weight is not None and w is None:
+        return None
+    return rows, n, w
+
+
 def backward_products(ctx: RuleContext, grad: Tracked, x: Tracked, dims: tuple[int, ...],
                       mean: Tracked, rstd: Tracked, weight: Any, want: tuple[bool, bool, bool]
                       ) -> tuple[Tracked | None, ...] | None:
@@ -226,14 +243,10 @@ def backward_products(ctx: RuleContext, grad: Tracked, x: Tracked, dims: tuple[i
     None where the loops do not run (:func:`runs`; ``grad`` of another shape or
     escalated, ``mean`` or ``rstd`` not of the kept shape or escalated, a weight not
     of the trailing shape)."""
-    if not runs(x, dims) or grad.shape != x.shape or grad.lo is not None or \
-            not _rows_ok(x, dims, mean, rstd):
+    shapes = _backward_shapes(ctx, grad, x, dims, mean, rstd, weight)
+    if shapes is None:
         return None
-    rows, n = _lane(x, mean.shape)
-    trailing = x.shape[x.value.ndim - len(dims):]
-    w = None if weight is None else _operand(weight, ctx, trailing)
-    if weight is not None and w is None:
-        return None
+    rows, n, w = shapes
     params, ints = _params(ctx)
     weighted = w is not None and want[0]
     gx, gxh, gh = _loops(array_module(x.value)).norm_backward_products(
@@ -276,14 +289,11 @@ def backward_sums(ctx: RuleContext, grad: Tracked, x: Tracked, dims: tuple[int, 
     no array of ``g w xhat`` or ``g xhat`` is made. None where the loops do not run
     (see :func:`backward_products`) or a sum is not decided so (the caller takes
     :func:`backward_products` and the primitives' sums then)."""
-    if not FOLD_SUMS or not runs(x, dims) or array_module(x.value) is not np or \
-            grad.shape != x.shape or grad.lo is not None or not _rows_ok(x, dims, mean, rstd):
+    shapes = _backward_shapes(ctx, grad, x, dims, mean, rstd, weight)
+    if not FOLD_SUMS or shapes is None or array_module(x.value) is not np:
         return None
-    rows, n = _lane(x, mean.shape)
+    rows, n, w = shapes
     trailing = x.shape[x.value.ndim - len(dims):]
-    w = None if weight is None else _operand(weight, ctx, trailing)
-    if weight is not None and w is None:
-        return None
     params, ints = _params(ctx)
     weighted = w is not None and want[0]
     rows_a, rows_b, cols = fused_cpu.norm_backward_sums(
