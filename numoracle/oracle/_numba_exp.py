@@ -65,6 +65,8 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
+from ._numba_loops import _float_bits
+
 __all__ = ["exp", "expm1_up", "exp_into", "expm1_up_into", "EXP_REL", "EXPM1_REL"]
 
 _U = 2.0**-53
@@ -91,25 +93,17 @@ _jit = numba.njit(cache=True, nogil=True)
 
 
 @intrinsic
-def _bits(typingctx: Any, x: Any) -> Any:
-    """The bits of a float64 as an int64 (a bit cast)."""
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        return builder.bitcast(args[0], ir.IntType(64))
-    return types.int64(types.float64), codegen
-
-
-@intrinsic
 def _from_bits(typingctx: Any, b: Any) -> Any:
-    """The float64 of an int64's bits (a bit cast)."""
+    """The float64 of a uint64's bits (a bit cast: :func:`_float_bits` undone)."""
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
         return builder.bitcast(args[0], ir.DoubleType())
-    return types.float64(types.int64), codegen
+    return types.float64(types.uint64), codegen
 
 
 @_inline
 def _pow2(j: float) -> float:
     """``2^j`` for an integral float ``j`` in ``[-1022, 1023]``, from its bits."""
-    return _from_bits(_bits(j + _BIAS) << 52)
+    return _from_bits(_float_bits(j + _BIAS) << np.uint64(52))
 
 
 @_inline
