@@ -222,7 +222,8 @@ def test_numoracle_run_cluster_writes_the_report(ray_local: Any, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     status = main(["run", "--cluster", "local", "--targets", "numpy-fp32", "--ops", "matmul",
                    "--examples", "12", "--block-size", "6", "--report", str(tmp_path),
-                   "--store", str(tmp_path / "store")])
+                   "--store", str(tmp_path / "store"),
+                   "--budget", "900"])  # every case judged, however busy the machine
     out = capsys.readouterr().out
     assert status == 0, out
     (row,) = json.loads((tmp_path / "report.json").read_text())
