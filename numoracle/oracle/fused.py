@@ -336,16 +336,16 @@ def device_rows(xp: Any) -> bool:
     return fused(xp) and os.environ.get(DEVICE_ROWS_VARIABLE, "1") != "0"
 
 
-#: the environment variable that switches the tracked row sums' kernels on CuPy on
-#: (``1``; off by default: the contraction with a vector of ones)
+#: the environment variable that switches the tracked row sums' kernels on CuPy off
+#: (``0``; on by default, otherwise the contraction with a vector of ones)
 ROW_SUMS_VARIABLE = "NUMORACLE_DEVICE_ROW_SUMS"
 
 
 def device_row_sums(xp: Any) -> bool:
     """Whether ``tracked.sum_`` over the last axis of ``xp``'s arrays takes the row sum's
     kernels (:func:`~numoracle.oracle.fused_cuda.row_sums`): CuPy's, where
-    :data:`ROW_SUMS_VARIABLE` is ``1``."""
-    return fused(xp) and os.environ.get(ROW_SUMS_VARIABLE, "0") == "1"
+    :data:`ROW_SUMS_VARIABLE` is ``0``."""
+    return fused(xp) and os.environ.get(ROW_SUMS_VARIABLE, "1") != "0"
 
 
 def contraction_radii(S: Any, grow: Any, tiny_mag: Any, tiny_sum: Any, det_coef: Any,

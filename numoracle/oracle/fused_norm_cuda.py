@@ -44,14 +44,14 @@ __all__ = ["DEVICE_NORM_VARIABLE", "switched_on", "build", "dense_rows", "row_to
 
 _BUILT: dict[str, Any] = {}
 
-#: the environment variable that switches layer norm's kernels on (``1``; off otherwise,
-#: the default: each primitive's kernels)
+#: the environment variable that switches layer norm's kernels off (``0``: each
+#: primitive's kernels; on otherwise, the default)
 DEVICE_NORM_VARIABLE = "NUMORACLE_DEVICE_NORM"
 
 
 def switched_on() -> bool:
-    """Whether :data:`DEVICE_NORM_VARIABLE` switches the kernels on."""
-    return os.environ.get(DEVICE_NORM_VARIABLE, "0") == "1"
+    """Whether the kernels are on: unless :data:`DEVICE_NORM_VARIABLE` is ``0``."""
+    return os.environ.get(DEVICE_NORM_VARIABLE, "1") != "0"
 
 
 def _cupy_kernel(spec: Elementwise | PerRow) -> Any:

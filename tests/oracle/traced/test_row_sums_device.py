@@ -306,10 +306,11 @@ def test_device_row_sums_give_the_hosts_bits(cupy: Any, route: _Route, case: str
     _within_reassociation(got.to_host(), want)
 
 
-def test_row_sums_are_off_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
-    """CuPy's arrays take the row sums' kernels only with ``NUMORACLE_DEVICE_ROW_SUMS=1``."""
+def test_row_sums_are_on_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CuPy's arrays take the row sums' kernels unless ``NUMORACLE_DEVICE_ROW_SUMS=0``;
+    NumPy's never."""
     cupy_like = type("cupy", (), {"__name__": "cupy"})()
     monkeypatch.delenv(fused.ROW_SUMS_VARIABLE, raising=False)
-    assert not fused.device_row_sums(cupy_like)
-    monkeypatch.setenv(fused.ROW_SUMS_VARIABLE, "1")
     assert fused.device_row_sums(cupy_like) and not fused.device_row_sums(np)
+    monkeypatch.setenv(fused.ROW_SUMS_VARIABLE, "0")
+    assert not fused.device_row_sums(cupy_like)

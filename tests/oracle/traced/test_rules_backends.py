@@ -274,9 +274,9 @@ def test_a_reference_given_cuda_tensors_is_evaluated_where_the_switch_says(
     seen: list[str] = []
     evaluate = interpret._evaluate
 
-    def spy(graph: Any, inputs: Any, ctx: Any, outputs: Any) -> Any:
+    def spy(graph: Any, inputs: Any, ctx: Any, outputs: Any, consume: bool = False) -> Any:
         seen.append("torch" if is_torch(ctx.xp) else ctx.xp.__name__)
-        return evaluate(graph, inputs, ctx, outputs)
+        return evaluate(graph, inputs, ctx, outputs, consume)
 
     monkeypatch.setattr(interpret, "_evaluate", spy)
     op = _block_op()

@@ -24,7 +24,7 @@ sound bound as the contraction's (``tracked.sum_of_parts``):
 
 On CuPy the same loops are device kernels (:mod:`~numoracle.oracle.fused_norm_cuda`,
 where :func:`~numoracle.oracle.fused.whole_rules` lets them run and
-``NUMORACLE_DEVICE_NORM=1`` switches them on: the same bits, no transcendental being
+``NUMORACLE_DEVICE_NORM=0`` does not switch them off: the same bits, no transcendental being
 computed in them), the sums the tracked sums'.
 
 A rule takes the primitives where these do not apply: statistics over axes other
@@ -66,7 +66,7 @@ def loops_run(xp: Any, size: int) -> bool:
     """Whether a layer norm over ``size`` elements of ``xp`` runs as whole-rule loops:
     NumPy's, numba installed and switched on, from LOOP_MIN elements; CuPy's kernels
     where :func:`~numoracle.oracle.fused.whole_rules` lets them run and
-    ``NUMORACLE_DEVICE_NORM=1`` switches them on (:func:`.fused_norm_cuda.switched_on`)."""
+    ``NUMORACLE_DEVICE_NORM=0`` does not switch them off (:func:`.fused_norm_cuda.switched_on`)."""
     if xp is np:
         return size >= fused_cpu.LOOP_MIN and fused_cpu.norm_available()
     return whole_rules(xp, size) and fused_norm_cuda.switched_on()
