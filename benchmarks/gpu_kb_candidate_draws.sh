@@ -12,14 +12,14 @@
 # problems in KB (default .kernelbench/current; the benchmark is skipped without them).
 # The oracle in torch's namespace throughout (no CuPy kernels to compile first). Writes
 # OUT/kb_candidate_draws/env.txt, tests.log, draws.log, draws.json. About 2 minutes at
-# most: the tests under TEST_LIMIT (50 s), the benchmark under DRAWS_LIMIT (65 s).
+# most: the tests under TEST_LIMIT (100 s), the benchmark under DRAWS_LIMIT (65 s).
 set -uo pipefail
 OUT=${1:?usage: bash benchmarks/gpu_kb_candidate_draws.sh OUT}
 cd "$(dirname "$0")/.."
 R="$OUT/kb_candidate_draws"
 mkdir -p "$R"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-TEST_LIMIT=${TEST_LIMIT:-50}
+TEST_LIMIT=${TEST_LIMIT:-100}
 DRAWS_LIMIT=${DRAWS_LIMIT:-65}
 KB=${KB:-.kernelbench/current}
 bash benchmarks/gpu_env.sh > "$R/env.txt"

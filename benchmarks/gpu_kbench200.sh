@@ -24,6 +24,7 @@
 # KB_LEAN=X judges whole, reserved at X device bytes per float64 floor byte, the problems
 # whose plan by the model does not fit the device (never measured whole); one that runs out
 # beside others is judged again alone and falls back to sampled rows only there.
+# KB_KEEP_OVER_LIMIT=1 keeps a resumed row killed past the time limit (not judged again).
 # KB_ORDER=least-work-first starts the smallest problems first (a short window);
 # most-work-first the most estimated work first; big-first (default) the most memory.
 # Slots by default: official 8 and candidates 5 builds + 3 judgements when both run; either
@@ -79,7 +80,7 @@ if [[ " $PARTS " == *" official "* ]]; then
       --out "$OUT/kbench200" --device cuda --limit "${KB_LIMIT:-120}" --deadline "$D" \
       --slots "${KB_SLOTS:-$(( both ? 8 : 14 ))}" --order "${KB_ORDER:-big-first}" \
       ${model:+--memory-model "$model"} ${resume[@]+"${resume[@]}"} \
-      ${KB_CAP:+--cap} ${KB_LEAN:+--lean "$KB_LEAN"} \
+      ${KB_CAP:+--cap} ${KB_LEAN:+--lean "$KB_LEAN"} ${KB_KEEP_OVER_LIMIT:+--keep-over-limit} \
       > "$OUT/kbench200/official.log" 2>&1 &
   else
     echo "no .kernelbench/current/level1 (carry .kernelbench): official part skipped" \

@@ -212,8 +212,9 @@ def run(args: argparse.Namespace) -> int:
     levels = set(args.levels.split(","))
     files = [p for p in problem_files(args.problems) if p.parent.name in levels]
     files = files[::args.every][: args.count]
-    before = resumed(args.resume)
-    files = [p for p in files if before.get(problem_name(p), {}).get("how") not in FINAL]
+    before = resumed(args.resume, keep_over_limit=args.keep_over_limit)
+    files = [p for p in files if before.get(problem_name(p), {}).get("how") not in FINAL
+             and not over_limit(before.get(problem_name(p), {}))]
     if args.slots is None:  # a problem busies its judging worker (its candidate's
         # process waits most of the time): all CPUs but two, over the devices
         gpus = 1 if args.device == "cpu" else max(_gpu_count(), 1)
@@ -288,7 +289,7 @@ def run(args: argparse.Namespace) -> int:
 FINAL = ("whole", "refused")
 
 
-def resumed(path: Path | None) -> dict[str, dict[str, Any]]:
+def resumed(path: Path | None, keep_over_limit: bool = False) -> dict[str, dict[str, Any]]:
     """The rows of an earlier run's ``official.json`` at ``path`` that were judged
     (any but ``not finished``), by problem, each marked with that run's commit; none
     where ``path`` is None or absent. The driver keeps those judged whole or refused
@@ -297,13 +298,23 @@ def resumed(path: Path | None) -> dict[str, dict[str, Any]]:
     device ran out of memory is judged again too, whatever its verdict (a driver before
     the out-of-memory rules wrote a candidate's ``OutOfMemoryError`` beside others as a
     FAIL), and one whose judge's process died without a row. A row judged smaller
-    with the device to itself is kept too (:func:`kept_smaller`)."""
+    with the device to itself is kept too (:func:`kept_smaller`). With
+    ``keep_over_limit`` a row killed past the time limit is kept as it is, not finished
+    (:func:`over_limit`): judging it again would spend the limit again."""
     if path is None or not path.is_file():
         return {}
     data = json.loads(path.read_text())
     commit = data.get("meta", {}).get("commit", "?")
     return {r["problem"]: {**r, "resumed_from": commit} for r in data["rows"]
-            if r.get("how") != "not finished" and not _ran_out(r) and not _died(r)}
+            if (r.get("how") != "not finished" or keep_over_limit and over_limit(r))
+            and not _ran_out(r) and not _died(r)}
+
+
+def over_limit(row: dict[str, Any]) -> bool:
+    """Whether a row is one not finished because its judge was killed past the time
+    limit (not one stopped at the run's end, nor one not started)."""
+    return (row.get("how") == "not finished"
+            and str(row.get("reason", "")).startswith("killed past the limit"))
 
 
 def _died(row: dict[str, Any]) -> bool:
@@ -523,6 +534,9 @@ def main(argv: list[str] | None = None) -> int:
                         "are kept (and those judged smaller whose plan still does not fit "
                         "whole, or that were judged smaller alone on the device), the rest "
                         "judged (a survey over several calls)")
+    r.add_argument("--keep-over-limit", action="store_true",
+                   help="with --resume, keep the rows killed past the time limit as not "
+                        "finished instead of judging them again")
     r.add_argument("--levels", default="level1,level2")
     r.add_argument("--every", type=int, default=1)
     r.add_argument("--count", type=int, default=None)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.kernelbench.leaderboard import _done_before
-from benchmarks.kernelbench.official import kept_smaller, plan_problem, resumed
+from benchmarks.kernelbench.official import kept_smaller, over_limit, plan_problem, resumed
 
 _CONV = '''import torch
 import torch.nn as nn
@@ -75,6 +75,21 @@ def test_an_official_run_resumed_keeps_judged_rows_and_judges_the_rest(tmp_path:
     assert sorted(kept) == ["level1/1_a", "level1/3_c"]
     assert kept["level1/3_c"]["resumed_from"] == "abc"
     assert resumed(tmp_path / "absent.json") == {} and resumed(None) == {}
+
+
+def test_a_row_killed_past_the_limit_is_kept_only_when_asked(tmp_path: Path) -> None:
+    rows = [{"problem": "level2/72_a", "how": "not finished", "status": "not finished",
+             "reason": "killed past the limit of 120 s"},
+            {"problem": "level2/50_b", "how": "not finished", "status": "not finished",
+             "reason": "stopped at the run's end (370 s) after 104 s"},
+            {"problem": "level1/9_c", "how": "not finished", "status": "not finished",
+             "reason": "not started"}]
+    path = tmp_path / "official.json"
+    path.write_text(json.dumps({"meta": {"commit": "abc"}, "rows": rows}))
+    assert resumed(path) == {}
+    kept = resumed(path, keep_over_limit=True)
+    assert sorted(kept) == ["level2/72_a"] and over_limit(kept["level2/72_a"])
+    assert not over_limit(rows[1]) and not over_limit(rows[2])
 
 
 def test_a_row_judged_smaller_alone_is_kept_and_one_judged_smaller_beside_others_is_not() -> None:
