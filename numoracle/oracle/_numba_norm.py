@@ -25,11 +25,23 @@ from typing import Any
 import numba
 import numpy as np
 
-from ._numba_loops import _representable, _two_product_error
+from ._numba_loops import _float_bits, _representable, _two_product_error
 from ._numba_rows import _mul, _shifted
 
 _loop = numba.njit(cache=True, nogil=True)
 _inline = numba.njit(cache=True, nogil=True, inline="always")
+
+
+@_inline
+def _finer(v: float, t: int) -> bool:
+    """Whether float64 ``v`` is normal and has a set bit below its ``t + 1`` leading
+    significant bits: then its lowest set bit lies below ``floor(log2 |v|) - t``, so
+    it is no value of a format of ``t`` fraction bits (``_representable`` is False)
+    and no exact test need run (branch-free: a loop of these vectorises)."""
+    b = _float_bits(v)
+    e = (b >> np.uint64(52)) & np.uint64(0x7FF)
+    low = (np.uint64(1) << np.uint64(max(52 - t, 0))) - np.uint64(1)
+    return ((b & low) != np.uint64(0)) & (e != np.uint64(0)) & (e != np.uint64(0x7FF))
 
 
 @_inline
@@ -40,7 +52,7 @@ def _times(x: float, xd: float, xp_: float, xr: float, y: float, yd: float, yp: 
     (``mul_radii`` then ``mul_exact``): value, det, prob, ref_err."""
     v, d, p, r = _mul(x, xd, xp_, xr, y, yd, yp, yr, u, tiny, u64, fmax)
     if test and (xd == 0.0 and yd == 0.0 and xr == 0.0 and yr == 0.0 and abs(v) < np.inf
-                 and (v != 0.0 or x == 0.0 or y == 0.0) and d != np.inf
+                 and (v != 0.0 or x == 0.0 or y == 0.0) and d != np.inf and not _finer(v, t)
                  and _two_product_error(x, y, v) == 0.0 and _representable(v, t, emin, fmax)):
         return v, 0.0, 0.0, 0.0
     return v, d, p, r
@@ -231,7 +243,9 @@ def _weighted_lane(i: int, o: int, g: Any, gd: Any, gp: Any, gr: Any, w: Any, pa
                    ints: Any, gx: Any, gxd: Any, gxp: Any, gxr: Any, test: bool) -> None:
     """Row ``i`` of ``g w`` into row ``o`` of ``gx*``: the products without their exact
     test (the loop vectorises), then with ``test`` the test where both operands are
-    exact, the radii 0 where it passes: ``_times``' results."""
+    exact, the radii 0 where it passes: ``_times``' results. A row none of whose
+    products may be a value of the format (:func:`_finer`, one pass that vectorises)
+    skips the test."""
     u, tiny, u64, fmax = params[0], params[1], params[2], params[3]
     t, emin = ints[0], ints[1]
     gdi, gpi, gri = _row(gd, i), _row(gp, i), _row(gr, i)
@@ -243,6 +257,11 @@ def _weighted_lane(i: int, o: int, g: Any, gd: Any, gp: Any, gr: Any, w: Any, pa
         gxp[o, j] = ap
         gxr[o, j] = ar
     if not test:
+        return
+    maybe = 0  # products that may be values of the format (a pass that vectorises)
+    for j in range(g.shape[1]):
+        maybe += not _finer(gx[o, j], t)
+    if maybe == 0:
         return
     for j in range(g.shape[1]):
         if gd[gdi, j] != 0.0 or gr[gri, j] != 0.0 or w[1, j] != 0.0 or w[3, j] != 0.0:

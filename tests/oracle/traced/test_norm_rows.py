@@ -323,3 +323,61 @@ def test_sum_of_parts_bounds_the_exact_sum(rows_: int, k: int, radii: str, scale
     bad = parts.copy()
     bad[0, 2] = np.inf
     assert sum_of_parts(bad, k, m) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(v=st.floats(allow_nan=True, allow_infinity=True) | st.floats(-1e6, 1e6).map(
+    lambda f: float(np.float32(f))) | st.integers(-(2**30), 2**30).map(float),
+    t=st.sampled_from([7, 10, 23, 52]))
+def test_finer_only_where_no_value_of_the_format(v: float, t: int) -> None:
+    """``_finer`` (the exact tests' pre-filter) is True only where ``_representable``
+    is False for the format of ``t`` fraction bits (whatever its range: every format
+    of the models, and float64's own, which nothing is finer than)."""
+    from numoracle.oracle import _numba_loops, _numba_norm  # noqa: PLC0415 - numba's
+
+    for emin, fmax in ((-126, 3.4028234663852886e38), (-14, 65504.0), (-1022, 1.8e308)):
+        if _numba_norm._finer(v, t):
+            assert not _numba_loops._representable(v, t, emin, fmax), (v, t, emin)
+    assert not _numba_norm._finer(v, 52)
+
+
+def test_finer_filters_products_of_singles() -> None:
+    """Products of two float32 values with full significands are finer than float32
+    (the pre-filter skips their exact test) and those of small integers not."""
+    from numoracle.oracle import _numba_norm  # noqa: PLC0415 - numba's
+
+    rng = np.random.default_rng(11)
+    a, b = (rng.standard_normal(1000).astype(np.float32).astype(np.float64) for _ in range(2))
+    assert sum(_numba_norm._finer(float(x * y), 23) for x, y in zip(a, b, strict=True)) > 990
+    assert not any(_numba_norm._finer(float(x * y), 23) for x in range(-40, 40)
+                   for y in (3.0, -0.5, 7.0, 1024.0))
+
+
+@pytest.mark.parametrize("exact_rows", [0, 3, 16])
+def test_weighted_exact_test_gives_the_passes_bits(exact_rows: int,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Backward with an exact gradient and weight whose products are exact in some rows
+    (small integers) and not in the others (float32 values): the loops' exact test of
+    ``g w`` (its pre-filter skipping the rows of no exact product) gives the passes'
+    bits, folded or not."""
+    monkeypatch.setattr(fused_cpu, "LOOP_MIN", 1)
+    rng = np.random.default_rng(exact_rows)
+    shape = (16, 300)
+    x = rng.standard_normal(shape).astype(np.float32).astype(np.float64)
+    g = rng.standard_normal(shape).astype(np.float32).astype(np.float64)
+    g[:exact_rows] = rng.integers(-8, 8, (exact_rows, shape[1]))
+    w = np.where(rng.random(shape[1]) < 0.5, rng.integers(-4, 4, shape[1]),
+                 rng.standard_normal(shape[1]).astype(np.float32))
+    ctx = RuleContext(get_model("fp32"))
+    for fold in (False, True):
+        monkeypatch.setattr(rows, "FOLD_SUMS", fold)
+        out = nz.layer_norm_rule(ctx, exact(x), (shape[1],), exact(w), None, 1e-5)
+        args = (ctx, exact(g), exact(x), (shape[1],), out[1], out[2], exact(w), None,
+                (True, True, False))
+        got, want = nz.layer_norm_backward_rule(*args), _passes(nz.layer_norm_backward_rule,
+                                                                *args)
+        if fold:
+            assert_both_sound(got[0], want[0], False, x.size)
+        else:
+            assert_same_bits(got[0], want[0])
+            assert_same_bits(got[1], want[1])
