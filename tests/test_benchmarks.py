@@ -123,24 +123,28 @@ def test_kernelbench_soundness_shards_merge_into_one_table(tmp_path: Path) -> No
 
 
 def test_the_linear_reference_on_cupys_path_waits_once_and_launches_few(tmp_path: Path) -> None:
-    """``host_calls`` runs the linear backward's reference on NumPy and, through the
-    counting stand-in of CuPy (in its own process), on CuPy's path: one host wait (the
-    operands' facts), and per contraction two cuBLAS calls (value, TF32 magnitude sum)
-    and one pass after them (four contractions, the sum over the batch among them),
-    the four operands' facts one launch."""
+    """``host_calls`` runs the linear backward's reference on NumPy, in torch's namespace
+    (CPU tensors) and, through the counting stand-in of CuPy (in its own process), on
+    CuPy's path: one host wait (the operands' facts), and per contraction two cuBLAS
+    calls (value, TF32 magnitude sum) and one pass after them (four contractions, the
+    sum over the batch among them), the four operands' facts one launch."""
     pytest.importorskip("numba")
+    pytest.importorskip("torch")
     out = tmp_path / "calls.json"
-    done = _harness("host_calls", "--shape", "4,8,8", "--standin-shape", "4,8,8", "--calls",
-                    "2", "--out", str(out))
+    done = _harness("host_calls", "--shape", "4,8,8", "--small", "2,4,4", "--standin-shape",
+                    "4,8,8", "--calls", "2", "--out", str(out))
     assert done.returncode == 0, done.stderr
     rows = json.loads(out.read_text())["rows"]
-    assert rows[0]["namespace"] == "numpy" and rows[0]["python_calls"]["numoracle"] > 0
-    if len(rows) == 1:
+    assert [r["namespace"] for r in rows[:4]] == ["numpy", "torch"] * 2
+    assert [r["shape"] for r in rows[:4]] == [[4, 8, 8]] * 2 + [[2, 4, 4]] * 2
+    assert all(r["python_calls"]["numoracle"] > 0 for r in rows[:4])
+    standin = [r for r in rows if "stand-in" in r["namespace"]]
+    if not standin:
         pytest.skip("CuPy imports here: no stand-in")
-    device = rows[1]["device"]
-    assert rows[1]["host_waits"] == 1, device
+    device = standin[0]["device"]
+    assert standin[0]["host_waits"] == 1, device
     assert device["launch:cublas gemmEx"] == 8, device
     passes = sum(v for k, v in device.items() if "exact" in k)
     facts = sum(v for k, v in device.items() if "operand_facts" in k)
     assert (passes, facts) == (4, 1), device
-    assert rows[1]["device_calls"] <= 15, device
+    assert standin[0]["device_calls"] <= 15, device

@@ -4,7 +4,7 @@ GPU's tensor cores, and how tight it is: the design's evidence (one TF32 GEMM gr
 GEMMs of at most 2048 terms, summed in float64, grown by ``1 + gamma_{2c+2}(2^-23)``).
 
     python -m benchmarks gpu_sums [--shape 4096,8192,8192 ...] [--repeats 5]
-        [--profile 128,1024,1024] [--out FILE.json]
+        [--profile 128,1024,1024] [--profile-namespace cupy|torch ...] [--out FILE.json]
 
 Per shape ``m,k,n`` (float32 values held as float64, as the checks hold them): the
 median time of ``|a| @ |b|`` in float64 (CuPy, what the package does), in float32
@@ -15,10 +15,11 @@ float32 sum so far, however the tensor cores align and round), the smallest and 
 ratio to the float64 sum: below 1 the grown TF32 sum would not be an upper bound there;
 above 1 its excess is how much looser the bound would be; the same for the package's
 path (``package_*``). With ``--profile``: the
-hand-written linear backward's reference on CuPy at that shape under cProfile (the
-functions with the most own time; Python calls per reference, the package's and
-CuPy's own apart), for its fixed cost per call, and the host's time per call of what
-one contraction launches (:func:`host_costs`).
+hand-written linear backward's reference on CuPy at that shape (and with
+``--profile-namespace torch`` on torch's CUDA tensors) under cProfile (the functions
+with the most own time; Python calls per reference, the package's, CuPy's and torch's
+own apart), for its fixed cost per call, its time alone against torch float64's, and on
+CuPy the host's time per call of what one contraction launches (:func:`host_costs`).
 """
 
 from __future__ import annotations
@@ -104,14 +105,23 @@ def sums(shape: tuple[int, int, int], repeats: int) -> dict[str, Any]:
     return row
 
 
-def profile(shape: tuple[int, int, int], calls: int = 20) -> dict[str, Any]:
-    """The linear backward's reference on CuPy at ``shape`` under cProfile."""
+def profile(shape: tuple[int, int, int], calls: int = 20,
+            namespace: str = "cupy") -> dict[str, Any]:
+    """The linear backward's reference at ``shape`` under cProfile, on CuPy's arrays or
+    (``namespace="torch"``) on torch's CUDA tensors (the same memory, through DLPack):
+    back to back, alone (a wait after each call, as the speed run times it) and against
+    torch float64's four ops alone."""
     import cupy  # noqa: PLC0415
+    import torch  # noqa: PLC0415
 
-    from benchmarks.commands.speed import LINEAR, linear_case  # noqa: PLC0415
+    from benchmarks.commands.speed import LINEAR, linear_case, torch_linear  # noqa: PLC0415
     from numoracle.oracle.precision import get_model  # noqa: PLC0415
 
     params, inputs, _plain = linear_case(shape, cupy)
+    plain, _autograd = torch_linear(inputs, cupy)
+    cupy_inputs = inputs
+    if namespace == "torch":
+        inputs = {k: torch.from_dlpack(v) for k, v in inputs.items()}
     model = get_model("fp32")
     sync = cupy.cuda.Device().synchronize
     for _ in range(3):  # kernels compiled, pools filled
@@ -123,6 +133,8 @@ def profile(shape: tuple[int, int, int], calls: int = 20) -> dict[str, Any]:
     host = (time.perf_counter() - t0) / calls  # the host's time (it waits where it syncs)
     sync()
     per_call = (time.perf_counter() - t0) / calls
+    alone = _timed(lambda: LINEAR.reference(inputs, params, model), sync, calls)
+    plain_alone = _timed(plain, sync, calls)
     prof = cProfile.Profile()
     t0 = time.perf_counter()
     prof.enable()
@@ -135,24 +147,29 @@ def profile(shape: tuple[int, int, int], calls: int = 20) -> dict[str, Any]:
     stats = pstats.Stats(prof, stream=out)
     stats.sort_stats("tottime").print_stats(25)
     print(out.getvalue(), flush=True)
-    # Python calls per reference: all, the package's own functions, CuPy's Python ones
-    # and the calls into compiled code (CuPy's Cython, the cuBLAS binding, builtins)
+    # Python calls per reference: all, the package's own functions, CuPy's and torch's
+    # Python ones and the calls into compiled code (CuPy's Cython, the cuBLAS binding,
+    # builtins)
     import numoracle  # noqa: PLC0415
 
     package = os.path.dirname(numoracle.__file__) + os.sep
-    counts = {"all": 0, "numoracle": 0, "cupy_python": 0, "compiled": 0}
+    counts = {"all": 0, "numoracle": 0, "cupy_python": 0, "torch_python": 0, "compiled": 0}
     found = stats.stats.items()  # type: ignore[attr-defined]
     for (path, _line, _name), (_cc, ncalls, *_rest) in found:
         counts["all"] += ncalls
         part = ("compiled" if path == "~" else "numoracle" if path.startswith(package)
-                else "cupy_python" if f"{os.sep}cupy" in path else None)
+                else "cupy_python" if f"{os.sep}cupy" in path
+                else "torch_python" if f"{os.sep}torch{os.sep}" in path else None)
         if part:
             counts[part] += ncalls
     per_ref = {k: v / calls for k, v in counts.items()}
-    costs = host_costs(params, inputs)
-    print(json.dumps({"per_call_s": per_call, "host_s": host, "calls_per_reference": per_ref,
-                      "host_costs_s": costs}), flush=True)
-    return {"shape": list(shape), "calls": calls, "per_call_s": per_call, "host_s": host,
+    costs = host_costs(params, cupy_inputs) if namespace == "cupy" else {}
+    print(json.dumps({"namespace": namespace, "per_call_s": per_call, "host_s": host,
+                      "alone_s": alone, "torch_float64_alone_s": plain_alone,
+                      "calls_per_reference": per_ref, "host_costs_s": costs}), flush=True)
+    return {"shape": list(shape), "namespace": namespace, "calls": calls,
+            "per_call_s": per_call, "host_s": host, "alone_s": alone,
+            "torch_float64_alone_s": plain_alone, "ratio_alone": alone / plain_alone,
             "per_call_s_under_profile": profiled, "calls_per_reference": per_ref,
             "host_costs_s": costs, "top_own_time": out.getvalue()}
 
@@ -221,8 +238,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--shape", action="append", default=None, metavar="M,K,N")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--profile", default=None, metavar="B,I,O")
+    p.add_argument("--profile-namespace", action="append", default=None,
+                   choices=("cupy", "torch"),
+                   help="the reference's namespace under the profile (repeatable; cupy "
+                        "by default): CuPy's arrays or torch's CUDA tensors")
     p.add_argument("--out", default=None)
     p.set_defaults(func=run)
+
+
+def _write(res: dict[str, Any], out: str | None) -> None:
+    if out:
+        with open(out, "w") as f:
+            json.dump(res, f, indent=2)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -230,9 +257,12 @@ def run(args: argparse.Namespace) -> int:
     res: dict[str, Any] = meta(args.argv)
     res["sums"] = [sums(tuple(int(v) for v in s.split(",")), args.repeats)  # type: ignore[arg-type]
                    for s in (args.shape or ["4096,8192,8192"])]
-    if args.profile:
-        res["profile"] = profile(tuple(int(v) for v in args.profile.split(",")))  # type: ignore[arg-type]
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(res, f, indent=2)
+    if args.profile:  # (written after each: a run cut short keeps the first)
+        shape = tuple(int(v) for v in args.profile.split(","))
+        res["profiles"] = []
+        for ns in args.profile_namespace or ["cupy"]:
+            _write(res, args.out)
+            res["profiles"].append(profile(shape, namespace=ns))  # type: ignore[arg-type]
+            res["profile"] = res["profiles"][0]
+    _write(res, args.out)
     return 0

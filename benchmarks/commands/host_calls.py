@@ -1,15 +1,17 @@
 """``host_calls``: what the hand-written linear backward's reference asks of the host
-per call, without a GPU: its Python calls under cProfile on NumPy, and on CuPy's path
+per call, without a GPU: its Python calls under cProfile on NumPy and in torch's
+namespace (CPU tensors: the code path of torch's CUDA tensors), and on CuPy's path
 through a counting stand-in (:mod:`benchmarks.cupy_standin`: the oracle's CuPy code
 runs, its kernels launch nothing) its device calls, arrays made and host waits.
 
-    python -m benchmarks host_calls [--shape 128,1024,1024] [--standin-shape 8,16,16]
-        [--model fp32] [--calls 20] [--out FILE.json]
+    python -m benchmarks host_calls [--shape 128,1024,1024] [--small 2,4,4]
+        [--standin-shape 8,16,16] [--model fp32] [--calls 20] [--no-torch] [--out FILE.json]
 
-Per namespace: the seconds per reference (on NumPy the real work at ``--shape``; on the
-stand-in only the host's bookkeeping, at ``--standin-shape``, whose arrays are small so
-that NumPy's work behind the stand-in is negligible), Python calls per reference (all;
-the package's functions; the calls into compiled code), and on the stand-in the
+Per namespace: the seconds per reference (on NumPy and torch's the real work at
+``--shape``, and the fixed cost at ``--small``; on the stand-in only the host's
+bookkeeping, at ``--standin-shape``, whose arrays are small so that NumPy's work behind
+the stand-in is negligible), Python calls per reference (all; the package's functions;
+the calls into compiled code; torch's Python functions), and on the stand-in the
 device calls by kind, arrays made and host waits per reference. The stand-in's own
 Python functions are left out of its counts. Run where CuPy does not import.
 """
@@ -33,7 +35,7 @@ def _calls(stats: pstats.Stats, calls: int, skip: str) -> dict[str, float]:
     import numoracle  # noqa: PLC0415
 
     package = os.path.dirname(numoracle.__file__) + os.sep
-    out = {"all": 0, "numoracle": 0, "compiled": 0}
+    out = {"all": 0, "numoracle": 0, "compiled": 0, "torch_python": 0}
     found = stats.stats.items()  # type: ignore[attr-defined]
     for (path, _line, _name), (_cc, n, *_rest) in found:
         if skip and path == skip:
@@ -41,6 +43,7 @@ def _calls(stats: pstats.Stats, calls: int, skip: str) -> dict[str, float]:
         out["all"] += n
         out["numoracle"] += n if path.startswith(package) else 0
         out["compiled"] += n if path == "~" else 0
+        out["torch_python"] += n if f"{os.sep}torch{os.sep}" in path else 0
     return {k: v / calls for k, v in out.items()}
 
 
@@ -50,6 +53,8 @@ def measure(xp: Any, shape: tuple[int, int, int], model_name: str, calls: int) -
     from numoracle.oracle.precision import get_model  # noqa: PLC0415
 
     params, inputs, _plain = linear_case(shape, xp)
+    if getattr(xp, "__name__", "") == "torch":  # (tensors, as a user hands them over)
+        inputs = {k: xp.tensor(v) for k, v in inputs.items()}
     model = get_model(model_name)
     for _ in range(3):
         LINEAR.reference(inputs, params, model)
@@ -88,7 +93,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                           "and host waits per call (NumPy; CuPy's path "
                                           "through a counting stand-in)")
     p.add_argument("--shape", default="128,1024,1024", metavar="B,I,O")
+    p.add_argument("--small", default="2,4,4", metavar="B,I,O")
     p.add_argument("--standin-shape", default="8,16,16", metavar="B,I,O")
+    p.add_argument("--no-torch", action="store_true", help="leave torch's namespace out")
     p.add_argument("--model", default="fp32")
     p.add_argument("--calls", type=int, default=20)
     p.add_argument("--out", default=None)
@@ -96,12 +103,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """NumPy at ``--shape``, then the stand-in at ``--standin-shape``."""
+    """NumPy and torch's namespace at ``--shape`` and ``--small``, then the stand-in at
+    ``--standin-shape``."""
     from benchmarks import cupy_standin  # noqa: PLC0415
 
     res: dict[str, Any] = meta(args.argv)
-    shape = tuple(int(v) for v in args.shape.split(","))
-    res["rows"] = [measure(np, shape, args.model, args.calls)]  # type: ignore[arg-type]
+    namespaces = [np]
+    if not args.no_torch:
+        from numoracle.oracle.xp import namespace_named  # noqa: PLC0415
+
+        namespaces.append(namespace_named("torch"))
+    res["rows"] = [measure(xp, tuple(int(v) for v in spec.split(",")), args.model,  # type: ignore[arg-type]
+                           args.calls)
+                   for spec in (args.shape, args.small) for xp in namespaces]
     if cupy_standin.install():
         import cupy  # noqa: PLC0415 - the stand-in
 

@@ -17,13 +17,13 @@ CuPy array is quantized on its device (no round trip through the host).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
 from ..errors import InvalidArgument
-from .xp import array_module, reads_are_free
+from .xp import array_module, filled, reads_are_free
 
 __all__ = [
     "Format",
@@ -176,6 +176,19 @@ class Format:
     def __str__(self) -> str:
         return self.name
 
+    def __hash__(self) -> int:
+        # computed once (formats key the oracle's caches), over the fields equality
+        # compares, as the generated hash
+        h: int | None = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(tuple(getattr(self, f.name) for f in fields(self) if f.compare))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self) -> dict[str, object]:
+        # (not the kept hash: another process hashes strings with another seed)
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
 
 FP64 = Format("fp64", 52, -1022, 1023, numpy="float64", torch="float64", cupy="float64")
 FP32 = Format("fp32", 23, -126, 127, numpy="float32", torch="float32", cupy="float32")
@@ -277,7 +290,7 @@ def _quantize_general(x: Any, fmt: Format, rounding: str, xp: Any) -> Any:
     with np.errstate(invalid="ignore", over="ignore"):
         _, e = xp.frexp(x)  # |x| = m * 2**e, m in [0.5, 1)
         exp = xp.maximum(e.astype(xp.int64) - 1, fmt.emin)
-        quantum = xp.ldexp(xp.ones((), dtype=xp.float64), (exp - fmt.t).astype(xp.int32))
+        quantum = xp.ldexp(filled(xp, (), 1.0, x), (exp - fmt.t).astype(xp.int32))
         scaled = x / quantum  # exact: division by a power of two, no underflow
         r = xp.rint(scaled) if rounding == "rne" else xp.trunc(scaled)
         y = r * quantum
@@ -293,7 +306,7 @@ def representable(x: np.ndarray, fmt: Format | str) -> np.ndarray:
     xp = array_module(x)
     x = xp.asarray(x, dtype=xp.float64)
     flat = x.reshape(-1)
-    out = xp.empty(flat.shape, dtype=bool)
+    out = xp.empty_like(flat, dtype=bool)  # (where x is: torch's device too)
     step = chunk_size(xp)
     for lo in range(0, flat.size, step):  # chunks keep the temporaries small
         part = flat[lo:lo + step]

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from . import fused_cpu
+from . import fused_cpu, fused_torch
 from .formats import BF16, FP32, FP64, TF32
 from .fused_cpu import (
     NOT_FINITE,
@@ -307,8 +307,9 @@ def special_mask(value: Any, det: Any, ref_err: Any) -> Any:
 def fused_exact(xp: Any) -> bool:
     """Whether a contraction of exact operands and the rounding to an output format
     run as one pass each on the arrays of ``xp``: CuPy's kernels, or on NumPy the
-    loops of :mod:`~numoracle.oracle.fused_cpu` where numba is installed."""
-    return fused(xp) or (xp is np and fused_cpu.available())
+    loops of :mod:`~numoracle.oracle.fused_cpu` where numba is installed, or in torch's
+    namespace the tensor operations of :mod:`~numoracle.oracle.fused_torch`."""
+    return fused(xp) or (xp is np and fused_cpu.available()) or fused_torch.available(xp)
 
 
 #: the environment variable that switches the softmax family's and layer norm's whole-rule
@@ -513,8 +514,9 @@ def operand_facts(arrays: list[Any], fmt: Any, none: int, *, grid: bool = True,
             host[todo] = fused_cpu.operand_facts([arrays[i] for i in todo],
                                                  [mags[i] for i in todo], fmt, none, grid)
         return PendingFacts(mags, host, None, none)
-    if not fused(xp):
-        return None
+    if not fused(xp):  # (torch's passes: float64 magnitudes only)
+        return _torch_facts(xp, arrays, fmt, none, known) if (
+            not single and fused_torch.available(xp)) else None
     known = known or [None] * len(arrays)
     todo = [i for i, f in enumerate(known) if f is None]
     mags: list[Any] = [None if f is None else f.magnitude for f in known]
@@ -545,6 +547,19 @@ def operand_facts(arrays: list[Any], fmt: Any, none: int, *, grid: bool = True,
     xp.cuda.runtime.memcpyAsync(copied.ctypes.data, found.data.ptr, found.nbytes,
                                 xp.cuda.runtime.memcpyDeviceToHost, stream.ptr)
     return PendingFacts(mags, host, stream.record(), none, rows=(todo, copied))
+
+
+def _torch_facts(xp: Any, arrays: list[Any], fmt: Any, none: int,
+                 known: list[OperandFacts | None] | None) -> PendingFacts:
+    """:func:`operand_facts` in torch's namespace (:func:`~numoracle.oracle.fused_torch.
+    operand_facts`: one read for all), nothing left to wait for."""
+    known = known or [None] * len(arrays)
+    todo = [i for i, f in enumerate(known) if f is None]
+    done: list[Any] = list(known)
+    for i, (mag, lsb, flags) in zip(todo, fused_torch.operand_facts(
+            [xp.tensor(arrays[i]) for i in todo], fmt, none), strict=True):
+        done[i] = OperandFacts(xp.from_tensor(mag), lsb, flags)
+    return PendingFacts([f.magnitude for f in done], None, None, none, done=done)
 
 
 def _facts_passes(passes: list[tuple[Any, Any]], found: Any, fmt: Any, none: int,
@@ -619,11 +634,19 @@ def exact_products(av: Any, bv: Any, operands: list[Any], fmt: Any, none: int, *
     float32 (NumPy; float32 in a scratch array) or the TF32 sum of them rounded up
     to TF32 (CuPy, :func:`~numoracle.oracle.tensor_sums.tensor_sum`): float64 where
     the contraction is longer than one GEMM's chunk (see :func:`magnitude_sum`)."""
-    value = value_product(av, bv) if fused(array_module(av)) else av @ bv
+    xp = array_module(av)
+    if fused(xp):
+        value = value_product(av, bv)
+    elif fused_torch.available(xp):  # (torch's matmul on the tensors: no NumPy API between)
+        value = xp.from_tensor(xp._torch.matmul(xp.tensor(av), xp.tensor(bv)))
+    else:
+        value = av @ bv
     pending = operand_facts(operands, fmt, none, grid=grid, single=single, known=known,
                             keep=keep)
     assert pending is not None
     ma, mb = pending.magnitudes[:2]
+    if not single and fused_torch.available(xp):
+        return value, xp.from_tensor(xp._torch.matmul(xp.tensor(ma), xp.tensor(mb))), pending
     if not single:
         return value, ma @ mb, pending
     if fused(array_module(ma)):
@@ -795,9 +818,18 @@ def exact_contraction_radii(value: Any, S: Any, bias: Any, grow: Any, tiny_mag: 
                acc_max)
     if xp is np:
         return fused_cpu.exact_radii(value, S, bias, scalars, fmt)
+    if xp.__name__ == "torch":  # (TorchNumPy's: no call on CuPy's path)
+        out = fused_torch.exact_radii(*_tensors(xp, value, S, bias), _tensors(xp, *scalars),
+                                      fmt)
+        return tuple(xp.from_tensor(a) for a in out)  # type: ignore[return-value]
     raw = _raw_takes(value, S, bias, scalars) and _raw_probe(
         int(value.device.id), _raw_name(bias is not None, fmt is not None, S.dtype == np.float32))
     return _device_exact_radii(xp, value, S, bias, scalars, fmt, raw)
+
+
+def _tensors(xp: Any, *arrays: Any) -> tuple[Any, ...]:
+    """The tensors that arrays of torch's namespace hold (numbers and None as they are)."""
+    return tuple(xp.tensor(a) if isinstance(a, xp.ndarray) else a for a in arrays)
 
 
 def _raw_name(bias: bool, stored: bool, single: bool) -> str:
@@ -911,6 +943,9 @@ def store_rounding(value: Any, ref_err: Any, det: Any, prob: Any,
     xp = array_module(value)
     if not fused_exact(xp):
         return None
+    if xp.__name__ == "torch":  # (TorchNumPy's: no call on CuPy's path)
+        return tuple(xp.from_tensor(a) for a in fused_torch.store_round(  # type: ignore
+            *_tensors(xp, value, ref_err, det, prob), fmt))
     det, prob = own_array(det, value.shape, xp), own_array(prob, value.shape, xp)
     if xp is np:
         v, ref = (np.ascontiguousarray(np.broadcast_to(a, value.shape), dtype=np.float64)

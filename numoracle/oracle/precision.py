@@ -206,6 +206,19 @@ class PrecisionModel:
     masked_rows: str | None = None
     summation: Format | None = None
 
+    def __hash__(self) -> int:
+        # computed once (the oracle's caches are keyed by models, dozens of lookups a
+        # contraction), over the fields equality compares, as the generated hash
+        h: int | None = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(tuple(getattr(self, f.name) for f in fields(self) if f.compare))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self) -> dict[str, object]:
+        # (not the kept hash: another process hashes strings with another seed)
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     def __post_init__(self) -> None:
         get_profile(self.accuracy)
         if self.masked_rows is not None and self.masked_rows not in MASKED_ROWS:

@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .exact_dot import exact_matmul
-from . import fused_cpu, fused_cuda, single_products, tensor_sums
+from . import fused_cpu, fused_cuda, fused_torch, single_products, tensor_sums
 from .formats import FP32, FP64, Format, chunk_size, quantize, representable
 from .fused import (
     NOT_FINITE,
@@ -69,6 +69,7 @@ from .xp import array_module as _xp
 from .xp import (
     as_namespace,
     fill_where,
+    filled,
     is_torch,
     keeps_subnormals,
     reads_are_free,
@@ -448,7 +449,8 @@ def _memo(t: Tracked, v: Any) -> dict[Any, Any] | None:
     xp = _xp(v)
     if xp is np:
         return memo if v.size >= _MEMO_MIN else None
-    return memo if fused(xp) and v.size <= _MEMO_MAX_DEVICE else None
+    return memo if (fused(xp) or fused_torch.available(xp)) and v.size <= _MEMO_MAX_DEVICE \
+        else None
 
 
 def keep_operand_facts(ts: Sequence[Tracked | None], model: PrecisionModel) -> None:
@@ -457,11 +459,14 @@ def keep_operand_facts(ts: Sequence[Tracked | None], model: PrecisionModel) -> N
     one transfer and one wait for all, kept with them (:func:`_memo`): their
     contractions then launch no pass and wait for no facts of their own."""
     kept = [(t, m) for t in ts if t is not None and (m := _memo(t, t.value)) is not None]
-    if not kept or not fused(_xp(kept[0][0].value)):
-        return
+    if not kept:
+        return  # (a memo only where a device's pass gives the facts: CuPy's, torch's)
     if model.rounds_inputs and model.input_rounding is not None:
         return  # the contractions take the rounded values, not the inputs
+    xp = _xp(kept[0][0].value)
     key = (model.compute, _single(model, kept[0][0].value), True)  # (grid on a GPU)
+    if xp is np or (key[1] and not fused(xp)):
+        return  # (torch's passes sum magnitudes in float64 only: its contractions decide)
     todo = [(t, m) for t, m in kept if key not in m]
     if not todo:
         return
@@ -899,8 +904,12 @@ def _exact_fused_matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tra
     # an unknown one is charged where an operand is off the compute format (as _operand)
     unknown_rounding = model.rounds_inputs and model.input_rounding is None
     xp = _xp(av)
-    on_device = fused(xp)
     single = _single(model, av, bv)
+    # (the facts' pass gives the grid: CuPy's kernels, torch's tensor operations)
+    cupy = fused(xp)
+    on_device = cupy or (xp is not np and fused_torch.available(xp))
+    if single and on_device and not cupy:
+        return None  # (torch's passes sum magnitudes in float64 only)
     operand_values = [av, bv] + ([bias.value] if bias is not None else [])
     # the grid on the host only where some element may be exact (see below)
     grid = on_device or unknown_rounding
@@ -1307,7 +1316,7 @@ def sum_(x: Tracked, axis: int, model: PrecisionModel, *, stored: bool = False) 
     # (..., n) with the summed axis last: a matrix's first axis by its transpose, which
     # keeps an exact input's operand facts (:func:`_memo`)
     moved = x.T if ndim == 2 and axis in (0, -2) else _moveaxis(x, axis)
-    ones = _ones(xp, moved.shape[-1], model)
+    ones = _ones(xp, moved.shape[-1], model, moved.value)
     r = _contraction(moved, ones, model, None, None, fmt)
     return _squeeze_last(r)
 
@@ -1359,16 +1368,20 @@ _ONES: dict[tuple[Any, ...], Tracked] = {}
 _ONES_KEPT = 8
 
 
-def _ones(xp: Any, k: int, model: PrecisionModel) -> Tracked:
-    """``exact(ones((k, 1)))`` of ``xp``; on a GPU (:func:`~numoracle.oracle.fused.fused`)
-    kept for the next sums of length ``k`` on the same device, its operand facts for
-    ``model`` known (``|1| = 1``, lowest set bit ``2^0``, no flag) without a pass."""
-    if not fused(xp):
-        return exact(xp.ones((k, 1)))
-    key = (xp.__name__, xp.cuda.runtime.getDevice(), k)
+def _ones(xp: Any, k: int, model: PrecisionModel, like: Any) -> Tracked:
+    """``exact(ones((k, 1)))`` of ``xp``, made where ``like`` is; where contractions take
+    their operands' facts from a device's pass (CuPy's kernels, torch's passes: see
+    :func:`_memo`) kept for the next sums of length ``k`` on the same device, its
+    operand facts for ``model`` known (``|1| = 1``, lowest set bit ``2^0``, no flag)
+    without a pass."""
+    cupy = fused(xp)
+    if not cupy and (xp is np or not fused_torch.available(xp)):
+        return exact(filled(xp, (k, 1), 1.0, like))
+    device = xp.cuda.runtime.getDevice() if cupy else str(xp.tensor(like).device)
+    key = (xp.__name__, device, k)
     ones = _ONES.pop(key, None)
     if ones is None:
-        ones = exact(xp.ones((k, 1)))
+        ones = exact(filled(xp, (k, 1), 1.0, like))
     _ONES[key] = ones  # the most recent last
     while len(_ONES) > _ONES_KEPT:
         del _ONES[next(iter(_ONES))]
@@ -1376,7 +1389,7 @@ def _ones(xp: Any, k: int, model: PrecisionModel) -> Tracked:
     if memo is not None:  # its facts known: no pass, nothing to wait for
         single = _single(model, ones.value)  # (then the magnitudes are float32)
         fact_key = (model.compute, single, True)
-        if fact_key not in memo:
+        if fact_key not in memo and (cupy or not single):  # (torch's: float64 only)
             memo[fact_key] = (OperandFacts(ones.value.astype(xp.float32) if single
                                            else ones.value, 0, 0), ones.value)
     return ones

@@ -42,7 +42,7 @@ from ..errors import InvalidArgument
 __all__ = ["array_module", "as_namespace", "to_numpy", "like", "device_of", "keeps_subnormals",
            "special", "namespace_named", "on_device", "same_memory", "add_at", "is_torch",
            "TorchNumPy", "NAMESPACES", "reads_are_free", "fill_where", "gpu_namespace",
-           "on_gpu", "GPU_NAMESPACE_VARIABLE",
+           "on_gpu", "GPU_NAMESPACE_VARIABLE", "filled",
            "release_cached_memory", "CACHED_MEMORY_KEPT"]
 
 #: bytes of freed device memory the oracle's CuPy pool may keep between cases
@@ -162,7 +162,12 @@ class TorchNumPy:
         torch = self._torch
         t = self._tnp.asarray(x).tensor
         t = t.to(torch.float64) if not t.is_floating_point() else t
-        ex = self._tnp.asarray(e).tensor.to(device=t.device)
+        ex = self._tnp.asarray(e).tensor
+        if ex.device != t.device:  # (a 0-d operand goes where the other is: no array moves)
+            if t.dim() == 0:
+                t = t.to(ex.device)
+            else:
+                ex = ex.to(t.device)
         m, k = torch.frexp(t)
         # x 2^e = (2m) 2^p with 2m in [1, 2): one rounding where 2^p is a float64 (p at
         # least -1074); at p = -1075, m 2^-1074 (one rounding); below, 0 (under half
@@ -427,6 +432,18 @@ def device_of(a: Any) -> Any:
     host and for CuPy, whose current device is where its arrays are made)."""
     xp = array_module(a)
     return xp.tensor(a).device if is_torch(xp) else None
+
+
+def filled(xp: Any, shape: tuple[int, ...], value: float, like: Any, dtype: Any = None) -> Any:
+    """An array of ``xp`` of ``shape`` (float64 unless ``dtype``) holding ``value``,
+    made where ``like`` (an array of ``xp``) is: on its device for torch's namespace
+    (not torch's default device, nor the host), CuPy's current device, the host for
+    NumPy. Nothing crosses between the host and a device."""
+    if is_torch(xp):
+        torch = xp._torch
+        return xp.from_tensor(torch.full(shape, value, dtype=dtype or torch.float64,
+                                         device=xp.tensor(like).device))
+    return xp.full(shape, value, dtype=dtype or xp.float64)
 
 
 def like(a: Any, ref: Any) -> Any:
