@@ -10,10 +10,12 @@ of their pieces would bound them loosely (a contraction, a softmax, a
 normalisation, a pool, a loss), plus the splits as slices.
 
 A reference whose Python reads input values is traced on each case's own
-values (``make_fx(functionalize(f), tracing_mode="real")``), so that each case
-takes the branch its values take; :attr:`Reference.reads_values` names the
-line. A reference that symbolic sizes cannot trace for another reason is traced
-on the case's values and kept per signature.
+values (:func:`~.symbolic.trace_on_values`), so that each case takes the branch
+its values take; :attr:`Reference.reads_values` names the line. A reference that
+symbolic sizes cannot trace for another reason is traced on the case's values and
+kept per signature. A capture on values traces the function a symbolic capture
+traces, with the same passes, so that a case's graph is the same whichever
+capture serves it (which one does depends on the shapes seen before).
 
 With gradients, the graph is that of the reference's vector-Jacobian product:
 it takes the inputs and one cotangent per floating-point output
@@ -38,17 +40,16 @@ from typing import Any
 
 import torch
 from torch import fx
-from torch.fx.experimental.proxy_tensor import make_fx
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from ...errors import InvalidArgument
 from .symbolic import (
     ReadsValues,
     Symbolic,
-    drop_dead_mutations,
     leaves_torch,
     leaving_torch,
     quiet,
+    trace_on_values,
 )
 from .symbolic import trace as trace_symbolic
 
@@ -302,27 +303,16 @@ class Reference:
         result = self.call(tensors)
         return _flat_outputs(result), output_names(result)
 
-    def joint(self, out_names: Sequence[str], *, autograd: bool = False
-              ) -> Callable[..., tuple[torch.Tensor, ...]]:
+    def joint(self, out_names: Sequence[str]) -> Callable[..., tuple[torch.Tensor, ...]]:
         """``g(*inputs, *cotangents) -> (*outputs, *grads)``: the function captured
         when gradients are asked for (``out_names``: the outputs with cotangents).
 
-        ``autograd`` takes the gradients with ``torch.autograd.grad``, which a
-        trace with symbolic sizes follows (``torch.func.vjp`` makes their sizes
-        constants); in-place code is functionalized after that trace.
+        The gradients are taken with ``torch.autograd.grad``, which a trace with
+        symbolic sizes follows (``torch.func.vjp`` makes their sizes constants), in
+        a capture on values too: both give one graph (:func:`capture`); in-place code
+        is functionalized after the trace.
         """
         names, grads = self.names, self.grads
-
-        def g(*flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
-            values = dict(zip(names, flat[:len(names)], strict=True))
-            cotangents = flat[len(names):]
-
-            def forward(*diff: torch.Tensor) -> tuple[torch.Tensor, ...]:
-                return self.flat({**values, **dict(zip(grads, diff, strict=True))})[0]
-
-            outs, pull = torch.func.vjp(torch.func.functionalize(forward),
-                                        *(values[n] for n in grads))[:2]
-            return (*outs, *pull(tuple(cotangents[:len(outs)])))
 
         def through_autograd(*flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
             values = dict(zip(names, flat[:len(names)], strict=True))
@@ -335,7 +325,7 @@ class Reference:
             return (*(o.detach() for o in outs),
                     *(torch.zeros_like(d) if f is None else f
                       for d, f in zip(diff, found, strict=True)))
-        return through_autograd if autograd else g
+        return through_autograd
 
     def forward(self) -> Callable[..., tuple[torch.Tensor, ...]]:
         """``f(*inputs) -> (*outputs,)``: the function captured without gradients."""
@@ -492,20 +482,18 @@ def _capture_new(reference: Reference, tensors: Mapping[str, torch.Tensor],
         cots.update({w: torch.zeros_like(o) for w, o in zip(want, outs, strict=True)
                      if w not in cots})
         fn = reference.joint(graded)
-        sym_fn = reference.joint(graded, autograd=True)
         args = [*tensors.values(), *(cots[w] for w in want)]
         placeholders = reference.names + want
         outputs = out_names + tuple(f"grad_{g}" for g in reference.grads)
     else:
         fn, args = reference.forward(), list(tensors.values())
-        sym_fn = fn
         placeholders, outputs = reference.names, out_names
     reference.captures += 1
     # attention as its math (matmuls, softmax), not a fused kernel whose backward has no rule
     with sdpa_kernel(SDPBackend.MATH):
         if symbolic and reference.reads_values is None:
             try:
-                sym = trace_symbolic(sym_fn, args, decomposition_table())
+                sym = trace_symbolic(fn, args, decomposition_table())
             except ReadsValues as exc:
                 reference.reads_values = exc.where or "a line that could not be found"
             except Exception as exc:  # noqa: BLE001 - symbolic sizes unsupported: this case's, kept
@@ -517,14 +505,7 @@ def _capture_new(reference: Reference, tensors: Mapping[str, torch.Tensor],
                     reference._symbolic.clear()
                 reference._symbolic.append((placeholders, outputs, want, sym))
                 return Graph(sym.specialize(args), placeholders, outputs, symbolic=True)
-        # real tracing: Python that reads values (``float(x.sum()) > 0``) sees this case's
-        with quiet():
-            gm = make_fx(torch.func.functionalize(fn), tracing_mode="real",
-                         decomposition_table=dict(decomposition_table()),
-                         _error_on_data_dependent_ops=False)(*args)
-            gm.graph.eliminate_dead_code()  # what only Python's branches read
-            gm.recompile()
-            # in-place ops of torch's own decompositions (``add_`` in rms_norm) made pure
-            gm = drop_dead_mutations(make_fx(torch.func.functionalize(gm),
-                                             tracing_mode="real")(*args))
+        # real tracing: Python that reads values (``float(x.sum()) > 0``) sees this case's;
+        # the symbolic capture's function and passes, so that the graph is the same
+        gm = trace_on_values(fn, args, decomposition_table())
     return Graph(gm, placeholders, outputs)

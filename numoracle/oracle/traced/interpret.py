@@ -15,7 +15,10 @@ storage follows the claimed policy (:class:`~numoracle.oracle.traced.rules.Claim
 
 * ``per-op``: every floating-point result of every op is rounded to the storage
   format (:func:`~numoracle.oracle.tracked.store`), as eager torch does in bf16
-  and fp16, where every op reads and writes tensors of the storage dtype;
+  and fp16, where every op reads and writes tensors of the storage dtype; an op
+  that only moves elements (a view, an ``alias``, a copy, a slice:
+  :func:`~numoracle.oracle.traced.rules.moves`) is not rounded again, as its
+  elements are its operand's, rounded once where they were computed;
 * ``fused``: intermediates stay in the accumulation format, and only the
   graph's outputs are rounded to the storage format.
 
@@ -42,7 +45,7 @@ from ..xp import on_device, to_numpy
 from . import library  # noqa: F401 - registers the rules
 from .capture import Graph
 from .library.views import handed_over, identity_rule
-from .rules import Rule, RuleContext, lookup
+from .rules import Rule, RuleContext, lookup, moves
 
 __all__ = ["evaluate", "rules_of", "stores_per_op"]
 
@@ -168,7 +171,8 @@ def _evaluate(graph: Graph, inputs: Mapping[str, Any], ctx: RuleContext,
                 result = handed_over(ctx, args[0])  # (a clone or detach of a dying value)
             else:
                 result = rule(ctx, *args, **kwargs)
-            env[node] = _stored(result, ctx) if per_op else result
+            # (an op that only moves elements rounds nothing: its operand was rounded)
+            env[node] = _stored(result, ctx) if per_op and not moves(node.target) else result
     done: dict[str, Any] = {}
     for i, node in targets.items():
         value = env[node] if isinstance(node, fx.Node) else _to_value(node, ctx)

@@ -32,7 +32,8 @@ from ..precision import PrecisionModel, claims, get_model
 from ..tracked import Tracked, store
 from ..xp import as_namespace
 
-__all__ = ["RULES", "Claims", "NoRule", "RuleContext", "Rule", "rule", "lookup"]
+__all__ = ["MOVES", "RULES", "Claims", "NoRule", "RuleContext", "Rule", "rule", "lookup",
+           "moves"]
 
 #: the traced oracle's name for :func:`numoracle.oracle.precision.claims`: claims
 #: beyond the formats (ulps, variance, per-op or fused rounding, accuracy profile)
@@ -101,6 +102,9 @@ Rule = Callable[..., Any]
 
 #: the rules by ATen overload name
 RULES: dict[str, Rule] = {}
+#: the ATen overloads whose every result element is an element of a tensor operand, as
+#: it is (views, copies, permutations, slices, joins, gathers): they round nothing
+MOVES: set[str] = set()
 
 
 class NoRule(InvalidArgument):
@@ -108,8 +112,10 @@ class NoRule(InvalidArgument):
     refused by name, never approximated."""
 
 
-def rule(*names: str) -> Callable[[Rule], Rule]:
-    """Register the decorated function as the rule of each ATen overload in ``names``.
+def rule(*names: str, moves: bool = False) -> Callable[[Rule], Rule]:
+    """Register the decorated function as the rule of each ATen overload in ``names``;
+    ``moves``: each of them only moves its operand's elements (:data:`MOVES`), so the
+    per-op rounding to storage, which its operand has had, is not applied again.
 
     Raises
     ------
@@ -122,8 +128,17 @@ def rule(*names: str) -> Callable[[Rule], Rule]:
                 raise InvalidArgument(f"a rule for {name} is defined twice "
                                       f"({RULES[name].__module__} and {fn.__module__})")
             RULES[name] = fn
+            if moves:
+                MOVES.add(name)
         return fn
     return register
+
+
+def moves(target: Any) -> bool:
+    """Whether the ATen op ``target`` (an ``OpOverload`` or its name) only moves its
+    operand's elements (:data:`MOVES`): its results hold values an earlier op computed,
+    already rounded as that op's results, or the graph's inputs and constants."""
+    return str(target) in MOVES
 
 
 def lookup(target: Any) -> Rule:

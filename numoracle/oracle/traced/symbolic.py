@@ -51,7 +51,7 @@ from torch.fx.experimental.symbolic_shapes import (
 )
 
 __all__ = ["ReadsValues", "Symbolic", "drop_dead_mutations", "first_line", "leaves_torch",
-           "leaving_torch", "quiet", "reads_values", "trace",
+           "leaving_torch", "quiet", "reads_values", "trace", "trace_on_values",
            "user_line"]
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
@@ -314,3 +314,21 @@ def trace(fn: Callable[..., Any], args: Sequence[torch.Tensor],
                 symbols.append((i, d, size.node.expr))
     return Symbolic(gm, compile(code, "<guards>", "eval"), SYMPY_INTERP, tuple(symbols),
                     tuple(shapes))
+
+
+def trace_on_values(fn: Callable[..., Any], args: Sequence[torch.Tensor],
+                    decompositions: Mapping[Any, Callable[..., Any]]) -> fx.GraphModule:
+    """``fn`` traced on the tensors ``args`` themselves (Python that reads their
+    values takes their branch) by :func:`trace`'s passes: the decompositions, then
+    functionalization where the graph mutates, so that its graph is the one a
+    symbolic capture of ``fn`` specialises to these sizes. ``args`` are left as they
+    are (the trace runs on copies: in-place code changes those)."""
+    with quiet():
+        first = make_fx(fn, tracing_mode="real", decomposition_table=dict(decompositions),
+                        _error_on_data_dependent_ops=False)(*(a.clone() for a in args))
+        first.graph.eliminate_dead_code()  # what only Python's branches read
+        first.recompile()
+        if not any(_mutates(n) for n in first.graph.nodes):  # a pure graph needs no second pass
+            return first
+        return drop_dead_mutations(make_fx(torch.func.functionalize(first),
+                                           tracing_mode="real")(*(a.clone() for a in args)))

@@ -8,8 +8,11 @@ import operator
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from numoracle.errors import InvalidArgument
+from numoracle.oracle.formats import quantize
+from numoracle.oracle.precision import get_model
 from numoracle.oracle.traced.capture import (
     KEEP,
     Reference,
@@ -18,6 +21,8 @@ from numoracle.oracle.traced.capture import (
     output_names,
 )
 from numoracle.oracle.traced.facts import shape_facts
+from numoracle.oracle.traced.interpret import evaluate
+from numoracle.oracle.traced.rules import Claims, RuleContext
 
 
 def _targets(graph) -> list[str]:
@@ -114,6 +119,36 @@ def test_graphs_are_kept_per_signature():
     fresh = Reference(torch.relu, ("input",), cache=False)
     assert capture(fresh, {"input": _inputs((2, 3))[0]}) is not \
         capture(fresh, {"input": _inputs((2, 3))[0]})
+
+
+def _losses(logits, pred, target):
+    return (torch.softmax(logits, -1), F.log_softmax(logits, -1).mean(),
+            F.binary_cross_entropy_with_logits(pred, target.sigmoid()))
+
+
+def test_a_case_has_one_graph_whichever_capture_serves_it():
+    """A symbolic capture and a capture on values (what the shapes seen before decide
+    between) give one graph, so one bound: the same ops, with gradients, and the same
+    radii bit for bit under the per-op bf16 claim."""
+    names = ("logits", "pred", "target")
+    values = dict(zip(names, (quantize(a, "bf16") for a in _inputs((4, 9), (4, 9), (4, 9))),
+                      strict=True))
+    cots = {"grad_out0": quantize(_inputs((4, 9), seed=1)[0], "bf16"),
+            "grad_out1": np.array(1.0), "grad_out2": np.array(0.5)}
+    symbolic = capture(Reference(_losses, names, grads=("logits", "pred")), values, cots)
+    on_values = capture(Reference(_losses, names, grads=("logits", "pred"), cache=False),
+                        values, cots)
+    assert symbolic.symbolic and not on_values.symbolic
+    for g in (symbolic, on_values):
+        g.module.graph.eliminate_dead_code()
+    assert _targets(symbolic) == _targets(on_values)
+    ctx = RuleContext(get_model("bf16"), Claims(rounding="per-op"))
+    a, b = (evaluate(g, {**values, **cots}, ctx) for g in (symbolic, on_values))
+    assert a.keys() == b.keys() == {"out0", "out1", "out2", "grad_logits", "grad_pred"}
+    for name, t in a.items():
+        for field in ("value", "det", "prob", "ref_err"):
+            np.testing.assert_array_equal(getattr(t, field), getattr(b[name], field),
+                                          err_msg=f"{name}.{field}")
 
 
 def test_data_dependent_python_is_resolved_per_case():

@@ -58,7 +58,7 @@ def _shape(size: Sequence[int], numel: int) -> tuple[int, ...]:
 
 
 @rule("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default",
-      "aten.view_copy.default")
+      "aten.view_copy.default", moves=True)
 def view_rule(ctx: RuleContext, x: Any, size: Sequence[int]) -> Any:
     shape = _shape(size, int(np.prod(np.shape(_values(x)))))
     return move(x, lambda a: np.reshape(a, shape))
@@ -69,7 +69,7 @@ def _values(x: Any) -> np.ndarray:
 
 
 @rule("aten.alias.default", "aten.clone.default", "aten.lift_fresh_copy.default",
-      "aten.detach.default", "aten.contiguous.default")
+      "aten.detach.default", "aten.contiguous.default", moves=True)
 def identity_rule(ctx: RuleContext, x: Any, **_: Any) -> Any:
     return move(x, copied)
 
@@ -89,22 +89,22 @@ def handed_over(ctx: RuleContext, x: Any) -> Any:
     return tmap_all(x, _handed) if is_tracked(x) else identity_rule(ctx, x)
 
 
-@rule("aten.permute.default", "aten.permute_copy.default")
+@rule("aten.permute.default", "aten.permute_copy.default", moves=True)
 def permute_rule(ctx: RuleContext, x: Any, dims: Sequence[int]) -> Any:
     return move(x, lambda a: np.transpose(a, [d % max(a.ndim, 1) for d in dims]))
 
 
-@rule("aten.transpose.int")
+@rule("aten.transpose.int", moves=True)
 def transpose_rule(ctx: RuleContext, x: Any, dim0: int, dim1: int) -> Any:
     return move(x, lambda a: np.swapaxes(a, dim0, dim1))
 
 
-@rule("aten.t.default")
+@rule("aten.t.default", moves=True)
 def t_rule(ctx: RuleContext, x: Any) -> Any:
     return move(x, lambda a: a.T)
 
 
-@rule("aten.expand.default", "aten.expand_copy.default")
+@rule("aten.expand.default", "aten.expand_copy.default", moves=True)
 def expand_rule(ctx: RuleContext, x: Any, size: Sequence[int], *, implicit: bool = False) -> Any:
     shape0 = np.shape(_values(x))
     lead = len(size) - len(shape0)
@@ -112,7 +112,7 @@ def expand_rule(ctx: RuleContext, x: Any, size: Sequence[int], *, implicit: bool
     return move(x, lambda a: np.broadcast_to(a, shape))
 
 
-@rule("aten.squeeze.dims", "aten.squeeze.dim", "aten.squeeze.default")
+@rule("aten.squeeze.dims", "aten.squeeze.dim", "aten.squeeze.default", moves=True)
 def squeeze_rule(ctx: RuleContext, x: Any, dim: Any = None) -> Any:
     shape = np.shape(_values(x))
     dims = dims_of(dim, len(shape))
@@ -122,13 +122,13 @@ def squeeze_rule(ctx: RuleContext, x: Any, dim: Any = None) -> Any:
     return move(x, squeeze if drop else lambda a: a)
 
 
-@rule("aten.unsqueeze.default")
+@rule("aten.unsqueeze.default", moves=True)
 def unsqueeze_rule(ctx: RuleContext, x: Any, dim: int) -> Any:
     nd = np.ndim(_values(x)) + 1
     return move(x, lambda a: np.expand_dims(a, dim % nd))
 
 
-@rule("aten.slice.Tensor", "aten.slice_copy.Tensor")
+@rule("aten.slice.Tensor", "aten.slice_copy.Tensor", moves=True)
 def slice_rule(ctx: RuleContext, x: Any, dim: int = 0, start: Any = None, end: Any = None,
                step: int = 1) -> Any:
     nd = np.ndim(_values(x))
@@ -137,17 +137,17 @@ def slice_rule(ctx: RuleContext, x: Any, dim: int = 0, start: Any = None, end: A
     return move(x, lambda a: a[tuple(index)])
 
 
-@rule("aten.select.int", "aten.select_copy.int")
+@rule("aten.select.int", "aten.select_copy.int", moves=True)
 def select_rule(ctx: RuleContext, x: Any, dim: int, index: int) -> Any:
     return move(x, lambda a: np.take(a, index, axis=dim))
 
 
-@rule("aten.flip.default")
+@rule("aten.flip.default", moves=True)
 def flip_rule(ctx: RuleContext, x: Any, dims: Sequence[int]) -> Any:
     return move(x, lambda a: np.flip(a, axis=tuple(dims)))
 
 
-@rule("aten.roll.default")
+@rule("aten.roll.default", moves=True)
 def roll_rule(ctx: RuleContext, x: Any, shifts: Sequence[int], dims: Sequence[int] = ()) -> Any:
     return move(x, lambda a: np.roll(a, tuple(shifts), axis=tuple(dims) if dims else None))
 
@@ -207,13 +207,13 @@ def pad_rule(ctx: RuleContext, x: Any, pad: Sequence[int], value: Any = 0) -> An
     return bounded(v, t.det, t.prob, ref_err=t.ref_err, n=t.n)
 
 
-@rule("aten.index_select.default")
+@rule("aten.index_select.default", moves=True)
 def index_select_rule(ctx: RuleContext, x: Any, dim: int, index: np.ndarray) -> Any:
     idx = np.asarray(index, dtype=np.int64)
     return move(x, lambda a: np.take(a, like(idx, a), axis=dim))
 
 
-@rule("aten.gather.default")
+@rule("aten.gather.default", moves=True)
 def gather_rule(ctx: RuleContext, x: Any, dim: int, index: np.ndarray,
                 sparse_grad: bool = False) -> Any:
     idx = np.asarray(index, dtype=np.int64)
@@ -225,7 +225,7 @@ def gather_rule(ctx: RuleContext, x: Any, dim: int, index: np.ndarray,
     return move(x, pick)
 
 
-@rule("aten.index.Tensor")
+@rule("aten.index.Tensor", moves=True)
 def index_rule(ctx: RuleContext, x: Any, indices: Sequence[Any]) -> Any:
     key = tuple(slice(None) if i is None else np.asarray(i) for i in indices)
     if any(isinstance(i, Decision) and i.unsure.any() for i in indices if i is not None):
