@@ -67,6 +67,7 @@ from .fused import (
 from .precision import PrecisionModel, gamma, gamma_prob
 from .xp import array_module as _xp
 from .xp import (
+    TORCH_ARRAYS,
     as_namespace,
     fill_where,
     filled,
@@ -256,7 +257,11 @@ def _zero(xp: Any, like: Any) -> Any:
 
 
 def _swap_last(a: np.ndarray) -> np.ndarray:
-    return a if a.ndim < 2 else a.swapaxes(-1, -2)  # (the method: no NumPy dispatch)
+    if a.ndim < 2:
+        return a
+    if type(a).__module__ == TORCH_ARRAYS:  # (on the tensor: not torch's NumPy API)
+        return type(a)(a.tensor.swapaxes(-1, -2))
+    return a.swapaxes(-1, -2)  # (the method: no NumPy dispatch)
 
 
 def unjudged(t: Tracked, bad: Any) -> Tracked:
@@ -1434,6 +1439,8 @@ def _moveaxis(t: Tracked, axis: int) -> Tracked:
 
 def _squeeze_last(t: Tracked) -> Tracked:
     def sq(a: np.ndarray) -> np.ndarray:
+        if type(a).__module__ == TORCH_ARRAYS:  # (on the tensor: not torch's NumPy API)
+            return type(a)(a.tensor[..., 0])
         return a[..., 0]
     return replace(t, value=sq(t.value), ref_err=sq(t.ref_err), det=sq(t.det),
                    prob=sq(t.prob), mag=sq(t.mag), lo=None if t.lo is None else sq(t.lo))

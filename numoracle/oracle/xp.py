@@ -42,7 +42,7 @@ from ..errors import InvalidArgument
 __all__ = ["array_module", "as_namespace", "to_numpy", "like", "device_of", "keeps_subnormals",
            "special", "namespace_named", "on_device", "same_memory", "add_at", "is_torch",
            "TorchNumPy", "NAMESPACES", "reads_are_free", "fill_where", "gpu_namespace",
-           "on_gpu", "GPU_NAMESPACE_VARIABLE", "filled",
+           "on_gpu", "GPU_NAMESPACE_VARIABLE", "filled", "TORCH_ARRAYS",
            "release_cached_memory", "CACHED_MEMORY_KEPT"]
 
 #: bytes of freed device memory the oracle's CuPy pool may keep between cases
@@ -206,11 +206,19 @@ class TorchNumPy:
         return a.cpu().numpy() if a.device.type != "cpu" else a.numpy().copy()
 
     def from_tensor(self, t: Any) -> Any:
-        """A tensor as an array of this namespace (no copy)."""
+        """A tensor as an array of this namespace (no copy; wrapped directly, as
+        ``asarray`` wraps it after its checks)."""
+        if isinstance(t, self._torch.Tensor):
+            return self.ndarray(t)
         return self._tnp.asarray(t)
 
     def tensor(self, x: Any) -> Any:
-        """The tensor an array of this namespace holds."""
+        """The tensor an array of this namespace holds (a tensor itself; anything else
+        as ``asarray`` makes it)."""
+        if type(x) is self.ndarray:
+            return x.tensor
+        if isinstance(x, self._torch.Tensor):
+            return x
         return self._tnp.asarray(x).tensor
 
 
@@ -444,6 +452,13 @@ def filled(xp: Any, shape: tuple[int, ...], value: float, like: Any, dtype: Any 
         return xp.from_tensor(torch.full(shape, value, dtype=dtype or torch.float64,
                                          device=xp.tensor(like).device))
     return xp.full(shape, value, dtype=dtype or xp.float64)
+
+
+#: the module of torch's NumPy arrays (``torch._numpy.ndarray``): an array whose type's
+#: module it is holds a tensor (``.tensor``), and ``type(a)(tensor)`` wraps one again,
+#: for an indexing or a view made on the tensor directly (torch's NumPy API normalises
+#: the arguments of every call: a hundred Python calls each)
+TORCH_ARRAYS = "torch._numpy._ndarray"
 
 
 def like(a: Any, ref: Any) -> Any:
