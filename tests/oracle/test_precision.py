@@ -63,3 +63,36 @@ def test_get_model_rejects(kw: dict, match: str) -> None:
     spec = kw.pop("spec")
     with pytest.raises(InvalidArgument, match=match):
         get_model(spec, **kw)
+
+
+def test_a_models_kept_hash_is_the_fields_hash_and_is_not_pickled() -> None:
+    """A model's and a format's hash is computed once and is the hash of the fields that
+    equality compares (equal models hash alike, a changed field hashes anew); a pickled
+    model carries no kept hash (another process hashes strings with another seed) and
+    comes back equal, hashing as a fresh one."""
+    import dataclasses
+    import os
+    import pickle
+    import subprocess
+    import sys
+
+    m = get_model("tf32")
+    fields = tuple(getattr(m, f.name) for f in dataclasses.fields(m) if f.compare)
+    assert hash(m) == hash(fields) == hash(get_model("tf32"))
+    assert m.__dict__["_hash"] == hash(m)
+    other = dataclasses.replace(m, alpha=m.alpha / 2)
+    assert "_hash" not in other.__dict__ and other != m
+    assert hash(other) == hash(tuple(getattr(other, f.name) for f in dataclasses.fields(other)
+                                     if f.compare))
+    state = pickle.dumps(m)
+    assert b"_hash" not in state and b"_hash" not in pickle.dumps(m.compute)
+    back = pickle.loads(state)
+    assert back == m and hash(back) == hash(m) and {m: 1}[back] == 1
+    # in another process (another string hash seed): equal to its own model, keys its dict
+    code = ("import pickle, sys; from numoracle.oracle.precision import get_model; "
+            "m = pickle.loads(sys.stdin.buffer.read()); "
+            "print(m == get_model('tf32') and {get_model('tf32'): 1}.get(m) == 1)")
+    out = subprocess.run([sys.executable, "-c", code], input=state, capture_output=True,
+                         env={**os.environ, "PYTHONHASHSEED": "12345"},
+                         check=True)
+    assert out.stdout.strip() == b"True", out.stderr
