@@ -57,7 +57,8 @@ ps = json.loads(path.read_text()).get("profiles", []) if path.exists() else []
 for p in ps:
     print(f"\nlinear {p['shape']} reference on {p.get('namespace', 'cupy')}: "
           f"{p['per_call_s'] * 1e3:.3f} ms per call back to back, host {p['host_s'] * 1e3:.3f} ms; "
-          f"alone {p['alone_s'] * 1e3:.3f} ms against torch float64's "
+          f"alone {p['alone_s'] * 1e3:.3f} ms (after torch's ops "
+          f"{p['alone_after_torch_s'] * 1e3:.3f} ms) against torch float64's "
           f"{p['torch_float64_alone_s'] * 1e3:.3f} ms ({p['ratio_alone']:.2f}x); Python calls "
           f"per reference {json.dumps(p.get('calls_per_reference'))}")
     if p.get("host_costs_s"):
