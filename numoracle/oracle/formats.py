@@ -59,8 +59,27 @@ def chunk_size(xp: object) -> int:
     return _CHUNK if xp is np else _DEVICE_CHUNK
 
 
+class KeptHash:
+    """A frozen dataclass's hash computed once, over the fields equality compares (the
+    generated hash's value), and left out of its pickled state (another process hashes
+    strings with another seed): formats and precision models key the oracle's caches,
+    dozens of lookups a contraction. A dataclass takes it with ``__hash__ =
+    KeptHash.__hash__`` in its body (else ``dataclass`` generates its own)."""
+
+    def __hash__(self) -> int:
+        h: int | None = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(tuple(getattr(self, f.name) for f in fields(self)  # type: ignore[arg-type]
+                           if f.compare))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self) -> dict[str, object]:
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
+
 @dataclass(frozen=True)
-class Format:
+class Format(KeptHash):
     """A binary floating-point format.
 
     Parameters
@@ -176,18 +195,7 @@ class Format:
     def __str__(self) -> str:
         return self.name
 
-    def __hash__(self) -> int:
-        # computed once (formats key the oracle's caches), over the fields equality
-        # compares, as the generated hash
-        h: int | None = self.__dict__.get("_hash")
-        if h is None:
-            h = hash(tuple(getattr(self, f.name) for f in fields(self) if f.compare))
-            object.__setattr__(self, "_hash", h)
-        return h
-
-    def __getstate__(self) -> dict[str, object]:
-        # (not the kept hash: another process hashes strings with another seed)
-        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+    __hash__ = KeptHash.__hash__  # (a dataclass's own: else the generated one replaces it)
 
 
 FP64 = Format("fp64", 52, -1022, 1023, numpy="float64", torch="float64", cupy="float64")

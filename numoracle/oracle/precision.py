@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import InvalidArgument
 from .accuracy import Profile, Ulps, get_profile
-from .formats import Format, get_format
+from .formats import Format, KeptHash, get_format
 
 __all__ = ["Order", "PrecisionModel", "PRESETS", "STANDARD_MODELS", "get_model", "claims",
            "device_order", "DEVICE_LANES",
@@ -105,7 +105,7 @@ class Order:
 
 
 @dataclass(frozen=True)
-class PrecisionModel:
+class PrecisionModel(KeptHash):
     """How a kernel computes, as it claims.
 
     Parameters
@@ -206,18 +206,7 @@ class PrecisionModel:
     masked_rows: str | None = None
     summation: Format | None = None
 
-    def __hash__(self) -> int:
-        # computed once (the oracle's caches are keyed by models, dozens of lookups a
-        # contraction), over the fields equality compares, as the generated hash
-        h: int | None = self.__dict__.get("_hash")
-        if h is None:
-            h = hash(tuple(getattr(self, f.name) for f in fields(self) if f.compare))
-            object.__setattr__(self, "_hash", h)
-        return h
-
-    def __getstate__(self) -> dict[str, object]:
-        # (not the kept hash: another process hashes strings with another seed)
-        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+    __hash__ = KeptHash.__hash__  # (a dataclass's own: else the generated one replaces it)
 
     def __post_init__(self) -> None:
         get_profile(self.accuracy)
