@@ -18,6 +18,7 @@ CuPy array is quantized on its device (no round trip through the host).
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -114,7 +115,7 @@ class Format(KeptHash):
     cupy: str | None = None
     ml_dtypes: str | None = None
 
-    @property
+    @cached_property  # (read dozens of times a contraction)
     def p(self) -> int:
         """Significant bits, the implicit one included."""
         return self.t + 1
@@ -124,12 +125,12 @@ class Format(KeptHash):
         _check_rounding(rounding)
         return 2.0 ** -(self.p if rounding == "rne" else self.t)
 
-    @property
+    @cached_property  # (read dozens of times a contraction)
     def u(self) -> float:
         """Unit roundoff of round-to-nearest."""
         return 2.0**-self.p
 
-    @property
+    @cached_property  # (read dozens of times a contraction)
     def tiny(self) -> float:
         """Smallest positive normal number, 2^emin."""
         return 2.0**self.emin
@@ -144,7 +145,7 @@ class Format(KeptHash):
         """Smallest positive number: 2^(emin - t), or :attr:`tiny` without subnormals."""
         return 2.0 ** (self.emin - self.t) if self.subnormals else self.tiny
 
-    @property
+    @cached_property  # (read dozens of times a contraction)
     def max(self) -> float:
         """Largest finite number, (2 - 2^-t) * 2^emax."""
         return (2.0 - 2.0**-self.t) * 2.0**self.emax

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
+from functools import cached_property
 from types import MappingProxyType
 
 import numpy as np
@@ -244,7 +245,7 @@ class PrecisionModel(KeptHash):
                 f"input_rounding={self.input_rounding!r} must be 'rne', 'rz' or None"
             )
 
-    @property
+    @cached_property  # (read at every contraction)
     def rounds_inputs(self) -> bool:
         """True when the compute format is narrower than the storage format."""
         return self.compute.t < self.storage.t
