@@ -399,15 +399,16 @@ def aligned(*ts: Any) -> tuple[Any, ...]:
     """Tracked operands in one namespace: those on the host (NumPy: a constant, a
     scalar, a host value beside device ones) moved to the namespace and device of
     the first that is not; anything not a :class:`Tracked` passes unchanged."""
-    xp, device = np, None
-    for t in ts:
-        if isinstance(t, Tracked) and t.xp is not np:
-            xp = t.xp
-            device = xp.tensor(t.value).device if is_torch(xp) else None
-            break
-    if xp is np:
+    kinds = [_xp(t.value) if isinstance(t, Tracked) else None for t in ts]
+    at = next((i for i, k in enumerate(kinds) if k is not None and k is not np), None)
+    if at is None:
         return ts
-    return tuple(moved(t, xp, device) if isinstance(t, Tracked) else t for t in ts)
+    xp = kinds[at]
+    if all(k is None or k is xp for k in kinds):
+        return ts  # (all there already: nothing to look at further)
+    device = xp.tensor(ts[at].value).device if is_torch(xp) else None
+    return tuple(moved(t, xp, device) if k is not None else t
+                 for t, k in zip(ts, kinds, strict=True))
 
 
 def negated(t: Tracked) -> Tracked:

@@ -186,11 +186,12 @@ class _Spy(TorchFunctionMode):
 
 
 @pytest.mark.parametrize("model", ["fp32", "tf32", "bf16", "fp16-acc16"])
-def test_a_reference_on_tensors_moves_no_array_through_the_host(model: str) -> None:
+def test_a_reference_on_tensors_moves_no_array_through_the_host(model: str,
+                                                               device: str = "cpu") -> None:
     """The linear backward's reference on tensors makes its arrays where its operands
     are and brings none to the host (on a CUDA device an array made on the host beside
     the device's is refused, one moved costs a copy), on both paths."""
-    inputs, params = _inputs("linear", "normal")
+    inputs, params = _inputs("linear", "normal", device)
     for passes in (True, False):
         _reference("linear", inputs, params, model, passes)  # (first calls: caches filled)
         with _Spy() as spy:
@@ -220,3 +221,12 @@ def test_the_passes_give_the_general_paths_bits_on_a_device(name: str) -> None:
             _assert_same_bits(_references(name, family, model, False, "cuda"),
                               _references(name, family, model, True, "cuda"),
                               f"{name} {family} {model}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("model", ["fp32", "tf32", "bf16"])
+def test_a_reference_on_cuda_tensors_moves_no_array_through_the_host(model: str) -> None:
+    """The same on a CUDA device."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    test_a_reference_on_tensors_moves_no_array_through_the_host(model, "cuda")
