@@ -116,4 +116,18 @@ def nll_loss_backward_rule(ctx: RuleContext, grad: Tracked, x: Tracked, target: 
         idx = like(np.expand_dims(safe, axis), a)
         np.put_along_axis(out, idx, np.expand_dims(a, axis), axis=axis)
         return out
-    return tmap_all(share, place)
+    if array_module(share.value) is not np:
+        return tmap_all(share, place)
+    return _placed(tmap_all(share, lambda a: a), place)  # (radii broadcast to the samples)
+
+
+def _placed(share: Tracked, place: Any) -> Tracked:
+    """``share`` (NumPy's, one element per sample) placed into the scores' shape, 0
+    elsewhere: the value into a fresh array; a radius or the magnitude that is 0 at
+    every sample 0 everywhere, the read-only broadcast zero of an exact input's (the
+    same values, and no array of the scores' size made, written or read), else placed."""
+    out = exact(place(share.value))
+    dense = {f: place(a) for f in ("ref_err", "det", "prob", "mag")
+             if bool(np.any((a := getattr(share, f)) != 0))}
+    n = share.n if np.ndim(share.n) == 0 else place(share.n)
+    return replace(out, n=n, **dense)
