@@ -228,11 +228,15 @@ def normalized_rows(x: Any, xd: Any, xp_: Any, xr: Any, mean: Any, rstd: Any, w:
     ``x - mean`` may be exact somewhere (every later step's result is exact only where
     it is). ``mean``, ``rstd`` per row and ``w``, ``b`` per column: value, det, prob,
     ref_err. ``params``: u, tiny, u64, the accumulation's largest number; ``ints``:
-    t, emin."""
+    t, emin. Without ``test``, the affine form's flags are constants of its own copy of
+    the loop (a branch less per element, folded away)."""
     for i in range(x.shape[0]):
         if test:
             _normalized_lane(i, x, xd, xp_, xr, mean, rstd, w, b, has_w, has_b, params, ints,
                              value, det, prob, ref, mag, True)
+        elif has_w and has_b:
+            _normalized_lane(i, x, xd, xp_, xr, mean, rstd, w, b, True, True, params, ints,
+                             value, det, prob, ref, mag, False)
         else:
             _normalized_lane(i, x, xd, xp_, xr, mean, rstd, w, b, has_w, has_b, params, ints,
                              value, det, prob, ref, mag, False)
@@ -350,7 +354,8 @@ def backward_sums(x: Any, xd: Any, xp_: Any, xr: Any, g: Any, gd: Any, gp: Any, 
     of each row of ``gx`` (``g`` without ``w``) into ``rows_a`` and of ``gx xhat``,
     formed in the one-row ``h*``, into ``rows_b``; with ``want_gh`` the column sums of
     ``g xhat``, formed in the one-row ``k*``, into ``cols`` (value, magnitude, det,
-    prob, ref_err by rows; each column's terms added in row order)."""
+    prob, ref_err by rows; each column's terms added in row order). Without ``test``,
+    with every sum wanted, the flags are constants of its own copy of the loop."""
     n = x.shape[1]
     for i in range(x.shape[0]):
         if has_w:
@@ -362,6 +367,10 @@ def backward_sums(x: Any, xd: Any, xp_: Any, xr: Any, g: Any, gd: Any, gp: Any, 
             _products_lane(i, 0, x, xd, xp_, xr, g, gd, gp, gr, src, srcd, srcp, srcr, mean,
                            rstd, want_gxh, want_gh, params, ints, hv, hd, hp, hr, kv, kd, kp,
                            kr, True)
+        elif want_gxh and want_gh:
+            _products_lane(i, 0, x, xd, xp_, xr, g, gd, gp, gr, src, srcd, srcp, srcr, mean,
+                           rstd, True, True, params, ints, hv, hd, hp, hr, kv, kd, kp, kr,
+                           False)
         else:
             _products_lane(i, 0, x, xd, xp_, xr, g, gd, gp, gr, src, srcd, srcp, srcr, mean,
                            rstd, want_gxh, want_gh, params, ints, hv, hd, hp, hr, kv, kd, kp,
