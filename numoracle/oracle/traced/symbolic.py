@@ -205,6 +205,17 @@ class Symbolic:
         return fx.GraphModule(self.module, graph)
 
 
+def _fixed_size(size: Any) -> int | None:
+    """A placeholder's size as :attr:`Symbolic.shapes` keeps it: an int where the
+    trace fixed it (a plain int, or a symbol the trace made a constant: Python that
+    turned the size into a float, ``math.sqrt(q.shape[-1])``, leaves no guard on it,
+    as torch expects the caller to compare such sizes), None where it is a symbol."""
+    if not isinstance(size, torch.SymInt):
+        return int(size)
+    expr = size.node.expr  # (with the trace's replacements: a constant where one fixed it)
+    return int(expr) if getattr(expr, "is_number", False) else None
+
+
 def _placeholders(gm: fx.GraphModule) -> list[Any]:
     return [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
 
@@ -308,7 +319,7 @@ def trace(fn: Callable[..., Any], args: Sequence[torch.Tensor],
             code = f"({code}) and ({_guard_code(gm)})"
     symbols, shapes = [], []
     for i, fake in enumerate(_placeholders(gm)):
-        shapes.append(tuple(None if isinstance(n, torch.SymInt) else int(n) for n in fake.shape))
+        shapes.append(tuple(_fixed_size(n) for n in fake.shape))
         for d, size in enumerate(fake.shape):
             if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol):
                 symbols.append((i, d, size.node.expr))

@@ -4,6 +4,8 @@ per case (and said so), torch's own in-place layers, and clean refusals."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -80,6 +82,22 @@ def test_every_graph_a_guard_admits_is_the_references_graph():
         assert got.shape == want.shape
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-14)
     assert ref.captures < 30
+
+
+def _scaled(q, k):
+    return q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+
+
+def test_a_size_the_trace_made_a_constant_is_not_admitted_at_another_size():
+    """``math.sqrt(q.shape[-1])`` fixes the size in the graph (its scale a constant)
+    and leaves no guard on it; where no stride names it either (the other sizes 1),
+    a graph traced at one size must still not serve another."""
+    ref = Reference(_scaled, ("q", "k"))
+    for d in (13, 2, 5):
+        values = _values(ref.names, ((2, 1, d), (2, 1, d)), d)
+        got = capture(ref, values).module(*(torch.tensor(values[n]) for n in ref.names))[0]
+        want = _scaled(*(torch.tensor(values[n]) for n in ref.names))
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-14)
 
 
 def test_a_gradient_graph_is_captured_once_for_many_shapes():
