@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from .xp import array_module as _xp
+from .xp import filled, like
 
 __all__ = ["exact_matmul", "slice_bits"]
 
@@ -133,7 +134,7 @@ def _exact_elements(a: Any, b: Any, bias: Any, mask: Any, hi: Any, lo: Any, err:
         r = _to_float(rest, e0)
         vals[row] = h, r, abs(r) * U + TINY
     for col, arr in enumerate((hi, lo, err)):
-        arr[tuple(xp.asarray(idx.T))] = xp.asarray(vals[:, col])
+        arr[tuple(like(idx.T, arr))] = like(vals[:, col], arr)
 
 
 def _int_of(x: float) -> tuple[int, int]:
@@ -227,12 +228,12 @@ def _exact_matmul(a: Any, b: Any, bias: Any, tol: Any, target_bits: int) -> tupl
     sa, ra = _slices(a, -1, beta, max_slices, xp)
     sb, rb = _slices(b, -2, beta, max_slices, xp)
     shape = np.broadcast_shapes(a.shape[:-1] + (1,), b.shape[:-2] + (1, b.shape[-1]))
-    hi = xp.zeros(shape, dtype=xp.float64)
-    lo = xp.zeros(shape, dtype=xp.float64)
-    mag = xp.zeros(shape, dtype=xp.float64)
+    hi = filled(xp, shape, 0.0, a)  # (on the operands' device: torch's namespace
+    lo = filled(xp, shape, 0.0, a)  # makes arrays on its default device otherwise)
+    mag = filled(xp, shape, 0.0, a)
     n_terms = 0
     if bias is not None:
-        hi = hi + xp.asarray(bias, dtype=xp.float64)
+        hi = hi + like(xp.asarray(bias, dtype=xp.float64), a)
         mag += xp.abs(hi)
         n_terms = 1
     for ma, ea in sa:

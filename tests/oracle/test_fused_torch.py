@@ -199,6 +199,24 @@ def test_a_reference_on_tensors_moves_no_array_through_the_host(model: str,
         assert not spy.found, spy.found
 
 
+def test_the_exact_products_make_their_arrays_where_the_operands_are() -> None:
+    """The escalation's exact products (``exact_dot.exact_matmul``) on torch's arrays
+    make their sums on the operands' device, the bias taken there: none on torch's
+    default device (on a GPU a CPU array beside the operands' is refused)."""
+    from numoracle.oracle import exact_dot
+    from numoracle.oracle.xp import _torch_namespace, as_namespace
+
+    torch_xp = _torch_namespace()
+    rng = np.random.default_rng(3)
+    host = [rng.standard_normal(s) for s in ((4, 7), (7, 3), (4, 3))]
+    operands = [as_namespace(h, torch_xp, "cpu") for h in host]
+    with _Spy() as spy:
+        got = exact_dot.exact_matmul(*operands)
+    assert not spy.found, spy.found
+    for g, w in zip(got, exact_dot.exact_matmul(*host), strict=True):  # NumPy's bits
+        assert np.array_equal(g.tensor.numpy(), w)
+
+
 def test_the_spy_finds_an_array_made_on_the_host() -> None:
     """The check above can fail: an array made on the default device, one brought to
     the host and one moved are each found."""
