@@ -25,6 +25,7 @@ from typing import Any
 import numba
 import numpy as np
 
+from ._numba_counts import larger_counts_row, larger_counts_self
 from ._numba_exp import exp as _exp_v
 from ._numba_exp import expm1_up
 from ._numba_loops import _decided, _maximum, _representable, _rmul
@@ -139,86 +140,6 @@ def _special(v: float, d: float, r: float) -> bool:
     return (reach == 0.0 and (v == 0.0 or abs(v) == np.inf)) or (v != v and abs(reach) < np.inf)
 
 
-#: the most entries of a bucket that :func:`larger_counts_row` compares with a query
-#: without sorting them (a bucket of more is sorted and searched)
-_SMALL = 4
-
-
-@_inline
-def _bucket(v: float, low: float, scale: float, top: int) -> Any:
-    """The bucket of ``v`` among ``top + 1`` (non-decreasing in ``v``: each step is;
-    NaN in bucket 0), without a branch (an int32: the conversion vectorises)."""
-    f = (v - low) * scale
-    f = f if f > 0.0 else 0.0
-    f = f if f < top else float(top)
-    return np.int32(f)
-
-
-@_jit
-def larger_counts_row(lo: Any, hi: Any, out: Any) -> None:
-    """Per entry of ``lo``: how many entries of ``hi`` exceed it (a tie does not; no
-    NaN), exactly (into ``out``, integers or floats), by a bucket sort of ``hi`` into ``2 n`` buckets of equal width
-    over its finite range: buckets non-decreasing in the value, so the entries of
-    higher buckets all exceed ``lo[i]``, those of lower ones none, and its own
-    bucket's are compared with it, each (up to ``_SMALL``, without a branch) or by
-    a binary search of the bucket sorted. At most 2^29 entries (the buckets'
-    offsets are int32: the driver checks)."""
-    n = hi.size
-    low, high = np.inf, -np.inf  # (over the finite entries: -inf takes bucket 0)
-    for j in range(n):
-        h = hi[j]
-        fin = abs(h) < np.inf
-        low = min(low, h) if fin else low
-        high = max(high, h) if fin else high
-    nb = 2 * n
-    top = nb - 1
-    width = high - low
-    scale = top / width if width > 0.0 and width < np.inf else 0.0
-    start = np.zeros(nb + 1, dtype=np.int32)
-    which = np.empty(max(n, lo.size), dtype=np.int32)
-    for j in range(n):
-        which[j] = _bucket(hi[j], low, scale, top)
-    for j in range(n):
-        start[which[j] + 1] += 1
-    for b in range(nb):
-        start[b + 1] += start[b]
-    pos = start[:nb].copy()
-    buf = np.zeros(n + _SMALL)  # (read past a bucket's end, masked)
-    crowded = np.empty(n, dtype=np.int32)  # (the buckets of more than _SMALL entries)
-    n_crowded = 0
-    for j in range(n):
-        b = which[j]
-        buf[pos[b]] = hi[j]
-        pos[b] += 1
-        if pos[b] - start[b] == _SMALL + 1:
-            crowded[n_crowded] = b
-            n_crowded += 1
-    for q in range(n_crowded):
-        b = crowded[q]
-        buf[start[b]:start[b + 1]].sort()
-    for i in range(lo.size):
-        which[i] = _bucket(lo[i], low, scale, top)
-    for i in range(lo.size):
-        v = lo[i]
-        b = which[i]
-        a, e = np.int64(start[b]), np.int64(start[b + 1])
-        if e - a <= _SMALL:  # (the entries past the bucket masked: _SMALL is 4)
-            c = a
-            c += np.int64(a < e) & np.int64(buf[a] <= v)
-            c += np.int64(a + 1 < e) & np.int64(buf[a + 1] <= v)
-            c += np.int64(a + 2 < e) & np.int64(buf[a + 2] <= v)
-            c += np.int64(a + 3 < e) & np.int64(buf[a + 3] <= v)
-            out[i] = n - c
-            continue
-        while a < e:  # the first entry of the bucket above v (binary search)
-            mid = (a + e) >> 1
-            if buf[mid] <= v:
-                a = mid + 1
-            else:
-                e = mid
-        out[i] = n - a
-
-
 @_inline
 def _shifted_lane(x: Any, xd: Any, xp_: Any, xr: Any, m: float, md: float, mp: float,
                   mr: float, u: float, tiny: float, u64: float, test_exact: bool, t: int,
@@ -302,15 +223,20 @@ def shifted_exp_rows(x: Any, xd: Any, xp_: Any, xr: Any, mx: Any, test_exact: bo
     t, emin = ints[0], ints[1]
     for i in numba.prange(rows):
         m, md, mp, mr, top = mx[i, 0], mx[i, 1], mx[i, 2], mx[i, 3], mx[i, 4]
-        lo_row, hi_row = np.empty(cols), np.empty(cols)
         larger = np.empty(cols)  # (the counts as floats: the terms' loop reads them so)
         buf = np.empty((6, _BLOCK))
         sv, sd, sp, sr, lip, scratch = buf[0], buf[1], buf[2], buf[3], buf[4], buf[5]
+        lo_row, hi_row = np.empty(cols), np.empty(cols)
+        spread = 0
         for j in range(cols):
             r = xd[i, j] + xr[i, j]
+            spread += r != 0.0
             lo_row[j] = x[i, j] - r
             hi_row[j] = x[i, j] + r
-        larger_counts_row(lo_row, hi_row, larger)
+        if spread > 0:
+            larger_counts_row(lo_row, hi_row, larger)
+        else:  # (an exact row: lo and hi are x, the count of one array)
+            larger_counts_self(hi_row, larger)
         n0, n1, n2, n3, n4, n5, n6 = 0, 0, 0, 0, 0, 0, 0
         total = 0.0
         for j0 in range(0, cols, _BLOCK):

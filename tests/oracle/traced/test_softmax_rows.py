@@ -12,7 +12,7 @@ from typing import Any
 import mpmath
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from numoracle.oracle import fused_cpu
@@ -276,15 +276,18 @@ def test_causal_masks_take_the_softmax_loops(masked_rows: str,
     assert len(ran) == 2
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(n=st.integers(1, 300), kind=st.sampled_from(["normal", "ties", "cubed", "flat",
-                                                    "masked", "ends"]),
+                                                    "masked", "ends", "crowded"]),
        spread=st.sampled_from([0.0, 1e-7, 0.3, 1e300]), seed=st.integers(0, 2**32 - 1))
+@example(n=300, kind="cubed", spread=0.0, seed=0)  # one bucket, sorted and searched
+@example(n=300, kind="crowded", spread=0.0, seed=1)  # buckets compared in pairs
 def test_larger_counts_count_exactly(n: int, kind: str, spread: float, seed: int) -> None:
     """The count of larger entries (the online bound's ``k``) by buckets equals the
-    count of every pair, with ties (not larger), crowded buckets (sorted and
-    searched), -inf and +inf entries and a range too wide for the buckets."""
-    from numoracle.oracle import _numba_rows  # noqa: PLC0415 - numba is optional
+    count of every pair, with ties (not larger), crowded buckets (compared in pairs,
+    or sorted and searched), -inf and +inf entries and a range too wide for the
+    buckets; an exact row's count (``lo`` and ``hi`` one array) the same."""
+    from numoracle.oracle import _numba_counts  # noqa: PLC0415 - numba is optional
 
     rng = np.random.default_rng(seed)
     x = rng.standard_normal(n).astype(np.float32).astype(np.float64)
@@ -298,12 +301,19 @@ def test_larger_counts_count_exactly(n: int, kind: str, spread: float, seed: int
         x[rng.integers(n, size=3)] = -np.inf
     elif kind == "ends":
         x[0], x[-1] = 1e308, -1e308
+    elif kind == "crowded":  # buckets of 5 to 17 entries, tied
+        x = np.round(rng.standard_normal(n), 1)
     r = np.abs(rng.standard_normal(n)) * spread
     with np.errstate(over="ignore", invalid="ignore"):
         lo, hi = x - r, x + r
+    want = (hi[None, :] > lo[:, None]).sum(axis=1)
     out = np.empty(n, dtype=np.int64)
-    _numba_rows.larger_counts_row(lo, hi, out)
-    assert np.array_equal(out, (hi[None, :] > lo[:, None]).sum(axis=1))
+    _numba_counts.larger_counts_row(lo, hi, out)
+    assert np.array_equal(out, want)
+    if spread == 0.0:
+        out = np.full(n, -1.0)
+        _numba_counts.larger_counts_self(x, out)
+        assert np.array_equal(out, want)
 
 
 @pytest.mark.parametrize("rule", ["softmax", "log_softmax"])
