@@ -67,7 +67,8 @@ from numba.extending import intrinsic
 
 from ._numba_loops import _float_bits
 
-__all__ = ["exp", "expm1_up", "exp_into", "expm1_up_into", "EXP_REL", "EXPM1_REL"]
+__all__ = ["exp", "expm1_up", "expm1_up_small", "exp_into", "expm1_up_into", "EXP_REL",
+           "EXPM1_REL", "EXPM1_SMALL"]
 
 _U = 2.0**-53
 #: the largest error of :func:`exp` relative to ``e^x`` (module docstring), where the
@@ -87,6 +88,8 @@ _C2, _C3, _C4, _C5, _C6, _C7 = _C[2], _C[3], _C[4], _C[5], _C[6], _C[7]
 _C8, _C9, _C10, _C11, _C12, _C13 = _C[8], _C[9], _C[10], _C[11], _C[12], _C[13]
 _UP = 1.0 + 2.0**-48
 _SMALL = 0.3466
+#: the arguments below which :func:`expm1_up` is its polynomial (:func:`expm1_up_small`)
+EXPM1_SMALL = _SMALL
 
 _inline = numba.njit(cache=True, nogil=True, inline="always")
 _jit = numba.njit(cache=True, nogil=True)
@@ -137,12 +140,19 @@ def exp(x: float) -> float:
 
 
 @_inline
+def expm1_up_small(a: float) -> float:
+    """:func:`expm1_up` of an ``a`` in ``[0, EXPM1_SMALL)`` (its bits: the polynomial
+    alone, without the exponential of the larger arguments)."""
+    return (a + (a * a) * _q(a)) * _UP
+
+
+@_inline
 def expm1_up(a: float) -> float:
     """An upper bound of ``e^a - 1`` for ``a >= 0`` (NaN for NaN), at most
     :data:`EXPM1_REL` above it."""
-    small = a + (a * a) * _q(a)
-    y = small if a < _SMALL else exp(a) - 1.0
-    return y * _UP
+    small = expm1_up_small(a)  # (both computed, then chosen: a loop calling it vectorises)
+    large = (exp(a) - 1.0) * _UP
+    return small if a < _SMALL else large
 
 
 @_jit

@@ -27,8 +27,8 @@ import numpy as np
 
 from ._numba_counts import larger_counts_row, larger_counts_self
 from ._numba_exp import exp as _exp_v
-from ._numba_exp import expm1_up
-from ._numba_loops import _decided, _maximum, _representable, _rmul
+from ._numba_exp import EXPM1_SMALL, expm1_up, expm1_up_small
+from ._numba_loops import _decided, _float_bits, _maximum, _rmul
 
 _par = numba.njit(cache=True, nogil=True, parallel=True)
 _jit = numba.njit(cache=True, nogil=True)
@@ -71,6 +71,32 @@ def row_max(x: Any, xd: Any, xp_: Any, xr: Any, out: Any) -> bool:
     return bad == 0
 
 
+_MANT = np.uint64(0xFFFFFFFFFFFFF)
+_HIDDEN = np.uint64(1 << 52)
+_ONE = np.uint64(1)
+
+
+@_inline
+def _on_grid(x: float, t: int, emin: int, fmax: float) -> bool:
+    """``_numba_loops._representable`` without a branch or a table: whether float64
+    ``x`` is a value of the format (``t``, ``emin``, ``fmax``): NaN, the infinities
+    and zeros are; else within range and a multiple of ``2^k``, ``k = max(floor(log2
+    |x|), emin) - t`` (-1075 the floor of a float64 subnormal), that is the low ``k -
+    e`` bits of its significand zero, ``2^e`` the unit of that significand (a mask of
+    at most 63 bits: a significand has 53)."""
+    a = abs(x)
+    b = _float_bits(a)
+    e_field = np.int64(b >> np.uint64(52))
+    normal = e_field != 0
+    sig = (b & _MANT) | (_HIDDEN if normal else np.uint64(0))
+    floor_log2 = e_field - 1023 if normal else np.int64(-1075)
+    unit = (e_field if normal else np.int64(1)) - 1075
+    low_bits = max(floor_log2, emin) - t - unit
+    low_bits = min(max(low_bits, 0), 63)
+    mask = (_ONE << np.uint64(low_bits)) - _ONE
+    return (a == 0.0) | (not a <= 1.7976931348623157e308) | ((a <= fmax) & ((sig & mask) == 0))
+
+
 @_inline
 def _shifted(xv: float, ad: float, ap: float, ar: float, m: float, md: float, mp: float,
              mr: float, u: float, tiny: float, u64: float, test_exact: bool, t: int, emin: int,
@@ -87,12 +113,13 @@ def _shifted(xv: float, ad: float, ap: float, ar: float, m: float, md: float, mp
     grow = 1.0 + u
     d = (ad + md) * grow + s
     p = (ap + mp) * grow + s
-    if test_exact and ad == 0.0 and md == 0.0 and ar == 0.0 and mr == 0.0:
+    if test_exact:  # (each part computed, then chosen: the loop vectorises)
         bb = v - xv
-        if (xv - (v - bb)) + (y - bb) == 0.0 and _representable(v, t, emin, fmax):
-            r = 0.0
-            d = 0.0
-            p = 0.0
+        held = (ad == 0.0) & (md == 0.0) & (ar == 0.0) & (mr == 0.0) \
+            & ((xv - (v - bb)) + (y - bb) == 0.0) & _on_grid(v, t, emin, fmax)
+        r = 0.0 if held else r
+        d = 0.0 if held else d
+        p = 0.0 if held else p
     return v, d, p, r
 
 
@@ -262,14 +289,24 @@ def shifted_exp_rows(x: Any, xd: Any, xp_: Any, xr: Any, mx: Any, test_exact: bo
             n0 += c0
             n3 += c3
             n4 += c4
-            for j in range(w):  # the online bound's terms, into sv (each form computed,
-                gap = top - lo_row[j0 + j]  # then chosen: the loop vectorises)
+            large = 0
+            for j in range(w):  # the online bound's arguments, into sv (each form
+                gap = top - lo_row[j0 + j]  # computed, then chosen: the loop vectorises)
                 grown = ulps + per_x * gap
                 c = 2.0 * (grown if per_x != 0.0 else ulps) + 1.0
                 arg = uo * gap * (1.0 + 2.0**-20) + larger[j0 + j] * c * uo
-                val = evi[j]
-                term = (abs(val) + edi[j]) * expm1_up(arg)
-                bv[j] = term if val != 0.0 else 0.0
+                large += not arg < EXPM1_SMALL  # (NaN counted)
+                bv[j] = arg
+            if large == 0:  # its terms, into sv (expm1_up's bits without its exp)
+                for j in range(w):
+                    val = evi[j]
+                    term = (abs(val) + edi[j]) * expm1_up_small(bv[j])
+                    bv[j] = term if val != 0.0 else 0.0
+            else:
+                for j in range(w):
+                    val = evi[j]
+                    term = (abs(val) + edi[j]) * expm1_up(bv[j])
+                    bv[j] = term if val != 0.0 else 0.0
             for j in range(w):
                 total += bv[j]
             if unshifted:

@@ -7,6 +7,7 @@ lengths and regimes; and the loops' values within their ref_err of mpmath's."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import mpmath
@@ -314,6 +315,52 @@ def test_larger_counts_count_exactly(n: int, kind: str, spread: float, seed: int
         out = np.full(n, -1.0)
         _numba_counts.larger_counts_self(x, out)
         assert np.array_equal(out, want)
+
+
+#: formats as (t, emin, fmax): float32, bfloat16, float16, float64, float8 e4m3
+_FORMATS = [(23, -126, 3.4028234663852886e38), (7, -126, 3.3895313892515355e38),
+            (10, -14, 65504.0), (52, -1022, 1.7976931348623157e308), (3, -6, 448.0)]
+
+
+@functools.cache
+def _both_grid_tests() -> Any:
+    """A loop writing ``_on_grid`` and ``_representable`` of each entry (compiled once)."""
+    import numba  # noqa: PLC0415 - numba is optional
+
+    from numoracle.oracle import _numba_loops, _numba_rows  # noqa: PLC0415
+
+    @numba.njit
+    def both(x: np.ndarray, t: int, emin: int, fmax: float, a: np.ndarray,
+             b: np.ndarray) -> None:
+        for i in range(x.size):
+            a[i] = _numba_rows._on_grid(x[i], t, emin, fmax)
+            b[i] = _numba_loops._representable(x[i], t, emin, fmax)
+    return both
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), fmt=st.sampled_from(_FORMATS))
+@example(seed=0, fmt=_FORMATS[0])
+def test_on_grid_is_representable(seed: int, fmt: tuple[int, int, float]) -> None:
+    """The branch-free test of membership in a format (the exact test of ``x - m``)
+    agrees with ``_numba_loops._representable`` on random bits, on short significands
+    over the whole exponent range (most of them members), on the edges (zeros,
+    infinities, NaN, subnormals, the largest finite) and on the float64 neighbours of
+    each."""
+    rng = np.random.default_rng(seed)
+    t, emin, fmax = fmt
+    short = np.round(rng.standard_normal(4000) * 2.0**rng.integers(0, 30, 4000))
+    edges = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, 2.0**-1022, 2.0**-1023,
+                      1.7976931348623157e308, fmax, 2.0**(emin - t), 2.0**(emin - t - 1),
+                      3 * 2.0**(emin - t - 1), 2.0**emin, 1.0, 1.0 + 2.0**-t])
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        x = np.concatenate([rng.integers(0, 2**64 - 1, 4000, dtype=np.uint64).view(np.float64),
+                            np.ldexp(short, rng.integers(-1100, 1000, 4000)), edges, -edges])
+        x = np.concatenate([x, np.nextafter(x, np.inf), np.nextafter(x, -np.inf)])
+        a, b = np.empty(x.size, np.bool_), np.empty(x.size, np.bool_)
+        _both_grid_tests()(x, t, emin, fmax, a, b)
+    assert np.array_equal(a, b), x[a != b][:5]
+    assert 0 < a.sum() < a.size or t == 52  # (members and non-members; float64: all)
 
 
 @pytest.mark.parametrize("rule", ["softmax", "log_softmax"])
