@@ -1075,7 +1075,9 @@ def _pow2(e: int) -> float:
 
 def _rmm(x: Any, y: Any) -> Any:
     """``x @ y`` for magnitudes and radii, with ``0 * inf = 0``: a radius of 0
-    adds nothing, even beside an infinite value."""
+    adds nothing, even beside an infinite value. A NaN radius (an element left
+    unjudged: :func:`unjudged`) makes every sum it enters NaN, whatever it is
+    multiplied by: the kernel's element may be NaN there, and ``NaN * 0`` is NaN."""
     xp = _xp(x)
     out = x @ y
     if not bool(xp.isnan(xp.sum(out))):  # (terms >= 0: no NaN, so no 0 * inf, no NaN term)
@@ -1084,7 +1086,9 @@ def _rmm(x: Any, y: Any) -> Any:
     out = fin(x) @ fin(y)
     hits = ((x != 0) * 1.0) @ (xp.isinf(y) * 1.0) + (xp.isinf(x) * 1.0) @ ((y != 0) * 1.0)
     out[hits > 0] = xp.inf
-    return out
+    nan_rows = xp.isnan(x).any(axis=-1, keepdims=True)  # (x's rows, y's columns)
+    nan_cols = xp.isnan(y).any(axis=-2, keepdims=True)
+    return xp.where(nan_rows | nan_cols, xp.nan, out)
 
 
 def _finite_magnitude(S: Any, a: Tracked, b: Tracked, bias: Tracked | None) -> Any:

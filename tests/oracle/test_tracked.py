@@ -268,6 +268,21 @@ def test_either_leaves_elements_unjudged_where_the_behaviours_disagree_on_nan() 
     assert t.det[0] >= 0.5
 
 
+def test_an_unjudged_operand_leaves_the_sums_it_enters_unjudged() -> None:
+    """An element left unjudged (NaN radius: say a softmax entry of a row holding
+    +inf, 0 or NaN by formulation) times anything, 0 included, may be NaN in the
+    kernel: the contraction's results it enters admit NaN, the others keep their
+    bound (a softmax's NaN row through attention's ``grad_v = attn^T @ grad_out``)."""
+    from numoracle.checking.verdict import compare
+    from numoracle.oracle.tracked import unjudged
+
+    a = unjudged(exact(np.array([[0.0], [0.5]])), np.array([[True], [False]]))
+    ref = matmul(a, exact(np.array([[1.0, -2.0, 0.0]])), get_model("fp32"))
+    got = np.array([[np.nan, np.nan, np.nan], [0.5, -1.0, 0.0]])
+    assert compare("out", got, ref).passed
+    assert not compare("out", np.array([[np.nan] * 3, [0.5, -1.0, 1.0]]), ref).passed
+
+
 def test_unknown_rounding_may_take_subnormal_inputs_to_zero() -> None:
     # tf32 keeps fp32's exponent range but 10 mantissa bits: 2^-149 rounds to 0
     a = np.array([[np.inf, 1.0]])
