@@ -1085,10 +1085,10 @@ def _rmm(x: Any, y: Any) -> Any:
     fin = lambda v: xp.where(xp.isfinite(v), v, 0.0)  # noqa: E731
     out = fin(x) @ fin(y)
     hits = ((x != 0) * 1.0) @ (xp.isinf(y) * 1.0) + (xp.isinf(x) * 1.0) @ ((y != 0) * 1.0)
-    out[hits > 0] = xp.inf
-    nan_rows = xp.isnan(x).any(axis=-1, keepdims=True)  # (x's rows, y's columns)
-    nan_cols = xp.isnan(y).any(axis=-2, keepdims=True)
-    return xp.where(nan_rows | nan_cols, xp.nan, out)
+    out = xp.where(hits > 0, xp.inf, out)  # (a vector's product is a scalar: not in place)
+    ones_x, ones_y = xp.ones_like(x), xp.ones_like(y)  # (any ranks: matmul's own shapes)
+    nans = (xp.isnan(x) * 1.0) @ ones_y + ones_x @ (xp.isnan(y) * 1.0)
+    return xp.where(nans > 0, xp.nan, out)
 
 
 def _finite_magnitude(S: Any, a: Tracked, b: Tracked, bias: Tracked | None) -> Any:

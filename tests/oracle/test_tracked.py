@@ -281,6 +281,9 @@ def test_an_unjudged_operand_leaves_the_sums_it_enters_unjudged() -> None:
     got = np.array([[np.nan, np.nan, np.nan], [0.5, -1.0, 0.0]])
     assert compare("out", got, ref).passed
     assert not compare("out", np.array([[np.nan] * 3, [0.5, -1.0, 1.0]]), ref).passed
+    x, y = np.array([[0.0, 0.5]]), np.array([1.0, 2.0])  # matrix @ vector: a vector
+    out = matmul(unjudged(exact(x), np.array([[True, False]])), exact(y), get_model("fp32"))
+    assert out.value.shape == (1,) and not np.isfinite(out.det).any()  # (no bound)
 
 
 def test_unknown_rounding_may_take_subnormal_inputs_to_zero() -> None:
