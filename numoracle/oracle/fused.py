@@ -818,7 +818,7 @@ def exact_contraction_radii(value: Any, S: Any, bias: Any, grow: Any, tiny_mag: 
                acc_max)
     if xp is np:
         return fused_cpu.exact_radii(value, S, bias, scalars, fmt)
-    if xp.__name__ == "torch":  # (TorchNumPy's: no call on CuPy's path)
+    if is_torch(xp):  # (torch's tensor passes)
         out = fused_torch.exact_radii(*_tensors(xp, value, S, bias), _tensors(xp, *scalars),
                                       fmt)
         return tuple(xp.from_tensor(a) for a in out)  # type: ignore[return-value]
@@ -943,7 +943,7 @@ def store_rounding(value: Any, ref_err: Any, det: Any, prob: Any,
     xp = array_module(value)
     if not fused_exact(xp):
         return None
-    if xp.__name__ == "torch":  # (TorchNumPy's: no call on CuPy's path)
+    if is_torch(xp):  # (torch's tensor passes)
         return tuple(xp.from_tensor(a) for a in fused_torch.store_round(  # type: ignore
             *_tensors(xp, value, ref_err, det, prob), fmt))
     det, prob = own_array(det, value.shape, xp), own_array(prob, value.shape, xp)
