@@ -765,8 +765,8 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
 
     # exact regime: exact inputs on a grid 2^e, all partial sums fit
     det_alone = False  # the kernel's bound zeroed where the reference's is not
-    e, s_max = _grid_and_top(S, av, bv, bias, not has_rad and c_in == 0.0,
-                             max(acc.p, FP64.p))
+    e, top_fits = _grid_and_top(S, av, bv, bias, not has_rad and c_in == 0.0,
+                                max(acc.p, FP64.p), acc.max)
     if e is not None and e < (1 << 19):
         fits_acc = (S <= _pow2(acc.p + e)) & (e >= acc.emin)
         fill_where(det_acc, fits_acc, 0.0)
@@ -780,7 +780,7 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
         prob_acc += prop_p
     # unjudgeable: the kernel may overflow, or an inf meets an uncertain input
     # (inf times a subnormal that may be flushed: inf or NaN)
-    if has_rad or not s_max <= acc.max:
+    if has_rad or not top_fits:
         unknown = (_finite_magnitude(S, a, b, bias) > acc.max) | xp.isnan(det_acc)
         det, prob = _overflow_to_inf(unknown, det_acc, prob_acc)
     else:  # S finite and in range, no radius: det_acc = coef S + eta has no NaN
@@ -1018,27 +1018,29 @@ def _scalar_gammas(n: int, h: int, u_acc: float, alpha: float,
 
 
 def _grid_and_top(S: Any, av: Any, bv: Any, bias: Tracked | None, exact_inputs: bool,
-                  p: int) -> tuple[int | None, float]:
+                  p: int, limit: float) -> tuple[int | None, bool]:
     """The exponent ``e`` of the grid ``2^e`` every product and the bias lie on,
     where some element may be in the exact regime (``exact_inputs`` and ``S``
-    within ``2^(p + e)`` somewhere; else None), and ``max(S)`` (NaN where ``S``
-    holds a NaN). On a device: full scans, one synchronisation."""
+    within ``2^(p + e)`` somewhere; else None), and whether ``max(S) <= limit``
+    (not where ``S`` holds a NaN): a decision, not a value, so that a recorded
+    evaluation (:mod:`~numoracle.oracle.traced.recording`) guards only it. On a
+    device: full scans, one synchronisation."""
     xp = _xp(S)
     if not S.size:
-        return None, 0.0
+        return None, True
     if fused(xp):
         scans = (av, bv) + ((bias.value,) if bias is not None else ()) if exact_inputs else ()
         *lsb, s_min, s_max = device_scalars(
             [lowest_set_bit(v, _NO_GRID, sync=False) for v in scans] + [xp.min(S), xp.max(S)])
         if not exact_inputs:
-            return None, s_max
+            return None, s_max <= limit
         e = _grid_exponent(*(int(v) for v in lsb))
-        return (None if s_min > _pow2(p + e) else e), s_max  # a NaN in S: may fit
-    s_max = float(xp.max(S))
+        return (None if s_min > _pow2(p + e) else e), s_max <= limit  # a NaN in S: may fit
+    top_fits = bool(xp.max(S) <= limit)
     if not (exact_inputs and _may_fit(S, av, bv, bias, p)):
-        return None, s_max
+        return None, top_fits
     return _grid_exponent(lsb_exponent(av), lsb_exponent(bv),
-                          *((lsb_exponent(bias.value),) if bias is not None else ())), s_max
+                          *((lsb_exponent(bias.value),) if bias is not None else ())), top_fits
 
 
 def _grid_exponent(ea: int, eb: int, e_bias: int | None = None) -> int:

@@ -123,7 +123,7 @@ class TorchNumPy:
 
     def _numpy_twin(self, name: str) -> Any:
         own = {"frexp": self.frexp, "ldexp": self.ldexp, "as_strided": self._as_strided,
-               "cumsum": self.cumsum}
+               "cumsum": self.cumsum, "pad": self.pad}
         return own.get(name) or getattr(self._tnp, name, None)
 
     def _onto(self, obj: Any, device: Any) -> Any:
@@ -144,6 +144,19 @@ class TorchNumPy:
 
     def __repr__(self) -> str:
         return "<array namespace torch (torch._numpy)>"
+
+    def pad(self, array: Any, pad_width: Any, mode: str = "constant",
+            constant_values: Any = 0) -> Any:
+        """``array`` padded with ``constant_values`` (NumPy's ``pad``, constant mode),
+        the widths kept host integers (torch's NumPy API makes a tensor of them, which
+        a traced evaluation would read back)."""
+        if mode != "constant":
+            raise NotImplementedError(f"pad mode {mode!r}: only 'constant' is implemented")
+        t = self.tensor(self._tnp.asarray(array))
+        widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (t.ndim, 2))
+        flat = tuple(int(w) for w in widths[::-1].reshape(-1))
+        value = float(constant_values) if t.is_floating_point() else int(constant_values)
+        return self.from_tensor(self._torch.nn.functional.pad(t, flat, value=value))
 
     def frexp(self, x: Any) -> tuple[Any, Any]:
         """``x = m 2^e`` with ``|m|`` in ``[0.5, 1)`` (``m = x``, ``e = 0`` for 0,

@@ -72,8 +72,9 @@ class _Decisions(TorchFunctionMode):
     """During :func:`record`: every read of a device value answered with this case's
     value (computed outside the trace) and kept as a guard the graph computes."""
 
-    def __init__(self) -> None:
+    def __init__(self, device: torch.device) -> None:
         super().__init__()
+        self.device = device
         self.guards: list[torch.Tensor] = []
         self.sources: list[str] = []
 
@@ -87,8 +88,8 @@ class _Decisions(TorchFunctionMode):
         t = args[0]
         with disable_proxy_modes_tracing():
             value = func(*args, **kwargs)
-        if isinstance(t, torch.Tensor):
-            self._guard(t, value)
+        if isinstance(t, torch.Tensor) and t.device == self.device:
+            self._guard(t, value)  # (a host copy's read was guarded where it was copied)
         return value
 
     def _guard(self, t: torch.Tensor, value: Any) -> None:
@@ -216,7 +217,9 @@ def record(evaluate: Callable[[dict[str, Any]], Mapping[str, Any]],
         Where the tracer refuses an operation or an output is not a tracked array.
     """
     names = tuple(inputs)
-    decisions = _Decisions()
+    if not names:
+        raise Unrecordable("the evaluation has no floating-point input")
+    decisions = _Decisions(inputs[names[0]].device)
 
     def tensor_of(v: Any) -> torch.Tensor | None:
         if isinstance(v, torch.Tensor):
