@@ -28,7 +28,8 @@ computed in float32 and grown into a float64 upper bound of the exact product:
 
 Where no such ``s`` exists (operands whose nonzero elements span more than about
 ``2^240`` together), an operand holds a NaN, an infinity or only zeros, is not
-laid out contiguously, or the GEMM is too small for the conversion to pay
+laid out contiguously (C or Fortran order, or a permuted view of such an array: a
+stack of transposed matrices, as attention's backward pass multiplies), or the GEMM is too small for the conversion to pay
 (:data:`PRODUCT_MIN`, :data:`SIDE_MIN`), or numba is missing or switched off
 (``NUMORACLE_NUMBA=0``), :func:`upper_product` returns None and the caller's
 float64 GEMM runs, as it always did.
@@ -45,7 +46,7 @@ import numpy as np
 from . import fused_cpu
 from .fused import SINGLE_CHUNK, scratch, single_growth, single_sum
 
-__all__ = ["Magnitudes", "upper_product", "PRODUCT_MIN", "SIDE_MIN"]
+__all__ = ["Magnitudes", "upper_product", "radii_product", "PRODUCT_MIN", "SIDE_MIN"]
 
 #: multiply-adds from which a radius's product runs in float32 (below, the GEMM is
 #: too short for the radius's two passes to pay)
@@ -72,14 +73,34 @@ def _loops() -> Any:
     return _numba_single
 
 
+def _memory_order(a: np.ndarray) -> list[int] | None:
+    """The axes of ``a`` from the largest stride to the smallest where ``a`` with its
+    axes so permuted is C-contiguous (a C- or Fortran-contiguous array, or a stack of
+    transposed matrices: a permuted view of a contiguous array), else None."""
+    order = sorted(range(a.ndim), key=lambda k: -abs(a.strides[k]))
+    return order if a.transpose(order).flags.c_contiguous else None
+
+
 def _flat(a: np.ndarray) -> np.ndarray | None:
-    """The elements of a C- or Fortran-contiguous array in memory order (a view),
-    None for any other layout."""
+    """The elements of a contiguous array in memory order (a view; also those of a
+    permuted view of one: :func:`_memory_order`), None for any other layout."""
     if a.flags.c_contiguous:
         return a.reshape(-1)
     if a.flags.f_contiguous:
         return a.reshape(-1, order="F")
-    return None
+    order = _memory_order(a)
+    return None if order is None else a.transpose(order).reshape(-1)
+
+
+def _laid_out_as(slot: int, a: np.ndarray) -> np.ndarray:
+    """A float32 scratch array shaped as ``a`` whose elements lie in memory in the
+    order of ``a``'s (:func:`_flat` visits both alike): ``a`` contiguous, or a
+    permuted view of a contiguous array."""
+    if a.flags.c_contiguous or a.flags.f_contiguous:
+        return scratch(slot, a, np.float32)
+    order = _memory_order(a)
+    assert order is not None  # (the caller found the radius's range by _flat)
+    return scratch(slot, a.transpose(order), np.float32).transpose(np.argsort(order))
 
 
 def _range(a: np.ndarray) -> tuple[float, float] | None:
@@ -127,19 +148,48 @@ def _scale(mag: tuple[float, float], rad: tuple[float, float], c: int) -> int | 
     return None if low > high else (low + high) // 2
 
 
+def _pays(mags: np.ndarray, radius: np.ndarray, mags_first: bool) -> bool:
+    """Whether the float32 product of ``mags`` and ``radius`` (stacks of matrices
+    whose inner extents agree) is large enough to pay for the radius's conversion
+    (:data:`PRODUCT_MIN`, :data:`SIDE_MIN`), the loops there."""
+    if mags.ndim < 2 or radius.ndim < 2 or _loops() is None:
+        return False
+    x_shape, y_shape = (mags.shape, radius.shape) if mags_first else (radius.shape, mags.shape)
+    k, side = x_shape[-1], (x_shape[-2] if mags_first else y_shape[-1])
+    if y_shape[-2] != k:
+        return False
+    macs = math.prod(np.broadcast_shapes(x_shape[:-2], y_shape[:-2])) * x_shape[-2] * k * y_shape[-1]
+    return side >= SIDE_MIN and macs >= PRODUCT_MIN
+
+
+def radii_product(ra: np.ndarray, rb: np.ndarray) -> np.ndarray | None:
+    """An upper bound (float64) of ``ra @ rb``, the product of two operands' radii
+    (float64, stacks of matrices), from float32 GEMMs: the smaller of the two rounded
+    up to float32 (:func:`~numoracle.oracle.fused_cpu.single_magnitudes`: at least
+    itself) takes the magnitudes' place in :func:`upper_product`. None where that
+    does not run, or where a nonzero element of the smaller one lies outside
+    float32's normal range (then the caller's float64 GEMM)."""
+    if not (type(ra) is np.ndarray and type(rb) is np.ndarray
+            and ra.dtype == rb.dtype == np.float64):
+        return None
+    first = ra.size <= rb.size  # (the smaller one converted twice, the larger once)
+    small, other = (ra, rb) if first else (rb, ra)
+    if not _pays(small, other, first) or _range(small) is None:
+        return None  # (a NaN, an infinity, a negative radius or only zeros: float64's)
+    m32 = fused_cpu.single_magnitudes(small)
+    return None if m32 is None else upper_product(Magnitudes(m32), other, first)
+
+
 def upper_product(mags: Magnitudes, radius: np.ndarray, mags_first: bool) -> np.ndarray | None:
     """An upper bound (float64) of ``|a| @ radius`` (``mags_first``) or ``radius @
     |b|``, ``mags`` the magnitudes ``|a|`` or ``|b|`` rounded up to float32, from
     float32 GEMMs (see the module docstring); None where it does not run (then the
     caller's float64 GEMM). Both operands stacks of matrices (at least 2-D)."""
     m32 = mags.single
-    if m32.ndim < 2 or radius.ndim < 2 or _loops() is None:
+    if not _pays(m32, radius, mags_first):
         return None
     x_shape, y_shape = (m32.shape, radius.shape) if mags_first else (radius.shape, m32.shape)
-    k, side = x_shape[-1], (x_shape[-2] if mags_first else y_shape[-1])
-    macs = math.prod(np.broadcast_shapes(x_shape[:-2], y_shape[:-2])) * x_shape[-2] * k * y_shape[-1]
-    if side < SIDE_MIN or macs < PRODUCT_MIN or y_shape[-2] != k:
-        return None
+    k = x_shape[-1]
     rad_range = _range(radius)
     mag_range = None if rad_range is None else mags.range()
     if rad_range is None or mag_range is None:
@@ -148,7 +198,7 @@ def upper_product(mags: Magnitudes, radius: np.ndarray, mags_first: bool) -> np.
     if s is None:
         return None
     loops = _loops()
-    r32 = scratch(_RADIUS_SLOT, radius, np.float32)  # (both used at once, then dropped:
+    r32 = _laid_out_as(_RADIUS_SLOT, radius)  # (both used at once, then dropped:
     loops.scaled_single(_flat(radius), math.ldexp(1.0, s), _flat(r32))  # no fresh pages)
     shape = np.broadcast_shapes(x_shape[:-2], y_shape[:-2]) + (x_shape[-2], y_shape[-1])
     out32 = scratch(_PRODUCT_SLOT, np.broadcast_to(np.float32(0), shape), np.float32) if (

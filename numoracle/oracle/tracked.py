@@ -835,14 +835,17 @@ def _propagated(abs_a: Any, ra: Any, rad_a: bool, abs_b: Any, rb: Any, rad_b: bo
     everywhere (``rad_a``, ``rad_b`` say which is not); 0.0 where both are. A
     magnitude given as :class:`_Magnitudes` multiplies a radius in float32 GEMMs
     where they run (an upper bound, above the float64 product by less than ``2^-11``
-    of itself: :mod:`~numoracle.oracle.single_products`)."""
+    of itself: :mod:`~numoracle.oracle.single_products`), and then so does the
+    product of the radii (:func:`~numoracle.oracle.single_products.radii_product`)."""
     out: Any = 0.0
     if rad_b:
         out = _radius_product(abs_a, rb, mags_first=True)
     if rad_a:
         out = out + _radius_product(abs_b, ra, mags_first=False)
     if rad_a and rad_b:
-        out = out + ra @ rb
+        product = single_products.radii_product(ra, rb) if (
+            SINGLE_SUMS and isinstance(abs_a, _Magnitudes)) else None
+        out = out + (ra @ rb if product is None else product)
     return out
 
 

@@ -211,3 +211,122 @@ def test_equal_radii_are_multiplied_once(monkeypatch: pytest.MonkeyPatch) -> Non
     assert len(calls) == 5
     for f in ("value", "det", "prob", "ref_err", "mag"):
         assert np.array_equal(getattr(shared, f), getattr(apart, f)), f
+
+
+@pytest.mark.parametrize("mags_first", [True, False])
+@pytest.mark.parametrize("which", ["radius", "magnitudes", "both"])
+def test_stacks_of_transposed_matrices_take_the_float32_products(
+        mags_first: bool, which: str) -> None:
+    """A permuted view (a stack of transposed matrices) of radius or magnitudes: the
+    float32 products run, bound the exact ones (each matrix against the float64
+    GEMM, within 2^-11) and give the bits of the same operands laid out in C order."""
+    rng = np.random.default_rng(11)
+    b, m, k, n = 3, 5, 7, 4
+    mag = rng.standard_normal((b, m, k) if mags_first else (b, k, n))
+    rad = np.abs(rng.standard_normal((b, k, n) if mags_first else (b, m, k))) * 2.0**-30
+    rad[..., 1::3, :] = 0.0
+
+    def permuted(x: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(x.swapaxes(-1, -2)).swapaxes(-1, -2)
+
+    mag_in = permuted(mag) if which in ("magnitudes", "both") else mag
+    rad_in = permuted(rad) if which in ("radius", "both") else rad
+    assert not (mag_in.flags.c_contiguous and rad_in.flags.c_contiguous)
+    mags = _mags(mag_in)
+    assert mags.single.flags.c_contiguous == (which == "radius")  # (its layout kept)
+    got = single_products.upper_product(mags, rad_in, mags_first)
+    assert got is not None
+    plain = single_products.upper_product(_mags(mag), rad, mags_first)
+    assert plain is not None
+    for i in range(b):
+        m64 = mags.single[i].astype(np.float64)
+        x, y = (m64, rad[i]) if mags_first else (rad[i], m64)
+        exact_ = _exact(x, y)
+        old = x @ y
+        assert np.all(got[i] >= old) and np.all(got[i] <= old * (1 + 2.0**-11))
+        for p in range(got.shape[1]):
+            for q in range(got.shape[2]):
+                assert Fraction(float(got[i, p, q])) >= exact_[p][q]
+    # the same scaled radius and magnitudes: the float32 GEMM may add in another order
+    assert np.allclose(got, plain, rtol=2.0**-20, atol=0.0)
+
+
+def test_a_layout_no_permutation_makes_contiguous_is_left_to_float64() -> None:
+    rad = np.ones((4, 6))[:, ::2]  # every other column: no memory order visits it alone
+    assert single_products._flat(rad) is None
+    assert single_products.upper_product(_mags(np.ones((3, 4))), rad, True) is None
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 8), st.integers(1, 6), st.integers(-60, 60),
+       st.integers(0, 30), st.booleans(), st.integers(0, 2**32 - 1))
+def test_a_product_of_two_radii_bounds_the_exact_one(m: int, k: int, n: int, e: int,
+                                                     spread: int, transposed: bool,
+                                                     seed: int) -> None:
+    """radii_product: whichever operand is the smaller takes the magnitudes' place;
+    at least the exact product and the float64 GEMM, within 2^-11 of it."""
+    rng = np.random.default_rng(seed)
+
+    def radius(shape: tuple[int, int]) -> np.ndarray:
+        r = np.abs(rng.standard_normal(shape)) * 2.0 ** (e + rng.integers(-spread, spread + 1,
+                                                                            shape))
+        r.flat[2::4] = 0.0
+        return r
+
+    ra, rb = radius((m, k)), radius((k, n))
+    if transposed:  # (laid out as the transposes of C arrays)
+        ra, rb = ra.T.copy().T, rb.T.copy().T
+    got = single_products.radii_product(ra, rb)
+    assert got is not None
+    exact_ = _exact(ra, rb)
+    old = ra @ rb
+    for i in range(m):
+        for j in range(n):
+            assert Fraction(float(got[i, j])) >= exact_[i][j], (i, j)
+    assert np.all(got >= old) and np.all(got <= old * (1 + 2.0**-11))
+    assert np.array_equal(got == 0, old == 0)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, 1e-300, 1e300])
+def test_radii_float32_cannot_carry_are_left_to_float64(bad: float) -> None:
+    """A NaN or an infinity in the smaller radius, or a nonzero one outside float32's
+    normal range: None (the float64 GEMM, whose NaN and infinity rules apply)."""
+    ra, rb = np.full((2, 3), 1e-8), np.full((3, 4), 1e-8)
+    ra[1, 2] = bad
+    assert single_products.radii_product(ra, rb) is None
+    assert single_products.radii_product(np.zeros((2, 3)), rb) is None
+
+
+def test_a_contraction_of_two_operands_with_radii_bounds_above_its_float64_propagation(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """tracked.matmul with radii on both operands (three products per radius, the
+    radii's own among them): values the same bits, each radius and the magnitude
+    (grown by the propagated radius) at least the float64 products' and within 2^-11
+    of it; the radii's product runs in
+    float32 (it is called and gives a result)."""
+    monkeypatch.setattr(fused_cpu, "LOOP_MIN", 1)
+    rng = np.random.default_rng(9)
+    av = rng.standard_normal((4, 40, 30)).astype(np.float32).astype(np.float64)
+    bv = rng.standard_normal((4, 50, 30)).astype(np.float32).astype(np.float64)
+
+    def radii(v: np.ndarray) -> Tracked:
+        return bounded(v, np.abs(v) * 2.0**-24 + 2.0**-40, np.abs(v) * 2.0**-26,
+                       ref_err=np.abs(v) * 2.0**-60)
+
+    ran: list[bool] = []
+    real = single_products.radii_product
+    monkeypatch.setattr(single_products, "radii_product",
+                        lambda *a: ran.append(real(*a) is not None) or real(*a))
+    model = get_model("fp32")
+    outs = []
+    for minimum in (1 << 62, 0):  # float64 products, then float32's
+        monkeypatch.setattr(single_products, "PRODUCT_MIN", minimum)
+        b = tracked.tmap(radii(bv), lambda x: x.swapaxes(-1, -2))  # (a transposed stack)
+        outs.append(matmul(radii(av), b, model))
+    assert ran == [False] * 3 + [True] * 3  # det, prob, ref_err
+    old, new = outs
+    assert np.array_equal(old.value, new.value)
+    for f in ("det", "prob", "ref_err", "mag"):
+        o, g = getattr(old, f), getattr(new, f)
+        assert np.all(g >= o) and np.all(g <= o * (1 + 2.0**-11)), f
+        assert np.any(g != o), f
