@@ -58,6 +58,8 @@ from .capture import capture as capture_graph
 from .facts import ShapeFacts, shape_facts
 from .interpret import evaluate
 from .library._common import as_judged
+from .recording import Recordings, signature
+from .recording import mode as recording_mode
 from .rules import Claims, RuleContext
 
 __all__ = ["TracedOp", "traced_op", "restore_op", "DEFAULT_DIM", "DEFAULT_BATCH",
@@ -424,6 +426,7 @@ class TracedOp(Op):
         if not isinstance(self.name, str) or not self.name.replace("-", "_").isidentifier():
             raise InvalidArgument(f"name={self.name!r} must be an identifier-like str")
         self._facts: dict[tuple[Any, ...], ShapeFacts] = {}
+        self.recordings = Recordings()
         self._workload: tuple[str, ...] | None = None
 
     @property  # type: ignore[override]
@@ -599,8 +602,34 @@ class TracedOp(Op):
         values = {n: seen[n] for n in self.ref.names}
         cotangents = {f"grad_{o}": seen[f"grad_{o}"] for o in self._graded(params)}
         graph = capture_graph(self.ref, values, cotangents)
-        got = evaluate(graph, given, ctx, outputs)
+        how = recording_mode()
+        got = None if how == "off" else self._recorded(graph, seen, given, ctx, outputs, how)
+        if got is None:
+            got = evaluate(graph, given, ctx, outputs)
         return {k: back(_arrays(as_judged(v))) for k, v in got.items()}
+
+    def _recorded(self, graph: Any, seen: Mapping[str, torch.Tensor], given: Mapping[str, Any],
+                  ctx: RuleContext, outputs: tuple[str, ...], how: str
+                  ) -> Mapping[str, Any] | None:
+        """The case's outputs by a recording of its evaluation in torch's namespace, on
+        the device of its inputs (:mod:`.recording`), or None where it is to be
+        evaluated as usual."""
+        tensors = {k: v if isinstance(v, torch.Tensor) else torch.from_numpy(np.asarray(v))
+                   for k, v in seen.items() if k in given}
+        floats = {k: v for k, v in tensors.items() if v.is_floating_point()}
+        if not floats:
+            return None
+        device = next(iter(floats.values())).device
+        xp = namespace_named("torch")
+        torch_ctx = replace(ctx, xp=xp, device=device)
+        fixed = {k: v for k, v in given.items() if k not in floats}
+        key = signature(id(graph), {**floats, **fixed},
+                        (repr(ctx.model), repr(ctx.claims), outputs, str(device)))
+        got = self.recordings.evaluate(
+            key, lambda fl: evaluate(graph, {**fixed, **fl}, torch_ctx, outputs), floats, xp, how)
+        if got is None or ctx.xp is not np:
+            return got
+        return {k: v.to_host() if isinstance(v, Tracked) else v for k, v in got.items()}
 
     def __repr__(self) -> str:
         return f"<traced op {self.name}: {self.ref.describe()}>"

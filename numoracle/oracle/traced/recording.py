@@ -45,13 +45,44 @@ from torch.overrides import TorchFunctionMode
 from ...errors import InvalidArgument
 from ..tracked import Tracked
 
-__all__ = ["Recording", "Unrecordable", "record", "signature", "READS"]
+__all__ = ["Recording", "Recordings", "Unrecordable", "record", "signature", "mode", "READS",
+           "MODES", "MODE_VARIABLE", "COMPILED_SLACK"]
+
+#: the environment variable that switches recorded evaluations on (:data:`MODES`)
+MODE_VARIABLE = "NUMORACLE_RECORD"
+#: ``off``: every case evaluated; ``replay``: a signature's second case is recorded and
+#: later ones replayed op by op; ``compile``: replayed compiled; ``graphs``: compiled and
+#: replayed as a CUDA graph (on a GPU)
+MODES = ("off", "replay", "compile", "graphs")
+#: a compiled replay's radii are raised by this share of themselves: its float64 sums
+#: may be made in another order than the evaluation's (each radius within a few units
+#: in the last place of it; a sum of n terms reordered moves by less than n 2^-53 of
+#: its magnitude, below this share for n < 2^23)
+COMPILED_SLACK = 2.0**-30
+#: the radii a compiled replay raises
+_RADII = ("ref_err", "det", "prob")
 
 #: the tensor methods that bring a device value into Python
 READS = frozenset({"__bool__", "item", "__float__", "__int__", "__index__", "tolist",
                    "numpy", "cpu", "__array__"})
 #: the fields of a :class:`Tracked` that hold arrays (``n`` may be one too)
 _FIELDS = tuple(f.name for f in fields(Tracked))
+
+
+def mode() -> str:
+    """The recording mode :data:`MODE_VARIABLE` names (``off`` unset).
+
+    Raises
+    ------
+    InvalidArgument
+        For a name not in :data:`MODES`.
+    """
+    import os  # noqa: PLC0415 - read per call: a test or a run may set it late
+
+    name = os.environ.get(MODE_VARIABLE, "off").strip().lower() or "off"
+    if name not in MODES:
+        raise InvalidArgument(f"{MODE_VARIABLE}={name!r} is unknown; use one of {MODES}")
+    return name
 
 
 class Unrecordable(Exception):
@@ -176,6 +207,8 @@ class Recording:
         self.replays += 1
         out: dict[str, dict[str, Any]] = {k: dict(v) for k, v in self.shells.items()}
         for slot, v in zip(self.slots, values, strict=True):
+            if self.compiled is not None and slot.field in _RADII:
+                v = v * (1.0 + COMPILED_SLACK)
             out[slot.name][slot.field] = self.wrap(v)
         return {k: Tracked(**f) if f.pop("__tracked__") else f["__plain__"]
                 for k, f in out.items()}
@@ -259,3 +292,40 @@ def signature(graph_key: Any, inputs: Mapping[str, Any], extra: Any) -> str:
         if isinstance(v, np.ndarray) and v.dtype.kind in "biu":
             h.update(np.ascontiguousarray(v).tobytes())
     return h.hexdigest()
+
+
+class Recordings:
+    """The recordings of one op, by :func:`signature`: a signature's first case is
+    evaluated, its second recorded (and compiled, as :func:`mode` says), the later
+    ones replayed; a signature whose recording was refused is not tried again. At
+    most ``keep`` recordings are kept (the oldest dropped: each holds its graph, and a
+    compiled one its kernels and, as a CUDA graph, its memory)."""
+
+    def __init__(self, keep: int = 8) -> None:
+        self.keep = keep
+        self.seen: dict[str, int] = {}
+        self.kept: dict[str, Recording] = {}
+        self.refused: dict[str, str] = {}
+
+    def evaluate(self, key: str, evaluate: Callable[[dict[str, Any]], Mapping[str, Any]],
+                 floats: Mapping[str, torch.Tensor], xp: Any, how: str
+                 ) -> Mapping[str, Any] | None:
+        """The outputs of a case of signature ``key`` by its recording, or None where
+        the case is to be evaluated (``evaluate`` on ``floats``: the first case of its
+        signature, a refused signature, a guard that failed)."""
+        rec = self.kept.get(key)
+        if rec is None:
+            self.seen[key] = self.seen.get(key, 0) + 1
+            if self.seen[key] < 2 or key in self.refused:
+                return None
+            try:
+                rec = record(evaluate, floats, xp)
+            except Unrecordable as e:
+                self.refused[key] = str(e)
+                return None
+            if how in ("compile", "graphs"):
+                rec.compile(graphs=how == "graphs")
+            if len(self.kept) >= self.keep:
+                self.kept.pop(next(iter(self.kept)))
+            self.kept[key] = rec
+        return rec.run(floats)

@@ -1,0 +1,145 @@
+"""Recorded evaluations (:mod:`numoracle.oracle.traced.recording`): a replay whose guards
+hold gives the evaluation's values and radii bit for bit on a new case; a case that takes
+another branch is refused and evaluated afresh; integer inputs are part of the signature;
+a compiled replay raises its radii by :data:`COMPILED_SLACK`. On the CPU, in torch's
+namespace (the GPU's replays compiled are measured in ``benchmarks/traced/recorded.py``)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from numoracle.errors import InvalidArgument
+from numoracle.oracle.precision import get_model
+from numoracle.oracle.traced.capture import capture
+from numoracle.oracle.traced.interpret import evaluate
+from numoracle.oracle.traced.op import TracedOp
+from numoracle.oracle.traced.recording import (
+    COMPILED_SLACK,
+    MODE_VARIABLE,
+    Recordings,
+    mode,
+    record,
+    signature,
+)
+from numoracle.oracle.xp import namespace_named, to_numpy
+
+FIELDS = ("value", "ref_err", "det", "prob", "mag")
+
+
+def _softmax_op() -> TracedOp:
+    return TracedOp(lambda x: torch.softmax(x, dim=-1), inputs={"x": torch.zeros(6, 32,
+                    dtype=torch.float64)}, grads=("x",), name="recording_softmax_test")
+
+
+def _case(seed: int) -> dict[str, torch.Tensor]:
+    rng = np.random.default_rng(seed)
+    return {k: torch.from_numpy(rng.standard_normal((6, 32)).astype(np.float32)
+                                .astype(np.float64)) for k in ("x", "grad_out")}
+
+
+def _setup() -> tuple[Any, Any, Any]:
+    op = _softmax_op()
+    tx = namespace_named("torch")
+    ctx = replace(op.context(get_model("fp32")), xp=tx, device=torch.device("cpu"))
+    first = _case(1)
+    graph = capture(op.ref, {"x": first["x"]}, {"grad_out": first["grad_out"]})
+    return graph, ctx, tx
+
+
+def _host(t: Any, f: str) -> np.ndarray:
+    return np.broadcast_to(np.asarray(to_numpy(getattr(t, f)), dtype=np.float64), t.shape)
+
+
+def _assert_bits(a: dict[str, Any], b: dict[str, Any], scale: float = 1.0) -> None:
+    assert set(a) == set(b)
+    for k in a:
+        for f in FIELDS:
+            want = _host(b[k], f) * (scale if f in ("ref_err", "det", "prob") else 1.0)
+            got = _host(a[k], f)
+            assert np.array_equal(got, want, equal_nan=True), (k, f)
+
+
+def test_a_replay_gives_the_evaluations_bits_on_a_new_case() -> None:
+    graph, ctx, tx = _setup()
+    rec = record(lambda fl: evaluate(graph, fl, ctx), _case(1), tx)
+    assert rec.nodes > 100 and rec.sources  # (decisions were guarded)
+    new = _case(2)
+    got = rec.run(new)
+    assert got is not None, rec.failed_sources
+    _assert_bits(got, evaluate(graph, dict(new), ctx))
+    assert rec.replays == 1 and rec.refused == 0
+
+
+def test_a_case_that_decides_otherwise_is_refused() -> None:
+    graph, ctx, tx = _setup()
+    rec = record(lambda fl: evaluate(graph, fl, ctx), _case(1), tx)
+    odd = _case(2)
+    odd["x"][0, 3] = float("inf")  # (a row with +inf: other branches of the rules)
+    assert rec.run(odd) is None  # (a guard failed, or a shape the recorded case decided)
+    assert rec.refused == 1 and rec.replays == 0
+
+
+def test_a_compiled_replay_raises_its_radii_by_the_slack() -> None:
+    graph, ctx, tx = _setup()
+    rec = record(lambda fl: evaluate(graph, fl, ctx), _case(1), tx)
+    plain = rec.run(_case(3))
+    rec.compiled = rec.module  # (the graph itself stands for a compiled one)
+    raised = rec.run(_case(3))
+    assert plain is not None and raised is not None
+    _assert_bits(raised, plain, scale=1.0 + COMPILED_SLACK)
+
+
+def test_recordings_evaluate_the_first_case_and_replay_from_the_second() -> None:
+    graph, ctx, tx = _setup()
+    book = Recordings()
+    calls = []
+
+    def run(fl: dict[str, Any]) -> Any:
+        calls.append(1)
+        return evaluate(graph, fl, ctx)
+
+    assert book.evaluate("k", run, _case(1), tx, "replay") is None  # (seen once)
+    second = book.evaluate("k", run, _case(2), tx, "replay")
+    assert second is not None and "k" in book.kept
+    n = len(calls)
+    third = book.evaluate("k", run, _case(3), tx, "replay")
+    assert third is not None and len(calls) == n  # (replayed: not evaluated again)
+    _assert_bits(third, evaluate(graph, dict(_case(3)), ctx))
+
+
+def test_integer_inputs_are_part_of_the_signature() -> None:
+    x = torch.zeros(4, 5, dtype=torch.float64)
+    a = signature(1, {"x": x, "labels": np.array([0, 1, 2, 3])}, "m")
+    assert a == signature(1, {"x": x, "labels": np.array([0, 1, 2, 3])}, "m")
+    assert a != signature(1, {"x": x, "labels": np.array([0, 1, 2, 4])}, "m")
+    assert a != signature(1, {"x": torch.zeros(4, 6, dtype=torch.float64),
+                              "labels": np.array([0, 1, 2, 3])}, "m")
+
+
+def test_the_mode_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(MODE_VARIABLE, "sometimes")
+    with pytest.raises(InvalidArgument, match="NUMORACLE_RECORD"):
+        mode()
+    monkeypatch.setenv(MODE_VARIABLE, "compile")
+    assert mode() == "compile"
+
+
+def test_a_traced_op_replays_host_cases_and_hands_back_host_arrays(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    op = _softmax_op()
+    model = get_model("fp32")
+    graph, ctx, _ = _setup()
+    monkeypatch.setenv(MODE_VARIABLE, "replay")
+    for seed in (1, 2, 3):
+        case = {k: v.numpy() for k, v in _case(seed).items()}
+        got = op.reference(case, {}, model)
+        assert all(isinstance(t.value, np.ndarray) for t in got.values())
+        if seed > 1:  # (by the recording: the torch namespace's evaluation, bit for bit)
+            _assert_bits(got, evaluate(graph, dict(_case(seed)), ctx))
+    (rec,) = op.recordings.kept.values()
+    assert rec.replays == 2
