@@ -31,7 +31,7 @@ __all__ = ["available", "warm_up", "operand_facts", "grid", "exact_radii", "stor
            "rounding_params", "contraction_radii", "propagated_radii", "larger_counts", "add_radii", "either_radii", "any_imprecise", "any_special",
            "mul_radii", "scalar_radii", "carry_binary", "elementary_radii", "elementwise", "LOOP_MIN",
            "single_magnitudes", "rows_available", "LONGEST_ROW", "as_rows", "dense_rows", "radius_rows", "row_max", "shifted_exp_rows", "softmax_rows",
-           "log_softmax_rows", "hot_rows", "log_softmax_backward_rows", "norm_available",
+           "log_softmax_rows", "hot_rows", "softmax_grad_loops", "log_softmax_backward_rows", "norm_available",
            "row_top", "deviation_squares", "deviation_square_sums", "normalized_rows",
            "norm_backward_products", "norm_backward_sums",
            "input_grad_rows", "NOT_FINITE", "SUBNORMAL",
@@ -73,6 +73,18 @@ def _row_loops() -> Any:
 def rows_available() -> bool:
     """Whether the whole-rule loops of the softmax family run here (:func:`_row_loops`)."""
     return _row_loops() is not None
+
+
+@cache
+def softmax_grad_loops() -> Any:
+    """The whole-rule loops of softmax's backward (``_numba_softmax_grad``: no
+    function of their own, the primitives' bits), or None where numba is missing or
+    switched off."""
+    if _loops() is None:
+        return None
+    from . import _numba_softmax_grad  # noqa: PLC0415 - numba is optional
+
+    return _numba_softmax_grad
 
 
 @cache

@@ -38,7 +38,8 @@ from . import ieee
 from ._common import scalar, tmap_all
 from .elementwise import ulps
 
-__all__ = ["fused_softmax", "fused_log_softmax", "fused_log_softmax_backward"]
+__all__ = ["fused_softmax", "fused_log_softmax", "fused_log_softmax_backward",
+           "fused_softmax_backward"]
 
 
 def _loops(xp: Any) -> Any:
@@ -288,3 +289,64 @@ def fused_log_softmax_backward(ctx: RuleContext, grad: Tracked, out: Tracked,
     return bounded(value.reshape(shape), det.reshape(shape), prob.reshape(shape),
                    ref_err=ref.reshape(shape), mag=mag.reshape(shape),
                    n=grad.n + ew._max_n(out, s))
+
+
+def _operand_rows(t: Tracked, shape: tuple[int, ...]) -> tuple[np.ndarray, ...]:
+    """``t``'s value, det, prob and ref_err as C-contiguous rows of the last axis, a
+    radius 0 everywhere (an exact input's) as one row of zeros
+    (:func:`~numoracle.oracle.fused_cpu.radius_rows`), prob the det's rows where ``t``
+    holds one array for both."""
+    n = shape[-1]
+    v = np.ascontiguousarray(t.value, dtype=np.float64).reshape(-1, n)
+    d = fused_cpu.radius_rows(t.det, shape, n)
+    p = d if t.prob is t.det else fused_cpu.radius_rows(t.prob, shape, n)
+    return v, d, p, fused_cpu.radius_rows(t.ref_err, shape, n)
+
+
+def fused_softmax_backward(ctx: RuleContext, grad: Tracked, out: Tracked,
+                           axis: int) -> Tracked | None:
+    """softmax's ``softmax_backward_rule``, ``y (g - sum(g y))``, by two whole-rule
+    loops around the primitives' own sum (:mod:`~numoracle.oracle._numba_softmax_grad`:
+    the same bits, special points included); None where they do not run: not NumPy, no
+    numba, fewer than LOOP_MIN elements, an axis other than the last, operands of
+    other shapes, an escalated operand."""
+    shape = out.shape
+    loops = fused_cpu.softmax_grad_loops()
+    if (loops is None or array_module(out.value) is not np
+            or array_module(grad.value) is not np or grad.lo is not None or out.lo is not None
+            or out.value.ndim == 0 or grad.shape != shape or axis != out.value.ndim - 1
+            or shape[-1] == 0 or not whole_rules(np, out.value.size)):
+        return None
+    m = ctx.model
+    acc = m.accumulate
+    params = np.array([m.acc_unit(), acc.tiny, U64, acc.max])
+    ints = np.array([acc.t, acc.emin], dtype=np.int64)
+    g, y = _operand_rows(grad, shape), _operand_rows(out, shape)
+    shared = grad.prob is grad.det and out.prob is out.det
+    rows = g[0].shape[0]
+    flags = np.empty((rows, 2), dtype=np.bool_)
+    gy = tuple(np.empty(g[0].shape) for _ in range(5))
+    gp = np.empty((1, 1)) if shared else gy[2]
+    y_exact = may_be_exact(out)
+    loops.products(*g, *y, y_exact and may_be_exact(grad), shared, params, ints, gy[0], gy[1], gp,
+                   gy[3], gy[4], flags)
+    gy = bounded(*(a.reshape(shape) for a in (gy[0], gy[1], gy[1] if shared else gp)),
+                 ref_err=gy[3].reshape(shape), mag=gy[4].reshape(shape),
+                 n=ew._max_n(grad, out))
+    s = _sum_keep(ctx, gy, axis, special=bool(flags[:, 1].any()))
+    sr = _per_row(s, rows)
+    with np.errstate(invalid="ignore"):
+        reach = sr[:, 1] + sr[:, 3]
+        special = flags[:, 0] | ((reach == 0) & ((sr[:, 0] == 0) | np.isinf(sr[:, 0]))) | (
+            np.isnan(sr[:, 0]) & np.isfinite(reach))
+    test_sub = may_be_exact(grad, s)
+    shared = shared and bool(np.array_equal(sr[:, 1], sr[:, 2]))
+    res = tuple(np.empty(g[0].shape) for _ in range(5))
+    rp = np.empty((1, 1)) if shared else res[2]
+    loops.rows(*g, *y, sr, special, np.array([test_sub, test_sub and y_exact]),
+               shared, params, ints, res[0], res[1], rp, res[3], res[4])
+    n_d = grad.n + s.n
+    n = max(out.n, n_d) if isinstance(out.n, int) and isinstance(n_d, int) else \
+        np.maximum.reduce(np.broadcast_arrays(np.asarray(out.n), np.asarray(n_d)))
+    return bounded(*(a.reshape(shape) for a in (res[0], res[1], res[1] if shared else rp)),
+                   ref_err=res[3].reshape(shape), mag=res[4].reshape(shape), n=n)

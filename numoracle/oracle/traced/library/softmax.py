@@ -48,6 +48,7 @@ from ._softmax_rows import (
     fused_log_softmax,
     fused_log_softmax_backward,
     fused_softmax,
+    fused_softmax_backward,
 )
 
 __all__ = ["shifted_exp", "softmax", "log_softmax", "online_radius"]
@@ -262,6 +263,9 @@ def softmax_backward_rule(ctx: RuleContext, grad: Tracked, out: Tracked, dim: in
     """``y (g - sum(g y))`` along ``dim``, with ``y`` the softmax output."""
     m = ctx.model
     axis = dim % max(out.value.ndim, 1)
+    fast = fused_softmax_backward(ctx, grad, out, axis)
+    if fast is not None:
+        return fast
     gy = ieee.mul(grad, out, m)
     return ieee.mul(out, ieee.sub(grad, _sum_keep(ctx, gy, axis), m), m)
 
