@@ -9,8 +9,9 @@ and guards), the recorded graph replayed, and replayed compiled
 (:func:`torch.compile`), each on a second case drawn apart from the recorded one: its
 guards held or not, and its values and radii against the evaluation's of that case
 (equal bits, or the largest relative difference and the count of elements that
-differ). Rows are written as they finish (``rows.jsonl``) and the run stops at
-``--deadline`` seconds.
+differ). Replays are timed on the second case where its guards held (``timed_on``).
+Rows are written as they finish (``rows.jsonl``) and the run stops at ``--deadline``
+seconds.
 
     python -m benchmarks.traced.recorded --device cuda --out DIR [--size realistic]
         [--names softmax,mlp] [--compile default,cudagraphs] [--deadline 400]
@@ -164,7 +165,9 @@ def _row(name: str, size: str, backward: bool, device: str, modes: list[str],
     got_b = rec.run(fl[1])
     row["replay_b"] = ("guards failed: " + ", ".join(sorted(rec.failed_sources))
                        if got_b is None else _compare(got_b, truth_b))
-    row["replay_s"], _ = _best(lambda: rec.run(fl[0]), repeats, device)
+    row["replay_s"], _ = _best(lambda: rec.run(fl[1] if got_b is not None else fl[0]),
+                               repeats, device)
+    row["timed_on"] = "B" if got_b is not None else "A"  # (the new case where it replays)
     for mode in modes:
         rec.failed_sources.clear()
         try:
@@ -179,7 +182,8 @@ def _row(name: str, size: str, backward: bool, device: str, modes: list[str],
             got = rec.run(fl[1])
             row[f"compile_{mode}_b"] = ("guards failed: " + ", ".join(sorted(rec.failed_sources))
                                         if got is None else _compare(got, truth_b))
-            row[f"compile_{mode}_s"], _ = _best(lambda: rec.run(fl[0]), repeats, device)
+            row[f"compile_{mode}_s"], _ = _best(
+                lambda: rec.run(fl[1] if got is not None else fl[0]), repeats, device)
         except Exception as e:  # (a compiler's failure is a result to record)
             import traceback  # noqa: PLC0415
             row[f"compile_{mode}"] = f"failed: {type(e).__name__}: {str(e)[:400]}"

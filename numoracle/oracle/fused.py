@@ -446,12 +446,23 @@ class OperandFacts:
     #: ``|x|``, laid out as ``x`` is
     magnitude: Any
     #: the exponent of the lowest set bit of its nonzero finite elements (``none``
-    #: where there are none)
-    lsb: int
+    #: where there are none); None where it is left on the device (``low``)
+    lsb: int | None
     #: :data:`NOT_FINITE` (an infinity or NaN), :data:`SUBNORMAL` (a nonzero element
     #: below the format's smallest normal), :data:`UNREPRESENTABLE` (an element the
     #: format does not hold exactly), or'ed
     flags: int
+    #: in torch's namespace, the least magnitude of the lowest set bits (a 0-d tensor,
+    #: :func:`~numoracle.oracle.fused_torch.operand_facts`), read only where needed
+    low: Any = None
+    #: whether the lowest set bit may lie below ``2^fused_torch.DEEP_EXPONENT``
+    deep: bool = True
+
+    def exponent(self, none: int) -> int:
+        """:attr:`lsb`, read from :attr:`low` where it was left on the device."""
+        if self.lsb is not None:
+            return self.lsb
+        return fused_torch.lowest_exponent(self.low, none)
 
 
 class PendingFacts:
@@ -508,7 +519,7 @@ def operand_facts(arrays: list[Any], fmt: Any, none: int, *, grid: bool = True,
         mags = [f.magnitude if f is not None else
                 _owned(x, dtype) if keep[i] else scratch(i, x, dtype)
                 for i, (x, f) in enumerate(zip(arrays, known, strict=True))]
-        host = np.array([(0, 0) if f is None else (none - f.lsb, f.flags) for f in known],
+        host = np.array([(0, 0) if f is None else (none - f.exponent(none), f.flags) for f in known],
                         dtype=np.int64).reshape(len(arrays), 2)
         if todo:
             host[todo] = fused_cpu.operand_facts([arrays[i] for i in todo],
@@ -520,7 +531,7 @@ def operand_facts(arrays: list[Any], fmt: Any, none: int, *, grid: bool = True,
     known = known or [None] * len(arrays)
     todo = [i for i, f in enumerate(known) if f is None]
     mags: list[Any] = [None if f is None else f.magnitude for f in known]
-    host = np.array([(0, 0) if f is None else (none - f.lsb, f.flags) for f in known],
+    host = np.array([(0, 0) if f is None else (none - f.exponent(none), f.flags) for f in known],
                     dtype=np.int64).reshape(len(arrays), 2)
     found = xp.zeros((len(todo), 2), dtype=xp.int32)
     passes = []
@@ -556,9 +567,9 @@ def _torch_facts(xp: Any, arrays: list[Any], fmt: Any, none: int,
     known = known or [None] * len(arrays)
     todo = [i for i, f in enumerate(known) if f is None]
     done: list[Any] = list(known)
-    for i, (mag, lsb, flags) in zip(todo, fused_torch.operand_facts(
+    for i, (mag, low, flags, deep) in zip(todo, fused_torch.operand_facts(
             [xp.tensor(arrays[i]) for i in todo], fmt, none), strict=True):
-        done[i] = OperandFacts(xp.from_tensor(mag), lsb, flags)
+        done[i] = OperandFacts(xp.from_tensor(mag), None, flags, low, deep)
     return PendingFacts([f.magnitude for f in done], None, None, none, done=done)
 
 

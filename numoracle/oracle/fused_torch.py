@@ -78,39 +78,88 @@ def representable(value: Any, fmt: Any) -> Any:
     return _held(mag, low, lead, fmt) | (mag == 0) | ~value.isfinite()
 
 
+#: an operand whose lowest set bit lies at or above ``2^DEEP_EXPONENT`` makes, with
+#: another such, products on a grid no finer than float64's least subnormal
+#: (``2 DEEP_EXPONENT = -1074``): no read of the grid is needed to know it
+DEEP_EXPONENT = -537
+
+
 def operand_facts(tensors: list[Any], fmt: Any, none: int
-                  ) -> list[tuple[Any, int, int]]:
-    """Each float64 tensor's magnitude (a tensor laid out as it), the exponent of the
-    lowest set bit of its nonzero finite elements (``none`` where there are none) and
-    its flags (:data:`NOT_FINITE`, :data:`SUBNORMAL`, :data:`UNREPRESENTABLE` as to
-    ``fmt``, or'ed); the facts of all of them read in one transfer."""
+                  ) -> list[tuple[Any, Any, int, bool]]:
+    """Each float64 tensor's magnitude (a tensor laid out as it), the least magnitude of
+    the lowest set bits of its nonzero finite elements (a 0-d tensor, left on the device:
+    infinite where there are none; :func:`lowest_exponent` and :func:`grid_thresholds`
+    reads it) and its flags (:data:`NOT_FINITE`, :data:`SUBNORMAL`, :data:`UNREPRESENTABLE`
+    as to ``fmt``, or'ed) and whether a lowest set bit lies below ``2^DEEP_EXPONENT``
+    (:data:`DEEP_EXPONENT`); the flags of all of them read in one transfer. The lowest
+    set bit is a value, not a decision: a recorded evaluation
+    (:mod:`~numoracle.oracle.traced.recording`) reads only what it decides."""
     if not tensors:
         return []
     torch = _torch(tensors[0])
-    mags, found = [], []
+    mags, lows, found = [], [], []
     for t in tensors:
         mag = t.abs()
         mags.append(mag)
         if not t.numel():
-            found.append(torch.tensor([math.inf, 0.0, 0.0, 0.0], dtype=torch.float64,
-                                      device=t.device))
+            lows.append(torch.tensor(math.inf, dtype=torch.float64, device=t.device))
+            found.append(torch.zeros(4, dtype=torch.bool, device=t.device))
             continue
         finite = mag.isfinite()
         counted = finite & (mag != 0)
         low, lead = _low_and_lead(mag)
+        lows.append(torch.where(counted, low, math.inf).amin())
         found.append(torch.stack([
-            torch.where(counted, low, math.inf).amin(),
             (~finite).any(),
             (counted & (mag < fmt.tiny)).any(),
-            (counted & ~_held(mag, low, lead, fmt)).any()]).to(torch.float64))
+            (counted & ~_held(mag, low, lead, fmt)).any(),
+            lows[-1] < math.ldexp(1.0, DEEP_EXPONENT)]))
     out = []
-    for mag, (low, not_finite, subnormal, off) in zip(
-            mags, torch.stack(found).tolist(), strict=True):  # (one read)
-        lsb = none if low == math.inf else math.frexp(low)[1] - 1
+    for mag, low, (not_finite, subnormal, off, deep) in zip(
+            mags, lows, torch.stack(found).tolist(), strict=True):  # (one read)
         flags = ((NOT_FINITE if not_finite else 0) | (SUBNORMAL if subnormal else 0)
                  | (UNREPRESENTABLE if off else 0))
-        out.append((mag, lsb, flags))
+        out.append((mag, low, flags, bool(deep)))
     return out
+
+
+def lowest_exponent(low: Any, none: int) -> int:
+    """The exponent of the lowest set bit a 0-d ``low`` of :func:`operand_facts` holds
+    (``none`` for infinity: no nonzero finite element); one read."""
+    value = float(low)
+    return none if value == math.inf else math.frexp(value)[1] - 1
+
+
+def grid_thresholds(lows: list[Any], none: int, acc_p: int, acc_emin: int, p64: int,
+                    finest: int, device: Any, deep: bool = True) -> tuple[bool, Any, Any]:
+    """The exact regime of a contraction of exact operands on the device: the grid
+    ``2^e`` (``e`` the sum of the first two operands' lowest exponents, ``0`` where one
+    has no nonzero finite element, at most a bias's: ``tracked._grid_exponent``) and
+    the thresholds ``fits_acc = 2^(acc_p + e)`` (where ``e >= acc_emin``) and
+    ``fits_64 = 2^(p64 + e)``, ``-1`` where there is no grid (``e >= 2^19``): 0-d
+    tensors, never read. One read, where ``deep`` (some operand's lowest set bit below
+    ``2^DEEP_EXPONENT``; else ``e`` cannot lie below ``finest = 2 DEEP_EXPONENT``):
+    whether ``e`` lies below ``finest``. An operand's entry of ``lows`` is its ``low``
+    of :func:`operand_facts`, or its lowest exponent where the host knows it (an int)."""
+    import torch  # noqa: PLC0415 - only with torch's tensors
+
+    exps = []
+    for low in lows:
+        if isinstance(low, int):
+            exps.append(torch.tensor(low, dtype=torch.int64, device=device))
+            continue
+        finite = torch.isfinite(low)
+        e = torch.frexp(torch.where(finite, low, 1.0)).exponent.to(torch.int64) - 1
+        exps.append(torch.where(finite, e, none))
+    e = torch.where(torch.maximum(exps[0], exps[1]) < none, exps[0] + exps[1], 0)
+    if len(exps) > 2:
+        e = torch.minimum(e, exps[2])
+    grid = e < (1 << 19)
+    k = torch.clamp(e, min=-4000, max=4000).to(torch.float64)
+    one = torch.ones((), dtype=torch.float64, device=device)
+    fits_acc = torch.where(grid & (e >= acc_emin), torch.ldexp(one, k + acc_p), -1.0)
+    fits_64 = torch.where(grid, torch.ldexp(one, k + p64), -1.0)
+    return deep and bool(e < finest), fits_acc, fits_64
 
 
 def exact_radii(value: Any, S: Any, bias: Any, scalars: tuple[Any, ...], fmt: Any = None
@@ -134,14 +183,14 @@ def exact_radii(value: Any, S: Any, bias: Any, scalars: tuple[Any, ...], fmt: An
     prob += eta
     ref = s * g64
     ref += tiny_sum
-    if fits_acc >= 0.0:
+    if not isinstance(fits_acc, float) or fits_acc >= 0.0:  # (a tensor: s >= 0 > -1)
         fits = s <= fits_acc
         det.masked_fill_(fits, 0.0)
         prob.masked_fill_(fits, 0.0)
     over = s > acc_max
     det.masked_fill_(over, math.inf)
     prob.masked_fill_(over, math.inf)
-    if fits_64 >= 0.0:
+    if not isinstance(fits_64, float) or fits_64 >= 0.0:
         ref.masked_fill_(s <= fits_64, 0.0)
     if fmt is not None:
         det, prob = store_round(value, ref, det, prob, fmt)

@@ -947,11 +947,21 @@ def _exact_fused_matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tra
     fits_acc = fits_64 = -1.0  # S >= 0: no element fits
     if c_in == 0.0 and (on_device or _may_fit(S, av, bv, bias, max(acc.p, FP64.p))):
         # (S here is not yet grown: where no element of it fits, none grown does)
-        e = _grid_exponent(*(f.lsb if on_device else lsb_exponent(v)
-                             for f, v in zip(facts, operand_values, strict=True)))
-        if e < FP64.emin - 52:
-            return None
-        if e < (1 << 19):
+        if on_device and not cupy:  # (torch's: the grid kept on the device)
+            too_fine, fits_acc, fits_64 = fused_torch.grid_thresholds(
+                [f.lsb if f.low is None else f.low for f in facts], _NO_GRID, acc.p,
+                acc.emin, FP64.p, FP64.emin - 52, xp.tensor(S).device,
+                deep=any(f.deep if f.low is not None else f.lsb < fused_torch.DEEP_EXPONENT
+                         for f in facts))
+            if too_fine:
+                return None
+            e = None
+        else:
+            e = _grid_exponent(*(f.exponent(_NO_GRID) if on_device else lsb_exponent(v)
+                                 for f, v in zip(facts, operand_values, strict=True)))
+            if e < FP64.emin - 52:
+                return None
+        if e is not None and e < (1 << 19):
             fits_acc = _pow2(acc.p + e) if e >= acc.emin else -1.0
             fits_64 = _pow2(FP64.p + e)
     del facts

@@ -130,10 +130,12 @@ def test_operand_facts_are_the_hosts() -> None:
            .astype(np.float64) * 2.0**-140]
     none = 1 << 20
     got = fused_torch.operand_facts([torch.as_tensor(a) for a in ops], FP32, none)
-    for a, (mag, lsb, flags) in zip(ops, got, strict=True):
+    for a, (mag, low, flags, deep) in zip(ops, got, strict=True):
         np.testing.assert_array_equal(mag.numpy(), np.abs(a))
         finite = a[np.isfinite(a)]
-        assert lsb == tracked.lsb_exponent(finite if finite.size else np.zeros(0))
+        lsb = tracked.lsb_exponent(finite if finite.size else np.zeros(0))
+        assert fused_torch.lowest_exponent(low, none) == lsb
+        assert deep == (lsb < fused_torch.DEEP_EXPONENT)
         counted = finite[finite != 0]
         want = ((formats.NOT_FINITE if not np.isfinite(a).all() else 0)
                 | (formats.SUBNORMAL if (np.abs(counted) < FP32.tiny).any() else 0)

@@ -43,7 +43,7 @@ from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing, make
 from torch.overrides import TorchFunctionMode
 
 from ...errors import InvalidArgument
-from ..tracked import Tracked
+from ..tracked import Tracked, bounded
 
 __all__ = ["Recording", "Recordings", "Unrecordable", "record", "signature", "mode", "READS",
            "MODES", "MODE_VARIABLE", "COMPILED_SLACK"]
@@ -210,8 +210,14 @@ class Recording:
             if self.compiled is not None and slot.field in _RADII:
                 v = v * (1.0 + COMPILED_SLACK)
             out[slot.name][slot.field] = self.wrap(v)
-        return {k: Tracked(**f) if f.pop("__tracked__") else f["__plain__"]
+        return {k: _tracked(f) if f.pop("__tracked__") else f["__plain__"]
                 for k, f in out.items()}
+
+
+def _tracked(f: dict[str, Any]) -> Tracked:
+    """A tracked output of its fields, made by the core's constructor."""
+    t = bounded(f["value"], f["det"], f["prob"], ref_err=f["ref_err"], mag=f["mag"], n=f["n"])
+    return replace(t, lo=f["lo"], escalated=f["escalated"])
 
 
 def _flatten(results: Mapping[str, Any], tensor_of: Callable[[Any], torch.Tensor | None]
