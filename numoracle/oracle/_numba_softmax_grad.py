@@ -1,5 +1,5 @@
-"""The whole-rule loops of softmax's backward, compiled by numba (imported only where
-numba is installed, through :mod:`~numoracle.oracle.fused_cpu`).
+"""The whole-rule loops of the softmax family's backward ops, compiled by numba
+(imported only where numba is installed, through :mod:`~numoracle.oracle.fused_cpu`).
 
 ``softmax_backward_rule`` (:mod:`~numoracle.oracle.traced.library.softmax`) is
 ``y (g - sum(g y))`` along the last axis, four primitives (ieee's ``mul``, the sum,
@@ -11,6 +11,14 @@ before the sum (:func:`products`: ``g y``) and one after (:func:`rows`: ``g - s`
 (``elementwise.mul`` as its loops ``mul_radii`` and ``mul_exact``, ``tracked.sub`` as
 ``add_radii`` and ``add_exact``, ieee's ``carry`` as ``carry_binary``): the same bits.
 No exponential is evaluated: every bit is the primitives'.
+
+Log-softmax's backward (``log_softmax_backward_rule``: ``g - p sum(g)``, ``p`` the
+softmax a kernel holds, and the factored form of a one-hot ``g``) is one loop after
+the sum of ``g`` (:func:`log_softmax_backward_rows`); its ``exp`` is
+:mod:`~numoracle.oracle._numba_exp`'s, as the softmax family's forward loops'
+(:mod:`~numoracle.oracle._numba_rows`). Where the constants 1 and ``1 / 1`` the
+claim evaluates are exact ones, their quotient and product take the operations whose
+result IEEE fixes (``x / 1 = x``) out (:func:`_by_one`): the same bits.
 
 Each row runs a lane without ieee's special values first (its exact tests on or off,
 constants where it is called: the loop vectorises); a row where some operand is a
@@ -28,8 +36,8 @@ from typing import Any
 import numba
 import numpy as np
 
-from ._numba_loops import _decided, _two_product_error
-from ._numba_rows import _inline, _jit, _mul, _on_grid, _special, _sub
+from ._numba_loops import _decided, _maximum, _two_product_error
+from ._numba_rows import _div, _either, _exp, _inline, _jit, _mul, _on_grid, _special, _sub
 
 _par = numba.njit(cache=True, nogil=True, parallel=True)
 
@@ -205,3 +213,135 @@ def rows(g: Any, gd: Any, gp: Any, gr: Any, y: Any, yd: Any, yp: Any, yr: Any, s
         if n > 0:  # (ieee decides some entries: the row with carry, every test on)
             _rows_carry(a, ad, ap, ar, b, bd, bp, br, sv, sd, sp, sr, params, ints, vi, di, pi,
                         ri, mi, True, True, True)
+
+
+@_par
+def hot_rows(g: Any, gd: Any, count: Any, first: Any) -> None:
+    """Per row: how many entries of the gradient may be nonzero (value or det not 0),
+    and the first of them (0 where none)."""
+    rows_, cols = g.shape
+    for i in numba.prange(rows_):
+        c, f = 0, -1
+        for j in range(cols):
+            if g[i, j] != 0.0 or gd[i, j] != 0.0:
+                c += 1
+                if f < 0:
+                    f = j
+        count[i] = c
+        first[i] = max(f, 0)
+
+
+@_inline
+def _either_nan(a: float, d1: float, p1: float, m1: float, b: float, d2: float, p2: float,
+                r2: float, m2: float, grow: float) -> tuple[float, float, float]:
+    """softmax's ``_either``: :func:`_either`, where both are NaN the larger radii."""
+    d, p, m = _either(a, d1, p1, m1, b, d2, p2, r2, m2, grow)
+    if a != a and b != b:
+        d = _maximum(d1, d2)
+        p = _maximum(p1, p2)
+    return d, p, m
+
+
+@_inline
+def _by_one(a: float, ad: float, ap: float, ar: float, rel_u: float, rel_tiny: float,
+            grow: float, u64: float, fmax: float, divide: bool
+            ) -> tuple[float, float, float, float]:
+    """``a / 1`` (``divide``: :func:`_div`) or ``a * 1`` (:func:`_mul`, ``rel_u`` its
+    ``u``, ``rel_tiny`` its ``tiny``, ``grow`` its ``1 + u``) of an exact 1 (value 1,
+    every radius 0), their operations with the constants' parts left out where IEEE
+    gives the same bits: ``x / 1 = x * 1 = x``, ``_rmul(x, 0) = 0``, ``_rmul(x, 1) =
+    x`` (0 for a 0), no ``wild`` product (an exact factor 1), so ``(x + 0) / 1`` is
+    ``x + 0`` and ``(0 + x) + 0`` stays as it is (each turns a -0 into 0, as there)."""
+    q = abs(a)
+    if divide:
+        d = ad + 0.0
+        p = ap + 0.0
+        r = ar + 0.0
+    else:
+        d = (0.0 + ad) + 0.0
+        p = (0.0 + ap) + 0.0
+        r = (0.0 + ar) + 0.0
+    r = r + u64 * q
+    s = ((q + d) + r) * rel_u + rel_tiny
+    d = d * grow + s
+    p = p * grow + s
+    over = (q + d) >= fmax
+    d = np.inf if over else d
+    p = np.inf if over else p
+    return a, d, p, r
+
+
+@_inline
+def _log_softmax_backward_lane(i: int, y: Any, yd: Any, yp: Any, yr: Any, g: Any, gd: Any,
+                               gp: Any, gr: Any, s: Any, c: Any, scalars: Any, params: Any,
+                               value: Any, det: Any, prob: Any, ref: Any, mag: Any,
+                               one_hot: bool, ones: bool) -> None:
+    """Row ``i`` of :func:`log_softmax_backward_rows` (``one_hot``: the factored form
+    too; ``ones``: 1 and ``1 / 1`` exact ones, :func:`_by_one`; constants where it is
+    called)."""
+    u, tiny, u64, fmax = params[0], params[1], params[2], params[3]
+    ulps, per_x, of_one, ref_unit = params[4], params[5], params[6], params[7]
+    rel_u, rel_tiny, grow_div, grow = params[8], params[9], params[10], params[11]
+    ov, od, op, orr = scalars[0, 0], scalars[0, 1], scalars[0, 2], scalars[0, 3]
+    qv, qd, qp, qr = scalars[1, 0], scalars[1, 1], scalars[1, 2], scalars[1, 3]
+    sv, sd, sp, sr = s[i, 0], s[i, 1], s[i, 2], s[i, 3]
+    cv, cd, cp, cr = c[i, 0], c[i, 1], c[i, 2], c[i, 3]
+    for j in range(y.shape[1]):
+        pv, pd, pp, pr = _exp(y[i, j], yd[i, j], yp[i, j], yr[i, j], ulps, per_x, of_one, u,
+                              tiny, ref_unit, fmax)
+        if ones:
+            a1v, a1d, a1p, a1r = _by_one(pv, pd, pp, pr, rel_u, rel_tiny, grow_div, u64, fmax,
+                                         True)
+            a2v, a2d, a2p, a2r = _by_one(pv, pd, pp, pr, u, tiny, 1.0 + u, u64, fmax, False)
+        else:
+            a1v, a1d, a1p, a1r = _div(pv, pd, pp, pr, ov, od, op, orr, rel_u, rel_tiny,
+                                      grow_div, u64, fmax)
+            a2v, a2d, a2p, a2r = _mul(pv, pd, pp, pr, qv, qd, qp, qr, u, tiny, u64, fmax)
+        idd, ipp, imm = _either_nan(a1v, a1d, a1p, abs(a1v), a2v, a2d, a2p, a2r, abs(a2v),
+                                    grow)
+        kd, kp, km = _either_nan(pv, pd, pp, abs(pv), a1v, idd, ipp, a1r, imm, grow)
+        wv, wd, wp, wr = _mul(pv, kd, kp, pr, sv, sd, sp, sr, u, tiny, u64, fmax)
+        gv, gdd, gpp, grr = g[i, j], gd[i, j], gp[i, j], gr[i, j]
+        rv, rd, rp, rr, rm = _sub(gv, gdd, gpp, grr, wv, wd, wp, wr, u, tiny, u64, False,
+                                  0, 0, fmax)
+        if one_hot:
+            oh = 1.0 if (gv != 0.0 or gdd != 0.0) else 0.0
+            fv, fd, fp, fr, fm = _sub(pv, kd, kp, pr, oh, 0.0, 0.0, 0.0, u, tiny, u64,
+                                      False, 0, 0, fmax)
+            hv, hd, hp, hr = _mul(fv, fd, fp, fr, cv, cd, cp, cr, u, tiny, u64, fmax)
+            rd, rp, rm = _either_nan(rv, rd, rp, rm, hv, hd, hp, hr, abs(hv), grow)
+        value[i, j] = rv
+        det[i, j] = rd
+        prob[i, j] = rp
+        ref[i, j] = rr
+        mag[i, j] = rm
+
+
+@_par
+def log_softmax_backward_rows(y: Any, yd: Any, yp: Any, yr: Any, g: Any, gd: Any, gp: Any,
+                              gr: Any, s: Any, c: Any, single: Any, scalars: Any, params: Any,
+                              ones: bool, value: Any, det: Any, prob: Any, ref: Any,
+                              mag: Any) -> None:
+    """Per element: ``g - p s`` (``s`` the row's sum of ``g``, ``p`` the softmax a
+    kernel holds: ``exp(y)``, or it divided by 1 or times ``1 / 1``), and in rows
+    where ``g`` has one nonzero entry ``-c`` (``single``) also ``(p - onehot) c``,
+    each by the primitives (``log_softmax_backward_rule``'s formulations). Per
+    row ``s``, ``c``: value, det, prob, ref_err; ``scalars``: 1 and ``1 / 1`` as
+    the claim evaluates them (rows of value, det, prob, ref_err); ``ones``: both
+    are an exact 1 (:func:`_by_one` then: the same bits); ``params``: u, tiny, u64,
+    the accumulation's largest number, exp's ulps, per_x, of_one, the reference's
+    unit, the division's ``rel u``, ``rel tiny``, ``1 + rel u``, either's growth."""
+    for i in numba.prange(y.shape[0]):
+        if single[i]:
+            if ones:
+                _log_softmax_backward_lane(i, y, yd, yp, yr, g, gd, gp, gr, s, c, scalars,
+                                           params, value, det, prob, ref, mag, True, True)
+            else:
+                _log_softmax_backward_lane(i, y, yd, yp, yr, g, gd, gp, gr, s, c, scalars,
+                                           params, value, det, prob, ref, mag, True, False)
+        elif ones:
+            _log_softmax_backward_lane(i, y, yd, yp, yr, g, gd, gp, gr, s, c, scalars,
+                                       params, value, det, prob, ref, mag, False, True)
+        else:
+            _log_softmax_backward_lane(i, y, yd, yp, yr, g, gd, gp, gr, s, c, scalars,
+                                       params, value, det, prob, ref, mag, False, False)

@@ -77,9 +77,8 @@ def rows_available() -> bool:
 
 @cache
 def softmax_grad_loops() -> Any:
-    """The whole-rule loops of softmax's backward (``_numba_softmax_grad``: no
-    function of their own, the primitives' bits), or None where numba is missing or
-    switched off."""
+    """The whole-rule loops of the softmax family's backward ops
+    (``_numba_softmax_grad``), or None where numba is missing or switched off."""
     if _loops() is None:
         return None
     from . import _numba_softmax_grad  # noqa: PLC0415 - numba is optional
@@ -495,7 +494,7 @@ def log_softmax_rows(x: np.ndarray, radii: tuple[np.ndarray, ...], mx: np.ndarra
 def hot_rows(g: np.ndarray, gd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per row of a gradient: how many entries may be nonzero, and the first of them."""
     count, first = (np.empty(g.shape[0], dtype=np.int64) for _ in range(2))
-    _row_loops().hot_rows(g, gd, count, first)
+    softmax_grad_loops().hot_rows(g, gd, count, first)
     return count, first
 
 
@@ -506,8 +505,10 @@ def log_softmax_backward_rows(y: tuple[np.ndarray, ...], g: tuple[np.ndarray, ..
     """The whole-rule loop of log-softmax's backward: value, det, prob, ref_err,
     magnitude."""
     outs = tuple(np.empty(y[0].shape) for _ in range(5))
-    _row_loops().log_softmax_backward_rows(*y, *g, s, c, single, scalars,
-                                           np.asarray(params, dtype=np.float64), *outs)
+    ones = bool(np.array_equal(scalars, [[1.0, 0.0, 0.0, 0.0]] * 2))  # (exact ones)
+    softmax_grad_loops().log_softmax_backward_rows(*y, *g, s, c, single, scalars,
+                                                   np.asarray(params, dtype=np.float64), ones,
+                                                   *outs)
     return outs
 
 

@@ -179,3 +179,42 @@ def test_other_axes_shapes_and_escalated_operands_take_the_passes(small_loops: N
     assert rows.fused_softmax_backward(ctx, row, y, 1) is None  # (a broadcast operand)
     assert rows.fused_softmax_backward(ctx, exact(np.zeros((6, 0))), exact(np.zeros((6, 0))),
                                        1) is None
+
+
+@pytest.mark.parametrize("grad", ["one_hot", "dense", "special"])
+@pytest.mark.parametrize("model", ["fp32", "bf16"])
+def test_log_softmax_backward_exact_ones_give_the_general_bits(
+        grad: str, model: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """log-softmax's backward loop with its constants 1 and ``1 / 1`` taken as exact
+    ones (``_by_one``) gives the bits of the general quotient and product, on values
+    with radii, huge and tiny ones, exact zeros of both signs and subnormals."""
+    calls: list[tuple[Any, ...]] = []
+    loops = fused_cpu.softmax_grad_loops()
+    real = loops.log_softmax_backward_rows
+    monkeypatch.setattr(loops, "log_softmax_backward_rows",
+                        lambda *a: calls.append(a) or real(*a))
+    rng = np.random.default_rng(13)
+    ctx = RuleContext(get_model(model))
+    x = _values(rng, (40, 600), "normal")
+    x[0, :4] = [-700.0, 80.0, 1e-300, -2.0**-1060]
+    y = sm.log_softmax(ctx, _tracked(x, rng, "all"), -1)
+    g = np.zeros(x.shape)
+    g[np.arange(40), rng.integers(0, 600, 40)] = -1.0 / 40
+    if grad != "one_hot":
+        g = np.where(rng.random((40, 1)) < 0.5, rng.standard_normal(x.shape), g)
+    if grad == "special":  # (finite: the loop takes finite operands alone)
+        for k, v in enumerate([0.0, -0.0, 5e-324, -2.0**-1060, 1e300, -3e307]):
+            g[k, :: 7 + k] = v
+    with np.errstate(all="ignore"):
+        sm.log_softmax_backward_rule(ctx, _tracked(g, rng, "some"), y, -1)
+    assert len(calls) == 1
+    args = list(calls[0])
+    assert args[13] is True  # (the claim's 1 and 1 / 1 are exact)
+    both = []
+    for ones in (True, False):
+        outs = [np.empty(x.shape) for _ in range(5)]
+        real(*args[:13], ones, *outs)
+        both.append(outs)
+    for f, a, b in zip(FIELDS, *both, strict=True):
+        same = (a.view(np.int64) == b.view(np.int64)) | (np.isnan(a) & np.isnan(b))
+        assert same.all(), (f, np.argwhere(~same)[:3].tolist())
