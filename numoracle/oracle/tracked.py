@@ -75,6 +75,7 @@ from .xp import (
     keeps_subnormals,
     reads_are_free,
     same_memory,
+    thorough,
     to_numpy,
 )
 
@@ -230,6 +231,8 @@ def may_be_exact(*ts: Tracked) -> bool:
     xp = _xp(rs[0])
     if reads_are_free(xp):
         return all(has_zero(r) for r in rs)
+    if thorough():  # (the tests find nothing where nothing is exact: the same bits)
+        return True
     # on a device: broadcast radii decided without a read (exact's zero) or from their
     # one element, the others read together
     full = [r for r in rs if not (r.size and not any(r.strides))]

@@ -30,7 +30,9 @@ from __future__ import annotations
 import inspect
 import os
 import sys
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar
 from functools import lru_cache
 from types import ModuleType, SimpleNamespace
 from typing import Any
@@ -43,7 +45,7 @@ __all__ = ["array_module", "as_namespace", "to_numpy", "like", "device_of", "kee
            "special", "namespace_named", "on_device", "same_memory", "add_at", "is_torch",
            "TorchNumPy", "NAMESPACES", "reads_are_free", "fill_where", "gpu_namespace",
            "on_gpu", "GPU_NAMESPACE_VARIABLE", "filled", "TORCH_ARRAYS",
-           "release_cached_memory", "CACHED_MEMORY_KEPT"]
+           "release_cached_memory", "CACHED_MEMORY_KEPT", "thorough", "thoroughly"]
 
 #: bytes of freed device memory the oracle's CuPy pool may keep between cases
 CACHED_MEMORY_KEPT = 2**28
@@ -430,6 +432,28 @@ def reads_are_free(xp: Any) -> bool:
     synchronisation), so where it would only skip a few passes, the passes are
     made unconditionally there."""
     return xp is np
+
+
+#: set while an evaluation is recorded (:mod:`~numoracle.oracle.traced.recording`)
+_THOROUGH: ContextVar[bool] = ContextVar("numoracle_thorough", default=False)
+
+
+def thorough() -> bool:
+    """Whether a test whose only use is to skip work (work that, where it finds nothing,
+    leaves every bit as it was) is to be answered "do the work" without reading the
+    device: while an evaluation is recorded, so that the recording holds for any case,
+    not only for those that answer the test as the recorded one did."""
+    return _THOROUGH.get()
+
+
+@contextmanager
+def thoroughly() -> Iterator[None]:
+    """Within: :func:`thorough` is true."""
+    token = _THOROUGH.set(True)
+    try:
+        yield
+    finally:
+        _THOROUGH.reset(token)
 
 
 def fill_where(a: Any, mask: Any, value: float) -> Any:

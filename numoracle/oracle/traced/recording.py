@@ -44,6 +44,7 @@ from torch.overrides import TorchFunctionMode
 
 from ...errors import InvalidArgument
 from ..tracked import Tracked, bounded
+from ..xp import thoroughly
 
 __all__ = ["Recording", "Recordings", "Unrecordable", "record", "signature", "mode", "READS",
            "MODES", "MODE_VARIABLE", "COMPILED_SLACK"]
@@ -268,7 +269,7 @@ def record(evaluate: Callable[[dict[str, Any]], Mapping[str, Any]],
     kept: dict[str, Any] = {}
 
     def flat(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        with decisions:
+        with decisions, thoroughly():
             got = evaluate(dict(zip(names, tensors, strict=True)))
         leaves, slots, shells = _flatten(got, tensor_of)
         kept.update(slots=tuple(slots), shells=shells)
