@@ -14,6 +14,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+import test_softmax_rows as base
+
 from numoracle.oracle import fused_cpu
 from numoracle.oracle.precision import get_model
 from numoracle.oracle.traced.library import _softmax_rows as rows
@@ -67,16 +69,12 @@ def _values(rng: np.random.Generator, shape: tuple[int, ...], kind: str) -> np.n
 
 
 def _tracked(x: np.ndarray, rng: np.random.Generator, radii: str) -> Tracked:
-    if radii == "exact":
-        return exact(x)
-    with np.errstate(invalid="ignore", over="ignore"):
-        r = np.abs(x) * 2.0**-20 + rng.random(x.shape) * 1e-7
-        r = np.where(np.isfinite(r), r, 0.0)
-    if radii == "some":  # exact entries beside inexact ones
-        r = np.where(rng.random(x.shape) < 0.5, 0.0, r)
-    if radii == "shared":
-        return bounded(x, r, r, ref_err=r * 2.0**-30)
-    return bounded(x, r, r * 0.75, ref_err=r * 2.0**-30)
+    """``test_softmax_rows``'s operands, or with ``shared`` its radii of ``all`` with
+    det and prob one array."""
+    if radii != "shared":
+        return base._tracked(x, rng, radii)
+    t = base._tracked(x, rng, "all")
+    return bounded(t.value, t.det, t.det, ref_err=t.ref_err)
 
 
 def _sprinkled(x: np.ndarray, rng: np.random.Generator, k: int) -> np.ndarray:
