@@ -26,7 +26,7 @@ from numoracle.oracle.traced.recording import (
     record,
     signature,
 )
-from numoracle.oracle.xp import namespace_named, to_numpy
+from numoracle.oracle.xp import GPU_NAMESPACE_VARIABLE, namespace_named, to_numpy
 
 FIELDS = ("value", "ref_err", "det", "prob", "mag")
 
@@ -143,3 +143,31 @@ def test_a_traced_op_replays_host_cases_and_hands_back_host_arrays(
             _assert_bits(got, evaluate(graph, dict(_case(seed)), ctx))
     (rec,) = op.recordings.kept.values()
     assert rec.replays == 2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("how", ["compile", "graphs"])
+def test_a_compiled_replay_on_a_gpu_bounds_what_the_evaluation_bounds(
+        how: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a CUDA device, a compiled replay of a new case: its values within the
+    evaluation's own error of the evaluation's (in torch's namespace, as recorded), its
+    radii at least the evaluation's."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    monkeypatch.setenv(GPU_NAMESPACE_VARIABLE, "torch")
+    op = _softmax_op()
+    model = get_model("fp32")
+    cases = [{k: v.cuda() for k, v in _case(seed).items()} for seed in (1, 2, 3)]
+    monkeypatch.setenv(MODE_VARIABLE, "off")
+    truth = op.reference(cases[2], {}, model)
+    monkeypatch.setenv(MODE_VARIABLE, how)
+    for case in cases:
+        got = op.reference(case, {}, model)
+    (rec,) = op.recordings.kept.values()
+    assert rec.compiled is not None and rec.replays >= 1
+    for k, t in truth.items():
+        want, have = t.to_host(), got[k].to_host()
+        err = _host(want, "ref_err")
+        assert np.all(np.abs(_host(have, "value") - _host(want, "value")) <= err), k
+        for f in ("ref_err", "det", "prob"):
+            assert np.all(_host(have, f) >= _host(want, f)), (k, f)
