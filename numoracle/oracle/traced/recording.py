@@ -116,6 +116,12 @@ class _Decisions(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         host_copy = name == "to" and _to_host(args, kwargs)
         if name not in READS and not host_copy:
+            mask = _selection(name, args)
+            if mask is not None and mask.device == self.device:
+                # (a count of the case's values decides a shape: the graph keeps this one)
+                with disable_proxy_modes_tracing():
+                    count = int(torch.count_nonzero(mask))
+                self._kept(torch.count_nonzero(mask) == count)
             return func(*args, **kwargs)
         t = args[0]
         with disable_proxy_modes_tracing():
@@ -129,12 +135,28 @@ class _Decisions(TorchFunctionMode):
             held = value.detach().cpu().numpy()
         else:
             held = np.asarray(value)
-        self.guards.append(_same(t, held))
+        self._kept(_same(t, held))
+
+    def _kept(self, guard: torch.Tensor) -> None:
+        self.guards.append(guard.reshape(()))
         frame = next((f for f in reversed(traceback.extract_stack()[:-3])
                       if "numoracle" in f.filename and "recording.py" not in f.filename
                       and "xp.py" not in f.filename), None)
         self.sources.append("?" if frame is None else
                             f"{frame.filename.rsplit('numoracle/', 1)[-1]}:{frame.lineno}")
+
+
+def _selection(name: str, args: Sequence[Any]) -> torch.Tensor | None:
+    """The tensor whose nonzero elements decide the shape of ``name``'s result
+    (``nonzero``, a boolean mask's indexing or selection), or None."""
+    if name in ("nonzero", "argwhere", "masked_select") and args:
+        t = args[1] if name == "masked_select" and len(args) > 1 else args[0]
+        return t if isinstance(t, torch.Tensor) else None
+    if name == "__getitem__" and len(args) > 1:
+        index = args[1] if isinstance(args[1], tuple) else (args[1],)
+        masks = [i for i in index if isinstance(i, torch.Tensor) and i.dtype == torch.bool]
+        return masks[0] if len(masks) == 1 else None
+    return None
 
 
 def _to_host(args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:

@@ -26,6 +26,7 @@ from numoracle.oracle.traced.recording import (
     record,
     signature,
 )
+from numoracle.oracle.tracked import exact
 from numoracle.oracle.xp import GPU_NAMESPACE_VARIABLE, namespace_named, to_numpy
 
 FIELDS = ("value", "ref_err", "det", "prob", "mag")
@@ -171,3 +172,20 @@ def test_a_compiled_replay_on_a_gpu_bounds_what_the_evaluation_bounds(
         assert np.all(np.abs(_host(have, "value") - _host(want, "value")) <= err), k
         for f in ("ref_err", "det", "prob"):
             assert np.all(_host(have, f) >= _host(want, f)), (k, f)
+
+
+def test_a_shape_decided_by_the_values_is_guarded() -> None:
+    """A selection by a mask (its count of true elements makes a shape) replays for a
+    case with the same count elsewhere, and refuses one with another count."""
+    tx = namespace_named("torch")
+
+    def evaluate_(fl: dict[str, Any]) -> dict[str, Any]:
+        x = tx.asarray(fl["x"])
+        picked = x[x > 0]
+        return {"out": exact(tx.ones(x.shape) * tx.sum(picked * picked))}
+
+    rec = record(evaluate_, {"x": torch.tensor([1.0, -2.0, 3.0, -4.0, 5.0])}, tx)
+    same_count = rec.run({"x": torch.tensor([-1.0, 2.0, 3.0, 4.0, -5.0])})
+    assert same_count is not None
+    assert np.all(_host(same_count["out"], "value") == 29.0)
+    assert rec.run({"x": torch.tensor([1.0, 2.0, 3.0, 4.0, -5.0])}) is None
