@@ -445,3 +445,113 @@ def input_grad_rows(x: Any, xd: Any, xp_: Any, xr: Any, g: Any, gd: Any, gp: Any
         else:
             _input_grad_lane(i, x, xd, xp_, xr, g, gd, gp, gr, mean, rstd, a, b, params, ints,
                              value, det, prob, ref, mag, False)
+
+
+@_inline
+def _mean_of_parts(parts: Any, i: int, fin: Any) -> tuple[float, float, float, float, bool]:
+    """Row ``i`` of ``parts`` (the float64 sums of a row's values, magnitudes, det, prob
+    and ref_err) as ``tracked.sum_of_parts`` makes its sum, then divided by the row's
+    length as ``tracked.mul_scalar`` divides (its NumPy passes' operations in their
+    order): value, det, prob, ref_err, and whether either decides otherwise here (a
+    part not finite, ``S`` beyond the accumulator, a NaN radius, the float64 reference
+    not precise enough, a sum's det 0: its exact test). ``fin``: the sum's
+    coefficients (``tracked.parts_coefficients``), the escalation share, the divisor
+    and the division's (``tracked.scalar_coefficients``)."""
+    sv, sm, sd, sp, sr = parts[i, 0], parts[i, 1], parts[i, 2], parts[i, 3], parts[i, 4]
+    grow, tiny_mag, det_coef, prob_coef, eta = fin[0], fin[1], fin[2], fin[3], fin[4]
+    g64, tiny_sum, acc_max, share, c = fin[5], fin[6], fin[7], fin[8], fin[9]
+    k, ref_coef, scale_coef, radius_coef, grow1, tiny = (fin[10], fin[11], fin[12], fin[13],
+                                                          fin[14], fin[15])
+    bad = not (abs(sm) < np.inf and abs(sd) < np.inf and abs(sp) < np.inf
+               and abs(sr) < np.inf)
+    s = sm + sd
+    s = s * grow
+    s = s + tiny_mag
+    det = s * det_coef + eta
+    prob = s * prob_coef + eta
+    ref = s * g64 + tiny_sum
+    ref = ref + sr
+    det = det + sd
+    prob = prob + sp
+    bad = bad or s > acc_max or det != det or det == 0.0
+    bad = bad or (ref > share * min(det, prob) and abs(sv) < np.inf)
+    v = sv / c
+    r = ref * k
+    r = r + (ref_coef * abs(v) + 5e-324)
+    q = (abs(sv) + ref) * scale_coef
+    q = q + tiny
+    d = det * radius_coef
+    d = d * grow1 + q
+    p = prob * radius_coef
+    p = p * grow1 + q
+    return v, d, p, r, bad
+
+
+@_loop
+def backward_merged(x: Any, xd: Any, xp_: Any, xr: Any, g: Any, gd: Any, gp: Any, gr: Any,
+                    mean: Any, rstd: Any, w: Any, has_w: bool, want_gh: bool, test_gx: bool,
+                    test: bool, params: Any, ints: Any, fin: Any, gx: Any, gxd: Any, gxp: Any,
+                    gxr: Any, hv: Any, hd: Any, hp: Any, hr: Any, kv: Any, kd: Any, kp: Any,
+                    kr: Any, rows_a: Any, rows_b: Any, cols: Any, means: Any, value: Any,
+                    det: Any, prob: Any, ref: Any, mag: Any, flags: Any) -> None:
+    """:func:`backward_sums` (the sums of ``g w`` and ``g w xhat``; the column sums of
+    ``g xhat`` with ``want_gh``) and :func:`input_grad_rows` in one pass over the rows:
+    per row ``g w`` (with ``has_w``, into the one-row ``gx*``, formed once), the
+    products and their sums, the row's means (:func:`_mean_of_parts`, into
+    ``means[0, i]`` and ``means[1, i]``), then its input gradient while the row is in
+    cache: the lanes of the two loops, the same bits as they give with the sums
+    finished between them. ``flags[0]``: rows where a mean decides otherwise (the
+    caller discards the pass), ``flags[1]``, ``flags[2]``: rows whose sum of ``g w``'s
+    det, of ``g w xhat``'s, is positive (``sum_of_parts`` needs one in each)."""
+    bad = 0
+    positive_a = 0
+    positive_b = 0
+    n = x.shape[1]
+    for i in range(x.shape[0]):
+        if has_w:
+            _weighted_lane(i, 0, g, gd, gp, gr, w, params, ints, gx, gxd, gxp, gxr, test_gx)
+            src, srcd, srcp, srcr = gx, gxd, gxp, gxr
+        else:
+            src, srcd, srcp, srcr = g, gd, gp, gr
+        if test:
+            _products_lane(i, 0, x, xd, xp_, xr, g, gd, gp, gr, src, srcd, srcp, srcr, mean,
+                           rstd, True, want_gh, params, ints, hv, hd, hp, hr, kv, kd, kp,
+                           kr, True)
+        elif want_gh:  # (the flags constants in the loops without tests: they vectorise)
+            _products_lane(i, 0, x, xd, xp_, xr, g, gd, gp, gr, src, srcd, srcp, srcr, mean,
+                           rstd, True, True, params, ints, hv, hd, hp, hr, kv, kd, kp, kr,
+                           False)
+        else:
+            _products_lane(i, 0, x, xd, xp_, xr, g, gd, gp, gr, src, srcd, srcp, srcr, mean,
+                           rstd, True, False, params, ints, hv, hd, hp, hr, kv, kd, kp, kr,
+                           False)
+        svi, sdi, spi, sri = _row(src, i), _row(srcd, i), _row(srcp, i), _row(srcr, i)
+        _lane_sums(src[svi:svi + 1], srcd[sdi:sdi + 1], srcp[spi:spi + 1],
+                   srcr[sri:sri + 1], rows_a, i)
+        _lane_sums(hv, hd, hp, hr, rows_b, i)
+        if want_gh:
+            for j in range(n):
+                v = kv[0, j]
+                cols[0, j] += v
+                cols[1, j] += abs(v)
+                cols[2, j] += kd[0, j]
+                cols[3, j] += kp[0, j]
+                cols[4, j] += kr[0, j]
+        for q in range(2):
+            v, d, p, r, off = _mean_of_parts(rows_a if q == 0 else rows_b, i, fin)
+            means[q, i, 0] = v
+            means[q, i, 1] = d
+            means[q, i, 2] = p
+            means[q, i, 3] = r
+            bad += off
+        if test:
+            _input_grad_lane(i, x, xd, xp_, xr, src, srcd, srcp, srcr, mean, rstd, means[0],
+                             means[1], params, ints, value, det, prob, ref, mag, True)
+        else:
+            _input_grad_lane(i, x, xd, xp_, xr, src, srcd, srcp, srcr, mean, rstd, means[0],
+                             means[1], params, ints, value, det, prob, ref, mag, False)
+        positive_a += rows_a[i, 2] > 0.0
+        positive_b += rows_b[i, 2] > 0.0
+    flags[0] = bad
+    flags[1] = positive_a
+    flags[2] = positive_b

@@ -34,7 +34,7 @@ __all__ = ["available", "warm_up", "operand_facts", "grid", "exact_radii", "stor
            "log_softmax_rows", "hot_rows", "softmax_grad_loops",
            "log_softmax_backward_rows", "norm_available",
            "row_top", "deviation_squares", "deviation_square_sums", "normalized_rows",
-           "norm_backward_products", "norm_backward_sums",
+           "norm_backward_products", "norm_backward_sums", "norm_backward_merged",
            "input_grad_rows", "NOT_FINITE", "SUBNORMAL",
            "UNREPRESENTABLE", "OFF_SINGLE", "SINGLE_UP"]
 
@@ -604,6 +604,33 @@ def norm_backward_sums(x: tuple[np.ndarray, ...], g: tuple[np.ndarray, ...],
                                 np.asarray(ints, dtype=np.int64), *scratch, rows_a, rows_b,
                                 cols)
     return rows_a, rows_b, np.ascontiguousarray(cols.T)
+
+
+def norm_backward_merged(x: tuple[np.ndarray, ...], g: tuple[np.ndarray, ...],
+                         mean: np.ndarray, rstd: np.ndarray, w: np.ndarray | None,
+                         want_gh: bool, tests: tuple[bool, bool], params: tuple[float, ...],
+                         ints: tuple[int, int], fin: tuple[float, ...]
+                         ) -> tuple[tuple[np.ndarray, ...], np.ndarray] | None:
+    """Layer norm backward in one pass (``_numba_norm.backward_merged``: the sums
+    and the input gradient, each row's means finished between them by ``fin``'s
+    coefficients): the input gradient's value, det, prob, ref_err and magnitude,
+    and with ``want_gh`` the column sums of ``g xhat`` (``(n, 5)``; else empty);
+    None where a row's mean is decided otherwise (see the loop)."""
+    rows, n = x[0].shape
+    scratch = tuple(np.empty((1, n) if on else (1, 1))
+                    for on in (w is not None,) * 4 + (True,) * 4 + (want_gh,) * 4)
+    rows_a, rows_b = np.empty((rows, 5)), np.empty((rows, 5))
+    cols = np.zeros((5, n) if want_gh else (5, 0))
+    means = np.empty((2, rows, 4))
+    outs = tuple(np.empty((rows, n)) for _ in range(5))
+    flags = np.zeros(3, dtype=np.int64)
+    _norm_loops().backward_merged(*x, *g, mean, rstd, np.zeros((4, 1)) if w is None else w,
+                                  w is not None, want_gh, *tests, _floats(params),
+                                  np.asarray(ints, dtype=np.int64), _floats(fin), *scratch,
+                                  rows_a, rows_b, cols, means, *outs, flags)
+    if flags[0] or not flags[1] or not flags[2]:
+        return None
+    return outs, np.ascontiguousarray(cols.T)
 
 
 def input_grad_rows(x: tuple[np.ndarray, ...], g: tuple[np.ndarray, ...], mean: np.ndarray,

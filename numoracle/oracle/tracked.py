@@ -83,7 +83,7 @@ __all__ = ["Tracked", "exact", "bounded", "moved", "aligned", "negated", "scaled
            "folded", "any_nonzero", "any_nonzeros", "surely_zero", "has_zero", "may_be_exact",
            "two_product_error", "unjudged", "concat", "tmap", "tcat",
            "add", "sub", "relu", "relu_mask_mul", "mul_scalar", "either", "matmul", "sum_",
-           "keep_operand_facts", "sum_of_parts",
+           "keep_operand_facts", "sum_of_parts", "parts_coefficients", "scalar_coefficients",
            "store", "lsb_exponent",
            "ESCALATE_SHARE", "SINGLE_SUMS"]
 
@@ -1287,23 +1287,21 @@ def mul_scalar(t: Tracked, c: float, model: PrecisionModel, *, divide: bool = Fa
                               "unit roundoff when the kernel rounds the scalar")
     e = c_rel_err / (1.0 - c_rel_err) if divide else c_rel_err
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        k = 1.0 / abs(c) if divide else abs(c)
-        k *= 1.0 + 2 * U64  # 1/|c| rounded: keep it an upper bound
+        coefs = scalar_coefficients(c, model, divide, c_rel_err)
+        k, ref_coef, scale_coef, radius_coef, _, tiny = coefs
         acc = model.accumulate
         u = model.acc_unit()
         mag = None
         if xp is np and fused_cpu.elementwise(t.value):  # one loop, the same bits
-            value, ref_err, det, prob, mag = fused_cpu.scalar_radii(
-                t, c, divide, (k, U64 * (1.0 + 2 * U64), k * (u * (1.0 + e) + e),
-                               k * (1.0 + e), 1.0 + u, acc.tiny))
+            value, ref_err, det, prob, mag = fused_cpu.scalar_radii(t, c, divide, coefs)
         else:
             value = t.value / c if divide else t.value * c
             ref_err = t.ref_err * k
-            ref_err += U64 * (1.0 + 2 * U64) * xp.abs(value) + 2.0**-1074
-            scaled = (xp.abs(t.value) + t.ref_err) * (k * (u * (1.0 + e) + e))
-            scaled += acc.tiny
-            det = rounded(t.det * (k * (1.0 + e)), scaled, u)
-            prob = rounded(t.prob * (k * (1.0 + e)), scaled, u)
+            ref_err += ref_coef * xp.abs(value) + 2.0**-1074
+            scaled = (xp.abs(t.value) + t.ref_err) * scale_coef
+            scaled += tiny
+            det = rounded(t.det * radius_coef, scaled, u)
+            prob = rounded(t.prob * radius_coef, scaled, u)
             det, prob, ref_err = (xp.asarray(a, dtype=xp.float64) for a in (det, prob,
                                                                             ref_err))
         if keeps_subnormals(xp) and e == 0.0 and may_be_exact(t):
@@ -1318,6 +1316,20 @@ def mul_scalar(t: Tracked, c: float, model: PrecisionModel, *, divide: bool = Fa
                 fill_where(r, exact_here, 0.0)
     return Tracked(value=value, ref_err=ref_err, det=det, prob=prob,
                    mag=xp.abs(value) if mag is None else mag, n=t.n)
+
+
+def scalar_coefficients(c: float, model: PrecisionModel, divide: bool,
+                        c_rel_err: float) -> tuple[float, float, float, float, float, float]:
+    """:func:`mul_scalar`'s coefficients (its arguments validated): ``k`` (``|c|``, or
+    ``1/|c|`` rounded up), the reference radius's coefficient of ``|value|``, the
+    rounding's of ``|t| + ref_err``, the radii's factor, ``1 + u`` and the
+    accumulator's smallest normal."""
+    e = c_rel_err / (1.0 - c_rel_err) if divide else c_rel_err
+    k = 1.0 / abs(c) if divide else abs(c)
+    k *= 1.0 + 2 * U64  # 1/|c| rounded: keep it an upper bound
+    u = model.acc_unit()
+    return (k, U64 * (1.0 + 2 * U64), k * (u * (1.0 + e) + e), k * (1.0 + e), 1.0 + u,
+            model.accumulate.tiny)
 
 
 def sum_(x: Tracked, axis: int, model: PrecisionModel, *, stored: bool = False) -> Tracked:
@@ -1360,18 +1372,15 @@ def sum_of_parts(parts: np.ndarray, k: int, model: PrecisionModel) -> Tracked | 
     contraction decides: a sum not finite (a term, or the sum itself), no det
     nonzero anywhere (the exact regime), the model rounding its inputs or flushing
     subnormal ones, or the float64 reference not precise enough somewhere."""
-    model = model.summing()
-    if model.rounds_inputs or model.flush_subnormal_inputs or k < 1:
+    coefs = parts_coefficients(k, model)
+    if coefs is None:
         return None
+    grow, tiny_mag, det_coef, prob_coef, eta, g64, tiny_sum, acc_max = coefs
     sv, sm, sd, sp, sr = (np.ascontiguousarray(parts[..., q]) for q in range(5))
     with np.errstate(invalid="ignore", over="ignore"):
         if not (np.isfinite(sm).all() and np.isfinite(sd).all() and np.isfinite(sp).all()
                 and np.isfinite(sr).all()) or not (sd > 0.0).any():
             return None
-        lengths = _lengths(k, False, None, model, np)
-        g64, det_coef, prob_coef, eta = _coefficients(lengths, 0.0, model, np)
-        tiny_sum = lengths.terms * 2.0**-1074
-        grow, tiny_mag = _growth(sv, False, g64, tiny_sum)
         s = sm + sd
         s *= grow
         s += tiny_mag
@@ -1382,12 +1391,29 @@ def sum_of_parts(parts: np.ndarray, k: int, model: PrecisionModel) -> Tracked | 
             ref_err += sr
         det += sd
         prob += sp
-        if bool(np.any(s > model.accumulate.max)) or bool(np.isnan(det).any()):
+        if bool(np.any(s > acc_max)) or bool(np.isnan(det).any()):
             return None
         if bool(np.any((ref_err > ESCALATE_SHARE * np.minimum(det, prob))
                        & (np.abs(sv) < np.inf))):
             return None
     return Tracked(value=sv, ref_err=ref_err, det=det, prob=prob, mag=s, n=int(k))
+
+
+def parts_coefficients(k: int, model: PrecisionModel) -> tuple[float, ...] | None:
+    """:func:`sum_of_parts`' coefficients for rows of ``k`` terms under ``model``:
+    ``S``'s growth and its underflow slack, the radii's coefficients of ``S`` (det,
+    prob) and their slack, ``gamma_k(u64)``, ``k 2^-1074`` and the accumulator's
+    largest number; None where the contraction decides (a model that rounds or
+    flushes its inputs, no term)."""
+    model = model.summing()
+    if model.rounds_inputs or model.flush_subnormal_inputs or k < 1:
+        return None
+    lengths = _lengths(k, False, None, model, np)
+    g64, det_coef, prob_coef, eta = _coefficients(lengths, 0.0, model, np)
+    tiny_sum = lengths.terms * 2.0**-1074
+    grow, tiny_mag = _growth(None, False, g64, tiny_sum)
+    return (float(grow), float(tiny_mag), float(det_coef), float(prob_coef), float(eta),
+            float(g64), float(tiny_sum), float(model.accumulate.max))
 
 
 #: on a GPU, the exact column of ones of the last few sums' lengths (with their operand

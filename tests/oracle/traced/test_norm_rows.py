@@ -203,7 +203,8 @@ def test_the_loops_run_at_realistic_sizes(shape: tuple[int, ...],
     forward and backward."""
     ran: list[str] = []
     for name in ("normalized_rows", "deviation_squares", "norm_backward_products",
-                 "input_grad_rows", "deviation_square_sums", "norm_backward_sums"):
+                 "input_grad_rows", "deviation_square_sums", "norm_backward_sums",
+                 "norm_backward_merged"):
         real = getattr(fused_cpu, name)
         monkeypatch.setattr(fused_cpu, name,
                             lambda *a, _r=real, _n=name: ran.append(_n) or _r(*a))
@@ -228,7 +229,7 @@ def test_the_loops_run_at_realistic_sizes(shape: tuple[int, ...],
                 check(got, want)
     assert ran == ["deviation_squares", "normalized_rows", "norm_backward_products",
                    "input_grad_rows"] * 2 + ["deviation_square_sums", "normalized_rows",
-                                             "norm_backward_sums", "input_grad_rows"] * 2
+                                             "norm_backward_merged"] * 2
 
 
 def test_group_norm_statistics_take_the_loops(small_loops: None) -> None:
@@ -381,3 +382,76 @@ def test_weighted_exact_test_gives_the_passes_bits(exact_rows: int,
         else:
             assert_same_bits(got[0], want[0])
             assert_same_bits(got[1], want[1])
+
+
+def _two_loops(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` with layer norm's backward in its two loops (the sums, then the
+    input gradient after the means' passes), not the merged one."""
+    orig = rows.backward_merged
+    rows.backward_merged = lambda *a: None
+    try:
+        return fn(*args)
+    finally:
+        rows.backward_merged = orig
+
+
+@settings(max_examples=120, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # (the same patch each time)
+@given(**CASES, grad=st.sampled_from(["exact", "all", "some"]),
+       mask=st.sampled_from([(True, True, True), (True, False, False), (True, True, False)]))
+def test_layer_norm_backward_in_one_pass_gives_the_two_loops_bits(
+        folded_loops: None, lead: list[int], lane: list[int], kind: str, radii: str,
+        special: bool, affine: str, eps: float, model: str, per_op: bool, seed: int,
+        grad: str, mask: tuple[bool, bool, bool]) -> None:
+    """The merged pass (each row's means finished in the loop) against the sums' loop,
+    the means' passes and the input gradient's loop: the same bits, or the merged
+    pass declines (then the two loops run): drawn shapes, values (NaN, infinities,
+    huge, tiny, zero rows, integers), radii, claims."""
+    ctx, x, w, b, shape = _case(lead, lane, kind, radii, special, affine, model, per_op, seed)
+    rng = np.random.default_rng(seed + 1)
+    g = _tracked(rng.standard_normal(x.shape), rng, grad)
+    with np.errstate(all="ignore"):
+        _, mean, rstd = nz.layer_norm_rule(ctx, x, shape, w, b, eps)
+        args = (ctx, g, x, shape, mean, rstd, w, b, mask)
+        got = nz.layer_norm_backward_rule(*args)
+        want = _two_loops(nz.layer_norm_backward_rule, *args)
+    for gt, v in zip(got, want, strict=True):
+        assert (gt is None) == (v is None)
+        if v is not None:
+            assert_same_bits(gt, v)
+
+
+@pytest.mark.parametrize("weight", ["none", "exact", "tracked"])
+@pytest.mark.parametrize("grad", ["exact", "all"])
+def test_layer_norm_backward_takes_the_one_pass(folded_loops: None, weight: str,
+                                                grad: str,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ordinary rows take the merged pass (it does not decline) and give the two
+    loops' bits; a row of NaN makes a mean's sum undecided there, and an exact
+    gradient without a weight has a sum of ``g`` whose det is 0 everywhere (the
+    contraction's exact regime decides it): the two loops run."""
+    calls: list[bool] = []
+    real = fused_cpu.norm_backward_merged
+    monkeypatch.setattr(fused_cpu, "norm_backward_merged",
+                        lambda *a: (lambda r: calls.append(r is not None) or r)(real(*a)))
+    rng = np.random.default_rng(3)
+    shape = (12, 257)
+    x = _tracked(rng.standard_normal(shape).astype(np.float32).astype(np.float64), rng,
+                 "some")
+    g = _tracked(rng.standard_normal(shape), rng, grad)
+    w = _affine(rng, shape[1:], weight)
+    ctx = RuleContext(get_model("bf16"))
+    for bad_row in (False, True):
+        if bad_row:
+            g = Tracked(value=np.where(np.arange(shape[0])[:, None] == 5, np.nan, g.value),
+                        ref_err=g.ref_err, det=g.det, prob=g.prob, mag=g.mag, n=g.n)
+        _, mean, rstd = nz.layer_norm_rule(ctx, x, shape[1:], w, None, 1e-5)
+        args = (ctx, g, x, shape[1:], mean, rstd, w, None, (True, True, True))
+        with np.errstate(all="ignore"):
+            got = nz.layer_norm_backward_rule(*args)
+            want = _two_loops(nz.layer_norm_backward_rule, *args)
+        for gt, v in zip(got, want, strict=True):
+            assert (gt is None) == (v is None)
+            if v is not None:
+                assert_same_bits(gt, v)
+    assert calls == [not (grad == "exact" and weight == "none"), False]

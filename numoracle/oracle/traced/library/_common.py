@@ -29,7 +29,8 @@ from ...xp import array_module
 from ..rules import NoRule, RuleContext
 
 __all__ = ["Decision", "IndexSet", "as_tracked", "scalar", "tmap_all", "copied", "dims_of", "decided",
-           "unsure_of", "as_judged", "is_tracked", "reach", "check_no_dtype", "scaled", "index_set"]
+           "unsure_of", "as_judged", "is_tracked", "reach", "check_no_dtype", "scaled", "factor_error",
+           "index_set"]
 
 
 class Decision(np.ndarray):
@@ -134,12 +135,18 @@ def scalar(c: Any, model: PrecisionModel) -> Tracked:
 def scaled(ctx: RuleContext, t: Tracked, c: float, divide: bool = False) -> Tracked:
     """``t * c`` (``t / c``) for a Python number ``c``: the kernel's factor is ``c``,
     or its reciprocal, rounded to the accumulation format (exact for a power of two)."""
+    return mul_scalar(t, c, ctx.model, divide=divide, c_rel_err=factor_error(ctx, c, divide))
+
+
+def factor_error(ctx: RuleContext, c: float, divide: bool) -> float:
+    """The relative error of :func:`scaled`'s factor ``c`` (its reciprocal where
+    ``divide``) as the kernel uses it: 0 for a power of two."""
     m = math.frexp(abs(c))[0] if c else 0.5
     exact_c = bool(representable(np.asarray(c), ctx.model.accumulate))
     rel = 0.0 if (m == 0.5 or (exact_c and not divide)) else 2.0 * ctx.model.acc_unit()
     if divide and m != 0.5:  # an approximate division's excess over one rounding
         rel += (ctx.model.div_rel() - 1.0) * ctx.model.acc_unit()
-    return mul_scalar(t, c, ctx.model, divide=divide, c_rel_err=rel)
+    return rel
 
 
 def as_tracked(x: Any, model: PrecisionModel) -> Tracked:

@@ -20,7 +20,10 @@ sound bound as the contraction's (``tracked.sum_of_parts``):
   statistics, times the weight (unbounded where the folded products may overflow),
   plus the bias;
 - backward, before its sums: ``g w``, ``g w xhat`` and ``g xhat``; after them the
-  input gradient ``rstd ((g w - a) - xhat b)``.
+  input gradient ``rstd ((g w - a) - xhat b)``; with the sums folded, both in one pass
+  over the rows, each row's means ``a`` and ``b`` finished in the loop as the
+  primitives finish them (:func:`backward_merged`; ``g w`` formed once, the row in
+  cache).
 
 On CuPy the same loops are device kernels (:mod:`~numoracle.oracle.fused_norm_cuda`,
 where :func:`~numoracle.oracle.fused.whole_rules` lets them run and
@@ -43,15 +46,24 @@ import numpy as np
 from ... import elementwise as ew
 from ... import fused_cpu, fused_norm_cuda
 from ...fused import whole_rules
-from ...tracked import U64, Tracked, bounded, may_be_exact, sum_of_parts
+from ...tracked import (
+    ESCALATE_SHARE,
+    U64,
+    Tracked,
+    bounded,
+    may_be_exact,
+    parts_coefficients,
+    scalar_coefficients,
+    sum_of_parts,
+)
 from ...xp import array_module
 from ..rules import RuleContext
-from ._common import as_tracked, tmap_all
+from ._common import as_tracked, factor_error, tmap_all
 from ._softmax_rows import _per_row
 
 __all__ = ["loops_run", "runs", "row_top", "deviation_squares", "deviation_square_sum",
            "normalized_affine",
-           "backward_products", "Weighted", "backward_sums", "input_grad"]
+           "backward_products", "Weighted", "backward_sums", "input_grad", "backward_merged"]
 
 
 #: whether the loops sum the terms they form where the sum is all they are for (the
@@ -332,3 +344,49 @@ def input_grad(ctx: RuleContext, x: Tracked, g: Tracked, mean: Tracked, rstd: Tr
     length = _longest((n_g + a.n) + _longest(n_xhat, b.n), rstd.n)
     return bounded(value.reshape(shape), det.reshape(shape), prob.reshape(shape),
                    ref_err=ref.reshape(shape), mag=mag.reshape(shape), n=length)
+
+
+def backward_merged(ctx: RuleContext, grad: Tracked, x: Tracked, dims: tuple[int, ...],
+                    mean: Tracked, rstd: Tracked, weight: Any, want_gh: bool
+                    ) -> tuple[Tracked, Tracked | None] | None:
+    """:func:`backward_sums` and :func:`input_grad` (every sum wanted but the columns'
+    of ``g xhat``, those with ``want_gh``) in one pass over the rows (NumPy only,
+    ``FOLD_SUMS``): each row's means ``a`` and ``b`` finished in the loop as
+    ``sum_of_parts`` and the division by the lane's length (``scaled``) make them,
+    then its input gradient from the row's ``g w`` and ``xhat`` kept in cache: the
+    same bits as the two loops, without forming ``g w`` and ``xhat`` twice. The
+    input gradient and the column sums (None without ``want_gh``); None where the
+    loops do not run or a sum is not decided so (the caller takes the two loops)."""
+    shapes = _backward_shapes(ctx, grad, x, dims, mean, rstd, weight)
+    if not FOLD_SUMS or shapes is None or array_module(x.value) is not np:
+        return None
+    rows, n, w = shapes
+    parts = parts_coefficients(n, ctx.model)
+    if parts is None:
+        return None
+    k = float(n)
+    divide = scalar_coefficients(k, ctx.model, True, factor_error(ctx, k, True))
+    fin = (*parts, ESCALATE_SHARE, k, *divide)
+    params, ints = _params(ctx)
+    weighted = w is not None
+    test = may_be_exact(x, mean)
+    done = fused_cpu.norm_backward_merged(
+        _as_rows(x, n), _as_rows(grad, n), _per_row(mean, rows), _per_row(rstd, rows),
+        _per_column(w, n) if weighted else None, want_gh,
+        (weighted and may_be_exact(grad, w), test), params, ints, fin)
+    if done is None:
+        return None
+    (value, det, prob, ref, mag), cols = done
+    sum_h = None
+    if want_gh:
+        sum_h = sum_of_parts(cols.reshape(x.shape[x.value.ndim - len(dims):] + (5,)), rows,
+                             ctx.model)
+        if sum_h is None:
+            return None
+    shape = x.shape
+    n_xhat = _longest(x.n + mean.n, rstd.n)
+    n_g = _longest(grad.n, w.n) if weighted else grad.n
+    length = _longest((n_g + n) + _longest(n_xhat, n), rstd.n)  # (a's and b's n: n)
+    gi = bounded(value.reshape(shape), det.reshape(shape), prob.reshape(shape),
+                 ref_err=ref.reshape(shape), mag=mag.reshape(shape), n=length)
+    return gi, sum_h

@@ -289,6 +289,11 @@ def layer_norm_backward_rule(ctx: RuleContext, grad: Tracked, x: Tracked,
             bool(output_mask[1]) and weight is not None)
     gb = _sum_to(ctx, grad, lead, normalized_shape) if (
         output_mask[2] and bias is not None) else None
+    merged = _norm_rows.backward_merged(ctx, grad, x, dims, mean, rstd, weight, want[2]) if (
+        want[0]) else None
+    if merged is not None:  # the sums and the input gradient in one pass
+        gi, sum_h = merged
+        return gi, (_reshape(sum_h, normalized_shape) if sum_h is not None else None), gb
     folded = _norm_rows.backward_sums(ctx, grad, x, dims, mean, rstd, weight, want)
     if folded is not None:  # the products summed as they are formed: two loops
         weighted, sum_a, sum_b, sum_h = folded
