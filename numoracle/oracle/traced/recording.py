@@ -30,7 +30,7 @@ graph: the signature holds their bytes.
 from __future__ import annotations
 
 import hashlib
-import math
+import os
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -78,8 +78,6 @@ def mode() -> str:
     InvalidArgument
         For a name not in :data:`MODES`.
     """
-    import os  # noqa: PLC0415 - read per call: a test or a run may set it late
-
     name = os.environ.get(MODE_VARIABLE, "off").strip().lower() or "off"
     if name not in MODES:
         raise InvalidArgument(f"{MODE_VARIABLE}={name!r} is unknown; use one of {MODES}")
