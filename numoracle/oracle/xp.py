@@ -149,12 +149,13 @@ class TorchNumPy:
 
     def pad(self, array: Any, pad_width: Any, mode: str = "constant",
             constant_values: Any = 0) -> Any:
-        """``array`` padded with ``constant_values`` (NumPy's ``pad``, constant mode),
-        the widths kept host integers (torch's NumPy API makes a tensor of them, which
-        a traced evaluation would read back)."""
-        if mode != "constant":
-            raise NotImplementedError(f"pad mode {mode!r}: only 'constant' is implemented")
+        """``array`` padded with ``constant_values`` (NumPy's ``pad``; its other modes
+        on the host), the widths kept host integers (torch's NumPy API makes a tensor
+        of them, which a traced evaluation would read back)."""
         t = self.tensor(self._tnp.asarray(array))
+        if mode != "constant":  # (NumPy's other modes, on the host, then back)
+            host = np.pad(t.cpu().numpy(), pad_width, mode=mode)
+            return self.from_tensor(self._torch.as_tensor(host, device=t.device))
         widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (t.ndim, 2))
         flat = tuple(int(w) for w in widths[::-1].reshape(-1))
         value = float(constant_values) if t.is_floating_point() else int(constant_values)

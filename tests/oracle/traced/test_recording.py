@@ -189,3 +189,11 @@ def test_a_shape_decided_by_the_values_is_guarded() -> None:
     assert same_count is not None
     assert np.all(_host(same_count["out"], "value") == 29.0)
     assert rec.run({"x": torch.tensor([1.0, 2.0, 3.0, 4.0, -5.0])}) is None
+
+
+@pytest.mark.parametrize("mode", ["constant", "edge", "reflect"])
+def test_torchs_namespace_pads_as_numpy(mode: str) -> None:
+    tx = namespace_named("torch")
+    host = np.arange(12.0).reshape(3, 4)
+    got = tx.pad(tx.asarray(torch.from_numpy(host)), ((1, 0), (2, 1)), mode=mode)
+    np.testing.assert_array_equal(to_numpy(got), np.pad(host, ((1, 0), (2, 1)), mode=mode))
