@@ -167,8 +167,9 @@ def _evaluate(graph: Graph, inputs: Mapping[str, Any], ctx: RuleContext,
                 env[node] = args[0][args[1]]
                 continue
             rule = rules[node]
-            if rule is identity_rule and _last_read(node, readers, kept):
-                result = handed_over(ctx, args[0])  # (a clone or detach of a dying value)
+            if rule is identity_rule and (_last_read(node, readers, kept)
+                                          or _viewed(node, kept)):
+                result = handed_over(ctx, args[0])  # (a dying value's clone, or an alias)
             else:
                 result = rule(ctx, *args, **kwargs)
             # (an op that only moves elements rounds nothing: its operand was rounded)
@@ -198,6 +199,18 @@ def _last_read(node: fx.Node, readers: dict[fx.Node, fx.Node], kept: set[Any]) -
     args = node.all_input_nodes
     return (len(args) == 1 and args[0].op == "call_function" and args[0] not in kept
             and readers.get(args[0]) is node)
+
+
+def _viewed(node: fx.Node, kept: set[Any]) -> bool:
+    """Whether ``node`` is an ``alias`` (a view in ATen, the same elements as its
+    operand) of a value an earlier node computed that is not an output: then it may
+    hold its operand's arrays though later nodes read them too, as the results of
+    ``view``, ``expand`` or ``permute`` do, for no rule writes into its operands (the
+    graph is functional, and every rule computes into arrays of its own). An alias of
+    an input (the caller's arrays) or of an output is still copied."""
+    args = node.all_input_nodes
+    return (node.target is torch.ops.aten.alias.default and len(args) == 1
+            and args[0].op == "call_function" and args[0] not in kept)
 
 
 def _last_uses(nodes: Sequence[fx.Node], last: dict[fx.Node, fx.Node], kept: set[Any]

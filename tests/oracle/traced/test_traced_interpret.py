@@ -234,3 +234,38 @@ def test_a_clone_of_a_value_no_later_node_reads_takes_its_arrays(monkeypatch):
     assert not np.shares_memory(s_clone.det, made["sigmoid"].det)
     expected = np.tanh(vals["x"]) * 2.0 + (e := 1.0 / (1.0 + np.exp(-vals["x"]))) * np.exp(e)
     np.testing.assert_allclose(out.value, expected, rtol=1e-14)
+
+
+def test_an_alias_of_a_value_read_later_holds_its_arrays_and_gives_a_copys_bits(monkeypatch):
+    """softmax's forward + backward graph aliases the softmax (its output, and the value
+    its backward reads): each alias holds the softmax's own arrays (no copy) and every
+    output keeps the bits of the evaluation that copies them."""
+    from numoracle.oracle.traced import interpret
+
+    made, read = {}, []
+    softmax, backward = RULES["aten._softmax.default"], RULES["aten._softmax_backward_data.default"]
+
+    def keeping(*a, **k):
+        made["softmax"] = out = softmax(*a, **k)
+        return out
+    monkeypatch.setitem(RULES, "aten._softmax.default", keeping)
+    monkeypatch.setitem(RULES, "aten._softmax_backward_data.default",
+                        lambda ctx, g, y, *a: read.append(y) or backward(ctx, g, y, *a))
+
+    def f(x):
+        return torch.softmax(x, dim=-1)
+    vals = {"x": _rand((8, 16))}
+    g = capture(Reference(f, ("x",), grads=("x",)), vals,
+              {"grad_out": _rand((8, 16), seed=1)})
+    aliases = [n for n in g.module.graph.nodes if n.target is torch.ops.aten.alias.default]
+    assert len(aliases) >= 2
+    inputs = {**vals, "grad_out": _rand((8, 16), seed=1)}
+    shared = evaluate(g, dict(inputs), FP32)
+    assert read[-1].value is made["softmax"].value and read[-1].det is made["softmax"].det
+    assert shared["out"].value is made["softmax"].value
+    monkeypatch.setattr(interpret, "_viewed", lambda node, kept: False)
+    copied = evaluate(g, dict(inputs), FP32)
+    assert not np.shares_memory(read[-1].value, made["softmax"].value)
+    for name, t in copied.items():
+        for f_ in ("value", "det", "prob", "ref_err", "mag"):
+            np.testing.assert_array_equal(getattr(shared[name], f_), getattr(t, f_))
