@@ -266,10 +266,13 @@ def _flatten(results: Mapping[str, Any], tensor_of: Callable[[Any], torch.Tensor
 
 
 def record(evaluate: Callable[[dict[str, Any]], Mapping[str, Any]],
-           inputs: Mapping[str, torch.Tensor], xp: Any) -> Recording:
+           inputs: Mapping[str, torch.Tensor], xp: Any, *, stack_traces: bool = False
+           ) -> Recording:
     """Record ``evaluate`` (inputs by name -> outputs by name, in torch's namespace
     ``xp``: :class:`~numoracle.oracle.xp.TorchNumPy`) on ``inputs`` (the
-    floating-point tensors of one case).
+    floating-point tensors of one case); ``stack_traces``: each node keeps the Python
+    stack that made it (``node.meta["stack_trace"]``), to say which code makes which
+    operations.
 
     Raises
     ------
@@ -296,7 +299,7 @@ def record(evaluate: Callable[[dict[str, Any]], Mapping[str, Any]],
         return (*leaves, *decisions.guards)
 
     try:
-        module = make_fx(flat, tracing_mode="real")(*(inputs[k] for k in names))
+        module = make_fx(flat, tracing_mode="real", record_stack_traces=stack_traces)(*(inputs[k] for k in names))
     except Unrecordable:
         raise
     except Exception as e:  # the tracer's refusal, whatever its kind
