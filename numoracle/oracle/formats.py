@@ -17,6 +17,7 @@ CuPy array is quantized on its device (no round trip through the host).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from functools import cached_property
 from typing import Any
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidArgument
-from .xp import array_module, filled, reads_are_free
+from .xp import array_module, filled, is_torch, reads_are_free
 
 __all__ = [
     "Format",
@@ -290,7 +291,37 @@ def quantize(x: np.ndarray | float, fmt: Format | str, rounding: str = "rne") ->
         # Host only: CuPy's kernels are compiled with -ftz, which flushes subnormals.
         with np.errstate(over="ignore"):
             return np.asarray(x).astype(native).astype(np.float64)
+    if is_torch(xp) and fmt.emin - fmt.t >= _FP64_EMIN:
+        return xp.from_tensor(_quantize_tensor(xp.tensor(x), fmt, rounding))
     return _quantize_general(x, fmt, rounding, xp)
+
+
+#: the least exponent of a normal float64
+_FP64_EMIN = -1022
+#: the exponent field of a float64's bits
+_EXPONENT_FIELD = 0x7FF << 52
+
+
+def _quantize_tensor(x: Any, fmt: Format, rounding: str) -> Any:
+    """:func:`_quantize_general` on a float64 tensor in a dozen tensor operations, the
+    same bits: the quantum ``2^(max(exp, emin) - t)`` (``exp`` the unbiased exponent of
+    a normal value; a subnormal's lies below every ``emin``, a zero's quantum is any
+    power of two: ``±0`` either way) made from the value's exponent field, where the
+    general path makes it by ``frexp`` and ``ldexp`` (thirty operations in torch). The
+    format's least quantum ``2^(emin - t)`` must be a normal float64."""
+    import torch  # noqa: PLC0415 - only with torch's tensors
+
+    field = x.view(torch.int64) & _EXPONENT_FIELD
+    quantum = (field.clamp(min=(fmt.emin - _FP64_EMIN + 1) << 52) - (fmt.t << 52)
+               ).view(torch.float64)
+    scaled = x / quantum  # exact: division by a power of two, no underflow
+    r = torch.round(scaled) if rounding == "rne" else torch.trunc(scaled)
+    y = r * quantum
+    if rounding == "rne":  # (beyond the largest finite value: infinite, with its sign)
+        y = torch.where(y.abs() > fmt.max, y * math.inf, y)
+    else:  # (to the largest finite value)
+        y = y.clamp(-fmt.max, fmt.max)
+    return torch.where(torch.isfinite(x), y, x)
 
 
 def _quantize_general(x: Any, fmt: Format, rounding: str, xp: Any) -> Any:

@@ -121,7 +121,7 @@ class TorchNumPy:
         cls.__array_ufunc__ = array_ufunc
         cls.__array_priority__ = 100
         for name in _OPERATORS:  # NumPy scalars (np.log(2.0), a float64 element) taken
-            setattr(cls, name, _scalars_as_python(getattr(cls, name)))
+            setattr(cls, name, _scalars_as_python(getattr(cls, name), self._torch))
 
     def _numpy_twin(self, name: str) -> Any:
         own = {"frexp": self.frexp, "ldexp": self.ldexp, "as_strided": self._as_strided,
@@ -265,12 +265,51 @@ _OPERATORS = tuple(f"__{op}__" for op in (
     "gt", "ge", "eq", "ne", "and", "rand", "or", "ror", "xor", "rxor", "setitem"))
 
 
-def _scalars_as_python(method: Any) -> Any:
-    """``method`` with NumPy scalar arguments given as Python numbers."""
+#: the operators that, on a float64 array and a Python number or another float64 array,
+#: call the tensor's own: the same result (float64 arithmetic rounds once either way; a
+#: comparison is exact), without the 0-d tensor torch's NumPy API makes of a number
+#: (an operation of its own in a recorded graph) or its ``~(a == b)`` for ``a != b``.
+#: Not ``__rtruediv__``: the tensor's is a reciprocal and a product (two roundings)
+_DIRECT = frozenset(f"__{op}__" for op in (
+    "add", "radd", "sub", "rsub", "mul", "rmul", "truediv", "lt", "le", "gt", "ge", "eq",
+    "ne"))
+#: the in-place operators as the tensor's in-place operations: torch's NumPy API computes
+#: into a new tensor and copies it back (three operations, a pass more over memory)
+_IN_PLACE = {"__iadd__": "add_", "__isub__": "sub_", "__imul__": "mul_",
+             "__itruediv__": "div_"}
+
+
+def _scalars_as_python(method: Any, torch: Any) -> Any:
+    """``method`` with NumPy scalar arguments given as Python numbers; an operator of
+    :data:`_DIRECT` or :data:`_IN_PLACE` on float64 operands (a Python ``int`` or
+    ``float`` the other) made by the tensor's own operator."""
+    name = getattr(method, "__name__", "operator")
+    direct = getattr(torch.Tensor, name) if name in _DIRECT else None
+    in_place = getattr(torch.Tensor, _IN_PLACE[name]) if name in _IN_PLACE else None
+    f64 = torch.float64
+
     def wrapped(self: Any, *args: Any) -> Any:
-        return method(self, *(a.item() if isinstance(a, np.generic) else a for a in args))
-    wrapped.__name__ = getattr(method, "__name__", "operator")
+        args = tuple(a.item() if isinstance(a, np.generic) else a for a in args)
+        if (direct or in_place) is not None and len(args) == 1 and self.tensor.dtype == f64:
+            other = args[0]
+            if type(other) is type(self) and other.tensor.dtype == f64:
+                other = other.tensor
+                if in_place is not None and _overlap(self.tensor, other):
+                    return method(self, *args)  # (torch refuses to write what it reads)
+            elif type(other) not in (int, float):
+                return method(self, *args)
+            if direct is not None:
+                return type(self)(direct(self.tensor, other))
+            in_place(self.tensor, other)
+            return self
+        return method(self, *args)
+    wrapped.__name__ = name
     return wrapped
+
+
+def _overlap(a: Any, b: Any) -> bool:
+    """Whether tensors ``a`` and ``b`` share storage."""
+    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
 _TORCH: TorchNumPy | None = None

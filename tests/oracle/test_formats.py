@@ -21,6 +21,7 @@ from numoracle.oracle.formats import (
     quantize,
     representable,
 )
+from numoracle.oracle.xp import namespace_named, to_numpy
 
 
 def _wide(seed: int, n: int = 20000) -> np.ndarray:
@@ -52,6 +53,23 @@ def test_general_path_matches_the_casts_bit_for_bit(seed: int, fmt) -> None:
     general = _quantize_general(x, fmt, "rne", np)
     np.testing.assert_array_equal(general, fast)
     assert (np.signbit(general) == np.signbit(fast))[~np.isnan(x)].all()
+
+
+@pytest.mark.parametrize("seed", range(2))
+@pytest.mark.parametrize("rounding", ["rne", "rz"])
+@pytest.mark.parametrize("name", [n for n in FORMATS if n != "fp64"])
+def test_torchs_namespace_quantizes_as_the_general_path(seed: int, rounding: str,
+                                                         name: str) -> None:
+    """In torch's namespace (its quantum made from the exponent field) the same bits
+    as NumPy's general path, sign of zero and NaN included, saturation and overflow."""
+    fmt = get_format(name)
+    x = np.concatenate([_wide(seed), fmt.max * np.array([1.0, -1.0, 1 + 2.0**-20, -2.0, 0.5]),
+                        [2.0**-1074, -2.0**-1060, 2.0**-1022, 1.7e308, -1.7e308]])
+    tx = namespace_named("torch")
+    got = to_numpy(quantize(tx.asarray(torch.from_numpy(x)), fmt, rounding))
+    want = _quantize_general(x, fmt, rounding, np)
+    assert np.array_equal(got.view(np.int64)[~np.isnan(x)], want.view(np.int64)[~np.isnan(x)])
+    assert np.array_equal(np.isnan(got), np.isnan(want))
 
 
 @pytest.mark.parametrize("seed", range(3))
