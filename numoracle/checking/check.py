@@ -21,7 +21,10 @@ from ..cases.case import Case
 from ..errors import InvalidArgument, UnsupportedCase
 from ..oracle.ops import get_op
 from ..oracle.precision import PrecisionModel
+from ..oracle.recorded import device_inputs
+from ..oracle.recorded import reference as recorded_reference
 from ..oracle.tracked import Tracked
+from ..oracle.xp import array_module, is_torch
 from ..targets.backends import get_backend
 from ..targets.target import Target
 from .call import (
@@ -99,16 +102,28 @@ GPU_REFERENCE_WORK = 1 << 26
 
 
 def _reference_inputs(case: Case, inputs: Mapping[str, np.ndarray]) -> Mapping[str, Any]:
-    """The inputs where the reference should be computed: on the GPU (CuPy,
-    float64) for large cases when one is usable, else on the host."""
+    """The inputs where the reference should be computed: on the GPU for large cases
+    when one is usable (torch's tensors where recorded evaluations are switched on,
+    :mod:`~numoracle.oracle.recorded`; else CuPy's, float64), else on the host."""
     op = get_op(case.op)
     shapes = op.output_shapes(case.params)
     work = sum(int(np.prod(shapes[k])) * n for k, n in op.reductions(case.params).items())
-    if work < GPU_REFERENCE_WORK or get_backend("cupy").available() is not None:
+    if work < GPU_REFERENCE_WORK:
+        return inputs
+    on_device = device_inputs(inputs)
+    if on_device is not None:
+        return on_device
+    if get_backend("cupy").available() is not None:
         return inputs
     import cupy  # noqa: PLC0415 - optional, and only for large cases
 
     return {k: cupy.asarray(v) for k, v in inputs.items()}
+
+
+def _comparable(refs: dict[str, Tracked]) -> dict[str, Tracked]:
+    """``refs`` where :func:`compare` takes them: NumPy's and CuPy's as they are (a
+    GPU's outputs are compared there), torch's handed to the host."""
+    return {k: v.to_host() if is_torch(array_module(v.value)) else v for k, v in refs.items()}
 
 
 def judge(case: Case, model: PrecisionModel, inputs: Mapping[str, np.ndarray],
@@ -122,14 +137,14 @@ def judge(case: Case, model: PrecisionModel, inputs: Mapping[str, np.ndarray],
 
     def reference_for(m: PrecisionModel) -> dict[str, Tracked]:
         if m not in computed:  # every output's diagnosis tries the same models
-            refs = op.reference(ref_inputs, case.params, m, names)
+            refs = recorded_reference(op, ref_inputs, case.params, m, names)
             computed[m] = {k: v.to_host() for k, v in refs.items()}
         return computed[m]
 
     # the claimed model's verdicts where the reference lives (on a GPU: the
     # outputs go there, not the reference's arrays to the host); a diagnosis,
     # which tries several models, works on the host
-    claimed = op.reference(ref_inputs, case.params, model, names)
+    claimed = _comparable(recorded_reference(op, ref_inputs, case.params, model, names))
     spread = model.nan_spreads and not all(bool(np.isfinite(v).all()) for v in inputs.values())
     verdicts = {name: compare(name, got[name], claimed[name], probabilistic=model.probabilistic,
                               nan_may_spread=spread) for name in names}
@@ -141,7 +156,7 @@ def judge(case: Case, model: PrecisionModel, inputs: Mapping[str, np.ndarray],
         device = degenerate_order(model, n)
         if device is None:
             continue
-        ref = op.reference(ref_inputs, case.params, device, (name,))[name]
+        ref = _comparable(recorded_reference(op, ref_inputs, case.params, device, (name,)))[name]
         if zeros_pass(ref):
             continue  # the order is not what made it so
         verdicts[name] = compare(name, got[name], ref, probabilistic=model.probabilistic,

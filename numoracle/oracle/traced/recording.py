@@ -30,7 +30,6 @@ graph: the signature holds their bytes.
 from __future__ import annotations
 
 import hashlib
-import os
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -42,19 +41,13 @@ from torch import fx
 from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing, make_fx
 from torch.overrides import TorchFunctionMode
 
-from ...errors import InvalidArgument
+from ..recording_mode import MODE_VARIABLE, MODES, mode
 from ..tracked import Tracked, bounded
 from ..xp import thoroughly
 
 __all__ = ["Recording", "Recordings", "Unrecordable", "record", "signature", "mode", "READS",
            "MODES", "MODE_VARIABLE", "COMPILED_SLACK"]
 
-#: the environment variable that switches recorded evaluations on (:data:`MODES`)
-MODE_VARIABLE = "NUMORACLE_RECORD"
-#: ``off``: every case evaluated; ``replay``: a signature's second case is recorded and
-#: later ones replayed op by op; ``compile``: replayed compiled; ``graphs``: compiled and
-#: replayed as a CUDA graph (on a GPU)
-MODES = ("off", "replay", "compile", "graphs")
 #: a compiled replay's radii are raised by this share of themselves: its float64 sums
 #: may be made in another order than the evaluation's (each radius within a few units
 #: in the last place of it; a sum of n terms reordered moves by less than n 2^-53 of
@@ -68,20 +61,6 @@ READS = frozenset({"__bool__", "item", "__float__", "__int__", "__index__", "tol
                    "numpy", "cpu", "__array__"})
 #: the fields of a :class:`Tracked` that hold arrays (``n`` may be one too)
 _FIELDS = tuple(f.name for f in fields(Tracked))
-
-
-def mode() -> str:
-    """The recording mode :data:`MODE_VARIABLE` names (``off`` unset).
-
-    Raises
-    ------
-    InvalidArgument
-        For a name not in :data:`MODES`.
-    """
-    name = os.environ.get(MODE_VARIABLE, "off").strip().lower() or "off"
-    if name not in MODES:
-        raise InvalidArgument(f"{MODE_VARIABLE}={name!r} is unknown; use one of {MODES}")
-    return name
 
 
 class Unrecordable(Exception):
