@@ -5,9 +5,13 @@ of comparisons (:class:`Decision`) and of arg-max selections (:class:`IndexSet`)
 A comparison of inexact values may come out either way in a kernel where the
 oracle's value lies within the radius of the threshold: its boolean result is a
 :class:`Decision`, a NumPy boolean array that also names the elements where the
-kernel may answer the other way (``unsure``). Every rule consuming a boolean
-tensor (``where``, a cast to a floating type, a logical op) covers both answers
-there. An arg-max over values that tie within their radii has more than one
+kernel may answer the other way (``unsure``). In torch's namespace the result
+stays on the device of the compared values: a boolean array of that namespace
+whose ``unsure`` attribute, an array beside it, names those elements, every one
+of them, unread (:func:`decided`): no comparison brings values to the host, so a
+recorded evaluation (:mod:`..recording`) keeps no guard on them. Every rule
+consuming a boolean tensor (``where``, a cast to a floating type, a logical op)
+covers both answers there. An arg-max over values that tie within their radii has more than one
 right index: :class:`IndexSet` holds the oracle's index and, per element, every
 index the kernel may return.
 """
@@ -25,11 +29,12 @@ from ....errors import InvalidArgument
 from ...formats import quantize, representable
 from ...precision import PrecisionModel
 from ...tracked import Tracked, bounded, exact, folded, mul_scalar, tmap
-from ...xp import array_module
+from ...xp import array_module, is_torch, like, to_numpy
 from ..rules import NoRule, RuleContext
 
 __all__ = ["Decision", "IndexSet", "as_tracked", "scalar", "tmap_all", "copied", "dims_of", "decided",
-           "unsure_of", "as_judged", "is_tracked", "reach", "check_no_dtype", "scaled", "factor_error",
+           "unsure_of", "torch_array", "on_host", "surely_decided", "as_judged", "is_tracked",
+           "reach", "check_no_dtype", "scaled", "factor_error",
            "index_set"]
 
 
@@ -46,12 +51,21 @@ class Decision(np.ndarray):
                 self.shape, dtype=bool)
 
 
+def torch_array(x: Any) -> bool:
+    """Whether ``x`` is an array of torch's namespace (a mask left on its device)."""
+    return not isinstance(x, np.ndarray) and is_torch(array_module(x))
+
+
 def decided(value: Any, unsure: Any = None) -> np.ndarray:
-    """``value`` as a boolean array; a :class:`Decision` where any element is unsure."""
-    value = np.asarray(value, dtype=bool)
+    """``value`` as a boolean array; a :class:`Decision` where any element is unsure.
+    An array of torch's namespace stays in it, ``unsure`` (moved beside it) kept as
+    its attribute whatever it holds: whether any element is unsure is not read."""
+    if torch_array(value):
+        return _decided_in_place(value, unsure)
+    value = np.asarray(to_numpy(value), dtype=bool)  # (another device's: to the host)
     if unsure is None:
         return value
-    unsure = np.broadcast_to(np.asarray(unsure, dtype=bool), value.shape)
+    unsure = np.broadcast_to(np.asarray(to_numpy(unsure), dtype=bool), value.shape)
     if not unsure.any():
         return value
     out = value.view(Decision)
@@ -59,10 +73,37 @@ def decided(value: Any, unsure: Any = None) -> np.ndarray:
     return out
 
 
+def _decided_in_place(value: Any, unsure: Any) -> Any:
+    """A boolean array of torch's namespace, a new one (its attribute its own), with
+    ``unsure`` as an array of its namespace and shape."""
+    xp = array_module(value)
+    out = xp.ndarray(value.astype(bool).tensor)
+    if unsure is not None:
+        out.unsure = xp.broadcast_to(like(unsure, out).astype(bool), out.shape)
+    return out
+
+
 def unsure_of(x: Any) -> np.ndarray | None:
-    """The elements of a boolean tensor that a kernel may decide the other way."""
+    """The elements of a boolean tensor that a kernel may decide the other way: None
+    for a host array where there is none; a mask of torch's namespace as it is kept
+    (none may be set: it is not read)."""
     u = getattr(x, "unsure", None)
-    return None if u is None or not u.any() else u
+    if u is None or torch_array(u):
+        return u
+    return None if not u.any() else u
+
+
+def on_host(x: Any, dtype: Any = None) -> np.ndarray:
+    """An integer or boolean tensor (of any namespace) as a host array of its values
+    (a mask's unsure elements left behind: for a rule that reads them on the host)."""
+    return np.asarray(to_numpy(x), dtype=dtype)
+
+
+def surely_decided(x: Any) -> bool:
+    """Whether no element of a boolean tensor may be decided otherwise by a kernel
+    (on a device, one read of it)."""
+    u = unsure_of(x)
+    return u is None or not bool(u.any())
 
 
 class IndexSet(np.ndarray):
@@ -101,9 +142,10 @@ def as_judged(v: Any) -> Tracked:
     :class:`Decision`'s unsure element either answer (radius 1, one ulp up)."""
     if isinstance(v, Tracked):
         return v
-    a = np.asarray(v, dtype=np.float64)
+    a = np.asarray(to_numpy(v), dtype=np.float64)
     cands = getattr(v, "candidates", None)
     unsure = getattr(v, "unsure", None)
+    unsure = None if unsure is None else to_numpy(unsure)
     r = None
     if cands is not None:
         r = np.max(np.where(cands >= 0, np.abs(cands - a[..., None]), 0.0), axis=-1)
@@ -155,11 +197,11 @@ def as_tracked(x: Any, model: PrecisionModel) -> Tracked:
     0 or 1: radius 1), or a Python number (:func:`scalar`)."""
     if isinstance(x, Tracked):
         return x
-    if isinstance(x, np.ndarray):
-        t = exact(x.astype(np.float64))
+    if isinstance(x, np.ndarray) or torch_array(x):
+        t = exact(x.astype("float64"))
         u = unsure_of(x)
         if u is not None:
-            r = u.astype(np.float64)
+            r = u.astype("float64")
             t = replace(t, det=r, prob=r)
         return t
     if isinstance(x, (bool, int, float, np.number)):

@@ -25,7 +25,8 @@ tanh form are different functions, never one another's approximation; both are
 bounded relative to ``|x|``, the magnitude of the terms of their usual formula
 ``x/2 (1 + erf(x/sqrt 2))``, which cancels for large negative ``x``.
 
-Comparisons return a :class:`._common.Decision`; ``where`` covers both branches
+Comparisons return a :class:`._common.Decision` (in torch's namespace a boolean
+array of the device, :func:`._common.decided`); ``where`` covers both branches
 where the decision is unsure.
 """
 
@@ -42,11 +43,21 @@ import numpy as np
 from ... import elementwise as ew
 from ...accuracy import Ulps
 from ...tracked import Tracked, aligned, bounded, folded, moved, relu
-from ...xp import array_module, like, special, to_numpy
+from ...xp import array_module, like, special
 from ..rules import NoRule, RuleContext, rule
 from . import ieee
 from .ieee import add, sub
-from ._common import as_tracked, decided, is_tracked, reach, scalar, scaled, unsure_of
+from ._common import (
+    as_tracked,
+    decided,
+    on_host,
+    is_tracked,
+    reach,
+    scalar,
+    scaled,
+    torch_array,
+    unsure_of,
+)
 
 __all__ = ["ULPS", "ulps"]
 
@@ -319,7 +330,7 @@ def _compare(op: Callable[[Any, Any], Any]) -> Callable[..., Any]:
             value = op(av, bv)
             r = reach(at) + reach(bt)
             unsure = ((xp.abs(av - bv) <= r) & (r > 0)) | (xp.isnan(r))
-        return decided(to_numpy(value), to_numpy(unsure))
+        return decided(value, unsure)
     return compare
 
 
@@ -331,11 +342,11 @@ for _name, _op in _COMPARE.items():
 def where_rule(ctx: RuleContext, cond: Any, a: Any, b: Any) -> Any:
     floating = [x for x in (a, b) if is_tracked(x) or isinstance(x, float)]
     if not floating:
-        return np.where(np.asarray(cond, dtype=bool), a, b)
+        return np.where(on_host(cond, bool), a, b)
     at, bt = (folded(t) for t in aligned(as_tracked(a, ctx.model), as_tracked(b, ctx.model)))
     if not (is_tracked(a) or is_tracked(b)):  # two numbers: the result in the namespace
         at, bt = moved(at, ctx.xp, ctx.device), moved(bt, ctx.xp, ctx.device)
-    c = np.asarray(cond, dtype=bool)
+    c = cond.astype(bool) if torch_array(cond) else np.asarray(cond, dtype=bool)
     out = ew.where(c, at, bt)
     unsure = unsure_of(cond)
     if unsure is None:
@@ -352,18 +363,25 @@ def where_rule(ctx: RuleContext, cond: Any, a: Any, b: Any) -> Any:
                    prob=xp.where(unsure, xp.maximum(out.prob, other_prob + other_ref), out.prob))
 
 
+def _array(a: Any) -> Any:
+    """An integer or boolean operand as an array: a mask of torch's namespace kept
+    there, anything else on the host."""
+    return a if torch_array(a) else np.asarray(a)
+
+
 @rule("aten.logical_not.default")
 def logical_not_rule(ctx: RuleContext, a: np.ndarray) -> np.ndarray:
-    if np.asarray(a).dtype != bool:
-        return np.asarray(a) == 0
-    return decided(~np.asarray(a, dtype=bool), unsure_of(a))
+    arr = _array(a)
+    if arr.dtype != bool:
+        return arr == 0
+    return decided(~arr, unsure_of(a))
 
 
 @rule("aten.bitwise_not.default")
 def bitwise_not_rule(ctx: RuleContext, a: np.ndarray) -> np.ndarray:
     """``~a``: a boolean tensor negated (its unsure elements stay unsure), an
     integer one with every bit inverted."""
-    arr = np.asarray(a)
+    arr = _array(a)
     if arr.dtype != bool:
         return np.invert(arr)
     return decided(~arr, unsure_of(a))
@@ -371,15 +389,18 @@ def bitwise_not_rule(ctx: RuleContext, a: np.ndarray) -> np.ndarray:
 
 def _logical(op: Callable[[Any, Any], Any]) -> Callable[..., np.ndarray]:
     def logical(ctx: RuleContext, a: Any, b: Any) -> np.ndarray:
-        ab, bb = np.asarray(a, dtype=bool), np.asarray(b, dtype=bool)
+        ab, bb = _array(a).astype(bool), _array(b).astype(bool)
         ua, ub = unsure_of(a), unsure_of(b)
+        if torch_array(ab) or torch_array(bb):  # (a host operand joins the device's)
+            ref = ab if torch_array(ab) else bb
+            ab, bb = like(ab, ref), like(bb, ref)
         value = op(ab, bb)
         if ua is None and ub is None:
-            return np.asarray(value)
-        ua = np.zeros(ab.shape, bool) if ua is None else ua
-        ub = np.zeros(bb.shape, bool) if ub is None else ub
+            return value if torch_array(value) else np.asarray(value)
+        ua = (ab & False) if ua is None else ua
+        ub = (bb & False) if ub is None else ub
         # unsure unless the sure operand decides alone
-        flips = [op(ab ^ fa, bb ^ fb) != value for fa, fb in ((ua, 0), (0, ub), (ua, ub))]
+        flips = [op(ab ^ fa, bb ^ fb) != value for fa, fb in ((ua, False), (False, ub), (ua, ub))]
         return decided(value, flips[0] | flips[1] | flips[2])
     return logical
 
@@ -394,7 +415,7 @@ def isnan_rule(ctx: RuleContext, a: Any) -> np.ndarray:
         return np.zeros(np.shape(a), dtype=bool)
     a = folded(a)
     xp = a.xp
-    return decided(to_numpy(xp.isnan(a.value)), to_numpy(xp.isnan(a.det) | xp.isinf(a.det)))
+    return decided(xp.isnan(a.value), xp.isnan(a.det) | xp.isinf(a.det))
 
 
 @rule("aten.isinf.default")
@@ -403,7 +424,7 @@ def isinf_rule(ctx: RuleContext, a: Any) -> np.ndarray:
         return np.zeros(np.shape(a), dtype=bool)
     a = folded(a)
     xp = a.xp
-    return decided(to_numpy(xp.isinf(a.value)), to_numpy(~xp.isfinite(a.det)))
+    return decided(xp.isinf(a.value), ~xp.isfinite(a.det))
 
 
 # -- transcendentals ---------------------------------------------------------------

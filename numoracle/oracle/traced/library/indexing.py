@@ -35,7 +35,7 @@ import numpy as np
 from ...tracked import Tracked, aligned, bounded, lsb_exponent, tcat
 from ...xp import like, to_numpy
 from ..rules import NoRule, RuleContext, rule
-from ._common import Decision, as_tracked, is_tracked, reach, tmap_all
+from ._common import as_tracked, is_tracked, on_host, reach, surely_decided, tmap_all
 from .pooling import scatter_add as _scatter
 from .views import move
 
@@ -105,10 +105,10 @@ def embedding_rule(ctx: RuleContext, weight: Any, indices: np.ndarray, padding_i
 def _positions(shape: tuple[int, ...], indices: Sequence[Any]) -> np.ndarray:
     """The flat positions of a tensor of ``shape`` that ``x[indices]`` reads
     (ATen's optional index tensors: None keeps an axis whole)."""
-    if any(isinstance(i, Decision) and i.unsure.any() for i in indices if i is not None):
+    if not all(surely_decided(i) for i in indices if i is not None):
         raise NoRule("no rule for aten.index_put with a mask a kernel may decide otherwise "
                      "(its values lie within their bound of the threshold)")
-    key = tuple(slice(None) if i is None else np.asarray(i) for i in indices)
+    key = tuple(slice(None) if i is None else on_host(i) for i in indices)
     return np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)[key]
 
 

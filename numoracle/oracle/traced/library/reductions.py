@@ -43,6 +43,7 @@ from ._common import (
     reach,
     scaled,
     tmap_all,
+    torch_array,
     unsure_of,
 )
 
@@ -317,7 +318,7 @@ def std_rule(ctx: RuleContext, x: Tracked, dim: Any = None, *args: Any, correcti
 def _any(ctx: RuleContext, x: Any, dim: Any = None, keepdim: bool = False) -> Any:
     if is_tracked(x):
         x = decided(folded(x).value != 0, (np.abs(x.value) <= reach(x)) & (reach(x) > 0))
-    arr = np.asarray(x, dtype=bool)
+    arr = x.astype(bool) if torch_array(x) else np.asarray(x, dtype=bool)
     dims = dims_of(dim, arr.ndim)
     value = np.any(arr, axis=dims, keepdims=keepdim)
     u = unsure_of(x)

@@ -4,8 +4,9 @@ casts and tensor factories.
 None of them does arithmetic, so each maps the value and every radius through
 the same indexing (:func:`._common.tmap_all`): an element moved keeps its bound,
 a padded or created element is an exact constant. Integer and boolean tensors
-(NumPy arrays) are moved the same way; a boolean tensor's unsure elements
-(:class:`._common.Decision`) move with it. The one rounding here is a cast to a
+(NumPy arrays; a comparison's mask in torch's namespace, on its device) are moved
+the same way; a boolean tensor's unsure elements (:class:`._common.Decision`)
+move with it. The one rounding here is a cast to a
 narrower floating type (``_to_copy``), a
 :func:`~numoracle.oracle.tracked.store` to that format.
 """
@@ -24,14 +25,17 @@ from ...tracked import bounded, exact, moved, store, tcat
 from ...xp import like, to_numpy
 from ..rules import NoRule, RuleContext, rule
 from ._common import (
-    Decision,
     as_tracked,
     copied,
     decided,
     dims_of,
     is_tracked,
+    on_host,
     reach,
+    surely_decided,
     tmap_all,
+    torch_array,
+    unsure_of,
 )
 
 __all__ = ["move", "identity_rule", "handed_over"]
@@ -43,10 +47,11 @@ def move(x: Any, fn: Callable[[np.ndarray], np.ndarray]) -> Any:
     boolean array (keeping a :class:`Decision`'s unsure elements with their values)."""
     if is_tracked(x):
         return tmap_all(x, fn)
-    arr = np.asarray(x)
-    u = getattr(x, "unsure", None)
-    out = np.array(fn(arr))
-    return decided(out, np.array(fn(u))) if isinstance(x, Decision) and u is not None else out
+    u = unsure_of(x)
+    if torch_array(x):  # a mask of torch's namespace: moved on its device
+        return decided(copied(fn(x)), None if u is None else copied(fn(u)))
+    out = np.array(fn(np.asarray(x)))
+    return out if u is None else decided(out, np.array(fn(u)))
 
 
 def _shape(size: Sequence[int], numel: int) -> tuple[int, ...]:
@@ -65,7 +70,7 @@ def view_rule(ctx: RuleContext, x: Any, size: Sequence[int]) -> Any:
 
 
 def _values(x: Any) -> np.ndarray:
-    return x.value if is_tracked(x) else np.asarray(x)
+    return x.value if is_tracked(x) or torch_array(x) else np.asarray(x)
 
 
 @rule("aten.alias.default", "aten.clone.default", "aten.lift_fresh_copy.default",
@@ -172,7 +177,7 @@ def cat_rule(ctx: RuleContext, xs: Sequence[Any], dim: int = 0) -> Any:
     xs = [x for x in xs if np.size(_values(x)) or np.ndim(_values(x)) > 1]
     if any(is_tracked(x) for x in xs):
         return tcat([as_tracked(x, ctx.model) for x in xs], axis=dim)
-    return np.concatenate([np.asarray(x) for x in xs], axis=dim)
+    return np.concatenate([on_host(x) for x in xs], axis=dim)
 
 
 @rule("aten.stack.default")
@@ -180,7 +185,7 @@ def stack_rule(ctx: RuleContext, xs: Sequence[Any], dim: int = 0) -> Any:
     if any(is_tracked(x) for x in xs):
         nd = np.ndim(_values(xs[0])) + 1
         return tcat([as_tracked(x, ctx.model) for x in xs], axis=dim % nd, stack=True)
-    return np.stack([np.asarray(x) for x in xs], axis=dim)
+    return np.stack([on_host(x) for x in xs], axis=dim)
 
 
 @rule("aten.constant_pad_nd.default")
@@ -196,7 +201,7 @@ def pad_rule(ctx: RuleContext, x: Any, pad: Sequence[int], value: Any = 0) -> An
         x = move(x, crop)
         widths = [(max(lo, 0), max(hi, 0)) for lo, hi in widths]
     if not is_tracked(x):
-        return np.pad(np.asarray(x), widths, constant_values=value)
+        return np.pad(on_host(x), widths, constant_values=value)
     t = tmap_all(x, partial(np.pad, pad_width=widths))  # radii padded with 0
     v = np.pad(x.value, widths, constant_values=float(value))
     c = as_tracked(value, ctx.model)
@@ -227,8 +232,8 @@ def gather_rule(ctx: RuleContext, x: Any, dim: int, index: np.ndarray,
 
 @rule("aten.index.Tensor", moves=True)
 def index_rule(ctx: RuleContext, x: Any, indices: Sequence[Any]) -> Any:
-    key = tuple(slice(None) if i is None else np.asarray(i) for i in indices)
-    if any(isinstance(i, Decision) and i.unsure.any() for i in indices if i is not None):
+    key = tuple(slice(None) if i is None else on_host(i) for i in indices)
+    if not all(surely_decided(i) for i in indices if i is not None):
         raise NoRule("no rule for aten.index.Tensor with a mask a kernel may decide "
                      "otherwise (its values lie within their bound of the threshold)")
     return move(x, lambda a: a[key])
@@ -247,11 +252,13 @@ def _cast(ctx: RuleContext, x: Any, dtype: Any) -> Any:
         return tmap_all(t, copied) if fmt.t >= 52 else store(t, ctx.model, fmt)
     np_dtype = torch.empty((), dtype=dtype, device="cpu").numpy().dtype
     if not is_tracked(x):
-        return np.asarray(x).astype(np_dtype)
+        if dtype == torch.bool and torch_array(x):  # a mask kept on its device
+            return move(x, copied)
+        return on_host(x).astype(np_dtype)
     v, r = x.value, reach(x)
     xp = x.xp
     if dtype == torch.bool:
-        return decided(to_numpy(v != 0), to_numpy((xp.abs(v) <= r) & (r > 0)))
+        return decided(v != 0, (xp.abs(v) <= r) & (r > 0))
     lo, hi = xp.trunc(v - r), xp.trunc(v + r)
     if bool(xp.any(lo != hi)):
         raise NoRule(f"no rule for a cast to {dtype} of values a kernel may truncate to a "
@@ -270,7 +277,7 @@ def copy_rule(ctx: RuleContext, dst: Any, src: Any, non_blocking: bool = False) 
     if is_tracked(dst) and not is_tracked(src):
         src = as_tracked(src, ctx.model)
     elif not is_tracked(dst) and is_tracked(src):
-        src = _cast(ctx, src, torch.from_numpy(np.zeros((), np.asarray(dst).dtype)).dtype)
+        src = _cast(ctx, src, _dtype_of(dst))
     return move(src, lambda a: copied(np.broadcast_to(a, shape)))
 
 
@@ -300,7 +307,12 @@ def full_rule(ctx: RuleContext, size: Sequence[int], fill_value: Any, *, dtype: 
 def _like_dtype(x: Any, dtype: Any) -> Any:
     if dtype is not None:
         return dtype
-    return None if is_tracked(x) else torch.from_numpy(np.zeros((), np.asarray(x).dtype)).dtype
+    return None if is_tracked(x) else _dtype_of(x)
+
+
+def _dtype_of(x: Any) -> Any:
+    """The torch dtype of an integer or boolean array of any namespace (not read)."""
+    return torch.from_numpy(np.zeros((), np.dtype(x.dtype.name))).dtype
 
 
 @rule("aten.full_like.default")
