@@ -69,6 +69,7 @@ from .xp import array_module as _xp
 from .xp import (
     TORCH_ARRAYS,
     as_namespace,
+    device_of,
     fill_where,
     filled,
     is_torch,
@@ -620,9 +621,10 @@ def either(t1: Tracked, t2: Tracked) -> Tracked:
     return replace(t1, det=det, prob=prob, mag=xp.maximum(t1.mag, t2.mag))
 
 
-def _coef(c: np.ndarray, xp: Any) -> Any:
-    """A per-element coefficient: a float when it is one number, else an array of ``xp``."""
-    return float(c) if np.ndim(c) == 0 else as_namespace(c, xp)
+def _coef(c: np.ndarray, xp: Any, device: Any = None) -> Any:
+    """A per-element coefficient: a float when it is one number, else an array of ``xp``
+    (on ``device``, for torch's namespace)."""
+    return float(c) if np.ndim(c) == 0 else as_namespace(c, xp, device)
 
 
 class _Lengths(NamedTuple):
@@ -636,7 +638,7 @@ class _Lengths(NamedTuple):
 
 
 def _lengths(k: int, with_bias: bool, n_terms: np.ndarray | None, model: PrecisionModel,
-             xp: Any) -> _Lengths:
+             xp: Any, device: Any = None) -> _Lengths:
     if n_terms is None:  # one length for every element: the same for every contraction
         return _one_length(k + (1 if with_bias else 0), model)
     n_host = np.asarray(n_terms, dtype=np.int64)
@@ -649,7 +651,7 @@ def _lengths(k: int, with_bias: bool, n_terms: np.ndarray | None, model: Precisi
             f"[{int(n_host.min())}, {int(n_host.max())}]"
         )
     h_host = model.order.height(n_host) + 1  # + one rounding of the product
-    return _Lengths(n_host, h_host, _coef(n_host, xp), _coef(h_host, xp))
+    return _Lengths(n_host, h_host, _coef(n_host, xp, device), _coef(h_host, xp, device))
 
 
 @lru_cache(maxsize=4096)
@@ -680,7 +682,8 @@ def _one_length_coefficients(n: int, c_in: float,
 
 def _coefficients_of(lengths: _Lengths, c_in: float, model: PrecisionModel,
                      xp: Any) -> tuple[Any, Any, Any, Any]:
-    g64, g_det, g_prob = _gammas(lengths.n_host, lengths.h_host, model, xp)
+    device = None if isinstance(lengths.terms, float) else device_of(lengths.terms)
+    g64, g_det, g_prob = _gammas(lengths.n_host, lengths.h_host, model, xp, device)
     eta = (lengths.h + 1) * model.accumulate.tiny
     return g64, c_in + g_det * (1 + c_in), c_in + g_prob * (1 + c_in), eta
 
@@ -689,7 +692,8 @@ def _matmul(a: Tracked, b: Tracked, model: PrecisionModel, bias: Tracked | None,
             n_terms: np.ndarray | None = None, fmt: Format | None = None) -> Tracked:
     """The contraction, and with ``fmt`` its rounding to it (:func:`_store`)."""
     xp = _xp(a.value)
-    lengths = _lengths(a.shape[-1], bias is not None, n_terms, model, xp)
+    lengths = _lengths(a.shape[-1], bias is not None, n_terms, model, xp,
+                       None if n_terms is None else device_of(a.value))
     if fused_exact(xp):
         done = _exact_fused_matmul(a, b, model, bias, lengths, fmt)
         if done is not None:
@@ -1015,15 +1019,15 @@ def _growth(av: Any, single: bool, g64: Any, tiny_sum: Any) -> tuple[Any, Any]:
 
 
 def _gammas(n_host: np.ndarray, h_host: np.ndarray, model: PrecisionModel,
-            xp: Any) -> tuple[Any, Any, Any]:
+            xp: Any, device: Any = None) -> tuple[Any, Any, Any]:
     """``gamma_n(u64)``, ``gamma_h(u_acc)`` and ``gamma~_h(u_acc)``: floats (cached)
-    for one accumulation length, else arrays of ``xp``."""
+    for one accumulation length, else arrays of ``xp`` (on ``device``)."""
     if n_host.ndim == 0 and np.ndim(h_host) == 0:
         return _scalar_gammas(int(n_host), int(h_host), model.acc_unit(), model.alpha,
                               int(model.order.chain(n_host)))
     u_acc = model.acc_unit()
-    return (_coef(gamma(n_host, U64), xp), _coef(gamma(h_host, u_acc), xp),
-            _coef(model.gamma_prob(h_host, n_host), xp))
+    return (_coef(gamma(n_host, U64), xp, device), _coef(gamma(h_host, u_acc), xp, device),
+            _coef(model.gamma_prob(h_host, n_host), xp, device))
 
 
 @lru_cache(maxsize=4096)

@@ -388,8 +388,8 @@ def as_namespace(a: Any, xp: Any, device: Any = None) -> Any:
             t = xp.tensor(a)
         elif type(a).__module__.startswith("cupy"):  # shared through DLPack, no host copy
             t = torch.from_dlpack(a)
-        else:
-            t = torch.as_tensor(_own(np.asarray(a)))
+        else:  # (made on the device asked for, not on torch's default device)
+            t = torch.as_tensor(_own(np.asarray(a)), device=device)
         if device is not None and t.device != torch.device(device):
             t = t.to(device)
         return xp.from_tensor(t)

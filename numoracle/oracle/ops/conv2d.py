@@ -58,6 +58,7 @@ from ..tracked import (
 )
 from ..transforms import widen_conv2d
 from ..xp import array_module as _xp
+from ..xp import filled, like
 from .base import Op, Product, check_positive_int, with_bias_gradient
 from .plan import Choice, Derived, Dim, Flag, Multiple
 from .plan import Pair as IntPair
@@ -327,7 +328,7 @@ def conv2d_tracked(
             b = _map(folded(bias), lambda v: v.reshape(grp, og, 1))
         pad_inf = None  # per position of one sample: a padding tap meets an infinite weight
         if pad_mask is not None and bool(xp.isinf(wmat.value).any()):
-            za = _structural_columns(pad_mask, cg, xp)  # (1, C/G*kH*kW, Ho*Wo)
+            za = _structural_columns(pad_mask, cg, wmat.value)  # (1, C/G*kH*kW, Ho*Wo)
             pad_inf = (xp.isinf(wmat.value) * 1.0) @ za > 0
         blocks = []
         y_blocks = _sample_blocks(n, c * ho * wo * kh * kw, xp)
@@ -357,7 +358,8 @@ def conv2d_tracked(
 
         def gather(v: Any) -> Any:
             nb = v.shape[0]
-            dil = _xp(v).zeros((nb, o, lh + span_h + rh, lw + span_w + rw))  # (v's namespace)
+            # (made where v is: v's namespace, on its device)
+            dil = filled(_xp(v), (nb, o, lh + span_h + rh, lw + span_w + rw), 0.0, like=v)
             dil[:, :, lh:lh + span_h:sh, lw:lw + span_w:sw] = v  # inserted zeros: exact 0
             # tap (i, j) reads dil[hi + ph + lh - i dh]: from the last tap up, then reversed
             win = xp.flip(_windows(dil, (ph + lh - (kh - 1) * dh, pw + lw - (kw - 1) * dw),
@@ -369,7 +371,7 @@ def conv2d_tracked(
                                             "out_channels": o})  # (H, W)
         zero_inf = None  # per position of one sample: an inserted zero meets an infinite weight
         if not bool(valid.all()) and bool(xp.isinf(wmat.value).any()):
-            z = _structural_columns(~valid, og, xp)  # (1, O/G*kH*kW, H*W)
+            z = _structural_columns(~valid, og, wmat.value)  # (1, O/G*kH*kW, H*W)
             zero_inf = (xp.isinf(wmat.value) * 1.0) @ z > 0
         blocks = []
         for n0, n1 in _sample_blocks(n, o * h * wd * kh * kw, xp):
@@ -398,7 +400,7 @@ def conv2d_tracked(
         bad = None  # per tap: a padding tap meets an infinite grad_output, (G, O/G, 1, kH*kW)
         if pad_mask is not None and inf_g is not None and bool(inf_g.any()):
             reads_pad = np.tile(pad_mask.reshape(ho * wo, kh * kw).T, (1, n)) * 1.0
-            bad = (xp.asarray(reads_pad) @ (inf_g * 1.0) > 0).transpose(0, 2, 1)[:, :, None, :]
+            bad = (like(reads_pad, inf_g) @ (inf_g * 1.0) > 0).transpose(0, 2, 1)[:, :, None, :]
         per_block = []
         for c0, c1 in _sample_blocks(cg, grp * n * ho * wo * kh * kw, xp):  # channel blocks
             cols = x_cols if x_cols is not None and (c0, c1) == (0, cg) else _map(
@@ -505,14 +507,15 @@ def _split_taps(v: Any, cg: int) -> Any:
     return v.transpose(0, 2, 1).reshape(v.shape[0], v.shape[2], cg, -1)
 
 
-def _structural_columns(mask: np.ndarray, cpg: int, xp: Any) -> Any:
-    """A mask of structural zeros per position and tap, ``(P1, P2, kH, kW)``, as
-    the matching 1.0 entries of one sample's contraction columns of
-    :func:`_group_columns`, ``(1, cpg*kH*kW, P1*P2)``: the same for every
-    sample and channel."""
+def _structural_columns(mask: np.ndarray, cpg: int, ref: Any) -> Any:
+    """A mask of structural zeros per position and tap, ``(P1, P2, kH, kW)`` (made
+    of the shapes alone, on the host), as the matching 1.0 entries of one sample's
+    contraction columns of :func:`_group_columns`, ``(1, cpg*kH*kW, P1*P2)``: the
+    same for every sample and channel; an array of ``ref``'s namespace, on its
+    device."""
     p1, p2, kh, kw = mask.shape
     m = np.broadcast_to(mask.reshape(p1 * p2, kh * kw).T[None], (cpg, kh * kw, p1 * p2))
-    return xp.asarray(m.reshape(1, cpg * kh * kw, p1 * p2) * 1.0)
+    return like(m.reshape(1, cpg * kh * kw, p1 * p2) * 1.0, ref)
 
 
 def _rearrange(t: Tracked, fn: Callable[[Any], Any]) -> Tracked:
