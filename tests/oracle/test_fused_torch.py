@@ -201,6 +201,46 @@ def test_a_reference_on_tensors_moves_no_array_through_the_host(model: str,
         assert not spy.found, spy.found
 
 
+def _refuse_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From now on an array of torch's namespace handed to NumPy (``np.asarray``,
+    ``to_numpy``) raises."""
+    from numoracle.oracle.xp import _torch_namespace
+
+    def refuse(a: Any, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError(f"an array of torch's namespace handed to NumPy ({a!r:.60})")
+    ns = _torch_namespace()
+    monkeypatch.setattr(ns.ndarray, "__array__", refuse, raising=False)
+    monkeypatch.setattr(type(ns), "asnumpy", lambda self, a: refuse(a))
+
+
+@pytest.mark.parametrize("family", ["normal", "special"])
+@pytest.mark.parametrize("model", ["fp32", "bf16"])
+def test_conv2ds_general_path_makes_its_arrays_where_its_operands_are(
+        model: str, family: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """conv2d's general path in torch's namespace (the passes off; ``special``: the
+    structural zeros that meet infinite weights): no tensor brought to the host or
+    made on torch's default device, nothing handed to NumPy (on a CUDA device each is
+    a copy back or a refusal); what it takes from the host are constants of the
+    shapes (the padding's and the dilation's structure, the per-element lengths)."""
+    inputs, params = _inputs("conv2d", family)
+    _reference("conv2d", inputs, params, model, False)  # (first calls: caches filled)
+    _refuse_numpy(monkeypatch)
+    with _Spy() as spy:
+        _reference("conv2d", inputs, params, model, False)
+    assert not [f for f in spy.found if f[0] != "from the host"], spy.found
+
+
+def test_an_array_handed_to_numpy_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check above can fail: NumPy handed an array of torch's namespace, either way."""
+    from numoracle.oracle.xp import _torch_namespace, to_numpy
+
+    a = _torch_namespace().asarray(torch.ones(3, 4))
+    _refuse_numpy(monkeypatch)
+    for convert in (np.asarray, to_numpy):
+        with pytest.raises(AssertionError, match="handed to NumPy"):
+            convert(a)
+
+
 def test_the_exact_products_make_their_arrays_where_the_operands_are() -> None:
     """The escalation's exact products (``exact_dot.exact_matmul``) on torch's arrays
     make their sums on the operands' device, the bias taken there: none on torch's

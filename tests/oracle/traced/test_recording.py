@@ -26,8 +26,16 @@ from numoracle.oracle.traced.recording import (
     record,
     signature,
 )
-from numoracle.oracle.tracked import exact
-from numoracle.oracle.xp import GPU_NAMESPACE_VARIABLE, namespace_named, to_numpy
+from numoracle.oracle.traced.library._common import unsure_of
+from numoracle.oracle.traced.rules import lookup
+from numoracle.oracle.tracked import bounded, exact
+from numoracle.oracle.xp import (
+    GPU_NAMESPACE_VARIABLE,
+    array_module,
+    as_namespace,
+    namespace_named,
+    to_numpy,
+)
 
 FIELDS = ("value", "ref_err", "det", "prob", "mag")
 
@@ -197,3 +205,64 @@ def test_torchs_namespace_pads_as_numpy(mode: str) -> None:
     host = np.arange(12.0).reshape(3, 4)
     got = tx.pad(tx.asarray(torch.from_numpy(host)), ((1, 0), (2, 1)), mode=mode)
     np.testing.assert_array_equal(to_numpy(got), np.pad(host, ((1, 0), (2, 1)), mode=mode))
+
+
+def _table_reference(name: str, seeds: tuple[int, ...]) -> tuple[Any, Any, list[dict[str, Any]]]:
+    """The cost table's reference ``name`` at its small size with its gradients: its
+    graph, torch's namespace on the CPU, and one case per seed (cotangents drawn too)."""
+    from benchmarks.traced.table import REFERENCES, _inputs  # noqa: PLC0415
+
+    fn, grads = REFERENCES[name]
+    draws = [_inputs(name, "small", np.random.default_rng(s)) for s in seeds]
+    op = TracedOp(fn, inputs={k: torch.from_numpy(v) for k, v in draws[0].items()},
+                  grads=grads, name=f"recording_{name}_test")
+    for seed, host in zip(seeds, draws, strict=True):
+        rng = np.random.default_rng(seed + 100)
+        for k, s in op.input_shapes({}).items():
+            host.setdefault(k, rng.standard_normal(s).astype(np.float32).astype(np.float64))
+    cases = [{k: torch.from_numpy(v) for k, v in h.items()} for h in draws]
+    graph = capture(op.ref, {n: cases[0][n] for n in op.ref.names},
+                    {f"grad_{o}": cases[0][f"grad_{o}"] for o in op._graded({})})
+    ctx = replace(op.context(get_model("fp32")), xp=namespace_named("torch"),
+                  device=torch.device("cpu"))
+    return graph, ctx, cases
+
+
+def test_a_recording_through_a_comparison_replays_a_new_case() -> None:
+    """ReLU's backward compares its output with 0 and picks by the mask (``le``, then
+    ``where``): the mask stays on the device, so no guard holds its elements, and the
+    conv + batch norm + ReLU forward and backward replays a new case with the
+    evaluation's bits."""
+    graph, ctx, cases = _table_reference("conv_bn_relu", (1, 2))
+    assert {"le", "where"} <= {getattr(n.target, "__name__", "").split(".")[0]
+                               for n in graph.module.graph.nodes}
+    rec = record(lambda fl: evaluate(graph, fl, ctx), cases[0], ctx.xp)
+    assert not [s for s in rec.sources if "elementwise.py" in s], rec.sources
+    got = rec.run(cases[1])
+    assert got is not None, rec.failed_sources
+    _assert_bits(got, evaluate(graph, dict(cases[1]), ctx))
+
+
+def test_a_mask_in_torchs_namespace_stays_there_with_its_unsure_elements() -> None:
+    """A comparison of values within their radii of each other: in torch's namespace its
+    mask and unsure elements are arrays of that namespace (nothing read back), the same
+    elements as NumPy's; ``where`` over it gives NumPy's bits."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(64)
+    y = x + np.where(np.arange(64) % 2 == 0, 1e-9, 1.0)  # (even elements within radii)
+    r = np.full(64, 1e-6)
+    model = get_model("fp32")
+    tx = namespace_named("torch")
+    results = {}
+    for name, xp in (("numpy", np), ("torch", tx)):
+        ctx = replace(_softmax_op().context(model), xp=xp,
+                      device=torch.device("cpu") if xp is tx else None)
+        a, b = (bounded(as_namespace(v, xp), as_namespace(r, xp)) for v in (x, y))
+        mask = lookup(torch.ops.aten.gt.Tensor)(ctx, a, b)
+        assert array_module(mask) is xp and array_module(unsure_of(mask)) is xp
+        results[name] = (mask, lookup(torch.ops.aten.where.self)(ctx, mask, a, b))
+    (m_np, w_np), (m_t, w_t) = results["numpy"], results["torch"]
+    assert np.array_equal(to_numpy(m_t), m_np)
+    assert np.array_equal(to_numpy(unsure_of(m_t)), unsure_of(m_np))
+    assert unsure_of(m_np)[::2].all() and not unsure_of(m_np)[1::2].any()
+    _assert_bits({"w": w_t}, {"w": w_np})
