@@ -11,9 +11,9 @@ whose ``unsure`` attribute, an array beside it, names those elements, every one
 of them, unread (:func:`decided`): no comparison brings values to the host, so a
 recorded evaluation (:mod:`..recording`) keeps no guard on them. Every rule
 consuming a boolean tensor (``where``, a cast to a floating type, a logical op)
-covers both answers there. An arg-max over values that tie within their radii has more than one
-right index: :class:`IndexSet` holds the oracle's index and, per element, every
-index the kernel may return.
+covers both answers there. An arg-max over values that tie within their radii has
+more than one right index: :class:`IndexSet` holds the oracle's index and, per
+element, every index the kernel may return.
 """
 
 from __future__ import annotations

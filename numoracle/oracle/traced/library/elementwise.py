@@ -50,8 +50,8 @@ from .ieee import add, sub
 from ._common import (
     as_tracked,
     decided,
-    on_host,
     is_tracked,
+    on_host,
     reach,
     scalar,
     scaled,
@@ -85,12 +85,19 @@ def ulps(ctx: RuleContext, name: str) -> float | Ulps:
 
 
 def _np(x: Any) -> bool:
-    return isinstance(x, np.ndarray) and not is_tracked(x)
+    return (isinstance(x, np.ndarray) or torch_array(x)) and not is_tracked(x)
 
 
 def _all_plain(*xs: Any) -> bool:
-    """No operand is tracked (integer/boolean arrays and numbers): exact NumPy."""
+    """No operand is tracked (integer/boolean arrays and numbers): exact NumPy, a
+    mask of torch's namespace brought to the host (:func:`_hosted`)."""
     return not any(is_tracked(x) for x in xs) and any(_np(x) for x in xs)
+
+
+def _hosted(x: Any) -> Any:
+    """An operand of exact NumPy arithmetic: a mask of torch's namespace on the host,
+    anything else as it is."""
+    return on_host(x) if torch_array(x) else x
 
 
 # -- arithmetic ------------------------------------------------------------------
@@ -102,7 +109,7 @@ def _number(x: Any) -> bool:
 @rule("aten.add.Tensor", "aten.add.Scalar")
 def add_rule(ctx: RuleContext, a: Any, b: Any, *, alpha: Any = 1) -> Any:
     if _all_plain(a, b):
-        return np.asarray(a + alpha * np.asarray(b))
+        return np.asarray(_hosted(a) + alpha * np.asarray(_hosted(b)))
     m = ctx.model
     if alpha != 1:
         b = scaled(ctx, as_tracked(b, m), float(alpha)) if not _number(b) else float(
@@ -113,7 +120,7 @@ def add_rule(ctx: RuleContext, a: Any, b: Any, *, alpha: Any = 1) -> Any:
 @rule("aten.sub.Tensor", "aten.sub.Scalar")
 def sub_rule(ctx: RuleContext, a: Any, b: Any, *, alpha: Any = 1) -> Any:
     if _all_plain(a, b):
-        return np.asarray(a - alpha * np.asarray(b))
+        return np.asarray(_hosted(a) - alpha * np.asarray(_hosted(b)))
     m = ctx.model
     if alpha != 1:
         b = scaled(ctx, as_tracked(b, m), float(alpha)) if not _number(b) else float(
@@ -130,7 +137,7 @@ def rsub_rule(ctx: RuleContext, a: Any, b: Any, alpha: Any = 1) -> Any:
 @rule("aten.mul.Tensor", "aten.mul.Scalar")
 def mul_rule(ctx: RuleContext, a: Any, b: Any) -> Any:
     if _all_plain(a, b):
-        return np.asarray(np.asarray(a) * np.asarray(b))
+        return np.asarray(np.asarray(_hosted(a)) * np.asarray(_hosted(b)))
     if _number(b):
         return scaled(ctx, as_tracked(a, ctx.model), float(b))
     if _number(a):
@@ -202,7 +209,7 @@ def _bound(ctx: RuleContext, a: Tracked, c: Any, upper: bool) -> Tracked:
 @rule("aten.clamp.default", "aten.clamp.Tensor")
 def clamp_rule(ctx: RuleContext, a: Any, min: Any = None, max: Any = None) -> Any:
     if _all_plain(a, *(x for x in (min, max) if x is not None)):
-        return np.clip(np.asarray(a), min, max)
+        return np.clip(np.asarray(_hosted(a)), _hosted(min), _hosted(max))
     out = a
     if min is not None:
         out = _bound(ctx, out, min, upper=False)
@@ -229,14 +236,14 @@ def hardtanh_rule(ctx: RuleContext, a: Tracked, min_val: Any = -1, max_val: Any 
 @rule("aten.maximum.default")
 def maximum_rule(ctx: RuleContext, a: Any, b: Any) -> Any:
     if _all_plain(a, b):
-        return np.maximum(np.asarray(a), np.asarray(b))
+        return np.maximum(np.asarray(_hosted(a)), np.asarray(_hosted(b)))
     return ew.maximum(as_tracked(a, ctx.model), as_tracked(b, ctx.model))
 
 
 @rule("aten.minimum.default")
 def minimum_rule(ctx: RuleContext, a: Any, b: Any) -> Any:
     if _all_plain(a, b):
-        return np.minimum(np.asarray(a), np.asarray(b))
+        return np.minimum(np.asarray(_hosted(a)), np.asarray(_hosted(b)))
     return _bound(ctx, as_tracked(a, ctx.model), as_tracked(b, ctx.model), upper=True)
 
 
@@ -322,7 +329,7 @@ _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
 def _compare(op: Callable[[Any, Any], Any]) -> Callable[..., Any]:
     def compare(ctx: RuleContext, a: Any, b: Any) -> np.ndarray:
         if _all_plain(a, b) or not (is_tracked(a) or is_tracked(b)):
-            return np.asarray(op(np.asarray(a), np.asarray(b)))
+            return np.asarray(op(np.asarray(_hosted(a)), np.asarray(_hosted(b))))
         at, bt = aligned(as_tracked(a, ctx.model), as_tracked(b, ctx.model))
         av, bv = folded(at).value, folded(bt).value
         xp = at.xp
@@ -400,7 +407,8 @@ def _logical(op: Callable[[Any, Any], Any]) -> Callable[..., np.ndarray]:
         ua = (ab & False) if ua is None else ua
         ub = (bb & False) if ub is None else ub
         # unsure unless the sure operand decides alone
-        flips = [op(ab ^ fa, bb ^ fb) != value for fa, fb in ((ua, False), (False, ub), (ua, ub))]
+        flips = [op(ab ^ fa, bb ^ fb) != value
+                 for fa, fb in ((ua, False), (False, ub), (ua, ub))]
         return decided(value, flips[0] | flips[1] | flips[2])
     return logical
 
@@ -525,7 +533,7 @@ def rsqrt_rule(ctx: RuleContext, a: Tracked) -> Tracked:
 def pow_rule(ctx: RuleContext, a: Any, exponent: Any) -> Any:
     p = float(exponent)
     if _all_plain(a):
-        return np.asarray(np.asarray(a) ** exponent)
+        return np.asarray(np.asarray(_hosted(a)) ** exponent)
     m = ctx.model
     if p == 1.0:
         return folded(a)
