@@ -197,8 +197,10 @@ def judge_within(seconds: int, problem: Path, candidate: Path,
 
 
 def official_how(j: Judgement) -> str:
-    """How the judge took the official instance: ``whole``, on ``sampled`` rows of the
-    whole instance, or at ``reduced`` sizes."""
+    """How the judge took the official instance: ``whole``, whole in ``pieces`` of rows,
+    on ``sampled`` rows of the whole instance, or at ``reduced`` sizes."""
+    if j.official is not None and j.official.case.span:
+        return "pieces"
     if j.official is not None and j.official.case.rows:
         return "sampled"
     return "reduced" if any("official instance" in n for n in j.notes) else "whole"

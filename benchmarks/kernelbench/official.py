@@ -24,7 +24,8 @@ allocator and CuPy's pool).
 
 How each official instance was judged, one of:
 
-``whole``          the oracle evaluated the whole official instance
+``whole``          the oracle evaluated the whole official instance, at once or
+                   (a row-separable one) in consecutive pieces of its rows
 ``sampled rows``   the candidate ran it whole, the oracle judged some of its rows
 ``reduced sizes``  the problem judged at smaller sizes
 ``not finished``   killed at the time limit (or at the run's end: said)

@@ -82,6 +82,8 @@ def write_table(out: Path, head: dict[str, Any], rows: list[dict[str, Any]]) -> 
     slow = over_limit(rows, limit)
     judged = [row_seconds(r) for r in rows if r["how"] != "not finished"]
     whole = counts.get("whole", 0)
+    in_pieces = sum(1 for r in rows
+                    if r["how"] == "whole" and r.get("official_how") == "pieces")
     retried = sum(1 for r in rows if r.get("retried"))
     lines = ["# KernelBench official instances judged on the device", "",
              f"Command: `{head['command']}`  ",
@@ -98,7 +100,8 @@ def write_table(out: Path, head: dict[str, Any], rows: list[dict[str, Any]]) -> 
                 "floor byte (`--lean`)" if head.get("lean") else "") + ".  ",
              f"Earlier calls: {head.get('resumed', 'none')} (their rows name the commit, "
              "`resumed_from`).", "",
-             f"**Judged whole: {whole} of {n} ({100 * whole / max(n, 1):.0f}%).** "
+             f"**Judged whole: {whole} of {n} ({100 * whole / max(n, 1):.0f}%)**, of which "
+             f"in pieces of rows: {in_pieces}. "
              f"Over {limit:g} s: {len(slow)}. Seconds per judged problem: median "
              f"{statistics.median(judged) if judged else 0:.1f}, most "
              f"{max(judged, default=0):.1f}. Judged again alone after running out of "

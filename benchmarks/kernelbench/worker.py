@@ -31,7 +31,9 @@ HOW = ("whole", "sampled rows", "reduced sizes", "not finished", "refused")
 
 
 def classify(row: dict[str, Any]) -> str:
-    """How the official instance of a judged ``row`` (a judgement's dict) was judged."""
+    """How the official instance of a judged ``row`` (a judgement's dict) was judged:
+    whole in pieces of rows counts as whole (every element judged against its exact
+    value; the row's ``official_how`` says ``pieces``)."""
     if row["status"] in ("abstain", "refused", "not judged"):
         return "refused"
     official = row.get("official_how")

@@ -63,8 +63,15 @@ class KBCase:
     seed: int = 0
     #: the output rows judged, where the instance is sampled (:mod:`.sampling`); () all
     rows: tuple[int, ...] = ()
+    #: the output rows judged whole in pieces (:mod:`.pieces`): ``(first, stop, rows
+    #: per piece)``, rows ``first`` to ``stop - 1``; () none
+    span: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
+        if self.span and (len(self.span) != 3 or not 0 <= self.span[0] < self.span[1]
+                          or self.span[2] < 1):
+            raise InvalidArgument(f"span={self.span!r} is not (first row, stop, rows per "
+                                  "piece) with 0 <= first < stop and at least 1 per piece")
         if self.family not in FAMILIES:
             raise InvalidArgument(f"family={self.family!r} is unknown; use one of {FAMILIES}")
         if self.params not in PARAMS:
@@ -83,13 +90,19 @@ class KBCase:
         sizes = ", ".join(f"{k}={v}" for k, v in self.sizes) or "official sizes"
         lays = "".join(self.layouts) or "C"
         rows = f"; rows {', '.join(map(str, self.rows))} judged" if self.rows else ""
+        if self.span:
+            first, stop, per = self.span
+            count = -(-(stop - first) // per)
+            rows = (f"; rows {first} to {stop - 1} judged, in {count} piece"
+                    f"{'s' if count > 1 else ''} of {per} rows")
         return (f"{sizes}; values {self.family}; layouts {lays}; parameters {self.params}; "
                 f"seed {self.seed}{rows}")
 
     def to_json(self) -> str:
         return json.dumps({"sizes": dict(self.sizes), "family": self.family,
                            "layouts": "".join(self.layouts), "params": self.params,
-                           "seed": self.seed, **({"rows": list(self.rows)} if self.rows else {})},
+                           "seed": self.seed, **({"rows": list(self.rows)} if self.rows else {}),
+                           **({"span": list(self.span)} if self.span else {})},
                           separators=(",", ":"))
 
     @classmethod
@@ -100,7 +113,8 @@ class KBCase:
             return cls(sizes=tuple(sorted(d.get("sizes", {}).items())),
                        family=d.get("family", "official"),
                        layouts=tuple(d.get("layouts", "")), params=d.get("params", "default"),
-                       seed=int(d.get("seed", 0)), rows=tuple(int(i) for i in d.get("rows", ())))
+                       seed=int(d.get("seed", 0)), rows=tuple(int(i) for i in d.get("rows", ())),
+                       span=tuple(int(i) for i in d.get("span", ())))
         except (ValueError, TypeError, AttributeError) as exc:
             raise InvalidArgument(f"case={text!r} is not a case as the replay command gives "
                                   f"it ({exc}); copy it from the verdict") from None

@@ -51,7 +51,7 @@ import os
 import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +91,7 @@ from .census import problem_ops
 from .draws import DRAWS_VARIABLE, description, fingerprints, mismatch, regenerates
 from .problem import BadFile, Problem, load_problem
 from .reference import DTYPES, compute_ops, kernelbench_rule, torch_reference
+from .pieces import MAX_PIECES, merged, piece_rows
 from .sampling import RowPlan, row_plan, sample_rows
 from .sandbox import InProcess, Sandbox, warm
 
@@ -141,6 +142,11 @@ NOT_JUDGED = "not judged"
 _SAMPLED_BACKWARD = ("on the sampled official instance the gradients of the sampled inputs "
                      "are judged on the sampled rows; a parameter's gradient sums over every "
                      "row, which a sample of rows does not determine: not judged there")
+#: which gradients of a candidate are judged on an official instance judged in pieces
+_PIECES_BACKWARD = ("on the official instance judged in pieces the gradients of the inputs "
+                    "whose rows the pieces are are judged, every row; a parameter's gradient "
+                    "sums over every row, not over one piece: not judged there (on the drawn "
+                    "cases, at sizes the oracle holds whole)")
 #: the note of a judgement some of whose drawn cases the device had no memory for
 _NO_MEMORY = "drawn cases the device had no memory for are not judged"
 
@@ -294,6 +300,9 @@ class _Context:
         self.draws = draws_on(device)
         #: whether the candidate's process draws them again itself (:mod:`.draws`)
         self.regenerate = regenerates(os.environ)
+        #: whether the judge makes the inputs on the host and hands them over (not
+        #: where both it and the candidate's process draw them on the device)
+        self.host_inputs = not (self.regenerate and self.draws != "cpu")
         #: seconds per phase (:attr:`Judgement.timings`), summed over the cases
         self.timings: dict[str, float] = {}
         if isolated and os.environ.get("NUMORACLE_KERNELBENCH_TEMPLATE", "1") != "0":
@@ -379,9 +388,11 @@ class _Context:
         if result.out_of_memory or result.not_judged:  # the oracle's work would be wasted
             result.seconds = time.perf_counter() - t0
             return result
-        if case.rows and self.plan is None:
+        if (case.rows or case.span) and self.plan is None:
             raise InvalidArgument(f"case {case.to_json()} names rows, but this problem's "
-                                  "official instance is not judged on a sample of rows")
+                                  "rows are not independent (not row-separable)")
+        if case.span:
+            return self._in_pieces(result, case, sizes, state, kept, cots, answer, t0)
         short = ""
         try:
             if case.rows:  # a sampled instance: the oracle on the same rows of the inputs
@@ -562,19 +573,101 @@ class _Context:
         if "backward_note" in answer:
             result.notes.append(answer["backward_note"])
             return
+        result.outputs.extend(self._gradient_verdicts(sizes, state, args, cotangents, answer))
+        result.passed = all(o.passed for o in result.outputs)
+        result.backward = True
+
+    def _gradient_verdicts(self, sizes: Mapping[str, Any], state: Mapping[str, np.ndarray],
+                           args: Sequence[Any], cotangents: Sequence[np.ndarray],
+                           answer: Mapping[str, Any], piece: tuple[int, int] | None = None
+                           ) -> list[OutputVerdict]:
+        """The candidate's gradients in ``answer`` against the traced vjp; on a
+        ``piece`` of rows ``[i0, i1)`` (``args`` and ``cotangents`` those rows) only the
+        gradients of the inputs whose rows they are, those rows of them."""
         _, exact = self.reference(sizes, state, args, cotangents)
         names = self.problem.input_names
-        for label, pieces in answer["backward_pieces"].items():
+        verdicts = []
+        for label in answer["backward_pieces"]:
             if label not in exact:
                 continue
             got = answer["gradients"][label]
             kind, _, what = label.partition(":")
-            name = f"grad {names[int(what)] if kind == 'input' else what}"
+            if piece is not None:
+                if kind != "input" or self.plan is None or int(what) not in self.plan.inputs:
+                    continue
+                got = got[piece[0]:piece[1]]
             verdict = self._compare(0, got, exact[label])
-            verdict.name = name
-            result.outputs.append(verdict)
+            verdict.name = f"grad {names[int(what)] if kind == 'input' else what}"
+            verdicts.append(verdict)
+        return verdicts
+
+    def _in_pieces(self, result: CaseResult, case: KBCase, sizes: Mapping[str, Any],
+                   state: Mapping[str, np.ndarray], kept: list[Any] | None,
+                   cotangents: Sequence[np.ndarray] | None, answer: Mapping[str, Any],
+                   t0: float) -> CaseResult:
+        """Judge the candidate's whole outputs in ``answer`` a piece of rows at a time
+        (:mod:`.pieces`): the oracle on rows ``[i0, i1)`` of the inputs, compared with
+        the same rows of each output (and, with ``cotangents``, of the row inputs'
+        gradients, up to the first failing piece); a piece the oracle runs out of
+        device memory on is halved and tried again. On a failure the case becomes the first failing piece (its
+        repro replays that piece alone)."""
+        assert self.plan is not None
+        if result.fault is not None:  # no outputs to judge
+            result.seconds = time.perf_counter() - t0
+            return result
+        first, stop, per = case.span
+        args = self._second(case, kept)
+        got = answer["outputs"]
+        backward = cotangents is not None and "backward_note" not in answer
+        if cotangents is not None and not backward:
+            result.notes.append(answer["backward_note"])
+        found: dict[str, list[tuple[int, OutputVerdict]]] = {}
+        failing: tuple[int, int] | None = None
+        degenerate, halved, count, i0 = True, False, 0, first
+        while i0 < stop:
+            i1 = min(i0 + per, stop)
+            rows = range(i0, i1)
+            short, refs = "", []
+            try:
+                refs = [_judged_where(r) for r in self.reference(
+                    self.plan.sizes(sizes, rows), state, self.plan.take(args, rows))]
+                verdicts = [self._compare(k, g[i0:i1], r)
+                            for k, (g, r) in enumerate(zip(got, refs, strict=True))]
+                degenerate = degenerate and all(_within_bound_of_zero(r) for r in refs)
+                del refs
+                if backward and failing is None and all(v.passed for v in verdicts):
+                    with self.problem.at(sizes):
+                        verdicts += self._gradient_verdicts(
+                            self.plan.sizes(sizes, rows), state,
+                            self.plan.take(args, rows), [c[i0:i1] for c in cotangents or ()],
+                            answer, (i0, i1))
+            except (torch.OutOfMemoryError, MemoryError) as exc:  # the oracle's
+                short = (f"the oracle ran out of device memory in float64 on rows {i0} "
+                         f"to {i1 - 1} ({_first_line(exc)})")
+            if short and per > 1:  # out of the handler: a smaller piece, again
+                refs = []
+                self.release()
+                per, halved = (per + 1) // 2, True
+                continue
+            if short:
+                return self._ran_out(result, short, t0)
+            for v in verdicts:
+                found.setdefault(v.name, []).append((i0, v))
+            if failing is None and not all(v.passed for v in verdicts):
+                failing = (i0, i1)
+            count, i0 = count + 1, i1
+        result.outputs = [merged(parts) for parts in found.values()]
         result.passed = all(o.passed for o in result.outputs)
-        result.backward = True
+        result.backward = backward and result.passed
+        result.degenerate = degenerate
+        result.notes.append(f"judged whole, in {count} piece{'s' if count > 1 else ''} of "
+                            f"{case.span[2]} rows ({self.plan.knob}; rows {first} to "
+                            f"{stop - 1})" + (f", halved to {per} where the oracle ran out of "
+                                              "device memory" if halved else ""))
+        if failing is not None:
+            result.case = replace(case, span=(failing[0], failing[1], failing[1] - failing[0]))
+        result.seconds = time.perf_counter() - t0
+        return result
 
     def _compare(self, i: int, got: np.ndarray, ref: Any) -> OutputVerdict:
         name = f"out{i}"
@@ -938,27 +1031,55 @@ def _mib(n: int) -> str:
     return f"{n / 2 ** 20:.3g} MiB"
 
 
-def _official(ctx: _Context, fits: bool, small: Mapping[str, int], seed: int) -> KBCase:
-    """The benchmark's own instance: whole where it fits, else on a sample of its
-    rows (:mod:`.sampling`), else at reduced sizes."""
+def _official(ctx: _Context, fits: bool, small: Mapping[str, int], seed: int,
+              max_bytes: int | None = None) -> KBCase:
+    """The benchmark's own instance: whole where it fits, else whole in pieces of
+    rows (:mod:`.pieces`) where they are at most :data:`~.pieces.MAX_PIECES`, else on
+    a sample of its rows (:mod:`.sampling`), else at reduced sizes. ``max_bytes``:
+    the float64 floor of a piece (None: ``ctx.max_bytes``)."""
     if fits:
         return KBCase()
     if ctx.plan is not None:
+        per = piece_rows(ctx.problem, ctx.base, ctx.plan, max_bytes or ctx.max_bytes)
+        if -(-ctx.plan.total // per) <= MAX_PIECES:
+            return KBCase(span=(0, ctx.plan.total, per))
         return KBCase(rows=sample_rows(ctx.plan, seed))
     return KBCase(sizes=tuple(sorted(small.items())))
 
 
+def _official_note(ctx: _Context, official: KBCase) -> str:
+    """What a judgement says of an official instance above ``ctx.max_bytes``."""
+    above = f"the official instance needs more than {_mib(ctx.max_bytes)} in float64"
+    return f"{above}: {_how_rows(ctx, official)}" if ctx.plan is not None else (
+        f"{above} and cannot be judged on its rows (they are not independent, none "
+            f"fits, or its inputs are too many to hand over whole): its distribution "
+            f"judged at {official.describe()}")
+
+
+def _how_rows(ctx: _Context, official: KBCase) -> str:
+    """How the rows of an official instance the oracle does not hold whole are judged."""
+    assert ctx.plan is not None
+    if official.span:
+        first, stop, per = official.span
+        count = -(-(stop - first) // per)
+        return (f"the candidate ran on it whole, and every row is judged: whole, in {count} "
+                f"piece{'s' if count > 1 else ''} of {per} rows ({ctx.plan.knob})")
+    return (f"the candidate ran on it whole, and rows {', '.join(map(str, official.rows))} "
+            f"of its {ctx.plan.total} ({ctx.plan.knob}) are judged (more than {MAX_PIECES} "
+            f"pieces of rows would judge them all)")
+
+
 def _smaller(ctx: _Context, out: Judgement, whole: CaseResult, seed: int) -> KBCase:
     """Where the oracle ran out of device memory on the whole official instance:
-    the instance on a sample of its rows (within the host's floor), else at
-    reduced sizes; said in the notes."""
+    the instance whole in pieces of half its floor, else on a sample of its rows
+    (within the host's floor), else at reduced sizes; said in the notes."""
     budget = min(ctx.max_bytes, DEFAULT_MAX_BYTES)
     small = reduced_sizes(ctx.problem, ctx.base, most=max(1 << 16, budget // 512)) or {}
-    ctx.plan = row_plan(ctx.problem, ctx.base, small, budget)
-    if ctx.plan is not None:
-        case = KBCase(rows=sample_rows(ctx.plan, seed))
-        how = (f"the candidate ran on it whole, and rows {', '.join(map(str, case.rows))} "
-               f"of its {ctx.plan.total} ({ctx.plan.knob}) are judged")
+    ctx.plan = row_plan(ctx.problem, ctx.base, small, budget,
+                        host_inputs=ctx.host_inputs)
+    if ctx.plan is not None:  # pieces of half the floor that ran out (halved again there)
+        case = _official(ctx, False, small, seed, max(budget, ctx.max_bytes // 2))
+        how = _how_rows(ctx, case)
     else:
         case = KBCase(sizes=tuple(sorted(small.items())))
         how = f"its distribution judged at {case.describe()}"
@@ -988,8 +1109,9 @@ def _judge(ctx: _Context, out: Judgement, examples: int, seed: int,
         out.status, out.reason = "refused", "the model does not run at its official sizes"
         return out
     fits = float64_bytes(prob, ctx.base) <= ctx.max_bytes
-    if not fits:
-        ctx.plan = row_plan(prob, ctx.base, small, ctx.max_bytes)
+    if not fits or case is not None and (case.rows or case.span):
+        ctx.plan = row_plan(prob, ctx.base, small, ctx.max_bytes,
+                            host_inputs=ctx.host_inputs)
     probe = {} if fits else small
     out.missing = missing_rules(prob, {**ctx.base, **probe})
     ctx.lap("planning", mark)
@@ -1007,17 +1129,8 @@ def _judge(ctx: _Context, out: Judgement, examples: int, seed: int,
         out.cases = 1
     else:
         official = _official(ctx, fits, small, seed)
-        if ctx.plan is not None:
-            out.notes.append(f"the official instance needs more than {_mib(ctx.max_bytes)} "
-                             f"in float64: the candidate ran on it whole, and rows "
-                             f"{', '.join(map(str, official.rows))} of its {ctx.plan.total} "
-                             f"({ctx.plan.knob}) are judged")
-        elif not fits:
-            out.notes.append(f"the official instance needs more than {_mib(ctx.max_bytes)} "
-                             f"in float64 and cannot be judged on a sample of its rows (they "
-                             f"are not independent, none fits, or its inputs are too many "
-                             f"to hand over whole): its distribution "
-                             f"judged at {official.describe()}")
+        if not fits:
+            out.notes.append(_official_note(ctx, official))
         first = ctx.run(official)
         if progress is not None:
             progress(1)
@@ -1027,7 +1140,7 @@ def _judge(ctx: _Context, out: Judgement, examples: int, seed: int,
         if first.oracle_out_of_memory and fits:
             official = _smaller(ctx, out, first, seed)
             first = ctx.run(official)
-        if first.out_of_memory and official.rows:
+        if first.out_of_memory and (official.rows or official.span):
             out.notes.append(f"the official instance did not fit the device's memory "
                              f"({first.fault}): judged at reduced sizes instead")
             official = KBCase(sizes=tuple(sorted(small.items())))
@@ -1049,6 +1162,8 @@ def _judge(ctx: _Context, out: Judgement, examples: int, seed: int,
                              "the bound of zero there, so a zeros kernel would pass it; "
                              "judged at drawn inputs")
     out.notes.extend(n for n in first.notes if n not in out.notes)
+    if ctx.backward and first.case.span:
+        out.notes.append(_PIECES_BACKWARD)
     if ctx.backward and first.case.rows:
         out.notes.append(_SAMPLED_BACKWARD + (
             "; parameters' gradients are judged on the drawn cases, at sizes the oracle "

@@ -71,7 +71,11 @@ class RowPlan:
 
     def take(self, args: Sequence[Any], rows: Sequence[int]) -> list[Any]:
         """The forward pass's arguments (host arrays or tensors) restricted to ``rows``
-        (the others unchanged)."""
+        (the others unchanged); a ``range`` of step 1 as a view of those rows."""
+        if isinstance(rows, range) and rows.step == 1:  # a piece: a view of its rows
+            return [a[rows.start:rows.stop] if i in self.inputs
+                    and isinstance(a, (np.ndarray, torch.Tensor)) else a
+                    for i, a in enumerate(args)]
         idx = np.asarray(rows, dtype=np.int64)
         return [a[idx] if i in self.inputs and isinstance(a, np.ndarray) else
                 a[torch.as_tensor(idx, device=a.device)]
@@ -95,12 +99,14 @@ def sample_rows(plan: RowPlan, seed: int) -> tuple[int, ...]:
 
 
 def row_plan(problem: Problem, base: Mapping[str, Any], small: Mapping[str, int],
-             max_bytes: int) -> RowPlan | None:
+             max_bytes: int, *, host_inputs: bool = True) -> RowPlan | None:
     """The way to sample the official instance at ``base``, or None where the model
     is not row-separable, not even one row fits ``max_bytes``, or the instance's
-    inputs are too many to hand over whole (:data:`MAX_INPUT_ELEMENTS`)."""
+    inputs are made on the host (``host_inputs``) and are too many to hand over
+    whole (:data:`MAX_INPUT_ELEMENTS`); inputs the candidate's process and the judge
+    each draw on the device are not handed over."""
     specs = problem.input_specs(base)
-    if sum(s.elements() for s in specs if s.floating) > MAX_INPUT_ELEMENTS:
+    if host_inputs and sum(s.elements() for s in specs if s.floating) > MAX_INPUT_ELEMENTS:
         return None
     found = _row_knob(problem, base)
     if found is None:

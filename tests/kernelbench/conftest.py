@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,13 @@ import pytest
 collect_ignore_glob = ["data/*"]
 
 DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture
+def sampled_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An official instance above the float64 floor judged on a sample of its rows,
+    never whole in pieces."""
+    monkeypatch.setattr(sys.modules["numoracle.kernelbench.judge"], "MAX_PIECES", 1)
 
 
 @pytest.fixture

@@ -39,7 +39,8 @@ def test_backward_mutants_are_caught_and_the_model_passes(problems: Path,
 
 def test_gradients_on_a_sampled_instance_are_judged_on_its_rows(problems: Path,
                                                                 candidates: Path,
-                                                                tmp_path: Path) -> None:
+                                                                tmp_path: Path,
+                                                                sampled_only: None) -> None:
     path = problems / "gemm_gelu.py"
     sampled = {"examples": 0, "isolated": False, "max_bytes": 4000, "shrink": False}
     good = judge(path, candidates / "gemm_gelu_custom_backward.py", **sampled)

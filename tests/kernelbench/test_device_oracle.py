@@ -75,7 +75,7 @@ def test_the_oracle_in_a_strict_namespace_judges_as_on_the_host(
     assert seen and all(xp is strict for xp in seen)
 
 
-def test_a_whole_instance_the_device_cannot_hold_is_judged_on_sampled_rows(
+def test_a_whole_instance_the_device_cannot_hold_is_judged_in_pieces(
         problems: Path, candidates: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     reference = judge_module._Context.reference
     calls: list[int] = []
@@ -89,7 +89,7 @@ def test_a_whole_instance_the_device_cannot_hold_is_judged_on_sampled_rows(
     monkeypatch.setattr(judge_module._Context, "reference", first_runs_out)
     good = run(problems, candidates, "gemm_gelu", "gemm_gelu_correct")
     assert good.status == "pass", good.reason
-    assert good.official.case.rows[0] == 0 and good.official.case.rows[-1] == 7
+    assert good.official.case.span[:2] == (0, 8)  # every row, in pieces
     assert any("did not fit the device's memory" in n for n in good.notes)
     calls.clear()
     bad = run(problems, candidates, "gemm_gelu", "gemm_gelu_last_row")
@@ -97,6 +97,7 @@ def test_a_whole_instance_the_device_cannot_hold_is_judged_on_sampled_rows(
     calls.clear()
     shared = run(problems, candidates, "batchnorm", "batchnorm_correct")
     assert shared.status == "pass" and not shared.official.case.rows
+    assert not shared.official.case.span
     assert any("its distribution judged at" in n for n in shared.notes)
     row = {**shared.as_dict(), "official_how": "reduced"}
     assert classify(row) == "reduced sizes"
@@ -111,7 +112,7 @@ def test_a_whole_instance_the_device_cannot_hold_is_judged_on_sampled_rows(
 def test_a_comparison_that_runs_out_of_memory_is_judged_as_the_oracles(
         problems: Path, candidates: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The comparison's float64 arrays out of device memory: not the candidate's fault;
-    judged on sampled rows, or (no fall-back) not judged, for want of memory."""
+    judged in pieces of rows, or (no fall-back) not judged, for want of memory."""
     compare = judge_module.compare
     calls: list[int] = []
 
@@ -123,7 +124,7 @@ def test_a_comparison_that_runs_out_of_memory_is_judged_as_the_oracles(
 
     monkeypatch.setattr(judge_module, "compare", first_runs_out)
     good = run(problems, candidates, "gemm_gelu", "gemm_gelu_correct")
-    assert good.status == "pass" and good.official.case.rows, good.reason
+    assert good.status == "pass" and good.official.case.span, good.reason
     assert any("the comparison ran out of device memory" in n for n in good.notes)
     calls.clear()
     stopped = run(problems, candidates, "gemm_gelu", "gemm_gelu_correct", fall_back=False)
@@ -133,6 +134,7 @@ def test_a_comparison_that_runs_out_of_memory_is_judged_as_the_oracles(
 def test_how_an_official_instance_was_judged() -> None:
     assert classify({"status": "pass", "official_how": "whole"}) == "whole"
     assert classify({"status": "fail", "official_how": "sampled"}) == "sampled rows"
+    assert classify({"status": "pass", "official_how": "pieces"}) == "whole"
     assert classify({"status": "abstain", "official_how": ""}) == "refused"
     assert classify({"status": "not judged", "official_how": "whole"}) == "refused"
 
