@@ -32,9 +32,10 @@ values and their radii in float64 in the device's memory, nothing large moved
 through the host. An official instance whose float64 floor is above
 ``max_bytes`` (on the host 256 MiB; on a GPU its free memory over
 :data:`DEVICE_MEMORY_PER_BYTE`), or whose evaluation runs out of device memory,
-is run whole by the candidate and judged on a sample of its rows where the
-model's rows are independent (:mod:`.sampling`), else at reduced sizes (said in
-the notes).
+is run whole by the candidate and judged whole in pieces of its rows
+(:mod:`.pieces`; beyond :data:`~.pieces.MAX_PIECES` of them, on a sample of its
+rows) where the model's rows are independent (:mod:`.sampling`), else at reduced
+sizes (said in the notes).
 
 Train mode is kept, as KernelBench keeps it (BatchNorm normalises with batch
 statistics); live dropout is switched off by its init argument (``p = 0``,
@@ -145,8 +146,7 @@ _SAMPLED_BACKWARD = ("on the sampled official instance the gradients of the samp
 #: which gradients of a candidate are judged on an official instance judged in pieces
 _PIECES_BACKWARD = ("on the official instance judged in pieces the gradients of the inputs "
                     "whose rows the pieces are are judged, every row; a parameter's gradient "
-                    "sums over every row, not over one piece: not judged there (on the drawn "
-                    "cases, at sizes the oracle holds whole)")
+                    "sums over every row, not over one piece: not judged there")
 #: the note of a judgement some of whose drawn cases the device had no memory for
 _NO_MEMORY = "drawn cases the device had no memory for are not judged"
 
@@ -631,8 +631,10 @@ class _Context:
             try:
                 refs = [_judged_where(r) for r in self.reference(
                     self.plan.sizes(sizes, rows), state, self.plan.take(args, rows))]
+                mark = time.perf_counter()
                 verdicts = [self._compare(k, g[i0:i1], r)
                             for k, (g, r) in enumerate(zip(got, refs, strict=True))]
+                self.lap("comparison", mark)
                 degenerate = degenerate and all(_within_bound_of_zero(r) for r in refs)
                 del refs
                 if backward and failing is None and all(v.passed for v in verdicts):
@@ -1162,10 +1164,8 @@ def _judge(ctx: _Context, out: Judgement, examples: int, seed: int,
                              "the bound of zero there, so a zeros kernel would pass it; "
                              "judged at drawn inputs")
     out.notes.extend(n for n in first.notes if n not in out.notes)
-    if ctx.backward and first.case.span:
-        out.notes.append(_PIECES_BACKWARD)
-    if ctx.backward and first.case.rows:
-        out.notes.append(_SAMPLED_BACKWARD + (
+    if ctx.backward and (first.case.rows or first.case.span):
+        out.notes.append((_PIECES_BACKWARD if first.case.span else _SAMPLED_BACKWARD) + (
             "; parameters' gradients are judged on the drawn cases, at sizes the oracle "
             "holds whole" if examples > 0 and case is None else
             "; with no drawn case, parameters' gradients are not judged at all"))

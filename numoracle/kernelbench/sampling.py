@@ -9,7 +9,9 @@ samples does, or the rows of a matrix product — the exact value of a few rows 
 the same model evaluated on those rows of the inputs, at a row count the oracle
 holds. So the judge runs the candidate on the full official instance, keeps the
 sampled rows of each output (the first, the last, and rows drawn from the
-case's seed) and judges them against the oracle on the same rows.
+case's seed) and judges them against the oracle on the same rows. Where the
+rows a piece of the floor holds are few enough pieces, every row is judged
+instead, a piece at a time (:mod:`.pieces`).
 
 Separability is not assumed. The *row knob* is the size constant that sets
 axis 0 of some inputs and of every output, and nothing else (no parameter's
@@ -18,7 +20,7 @@ a subset of rows the same values as on all rows, subset kept. Train-mode batch
 normalisation (statistics over the batch), a reduction over axis 0 or a model
 that mixes rows fails that test, and the instance is judged at reduced sizes
 instead; so is one whose inputs are too many to make on the host and hand over
-(:data:`MAX_INPUT_ELEMENTS`).
+(:data:`MAX_INPUT_ELEMENTS`; inputs both processes draw on the device are not).
 """
 
 from __future__ import annotations
