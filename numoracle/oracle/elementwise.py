@@ -76,7 +76,7 @@ from .tracked import (
     two_product_error,
 )
 from .xp import array_module as _xp
-from .xp import fill_where, keeps_subnormals, like, reads_are_free
+from .xp import fill_where, is_torch, keeps_subnormals, like, reads_are_free
 
 __all__ = ["mul", "div", "sqrt", "exp", "log", "sigmoid", "silu", "silu_grad", "maximum",
            "amax", "where", "widen", "elementary", "ULPS"]
@@ -114,6 +114,8 @@ def _finish(value: Any, det: Any, prob: Any, ref_err: Any, n: Any = 1,
     """A tracked result: exact elements zeroed, elements that may overflow unjudged."""
     xp = _xp(value)
     shape = tuple(value.shape)
+    if is_torch(xp) and (exact_here is not None or over is not None):
+        return _finish_filled(value, det, prob, ref_err, n, exact_here, over, xp)
     # (arrays of their own, as the caller's arithmetic made them: not copied again)
     det = own_array(det, shape, xp)
     prob = own_array(prob, shape, xp) if prob is not det else xp.array(det, copy=True)
@@ -126,6 +128,34 @@ def _finish(value: Any, det: Any, prob: Any, ref_err: Any, n: Any = 1,
         fill_where(det, over, xp.inf)
         fill_where(prob, over, xp.inf)
     return bounded(value, det, prob, ref_err=ref_err, n=n)
+
+
+def _finish_filled(value: Any, det: Any, prob: Any, ref_err: Any, n: Any, exact_here: Any,
+                   over: Any, xp: Any) -> Tracked:
+    """:func:`_finish` in torch's namespace: a contiguous radius of the result's shape
+    filled into a fresh tensor (``masked_fill``, contiguous as the copy it replaces), not
+    copied and then filled in place; the same values, laid out the same."""
+    shape = tuple(value.shape)
+    f64 = xp._torch.float64
+
+    def filled(a: Any, *fills: tuple[Any, float]) -> Any:
+        masks = [(xp.tensor(m), v) for m, v in fills if m is not None]
+        t = a.tensor if type(a) is xp.ndarray else None
+        if (t is None or t.dtype != f64 or tuple(t.shape) != shape or not t.is_contiguous()
+                or any(tuple(m.shape) != shape for m, _ in masks)):
+            a = own_array(a, shape, xp)  # (as _finish: a copy, filled in place)
+            for m, v in masks:
+                fill_where(a, xp.from_tensor(m), v)
+            return a
+        out = t.masked_fill(*masks[0])
+        for m, v in masks[1:]:
+            out.masked_fill_(m, v)
+        return xp.from_tensor(out)
+
+    zero, inf = (exact_here, 0.0), (over, xp.inf)
+    return bounded(value, filled(det, zero, inf), filled(prob, zero, inf),
+                   ref_err=filled(ref_err, zero) if exact_here is not None
+                   else own_array(ref_err, shape, xp), n=n)
 
 
 def _exact_inputs(*ts: Tracked) -> Any:

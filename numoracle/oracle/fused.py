@@ -424,19 +424,35 @@ def rounded(radius: Any, scaled_mag: Any, u: float) -> Any:
     """``radius (1 + u) + scaled_mag``, where ``scaled_mag = u |value| + 2^emin``:
     one more rounding; in place when ``radius`` is an array of its own."""
     shape = np.broadcast_shapes(getattr(radius, "shape", ()), getattr(scaled_mag, "shape", ()))
-    out = own_array(radius, shape, array_module(scaled_mag))
+    xp = array_module(scaled_mag)
+    if is_torch(xp) and _dense(scaled_mag, shape) and (
+            isinstance(radius, float) or _dense(radius, shape)):
+        # (a fresh tensor, contiguous as the copy it replaces, the same roundings)
+        return radius * (1.0 + u) + scaled_mag
+    out = own_array(radius, shape, xp)
     out *= 1.0 + u
     out += scaled_mag
     return out
 
 
+def _dense(a: Any, shape: tuple[int, ...]) -> bool:
+    """Whether ``a`` is a contiguous float64 array of torch's namespace of ``shape``."""
+    t = getattr(a, "tensor", None)
+    return (t is not None and tuple(t.shape) == shape and t.is_floating_point()
+            and t.element_size() == 8 and t.is_contiguous())
+
+
+def owned(r: Any, shape: tuple[int, ...]) -> bool:
+    """Whether ``r`` is a writeable array of ``shape`` that views no other array (an
+    array of torch's NumPy API never is: it keeps no ``base``)."""
+    return (getattr(r, "base", 0) is None and getattr(r, "shape", None) == shape
+            and bool(getattr(getattr(r, "flags", None), "writeable", True)))
+
+
 def own_array(r: Any, shape: tuple[int, ...], xp: Any) -> Any:
     """``r`` itself where it is a writeable array of ``shape`` that no other array
-    views; else a copy of it at that shape."""
-    flags = getattr(r, "flags", None)
-    own = (getattr(r, "base", 0) is None and bool(getattr(flags, "writeable", True))
-           and getattr(r, "shape", None) == shape)
-    return r if own else xp.array(xp.broadcast_to(r, shape), dtype=xp.float64)
+    views (:func:`owned`); else a copy of it at that shape."""
+    return r if owned(r, shape) else xp.array(xp.broadcast_to(r, shape), dtype=xp.float64)
 
 
 @dataclass(frozen=True)

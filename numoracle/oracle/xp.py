@@ -122,10 +122,12 @@ class TorchNumPy:
         cls.__array_priority__ = 100
         for name in _OPERATORS:  # NumPy scalars (np.log(2.0), a float64 element) taken
             setattr(cls, name, _scalars_as_python(getattr(cls, name), self._torch))
+        cls.flags = property(_flags)
 
     def _numpy_twin(self, name: str) -> Any:
         own = {"frexp": self.frexp, "ldexp": self.ldexp, "as_strided": self._as_strided,
-               "cumsum": self.cumsum, "pad": self.pad}
+               "cumsum": self.cumsum, "pad": self.pad, "where": self.where,
+               "moveaxis": self.moveaxis}
         return own.get(name) or getattr(self._tnp, name, None)
 
     def _onto(self, obj: Any, device: Any) -> Any:
@@ -160,6 +162,27 @@ class TorchNumPy:
         flat = tuple(int(w) for w in widths[::-1].reshape(-1))
         value = float(constant_values) if t.is_floating_point() else int(constant_values)
         return self.from_tensor(self._torch.nn.functional.pad(t, flat, value=value))
+
+    def where(self, condition: Any, x: Any = None, y: Any = None) -> Any:
+        """NumPy's ``where``; ``where(mask, number, array)`` of a contiguous float64 array
+        and a contiguous mask of its shape by one ``masked_fill`` (torch's NumPy API makes
+        a tensor of the number first): the same values, laid out the same (contiguous:
+        a sum over the result adds in the same order)."""
+        if type(x) in (int, float) and type(y) is self.ndarray and type(condition) is self.ndarray:
+            c, t = condition.tensor, y.tensor
+            if (t.dtype == self._torch.float64 and c.dtype == self._torch.bool
+                    and c.shape == t.shape and t.is_contiguous() and c.is_contiguous()):
+                return self.ndarray(t.masked_fill(c, x))
+        return self._tnp.where(condition, x, y)
+
+    def moveaxis(self, a: Any, source: Any, destination: Any) -> Any:
+        """NumPy's ``moveaxis``; an axis moved where it is gives ``a``'s tensor again (no
+        operation: torch's NumPy API permutes)."""
+        t = self.tensor(a)
+        if isinstance(source, int) and isinstance(destination, int) and t.dim() and (
+                source % t.dim() == destination % t.dim()):
+            return self.ndarray(t)
+        return self._tnp.moveaxis(a, source, destination)
 
     def frexp(self, x: Any) -> tuple[Any, Any]:
         """``x = m 2^e`` with ``|m|`` in ``[0.5, 1)`` (``m = x``, ``e = 0`` for 0,
@@ -305,6 +328,31 @@ def _scalars_as_python(method: Any, torch: Any) -> Any:
         return method(self, *args)
     wrapped.__name__ = name
     return wrapped
+
+
+def _flags(a: Any) -> Any:
+    """A torch NumPy array's ``flags``, as torch's NumPy API gives them, its Fortran order
+    read from the strides (torch's NumPy API transposes the array: an operation of a
+    recorded graph)."""
+    from torch._numpy._ndarray import Flags  # noqa: PLC0415 - only with torch's namespace
+
+    t = a.tensor
+    return Flags({"C_CONTIGUOUS": t.is_contiguous(), "F_CONTIGUOUS": _fortran(t),
+                  "OWNDATA": t._base is None, "WRITEABLE": True})
+
+
+def _fortran(t: Any) -> bool:
+    """Whether tensor ``t`` is laid out in Fortran order: its transpose contiguous, as
+    torch decides contiguity (sizes of 1 skipped; an empty tensor is)."""
+    if t.numel() == 0:
+        return True
+    expected = 1
+    for size, stride in zip(t.shape, t.stride(), strict=True):
+        if size != 1:
+            if stride != expected:
+                return False
+            expected *= size
+    return True
 
 
 def _overlap(a: Any, b: Any) -> bool:

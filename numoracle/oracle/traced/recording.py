@@ -70,6 +70,11 @@ class Unrecordable(Exception):
 
 def _same(t: torch.Tensor, v: Any) -> torch.Tensor:
     """A 0-d boolean tensor: whether ``t`` holds ``v`` again (NaN equal to NaN)."""
+    if t.dim() == 0 and isinstance(v, (bool, int, float)):  # (a number: no tensor of it)
+        if t.dtype == torch.bool:  # (the flag itself, or its negation)
+            return t if bool(v) else ~t
+        held = float(v) if t.is_floating_point() else int(v)
+        return t.isnan() if held != held else t == held
     ref = torch.as_tensor(np.asarray(v), device=t.device).to(t.dtype)
     eq = t == ref
     if t.is_floating_point():
@@ -111,11 +116,11 @@ class _Decisions(TorchFunctionMode):
         if isinstance(value, torch.Tensor):
             held = value.detach().cpu().numpy()
         else:
-            held = np.asarray(value)
+            held = value if isinstance(value, (bool, int, float)) else np.asarray(value)
         self._kept(_same(t, held))
 
     def _kept(self, guard: torch.Tensor) -> None:
-        self.guards.append(guard.reshape(()))
+        self.guards.append(guard if guard.dim() == 0 else guard.reshape(()))
         frame = next((f for f in reversed(traceback.extract_stack()[:-3])
                       if "numoracle" in f.filename and "recording.py" not in f.filename
                       and "xp.py" not in f.filename), None)
