@@ -321,7 +321,7 @@ def _quantize_tensor(x: Any, fmt: Format, rounding: str) -> Any:
         y = torch.where(y.abs() > fmt.max, y * math.inf, y)
     else:  # (to the largest finite value)
         y = y.clamp(-fmt.max, fmt.max)
-    return torch.where(torch.isfinite(x), y, x)
+    return torch.where(x.abs() < math.inf, y, x)  # (x finite; NaN compares false)
 
 
 def _quantize_general(x: Any, fmt: Format, rounding: str, xp: Any) -> Any:

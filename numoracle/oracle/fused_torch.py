@@ -75,7 +75,7 @@ def representable(value: Any, fmt: Any) -> Any:
     :func:`~numoracle.oracle.formats.representable`."""
     mag = value.abs()
     low, lead = _low_and_lead(mag)
-    return _held(mag, low, lead, fmt) | (mag == 0) | ~value.isfinite()
+    return _held(mag, low, lead, fmt) | (mag == 0) | ~(mag < math.inf)  # (NaN: not <)
 
 
 #: an operand whose lowest set bit lies at or above ``2^DEEP_EXPONENT`` makes, with
@@ -105,7 +105,7 @@ def operand_facts(tensors: list[Any], fmt: Any, none: int
             lows.append(torch.tensor(math.inf, dtype=torch.float64, device=t.device))
             found.append(torch.zeros(4, dtype=torch.bool, device=t.device))
             continue
-        finite = mag.isfinite()
+        finite = mag < math.inf  # (NaN compares false; torch's isfinite makes four passes)
         counted = finite & (mag != 0)
         low, lead = _low_and_lead(mag)
         lows.append(torch.where(counted, low, math.inf).amin())

@@ -28,6 +28,7 @@ without a copy.
 from __future__ import annotations
 
 import inspect
+import math
 import os
 import sys
 from collections.abc import Iterator
@@ -127,7 +128,7 @@ class TorchNumPy:
     def _numpy_twin(self, name: str) -> Any:
         own = {"frexp": self.frexp, "ldexp": self.ldexp, "as_strided": self._as_strided,
                "cumsum": self.cumsum, "pad": self.pad, "where": self.where,
-               "moveaxis": self.moveaxis}
+               "moveaxis": self.moveaxis, "isfinite": self.isfinite}
         return own.get(name) or getattr(self._tnp, name, None)
 
     def _onto(self, obj: Any, device: Any) -> Any:
@@ -174,6 +175,13 @@ class TorchNumPy:
                     and c.shape == t.shape and t.is_contiguous() and c.is_contiguous()):
                 return self.ndarray(t.masked_fill(c, x))
         return self._tnp.where(condition, x, y)
+
+    def isfinite(self, x: Any) -> Any:
+        """NumPy's ``isfinite``; of a floating-point array as ``|x| < inf`` (NaN compares
+        false): two tensor operations where torch's makes four."""
+        if type(x) is self.ndarray and x.tensor.is_floating_point():
+            return self.ndarray(x.tensor.abs() < math.inf)
+        return self._tnp.isfinite(x)
 
     def moveaxis(self, a: Any, source: Any, destination: Any) -> Any:
         """NumPy's ``moveaxis``; an axis moved where it is gives ``a``'s tensor again (no

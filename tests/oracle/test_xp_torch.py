@@ -1,6 +1,6 @@
 """torch's namespace (:class:`~numoracle.oracle.xp.TorchNumPy`) where it does in fewer
 tensor operations what torch's NumPy API does (operators with numbers, in-place operators,
-``where`` with a number, ``moveaxis`` in place, ``flags``): the same values bit for bit,
+``where`` with a number, ``isfinite``, ``moveaxis`` in place, ``flags``): the same values bit for bit,
 the same dtype, shape and strides (a later sum adds in the same order), and fewer
 operations in a recorded graph."""
 
@@ -66,6 +66,8 @@ CASES: list[tuple[str, Callable[[], Any], Callable[[], Any]]] = [
     ("where(m, inf, a.T)", lambda: TX.where(_permuted() > 0, math.inf, _permuted()),
      lambda: tnp.where(_permuted() > 0, math.inf, _permuted())),
     ("where(m, a, 0)", lambda: TX.where(_a() > 0, _a(), 0), lambda: tnp.where(_a() > 0, _a(), 0)),
+    ("isfinite(a)", lambda: TX.isfinite(_a()), lambda: tnp.isfinite(_a())),
+    ("isfinite(a.T)", lambda: np.isfinite(_permuted()), lambda: tnp.isfinite(_permuted())),
     ("moveaxis(a, -1, 1)", lambda: np.moveaxis(_a(), -1, 1),
      lambda: tnp.moveaxis(_a(), -1, 1)),
     ("moveaxis(a, 0, -1)", lambda: np.moveaxis(_a(), 0, -1),
@@ -116,7 +118,8 @@ def _ops(fn: Callable[[Any], Any]) -> int:
     (lambda a: TX.where(a > 0.5, 0.0, a), lambda a: tnp.where(tnp.greater(a, 0.5), 0.0, a)),
     (lambda a: _iop(a * 2.0, "__iadd__", 1.0), lambda a: tnp.add(a * 2.0, 1.0, out=a * 2.0)),
     (lambda a: np.moveaxis(a, -1, -1) + 1.0, lambda a: tnp.moveaxis(a, -1, -1) + 1.0),
-], ids=["eq", "ne", "where", "iadd", "moveaxis"])
+    (lambda a: TX.isfinite(a), lambda a: tnp.isfinite(a)),
+], ids=["eq", "ne", "where", "iadd", "moveaxis", "isfinite"])
 def test_the_namespace_records_fewer_operations(ours: Callable[[Any], Any],
                                                 theirs: Callable[[Any], Any]) -> None:
     assert _ops(ours) < _ops(theirs)

@@ -187,3 +187,23 @@ def test_logsumexp_of_a_row_of_minus_inf(claim: str | None, nan: bool) -> None:
     out = lookup("aten.logsumexp.default")(RuleContext(FP32, Claims(masked_rows=claim)), x, [1])
     assert (np.isnan(out.value[0]) if nan else out.value[0] == -INF) and out.det[0] == 0
     assert abs(out.value[1] - 0.5) < 1e-15 and np.isfinite(out.det[1])
+
+
+@pytest.mark.parametrize("namespace", ["numpy", "torch"])
+def test_special_points_are_the_exact_zeros_and_infinities_and_the_bounded_nans(
+        namespace: str) -> None:
+    """Every pairing of special and ordinary values with special and ordinary radii:
+    radius 0 and the value 0 or infinite, or a NaN value with a finite radius."""
+    from numoracle.oracle.xp import namespace_named, to_numpy  # noqa: PLC0415
+
+    values = [0.0, -0.0, INF, -INF, NAN, 1.0, -2.5, 2.0**-1074, -2.0**-1074, 3 * 2.0**-1074,
+              2.0**-1022, 1.7e308, -1.7e308]
+    radii = [0.0, -0.0, INF, NAN, 1.0, 2.0**-1074, 1e300]
+    v, det, ref = (a.reshape(-1) for a in np.meshgrid(values, radii, radii, indexing="ij"))
+    r = det + ref
+    want = ((r == 0) & ((v == 0) | np.isinf(v))) | (np.isnan(v) & np.isfinite(r))
+    xp = namespace_named(namespace)
+    put = (lambda a: a) if xp is np else (lambda a: xp.asarray(torch.from_numpy(a.copy())))
+    t = Tracked(value=put(v), ref_err=put(ref), det=put(det), prob=put(det),
+                mag=put(np.abs(v)), n=1)
+    np.testing.assert_array_equal(np.asarray(to_numpy(ieee.special_points(t))), want)

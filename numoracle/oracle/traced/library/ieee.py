@@ -60,7 +60,11 @@ def special_points(t: Tracked) -> Any:
     xp = array_module(t.value)
     v = t.value
     r = _reach(t)
-    return ((r == 0) & ((v == 0) | xp.isinf(v))) | (xp.isnan(v) & xp.isfinite(r))
+    # (``v * 0.5 == v`` exactly where v is 0 or infinite: halving is exact for any other
+    # finite v, and a subnormal's half rounds below it; ``|r| < inf``: r finite. Eight
+    # passes where the plain tests take eleven, or fourteen in torch's namespace)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return xp.where(xp.isnan(v), xp.abs(r) < xp.inf, (r == 0) & (v * 0.5 == v))
 
 
 def _corners(v: Any, r: Any, xp: Any) -> tuple[Any, Any]:
