@@ -30,7 +30,7 @@ from .formats import NOT_FINITE, OFF_SINGLE, SINGLE_UP, SUBNORMAL, UNREPRESENTAB
 __all__ = ["available", "warm_up", "operand_facts", "grid", "exact_radii", "store_round",
            "rounding_params", "contraction_radii", "propagated_radii", "larger_counts", "add_radii", "either_radii", "any_imprecise", "any_special",
            "mul_radii", "scalar_radii", "carry_binary", "elementary_radii", "elementwise", "LOOP_MIN",
-           "single_magnitudes", "rows_available", "LONGEST_ROW", "as_rows", "dense_rows", "radius_rows", "row_max", "shifted_exp_rows", "softmax_rows",
+           "single_magnitudes", "rows_available", "LONGEST_ROW", "as_rows", "dense_rows", "radius_rows", "read_only", "row_max", "shifted_exp_rows", "softmax_rows",
            "log_softmax_rows", "hot_rows", "softmax_grad_loops",
            "log_softmax_backward_rows", "norm_available",
            "row_top", "deviation_squares", "deviation_square_sums", "normalized_rows",
@@ -404,6 +404,16 @@ def elementary_radii(v: Any, value: Any, lip: Any, radii: tuple[Any, Any, Any], 
     return outs
 
 
+def read_only(a: np.ndarray) -> np.ndarray:
+    """``a`` as a read-only view (no copy). The whole-rule loops take every operand
+    they read so: numba types a writable array and a read-only one (a broadcast, a
+    view of one) apart and compiles a loop once for each mix of them in its
+    operands, where one signature serves all."""
+    view = a.view()
+    view.flags.writeable = False
+    return view
+
+
 def as_rows(a: Any, shape: tuple[int, ...]) -> np.ndarray:
     """``a`` (float64) broadcast to ``shape`` as C-contiguous rows of its last axis
     (:func:`dense_rows`: the whole-rule loops vectorise over them)."""
@@ -412,21 +422,23 @@ def as_rows(a: Any, shape: tuple[int, ...]) -> np.ndarray:
 
 def dense_rows(a: Any, shape: tuple[int, ...], n: int) -> np.ndarray:
     """``a`` (float64) broadcast to ``shape`` as C-contiguous rows of ``n`` (a loop over
-    them vectorises, over a broadcast not): a broadcast 0 (an exact operand's radius)
-    as fresh zeros, which the system maps without writing them."""
+    them vectorises, over a broadcast not), read-only (:func:`read_only`): a broadcast
+    0 (an exact operand's radius) as fresh zeros, which the system maps without
+    writing them."""
     a = np.asarray(a, dtype=np.float64)
     if a.size > 1 and not any(a.strides) and not a.flat[0]:
-        return np.zeros((int(np.prod(shape)) // n, n))
-    return np.ascontiguousarray(np.broadcast_to(a, shape)).reshape(-1, n)
+        return read_only(np.zeros((int(np.prod(shape)) // n, n)))
+    return read_only(np.ascontiguousarray(np.broadcast_to(a, shape)).reshape(-1, n))
 
 
 def radius_rows(a: Any, shape: tuple[int, ...], n: int) -> np.ndarray:
-    """:func:`dense_rows` for layer norm's loops (``_numba_norm``), which read row
-    ``min(i, rows - 1)`` of a radius: a broadcast 0 (an exact operand's radius) as one
-    row of zeros, read from cache (no array of the input's size, no pass over one)."""
+    """:func:`dense_rows` for the loops that read row ``min(i, rows - 1)`` of a radius
+    (layer norm's, softmax's backward): a broadcast 0 (an exact operand's radius) as
+    one row of zeros, read from cache (no array of the input's size, no pass over
+    one)."""
     a = np.asarray(a, dtype=np.float64)
     if a.size > 1 and not any(a.strides) and not a.flat[0]:
-        return np.zeros((1, n))
+        return read_only(np.zeros((1, n)))
     return dense_rows(a, shape, n)
 
 

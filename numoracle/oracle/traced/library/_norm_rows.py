@@ -110,13 +110,16 @@ def _longest(a: Any, b: Any) -> Any:
 
 def _as_rows(t: Tracked, n: int) -> tuple[np.ndarray, ...]:
     """``t``'s value and radii as C-contiguous rows of ``n`` (one array where two
-    radii are one; on NumPy an exact operand's zero radius one row:
+    radii are one; on NumPy read-only, an exact operand's zero radius one row:
     :func:`~numoracle.oracle.fused_cpu.radius_rows`)."""
     shape = t.shape
     xp = array_module(t.value)
     loops = _loops(xp)
-    rows = fused_cpu.radius_rows if loops is fused_cpu else loops.dense_rows
-    v = xp.ascontiguousarray(t.value, dtype=np.float64).reshape(-1, n)
+    if loops is fused_cpu:
+        v, rows = fused_cpu.dense_rows(t.value, shape, n), fused_cpu.radius_rows
+    else:
+        v, rows = xp.ascontiguousarray(t.value, dtype=np.float64).reshape(-1, n), \
+            loops.dense_rows
     d = rows(t.det, shape, n)
     p = d if t.prob is t.det else rows(t.prob, shape, n)
     return v, d, p, rows(t.ref_err, shape, n)

@@ -95,6 +95,15 @@ class _RowPass:
         self.__dict__.update(kw)
 
 
+def _value_rows(loops: Any, value: Any, shape: tuple[int, ...]) -> Any:
+    """``value`` as C-contiguous rows of the last axis (on NumPy read-only, as the
+    loops take their radii: :func:`~numoracle.oracle.fused_cpu.as_rows`)."""
+    if loops is fused_cpu:
+        return fused_cpu.as_rows(value, shape)
+    xp = array_module(value)
+    return xp.ascontiguousarray(value, dtype=np.float64).reshape(-1, shape[-1])
+
+
 def _per_row(t: Tracked, rows: int) -> Any:
     """A kept-axis tracked value as a ``(rows, 4)`` array: value, det, prob, ref_err."""
     shape = t.value.shape
@@ -127,7 +136,7 @@ def _row_pass(ctx: RuleContext, x: Tracked, axis: int, unshifted: bool) -> _RowP
     model = ctx.model
     acc = model.accumulate
     n = shape[-1]
-    v = xp.ascontiguousarray(x.value, dtype=np.float64).reshape(-1, n)
+    v = _value_rows(loops, x.value, shape)
     radii = tuple(loops.as_rows(xp.asarray(a), shape) for a in (x.det, x.prob, x.ref_err))
     mx = loops.row_max(v, *radii)
     if mx is None or bool(np.any((mx[:, 0] == 0) & (mx[:, 1] + mx[:, 3] == 0))):
@@ -238,7 +247,7 @@ def _finite_rows(loops: Any, t: Tracked, shape: tuple[int, ...]
     """``t`` as rows (its value contiguous, its radii views) and :func:`fused_cpu.row_max`'s
     maxima (on the host); None where some value or radius is not finite."""
     xp = array_module(t.value)
-    v = xp.ascontiguousarray(t.value, dtype=np.float64).reshape(-1, shape[-1])
+    v = _value_rows(loops, t.value, shape)
     radii = tuple(loops.as_rows(xp.asarray(a), shape) for a in (t.det, t.prob, t.ref_err))
     mx = loops.row_max(v, *radii)
     return None if mx is None or bool(mx[:, 5].any()) else (v, radii, mx)
@@ -292,12 +301,12 @@ def fused_log_softmax_backward(ctx: RuleContext, grad: Tracked, out: Tracked,
 
 
 def _operand_rows(t: Tracked, shape: tuple[int, ...]) -> tuple[np.ndarray, ...]:
-    """``t``'s value, det, prob and ref_err as C-contiguous rows of the last axis, a
-    radius 0 everywhere (an exact input's) as one row of zeros
+    """``t``'s value, det, prob and ref_err as read-only C-contiguous rows of the last
+    axis, a radius 0 everywhere (an exact input's) as one row of zeros
     (:func:`~numoracle.oracle.fused_cpu.radius_rows`), prob the det's rows where ``t``
     holds one array for both."""
     n = shape[-1]
-    v = np.ascontiguousarray(t.value, dtype=np.float64).reshape(-1, n)
+    v = fused_cpu.dense_rows(t.value, shape, n)
     d = fused_cpu.radius_rows(t.det, shape, n)
     p = d if t.prob is t.det else fused_cpu.radius_rows(t.prob, shape, n)
     return v, d, p, fused_cpu.radius_rows(t.ref_err, shape, n)
