@@ -279,6 +279,19 @@ def _weighted_lane(i: int, o: int, g: Any, gd: Any, gp: Any, gr: Any, w: Any, pa
 
 
 @_inline
+def _weighted_rows(i: int, o: int, g: Any, gd: Any, gp: Any, gr: Any, w: Any, has_w: bool,
+                   params: Any, ints: Any, gx: Any, gxd: Any, gxp: Any, gxr: Any,
+                   test: bool) -> tuple[Any, Any, Any, Any]:
+    """The rows that row ``i``'s products after ``g w`` read: with ``has_w`` row ``i``
+    of ``g w`` formed into row ``o`` of ``gx*`` (:func:`_weighted_lane`, ``test`` its
+    exact test) and ``gx*``, else ``g`` itself."""
+    if has_w:
+        _weighted_lane(i, o, g, gd, gp, gr, w, params, ints, gx, gxd, gxp, gxr, test)
+        return gx, gxd, gxp, gxr
+    return g, gd, gp, gr
+
+
+@_inline
 def _products_lane(i: int, o: int, x: Any, xd: Any, xp_: Any, xr: Any, g: Any, gd: Any,
                    gp: Any, gr: Any, gx: Any, gxd: Any, gxp: Any, gxr: Any, mean: Any,
                    rstd: Any, want_gxh: bool, want_gh: bool, params: Any, ints: Any, hv: Any,
@@ -328,11 +341,8 @@ def backward_products(x: Any, xd: Any, xp_: Any, xr: Any, g: Any, gd: Any, gp: A
     per row, ``w`` per column: value, det, prob, ref_err. ``params``: u, tiny, u64,
     the accumulation's largest number; ``ints``: t, emin."""
     for i in range(x.shape[0]):
-        if has_w:
-            _weighted_lane(i, i, g, gd, gp, gr, w, params, ints, gx, gxd, gxp, gxr, test_gx)
-            src, srcd, srcp, srcr = gx, gxd, gxp, gxr
-        else:
-            src, srcd, srcp, srcr = g, gd, gp, gr
+        src, srcd, srcp, srcr = _weighted_rows(i, i, g, gd, gp, gr, w, has_w, params, ints,
+                                               gx, gxd, gxp, gxr, test_gx)
         if test:
             _products_lane(i, i, x, xd, xp_, xr, g, gd, gp, gr, src, srcd, srcp, srcr, mean,
                            rstd, want_gxh, want_gh, params, ints, hv, hd, hp, hr, kv, kd, kp,
@@ -341,6 +351,53 @@ def backward_products(x: Any, xd: Any, xp_: Any, xr: Any, g: Any, gd: Any, gp: A
             _products_lane(i, i, x, xd, xp_, xr, g, gd, gp, gr, src, srcd, srcp, srcr, mean,
                            rstd, want_gxh, want_gh, params, ints, hv, hd, hp, hr, kv, kd, kp,
                            kr, False)
+
+
+@_inline
+def _summed_products(i: int, x: Any, xd: Any, xp_: Any, xr: Any, g: Any, gd: Any, gp: Any,
+                     gr: Any, src: Any, srcd: Any, srcp: Any, srcr: Any, mean: Any, rstd: Any,
+                     want_gxh: bool, want_gh: bool, params: Any, ints: Any, hv: Any, hd: Any,
+                     hp: Any, hr: Any, kv: Any, kd: Any, kp: Any, kr: Any, test: bool) -> None:
+    """Row ``i``'s products (:func:`_products_lane`) into the one-row ``h*`` and ``k*``
+    for the sums after them: without ``test``, with both wanted, the flags constants
+    of their own copy of the lane (it vectorises)."""
+    if test:
+        _products_lane(i, 0, x, xd, xp_, xr, g, gd, gp, gr, src, srcd, srcp, srcr, mean,
+                       rstd, want_gxh, want_gh, params, ints, hv, hd, hp, hr, kv, kd, kp,
+                       kr, True)
+    elif want_gxh and want_gh:
+        _products_lane(i, 0, x, xd, xp_, xr, g, gd, gp, gr, src, srcd, srcp, srcr, mean,
+                       rstd, True, True, params, ints, hv, hd, hp, hr, kv, kd, kp, kr, False)
+    else:
+        _products_lane(i, 0, x, xd, xp_, xr, g, gd, gp, gr, src, srcd, srcp, srcr, mean,
+                       rstd, want_gxh, want_gh, params, ints, hv, hd, hp, hr, kv, kd, kp,
+                       kr, False)
+
+
+@_inline
+def _product_sums(i: int, n: int, src: Any, srcd: Any, srcp: Any, srcr: Any, hv: Any,
+                  hd: Any, hp: Any, hr: Any, kv: Any, kd: Any, kp: Any, kr: Any,
+                  want_rows: bool, want_cols: bool, rows_a: Any, rows_b: Any,
+                  cols: Any) -> None:
+    """Row ``i``'s part of layer norm backward's sums, after its products
+    (:func:`_products_lane`): with ``want_rows`` the sums (:func:`_lane_sums`) of row
+    ``i`` of ``src`` (``g w``, or ``g``) into ``rows_a`` and of the one-row ``h*``
+    (``g w xhat``) into ``rows_b``; with ``want_cols`` the one-row ``k*`` (``g xhat``,
+    ``n`` columns) added to the column sums ``cols`` (value, magnitude, det, prob,
+    ref_err by rows: each column's terms added in row order)."""
+    if want_rows:
+        svi, sdi, spi, sri = _row(src, i), _row(srcd, i), _row(srcp, i), _row(srcr, i)
+        _lane_sums(src[svi:svi + 1], srcd[sdi:sdi + 1], srcp[spi:spi + 1],
+                   srcr[sri:sri + 1], rows_a, i)
+        _lane_sums(hv, hd, hp, hr, rows_b, i)
+    if want_cols:
+        for j in range(n):
+            v = kv[0, j]
+            cols[0, j] += v
+            cols[1, j] += abs(v)
+            cols[2, j] += kd[0, j]
+            cols[3, j] += kp[0, j]
+            cols[4, j] += kr[0, j]
 
 
 @_loop
@@ -354,40 +411,17 @@ def backward_sums(x: Any, xd: Any, xp_: Any, xr: Any, g: Any, gd: Any, gp: Any, 
     of each row of ``gx`` (``g`` without ``w``) into ``rows_a`` and of ``gx xhat``,
     formed in the one-row ``h*``, into ``rows_b``; with ``want_gh`` the column sums of
     ``g xhat``, formed in the one-row ``k*``, into ``cols`` (value, magnitude, det,
-    prob, ref_err by rows; each column's terms added in row order). Without ``test``,
-    with every sum wanted, the flags are constants of its own copy of the loop."""
+    prob, ref_err by rows; each column's terms added in row order; the products by
+    :func:`_summed_products`)."""
     n = x.shape[1]
     for i in range(x.shape[0]):
-        if has_w:
-            _weighted_lane(i, 0, g, gd, gp, gr, w, params, ints, gx, gxd, gxp, gxr, test_gx)
-            src, srcd, srcp, srcr = gx, gxd, gxp, gxr
-        else:
-            src, srcd, srcp, srcr = g, gd, gp, gr
-        if test:
-            _products_lane(i, 0, x, xd, xp_, xr, g, gd, gp, gr, src, srcd, srcp, srcr, mean,
-                           rstd, want_gxh, want_gh, params, ints, hv, hd, hp, hr, kv, kd, kp,
-                           kr, True)
-        elif want_gxh and want_gh:
-            _products_lane(i, 0, x, xd, xp_, xr, g, gd, gp, gr, src, srcd, srcp, srcr, mean,
-                           rstd, True, True, params, ints, hv, hd, hp, hr, kv, kd, kp, kr,
-                           False)
-        else:
-            _products_lane(i, 0, x, xd, xp_, xr, g, gd, gp, gr, src, srcd, srcp, srcr, mean,
-                           rstd, want_gxh, want_gh, params, ints, hv, hd, hp, hr, kv, kd, kp,
-                           kr, False)
-        if want_gxh:
-            svi, sdi, spi, sri = _row(src, i), _row(srcd, i), _row(srcp, i), _row(srcr, i)
-            _lane_sums(src[svi:svi + 1], srcd[sdi:sdi + 1], srcp[spi:spi + 1],
-                       srcr[sri:sri + 1], rows_a, i)
-            _lane_sums(hv, hd, hp, hr, rows_b, i)
-        if want_gh:
-            for j in range(n):
-                v = kv[0, j]
-                cols[0, j] += v
-                cols[1, j] += abs(v)
-                cols[2, j] += kd[0, j]
-                cols[3, j] += kp[0, j]
-                cols[4, j] += kr[0, j]
+        src, srcd, srcp, srcr = _weighted_rows(i, 0, g, gd, gp, gr, w, has_w, params, ints,
+                                               gx, gxd, gxp, gxr, test_gx)
+        _summed_products(i, x, xd, xp_, xr, g, gd, gp, gr, src, srcd, srcp, srcr, mean, rstd,
+                         want_gxh, want_gh, params, ints, hv, hd, hp, hr, kv, kd, kp, kr,
+                         test)
+        _product_sums(i, n, src, srcd, srcp, srcr, hv, hd, hp, hr, kv, kd, kp, kr, want_gxh,
+                      want_gh, rows_a, rows_b, cols)
 
 
 @_inline
@@ -508,35 +542,12 @@ def backward_merged(x: Any, xd: Any, xp_: Any, xr: Any, g: Any, gd: Any, gp: Any
     positive_b = 0
     n = x.shape[1]
     for i in range(x.shape[0]):
-        if has_w:
-            _weighted_lane(i, 0, g, gd, gp, gr, w, params, ints, gx, gxd, gxp, gxr, test_gx)
-            src, srcd, srcp, srcr = gx, gxd, gxp, gxr
-        else:
-            src, srcd, srcp, srcr = g, gd, gp, gr
-        if test:
-            _products_lane(i, 0, x, xd, xp_, xr, g, gd, gp, gr, src, srcd, srcp, srcr, mean,
-                           rstd, True, want_gh, params, ints, hv, hd, hp, hr, kv, kd, kp,
-                           kr, True)
-        elif want_gh:  # (the flags constants in the loops without tests: they vectorise)
-            _products_lane(i, 0, x, xd, xp_, xr, g, gd, gp, gr, src, srcd, srcp, srcr, mean,
-                           rstd, True, True, params, ints, hv, hd, hp, hr, kv, kd, kp, kr,
-                           False)
-        else:
-            _products_lane(i, 0, x, xd, xp_, xr, g, gd, gp, gr, src, srcd, srcp, srcr, mean,
-                           rstd, True, False, params, ints, hv, hd, hp, hr, kv, kd, kp, kr,
-                           False)
-        svi, sdi, spi, sri = _row(src, i), _row(srcd, i), _row(srcp, i), _row(srcr, i)
-        _lane_sums(src[svi:svi + 1], srcd[sdi:sdi + 1], srcp[spi:spi + 1],
-                   srcr[sri:sri + 1], rows_a, i)
-        _lane_sums(hv, hd, hp, hr, rows_b, i)
-        if want_gh:
-            for j in range(n):
-                v = kv[0, j]
-                cols[0, j] += v
-                cols[1, j] += abs(v)
-                cols[2, j] += kd[0, j]
-                cols[3, j] += kp[0, j]
-                cols[4, j] += kr[0, j]
+        src, srcd, srcp, srcr = _weighted_rows(i, 0, g, gd, gp, gr, w, has_w, params, ints,
+                                               gx, gxd, gxp, gxr, test_gx)
+        _summed_products(i, x, xd, xp_, xr, g, gd, gp, gr, src, srcd, srcp, srcr, mean, rstd,
+                         True, want_gh, params, ints, hv, hd, hp, hr, kv, kd, kp, kr, test)
+        _product_sums(i, n, src, srcd, srcp, srcr, hv, hd, hp, hr, kv, kd, kp, kr, True,
+                      want_gh, rows_a, rows_b, cols)
         for q in range(2):
             v, d, p, r, off = _mean_of_parts(rows_a if q == 0 else rows_b, i, fin)
             means[q, i, 0] = v

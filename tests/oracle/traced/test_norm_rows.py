@@ -159,6 +159,29 @@ def _case(lead: list[int], lane: list[int], kind: str, radii: str, special: bool
             _affine(rng, tuple(lane), affine), tuple(lane))
 
 
+#: a backward case: ``CASES`` and the gradient's radii
+BACKWARD = dict(CASES, grad=st.sampled_from(["exact", "all", "some"]))
+#: which gradients the backward is asked for (the input's, the weight's, the bias's)
+MASKS = [(True, True, True), (True, False, False), (False, True, True)]
+
+
+def _backward_case(lead: list[int], lane: list[int], kind: str, radii: str, special: bool,
+                   affine: str, model: str, per_op: bool, seed: int, grad: str
+                   ) -> tuple[RuleContext, Tracked, Tracked, Any, Any, tuple[int, ...]]:
+    """:func:`_case` and a drawn gradient of the input's shape (radii as ``grad``)."""
+    ctx, x, w, b, shape = _case(lead, lane, kind, radii, special, affine, model, per_op, seed)
+    rng = np.random.default_rng(seed + 1)
+    return ctx, x, _tracked(rng.standard_normal(x.shape), rng, grad), w, b, shape
+
+
+def assert_each(check: Any, got: tuple[Any, ...], want: tuple[Any, ...]) -> None:
+    """``check`` of each result the passes give, None where they give None."""
+    for g, v in zip(got, want, strict=True):
+        assert (g is None) == (v is None)
+        if v is not None:
+            check(g, v)
+
+
 @settings(max_examples=80, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])  # (the same patch each time)
 @given(**CASES)
@@ -176,24 +199,18 @@ def test_layer_norm_loops_give_the_passes_bits(small_loops: None, lead: list[int
 
 @settings(max_examples=80, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])  # (the same patch each time)
-@given(**CASES, grad=st.sampled_from(["exact", "all", "some"]),
-       mask=st.sampled_from([(True, True, True), (True, False, False), (False, True, True)]))
+@given(**BACKWARD, mask=st.sampled_from(MASKS))
 def test_layer_norm_backward_loops_give_the_passes_bits(
         small_loops: None, lead: list[int], lane: list[int], kind: str, radii: str,
         special: bool, affine: str, eps: float, model: str, per_op: bool, seed: int,
         grad: str, mask: tuple[bool, bool, bool]) -> None:
-    ctx, x, w, b, shape = _case(lead, lane, kind, radii, special, affine, model, per_op, seed)
-    rng = np.random.default_rng(seed + 1)
-    g = _tracked(rng.standard_normal(x.shape), rng, grad)
+    ctx, x, g, w, b, shape = _backward_case(lead, lane, kind, radii, special, affine, model,
+                                            per_op, seed, grad)
     with np.errstate(all="ignore"):
         _, mean, rstd = _passes(nz.layer_norm_rule, ctx, x, shape, w, b, eps)
         args = (ctx, g, x, shape, mean, rstd, w, b, mask)
-        got = nz.layer_norm_backward_rule(*args)
-        want = _passes(nz.layer_norm_backward_rule, *args)
-    for gt, v in zip(got, want, strict=True):
-        assert (gt is None) == (v is None)
-        if v is not None:
-            assert_same_bits(gt, v)
+        assert_each(assert_same_bits, nz.layer_norm_backward_rule(*args),
+                    _passes(nz.layer_norm_backward_rule, *args))
 
 
 @pytest.mark.parametrize("shape", [(16, 4096), (3, 20000), (20000, 1), (4, 8, 1024)])
@@ -265,8 +282,7 @@ def test_other_axes_escalated_and_one_pass_give_the_passes_bits(small_loops: Non
 
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])  # (the same patch each time)
-@given(**CASES, grad=st.sampled_from(["exact", "all", "some"]),
-       mask=st.sampled_from([(True, True, True), (True, False, False), (False, True, True)]))
+@given(**BACKWARD, mask=st.sampled_from(MASKS))
 def test_folded_sums_agree_with_the_passes(
         folded_loops: None, lead: list[int], lane: list[int], kind: str, radii: str,
         special: bool, affine: str, eps: float, model: str, per_op: bool, seed: int,
@@ -274,20 +290,17 @@ def test_folded_sums_agree_with_the_passes(
     """The sums folded into the loops against the primitives' passes, forward and
     backward: the same results up to both sides' reference radii, radii within 2^-9
     (``S`` summed in float64, where the contraction sums it in float32)."""
-    ctx, x, w, b, shape = _case(lead, lane, kind, radii, special, affine, model, per_op, seed)
-    rng = np.random.default_rng(seed + 1)
-    g = _tracked(rng.standard_normal(x.shape), rng, grad)
+    ctx, x, g, w, b, shape = _backward_case(lead, lane, kind, radii, special, affine, model,
+                                            per_op, seed, grad)
+
+    def sound(got: Tracked, want: Tracked) -> None:
+        assert_both_sound(got, want, per_op, x.value.size)
     with np.errstate(all="ignore"):
-        fwd = nz.layer_norm_rule(ctx, x, shape, w, b, eps)
         want = _passes(nz.layer_norm_rule, ctx, x, shape, w, b, eps)
-        for got, v in zip(fwd, want, strict=True):
-            assert_both_sound(got, v, per_op, x.value.size)
+        assert_each(sound, nz.layer_norm_rule(ctx, x, shape, w, b, eps), want)
         args = (ctx, g, x, shape, want[1], want[2], w, b, mask)
-        for got, v in zip(nz.layer_norm_backward_rule(*args),
-                          _passes(nz.layer_norm_backward_rule, *args), strict=True):
-            assert (got is None) == (v is None)
-            if v is not None:
-                assert_both_sound(got, v, per_op, x.value.size)
+        assert_each(sound, nz.layer_norm_backward_rule(*args),
+                    _passes(nz.layer_norm_backward_rule, *args))
 
 
 @settings(max_examples=60, deadline=None)
@@ -397,7 +410,7 @@ def _two_loops(fn: Any, *args: Any) -> Any:
 
 @settings(max_examples=120, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])  # (the same patch each time)
-@given(**CASES, grad=st.sampled_from(["exact", "all", "some"]),
+@given(**BACKWARD,
        mask=st.sampled_from([(True, True, True), (True, False, False), (True, True, False)]))
 def test_layer_norm_backward_in_one_pass_gives_the_two_loops_bits(
         folded_loops: None, lead: list[int], lane: list[int], kind: str, radii: str,
@@ -407,18 +420,13 @@ def test_layer_norm_backward_in_one_pass_gives_the_two_loops_bits(
     the means' passes and the input gradient's loop: the same bits, or the merged
     pass declines (then the two loops run): drawn shapes, values (NaN, infinities,
     huge, tiny, zero rows, integers), radii, claims."""
-    ctx, x, w, b, shape = _case(lead, lane, kind, radii, special, affine, model, per_op, seed)
-    rng = np.random.default_rng(seed + 1)
-    g = _tracked(rng.standard_normal(x.shape), rng, grad)
+    ctx, x, g, w, b, shape = _backward_case(lead, lane, kind, radii, special, affine, model,
+                                            per_op, seed, grad)
     with np.errstate(all="ignore"):
         _, mean, rstd = nz.layer_norm_rule(ctx, x, shape, w, b, eps)
         args = (ctx, g, x, shape, mean, rstd, w, b, mask)
-        got = nz.layer_norm_backward_rule(*args)
-        want = _two_loops(nz.layer_norm_backward_rule, *args)
-    for gt, v in zip(got, want, strict=True):
-        assert (gt is None) == (v is None)
-        if v is not None:
-            assert_same_bits(gt, v)
+        assert_each(assert_same_bits, nz.layer_norm_backward_rule(*args),
+                    _two_loops(nz.layer_norm_backward_rule, *args))
 
 
 @pytest.mark.parametrize("weight", ["none", "exact", "tracked"])
@@ -448,10 +456,6 @@ def test_layer_norm_backward_takes_the_one_pass(folded_loops: None, weight: str,
         _, mean, rstd = nz.layer_norm_rule(ctx, x, shape[1:], w, None, 1e-5)
         args = (ctx, g, x, shape[1:], mean, rstd, w, None, (True, True, True))
         with np.errstate(all="ignore"):
-            got = nz.layer_norm_backward_rule(*args)
-            want = _two_loops(nz.layer_norm_backward_rule, *args)
-        for gt, v in zip(got, want, strict=True):
-            assert (gt is None) == (v is None)
-            if v is not None:
-                assert_same_bits(gt, v)
+            assert_each(assert_same_bits, nz.layer_norm_backward_rule(*args),
+                        _two_loops(nz.layer_norm_backward_rule, *args))
     assert calls == [not (grad == "exact" and weight == "none"), False]

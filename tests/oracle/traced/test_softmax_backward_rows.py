@@ -88,17 +88,7 @@ def _softmax_out(ctx: RuleContext, rng: np.random.Generator, shape: tuple[int, .
                  masked: str, radii: str) -> Tracked:
     """A softmax's output of drawn logits, some masked (-inf) in part or in whole rows,
     with a NaN or +inf in a row (its entries NaN, unjudged)."""
-    x = _values(rng, shape, "normal").reshape(-1, shape[-1])
-    for r in rng.choice(x.shape[0], size=min(x.shape[0], 3), replace=False):
-        kind = rng.integers(4)
-        if kind == 0:
-            x[r, rng.integers(x.shape[1])] = -np.inf
-        elif kind == 1:
-            x[r] = -np.inf
-        elif kind == 2:
-            x[r, rng.integers(x.shape[1])] = np.nan
-        else:
-            x[r, rng.integers(x.shape[1])] = np.inf
+    x = base._special_rows(_values(rng, shape, "normal"), rng)
     with np.errstate(all="ignore"):
         return sm.softmax(ctx, _tracked(x.reshape(shape), rng, radii), -1, masked)
 
