@@ -44,8 +44,8 @@ from ..tracked import Tracked, exact, store
 from ..xp import on_device, to_numpy
 from . import library  # noqa: F401 - registers the rules
 from .capture import Graph
-from .library.views import handed_over, identity_rule
-from .rules import Rule, RuleContext, lookup, moves
+from .library.views import handed_over, identity_rule, viewed
+from .rules import IN_PART, Call, Rule, RuleContext, lookup, moves
 
 __all__ = ["evaluate", "rules_of", "stores_per_op"]
 
@@ -145,6 +145,8 @@ def _evaluate(graph: Graph, inputs: Mapping[str, Any], ctx: RuleContext,
     kept = set(targets.values())
     readers = _last_readers(nodes, needed)
     spent = _last_uses(nodes, readers, kept)
+    in_part = _read_in_part(nodes, needed, kept)
+    deferred = set(in_part.values())
     for node in nodes:
         for gone in spent.get(node, ()):  # values no later node reads: freed as it runs
             env.pop(gone, None)
@@ -167,9 +169,16 @@ def _evaluate(graph: Graph, inputs: Mapping[str, Any], ctx: RuleContext,
                 env[node] = args[0][args[1]]
                 continue
             rule = rules[node]
-            if rule is identity_rule and (_last_read(node, readers, kept)
-                                          or _viewed(node, kept)):
-                result = handed_over(ctx, args[0])  # (a dying value's clone, or an alias)
+            if node in deferred:  # (its one reader evaluates it, in part)
+                env[node] = _Deferred(args, kwargs)
+                continue
+            if node in in_part:
+                env[node] = _read_part(ctx, node, in_part[node], rules, args, kwargs, per_op)
+                continue
+            if rule is identity_rule and _last_read(node, readers, kept):
+                result = handed_over(ctx, args[0])  # (a clone or detach of a dying value)
+            elif rule is identity_rule and _viewed(node, kept):
+                result = viewed(ctx, args[0])  # (an alias of a value read later)
             else:
                 result = rule(ctx, *args, **kwargs)
             # (an op that only moves elements rounds nothing: its operand was rounded)
@@ -181,6 +190,47 @@ def _evaluate(graph: Graph, inputs: Mapping[str, Any], ctx: RuleContext,
             value = store(value, ctx.model)  # fused: one rounding to storage, at the end
         done[graph.outputs[i]] = value
     return done
+
+
+class _Deferred:
+    """The arguments of a call that its one reader evaluates in part (:data:`IN_PART`)."""
+
+    def __init__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self.args, self.kwargs = args, kwargs
+
+
+def _read_in_part(nodes: Sequence[fx.Node], needed: set[fx.Node], kept: set[Any]
+                  ) -> dict[fx.Node, fx.Node]:
+    """Reader -> producer, for each reader with a rule of :data:`IN_PART` whose first
+    operand is the producer's result, read by it alone (once, and not an output)."""
+    found: dict[fx.Node, fx.Node] = {}
+    for node in nodes:
+        if node not in needed or node.op != "call_function" or not node.args:
+            continue
+        first = node.args[0]
+        if (isinstance(first, fx.Node) and first.op == "call_function" and first not in kept
+                and (str(first.target), str(node.target)) in IN_PART
+                and [u for u in first.users if u in needed] == [node]
+                and sum(a is first for a in _flatten([*node.args, *node.kwargs.values()])) == 1):
+            found[node] = first
+    return found
+
+
+def _read_part(ctx: RuleContext, node: fx.Node, producer: fx.Node, rules: dict[fx.Node, Rule],
+               args: Any, kwargs: Any, per_op: bool) -> Any:
+    """``node``'s results by its :data:`IN_PART` rule, its first operand the deferred
+    call of ``producer``; where that rule declines, the producer's rule and then
+    ``node``'s, as they run elsewhere."""
+    call = args[0]
+
+    def finish(result: Any) -> Any:
+        return _stored(result, ctx) if per_op and not moves(producer.target) else result
+    got = IN_PART[(str(producer.target), str(node.target))](
+        ctx, Call(call.args, call.kwargs, finish), *args[1:], **kwargs)
+    if got is None:
+        got = rules[node](ctx, finish(rules[producer](ctx, *call.args, **call.kwargs)),
+                          *args[1:], **kwargs)
+    return _stored(got, ctx) if per_op and not moves(node.target) else got
 
 
 def _last_readers(nodes: Sequence[fx.Node], needed: set[fx.Node]) -> dict[fx.Node, fx.Node]:
@@ -204,10 +254,12 @@ def _last_read(node: fx.Node, readers: dict[fx.Node, fx.Node], kept: set[Any]) -
 def _viewed(node: fx.Node, kept: set[Any]) -> bool:
     """Whether ``node`` is an ``alias`` (a view in ATen, the same elements as its
     operand) of a value an earlier node computed that is not an output: then it may
-    hold its operand's arrays though later nodes read them too, as the results of
-    ``view``, ``expand`` or ``permute`` do, for no rule writes into its operands (the
-    graph is functional, and every rule computes into arrays of its own). An alias of
-    an input (the caller's arrays) or of an output is still copied."""
+    view its operand's arrays though later nodes read them too
+    (:func:`~.library.views.viewed`), as the results of ``view``, ``expand`` or
+    ``permute`` do, for no rule writes into its operands (the graph is functional,
+    every rule computes into arrays of its own, and a rounding in place copies an
+    array that is a view). An alias of an input (the caller's arrays) or of an
+    output is still copied."""
     args = node.all_input_nodes
     return (node.target is torch.ops.aten.alias.default and len(args) == 1
             and args[0].op == "call_function" and args[0] not in kept)

@@ -32,8 +32,8 @@ from ..precision import PrecisionModel, claims, get_model
 from ..tracked import Tracked, store
 from ..xp import as_namespace
 
-__all__ = ["MOVES", "RULES", "Claims", "NoRule", "RuleContext", "Rule", "rule", "lookup",
-           "moves"]
+__all__ = ["MOVES", "RULES", "IN_PART", "Call", "Claims", "NoRule", "RuleContext", "Rule",
+           "rule", "lookup", "moves", "reads_in_part"]
 
 #: the traced oracle's name for :func:`numoracle.oracle.precision.claims`: claims
 #: beyond the formats (ulps, variance, per-op or fused rounding, accuracy profile)
@@ -107,6 +107,12 @@ RULES: dict[str, Rule] = {}
 MOVES: set[str] = set()
 
 
+#: (producer, reader) ATen overload names -> a rule for the reader that takes, in place
+#: of its first operand, the call of the producer whose one reader it is
+#: (:func:`reads_in_part`)
+IN_PART: dict[tuple[str, str], Rule] = {}
+
+
 class NoRule(InvalidArgument):
     """The reference calls an ATen op that has no bound rule: the case is
     refused by name, never approximated."""
@@ -132,6 +138,29 @@ def rule(*names: str, moves: bool = False) -> Callable[[Rule], Rule]:
                 MOVES.add(name)
         return fn
     return register
+
+
+def reads_in_part(producer: str, reader: str) -> Callable[[Rule], Rule]:
+    """Register the decorated function as the rule of ``reader`` where its first operand
+    is the result of ``producer`` and nothing else reads that result (not an output):
+    a reader of a few of its elements, computed alone. It is called as ``fn(ctx, call,
+    *reader_args, **reader_kwargs)``, ``call`` the producer's :class:`Call`, and gives
+    the reader's results with the bits of the producer's rule followed by the reader's,
+    or None (then both run as they are)."""
+    def register(fn: Rule) -> Rule:
+        IN_PART[(producer, reader)] = fn
+        return fn
+    return register
+
+
+class Call:
+    """A producer's call that :func:`reads_in_part`'s rule evaluates in part: its
+    arguments, and ``finish``, the interpreter's rounding of the producer's results
+    under the claimed policy (applied to each element the same whatever the others)."""
+
+    def __init__(self, args: tuple[Any, ...], kwargs: dict[str, Any],
+                 finish: Callable[[Any], Any]) -> None:
+        self.args, self.kwargs, self.finish = args, kwargs, finish
 
 
 def moves(target: Any) -> bool:

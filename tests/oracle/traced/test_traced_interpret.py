@@ -236,36 +236,61 @@ def test_a_clone_of_a_value_no_later_node_reads_takes_its_arrays(monkeypatch):
     np.testing.assert_allclose(out.value, expected, rtol=1e-14)
 
 
-def test_an_alias_of_a_value_read_later_holds_its_arrays_and_gives_a_copys_bits(monkeypatch):
-    """softmax's forward + backward graph aliases the softmax (its output, and the value
-    its backward reads): each alias holds the softmax's own arrays (no copy) and every
-    output keeps the bits of the evaluation that copies them."""
+
+def _softmax_last(x):
+    return torch.softmax(x, dim=-1)
+
+
+def _cross_entropy(x, t):
+    return torch.nn.functional.cross_entropy(x, t)
+
+
+@pytest.mark.parametrize("storage,rounding", [("fp32", "per-op"), ("bf16", "per-op"),
+                                              ("bf16", "fused")])
+@pytest.mark.parametrize("which", ["softmax", "cross_entropy"])
+def test_an_alias_of_a_value_read_later_views_its_arrays_with_a_copys_bits(
+        monkeypatch, which, storage, rounding):
+    """softmax's and cross-entropy's forward + backward graphs alias the (log-)softmax
+    (an output, and the value its backward reads): each alias views the operand's
+    memory (no copy; arrays of their own objects, so that no rounding in place writes
+    the operand) and every output keeps the bits of the evaluation that copies it,
+    with the whole-rule loops running (LOOP_MIN 1) and without."""
+    from numoracle.oracle import fused_cpu
     from numoracle.oracle.traced import interpret
 
+    name = "aten._softmax.default" if which == "softmax" else "aten._log_softmax.default"
+    back = ("aten._softmax_backward_data.default" if which == "softmax"
+            else "aten._log_softmax_backward_data.default")
     made, read = {}, []
-    softmax, backward = RULES["aten._softmax.default"], RULES["aten._softmax_backward_data.default"]
+    forward, backward = RULES[name], RULES[back]
 
     def keeping(*a, **k):
-        made["softmax"] = out = softmax(*a, **k)
+        made["y"] = out = forward(*a, **k)
         return out
-    monkeypatch.setitem(RULES, "aten._softmax.default", keeping)
-    monkeypatch.setitem(RULES, "aten._softmax_backward_data.default",
+    monkeypatch.setitem(RULES, name, keeping)
+    monkeypatch.setitem(RULES, back,
                         lambda ctx, g, y, *a: read.append(y) or backward(ctx, g, y, *a))
-
-    def f(x):
-        return torch.softmax(x, dim=-1)
-    vals = {"x": _rand((8, 16))}
-    g = capture(Reference(f, ("x",), grads=("x",)), vals,
-              {"grad_out": _rand((8, 16), seed=1)})
-    aliases = [n for n in g.module.graph.nodes if n.target is torch.ops.aten.alias.default]
-    assert len(aliases) >= 2
-    inputs = {**vals, "grad_out": _rand((8, 16), seed=1)}
-    shared = evaluate(g, dict(inputs), FP32)
-    assert read[-1].value is made["softmax"].value and read[-1].det is made["softmax"].det
-    assert shared["out"].value is made["softmax"].value
-    monkeypatch.setattr(interpret, "_viewed", lambda node, kept: False)
-    copied = evaluate(g, dict(inputs), FP32)
-    assert not np.shares_memory(read[-1].value, made["softmax"].value)
-    for name, t in copied.items():
-        for f_ in ("value", "det", "prob", "ref_err", "mag"):
-            np.testing.assert_array_equal(getattr(shared[name], f_), getattr(t, f_))
+    x = _rand((16, 40), storage)
+    if which == "softmax":
+        ref, vals, cot = Reference(_softmax_last, ("x",), grads=("x",)), {"x": x}, (16, 40)
+    else:
+        labels = np.random.default_rng(4).integers(0, 40, 16)
+        ref, vals, cot = (Reference(_cross_entropy, ("x", "t"), grads=("x",)),
+                          {"x": x, "t": labels}, ())
+    g = capture(ref, vals, {"grad_out": _rand(cot, storage, seed=1)})
+    assert sum(n.target is torch.ops.aten.alias.default for n in g.module.graph.nodes) >= 2
+    ctx = RuleContext(get_model(storage), Claims(rounding=rounding))
+    inputs = {**vals, "grad_out": _rand(cot, storage, seed=1)}
+    viewing = interpret._viewed
+    for loop_min in (1, 1 << 30):
+        monkeypatch.setattr(fused_cpu, "LOOP_MIN", loop_min)
+        monkeypatch.setattr(interpret, "_viewed", viewing)
+        shared = evaluate(g, dict(inputs), ctx)
+        assert np.shares_memory(read[-1].value, made["y"].value)
+        assert read[-1].det is not made["y"].det
+        monkeypatch.setattr(interpret, "_viewed", lambda node, kept: False)
+        copied = evaluate(g, dict(inputs), ctx)
+        assert not np.shares_memory(read[-1].value, made["y"].value)
+        for out, t in copied.items():
+            for f_ in ("value", "det", "prob", "ref_err", "mag"):
+                np.testing.assert_array_equal(getattr(shared[out], f_), getattr(t, f_))

@@ -210,9 +210,14 @@ def fused_softmax(ctx: RuleContext, x: Tracked, axis: int) -> Tracked | None:
                    n=ew._max_n(e, total))
 
 
-def fused_log_softmax(ctx: RuleContext, x: Tracked, axis: int) -> Tracked | None:
+def fused_log_softmax(ctx: RuleContext, x: Tracked, axis: int, at: Any = None
+                      ) -> Tracked | None:
     """softmax's ``log_softmax`` by the whole-rule loops (the same bits); None where they
-    do not run (:func:`_row_pass`; a logarithm or a shift that is a special point)."""
+    do not run (:func:`_row_pass`; a logarithm or a shift that is a special point).
+    ``at`` (NumPy's integers, one per row of a 2-D ``x``): only the element of each row
+    at that index along the last axis, ``(rows, 1)``, with the bits the whole result
+    has there (each element of the second loop is computed from its row's quantities
+    and its own input alone)."""
     rp = _row_pass(ctx, x, axis, unshifted=True)
     if rp is None:
         return None
@@ -234,12 +239,20 @@ def fused_log_softmax(ctx: RuleContext, x: Tracked, axis: int) -> Tracked | None
     u = m_.acc_unit()
     rows = rp.rows
     params = (u, fmt.tiny, U64, fmt.max, 1.0 + 2 * U64)
+    shape, n = x.shape, rp.n_d + logs.n
+    v, radii = rp.v, rp.radii
+    if at is not None:
+        idx = np.asarray(at, dtype=np.int64).reshape(rows, 1)
+        v, *radii = (np.ascontiguousarray(np.take_along_axis(a, idx, axis=1))
+                     for a in (v, *radii))
+        if np.ndim(n):
+            n = np.take_along_axis(np.broadcast_to(n, shape), idx, axis=1)
+        shape = (rows, 1)
     value, det, prob, ref, mag = rp.loops.log_softmax_rows(
-        rp.v, rp.radii, rp.mx, tuple(_per_row(t, rows) for t in (logs, top, plain)),
+        v, tuple(radii), rp.mx, tuple(_per_row(t, rows) for t in (logs, top, plain)),
         np.ascontiguousarray(ok), flags, params, rp.ints)
-    shape = x.shape
     return bounded(value.reshape(shape), det.reshape(shape), prob.reshape(shape),
-                   ref_err=ref.reshape(shape), mag=mag.reshape(shape), n=rp.n_d + logs.n)
+                   ref_err=ref.reshape(shape), mag=mag.reshape(shape), n=n)
 
 
 def _finite_rows(loops: Any, t: Tracked, shape: tuple[int, ...]

@@ -27,8 +27,9 @@ import numpy as np
 from ... import elementwise as ew
 from ...tracked import Tracked, exact, folded, negated, sum_
 from ...xp import array_module, like
-from ..rules import NoRule, RuleContext, rule
-from ._common import as_tracked, tmap_all
+from ..rules import Call, NoRule, RuleContext, reads_in_part, rule
+from ._common import as_tracked, is_tracked, tmap_all
+from ._softmax_rows import fused_log_softmax
 
 __all__ = ["REDUCTIONS"]
 
@@ -79,6 +80,35 @@ def nll_loss_rule(ctx: RuleContext, x: Tracked, target: np.ndarray, weight: Any,
     if REDUCTIONS[reduction] == "sum":
         return s, total
     return ew.div(s, total, ctx.model), total
+
+
+@reads_in_part("aten._log_softmax.default", "aten.nll_loss_forward.default")
+def nll_loss_of_log_softmax(ctx: RuleContext, call: Call, target: np.ndarray, weight: Any,
+                            reduction: int, ignore_index: int) -> tuple[Tracked, Tracked] | None:
+    """:func:`nll_loss_rule` of a log-softmax of 2-D NumPy scores along their classes
+    that nothing else reads (cross-entropy's forward): the log-softmax at each sample's
+    target alone (:func:`~._softmax_rows.fused_log_softmax`'s ``at``: those elements'
+    bits), rounded as the interpreter rounds the whole (``call.finish``, element by
+    element), then the rule on them as scores of one class, each counted sample's
+    target that class. None where the whole-rule loops do not run, with class weights,
+    an ``ignore_index`` of 0, a target out of range or another reduction (then both
+    rules run as they are)."""
+    x, dim = call.args[0], call.args[1]
+    if (weight is not None or ignore_index == 0 or reduction not in REDUCTIONS
+            or not is_tracked(x) or not isinstance(x.value, np.ndarray) or x.value.ndim != 2
+            or dim % 2 != 1):
+        return None
+    t = np.asarray(target, dtype=np.int64)
+    classes = x.shape[1]
+    kept = t != ignore_index
+    safe = np.where(kept, t, 0)
+    if t.shape != x.shape[:1] or not bool(np.all((safe >= -classes) & (safe < classes))):
+        return None
+    picked = fused_log_softmax(ctx, x, 1, at=safe)
+    if picked is None:
+        return None
+    return nll_loss_rule(ctx, call.finish(picked), np.where(kept, 0, ignore_index), None,
+                         reduction, ignore_index)
 
 
 @rule("aten.nll_loss_backward.default", "aten.nll_loss2d_backward.default")

@@ -38,7 +38,7 @@ from ._common import (
     unsure_of,
 )
 
-__all__ = ["move", "identity_rule", "handed_over"]
+__all__ = ["move", "identity_rule", "handed_over", "viewed"]
 
 
 
@@ -92,6 +92,26 @@ def handed_over(ctx: RuleContext, x: Any) -> Any:
     value's own arrays, not copies (no other value will hold them), the same
     values and layouts; anything else as the rule gives it."""
     return tmap_all(x, _handed) if is_tracked(x) else identity_rule(ctx, x)
+
+
+def _viewing(a: Any) -> Any:
+    """What :func:`copied` gives, as a view of ``a`` (a NumPy array object of its own
+    over the same memory) where the copy would be laid out as ``a`` is (C or Fortran
+    order), else that copy."""
+    if not isinstance(a, np.ndarray) or not (a.flags.c_contiguous or a.flags.f_contiguous):
+        return copied(a)
+    return a if not a.flags.writeable and 0 in a.strides else a.view()
+
+
+def viewed(ctx: RuleContext, x: Any) -> Any:
+    """:func:`identity_rule`'s value as views of ``x``'s arrays where ``x`` lives in
+    NumPy (ATen's ``alias`` is a view): the same values, layouts and sharing of one
+    array between radii as the copies, no element copied. A view is not an array of
+    its own (:func:`~numoracle.oracle.fused.own_array`), so no rounding in place of a
+    later result writes into ``x``'s memory. Anything else as the rule gives it."""
+    if is_tracked(x) and isinstance(x.value, np.ndarray):
+        return tmap_all(x, _viewing)
+    return identity_rule(ctx, x)
 
 
 @rule("aten.permute.default", "aten.permute_copy.default", moves=True)
