@@ -266,3 +266,15 @@ def test_a_mask_in_torchs_namespace_stays_there_with_its_unsure_elements() -> No
     assert np.array_equal(to_numpy(unsure_of(m_t)), unsure_of(m_np))
     assert unsure_of(m_np)[::2].all() and not unsure_of(m_np)[1::2].any()
     _assert_bits({"w": w_t}, {"w": w_np})
+
+
+def test_the_graph_count_attributes_every_operation_to_the_code_that_made_it() -> None:
+    """benchmarks.traced.graph_ops: a recorded graph's operations, each grouped by its
+    rule and by the arithmetic that made it (a stack frame of the package kept per node)."""
+    from benchmarks.traced.graph_ops import count  # noqa: PLC0415 - the benchmark's harness
+
+    row = count("softmax", "small", backward=False)
+    assert row["ops"] > 100 and row["guards"] > 0
+    assert sum(row["by_rule"].values()) == sum(row["by_arithmetic"].values()) == row["ops"]
+    assert "(none)" not in row["by_arithmetic"]  # (every node made by the package's code)
+    assert any(k.startswith("softmax.py:") for k in row["by_rule"])
