@@ -196,8 +196,11 @@ class Recording:
         fn = self.module if self.compiled is None else self.compiled
         try:
             flat = fn(*(inputs[k] for k in self.inputs))
-        except Exception:  # (a shape decided by the recorded case's values, now other)
+        except Exception as e:  # (a shape decided by the recorded case's values, now other)
             self.refused += 1
+            first = str(e).splitlines()[0] if str(e) else ""
+            why = f"the replay raised {type(e).__name__}: {first}"
+            self.failed_sources[why] = self.failed_sources.get(why, 0) + 1
             return None
         values, guards = flat[:len(self.slots)], flat[len(self.slots):]
         if guards:
@@ -283,7 +286,8 @@ def record(evaluate: Callable[[dict[str, Any]], Mapping[str, Any]],
         return (*leaves, *decisions.guards)
 
     try:
-        module = make_fx(flat, tracing_mode="real", record_stack_traces=stack_traces)(*(inputs[k] for k in names))
+        module = make_fx(flat, tracing_mode="real", record_stack_traces=stack_traces)(
+            *(inputs[k] for k in names))
     except Unrecordable:
         raise
     except Exception as e:  # the tracer's refusal, whatever its kind
