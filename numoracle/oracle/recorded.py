@@ -32,6 +32,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from .precision import PrecisionModel
 from .recording_mode import mode
 from .tracked import Tracked
@@ -101,8 +103,9 @@ def _tensors(inputs: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def device_inputs(inputs: Mapping[str, Any]) -> dict[str, Any] | None:
-    """``inputs`` as torch's tensors on the GPU, where recordings are switched on
-    (:func:`mode`) and torch has a CUDA device (the recordings are torch's); else None."""
+    """``inputs``' floating-point arrays as torch's tensors on the GPU (integer ones stay
+    on the host, as the ops take them in torch's namespace), where recordings are switched
+    on (:func:`mode`) and torch has a CUDA device (the recordings are torch's); else None."""
     if mode() == "off":
         return None
     try:
@@ -111,4 +114,5 @@ def device_inputs(inputs: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
     if not torch.cuda.is_available():
         return None
-    return {k: torch.as_tensor(v, device="cuda") for k, v in inputs.items()}
+    return {k: torch.as_tensor(v, device="cuda") if np.asarray(v).dtype.kind == "f" else v
+            for k, v in inputs.items()}
