@@ -246,3 +246,33 @@ def build(spec: src.Elementwise | src.PerRow, threads: int = 1,
     if isinstance(spec, src.Elementwise):
         return _ElementwiseCall(lib, spec)
     return _PerRowCall(lib, spec, threads)
+
+
+_PROBE = r"""
+#include <cmath>
+extern "C" void exp_probe(long long n, const double* x, double* e, double* m) {
+    for (long long i = 0; i < n; ++i) { e[i] = std::exp(x[i]); m[i] = std::expm1(x[i]); }
+}
+"""
+_EXP_AS_NUMPY: list[bool] = []
+
+
+def exp_as_numpy() -> bool:
+    """Whether the C library's ``exp`` and ``expm1`` give NumPy's bits on this machine
+    (on a sample over softmax's range of arguments). Not everywhere: NumPy's own SIMD
+    ``exp`` (AVX-512 on some x86-64 processors) may differ from the C library's in the
+    last place; where it does, the kernels on the host are compared with the passes
+    within the oracle's own error, as the device's kernels are."""
+    if not _EXP_AS_NUMPY:
+        lib = compiled(_PROBE, "exp_probe")
+        if lib is None:
+            _EXP_AS_NUMPY.append(False)
+            return False
+        rng = np.random.default_rng(0)
+        x = np.concatenate([np.linspace(-745.0, 709.0, 100_001), rng.uniform(-50, 0, 100_000),
+                            rng.standard_normal(100_000)])
+        e, m = np.empty_like(x), np.empty_like(x)
+        lib.exp_probe.argtypes = [ctypes.c_longlong] + [ctypes.c_void_p] * 3
+        lib.exp_probe(x.size, x.ctypes.data, e.ctypes.data, m.ctypes.data)
+        _EXP_AS_NUMPY.append(bool(np.array_equal(e, np.exp(x)) and np.array_equal(m, np.expm1(x))))
+    return _EXP_AS_NUMPY[0]
