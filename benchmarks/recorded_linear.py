@@ -30,7 +30,7 @@ import torch
 
 from pathlib import Path
 
-from benchmarks.commands.speed import LINEAR, _inputs, linear_case, torch_linear
+from benchmarks.commands.speed import LINEAR, _inputs, torch_linear
 from benchmarks.record import meta, write_json
 from benchmarks.traced.recorded import _best, _compare, _sync
 
@@ -39,7 +39,8 @@ __all__ = ["main"]
 
 def _case(shape: tuple[int, int, int], seed: int, device: str) -> tuple[dict, dict]:
     """The parameters and the inputs (tensors on ``device``) of draw ``seed``."""
-    params, _inputs_0, _plain = linear_case(shape, np)
+    b, i, o = shape
+    params = LINEAR.validate({"batch": b, "in_features": i, "out_features": o, "bias": True})
     inputs = _inputs(LINEAR.input_shapes(params), np, seed)
     return params, {k: torch.from_numpy(v).to(device) for k, v in inputs.items()}
 
